@@ -1,0 +1,70 @@
+// Tensor descriptors: the one data structure every layer and backend shares.
+//
+// Dimension order is written down here, once: ne[0] is the innermost, contiguous dimension,
+// the reverse of PyTorch/numpy. A weight matrix of numpy shape (out, in) has ne = {in, out};
+// activations are [n_embd, n_tokens]. nb[i] is the stride of dimension i in bytes; for a
+// quantized type nb[0] is the block size in bytes and rows are contiguous blocks.
+#ifndef EMBER_BACKENDS_TENSOR_H
+#define EMBER_BACKENDS_TENSOR_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "quant/types.h"
+
+enum ember_op : int32_t {
+#define X(NAME, NSRC) EMBER_OP_##NAME,
+#include "ops.def"
+#undef X
+    EMBER_OP_COUNT
+};
+
+constexpr int EMBER_MAX_DIMS      = 4;
+constexpr int EMBER_MAX_SRC       = 4;
+constexpr int EMBER_MAX_OP_PARAMS = 8;   // int32 slots
+constexpr int EMBER_MAX_NAME      = 64;
+
+enum ember_tensor_flag : uint32_t {
+    EMBER_TENSOR_FLAG_INPUT  = 1u << 0,  // filled by the host before compute
+    EMBER_TENSOR_FLAG_OUTPUT = 1u << 1,  // read by the host after compute: never reused
+    EMBER_TENSOR_FLAG_WEIGHT = 1u << 2,  // model parameter, lives in a weight buffer
+};
+
+struct ember_buffer;
+
+struct ember_tensor {
+    ember_type     type;
+    int64_t        ne[EMBER_MAX_DIMS];             // elements per dimension
+    size_t         nb[EMBER_MAX_DIMS];             // bytes between consecutive indices
+    ember_op       op;
+    int32_t        op_params[EMBER_MAX_OP_PARAMS];
+    uint32_t       flags;
+    ember_tensor * src[EMBER_MAX_SRC];
+    ember_tensor * view_src;                       // tensor whose memory this one aliases
+    size_t         view_offs;                      // byte offset into view_src
+    ember_buffer * buffer;                         // where data lives (nullptr until allocated)
+    void *         data;                           // host address, or device address for device buffers
+    char           name[EMBER_MAX_NAME];
+};
+
+const char * ember_op_name(ember_op op);
+int          ember_op_n_src(ember_op op);
+
+inline int64_t ember_nelements(const ember_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+inline int64_t ember_nrows(const ember_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+// Bytes spanned by the tensor (for a contiguous tensor: its size).
+size_t ember_nbytes(const ember_tensor * t);
+bool   ember_is_contiguous(const ember_tensor * t);
+// Sets nb[] for a contiguous tensor of t->type and t->ne.
+void   ember_set_contiguous_strides(ember_tensor * t);
+void   ember_set_name(ember_tensor * t, const char * fmt, ...);
+
+inline void ember_set_op_param_f32(ember_tensor * t, int i, float v) { std::memcpy(&t->op_params[i], &v, sizeof(v)); }
+inline float ember_get_op_param_f32(const ember_tensor * t, int i) {
+    float v;
+    std::memcpy(&v, &t->op_params[i], sizeof(v));
+    return v;
+}
+
+#endif  // EMBER_BACKENDS_TENSOR_H
