@@ -119,15 +119,17 @@ EMBER_API void ember_log_set(ember_log_callback callback, void * user_data);
 EMBER_API void ember_log_set_level(int32_t level);
 
 //
-// Tensor and cache types: GGUF (ggml) type ids.
+// Tensor and cache types: GGUF (ggml) type ids. Values never change; struct fields that
+// hold a type are int32_t.
 //
-enum {
+typedef enum ember_type {
     EMBER_TYPE_F32  = 0,
     EMBER_TYPE_F16  = 1,
     EMBER_TYPE_Q4_0 = 2,
     EMBER_TYPE_Q8_0 = 8,
+    EMBER_TYPE_I32  = 26,  /* indices and positions only */
     EMBER_TYPE_BF16 = 30
-};
+} ember_type;
 /* Lower-case name ("q8_0") of a type id this build knows, or NULL. Static storage. */
 EMBER_API const char * ember_type_name(int32_t type);
 /* Type id for a name (case-insensitive: "Q8_0", "f16"), or -1. */

@@ -14,6 +14,7 @@ struct traits_table {
     traits_table() {
 #define X(NAME, ID, STR, BLCK, SIZE, QUANT, VDT)                                      \
     static_assert((ID) >= 0 && (ID) < EMBER_TYPE_COUNT, "type id outside the table"); \
+    static_assert(EMBER_TYPE_##NAME == (ID), "types.def and include/ember.h disagree");  \
     cells[ID] = {STR, BLCK, SIZE, QUANT != 0, EMBER_TYPE_##VDT,                       \
                  ember_ref_to_float_##NAME, ember_ref_from_float_##NAME, ember_ref_vec_dot_##NAME};
 #include "types.def"

@@ -1,5 +1,6 @@
-// Tensor types and the core traits table (quant/types.def expands into both).
-// quant/ depends on nothing else in Ember.
+// The core traits table, expanded from quant/types.def. The type ids themselves are the
+// public enum ember_type of include/ember.h (GGUF ids); quant/types.cpp checks that the two
+// lists agree. quant/ depends on nothing else in Ember.
 #ifndef EMBER_QUANT_TYPES_H
 #define EMBER_QUANT_TYPES_H
 
@@ -7,12 +8,7 @@
 #include <cstdint>
 
 #include "blocks.h"
-
-enum ember_type : int32_t {
-#define X(NAME, ID, STR, BLCK, SIZE, QUANT, VDT) EMBER_TYPE_##NAME = ID,
-#include "types.def"
-#undef X
-};
+#include "ember.h"
 
 // Tables indexed by ember_type have this many cells; ids at or above it are invalid.
 constexpr int32_t EMBER_TYPE_COUNT = 40;

@@ -29,6 +29,7 @@ enum ember_tensor_flag : uint32_t {
     EMBER_TENSOR_FLAG_INPUT  = 1u << 0,  // filled by the host before compute
     EMBER_TENSOR_FLAG_OUTPUT = 1u << 1,  // read by the host after compute: never reused
     EMBER_TENSOR_FLAG_WEIGHT = 1u << 2,  // model parameter, lives in a weight buffer
+    EMBER_TENSOR_FLAG_PLANNED = 1u << 3, // memory assigned by the graph planner (re-planned at will)
 };
 
 struct ember_buffer;

@@ -1,0 +1,243 @@
+#include "scheduler.h"
+
+#include <cstring>
+
+namespace {
+
+std::vector<ember_buffer_type *> stream_bufts(const std::vector<ember_stream *> & streams) {
+    std::vector<ember_buffer_type *> bufts;
+    for (ember_stream * s : streams) bufts.push_back(ember_device_buffer_type(s->device));
+    return bufts;
+}
+
+ember_tensor * memory_owner(ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return t;
+}
+
+// Copies the bytes spanned by src into dst (same strides), through host memory when needed.
+void copy_tensor(const ember_tensor * src, ember_tensor * dst, std::vector<uint8_t> & staging) {
+    const size_t n = ember_nbytes(src);
+    if (ember_buffer_type_is_host(dst->buffer->buft)) {
+        ember_tensor_get(src, dst->data, 0, n);
+    } else if (ember_buffer_type_is_host(src->buffer->buft)) {
+        ember_tensor_set(dst, src->data, 0, n);
+    } else {
+        staging.resize(n);
+        ember_tensor_get(src, staging.data(), 0, n);
+        ember_tensor_set(dst, staging.data(), 0, n);
+    }
+}
+
+}  // namespace
+
+ember_sched::ember_sched(std::vector<ember_stream *> streams)
+    : streams_(std::move(streams)), galloc_(new ember_gallocr(stream_bufts(streams_))) {}
+
+ember_sched::~ember_sched() = default;
+
+void ember_sched::set_abort_callback(ember_abort_callback cb, void * user_data) {
+    abort_cb_ = cb;
+    abort_ud_ = user_data;
+    for (ember_stream * s : streams_) {
+        if (s->iface.set_abort_callback) s->iface.set_abort_callback(s, cb, user_data);
+    }
+}
+
+int ember_sched::stream_of_buffer(const ember_buffer * buf) const {
+    for (size_t i = 0; i < streams_.size(); i++) {
+        if (ember_device_buffer_type(streams_[i]->device) == buf->buft) return static_cast<int>(i);
+    }
+    // Host memory the CPU can read (mmap'd weights, host-pointer buffers).
+    const int cpu = static_cast<int>(streams_.size()) - 1;
+    if (ember_device_supports_buft(streams_[cpu]->device, buf->buft)) return cpu;
+    return -1;
+}
+
+ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
+    const int n_streams = static_cast<int>(streams_.size());
+    const int cpu       = n_streams - 1;
+    std::unordered_map<const ember_tensor *, int> where;  // stream of each computed node
+
+    auto supports = [&](int s, const ember_tensor * node) { return ember_device_supports_op(streams_[s]->device, node); };
+
+    // Pass 1: placement.
+    std::vector<int> assigned(g->nodes.size(), cpu);
+    int              prev = -1;
+    for (size_t i = 0; i < g->nodes.size(); i++) {
+        ember_tensor * node = g->nodes[i];
+        int            s    = -1;
+        if (node->op == EMBER_OP_VIEW || node->view_src) {
+            ember_tensor * owner = memory_owner(node);
+            if (owner->buffer && !(owner->flags & EMBER_TENSOR_FLAG_PLANNED)) {
+                s = stream_of_buffer(owner->buffer);
+            } else if (where.count(owner)) {
+                s = where[owner];
+            }
+            if (node->op != EMBER_OP_VIEW && (s < 0 || !supports(s, node))) s = -1;  // e.g. SET_ROWS
+        }
+        if (s < 0) {
+            for (ember_tensor * src : node->src) {
+                if (!src) continue;
+                ember_tensor * owner = memory_owner(src);
+                if (owner->op != EMBER_OP_NONE || !owner->buffer || (owner->flags & EMBER_TENSOR_FLAG_PLANNED)) continue;
+                int ws = stream_of_buffer(owner->buffer);
+                if (ws >= 0 && supports(ws, node)) {
+                    s = ws;
+                    break;
+                }
+            }
+        }
+        if (s < 0 && prev >= 0 && supports(prev, node)) s = prev;
+        for (int k = 0; s < 0 && k < n_streams; k++) {
+            if (supports(k, node)) s = k;
+        }
+        if (s < 0) {
+            return EMBER_ERR_UNSUPPORTED;  // not even the CPU: a graph-builder bug
+        }
+        assigned[i] = s;
+        where[node] = s;
+        prev        = s;
+    }
+
+    // Pass 2: copies where a node reads memory its device cannot use.
+    std::vector<ember_tensor *> nodes;
+    std::vector<int>            node_stream;
+    std::unordered_map<ember_tensor *, ember_tensor *> copies;  // valid within the current split
+    int split_stream = -2;
+    p.n_splits       = 0;
+    for (size_t i = 0; i < g->nodes.size(); i++) {
+        ember_tensor * node = g->nodes[i];
+        const int      s    = assigned[i];
+        if (s != split_stream) {
+            copies.clear();
+            split_stream = s;
+            p.n_splits++;
+        }
+        ember_buffer_type * buft = ember_device_buffer_type(streams_[s]->device);
+        for (int k = 0; k < EMBER_MAX_SRC; k++) {
+            ember_tensor * src = node->src[k];
+            if (!src) continue;
+            if (node->op == EMBER_OP_VIEW) break;  // a view is only an address
+            ember_tensor * owner = memory_owner(src);
+            int            home;
+            if (owner->buffer && !(owner->flags & EMBER_TENSOR_FLAG_PLANNED)) {
+                home = -3;  // a leaf with its own buffer: ask the device directly
+                if (ember_device_supports_buft(streams_[s]->device, owner->buffer->buft)) continue;
+            } else if (where.count(owner)) {
+                home = where[owner];
+                if (home == s || ember_device_supports_buft(streams_[s]->device, ember_device_buffer_type(streams_[home]->device))) continue;
+            } else {  // an input leaf: lives in CPU memory
+                home = cpu;
+                if (s == cpu || ember_device_supports_buft(streams_[s]->device, ember_device_buffer_type(streams_[cpu]->device))) continue;
+            }
+            (void) buft;
+            auto it = copies.find(src);
+            if (it == copies.end()) {
+                ember_tensor * c = &g->arena.emplace_back(*src);
+                c->op            = EMBER_OP_CPY;
+                std::memset(c->src, 0, sizeof(c->src));
+                c->src[0]   = src;
+                c->view_src = nullptr;
+                c->view_offs = 0;
+                c->buffer   = nullptr;
+                c->data     = nullptr;
+                c->flags    = 0;
+                ember_set_name(c, "%.40s#copy%d", src->name, s);
+                nodes.push_back(c);
+                node_stream.push_back(-1);
+                it = copies.emplace(src, c).first;
+            }
+            node->src[k] = it->second;
+        }
+        nodes.push_back(node);
+        node_stream.push_back(s);
+    }
+    g->nodes.swap(nodes);
+    p.node_stream.swap(node_stream);
+
+    // Buffer type of every node: a copy lives on the stream of the node after it.
+    p.node_buft.assign(g->nodes.size(), cpu);
+    int next = cpu;
+    for (size_t i = g->nodes.size(); i-- > 0;) {
+        if (p.node_stream[i] >= 0) next = p.node_stream[i];
+        p.node_buft[i] = p.node_stream[i] >= 0 ? p.node_stream[i] : next;
+    }
+    n_plans_++;
+    return EMBER_OK;
+}
+
+ember_status ember_sched::ensure_allocated(ember_graph * g, graph_plan & p) {
+    if (p.generation == galloc_->generation()) return EMBER_OK;
+    ember_status st = galloc_->alloc_graph(g, p.node_buft, static_cast<int>(streams_.size()) - 1);
+    if (st != EMBER_OK) return st;
+    // If that grew a buffer, every other graph's addresses are stale; this one is current.
+    p.generation = galloc_->generation();
+    return EMBER_OK;
+}
+
+ember_status ember_sched::reserve(ember_graph * g) {
+    graph_plan * p  = nullptr;
+    ember_status st = find_or_plan(g, &p);
+    if (st != EMBER_OK) return st;
+    return galloc_->reserve(g, p->node_buft, static_cast<int>(streams_.size()) - 1);
+}
+
+ember_status ember_sched::find_or_plan(ember_graph * g, graph_plan ** out) {
+    auto it = plans_.find(g);
+    if (it == plans_.end()) {
+        it              = plans_.emplace(g, graph_plan{}).first;
+        ember_status st = plan_graph(g, it->second);
+        if (st != EMBER_OK) {
+            plans_.erase(it);
+            return st;
+        }
+    }
+    *out = &it->second;
+    return EMBER_OK;
+}
+
+ember_status ember_sched::prepare(ember_graph * g) {
+    graph_plan * p  = nullptr;
+    ember_status st = find_or_plan(g, &p);
+    return st != EMBER_OK ? st : ensure_allocated(g, *p);
+}
+
+ember_status ember_sched::compute(ember_graph * g) {
+    ember_status st = prepare(g);
+    if (st != EMBER_OK) return st;
+    graph_plan & p = plans_.find(g)->second;
+
+    std::vector<uint8_t> staging;
+    const int32_t        n = static_cast<int32_t>(g->nodes.size());
+    for (int32_t i = 0; i < n;) {
+        const int s = p.node_stream[i];
+        int32_t   j = i;
+        while (j < n && p.node_stream[j] == s) j++;
+        if (s < 0) {
+            for (int32_t k = i; k < j; k++) copy_tensor(g->nodes[k]->src[0], g->nodes[k], staging);
+        } else {
+            if (abort_cb_ && abort_cb_(abort_ud_)) return EMBER_ERR_CANCELLED;
+            ember_stream * stream = streams_[s];
+            st                    = stream->iface.graph_compute(stream, g, i, j);
+            if (st != EMBER_OK) return st;
+            // The next split may read what this one wrote.
+            if (j < n) stream->iface.synchronize(stream);
+        }
+        i = j;
+    }
+    for (ember_stream * s : streams_) s->iface.synchronize(s);
+    return EMBER_OK;
+}
+
+void ember_sched::forget(ember_graph * g) { plans_.erase(g); }
+
+const std::vector<int> * ember_sched::node_streams(ember_graph * g) const {
+    auto it = plans_.find(g);
+    return it == plans_.end() ? nullptr : &it->second.node_stream;
+}
+
+int ember_sched::n_splits(ember_graph * g) const {
+    auto it = plans_.find(g);
+    return it == plans_.end() ? 0 : it->second.n_splits;
+}

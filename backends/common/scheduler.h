@@ -1,0 +1,60 @@
+// The scheduler runs a graph over several streams. Placement, per node, in this order:
+//   1. a view goes where the memory it views lives;
+//   2. a node that reads a weight or a cache tensor (a leaf with a buffer) goes to the
+//      device holding that buffer, if that device supports the op;
+//   3. otherwise it stays on the stream of the previous node if that one supports it,
+//      else the first stream in priority order that does; the CPU (last) supports all.
+// Where a node reads memory its device cannot use, a copy node is inserted before it (the
+// scheduler does the copy, once per split). The plan of a graph is computed once and kept
+// until forget(g); buffers are planned by ember_gallocr, so a reused graph allocates nothing.
+#ifndef EMBER_BACKENDS_SCHEDULER_H
+#define EMBER_BACKENDS_SCHEDULER_H
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "alloc.h"
+#include "backend.h"
+
+struct ember_sched {
+    // `streams` in priority order; the last one must be the CPU's. Not owned.
+    explicit ember_sched(std::vector<ember_stream *> streams);
+    ~ember_sched();
+
+    // Plans g and grows the compute buffers to fit it (call with the worst-case graph).
+    ember_status reserve(ember_graph * g);
+    // Plans g if needed and gives every tensor its address (inputs can then be written).
+    ember_status prepare(ember_graph * g);
+    // Runs g (preparing it first if needed) and waits for it.
+    ember_status compute(ember_graph * g);
+    // Drops the plan of g (call before destroying or clearing g).
+    void         forget(ember_graph * g);
+    void         set_abort_callback(ember_abort_callback cb, void * user_data);
+
+    // Introspection for tests: stream index of each node of g after planning (-1 = copy).
+    const std::vector<int> * node_streams(ember_graph * g) const;
+    int                      n_splits(ember_graph * g) const;
+    uint64_t                 n_plans() const { return n_plans_; }
+
+  private:
+    struct graph_plan {
+        std::vector<int> node_stream;  // per node of g->nodes; -1 = scheduler copy
+        std::vector<int> node_buft;
+        uint64_t         generation = UINT64_MAX;
+        int              n_splits   = 0;
+    };
+    ember_status plan_graph(ember_graph * g, graph_plan & p);
+    ember_status find_or_plan(ember_graph * g, graph_plan ** out);
+    ember_status ensure_allocated(ember_graph * g, graph_plan & p);
+    int          stream_of_buffer(const ember_buffer * buf) const;
+
+    std::vector<ember_stream *>                   streams_;
+    std::unique_ptr<ember_gallocr>                galloc_;
+    std::unordered_map<ember_graph *, graph_plan> plans_;
+    ember_abort_callback                          abort_cb_ = nullptr;
+    void *                                        abort_ud_ = nullptr;
+    uint64_t                                      n_plans_  = 0;
+};
+
+#endif  // EMBER_BACKENDS_SCHEDULER_H

@@ -1,0 +1,235 @@
+#include "runtime/context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "runtime/arch.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+
+namespace {
+
+constexpr size_t k_max_cached_graphs = 4;
+
+bool kv_type_ok(int32_t t) {
+    return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+}
+
+int32_t default_threads() {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 4 : static_cast<int32_t>(std::min(n, 512u));
+}
+
+}  // namespace
+
+ember_context::ember_context(const ember_model & m, const ember_context_params & p) : model(m), params(p) {
+    if (m.vocab_only || !m.arch) ember_throw(EMBER_ERR_UNSUPPORTED, "the model was loaded vocab-only: it has no weights to run");
+    const ember_hparams & hp = m.hp;
+
+    if (params.n_ctx == 0) params.n_ctx = hp.n_ctx_train;
+    if (params.n_ctx > (1u << 24)) ember_throw(EMBER_ERR_INVALID_ARG, "n_ctx = %u is too large (max %u)", params.n_ctx, 1u << 24);
+    if (params.n_batch == 0) ember_throw(EMBER_ERR_INVALID_ARG, "n_batch must be at least 1");
+    if (params.n_ubatch == 0) ember_throw(EMBER_ERR_INVALID_ARG, "n_ubatch must be at least 1");
+    if (params.n_seq_max == 0 || params.n_seq_max > EMBER_MAX_SEQ) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "n_seq_max = %u is out of range [1, %u]", params.n_seq_max, EMBER_MAX_SEQ);
+    }
+    if (params.n_threads < 0 || params.n_threads > 1024) ember_throw(EMBER_ERR_INVALID_ARG, "n_threads = %d is out of range [0, 1024]", params.n_threads);
+    params.n_batch  = std::min(params.n_batch, params.n_ctx);
+    params.n_ubatch = std::min(params.n_ubatch, params.n_batch);
+    if (params.n_threads == 0) params.n_threads = default_threads();
+
+    for (int32_t t : {params.type_k, params.type_v}) {
+        if (!kv_type_ok(t)) {
+            const char * name = ember_type_get_name(t);
+            ember_throw(EMBER_ERR_INVALID_ARG, "KV cache type %s is not supported (use f32, f16, q8_0 or q4_0)", name ? name : "(unknown id)");
+        }
+    }
+    const ember_type type_k = static_cast<ember_type>(params.type_k);
+    const ember_type type_v = static_cast<ember_type>(params.type_v);
+    if (hp.n_embd_head_k % ember_type_get_traits(type_k)->block_size || hp.n_embd_head_v % ember_type_get_traits(type_v)->block_size) {
+        ember_throw(EMBER_ERR_UNSUPPORTED, "head size %u is not a multiple of the KV cache type's block size", hp.n_embd_head_k);
+    }
+
+    // Streams: one per device the model uses, accelerators first, the CPU last.
+    std::vector<ember_device *> devices;
+    for (size_t i = 0; i < ember_registry_device_count(); i++) {
+        ember_device * d    = ember_registry_device(i);
+        bool           used = d == ember_registry_cpu_device() || d == m.output_device;
+        for (ember_device * ld : m.layer_device) used = used || ld == d;
+        if (used) devices.push_back(d);
+    }
+    ember_stream_params sp{};
+    sp.n_threads = params.n_threads;
+    for (ember_device * d : devices) {
+        ember_stream * s  = nullptr;
+        ember_status   st = ember_device_init_stream(d, &sp, &s);
+        if (st != EMBER_OK) ember_throw(st, "cannot start a stream on device %s", ember_device_get_name(d));
+        streams_.push_back(s);
+    }
+    sched_ = std::make_unique<ember_sched>(streams_);
+    sched_->set_abort_callback(params.abort_callback, params.abort_user_data);
+
+    std::vector<ember_buffer_type *> layer_buft;
+    for (ember_device * d : m.layer_device) layer_buft.push_back(ember_device_buffer_type(d));
+    kv.init(params.n_ctx, hp.n_layer, hp.n_embd_k_gqa(), hp.n_embd_v_gqa(), type_k, type_v, layer_buft);
+
+    tokens_.resize(params.n_batch);
+    pos_.resize(params.n_batch);
+    seq_.resize(params.n_batch);
+    want_.resize(params.n_batch);
+    output_row.resize(params.n_batch);
+    cells_.reserve(params.n_ubatch);
+    out_ids_.resize(params.n_ubatch);
+
+    // Plan the worst case now, so no later micro-batch grows the compute buffers.
+    cached_graph worst;
+    worst.n_tokens  = params.n_ubatch;
+    worst.n_outputs = params.n_ubatch;
+    worst.n_kv      = kv.size();
+    build(worst);
+    ember_status st = sched_->reserve(worst.g.get());
+    sched_->forget(worst.g.get());
+    if (st != EMBER_OK) ember_throw(st, "cannot allocate the compute buffers for n_ubatch = %u, n_ctx = %u", params.n_ubatch, params.n_ctx);
+}
+
+ember_context::~ember_context() {
+    graphs_.clear();
+    sched_.reset();
+    for (ember_stream * s : streams_) ember_stream_free(s);
+}
+
+void ember_context::set_n_threads(int32_t n) {
+    if (n < 0 || n > 1024) ember_throw(EMBER_ERR_INVALID_ARG, "n_threads = %d is out of range [0, 1024]", n);
+    params.n_threads = n == 0 ? default_threads() : n;
+    for (ember_stream * s : streams_) {
+        if (s->iface.set_n_threads) s->iface.set_n_threads(s, params.n_threads);
+    }
+}
+
+void ember_context::build(cached_graph & cg) {
+    cg.g = std::make_unique<ember_graph>();
+    ember_build_ctx bc{model, model.hp, kv, *cg.g, cg.n_tokens, cg.n_outputs, cg.n_kv, {}};
+    try {
+        cg.logits = model.arch->build_graph(bc);
+        cg.g->build_forward(cg.logits);
+    } catch (const ember_graph_error & e) {
+        ember_throw(EMBER_ERR_INTERNAL, "graph construction failed: %s", e.what());
+    }
+    cg.in = bc.in;
+    n_graph_builds++;
+}
+
+ember_context::cached_graph & ember_context::graph_for(uint32_t n_tokens, uint32_t n_outputs, uint32_t n_kv) {
+    use_clock_++;
+    for (cached_graph & cg : graphs_) {
+        if (cg.n_tokens == n_tokens && cg.n_outputs == n_outputs && cg.n_kv == n_kv) {
+            cg.last_use = use_clock_;
+            return cg;
+        }
+    }
+    if (graphs_.size() >= k_max_cached_graphs) {
+        auto lru = std::min_element(graphs_.begin(), graphs_.end(),
+                                    [](const cached_graph & a, const cached_graph & b) { return a.last_use < b.last_use; });
+        sched_->forget(lru->g.get());
+        graphs_.erase(lru);
+    }
+    cached_graph cg;
+    cg.n_tokens  = n_tokens;
+    cg.n_outputs = n_outputs;
+    cg.n_kv      = n_kv;
+    cg.last_use  = use_clock_;
+    build(cg);
+    graphs_.push_back(std::move(cg));
+    return graphs_.back();
+}
+
+void ember_context::decode(const ember_batch & b) {
+    const uint32_t n_vocab = model.hp.n_vocab;
+    if (b.n_tokens < 1 || static_cast<uint32_t>(b.n_tokens) > params.n_batch) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "batch has %d tokens; it must have 1 to n_batch = %u", b.n_tokens, params.n_batch);
+    }
+    if (!b.token) ember_throw(EMBER_ERR_INVALID_ARG, "batch.token is NULL");
+    const uint32_t n = static_cast<uint32_t>(b.n_tokens);
+
+    // Validate everything before touching the cache.
+    int32_t last[EMBER_MAX_SEQ];
+    bool    seen[EMBER_MAX_SEQ] = {};
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t t = b.token[i];
+        if (t < 0 || static_cast<uint32_t>(t) >= n_vocab) ember_throw(EMBER_ERR_INVALID_ARG, "batch.token[%u] = %d is not in [0, n_vocab = %u)", i, t, n_vocab);
+        const int32_t s = b.seq_id ? b.seq_id[i] : 0;
+        if (s < 0 || static_cast<uint32_t>(s) >= params.n_seq_max) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "batch.seq_id[%u] = %d is not in [0, n_seq_max = %u)", i, s, params.n_seq_max);
+        }
+        if (!seen[s]) {
+            seen[s] = true;
+            last[s] = kv.seq_pos_max(s);
+        }
+        const int32_t p = b.pos ? b.pos[i] : last[s] + 1;
+        if (p < 0 || p == INT32_MAX) ember_throw(EMBER_ERR_INVALID_ARG, "batch.pos[%u] = %d is out of range", i, p);
+        if (p <= last[s]) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "batch.pos[%u] = %d for sequence %d must be greater than %d (positions must increase)", i, p, s, last[s]);
+        }
+        last[s]  = p;
+        tokens_[i] = t;
+        pos_[i]  = p;
+        seq_[i]  = s;
+        want_[i] = b.logits ? (b.logits[i] != 0) : (i == n - 1);
+    }
+    if (kv.size() - kv.used() < n) {
+        ember_throw(EMBER_ERR_CONTEXT_FULL, "context full: the batch needs %u cells but only %u of n_ctx = %u are free", n,
+                    kv.size() - kv.used(), kv.size());
+    }
+
+    // Until this batch completes there are no valid logits.
+    last_batch_size = 0;
+    n_outputs       = 0;
+    for (uint32_t i = 0; i < n; i++) output_row[i] = want_[i] ? n_outputs++ : -1;
+    logits.resize(static_cast<size_t>(n_outputs) * n_vocab);
+
+    int32_t row = 0;
+    for (uint32_t u0 = 0; u0 < n; u0 += params.n_ubatch) {
+        const uint32_t un = std::min(params.n_ubatch, n - u0);
+        run_ubatch(u0, un, row);
+        for (uint32_t i = u0; i < u0 + un; i++) row += want_[i] ? 1 : 0;
+    }
+    last_batch_size = static_cast<int32_t>(n);
+}
+
+void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
+    uint32_t n_out = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (want_[u0 + i]) out_ids_[n_out++] = static_cast<int32_t>(i);
+    }
+    const bool discard = n_out == 0;  // the graph always produces at least one row
+    if (discard) out_ids_[n_out++] = static_cast<int32_t>(n - 1);
+
+    if (!kv.find_slots(n, cells_)) ember_throw(EMBER_ERR_CONTEXT_FULL, "context full");
+    kv.occupy(cells_.data(), &pos_[u0], &seq_[u0], n);
+
+    try {
+        cached_graph & cg = graph_for(n, n_out, kv.n_kv());
+        // Plan (first use) or re-address (after a buffer grew) before writing the inputs;
+        // inputs are planned in CPU memory, so the mask is written in place.
+        ember_status st = sched_->prepare(cg.g.get());
+        if (st != EMBER_OK) ember_throw(st, "cannot allocate compute buffers");
+        ember_tensor_set(cg.in.tokens, &tokens_[u0], 0, n * sizeof(int32_t));
+        ember_tensor_set(cg.in.pos, &pos_[u0], 0, n * sizeof(int32_t));
+        ember_tensor_set(cg.in.kv_idx, cells_.data(), 0, n * sizeof(int32_t));
+        if (cg.in.out_ids) ember_tensor_set(cg.in.out_ids, out_ids_.data(), 0, n_out * sizeof(int32_t));
+        kv.fill_mask(static_cast<float *>(cg.in.mask->data), cg.n_kv, &pos_[u0], &seq_[u0], n);
+
+        st = sched_->compute(cg.g.get());
+        if (st == EMBER_ERR_CANCELLED) ember_throw(st, "decode cancelled by the abort callback");
+        if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
+        n_ubatches++;
+        if (!discard) {
+            ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
+                             static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
+        }
+    } catch (...) {
+        kv.release(cells_.data(), n);
+        throw;
+    }
+}

@@ -1,0 +1,60 @@
+// A context: the KV cache, the streams and scheduler that run graphs, the graphs of recent
+// micro-batch shapes (reused while the shape is unchanged), and the logits of the last decode.
+// Everything a decode needs is allocated at creation or on the first use of a new shape;
+// a decode step of a known shape allocates nothing.
+#ifndef EMBER_RUNTIME_CONTEXT_H
+#define EMBER_RUNTIME_CONTEXT_H
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/graph-builder.h"
+#include "runtime/kv-cache.h"
+#include "runtime/model.h"
+#include "scheduler.h"
+
+struct ember_context {
+    ember_context(const ember_model & model, const ember_context_params & params);  // throws ember_error
+    ~ember_context();
+
+    // Validates and evaluates a batch; throws ember_error (nothing changed on a bad batch).
+    void decode(const ember_batch & batch);
+    void set_n_threads(int32_t n);
+
+    const ember_model &  model;
+    ember_context_params params;
+    ember_kv_cache       kv;
+
+    std::vector<float>   logits;       // [n_outputs, n_vocab]
+    std::vector<int32_t> output_row;   // per token of the last batch: its logits row or -1
+    int32_t              n_outputs = 0;
+    int32_t              last_batch_size = 0;  // tokens in the last successful batch
+
+    // Counters for tests and tools.
+    uint64_t n_graph_builds = 0;
+    uint64_t n_ubatches     = 0;
+
+  private:
+    struct cached_graph {
+        uint32_t                     n_tokens = 0, n_outputs = 0, n_kv = 0;
+        std::unique_ptr<ember_graph> g;
+        ember_graph_inputs           in;
+        ember_tensor *               logits   = nullptr;
+        uint64_t                     last_use = 0;
+    };
+    cached_graph & graph_for(uint32_t n_tokens, uint32_t n_outputs, uint32_t n_kv);
+    void           build(cached_graph & cg);
+    void           run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0);
+
+    std::vector<ember_stream *>  streams_;
+    std::unique_ptr<ember_sched> sched_;
+    std::vector<cached_graph>    graphs_;
+    uint64_t                     use_clock_ = 0;
+
+    // Per-batch scratch, sized at creation.
+    std::vector<int32_t> tokens_, pos_, seq_, cells_, out_ids_;
+    std::vector<int8_t>  want_;
+};
+
+#endif  // EMBER_RUNTIME_CONTEXT_H
