@@ -91,6 +91,8 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
     ember_status st = sched_->reserve(worst.g.get());
     sched_->forget(worst.g.get());
     if (st != EMBER_OK) ember_throw(st, "cannot allocate the compute buffers for n_ubatch = %u, n_ctx = %u", params.n_ubatch, params.n_ctx);
+    ember_log(EMBER_LOG_INFO, "context: n_ctx %u, n_batch %u, n_ubatch %u, KV cache %s/%s, %d threads, %zu stream(s)", params.n_ctx,
+              params.n_batch, params.n_ubatch, ember_type_get_name(type_k), ember_type_get_name(type_v), params.n_threads, streams_.size());
 }
 
 ember_context::~ember_context() {

@@ -306,5 +306,8 @@ std::unique_ptr<ember_model> ember_model_load_file(const std::string & path, con
     bind_tensors(*m);
     place_layers(*m, opt);
     place_weights(*m, opt);
+    ember_log(EMBER_LOG_INFO, "loaded %s: %s, %u layers, n_embd %u, n_vocab %u, %.2f M parameters, %.2f MiB of weights (%s)",
+              path.c_str(), m->arch_name.c_str(), m->hp.n_layer, m->hp.n_embd, m->hp.n_vocab, m->n_params / 1e6,
+              m->n_bytes / 1048576.0, f.is_mmapped() ? "mmap" : "read");
     return m;
 }
