@@ -2,10 +2,12 @@
 //
 // The reader validates the whole header before anything uses it: magic, version, counts
 // against the file size, string and array lengths, nesting depth, value and tensor types,
-// tensor dims (1..4, positive, no overflow of element counts or byte sizes), offsets
+// tensor dims (n_dims 1..4, each ne >= 0, no overflow of element counts or byte sizes), offsets
 // aligned and inside the file, no overlapping tensors, no duplicate keys or tensor names.
 // Every failure throws ember_error(EMBER_ERR_BAD_FORMAT, message naming the key/tensor);
-// a missing or unreadable file throws EMBER_ERR_IO. It never reads out of bounds.
+// a tensor type that ggml defines but this build has no traits for throws
+// EMBER_ERR_UNSUPPORTED (naming the tensor and type); a missing or unreadable file throws
+// EMBER_ERR_IO. It never reads out of bounds.
 #ifndef EMBER_RUNTIME_GGUF_H
 #define EMBER_RUNTIME_GGUF_H
 
@@ -126,7 +128,8 @@ std::unique_ptr<ember_gguf_file> ember_gguf_parse(const uint8_t * data, size_t s
 // Writer: collect metadata and tensors, then write a complete file.
 struct ember_gguf_writer {
     uint32_t version   = 3;
-    uint64_t alignment = 32;  // also written as general.alignment when not 32
+    uint64_t alignment = 32;  // also written as general.alignment when not 32; setting the
+                              // key general.alignment (or copying it) sets this field instead
 
     void set_u8(const std::string & key, uint8_t v);
     void set_i8(const std::string & key, int8_t v);
@@ -148,7 +151,8 @@ struct ember_gguf_writer {
     // Copies all metadata of another file.
     void copy_kv_from(const ember_gguf_file & f);
 
-    // Adds a tensor; `data` (ember_row_size(type, ne0) * rows bytes) is copied.
+    // Adds a tensor; `data` (ember_row_size(type, ne0) * rows bytes) is copied, nullptr
+    // gives zeros. Throws EMBER_ERR_INVALID_ARG for what the reader would reject.
     void add_tensor(const std::string & name, ember_type type, int32_t n_dims, const int64_t * ne, const void * data);
 
     std::vector<uint8_t> write_to_buffer() const;

@@ -1,0 +1,369 @@
+// GGUF writer. It refuses (EMBER_ERR_INVALID_ARG) anything the reader would reject, so a
+// file it writes always reads back.
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/error.h"
+#include "runtime/gguf.h"
+
+static constexpr uint64_t k_default_alignment = 32;
+static constexpr int      k_max_depth         = 8;   // as in the reader
+static constexpr size_t   k_max_key_len       = 65535;
+static constexpr size_t   k_max_name_len      = 63;
+static const char * const k_alignment_key     = "general.alignment";
+
+static constexpr uint64_t k_scalar_size[EMBER_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+static_assert(EMBER_GGUF_TYPE_COUNT == 13, "update the GGUF type tables");
+
+static bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+static uint64_t pad_to(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
+
+//
+// Metadata
+//
+
+void ember_gguf_writer::set_value(const std::string & key, const ember_gguf_value & v) {
+    if (key.empty() || key.size() > k_max_key_len) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key of %zu bytes (must be 1 to %zu)", key.size(), k_max_key_len);
+    }
+    for (char ch : key) {
+        unsigned char c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c == 0x7f) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key contains a control character");
+    }
+    // The alignment is a property of the layout, so it lives in one place: the field. The key
+    // is written from it, and setting the key (or copying it from a file) sets the field.
+    if (key == k_alignment_key) {
+        if (v.type != EMBER_GGUF_UINT32 || !is_pow2(v.num.u64)) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: %s must be a u32 power of two", k_alignment_key);
+        }
+        alignment = v.num.u64;
+        return;
+    }
+    for (ember_gguf_kv & kv_i : kv) {
+        if (kv_i.key == key) {
+            kv_i.value = v;
+            return;
+        }
+    }
+    kv.push_back({key, v});
+}
+
+static ember_gguf_value make_uint(ember_gguf_type t, uint64_t x) {
+    ember_gguf_value v;
+    v.type    = t;
+    v.num.u64 = x;
+    return v;
+}
+
+static ember_gguf_value make_int(ember_gguf_type t, int64_t x) {
+    ember_gguf_value v;
+    v.type    = t;
+    v.num.i64 = x;
+    return v;
+}
+
+static ember_gguf_value make_float(ember_gguf_type t, double x) {
+    ember_gguf_value v;
+    v.type    = t;
+    v.num.f64 = x;
+    return v;
+}
+
+template <typename T> static ember_gguf_value make_scalar_array(ember_gguf_type t, const std::vector<T> & xs) {
+    ember_gguf_value v;
+    v.type     = EMBER_GGUF_ARRAY;
+    v.arr_type = t;
+    v.arr_n    = xs.size();
+    v.arr_data.resize(xs.size() * sizeof(T));
+    if (!xs.empty()) std::memcpy(v.arr_data.data(), xs.data(), v.arr_data.size());
+    return v;
+}
+
+void ember_gguf_writer::set_u8(const std::string & key, uint8_t v) { set_value(key, make_uint(EMBER_GGUF_UINT8, v)); }
+void ember_gguf_writer::set_i8(const std::string & key, int8_t v) { set_value(key, make_int(EMBER_GGUF_INT8, v)); }
+void ember_gguf_writer::set_u16(const std::string & key, uint16_t v) { set_value(key, make_uint(EMBER_GGUF_UINT16, v)); }
+void ember_gguf_writer::set_i16(const std::string & key, int16_t v) { set_value(key, make_int(EMBER_GGUF_INT16, v)); }
+void ember_gguf_writer::set_u32(const std::string & key, uint32_t v) { set_value(key, make_uint(EMBER_GGUF_UINT32, v)); }
+void ember_gguf_writer::set_i32(const std::string & key, int32_t v) { set_value(key, make_int(EMBER_GGUF_INT32, v)); }
+void ember_gguf_writer::set_u64(const std::string & key, uint64_t v) { set_value(key, make_uint(EMBER_GGUF_UINT64, v)); }
+void ember_gguf_writer::set_i64(const std::string & key, int64_t v) { set_value(key, make_int(EMBER_GGUF_INT64, v)); }
+void ember_gguf_writer::set_f32(const std::string & key, float v) { set_value(key, make_float(EMBER_GGUF_FLOAT32, v)); }
+void ember_gguf_writer::set_f64(const std::string & key, double v) { set_value(key, make_float(EMBER_GGUF_FLOAT64, v)); }
+void ember_gguf_writer::set_bool(const std::string & key, bool v) { set_value(key, make_uint(EMBER_GGUF_BOOL, v ? 1 : 0)); }
+
+void ember_gguf_writer::set_str(const std::string & key, const std::string & v) {
+    ember_gguf_value val;
+    val.type = EMBER_GGUF_STRING;
+    val.str  = v;
+    set_value(key, val);
+}
+
+void ember_gguf_writer::set_arr_str(const std::string & key, const std::vector<std::string> & v) {
+    ember_gguf_value val;
+    val.type     = EMBER_GGUF_ARRAY;
+    val.arr_type = EMBER_GGUF_STRING;
+    val.arr_n    = v.size();
+    val.arr_str  = v;
+    set_value(key, val);
+}
+
+void ember_gguf_writer::set_arr_f32(const std::string & key, const std::vector<float> & v) {
+    set_value(key, make_scalar_array(EMBER_GGUF_FLOAT32, v));
+}
+
+void ember_gguf_writer::set_arr_i32(const std::string & key, const std::vector<int32_t> & v) {
+    set_value(key, make_scalar_array(EMBER_GGUF_INT32, v));
+}
+
+void ember_gguf_writer::copy_kv_from(const ember_gguf_file & f) {
+    for (const ember_gguf_kv & kv_i : f.kv) set_value(kv_i.key, kv_i.value);
+}
+
+//
+// Tensors
+//
+
+void ember_gguf_writer::add_tensor(const std::string & name, ember_type type, int32_t n_dims, const int64_t * ne,
+                                   const void * data) {
+    if (name.empty() || name.size() > k_max_name_len) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor name '%s' must be 1 to %zu bytes", name.c_str(),
+                    k_max_name_len);
+    }
+    for (const ember_gguf_tensor_info & t : tensors) {
+        if (t.name == name) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: duplicate tensor '%s'", name.c_str());
+    }
+    if (n_dims < 1 || n_dims > 4 || !ne) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': n_dims %d (must be 1 to 4)", name.c_str(), n_dims);
+    }
+    const ember_type_traits * tr = ember_type_get_traits(type);
+    if (!tr) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': unknown type %d", name.c_str(), int(type));
+
+    ember_gguf_tensor_info t;
+    t.name   = name;
+    t.n_dims = n_dims;
+    t.type   = type;
+    uint64_t rows = 1;
+    for (int d = 0; d < n_dims; d++) {
+        if (ne[d] < 0) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': ne[%d] < 0", name.c_str(), d);
+        t.ne[d] = ne[d];
+        if (d > 0 && __builtin_mul_overflow(rows, static_cast<uint64_t>(ne[d]), &rows)) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': size overflows", name.c_str());
+        }
+    }
+    if (t.ne[0] % tr->block_size != 0) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': ne[0] = %" PRId64 " is not a multiple of %" PRId64,
+                    name.c_str(), t.ne[0], tr->block_size);
+    }
+    uint64_t row_bytes, bytes;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] / tr->block_size), uint64_t(tr->type_size), &row_bytes) ||
+        __builtin_mul_overflow(row_bytes, rows, &bytes) || bytes > static_cast<uint64_t>(INT64_MAX)) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': size overflows", name.c_str());
+    }
+    t.nbytes = bytes;
+    // Offsets assume the current alignment; write_to_buffer recomputes them in case it changes.
+    t.offset = tensors.empty() ? 0 : pad_to(tensors.back().offset + tensors.back().nbytes, alignment);
+
+    std::vector<uint8_t> bytes_copy(static_cast<size_t>(bytes));
+    if (data && bytes > 0) std::memcpy(bytes_copy.data(), data, static_cast<size_t>(bytes));
+    tensors.push_back(std::move(t));
+    tensor_bytes.push_back(std::move(bytes_copy));
+}
+
+//
+// Serialisation
+//
+namespace {
+
+struct byte_sink {
+    std::vector<uint8_t> & out;
+
+    void put(const void * p, size_t n) {
+        const uint8_t * b = static_cast<const uint8_t *>(p);
+        out.insert(out.end(), b, b + n);
+    }
+    template <typename T> void put(T v) { put(&v, sizeof(T)); }
+    void put_str(const std::string & s) {
+        put<uint64_t>(s.size());
+        put(s.data(), s.size());
+    }
+};
+
+void check_writable(const std::string & key, const ember_gguf_value & v, int depth);
+
+void check_array(const std::string & key, const ember_gguf_value & v, int depth) {
+    if (depth > k_max_depth) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': arrays nested deeper than %d", key.c_str(), k_max_depth);
+    }
+    if (static_cast<uint32_t>(v.arr_type) >= EMBER_GGUF_TYPE_COUNT) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': bad array element type", key.c_str());
+    }
+    size_t held;
+    if (v.arr_type == EMBER_GGUF_STRING) {
+        held = v.arr_str.size();
+    } else if (v.arr_type == EMBER_GGUF_ARRAY) {
+        held = v.arr_arr.size();
+        for (const ember_gguf_value & e : v.arr_arr) {
+            if (e.type != EMBER_GGUF_ARRAY) {
+                ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': element of an array array is not an array",
+                            key.c_str());
+            }
+            check_array(key, e, depth + 1);
+        }
+    } else {
+        held = v.arr_data.size() / k_scalar_size[v.arr_type];
+        if (v.arr_data.size() % k_scalar_size[v.arr_type] != 0) held = SIZE_MAX;
+        if (v.arr_type == EMBER_GGUF_BOOL) {
+            for (uint8_t b : v.arr_data) {
+                if (b > 1) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': bool element not 0/1", key.c_str());
+            }
+        }
+    }
+    if (held != v.arr_n) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': arr_n is %" PRIu64 " but the array holds %zu elements",
+                    key.c_str(), v.arr_n, held);
+    }
+}
+
+void check_writable(const std::string & key, const ember_gguf_value & v, int depth) {
+    if (static_cast<uint32_t>(v.type) >= EMBER_GGUF_TYPE_COUNT) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': bad value type", key.c_str());
+    }
+    if (v.type == EMBER_GGUF_BOOL && v.num.u64 > 1) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: key '%s': bool value not 0/1", key.c_str());
+    }
+    if (v.type == EMBER_GGUF_ARRAY) check_array(key, v, depth + 1);
+}
+
+void put_array_body(byte_sink & s, const ember_gguf_value & v) {
+    s.put<uint32_t>(v.arr_type);
+    s.put<uint64_t>(v.arr_n);
+    if (v.arr_type == EMBER_GGUF_STRING) {
+        for (const std::string & e : v.arr_str) s.put_str(e);
+    } else if (v.arr_type == EMBER_GGUF_ARRAY) {
+        for (const ember_gguf_value & e : v.arr_arr) put_array_body(s, e);
+    } else {
+        s.put(v.arr_data.data(), v.arr_data.size());
+    }
+}
+
+void put_value(byte_sink & s, const ember_gguf_value & v) {
+    s.put<uint32_t>(v.type);
+    switch (v.type) {
+        case EMBER_GGUF_UINT8:   s.put(static_cast<uint8_t>(v.num.u64)); break;
+        case EMBER_GGUF_INT8:    s.put(static_cast<int8_t>(v.num.i64)); break;
+        case EMBER_GGUF_UINT16:  s.put(static_cast<uint16_t>(v.num.u64)); break;
+        case EMBER_GGUF_INT16:   s.put(static_cast<int16_t>(v.num.i64)); break;
+        case EMBER_GGUF_UINT32:  s.put(static_cast<uint32_t>(v.num.u64)); break;
+        case EMBER_GGUF_INT32:   s.put(static_cast<int32_t>(v.num.i64)); break;
+        case EMBER_GGUF_UINT64:  s.put(v.num.u64); break;
+        case EMBER_GGUF_INT64:   s.put(v.num.i64); break;
+        case EMBER_GGUF_FLOAT32: s.put(static_cast<float>(v.num.f64)); break;
+        case EMBER_GGUF_FLOAT64: s.put(v.num.f64); break;
+        case EMBER_GGUF_BOOL:    s.put(static_cast<uint8_t>(v.num.u64 != 0)); break;
+        case EMBER_GGUF_STRING:  s.put_str(v.str); break;
+        case EMBER_GGUF_ARRAY:   put_array_body(s, v); break;
+        default:                 break;  // rejected by check_writable
+    }
+}
+
+}  // namespace
+
+// Header: kv, tensor infos, and padding up to the data section.
+static std::vector<uint8_t> write_header(const ember_gguf_writer & w) {
+    if (w.version != 2 && w.version != 3) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: version %u (must be 2 or 3)", w.version);
+    }
+    if (!is_pow2(w.alignment) || w.alignment > UINT32_MAX) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: alignment %" PRIu64 " is not a u32 power of two", w.alignment);
+    }
+    if (w.tensor_bytes.size() != w.tensors.size()) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensors and tensor_bytes differ in length");
+    }
+    uint64_t n_kv = 0;
+    for (const ember_gguf_kv & kv : w.kv) {
+        check_writable(kv.key, kv.value, 0);
+        // The field is authoritative (see set_value); a key pushed into kv directly is skipped.
+        if (kv.key != k_alignment_key) n_kv++;
+    }
+    const bool put_alignment = w.alignment != k_default_alignment;
+
+    std::vector<uint8_t> out;
+    byte_sink            s{out};
+    s.put("GGUF", 4);
+    s.put<uint32_t>(w.version);
+    s.put<uint64_t>(w.tensors.size());
+    s.put<uint64_t>(n_kv + (put_alignment ? 1 : 0));
+    if (put_alignment) {
+        s.put_str(k_alignment_key);
+        s.put<uint32_t>(EMBER_GGUF_UINT32);
+        s.put<uint32_t>(static_cast<uint32_t>(w.alignment));
+    }
+    for (const ember_gguf_kv & kv : w.kv) {
+        if (kv.key == k_alignment_key) continue;
+        s.put_str(kv.key);
+        put_value(s, kv.value);
+    }
+
+    uint64_t offset = 0;
+    for (size_t i = 0; i < w.tensors.size(); i++) {
+        const ember_gguf_tensor_info & t = w.tensors[i];
+        if (w.tensor_bytes[i].size() != t.nbytes) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': nbytes differs from its data", t.name.c_str());
+        }
+        s.put_str(t.name);
+        s.put<uint32_t>(static_cast<uint32_t>(t.n_dims));
+        for (int d = 0; d < t.n_dims; d++) s.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
+        s.put<uint32_t>(static_cast<uint32_t>(t.type));
+        s.put<uint64_t>(offset);
+        offset = pad_to(offset + t.nbytes, w.alignment);
+    }
+    out.resize(static_cast<size_t>(pad_to(out.size(), w.alignment)), 0);
+    return out;
+}
+
+std::vector<uint8_t> ember_gguf_writer::write_to_buffer() const {
+    std::vector<uint8_t> out = write_header(*this);
+    // Each tensor is padded to the alignment, the last one too, as ggml writes them.
+    for (size_t i = 0; i < tensors.size(); i++) {
+        out.insert(out.end(), tensor_bytes[i].begin(), tensor_bytes[i].end());
+        out.resize(static_cast<size_t>(pad_to(out.size(), alignment)), 0);
+    }
+    return out;
+}
+
+void ember_gguf_writer::write_to_file(const std::string & path) const {
+    // The header is built in memory, the tensor data goes straight from its buffers, so
+    // writing a large model needs no second copy of its weights.
+    std::vector<uint8_t> header = write_header(*this);
+
+    FILE * fp = std::fopen(path.c_str(), "wb");
+    if (!fp) ember_throw(EMBER_ERR_IO, "%s: cannot create: %s", path.c_str(), std::strerror(errno));
+    static const uint8_t zeros[256] = {};
+    bool   ok  = std::fwrite(header.data(), 1, header.size(), fp) == header.size();
+    uint64_t pos = header.size();
+    for (size_t i = 0; ok && i < tensors.size(); i++) {
+        const std::vector<uint8_t> & b = tensor_bytes[i];
+        ok  = b.empty() || std::fwrite(b.data(), 1, b.size(), fp) == b.size();
+        pos += b.size();
+        uint64_t pad = pad_to(pos, alignment) - pos;
+        while (ok && pad > 0) {
+            size_t n = static_cast<size_t>(pad < sizeof(zeros) ? pad : sizeof(zeros));
+            ok       = std::fwrite(zeros, 1, n, fp) == n;
+            pad -= n;
+            pos += n;
+        }
+    }
+    int err = ok ? 0 : errno;
+    if (std::fclose(fp) != 0 && ok) {
+        ok  = false;
+        err = errno;
+    }
+    if (!ok) {
+        // A half-written model must not be mistaken for a good one later.
+        std::remove(path.c_str());
+        ember_throw(EMBER_ERR_IO, "%s: write failed: %s", path.c_str(), std::strerror(err ? err : EIO));
+    }
+}
