@@ -127,6 +127,8 @@ typedef enum ember_type {
     EMBER_TYPE_F16  = 1,
     EMBER_TYPE_Q4_0 = 2,
     EMBER_TYPE_Q8_0 = 8,
+    EMBER_TYPE_Q6_K = 14,
+    EMBER_TYPE_Q8_K = 15,  /* activations of K-quant dot products only */
     EMBER_TYPE_I32  = 26,  /* indices and positions only */
     EMBER_TYPE_BF16 = 30
 } ember_type;

@@ -27,6 +27,15 @@ void ember_ref_to_float_Q8_0(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_Q8_0(const float * src, void * dst, int64_t n);
 void ember_ref_vec_dot_Q8_0(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
 
+void ember_ref_to_float_Q6_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q6_K(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q6_K(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
+
+// Q8_K only carries activations: quantized from floats, never a dot product's left operand.
+void ember_ref_to_float_Q8_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q8_K(const float * src, void * dst, int64_t n);
+#define ember_ref_vec_dot_Q8_K nullptr
+
 // I32 holds indices and positions: no float conversions.
 #define ember_ref_to_float_I32   nullptr
 #define ember_ref_from_float_I32 nullptr

@@ -1,0 +1,248 @@
+// Reference codecs of the K-quant Q6_K and of its activation type Q8_K (ggml layouts).
+//
+// from_float follows llama.cpp's reference quantizer step by step, in the same float
+// arithmetic, so that a row quantized here has the bytes llama-quantize writes for it (checked
+// against the tiny-llama F32 / Q6_K fixture pair). Keep every expression's operand order: a
+// reordered sum or a fused multiply-add can pick a different sub-block scale.
+#include <cmath>
+#include <cstring>
+
+#include "quant/ref/ref.h"
+#include "quant/types.h"
+
+// No fused multiply-adds in this file (a -march with FMA would otherwise let the compiler fuse
+// the weighted sums of the scale search and change which candidate scale wins).
+#if defined(__clang__)
+#    pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#    pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace {
+
+constexpr int   kSubBlock = 16;                       // weights per Q6_K scale
+constexpr int   kNumSub   = EMBER_QK_K / kSubBlock;   // 16 scales per super-block
+constexpr float kGroupEps = 1e-15f;                   // below this a group counts as all zero
+
+// Round to the nearest integer, ties to even, for |v| < 2^22 (every caller stays far inside).
+// Adding 1.5 * 2^23 leaves a float whose ulp is 1, so the addition itself does the rounding and
+// the integer sits in the low mantissa bits. Defined for any input (no float -> int cast).
+inline int nearest_int(float v) {
+    const float biased = v + 12582912.0f;
+    uint32_t    bits;
+    std::memcpy(&bits, &biased, sizeof(bits));
+    return static_cast<int>(bits & 0x7fffffu) - 0x400000;
+}
+
+inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+// Scale of one group of n weights for signed levels [-nmax, nmax - 1], chosen to minimise the
+// error weighted by x^2 (llama.cpp's make_qx_quants with rmse_type 1 and no importance
+// weights). Writes the levels, offset by nmax, to L. The first candidate maps the signed
+// value of largest magnitude to -nmax; 18 more candidate step sizes nmax +- 0.1 k (k = 1..9)
+// are tried, each scored by the least-squares scale of its levels, and a candidate replaces
+// the best so far only when strictly better.
+float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
+    float max  = 0.0f;
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float ax = std::fabs(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max  = x[i];
+        }
+    }
+    if (amax < kGroupEps) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.0f;
+    }
+    float iscale = -static_cast<float>(nmax) / max;
+    float sumlx  = 0.0f;
+    float suml2  = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i]        = static_cast<int8_t>(l + nmax);
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * static_cast<float>(l);
+        suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+    float best  = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+        sumlx = suml2 = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int   l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+            const float w = x[i] * x[i];
+            sumlx += w * x[i] * static_cast<float>(l);
+            suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+        }
+        if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                L[i] = static_cast<int8_t>(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
+            }
+            scale = sumlx / suml2;
+            best  = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+// The 256 levels of a Q6_K block minus 32 (so -32..31), in weight order: see the layout in
+// quant/blocks.h. Each 128-weight half packs weights l, l + 32, l + 64, l + 96 into ql[l],
+// ql[l + 32] (low and high nibbles) and qh[l] (2 bits each).
+inline void q6k_unpack(const ember_block_q6_k & b, int8_t * q) {
+    for (int half = 0; half < 2; half++) {
+        const uint8_t * ql = b.ql + half * 64;
+        const uint8_t * qh = b.qh + half * 32;
+        int8_t *        o  = q + half * 128;
+        for (int l = 0; l < 32; l++) {
+            o[l]      = static_cast<int8_t>(((ql[l] & 0x0f) | (qh[l] & 3) << 4) - 32);
+            o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0x0f) | (qh[l] >> 2 & 3) << 4) - 32);
+            o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4) - 32);
+            o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4) - 32);
+        }
+    }
+}
+
+}  // namespace
+
+//
+// Q6_K
+//
+void ember_ref_to_float_Q6_K(const void * src, float * dst, int64_t n) {
+    const ember_block_q6_k * b = static_cast<const ember_block_q6_k *>(src);
+    for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
+        const float d = ember_half_to_float(b[ib].d);
+        float *     y = dst + ib * EMBER_QK_K;
+        int8_t      q[EMBER_QK_K];
+        q6k_unpack(b[ib], q);
+        for (int j = 0; j < kNumSub; j++) {
+            const float ds = d * static_cast<float>(b[ib].scales[j]);  // (d * scale) * q, as ggml
+            for (int i = j * kSubBlock; i < (j + 1) * kSubBlock; i++) y[i] = ds * static_cast<float>(q[i]);
+        }
+    }
+}
+
+// Per super-block: each 16-weight sub-block gets its own float scale (make_qx_quants above,
+// levels -32..31). The scale of largest magnitude, kept with its sign, maps to int8 -128:
+// d = scale_max / -128 (stored as f16) and scales[j] = min(127, round(scales_j * -128 /
+// scale_max)). The levels are then recomputed against the stored d * scales[j], clamped to
+// -32..31; a sub-block whose stored scale is 0 keeps the levels of its own scale search (they
+// dequantize to 0 either way, but the bytes must match). An all-zero super-block is all zero.
+void ember_ref_from_float_Q6_K(const float * src, void * dst, int64_t n) {
+    ember_block_q6_k * blocks = static_cast<ember_block_q6_k *>(dst);
+    for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
+        const float *      x = src + ib * EMBER_QK_K;
+        ember_block_q6_k & b = blocks[ib];
+        int8_t             L[EMBER_QK_K];
+        float              scales[kNumSub];
+        float              max_scale     = 0.0f;
+        float              max_abs_scale = 0.0f;
+        for (int j = 0; j < kNumSub; j++) {
+            scales[j] = make_qx_quants_rmse1(kSubBlock, 32, x + j * kSubBlock, L + j * kSubBlock);
+            const float a = std::fabs(scales[j]);
+            if (a > max_abs_scale) {
+                max_abs_scale = a;
+                max_scale     = scales[j];
+            }
+        }
+        if (max_abs_scale < kGroupEps) {
+            std::memset(&b, 0, sizeof(b));
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        b.d                = ember_float_to_half(1.0f / iscale);
+        for (int j = 0; j < kNumSub; j++) {
+            const int s = nearest_int(iscale * scales[j]);  // >= -128: |scales[j]| <= |max_scale|
+            b.scales[j] = static_cast<int8_t>(s < 127 ? s : 127);
+        }
+        const float dh = ember_half_to_float(b.d);
+        for (int j = 0; j < kNumSub; j++) {
+            const float d = dh * static_cast<float>(b.scales[j]);
+            if (d == 0.0f) continue;
+            for (int i = j * kSubBlock; i < (j + 1) * kSubBlock; i++) {
+                L[i] = static_cast<int8_t>(clamp_int(nearest_int(x[i] / d), -32, 31) + 32);
+            }
+        }
+        // pack: see the layout in quant/blocks.h
+        for (int half = 0; half < 2; half++) {
+            const int8_t * Lh = L + half * 128;
+            uint8_t *      ql = b.ql + half * 64;
+            uint8_t *      qh = b.qh + half * 32;
+            for (int l = 0; l < 32; l++) {
+                ql[l]      = static_cast<uint8_t>((Lh[l] & 0x0f) | (Lh[l + 64] & 0x0f) << 4);
+                ql[l + 32] = static_cast<uint8_t>((Lh[l + 32] & 0x0f) | (Lh[l + 96] & 0x0f) << 4);
+                qh[l]      = static_cast<uint8_t>((Lh[l] >> 4) | (Lh[l + 32] >> 4) << 2 | (Lh[l + 64] >> 4) << 4 |
+                                                  (Lh[l + 96] >> 4) << 6);
+            }
+        }
+    }
+}
+
+// Per super-block an exact integer sum, sum_j scales[j] * sum_{i in j} (q_i - 32) * y_i (at most
+// 256 * 128 * 32 * 127 < 2^31 in magnitude), then one float multiply-add:
+// s += (d_x * d_y) * sumi.
+void ember_ref_vec_dot_Q6_K(int64_t n, float * s, const void * x, const void * y) {
+    const ember_block_q6_k * a   = static_cast<const ember_block_q6_k *>(x);
+    const ember_block_q8_k * b   = static_cast<const ember_block_q8_k *>(y);
+    float                    sum = 0.0f;
+    for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
+        int8_t q[EMBER_QK_K];
+        q6k_unpack(a[ib], q);
+        int32_t sumi = 0;
+        for (int j = 0; j < kNumSub; j++) {
+            int32_t sub = 0;
+            for (int i = j * kSubBlock; i < (j + 1) * kSubBlock; i++) sub += q[i] * b[ib].qs[i];
+            sumi += a[ib].scales[j] * sub;
+        }
+        sum += (ember_half_to_float(a[ib].d) * b[ib].d) * static_cast<float>(sumi);
+    }
+    *s = sum;
+}
+
+//
+// Q8_K
+//
+void ember_ref_to_float_Q8_K(const void * src, float * dst, int64_t n) {
+    const ember_block_q8_k * b = static_cast<const ember_block_q8_k *>(src);
+    for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
+        for (int i = 0; i < EMBER_QK_K; i++) dst[ib * EMBER_QK_K + i] = b[ib].d * static_cast<float>(b[ib].qs[i]);
+    }
+}
+
+// The signed value of largest magnitude, max, maps to -127: iscale = -127 / max, q =
+// min(127, round(x * iscale)) (ties to even), d = 1 / iscale (so d < 0 when max > 0).
+// bsums[j] = sum of the 16 levels of group j. An all-zero block is all zero.
+void ember_ref_from_float_Q8_K(const float * src, void * dst, int64_t n) {
+    ember_block_q8_k * blocks = static_cast<ember_block_q8_k *>(dst);
+    for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
+        const float *      x    = src + ib * EMBER_QK_K;
+        ember_block_q8_k & b    = blocks[ib];
+        float              max  = 0.0f;
+        float              amax = 0.0f;
+        for (int i = 0; i < EMBER_QK_K; i++) {
+            const float ax = std::fabs(x[i]);
+            if (ax > amax) {
+                amax = ax;
+                max  = x[i];
+            }
+        }
+        if (amax == 0.0f) {
+            std::memset(&b, 0, sizeof(b));  // ggml leaves bsums unwritten here; zero is their value
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int i = 0; i < EMBER_QK_K; i++) {
+            const int q = nearest_int(iscale * x[i]);  // in [-127, 127]: |x| <= |max|
+            b.qs[i]     = static_cast<int8_t>(q < 127 ? q : 127);
+        }
+        for (int j = 0; j < kNumSub; j++) {
+            int sum = 0;
+            for (int i = j * kSubBlock; i < (j + 1) * kSubBlock; i++) sum += b.qs[i];
+            b.bsums[j] = static_cast<int16_t>(sum);
+        }
+        b.d = 1.0f / iscale;
+    }
+}
