@@ -1,0 +1,432 @@
+// The CPU backend: registry entry, device, host buffer type and the stream that runs graphs
+// on a persistent thread pool. The kernels live in ops-*.cpp (scalar reference code).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "backend.h"
+#include "cpu-ops.h"
+#include "thread-pool.h"
+
+//
+// Kernel table
+//
+static_assert(EMBER_OP_COUNT == 13, "EMBER_OP_COUNT changed: add the new op to the CPU kernel table");
+
+static const ember_cpu_op k_cpu_ops[EMBER_OP_COUNT] = {
+    /* NONE     */ {nullptr, nullptr, nullptr},
+    /* VIEW     */ {nullptr, nullptr, nullptr},
+    /* GET_ROWS */ {ember_cpu_get_rows, nullptr, ember_cpu_supports_get_rows},
+    /* RMS_NORM */ {ember_cpu_rms_norm, nullptr, ember_cpu_supports_f32},
+    /* MUL      */ {ember_cpu_mul, nullptr, ember_cpu_supports_f32},
+    /* ADD      */ {ember_cpu_add, nullptr, ember_cpu_supports_f32},
+    /* MUL_MAT  */ {ember_cpu_mul_mat, ember_cpu_mul_mat_work_size, ember_cpu_supports_mul_mat},
+    /* ROPE     */ {ember_cpu_rope, ember_cpu_rope_work_size, ember_cpu_supports_rope},
+    /* SWIGLU   */ {ember_cpu_swiglu, nullptr, ember_cpu_supports_f32},
+    /* SET_ROWS */ {ember_cpu_set_rows, nullptr, ember_cpu_supports_set_rows},
+    /* ATTN     */ {ember_cpu_attn, ember_cpu_attn_work_size, ember_cpu_supports_attn},
+    /* CPY      */ {ember_cpu_cpy, ember_cpu_cpy_work_size, ember_cpu_supports_cpy},
+    /* SCALE    */ {ember_cpu_scale, nullptr, ember_cpu_supports_f32},
+};
+
+static bool cpu_supports(const ember_tensor * op) {
+    if (op->op < 0 || op->op >= EMBER_OP_COUNT) return false;
+    if (!ember_type_get_traits(op->type)) return false;
+    for (int i = 0; i < ember_op_n_src(op->op); i++) {
+        // Only ROPE's frequency factors and ATTN's mask are optional.
+        const bool optional = (op->op == EMBER_OP_ROPE && i == 2) || (op->op == EMBER_OP_ATTN && i == 3);
+        if (!op->src[i] && !optional) return false;
+        if (op->src[i] && !ember_type_get_traits(op->src[i]->type)) return false;
+    }
+    const ember_cpu_op & k = k_cpu_ops[op->op];
+    return !k.supports || k.supports(op);
+}
+
+//
+// Aligned host memory
+//
+static constexpr size_t k_cpu_alignment = 64;
+// Larger requests fail as OOM without asking the allocator (48-bit address spaces).
+static constexpr size_t k_cpu_max_alloc = (size_t) 1 << 47;
+
+static void * aligned_malloc(size_t size) {
+    size = ember_cpu_pad(std::max<size_t>(size, 1));
+    void * p = nullptr;
+    if (posix_memalign(&p, k_cpu_alignment, size) != 0) return nullptr;
+    return p;
+}
+
+//
+// Buffer
+//
+static void cpu_buffer_free(ember_buffer * buf) {
+    std::free(buf->context);
+    delete buf;
+}
+
+static void * cpu_buffer_get_base(ember_buffer * buf) {
+    return buf->context;
+}
+
+static void cpu_buffer_set_tensor(ember_buffer *, ember_tensor * t, const void * data, size_t offset, size_t size) {
+    std::memcpy(static_cast<char *>(t->data) + offset, data, size);
+}
+
+static void cpu_buffer_get_tensor(ember_buffer *, const ember_tensor * t, void * data, size_t offset, size_t size) {
+    std::memcpy(data, static_cast<const char *>(t->data) + offset, size);
+}
+
+static bool cpu_buffer_cpy_tensor(ember_buffer *, const ember_tensor * src, ember_tensor * dst) {
+    if (!src->buffer || !ember_buffer_type_is_host(src->buffer->buft)) return false;
+    if (ember_nbytes(src) != ember_nbytes(dst) || !ember_is_contiguous(src) || !ember_is_contiguous(dst)) return false;
+    std::memcpy(dst->data, src->data, ember_nbytes(src));
+    return true;
+}
+
+static void cpu_buffer_clear(ember_buffer * buf, uint8_t value) {
+    std::memset(buf->context, value, buf->size);
+}
+
+static const ember_buffer_i k_cpu_buffer_i = {
+    /* .free_buffer = */ cpu_buffer_free,
+    /* .get_base    = */ cpu_buffer_get_base,
+    /* .set_tensor  = */ cpu_buffer_set_tensor,
+    /* .get_tensor  = */ cpu_buffer_get_tensor,
+    /* .cpy_tensor  = */ cpu_buffer_cpy_tensor,
+    /* .clear       = */ cpu_buffer_clear,
+};
+
+//
+// Buffer type
+//
+static const char * cpu_buft_name(ember_buffer_type *) {
+    return "cpu";
+}
+
+static ember_status cpu_buft_alloc(ember_buffer_type * buft, size_t size, ember_buffer ** out) {
+    *out         = nullptr;
+    void * data  = size <= k_cpu_max_alloc ? aligned_malloc(size) : nullptr;
+    if (!data) {
+        std::fprintf(stderr, "ember: cpu: failed to allocate a buffer of %.1f MiB\n", size / (1024.0 * 1024.0));
+        return EMBER_ERR_OOM;
+    }
+    ember_buffer * buf = new (std::nothrow) ember_buffer;
+    if (!buf) {
+        std::free(data);
+        return EMBER_ERR_OOM;
+    }
+    buf->iface   = k_cpu_buffer_i;
+    buf->buft    = buft;
+    buf->context = data;
+    buf->size    = size;
+    buf->usage   = EMBER_BUFFER_USAGE_ANY;
+    *out         = buf;
+    return EMBER_OK;
+}
+
+static size_t cpu_buft_alignment(ember_buffer_type *) {
+    return k_cpu_alignment;
+}
+
+static size_t cpu_buft_max_size(ember_buffer_type *) {
+    return k_cpu_max_alloc;
+}
+
+static bool cpu_buft_is_host(ember_buffer_type *) {
+    return true;
+}
+
+// Defined at the end; every object below is constant-initialized, so no static-init order issue.
+namespace {
+extern ember_device g_cpu_device;
+}
+
+static ember_buffer_type g_cpu_buft = {
+    /* .iface   = */ {
+        /* .name         = */ cpu_buft_name,
+        /* .alloc_buffer = */ cpu_buft_alloc,
+        /* .alignment    = */ cpu_buft_alignment,
+        /* .max_size     = */ cpu_buft_max_size,
+        /* .alloc_size   = */ nullptr,
+        /* .is_host      = */ cpu_buft_is_host,
+    },
+    /* .device  = */ &g_cpu_device,
+    /* .context = */ nullptr,
+};
+
+//
+// Stream
+//
+struct cpu_stream_context {
+    ember_thread_pool *  pool      = nullptr;
+    void *               work      = nullptr;  // scratch shared by the kernels; only grows
+    size_t               work_size = 0;
+    ember_abort_callback abort_cb  = nullptr;
+    void *               abort_ud  = nullptr;
+    std::atomic<int>     error{0};
+    std::atomic<int>     stop_at{INT_MAX};
+    std::atomic<bool>    aborted{false};
+};
+
+struct cpu_graph_task {
+    cpu_stream_context * ctx;
+    ember_graph *        graph;
+    int32_t              begin;
+    int32_t              end;
+};
+
+// Every thread walks the nodes; a barrier ends each computed node.
+static void cpu_graph_task_run(void * arg, int ith, int nth) {
+    cpu_graph_task *     task = static_cast<cpu_graph_task *>(arg);
+    cpu_stream_context * ctx  = task->ctx;
+    ember_cpu_compute_params p;
+    p.ith     = ith;
+    p.nth     = nth;
+    p.wdata   = ctx->work;
+    p.wsize   = ctx->work_size;
+    p.pool    = ctx->pool;
+    p.node    = 0;
+    p.error   = &ctx->error;
+    p.stop_at = &ctx->stop_at;
+    for (int32_t i = task->begin; i < task->end; i++) {
+        ember_tensor *       node = task->graph->nodes[i];
+        const ember_cpu_op & k    = k_cpu_ops[node->op];
+        if (!k.compute) continue;  // NONE, VIEW
+        p.node = i;
+        k.compute(&p, node);
+        if (ith == 0 && ctx->abort_cb && ctx->abort_cb(ctx->abort_ud)) {
+            ctx->aborted.store(true);
+            ember_cpu_request_stop(&ctx->stop_at, i);
+        }
+        ctx->pool->barrier();
+        if (ctx->stop_at.load() <= i) break;
+    }
+}
+
+static const char * cpu_stream_get_name(ember_stream *) {
+    return "cpu";
+}
+
+static void cpu_stream_free(ember_stream * s) {
+    cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
+    delete ctx->pool;
+    std::free(ctx->work);
+    delete ctx;
+    delete s;
+}
+
+static ember_status cpu_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+    cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
+    if (!g || node_begin < 0 || node_begin > node_end || (size_t) node_end > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+
+    // Check every node first, so a graph either runs or fails before touching memory.
+    const int nth  = ctx->pool->n_threads();
+    size_t    need = 0;
+    for (int32_t i = node_begin; i < node_end; i++) {
+        const ember_tensor * node = g->nodes[i];
+        if (!cpu_supports(node)) {
+            std::fprintf(stderr, "ember: cpu: unsupported node %d '%s' (%s)\n", i, node->name, ember_op_name(node->op));
+            return EMBER_ERR_UNSUPPORTED;
+        }
+        const ember_cpu_op & k = k_cpu_ops[node->op];
+        if (!k.compute) continue;
+        if (!node->data) return EMBER_ERR_INTERNAL;
+        for (int j = 0; j < EMBER_MAX_SRC; j++) {
+            if (node->src[j] && !node->src[j]->data) return EMBER_ERR_INTERNAL;
+        }
+        if (k.work_size) need = std::max(need, k.work_size(node, nth));
+    }
+    if (need > ctx->work_size) {
+        void * work = aligned_malloc(need);
+        if (!work) return EMBER_ERR_OOM;
+        std::free(ctx->work);
+        ctx->work      = work;
+        ctx->work_size = need;
+    }
+
+    ctx->error.store(0);
+    ctx->stop_at.store(INT_MAX);
+    ctx->aborted.store(false);
+    cpu_graph_task task = {ctx, g, node_begin, node_end};
+    ctx->pool->run(cpu_graph_task_run, &task);
+
+    if (ctx->error.load() != 0) return ctx->error.load();
+    if (ctx->aborted.load()) return EMBER_ERR_CANCELLED;
+    return EMBER_OK;
+}
+
+static void cpu_stream_synchronize(ember_stream *) {}
+
+static int32_t default_n_threads() {
+    const unsigned hc = std::thread::hardware_concurrency();
+    return hc > 0 ? (int32_t) hc : 1;
+}
+
+static constexpr int32_t k_max_threads = 512;
+
+static void cpu_stream_set_n_threads(ember_stream * s, int32_t n_threads) {
+    cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
+    if (n_threads <= 0) n_threads = default_n_threads();
+    n_threads = std::min(n_threads, k_max_threads);
+    if (n_threads == ctx->pool->n_threads()) return;
+    try {
+        ember_thread_pool * pool = new ember_thread_pool(n_threads);
+        delete ctx->pool;
+        ctx->pool = pool;
+    } catch (...) {
+        // Keep the current pool: no threads to spare is not an error worth losing the stream.
+    }
+}
+
+static void cpu_stream_set_abort_callback(ember_stream * s, ember_abort_callback cb, void * user_data) {
+    cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
+    ctx->abort_cb            = cb;
+    ctx->abort_ud            = user_data;
+}
+
+static const ember_stream_i k_cpu_stream_i = {
+    /* .get_name           = */ cpu_stream_get_name,
+    /* .free_stream        = */ cpu_stream_free,
+    /* .graph_compute      = */ cpu_stream_graph_compute,
+    /* .synchronize        = */ cpu_stream_synchronize,
+    /* .set_n_threads      = */ cpu_stream_set_n_threads,
+    /* .set_abort_callback = */ cpu_stream_set_abort_callback,
+    /* .event_record       = */ nullptr,
+    /* .event_wait         = */ nullptr,
+};
+
+//
+// Device
+//
+static const char * cpu_dev_get_name(ember_device *) {
+    return "cpu";
+}
+
+static const char * cpu_dev_get_description(ember_device *) {
+    static std::once_flag once;
+    static std::string    desc = "CPU";
+    std::call_once(once, [] {
+        std::ifstream f("/proc/cpuinfo");
+        std::string   line;
+        while (std::getline(f, line)) {
+            if (line.compare(0, 10, "model name") != 0) continue;
+            const size_t colon = line.find(':');
+            if (colon == std::string::npos) break;
+            const size_t start = line.find_first_not_of(" \t", colon + 1);
+            if (start != std::string::npos) desc = line.substr(start);
+            break;
+        }
+    });
+    return desc.c_str();
+}
+
+static void cpu_dev_get_props(ember_device * dev, ember_device_props * props) {
+    std::memset(props, 0, sizeof(*props));
+    props->name        = cpu_dev_get_name(dev);
+    props->description = cpu_dev_get_description(dev);
+    const long page    = sysconf(_SC_PAGESIZE);
+    const long total   = sysconf(_SC_PHYS_PAGES);
+#ifdef _SC_AVPHYS_PAGES
+    const long avail = sysconf(_SC_AVPHYS_PAGES);
+#else
+    const long avail = total;
+#endif
+    props->memory_total = page > 0 && total > 0 ? (size_t) page * (size_t) total : 0;
+    props->memory_free  = page > 0 && avail > 0 ? (size_t) page * (size_t) avail : 0;
+    props->type         = EMBER_DEVICE_TYPE_CPU;
+    props->caps.mmap    = 1;
+}
+
+static ember_buffer_type * cpu_dev_get_buffer_type(ember_device *) {
+    return &g_cpu_buft;
+}
+
+static ember_status cpu_dev_init_stream(ember_device * dev, const ember_stream_params * params, ember_stream ** out) {
+    *out              = nullptr;
+    int32_t n_threads = params && params->n_threads > 0 ? params->n_threads : default_n_threads();
+    n_threads         = std::min(n_threads, k_max_threads);
+    cpu_stream_context * ctx = nullptr;
+    ember_stream *       s   = nullptr;
+    try {
+        ctx       = new cpu_stream_context;
+        ctx->pool = new ember_thread_pool(n_threads);
+        s         = new ember_stream{k_cpu_stream_i, dev, ctx};
+    } catch (const std::bad_alloc &) {
+        if (ctx) delete ctx->pool;
+        delete ctx;
+        return EMBER_ERR_OOM;
+    } catch (...) {  // std::system_error: no threads
+        if (ctx) delete ctx->pool;
+        delete ctx;
+        return EMBER_ERR_BACKEND;
+    }
+    *out = s;
+    return EMBER_OK;
+}
+
+static bool cpu_dev_supports_op(ember_device *, const ember_tensor * op) {
+    return cpu_supports(op);
+}
+
+static bool cpu_dev_supports_buft(ember_device *, ember_buffer_type * buft) {
+    return ember_buffer_type_is_host(buft);
+}
+
+//
+// Registry entry
+//
+static const char * cpu_reg_get_name(ember_backend_reg *) {
+    return "cpu";
+}
+
+static size_t cpu_reg_get_device_count(ember_backend_reg *) {
+    return 1;
+}
+
+static ember_device * cpu_reg_get_device(ember_backend_reg *, size_t index) {
+    return index == 0 ? &g_cpu_device : nullptr;
+}
+
+static ember_backend_reg g_cpu_reg = {
+    /* .api_version = */ EMBER_BACKEND_API_VERSION,
+    /* .struct_size = */ sizeof(ember_backend_reg),
+    /* .iface       = */ {
+        /* .get_name         = */ cpu_reg_get_name,
+        /* .get_device_count = */ cpu_reg_get_device_count,
+        /* .get_device       = */ cpu_reg_get_device,
+        /* .get_proc_address = */ nullptr,
+    },
+    /* .context     = */ nullptr,
+};
+
+namespace {
+ember_device g_cpu_device = {
+    /* .iface   = */ {
+        /* .get_name             = */ cpu_dev_get_name,
+        /* .get_description      = */ cpu_dev_get_description,
+        /* .get_props            = */ cpu_dev_get_props,
+        /* .get_buffer_type      = */ cpu_dev_get_buffer_type,
+        /* .get_host_buffer_type = */ nullptr,
+        /* .init_stream          = */ cpu_dev_init_stream,
+        /* .supports_op          = */ cpu_dev_supports_op,
+        /* .supports_buft        = */ cpu_dev_supports_buft,
+        /* .offload_op           = */ nullptr,
+    },
+    /* .reg     = */ &g_cpu_reg,
+    /* .context = */ nullptr,
+};
+}  // namespace
+
+ember_backend_reg * ember_cpu_backend_reg() {
+    return &g_cpu_reg;
+}

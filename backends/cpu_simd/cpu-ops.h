@@ -1,0 +1,112 @@
+// Private interface between the CPU stream (cpu-backend.cpp) and the scalar reference kernels
+// (ops-*.cpp). Every thread of the pool calls the kernel of each node with its own ith; a
+// kernel splits its work by rows and may call ember_cpu_barrier() between phases.
+//
+// Conventions the kernels rely on (guaranteed by the op constructors in graph.cpp):
+//   - rows are contiguous: nb[0] == type_size for every source and destination;
+//   - dimensions 1..3 may be strided: always address rows through nb[1..3].
+#ifndef EMBER_CPU_OPS_H
+#define EMBER_CPU_OPS_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "backend.h"
+#include "thread-pool.h"
+
+struct ember_cpu_compute_params {
+    int                 ith;    // this thread
+    int                 nth;    // threads taking part
+    void *              wdata;  // the stream's work buffer, shared by all threads (work_size bytes)
+    size_t              wsize;
+    ember_thread_pool * pool;   // for ember_cpu_barrier
+    int32_t             node;     // index of the node being computed
+    std::atomic<int> *  error;    // first error status of this graph_compute (0: none)
+    std::atomic<int> *  stop_at;  // lowest node index after which all threads stop
+};
+
+// Asks every thread to stop after `node`. All requests for node i happen before the barrier
+// that ends node i, and requests made later name later nodes, so after that barrier the
+// test `stop_at <= i` reads the same on every thread.
+inline void ember_cpu_request_stop(std::atomic<int> * stop_at, int32_t node) {
+    int cur = stop_at->load();
+    while (node < cur && !stop_at->compare_exchange_weak(cur, node)) {
+    }
+}
+
+inline void ember_cpu_barrier(const ember_cpu_compute_params * p) {
+    p->pool->barrier();
+}
+
+// Reports a data error (e.g. a row index out of range); the stream stops after this node.
+inline void ember_cpu_set_error(const ember_cpu_compute_params * p, ember_status status) {
+    int expected = 0;
+    p->error->compare_exchange_strong(expected, status);
+    ember_cpu_request_stop(p->stop_at, p->node);
+}
+
+// Rows [*r0, *r1) of n rows for thread ith of nth: an even split.
+inline void ember_cpu_split_rows(int64_t n, int ith, int nth, int64_t * r0, int64_t * r1) {
+    const int64_t per = (n + nth - 1) / nth;
+    *r0               = per * ith < n ? per * ith : n;
+    *r1               = *r0 + per < n ? *r0 + per : n;
+}
+
+// Address of row (i1, i2, i3) of t.
+inline char * ember_cpu_row(const ember_tensor * t, int64_t i1, int64_t i2, int64_t i3) {
+    return static_cast<char *>(t->data) + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+// Work-buffer slices are padded to a cache line so threads never share one.
+constexpr size_t EMBER_CPU_CACHE_LINE = 64;
+inline size_t ember_cpu_pad(size_t n) {
+    return (n + EMBER_CPU_CACHE_LINE - 1) / EMBER_CPU_CACHE_LINE * EMBER_CPU_CACHE_LINE;
+}
+
+typedef void   (*ember_cpu_compute_fn)(const ember_cpu_compute_params * p, ember_tensor * dst);
+typedef size_t (*ember_cpu_work_size_fn)(const ember_tensor * dst, int n_threads);  // bytes of wdata
+typedef bool   (*ember_cpu_supports_fn)(const ember_tensor * dst);
+
+struct ember_cpu_op {
+    ember_cpu_compute_fn   compute;    // NULL: nothing to compute (NONE, VIEW)
+    ember_cpu_work_size_fn work_size;  // NULL: needs no work buffer
+    ember_cpu_supports_fn  supports;   // NULL: always supported
+};
+
+//
+// Kernels, by family
+//
+// ops-elementwise.cpp
+void   ember_cpu_rms_norm(const ember_cpu_compute_params * p, ember_tensor * dst);
+void   ember_cpu_mul(const ember_cpu_compute_params * p, ember_tensor * dst);
+void   ember_cpu_add(const ember_cpu_compute_params * p, ember_tensor * dst);
+void   ember_cpu_swiglu(const ember_cpu_compute_params * p, ember_tensor * dst);
+void   ember_cpu_scale(const ember_cpu_compute_params * p, ember_tensor * dst);
+bool   ember_cpu_supports_f32(const ember_tensor * dst);  // dst and every source F32
+
+// ops-rows.cpp: type conversion by rows
+void   ember_cpu_get_rows(const ember_cpu_compute_params * p, ember_tensor * dst);
+bool   ember_cpu_supports_get_rows(const ember_tensor * dst);
+void   ember_cpu_set_rows(const ember_cpu_compute_params * p, ember_tensor * dst);
+bool   ember_cpu_supports_set_rows(const ember_tensor * dst);
+void   ember_cpu_cpy(const ember_cpu_compute_params * p, ember_tensor * dst);
+size_t ember_cpu_cpy_work_size(const ember_tensor * dst, int n_threads);
+bool   ember_cpu_supports_cpy(const ember_tensor * dst);
+
+// ops-matmul.cpp
+void   ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst);
+size_t ember_cpu_mul_mat_work_size(const ember_tensor * dst, int n_threads);
+bool   ember_cpu_supports_mul_mat(const ember_tensor * dst);
+
+// ops-rope.cpp
+void   ember_cpu_rope(const ember_cpu_compute_params * p, ember_tensor * dst);
+size_t ember_cpu_rope_work_size(const ember_tensor * dst, int n_threads);
+bool   ember_cpu_supports_rope(const ember_tensor * dst);
+
+// ops-attention.cpp
+void   ember_cpu_attn(const ember_cpu_compute_params * p, ember_tensor * dst);
+size_t ember_cpu_attn_work_size(const ember_tensor * dst, int n_threads);
+bool   ember_cpu_supports_attn(const ember_tensor * dst);
+
+#endif  // EMBER_CPU_OPS_H
