@@ -13,8 +13,18 @@
  *
  * Errors
  *   Every fallible call returns an ember_status. On failure the reason is available
- *   from ember_last_error() on the same thread until the next ember_ call there.
+ *   from ember_last_error() on the same thread until the next ember_ call there; a call
+ *   that returns a status clears it on success. Queries that return a value instead of a
+ *   status return NULL (pointers), 0 (unsigned counts) or -1 (signed values) on a NULL
+ *   handle or bad argument, and set the last error.
  *   Calls never throw, never abort on bad input, and leave their objects usable.
+ *
+ * Params structs
+ *   Start from the *_default_params() function and change the fields you need. struct_size
+ *   is the size the caller was compiled with: a smaller (older) struct gets defaults for
+ *   the fields it lacks; a larger (newer) one is accepted when the fields this library
+ *   does not know are zero, else EMBER_ERR_UNSUPPORTED; below 8 or above 4096 it is
+ *   EMBER_ERR_INVALID_ARG.
  *
  * Usage
  *   EMBER_CHECK_ABI();
@@ -272,14 +282,16 @@ EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * bat
 /* Logits of the last successful ember_decode: one row of n_vocab floats per token that
  * asked for logits, in batch order. Owned by the context, valid until the next decode. */
 EMBER_API const float * ember_get_logits(ember_context * ctx);
-/* Row of batch token i (negative i counts from the end), or NULL (with a last error)
- * when that token did not ask for logits or i is out of range. */
+/* Row of the i-th token of the last batch (i = -1 is the batch's last token, counting
+ * tokens, not rows), or NULL (with a last error) when that token did not ask for logits
+ * or i is out of range. */
 EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i);
 /* Number of logits rows from the last decode. */
 EMBER_API int32_t       ember_n_outputs(const ember_context * ctx);
 
 //
-// KV cache. Positions are in [p0, p1); p1 < 0 means "to the end"; seq_id < 0 means all sequences.
+// KV cache. Positions are in [p0, p1); p0 < 0 means 0, p1 < 0 means "to the end".
+// seq_id < 0 means all sequences for ember_kv_cache_seq_rm only; elsewhere it is invalid.
 //
 EMBER_API ember_status ember_kv_cache_clear(ember_context * ctx);
 EMBER_API ember_status ember_kv_cache_seq_rm(ember_context * ctx, int32_t seq_id, int32_t p0, int32_t p1);

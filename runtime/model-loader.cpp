@@ -169,7 +169,15 @@ void place_layers(ember_model & m, const ember_model_load_options & opt) {
     ember_device * gpu = nullptr;
     if (!opt.device.empty()) {
         gpu = ember_registry_find_device(opt.device.c_str());
-        if (!gpu) ember_throw(EMBER_ERR_INVALID_ARG, "unknown device '%s'", opt.device.c_str());
+        if (!gpu) {
+            std::string have;
+            for (size_t i = 0; i < ember_registry_device_count(); i++) have += std::string(i ? ", " : "") + ember_device_get_name(ember_registry_device(i));
+            // A backend family Ember knows but this build or machine lacks is "unsupported";
+            // anything else is a wrong argument.
+            const bool known = opt.device.rfind("cuda", 0) == 0 || opt.device.rfind("vulkan", 0) == 0;
+            ember_throw(known ? EMBER_ERR_UNSUPPORTED : EMBER_ERR_INVALID_ARG, "device '%s' is not available (devices here: %s)",
+                        opt.device.c_str(), have.c_str());
+        }
     } else if (ember_registry_device_count() > 1) {
         gpu = ember_registry_device(0);  // the highest-priority accelerator
     }

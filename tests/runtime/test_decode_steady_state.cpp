@@ -28,13 +28,36 @@ int count_threads() {
 }
 }  // namespace
 
-void * operator new(size_t n) {
+// gcc cannot see that these replace the global operators and warns about malloc/free pairs.
+#if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+// Every plain form is replaced, so each allocation and its release use the same pair
+// (malloc/free); the aligned forms keep the library's own pair.
+namespace {
+void * counted_alloc(size_t n) noexcept {
     if (g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
-    if (void * p = std::malloc(n ? n : 1)) return p;
+    return std::malloc(n ? n : 1);
+}
+}  // namespace
+
+void * operator new(size_t n) {
+    if (void * p = counted_alloc(n)) return p;
     throw std::bad_alloc();
 }
-void operator delete(void * p) noexcept { std::free(p); }
-void operator delete(void * p, size_t) noexcept { std::free(p); }
+void * operator new[](size_t n) {
+    if (void * p = counted_alloc(n)) return p;
+    throw std::bad_alloc();
+}
+void * operator new(size_t n, const std::nothrow_t &) noexcept { return counted_alloc(n); }
+void * operator new[](size_t n, const std::nothrow_t &) noexcept { return counted_alloc(n); }
+void   operator delete(void * p) noexcept { std::free(p); }
+void   operator delete[](void * p) noexcept { std::free(p); }
+void   operator delete(void * p, size_t) noexcept { std::free(p); }
+void   operator delete[](void * p, size_t) noexcept { std::free(p); }
+void   operator delete(void * p, const std::nothrow_t &) noexcept { std::free(p); }
+void   operator delete[](void * p, const std::nothrow_t &) noexcept { std::free(p); }
 
 TEST_SUITE("runtime") {
 
