@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ember.h"
+#include "runtime/c-api-internal.h"
 #include "runtime/context.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -17,9 +18,32 @@ namespace {
 
 thread_local std::string t_last_error;
 
-void set_error(const char * msg) { t_last_error = msg ? msg : ""; }
 
-ember_status fail(ember_status st, const char * fmt, ...) {
+// Copies a caller's params struct over the defaults, honouring struct_size: an older, smaller
+// struct leaves the newer fields at their defaults; a newer, larger one is accepted when the
+// fields this library does not know are zero.
+template <typename P> ember_status read_params(const P * in, P & out, const char * what) {
+    if (!in) return EMBER_OK;
+    const uint32_t size = in->struct_size;
+    if (size < sizeof(uint32_t) * 2 || size > 4096) {
+        return ember_api_fail(EMBER_ERR_INVALID_ARG, "%s.struct_size = %u is not valid; use %s_default_params()", what, size, what);
+    }
+    const size_t n = size < sizeof(P) ? size : sizeof(P);
+    std::memcpy(static_cast<void *>(&out), in, n);
+    for (size_t i = sizeof(P); i < size; i++) {
+        if (reinterpret_cast<const uint8_t *>(in)[i] != 0) {
+            return ember_api_fail(EMBER_ERR_UNSUPPORTED, "%s has fields this library version (%s) does not know", what, EMBER_VERSION_STRING);
+        }
+    }
+    out.struct_size = sizeof(P);
+    return EMBER_OK;
+}
+
+}  // namespace
+
+std::string & ember_api_last_error() { return t_last_error; }
+
+ember_status ember_api_fail(ember_status st, const char * fmt, ...) {
     char    buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -29,60 +53,9 @@ ember_status fail(ember_status st, const char * fmt, ...) {
     return st;
 }
 
-// Runs f, converting every exception into a status + message.
-template <typename F> ember_status guarded(F && f) {
-    try {
-        t_last_error.clear();
-        return f();
-    } catch (const ember_error & e) {
-        set_error(e.what());
-        return e.status;
-    } catch (const std::bad_alloc &) {
-        set_error("out of memory");
-        return EMBER_ERR_OOM;
-    } catch (const std::exception & e) {
-        set_error(e.what());
-        return EMBER_ERR_INTERNAL;
-    } catch (...) {
-        set_error("unknown internal error");
-        return EMBER_ERR_INTERNAL;
-    }
-}
-
-// Copies a caller's params struct over the defaults, honouring struct_size: an older, smaller
-// struct leaves the newer fields at their defaults; a newer, larger one is accepted when the
-// fields this library does not know are zero.
-template <typename P> ember_status read_params(const P * in, P & out, const char * what) {
-    if (!in) return EMBER_OK;
-    const uint32_t size = in->struct_size;
-    if (size < sizeof(uint32_t) * 2 || size > 4096) {
-        return fail(EMBER_ERR_INVALID_ARG, "%s.struct_size = %u is not valid; use %s_default_params()", what, size, what);
-    }
-    const size_t n = size < sizeof(P) ? size : sizeof(P);
-    std::memcpy(static_cast<void *>(&out), in, n);
-    for (size_t i = sizeof(P); i < size; i++) {
-        if (reinterpret_cast<const uint8_t *>(in)[i] != 0) {
-            return fail(EMBER_ERR_UNSUPPORTED, "%s has fields this library version (%s) does not know", what, EMBER_VERSION_STRING);
-        }
-    }
-    out.struct_size = sizeof(P);
-    return EMBER_OK;
-}
-
-int32_t copy_out(const std::string & s, char * buf, size_t buf_size) {
-    if (buf && buf_size > 0) {
-        const size_t n = s.size() < buf_size - 1 ? s.size() : buf_size - 1;
-        std::memcpy(buf, s.data(), n);
-        buf[n] = '\0';
-    }
-    return static_cast<int32_t>(s.size() > INT32_MAX ? INT32_MAX : s.size());
-}
-
-}  // namespace
-
 #define EMBER_CHECK_ARG(cond, ...)                                  \
     do {                                                            \
-        if (!(cond)) return fail(EMBER_ERR_INVALID_ARG, __VA_ARGS__); \
+        if (!(cond)) return ember_api_fail(EMBER_ERR_INVALID_ARG, __VA_ARGS__); \
     } while (0)
 
 //
@@ -115,14 +88,14 @@ EMBER_API uint32_t     ember_abi_version(void) { return EMBER_ABI_VERSION; }
 EMBER_API ember_status ember_check_abi(uint32_t compiled_abi) {
     t_last_error.clear();
     if (compiled_abi != EMBER_ABI_VERSION) {
-        return fail(EMBER_ERR_UNSUPPORTED, "the program was built for Ember ABI %u but this library (%s) has ABI %u", compiled_abi,
+        return ember_api_fail(EMBER_ERR_UNSUPPORTED, "the program was built for Ember ABI %u but this library (%s) has ABI %u", compiled_abi,
                     EMBER_VERSION_STRING, EMBER_ABI_VERSION);
     }
     return EMBER_OK;
 }
 
 EMBER_API ember_status ember_init(void) {
-    return guarded([]() -> ember_status {
+    return ember_api_guarded([]() -> ember_status {
         static std::once_flag once;
         std::call_once(once, [] { (void) ember_registry_device_count(); });
         return EMBER_OK;
@@ -163,7 +136,7 @@ EMBER_API ember_model_params ember_model_default_params(void) {
 
 EMBER_API ember_status ember_model_load(const char * path, const ember_model_params * params, ember_model ** out) {
     if (out) *out = nullptr;
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(out, "ember_model_load: out is NULL");
         EMBER_CHECK_ARG(path && path[0], "ember_model_load: path is NULL or empty");
         ember_status st = ember_init();
@@ -189,7 +162,7 @@ EMBER_API void ember_model_free(ember_model * model) { delete model; }
 #define EMBER_MODEL_QUERY(ret, name, bad, expr)                         \
     EMBER_API ret name(const ember_model * model) {                     \
         if (!model) {                                                   \
-            fail(EMBER_ERR_INVALID_ARG, #name ": model is NULL");       \
+            ember_api_fail(EMBER_ERR_INVALID_ARG, #name ": model is NULL");       \
             return bad;                                                 \
         }                                                               \
         return expr;                                                    \
@@ -211,28 +184,28 @@ EMBER_MODEL_QUERY(int32_t, ember_token_eos, -1, model->token_eos)
 EMBER_MODEL_QUERY(int32_t, ember_model_meta_count, -1, static_cast<int32_t>(model->gguf->kv.size()))
 
 EMBER_API int32_t ember_model_meta_key_by_index(const ember_model * model, int32_t i, char * buf, size_t buf_size) {
-    if (!model) return fail(EMBER_ERR_INVALID_ARG, "ember_model_meta_key_by_index: model is NULL"), -1;
+    if (!model) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_model_meta_key_by_index: model is NULL"), -1;
     if (i < 0 || static_cast<size_t>(i) >= model->gguf->kv.size()) {
-        return fail(EMBER_ERR_INVALID_ARG, "metadata index %d is out of range [0, %zu)", i, model->gguf->kv.size()), -1;
+        return ember_api_fail(EMBER_ERR_INVALID_ARG, "metadata index %d is out of range [0, %zu)", i, model->gguf->kv.size()), -1;
     }
-    return copy_out(model->gguf->kv[i].key, buf, buf_size);
+    return ember_api_copy_out(model->gguf->kv[i].key, buf, buf_size);
 }
 
 EMBER_API int32_t ember_model_meta_val_str(const ember_model * model, const char * key, char * buf, size_t buf_size) {
-    if (!model || !key) return fail(EMBER_ERR_INVALID_ARG, "ember_model_meta_val_str: model or key is NULL"), -1;
+    if (!model || !key) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_model_meta_val_str: model or key is NULL"), -1;
     const ember_gguf_value * v = model->gguf->find(key);
-    if (!v) return fail(EMBER_ERR_INVALID_ARG, "no metadata key '%s'", key), -1;
+    if (!v) return ember_api_fail(EMBER_ERR_INVALID_ARG, "no metadata key '%s'", key), -1;
     std::string text;
     try {
         text = v->type == EMBER_GGUF_STRING ? v->str : v->to_string(16);
     } catch (...) {
-        return fail(EMBER_ERR_OOM, "out of memory"), -1;
+        return ember_api_fail(EMBER_ERR_OOM, "out of memory"), -1;
     }
-    return copy_out(text, buf, buf_size);
+    return ember_api_copy_out(text, buf, buf_size);
 }
 
 EMBER_API int32_t ember_model_desc(const ember_model * model, char * buf, size_t buf_size) {
-    if (!model) return fail(EMBER_ERR_INVALID_ARG, "ember_model_desc: model is NULL"), -1;
+    if (!model) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_model_desc: model is NULL"), -1;
     char           text[256];
     const double   n = static_cast<double>(model->n_params);
     const char *   type = "?";
@@ -243,7 +216,7 @@ EMBER_API int32_t ember_model_desc(const ember_model * model, char * buf, size_t
     }
     std::snprintf(text, sizeof(text), "%s %.1f%s %s, %u layers", model->arch_name.c_str(), n >= 1e9 ? n / 1e9 : n / 1e6,
                   n >= 1e9 ? "B" : "M", type, model->hp.n_layer);
-    return copy_out(text, buf, buf_size);
+    return ember_api_copy_out(text, buf, buf_size);
 }
 
 //
@@ -265,7 +238,7 @@ EMBER_API ember_context_params ember_context_default_params(void) {
 
 EMBER_API ember_status ember_context_create(ember_model * model, const ember_context_params * params, ember_context ** out) {
     if (out) *out = nullptr;
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(out, "ember_context_create: out is NULL");
         EMBER_CHECK_ARG(model, "ember_context_create: model is NULL");
         ember_context_params p  = ember_context_default_params();
@@ -281,7 +254,7 @@ EMBER_API void ember_context_free(ember_context * ctx) { delete ctx; }
 #define EMBER_CTX_QUERY(ret, name, bad, expr)                         \
     EMBER_API ret name(const ember_context * ctx) {                   \
         if (!ctx) {                                                   \
-            fail(EMBER_ERR_INVALID_ARG, #name ": context is NULL");   \
+            ember_api_fail(EMBER_ERR_INVALID_ARG, #name ": context is NULL");   \
             return bad;                                               \
         }                                                             \
         return expr;                                                  \
@@ -296,7 +269,7 @@ EMBER_CTX_QUERY(int32_t, ember_n_outputs, -1, ctx->n_outputs)
 EMBER_CTX_QUERY(int32_t, ember_kv_cache_used, -1, static_cast<int32_t>(ctx->kv.used()))
 
 EMBER_API ember_status ember_context_set_n_threads(ember_context * ctx, int32_t n_threads) {
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_context_set_n_threads: context is NULL");
         ctx->set_n_threads(n_threads);
         return EMBER_OK;
@@ -304,7 +277,7 @@ EMBER_API ember_status ember_context_set_n_threads(ember_context * ctx, int32_t 
 }
 
 EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * batch) {
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_decode: context is NULL");
         EMBER_CHECK_ARG(batch, "ember_decode: batch is NULL");
         ctx->decode(*batch);
@@ -313,21 +286,21 @@ EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * bat
 }
 
 EMBER_API const float * ember_get_logits(ember_context * ctx) {
-    if (!ctx) return fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: context is NULL"), nullptr;
-    if (ctx->n_outputs == 0) return fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: the last decode produced no logits"), nullptr;
+    if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: context is NULL"), nullptr;
+    if (ctx->n_outputs == 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: the last decode produced no logits"), nullptr;
     return ctx->logits.data();
 }
 
 EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i) {
-    if (!ctx) return fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: context is NULL"), nullptr;
+    if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: context is NULL"), nullptr;
     // The rows of the last batch; negative i counts from the end of the batch.
     const int32_t n_batch_tokens = ctx->last_batch_size;
     if (i < 0) i += n_batch_tokens;
     if (i < 0 || i >= n_batch_tokens) {
-        return fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: index out of range (the last batch had %d tokens)", n_batch_tokens), nullptr;
+        return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: index out of range (the last batch had %d tokens)", n_batch_tokens), nullptr;
     }
     const int32_t row = ctx->output_row[i];
-    if (row < 0) return fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: token %d did not ask for logits", i), nullptr;
+    if (row < 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: token %d did not ask for logits", i), nullptr;
     return ctx->logits.data() + static_cast<size_t>(row) * ctx->model.hp.n_vocab;
 }
 
@@ -339,7 +312,7 @@ EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i) {
                     "sequence id %d is not in [0, n_seq_max = %u)", (s), (ctx)->params.n_seq_max)
 
 EMBER_API ember_status ember_kv_cache_clear(ember_context * ctx) {
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_clear: context is NULL");
         ctx->kv.clear();
         return EMBER_OK;
@@ -347,7 +320,7 @@ EMBER_API ember_status ember_kv_cache_clear(ember_context * ctx) {
 }
 
 EMBER_API ember_status ember_kv_cache_seq_rm(ember_context * ctx, int32_t seq_id, int32_t p0, int32_t p1) {
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_seq_rm: context is NULL");
         EMBER_CHECK_SEQ(ctx, seq_id, true);
         ctx->kv.seq_rm(seq_id, p0, p1);
@@ -356,7 +329,7 @@ EMBER_API ember_status ember_kv_cache_seq_rm(ember_context * ctx, int32_t seq_id
 }
 
 EMBER_API ember_status ember_kv_cache_seq_cp(ember_context * ctx, int32_t seq_src, int32_t seq_dst, int32_t p0, int32_t p1) {
-    return guarded([&]() -> ember_status {
+    return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_seq_cp: context is NULL");
         EMBER_CHECK_SEQ(ctx, seq_src, false);
         EMBER_CHECK_SEQ(ctx, seq_dst, false);
@@ -366,9 +339,9 @@ EMBER_API ember_status ember_kv_cache_seq_cp(ember_context * ctx, int32_t seq_sr
 }
 
 EMBER_API int32_t ember_kv_cache_seq_pos_max(const ember_context * ctx, int32_t seq_id) {
-    if (!ctx) return fail(EMBER_ERR_INVALID_ARG, "ember_kv_cache_seq_pos_max: context is NULL"), -1;
+    if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_kv_cache_seq_pos_max: context is NULL"), -1;
     if (seq_id < 0 || static_cast<uint32_t>(seq_id) >= ctx->params.n_seq_max) {
-        return fail(EMBER_ERR_INVALID_ARG, "sequence id %d is not in [0, n_seq_max = %u)", seq_id, ctx->params.n_seq_max), -1;
+        return ember_api_fail(EMBER_ERR_INVALID_ARG, "sequence id %d is not in [0, n_seq_max = %u)", seq_id, ctx->params.n_seq_max), -1;
     }
     return ctx->kv.seq_pos_max(seq_id);
 }
