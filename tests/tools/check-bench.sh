@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# ember-bench: the markdown table and the llama-bench-shaped JSON that scripts read.
+set -euo pipefail
+bench=$1
+model=$2
+out=$("$bench" -m "$model" -p 16 -n 4 -r 2 -t 1 -o json)
+python3 - "$out" <<'PY'
+import json, sys
+recs = json.loads(sys.argv[1])
+assert isinstance(recs, list) and len(recs) == 2, recs
+for key in ("model_filename", "model_type", "n_threads", "n_prompt", "n_gen", "avg_ts", "stddev_ts", "backends", "samples_ts"):
+    assert all(key in r for r in recs), key
+pp, tg = recs
+assert pp["n_prompt"] == 16 and pp["n_gen"] == 0 and tg["n_prompt"] == 0 and tg["n_gen"] == 4
+assert all(r["avg_ts"] > 0 and len(r["samples_ts"]) == 2 and r["n_threads"] == 1 for r in recs)
+PY
+md=$("$bench" -m "$model" -p 8 -n 2 -r 1)
+echo "$md" | grep -q "| pp8 |"
+echo "$md" | grep -q "| tg2 |"
+if "$bench" -m /nonexistent.gguf 2>/dev/null; then echo "a missing model must fail"; exit 1; fi
+if "$bench" -m "$model" -p x 2>/dev/null; then echo "a bad -p must fail"; exit 1; fi
+echo "ember-bench check passed"

@@ -1,0 +1,297 @@
+// ember-bench: prefill (pp) and decode (tg) tokens/s, in the style of llama-bench.
+// Uses nothing but include/ember.h.
+//
+//   ember-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
+//               [--ctk TYPE] [--ctv TYPE] [-ub N] [-o md|json]
+//
+// Each test runs once to warm up (excluded), then -r times; a run starts from an empty KV
+// cache. pp: one batch of p tokens (in micro-batches of -ub). tg: n single-token decodes
+// after a one-token prompt. Tokens are random ids (fixed seed), as llama-bench does.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ember.h"
+
+namespace {
+
+struct options {
+    std::string              model;
+    std::vector<int32_t>     n_prompt{512};
+    std::vector<int32_t>     n_gen{128};
+    std::vector<int32_t>     threads{0};
+    int32_t                  reps         = 5;
+    int32_t                  n_ubatch     = 512;
+    int32_t                  n_gpu_layers = -1;
+    std::string              device;
+    std::string              ctk = "f16", ctv = "f16";
+    std::string              output = "md";
+};
+
+void usage(FILE * f) {
+    std::fprintf(f,
+                 "usage: ember-bench -m MODEL [options]\n"
+                 "  -p N[,N...]        prompt lengths for prefill tests (default 512; 0 = none)\n"
+                 "  -n N[,N...]        tokens for decode tests (default 128; 0 = none)\n"
+                 "  -t N[,N...]        CPU threads (default: all cores)\n"
+                 "  -r N               repetitions (default 5), after one warm-up run\n"
+                 "  -ub N              micro-batch size for prefill (default 512)\n"
+                 "  --device NAME      cpu, cuda, cuda:1, vulkan:0, ... (default: best available)\n"
+                 "  -ngl N             layers to offload (default: all)\n"
+                 "  --ctk T, --ctv T   KV cache types (default f16)\n"
+                 "  -o md|json         output format (default md)\n");
+}
+
+bool parse_list(const char * s, std::vector<int32_t> & out) {
+    out.clear();
+    std::string str = s;
+    size_t      pos = 0;
+    while (pos <= str.size()) {
+        size_t      comma = str.find(',', pos);
+        std::string item  = str.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        char *      end   = nullptr;
+        long        v     = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end || v < 0 || v > 1 << 20) return false;
+        out.push_back(static_cast<int32_t>(v));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return !out.empty();
+}
+
+int parse_args(int argc, char ** argv, options & o) {
+    for (int i = 1; i < argc; i++) {
+        const std::string a   = argv[i];
+        const char *      val = i + 1 < argc ? argv[i + 1] : nullptr;
+        auto need = [&]() {
+            if (!val) std::fprintf(stderr, "ember-bench: %s needs a value\n", a.c_str());
+            return val != nullptr;
+        };
+        std::vector<int32_t> one;
+        bool                 ok = true;
+        if (a == "-h" || a == "--help") {
+            usage(stdout);
+            return 2;
+        } else if (a == "-m" || a == "--model") {
+            ok = need() && (o.model = val, true);
+        } else if (a == "-p" || a == "--n-prompt") {
+            ok = need() && parse_list(val, o.n_prompt);
+        } else if (a == "-n" || a == "--n-gen") {
+            ok = need() && parse_list(val, o.n_gen);
+        } else if (a == "-t" || a == "--threads") {
+            ok = need() && parse_list(val, o.threads);
+        } else if (a == "-r" || a == "--repetitions") {
+            ok = need() && parse_list(val, one) && one.size() == 1 && one[0] >= 1 && (o.reps = one[0], true);
+        } else if (a == "-ub" || a == "--ubatch-size") {
+            ok = need() && parse_list(val, one) && one.size() == 1 && one[0] >= 1 && (o.n_ubatch = one[0], true);
+        } else if (a == "-ngl" || a == "--n-gpu-layers") {
+            ok = need() && parse_list(val, one) && one.size() == 1 && (o.n_gpu_layers = one[0], true);
+        } else if (a == "--device") {
+            ok = need() && (o.device = val, true);
+        } else if (a == "--ctk" || a == "-ctk") {
+            ok = need() && (o.ctk = val, true);
+        } else if (a == "--ctv" || a == "-ctv") {
+            ok = need() && (o.ctv = val, true);
+        } else if (a == "-o" || a == "--output") {
+            ok = need() && (o.output = val, o.output == "md" || o.output == "json");
+        } else {
+            std::fprintf(stderr, "ember-bench: unknown argument '%s' (see --help)\n", a.c_str());
+            return 1;
+        }
+        if (!ok) {
+            if (val) std::fprintf(stderr, "ember-bench: bad value '%s' for %s\n", val, a.c_str());
+            return 1;
+        }
+        i++;  // every option above takes a value
+    }
+    if (o.model.empty()) {
+        std::fprintf(stderr, "ember-bench: -m MODEL is required (see --help)\n");
+        return 1;
+    }
+    return 0;
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct result {
+    int32_t             n_prompt = 0, n_gen = 0, n_threads = 0;
+    std::vector<double> ts;  // tokens/s per repetition
+    double mean() const {
+        double s = 0;
+        for (double v : ts) s += v;
+        return ts.empty() ? 0 : s / ts.size();
+    }
+    double stddev() const {
+        if (ts.size() < 2) return 0;
+        double m = mean(), s = 0;
+        for (double v : ts) s += (v - m) * (v - m);
+        return std::sqrt(s / (ts.size() - 1));
+    }
+};
+
+// Deterministic random token ids in [0, n_vocab).
+std::vector<int32_t> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t & v : t) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v    = static_cast<int32_t>((seed >> 33) % static_cast<uint64_t>(n_vocab));
+    }
+    return t;
+}
+
+// One timed run; returns tokens/s, or a negative value on error.
+double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t n_gen) {
+    ember_kv_cache_clear(ctx);
+    if (n_prompt > 0) {
+        std::vector<int32_t> toks = random_tokens(n_prompt, n_vocab, 42);
+        ember_batch          b    = ember_batch_one(toks.data(), n_prompt);
+        const double         t0   = now_s();
+        if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+        return n_prompt / (now_s() - t0);
+    }
+    int32_t     tok = 1;
+    ember_batch b   = ember_batch_one(&tok, 1);
+    if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+    std::vector<int32_t> toks = random_tokens(n_gen, n_vocab, 7);
+    const double         t0   = now_s();
+    for (int32_t i = 0; i < n_gen; i++) {
+        b = ember_batch_one(&toks[i], 1);
+        if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+    }
+    return n_gen / (now_s() - t0);
+}
+
+std::string json_escape(const std::string & s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if (static_cast<unsigned char>(c) < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            o += buf;
+            continue;
+        }
+        o += c;
+    }
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (EMBER_CHECK_ABI() != EMBER_OK) {
+        std::fprintf(stderr, "ember-bench: %s\n", ember_last_error());
+        return 1;
+    }
+    options o;
+    if (int r = parse_args(argc, argv, o)) return r == 2 ? 0 : 1;
+    const int32_t type_k = ember_type_from_name(o.ctk.c_str()), type_v = ember_type_from_name(o.ctv.c_str());
+    if (type_k < 0 || type_v < 0) {
+        std::fprintf(stderr, "ember-bench: unknown KV cache type '%s'\n", (type_k < 0 ? o.ctk : o.ctv).c_str());
+        return 1;
+    }
+
+    ember_model_params mp = ember_model_default_params();
+    mp.n_gpu_layers       = o.n_gpu_layers;
+    mp.device             = o.device.empty() ? nullptr : o.device.c_str();
+    ember_model * model   = nullptr;
+    if (ember_model_load(o.model.c_str(), &mp, &model) != EMBER_OK) {
+        std::fprintf(stderr, "ember-bench: cannot load model '%s': %s\n", o.model.c_str(), ember_last_error());
+        return 1;
+    }
+    const int32_t n_vocab = ember_model_n_vocab(model);
+    char          desc[256];
+    ember_model_desc(model, desc, sizeof(desc));
+    const std::string backend = o.device.empty() ? (ember_device_count() > 1 ? ember_device_name(1) : "cpu") : o.device;
+
+    std::vector<result> results;
+    for (int32_t threads : o.threads) {
+        std::vector<std::pair<int32_t, int32_t>> tests;
+        for (int32_t p : o.n_prompt) {
+            if (p > 0) tests.push_back({p, 0});
+        }
+        for (int32_t n : o.n_gen) {
+            if (n > 0) tests.push_back({0, n});
+        }
+        for (auto & t : tests) {
+            ember_context_params cp = ember_context_default_params();
+            cp.n_ctx                = static_cast<uint32_t>(std::max(t.first, t.second + 1));
+            cp.n_batch              = static_cast<uint32_t>(std::max(t.first, 1));
+            cp.n_ubatch             = static_cast<uint32_t>(o.n_ubatch);
+            cp.n_threads            = threads;
+            cp.type_k               = type_k;
+            cp.type_v               = type_v;
+            ember_context * ctx     = nullptr;
+            if (ember_context_create(model, &cp, &ctx) != EMBER_OK) {
+                std::fprintf(stderr, "ember-bench: cannot create a context: %s\n", ember_last_error());
+                ember_model_free(model);
+                return 1;
+            }
+            result r;
+            r.n_prompt  = t.first;
+            r.n_gen     = t.second;
+            r.n_threads = ember_context_n_threads(ctx);
+            for (int32_t rep = 0; rep <= o.reps; rep++) {
+                const double ts = run_once(ctx, n_vocab, t.first, t.second);
+                if (ts < 0) {
+                    std::fprintf(stderr, "ember-bench: decode failed: %s\n", ember_last_error());
+                    ember_context_free(ctx);
+                    ember_model_free(model);
+                    return 1;
+                }
+                if (rep > 0) r.ts.push_back(ts);  // the first run is the warm-up
+            }
+            ember_context_free(ctx);
+            results.push_back(r);
+        }
+    }
+
+    char         size_str[32], params_str[32];
+    const double bytes = static_cast<double>(ember_model_size(model)), params = static_cast<double>(ember_model_n_params(model));
+    if (bytes >= 1024.0 * 1024.0 * 1024.0) std::snprintf(size_str, sizeof(size_str), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+    else std::snprintf(size_str, sizeof(size_str), "%.2f MiB", bytes / (1024.0 * 1024.0));
+    if (params >= 1e9) std::snprintf(params_str, sizeof(params_str), "%.2f B", params / 1e9);
+    else std::snprintf(params_str, sizeof(params_str), "%.2f M", params / 1e6);
+    std::string  filename = o.model;
+    if (o.output == "json") {
+        std::printf("[\n");
+        for (size_t i = 0; i < results.size(); i++) {
+            const result & r = results[i];
+            std::printf("  {\n");
+            std::printf("    \"build_commit\": \"%s\",\n", ember_version_string());
+            std::printf("    \"model_filename\": \"%s\",\n", json_escape(filename).c_str());
+            std::printf("    \"model_type\": \"%s\",\n", json_escape(desc).c_str());
+            std::printf("    \"model_size\": %llu,\n", static_cast<unsigned long long>(ember_model_size(model)));
+            std::printf("    \"model_n_params\": %llu,\n", static_cast<unsigned long long>(ember_model_n_params(model)));
+            std::printf("    \"backends\": \"%s\",\n", json_escape(backend).c_str());
+            std::printf("    \"n_threads\": %d,\n", r.n_threads);
+            std::printf("    \"n_ubatch\": %d,\n", o.n_ubatch);
+            std::printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n", o.ctk.c_str(), o.ctv.c_str());
+            std::printf("    \"n_gpu_layers\": %d,\n", o.n_gpu_layers);
+            std::printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n", r.n_prompt, r.n_gen);
+            std::printf("    \"samples_ts\": [");
+            for (size_t j = 0; j < r.ts.size(); j++) std::printf("%s%.4f", j ? ", " : "", r.ts[j]);
+            std::printf("],\n");
+            std::printf("    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f\n", r.mean(), r.stddev());
+            std::printf("  }%s\n", i + 1 < results.size() ? "," : "");
+        }
+        std::printf("]\n");
+    } else {
+        std::printf("| model | size | params | backend | threads | test | t/s |\n");
+        std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        for (const result & r : results) {
+            char test[32];
+            if (r.n_prompt > 0) std::snprintf(test, sizeof(test), "pp%d", r.n_prompt);
+            else std::snprintf(test, sizeof(test), "tg%d", r.n_gen);
+            std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", desc, size_str, params_str, backend.c_str(), r.n_threads, test,
+                        r.mean(), r.stddev());
+        }
+    }
+    ember_model_free(model);
+    return 0;
+}
