@@ -133,14 +133,24 @@ EMBER_API void ember_log_set_level(int32_t level);
 // hold a type are int32_t.
 //
 typedef enum ember_type {
-    EMBER_TYPE_F32  = 0,
-    EMBER_TYPE_F16  = 1,
-    EMBER_TYPE_Q4_0 = 2,
-    EMBER_TYPE_Q8_0 = 8,
-    EMBER_TYPE_Q6_K = 14,
-    EMBER_TYPE_Q8_K = 15,  /* activations of K-quant dot products only */
-    EMBER_TYPE_I32  = 26,  /* indices and positions only */
-    EMBER_TYPE_BF16 = 30
+    EMBER_TYPE_F32    = 0,
+    EMBER_TYPE_F16    = 1,
+    EMBER_TYPE_Q4_0   = 2,
+    EMBER_TYPE_Q4_1   = 3,
+    EMBER_TYPE_Q5_0   = 6,
+    EMBER_TYPE_Q5_1   = 7,
+    EMBER_TYPE_Q8_0   = 8,
+    EMBER_TYPE_Q8_1   = 9,   /* activations of Q4_1 / Q5_1 dot products only */
+    EMBER_TYPE_Q2_K   = 10,
+    EMBER_TYPE_Q3_K   = 11,
+    EMBER_TYPE_Q4_K   = 12,
+    EMBER_TYPE_Q5_K   = 13,
+    EMBER_TYPE_Q6_K   = 14,
+    EMBER_TYPE_Q8_K   = 15,  /* activations of K-quant and IQ4_XS dot products only */
+    EMBER_TYPE_IQ4_NL = 20,
+    EMBER_TYPE_IQ4_XS = 23,
+    EMBER_TYPE_I32    = 26,  /* indices and positions only */
+    EMBER_TYPE_BF16   = 30
 } ember_type;
 /* Lower-case name ("q8_0") of a type id this build knows, or NULL. Static storage. */
 EMBER_API const char * ember_type_name(int32_t type);

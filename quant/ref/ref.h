@@ -6,6 +6,7 @@
 #define EMBER_QUANT_REF_H
 
 #include <cstdint>
+#include <cstring>
 
 void ember_ref_to_float_F32(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_F32(const float * src, void * dst, int64_t n);
@@ -23,9 +24,42 @@ void ember_ref_to_float_Q4_0(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_Q4_0(const float * src, void * dst, int64_t n);
 void ember_ref_vec_dot_Q4_0(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
 
+void ember_ref_to_float_Q4_1(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q4_1(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q4_1(int64_t n, float * s, const void * x, const void * y);  // y: Q8_1
+
+void ember_ref_to_float_Q5_0(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q5_0(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q5_0(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
+
+void ember_ref_to_float_Q5_1(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q5_1(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q5_1(int64_t n, float * s, const void * x, const void * y);  // y: Q8_1
+
 void ember_ref_to_float_Q8_0(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_Q8_0(const float * src, void * dst, int64_t n);
 void ember_ref_vec_dot_Q8_0(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
+
+// Q8_1 only carries activations, like Q8_K below.
+void ember_ref_to_float_Q8_1(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q8_1(const float * src, void * dst, int64_t n);
+#define ember_ref_vec_dot_Q8_1 nullptr
+
+void ember_ref_to_float_Q2_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q2_K(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q2_K(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
+
+void ember_ref_to_float_Q3_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q3_K(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q3_K(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
+
+void ember_ref_to_float_Q4_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q4_K(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q4_K(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
+
+void ember_ref_to_float_Q5_K(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_Q5_K(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_Q5_K(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
 
 void ember_ref_to_float_Q6_K(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_Q6_K(const float * src, void * dst, int64_t n);
@@ -36,9 +70,33 @@ void ember_ref_to_float_Q8_K(const void * src, float * dst, int64_t n);
 void ember_ref_from_float_Q8_K(const float * src, void * dst, int64_t n);
 #define ember_ref_vec_dot_Q8_K nullptr
 
+void ember_ref_to_float_IQ4_NL(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_IQ4_NL(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_IQ4_NL(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
+
+void ember_ref_to_float_IQ4_XS(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_IQ4_XS(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_IQ4_XS(int64_t n, float * s, const void * x, const void * y);  // y: Q8_K
+
 // I32 holds indices and positions: no float conversions.
 #define ember_ref_to_float_I32   nullptr
 #define ember_ref_from_float_I32 nullptr
 #define ember_ref_vec_dot_I32    nullptr
+
+//
+// Helpers shared by the reference quantizers
+//
+
+// Round to the nearest integer, ties to even, for |v| < 2^22 (llama.cpp's nearest_int; every
+// caller stays far inside). Adding 1.5 * 2^23 leaves a float whose ulp is 1, so the addition
+// itself rounds and the integer sits in the low mantissa bits. Defined for any input.
+inline int ember_ref_nearest_int(float v) {
+    const float biased = v + 12582912.0f;
+    uint32_t    bits;
+    std::memcpy(&bits, &biased, sizeof(bits));
+    return static_cast<int>(bits & 0x7fffffu) - 0x400000;
+}
+
+inline int ember_ref_clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 #endif  // EMBER_QUANT_REF_H

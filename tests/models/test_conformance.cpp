@@ -57,7 +57,9 @@ void check_greedy(const ember_test_reference & r, const ember_test_run_result & 
         if (got.greedy[step] != r.greedy[step]) break;
         compared++;
     }
-    CHECK(compared > 0);
+    // Unless the very first step is already a near-tie in the reference, something was compared.
+    const double first = r.greedy_margin.size() == r.greedy.size() ? r.greedy_margin[0] : got.greedy_margin[0];
+    if (first >= thr) CHECK(compared > 0);
 }
 
 // Teacher-forced greedy: the reference continuation is decoded one token at a time, so every

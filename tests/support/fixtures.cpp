@@ -291,7 +291,9 @@ ember_test_tolerance ember_test_tolerance_for(const std::string & weights) {
 }
 
 const std::vector<std::string> & ember_test_conformance_types() {
-    static const std::vector<std::string> types = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
+    static const std::vector<std::string> types = {"F32",    "F16",    "BF16",   "Q8_0",   "Q4_0",
+                                                   "Q4_1",   "Q5_0",   "Q5_1",   "Q2_K",   "Q3_K_M",
+                                                   "Q4_K_M", "Q5_K_M", "Q6_K",   "IQ4_NL", "IQ4_XS"};
     return types;
 }
 
