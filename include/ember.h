@@ -312,6 +312,160 @@ EMBER_API int32_t      ember_kv_cache_seq_pos_max(const ember_context * ctx, int
 /* Cells in use. */
 EMBER_API int32_t      ember_kv_cache_used(const ember_context * ctx);
 
+//
+// Tokenizer (from the model's GGUF metadata; works on vocab_only models)
+//
+/* Tokenizes UTF-8 text of text_len bytes (-1: NUL-terminated). add_special: add BOS/EOS as
+ * the model's metadata asks (tokenizer.ggml.add_bos_token / add_eos_token). parse_special:
+ * text that spells a control or user-defined token becomes that token instead of being split.
+ * Writes at most n_tokens_max ids and returns the number of tokens of the whole text (more
+ * than n_tokens_max means the buffer was too small: call again with that many), or -1 on
+ * error (NULL model or text, invalid UTF-8 is not an error: bytes fall back as the model allows). */
+EMBER_API int32_t ember_tokenize(const ember_model * model, const char * text, int32_t text_len, int32_t * tokens,
+                                 int32_t n_tokens_max, uint8_t add_special, uint8_t parse_special);
+
+/* The text of one token, snprintf style: writes at most buf_size bytes (not NUL-terminated:
+ * a piece may be part of a UTF-8 sequence) and returns the bytes needed, or -1 for a bad
+ * token. special: render control tokens (<s>, <|im_end|>) as their text instead of nothing. */
+EMBER_API int32_t ember_token_to_piece(const ember_model * model, int32_t token, char * buf, int32_t buf_size, uint8_t special);
+
+/* The text of a token sequence, snprintf style (NUL-terminated when it fits; returns the
+ * length without the NUL, or -1). remove_special: drop a leading BOS and trailing EOS.
+ * unparse_special: render control tokens as their text. Like the reference tokenizers, the
+ * space that SentencePiece models put before the first word is removed. */
+EMBER_API int32_t ember_detokenize(const ember_model * model, const int32_t * tokens, int32_t n_tokens, char * buf, int32_t buf_size,
+                                   uint8_t remove_special, uint8_t unparse_special);
+
+/* Streaming detokenizer: push tokens one at a time and get text back as soon as it is
+ * complete UTF-8 (a partial sequence is held back until the next token completes it). */
+typedef struct ember_token_stream ember_token_stream;
+EMBER_API ember_status ember_token_stream_create(const ember_model * model, uint8_t unparse_special, ember_token_stream ** out);
+/* Appends `token` and writes the newly completed text (not NUL-terminated). Returns its length
+ * in bytes; when that is more than buf_size, nothing is written and the token is not taken:
+ * call again with a larger buffer. -1 on error (NULL stream, bad token). */
+EMBER_API int32_t      ember_token_stream_push(ember_token_stream * stream, int32_t token, char * buf, int32_t buf_size);
+/* Writes what is held back (an incomplete sequence is written as U+FFFD) and resets; same
+ * return convention as push. */
+EMBER_API int32_t      ember_token_stream_flush(ember_token_stream * stream, char * buf, int32_t buf_size);
+EMBER_API void         ember_token_stream_free(ember_token_stream * stream);
+
+/* Special tokens. -1 when the model has none. */
+EMBER_API int32_t ember_token_eot(const ember_model * model);    /* end of turn (e.g. <|eot_id|>, <|im_end|>) */
+EMBER_API int32_t ember_token_nl(const ember_model * model);     /* the newline token */
+/* 1 when generation should stop at this token (EOS, EOT and the model's other end tokens). */
+EMBER_API int32_t ember_token_is_eog(const ember_model * model, int32_t token);
+/* 1 for control tokens (rendered as nothing unless asked), 0 otherwise, -1 for a bad token. */
+EMBER_API int32_t ember_token_is_control(const ember_model * model, int32_t token);
+/* 1 when ember_tokenize with add_special adds a BOS token. */
+EMBER_API int32_t ember_model_add_bos(const ember_model * model);
+
+//
+// Chat templates (Jinja, rendered like Hugging Face transformers does)
+//
+typedef struct ember_chat_message {
+    const char * role;     /* "system", "user", "assistant", "tool" */
+    const char * content;  /* UTF-8 */
+} ember_chat_message;
+
+/* Templates that print the date (strftime_now) use the SOURCE_DATE_EPOCH environment variable
+ * (seconds since 1970, UTC) when it is set, the local time otherwise. Limits: 64 MiB of
+ * output, 10 million evaluation steps, ranges of at most 100000 items; beyond them the call
+ * fails with EMBER_ERR_INVALID_ARG. raise_exception(msg) gives EMBER_ERR_INVALID_ARG and msg;
+ * valid Jinja this engine does not implement gives EMBER_ERR_UNSUPPORTED.
+ *
+ * Renders a conversation with a chat template, snprintf style (NUL-terminated when it fits;
+ * returns the length without the NUL). tmpl: a Jinja template, or NULL for the model's
+ * tokenizer.chat_template (model may be NULL when tmpl is given). bos_token and eos_token
+ * come from the model's vocabulary ("" without a model). Returns -1 with a last error naming
+ * the construct when the template cannot be rendered or raises (raise_exception). */
+EMBER_API int32_t ember_chat_apply_template(const ember_model * model, const char * tmpl, const ember_chat_message * messages,
+                                            size_t n_messages, uint8_t add_generation_prompt, char * buf, int32_t buf_size);
+
+/* Renders a template with the variables of a JSON object, e.g. {"messages": [...], "tools":
+ * [...], "add_generation_prompt": true, "bos_token": "<s>", "eos_token": "</s>"}; messages may
+ * carry tool_calls, tool_call_id and any other field. Object key order is kept (tojson,
+ * items()). snprintf style as above; -1 on bad JSON or a template error. */
+EMBER_API int32_t ember_chat_render_json(const char * tmpl, const char * variables_json, char * buf, int32_t buf_size);
+
+/* A built-in template by family name ("llama3", "chatml", "mistral", "gemma", "phi3"), or
+ * NULL. Static storage. For models whose own template cannot be rendered, when asked. */
+EMBER_API const char * ember_chat_builtin_template(const char * name);
+
+//
+// Sampling: a chain of samplers applied in order to one row of logits.
+//
+// A sampler works on candidates (token id, logit, probability) built from the row; each link
+// transforms them in turn. greedy and dist are selecting links: the first one reached picks the
+// token, and the links after it do not run for that draw (they still see accept and reset). When
+// no selecting link is reached, sampling takes the argmax of the candidates that remain, so an
+// empty chain, a chain of filters or a single link alone all sample (a link not in a chain acts
+// as a chain of one). Ties are always broken towards the lowest token id.
+// A sampler may be used by one thread at a time; different samplers, concurrently. Once it has
+// sampled a row of n_vocab logits, sampling allocates nothing (a penalty window fills first).
+//
+typedef struct ember_sampler ember_sampler;
+
+typedef struct ember_logit_bias {
+    int32_t token;
+    float   bias;  /* added to the logit; -INFINITY bans the token; NaN and +INFINITY are invalid */
+} ember_logit_bias;
+
+/* An empty chain (free with ember_sampler_free). Samplers added to it are owned by it and
+ * freed with it. Chains may be nested. */
+EMBER_API ember_status ember_sampler_chain_create(ember_sampler ** out);
+/* Appends s. The chain takes ownership of s, also on failure (s is then freed), except where s
+ * already has an owner: s NULL, s already in a chain, or s being `chain` itself or a chain that
+ * contains it are EMBER_ERR_INVALID_ARG and leave s untouched. */
+EMBER_API ember_status ember_sampler_chain_add(ember_sampler * chain, ember_sampler * s);
+/* Links. Each returns EMBER_ERR_INVALID_ARG (and *out = NULL) for out-of-range parameters. */
+EMBER_API ember_status ember_sampler_create_greedy(ember_sampler ** out);                 /* argmax, lowest id on ties */
+/* One draw from the softmax of the candidates. Every seed is a plain seed (none means
+ * "random"): it starts a xoshiro256** generator whose state comes from splitmix64(seed); a
+ * draw takes u = (next() >> 11) / 2^53 and picks the first candidate, in the chain's
+ * candidate order, whose running sum of exp(logit - max) (each term computed in double and
+ * rounded to float, summed in double) exceeds u times the total. The same seed and logits
+ * give the same tokens on every platform and backend. */
+EMBER_API ember_status ember_sampler_create_dist(uint32_t seed, ember_sampler ** out);
+/* logits / temp (temp finite); temp <= 0 keeps only the max. A temp so small that logits
+ * overflow to +inf makes those tokens equally likely. */
+EMBER_API ember_status ember_sampler_create_temp(float temp, ember_sampler ** out);
+/* Keeps the k highest logits, exactly k (at a tie on the boundary the lower ids stay);
+ * k <= 0: no-op. */
+EMBER_API ember_status ember_sampler_create_top_k(int32_t k, ember_sampler ** out);
+/* p in [0, 1]. top_p keeps the fewest most probable candidates whose probabilities sum to at
+ * least p; min_p keeps those with probability >= p times the largest one (in their order);
+ * typical orders candidates by |-ln p_i - H| (H the entropy) and keeps the shortest prefix
+ * whose probabilities sum to more than p. Each keeps at least min_keep candidates. No-op at
+ * p = 1 (top_p, typical) and p = 0 (min_p). */
+EMBER_API ember_status ember_sampler_create_top_p(float p, size_t min_keep, ember_sampler ** out);
+EMBER_API ember_status ember_sampler_create_min_p(float p, size_t min_keep, ember_sampler ** out);
+EMBER_API ember_status ember_sampler_create_typical(float p, size_t min_keep, ember_sampler ** out);
+/* Penalties over the last `last_n` accepted tokens (-1: all accepted tokens, counted per token,
+ * so memory stays bounded by n_vocab; 0: off). For a token seen c > 0 times: repeat (finite,
+ * > 0; 1 = off) divides a positive logit and multiplies a negative one, then c * freq +
+ * presence is subtracted (finite; 0 = off). */
+EMBER_API ember_status ember_sampler_create_penalties(int32_t last_n, float repeat, float freq, float presence, ember_sampler ** out);
+/* Adds biases[i].bias to the logit of biases[i].token (copied; biases of one token add up).
+ * n_vocab > 0 and every token in [0, n_vocab); biases may be NULL when n is 0. */
+EMBER_API ember_status ember_sampler_create_logit_bias(int32_t n_vocab, const ember_logit_bias * biases, size_t n, ember_sampler ** out);
+
+/* Samples a token from row i of the context's last logits (as ember_get_logits_ith: i = -1
+ * is the batch's last token) and accepts it into every link (penalty history). Returns the
+ * token, or -1 with the last error: NULL sampler or context, no such row (the message of
+ * ember_get_logits_ith), a NaN logit, or no token left to pick (every logit -inf, e.g. all
+ * banned). */
+EMBER_API int32_t      ember_sampler_sample(ember_sampler * s, ember_context * ctx, int32_t i);
+/* The same over a caller's logits row (n_vocab floats, n_vocab > 0); backend independent. */
+EMBER_API int32_t      ember_sampler_sample_logits(ember_sampler * s, const float * logits, int32_t n_vocab);
+/* Records a token chosen elsewhere (e.g. the prompt) in the penalty history of every link.
+ * EMBER_ERR_INVALID_ARG for a negative token, or one >= n_vocab once s has sampled a row. */
+EMBER_API ember_status ember_sampler_accept(ember_sampler * s, int32_t token);
+/* Forgets history and restarts random draws from the seed (every link of a chain). */
+EMBER_API ember_status ember_sampler_reset(ember_sampler * s);
+/* Frees a sampler (a chain with its links). NULL is a no-op. A sampler that belongs to a
+ * chain is freed with it: freeing it alone does nothing and sets the last error. */
+EMBER_API void         ember_sampler_free(ember_sampler * s);
+
 #ifdef __cplusplus
 }
 #endif

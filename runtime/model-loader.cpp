@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "runtime/model.h"
+#include "runtime/vocab.h"
 
 ember_model::~ember_model() {
     for (ember_buffer * b : buffers) ember_buffer_free(b);
@@ -274,6 +275,11 @@ std::unique_ptr<ember_model> ember_model_load_file(const std::string & path, con
     if (!arch || arch->type != EMBER_GGUF_STRING) ember_throw(EMBER_ERR_BAD_FORMAT, "missing string key 'general.architecture'");
     m->arch_name = arch->str;
     load_vocab_meta(f, *m);
+    if (f.find("tokenizer.ggml.tokens")) {
+        m->vocab     = ember_vocab_load(f);
+        m->token_bos = m->vocab->token_bos;
+        m->token_eos = m->vocab->token_eos;
+    }
     for (const ember_gguf_tensor_info & ti : f.tensors) {
         m->n_params += static_cast<uint64_t>(ti.ne[0] * ti.ne[1] * ti.ne[2] * ti.ne[3]);
         m->n_bytes += ti.nbytes;

@@ -52,6 +52,7 @@ struct ember_layer {
 };
 
 struct ember_arch_desc;
+struct ember_vocab;
 
 struct ember_model {
     std::string                      path;
@@ -68,6 +69,7 @@ struct ember_model {
     ember_tensor *                                  output      = nullptr;  // == tok_embd when tied
     ember_tensor *                                  rope_freqs  = nullptr;
     std::vector<ember_layer>                        layers;
+    std::unique_ptr<ember_vocab>                    vocab;  // nullptr when the file has no tokenizer.ggml.tokens
 
     std::vector<ember_buffer *> buffers;       // weight buffers (the mmap wrapper, device copies)
     std::vector<ember_device *> layer_device;  // where each layer's weights live
