@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/ref/ref-k-common.h"
 #include "quant/ref/ref.h"
 #include "quant/types.h"
 
@@ -22,10 +23,7 @@
 
 namespace {
 
-constexpr float kGroupEps = 1e-15f;  // below this a group counts as all zero
-
-inline int nearest_int(float v) { return ember_ref_nearest_int(v); }
-inline int clamp_int(int v, int lo, int hi) { return ember_ref_clamp_int(v, lo, hi); }
+using namespace ember_ref_k;
 
 // Scale and min of one group of n weights for levels [0, nmax], x ~ scale * l - the_min,
 // minimising the weighted error (llama.cpp's make_qkx2_quants). The range starts as
@@ -111,15 +109,8 @@ float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, 
 // for, keeping a move when it raises sumlx^2 / suml2 (weights x^2). Writes the levels offset by
 // nmax to L; an all-zero group gets L = 0 (not offset) and scale 0.
 float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
-    float max  = 0;
-    float amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max  = x[i];
-        }
-    }
+    float       amax;
+    const float max = signed_absmax(n, x, amax);
     if (amax < kGroupEps) {
         for (int i = 0; i < n; i++) L[i] = 0;
         return 0.0f;
@@ -128,11 +119,9 @@ float make_q3_quants(int n, int nmax, const float * x, int8_t * L) {
     float       sumlx  = 0;
     float       suml2  = 0;
     for (int i = 0; i < n; i++) {
-        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const int l = signed_level(iscale, x[i], nmax);
         L[i]        = static_cast<int8_t>(l);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * static_cast<float>(l);
-        suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+        add_x2_weighted(x[i], l, sumlx, suml2);
     }
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
@@ -422,16 +411,9 @@ void ember_ref_from_float_Q3_K(const float * src, void * dst, int64_t n) {
         ember_block_q3_k & b = blocks[ib];
         int8_t             L[EMBER_QK_K];
         float              scales[16];
-        float              max_scale = 0;
-        float              amax      = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j]     = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            const float a = std::fabs(scales[j]);
-            if (a > amax) {
-                amax      = a;
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < 16; j++) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        float       amax;
+        const float max_scale = signed_absmax(16, scales, amax);
         std::memset(b.scales, 0, sizeof(b.scales));
         if (max_scale != 0.0f) {
             const float iscale = -32.0f / max_scale;

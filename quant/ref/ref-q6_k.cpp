@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/ref/ref-k-common.h"
 #include "quant/ref/ref.h"
 #include "quant/types.h"
 
@@ -20,21 +21,10 @@
 
 namespace {
 
-constexpr int   kSubBlock = 16;                       // weights per Q6_K scale
-constexpr int   kNumSub   = EMBER_QK_K / kSubBlock;   // 16 scales per super-block
-constexpr float kGroupEps = 1e-15f;                   // below this a group counts as all zero
+using namespace ember_ref_k;
 
-// Round to the nearest integer, ties to even, for |v| < 2^22 (every caller stays far inside).
-// Adding 1.5 * 2^23 leaves a float whose ulp is 1, so the addition itself does the rounding and
-// the integer sits in the low mantissa bits. Defined for any input (no float -> int cast).
-inline int nearest_int(float v) {
-    const float biased = v + 12582912.0f;
-    uint32_t    bits;
-    std::memcpy(&bits, &biased, sizeof(bits));
-    return static_cast<int>(bits & 0x7fffffu) - 0x400000;
-}
-
-inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+constexpr int kSubBlock = 16;                      // weights per Q6_K scale
+constexpr int kNumSub   = EMBER_QK_K / kSubBlock;  // 16 scales per super-block
 
 // Scale of one group of n weights for signed levels [-nmax, nmax - 1], chosen to minimise the
 // error weighted by x^2 (llama.cpp's make_qx_quants with rmse_type 1 and no importance
@@ -43,15 +33,8 @@ inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi :
 // are tried, each scored by the least-squares scale of its levels, and a candidate replaces
 // the best so far only when strictly better.
 float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
-    float max  = 0.0f;
-    float amax = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float ax = std::fabs(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max  = x[i];
-        }
-    }
+    float       amax;
+    const float max = signed_absmax(n, x, amax);
     if (amax < kGroupEps) {
         for (int i = 0; i < n; i++) L[i] = 0;
         return 0.0f;
@@ -60,11 +43,9 @@ float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
     float sumlx  = 0.0f;
     float suml2  = 0.0f;
     for (int i = 0; i < n; i++) {
-        const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        const int l = signed_level(iscale, x[i], nmax);
         L[i]        = static_cast<int8_t>(l + nmax);
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * static_cast<float>(l);
-        suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+        add_x2_weighted(x[i], l, sumlx, suml2);
     }
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best  = scale * sumlx;
@@ -72,16 +53,9 @@ float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
         if (is == 0) continue;
         iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
         sumlx = suml2 = 0.0f;
-        for (int i = 0; i < n; i++) {
-            const int   l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            const float w = x[i] * x[i];
-            sumlx += w * x[i] * static_cast<float>(l);
-            suml2 += w * static_cast<float>(l) * static_cast<float>(l);
-        }
+        for (int i = 0; i < n; i++) add_x2_weighted(x[i], signed_level(iscale, x[i], nmax), sumlx, suml2);
         if (suml2 > 0.0f && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) {
-                L[i] = static_cast<int8_t>(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-            }
+            for (int i = 0; i < n; i++) L[i] = static_cast<int8_t>(nmax + signed_level(iscale, x[i], nmax));
             scale = sumlx / suml2;
             best  = scale * sumlx;
         }
@@ -138,16 +112,11 @@ void ember_ref_from_float_Q6_K(const float * src, void * dst, int64_t n) {
         ember_block_q6_k & b = blocks[ib];
         int8_t             L[EMBER_QK_K];
         float              scales[kNumSub];
-        float              max_scale     = 0.0f;
-        float              max_abs_scale = 0.0f;
         for (int j = 0; j < kNumSub; j++) {
             scales[j] = make_qx_quants_rmse1(kSubBlock, 32, x + j * kSubBlock, L + j * kSubBlock);
-            const float a = std::fabs(scales[j]);
-            if (a > max_abs_scale) {
-                max_abs_scale = a;
-                max_scale     = scales[j];
-            }
         }
+        float       max_abs_scale;
+        const float max_scale = signed_absmax(kNumSub, scales, max_abs_scale);
         if (max_abs_scale < kGroupEps) {
             std::memset(&b, 0, sizeof(b));
             continue;
@@ -218,17 +187,10 @@ void ember_ref_to_float_Q8_K(const void * src, float * dst, int64_t n) {
 void ember_ref_from_float_Q8_K(const float * src, void * dst, int64_t n) {
     ember_block_q8_k * blocks = static_cast<ember_block_q8_k *>(dst);
     for (int64_t ib = 0; ib < n / EMBER_QK_K; ib++) {
-        const float *      x    = src + ib * EMBER_QK_K;
-        ember_block_q8_k & b    = blocks[ib];
-        float              max  = 0.0f;
-        float              amax = 0.0f;
-        for (int i = 0; i < EMBER_QK_K; i++) {
-            const float ax = std::fabs(x[i]);
-            if (ax > amax) {
-                amax = ax;
-                max  = x[i];
-            }
-        }
+        const float *      x = src + ib * EMBER_QK_K;
+        ember_block_q8_k & b = blocks[ib];
+        float              amax;
+        const float        max = signed_absmax(EMBER_QK_K, x, amax);
         if (amax == 0.0f) {
             std::memset(&b, 0, sizeof(b));  // ggml leaves bsums unwritten here; zero is their value
             continue;
