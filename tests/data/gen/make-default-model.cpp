@@ -2,8 +2,8 @@
 // the reference Q8_0 file of ../shared/models (tensors copied byte for byte) plus the chat
 // template models/ember-kjv-25m.chat-template.jinja as tokenizer.chat_template.
 //
-//   build/bin/make-default-model ../shared/models/ember-kjv-25m-q8_0.gguf \
-//       models/ember-kjv-25m.chat-template.jinja models/ember-kjv-25m-q8_0.gguf
+//   build/bin/make-default-model ../shared/models/ember-kjv-25m-q8_0.gguf
+//       models/ember-kjv-25m.chat-template.jinja models/ember-kjv-25m-q8_0.gguf  (one line)
 #include <cstdio>
 #include <fstream>
 #include <sstream>
