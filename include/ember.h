@@ -150,7 +150,17 @@ typedef enum ember_type {
     EMBER_TYPE_IQ4_NL = 20,
     EMBER_TYPE_IQ4_XS = 23,
     EMBER_TYPE_I32    = 26,  /* indices and positions only */
-    EMBER_TYPE_BF16   = 30
+    EMBER_TYPE_BF16   = 30,
+    /* Ember's own types (docs/quant-types.md). Their ids are far above ggml's so that no other
+     * GGUF reader ever mistakes them for one of its types; files holding them say so in their
+     * metadata (ember.quantization.custom_types). */
+    EMBER_TYPE_INT4         = 4096, /* 4-bit ints, groups of 128, fp16 scale + zero-point     */
+    EMBER_TYPE_INT4_G32     = 4097, /* the same with groups of 32                             */
+    EMBER_TYPE_NF4          = 4098, /* QLoRA NormalFloat4, 64-blocks, double-quantized absmax */
+    EMBER_TYPE_FP8_E4M3     = 4099, /* OCP E4M3 (max 448), a power-of-two scale per 32        */
+    EMBER_TYPE_FP8_E5M2     = 4100, /* OCP E5M2 (max 57344), a power-of-two scale per 32      */
+    EMBER_TYPE_FP8_E4M3_ROW = 4101, /* E4M3 with one fp32 scale per row                       */
+    EMBER_TYPE_FP8_E5M2_ROW = 4102  /* E5M2 with one fp32 scale per row                       */
 } ember_type;
 /* Lower-case name ("q8_0") of a type id this build knows, or NULL. Static storage. */
 EMBER_API const char * ember_type_name(int32_t type);
@@ -201,6 +211,10 @@ EMBER_API const char * ember_model_arch(const ember_model * model);       /* "ll
 EMBER_API uint64_t     ember_model_n_params(const ember_model * model);   /* elements in all tensors    */
 EMBER_API uint64_t     ember_model_size(const ember_model * model);       /* bytes of tensor data       */
 EMBER_API uint64_t     ember_model_file_size(const ember_model * model);  /* bytes of the GGUF file     */
+/* Weight bytes one decode step reads: every tensor except the input embedding table, of which
+ * one row is read (all of it when the output projection is tied to it). Divide memory
+ * bandwidth by this for the decode speed limit. */
+EMBER_API uint64_t     ember_model_decode_bytes(const ember_model * model);
 EMBER_API int32_t      ember_model_n_vocab(const ember_model * model);
 EMBER_API int32_t      ember_model_n_ctx_train(const ember_model * model);
 EMBER_API int32_t      ember_model_n_embd(const ember_model * model);
@@ -222,6 +236,40 @@ EMBER_API int32_t      ember_model_meta_val_str(const ember_model * model, const
 EMBER_API int32_t      ember_model_desc(const ember_model * model, char * buf, size_t buf_size);
 
 //
+// Quantization and conversion (ember-quantize). Reads a GGUF file or a Hugging Face model
+// folder and writes a GGUF file; see docs/quant-types.md for the types and the mixes.
+//
+/* Called after each tensor is written. Return nonzero to cancel (the output is not created). */
+typedef int (*ember_quantize_progress_callback)(int32_t i_tensor, int32_t n_tensors, const char * tensor_name,
+                                                int32_t type, double mb_per_s, void * user_data);
+
+typedef struct ember_quantize_params {
+    uint32_t     struct_size;          /* sizeof(ember_quantize_params), set by the defaults         */
+    const char * ftype;                /* target: a type name ("q8_0", "NF4", "FP8_E4M3") or a mix
+                                          ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q3_K_M", "Q2_K"), "F16",
+                                          "BF16", "F32"; default "Q4_K_M"                          */
+    int32_t      n_threads;            /* 0 (default) = all cores                                   */
+    int32_t      output_tensor_type;   /* type for output.weight, -1 (default) = the recipe's      */
+    int32_t      token_embd_type;      /* type for token_embd.weight, -1 (default) = the recipe's  */
+    const char * imatrix_path;         /* importance matrix (llama.cpp imatrix .dat / .gguf), NULL */
+    uint8_t      allow_requantize;     /* 1 = accept quantized input tensors (default 0)           */
+    uint8_t      pure;                 /* 1 = every matrix gets `ftype`, no mix rules (default 0)  */
+    uint8_t      dry_run;              /* 1 = plan and report sizes, write nothing (default 0)     */
+    uint8_t      reserved[5];          /* zero                                                     */
+    ember_quantize_progress_callback progress_callback; /* NULL = no reports                      */
+    void *       progress_user_data;
+} ember_quantize_params;
+
+EMBER_API ember_quantize_params ember_quantize_default_params(void);
+
+/* Converts `input` (GGUF file or Hugging Face folder) into the GGUF file `output`. The file is
+ * written under a temporary name in the same directory and renamed at the end: a failed or
+ * cancelled run leaves no output and never touches the input. Refuses output == input and
+ * checks free disk space first. EMBER_ERR_INVALID_ARG (bad type name, same paths),
+ * EMBER_ERR_IO, EMBER_ERR_BAD_FORMAT, EMBER_ERR_UNSUPPORTED, EMBER_ERR_CANCELLED. */
+EMBER_API ember_status ember_model_quantize(const char * input, const char * output, const ember_quantize_params * params);
+
+//
 // Context: one KV cache and its compute buffers. Borrows its model.
 //
 /* Return nonzero to abort the running ember_decode (it returns EMBER_ERR_CANCELLED). */
@@ -234,7 +282,9 @@ typedef struct ember_context_params {
     uint32_t             n_ubatch;         /* tokens per compute step (micro-batch); default 512       */
     uint32_t             n_seq_max;        /* sequences (seq ids 0..n_seq_max-1); default 1, max 64     */
     int32_t              n_threads;        /* CPU threads; 0 (default) = all cores                     */
-    int32_t              type_k;           /* K cache type: EMBER_TYPE_F16 (default), F32, Q8_0, Q4_0  */
+    int32_t              type_k;           /* K cache type: EMBER_TYPE_F16 (default), F32, Q8_0, Q4_0,
+                                              FP8_E4M3, FP8_E5M2 (an 8-bit float per value and a
+                                              power-of-two scale per 32)                           */
     int32_t              type_v;           /* V cache type: same choices as type_k                     */
     ember_abort_callback abort_callback;   /* NULL (default) = never abort; polled between compute steps */
     void *               abort_user_data;  /* passed to abort_callback                                 */

@@ -178,4 +178,41 @@ typedef struct {
 EMBER_STATIC_ASSERT(sizeof(ember_block_iq4_xs) == sizeof(ember_half) + sizeof(uint16_t) + EMBER_QK_K / 64 + EMBER_QK_K / 2,
                     "wrong iq4_xs block size/padding");
 
+//
+// Ember's own types (docs/quant-types.md has the exact layouts and the arithmetic)
+//
+// INT4: w = d * (q - z), q in 0..15; per group of 128 (INT4) or 32 (INT4_G32) weights.
+// In each 32-weight run j of the group, qs[16*j + i] holds weight 32*j + i in its low
+// nibble and weight 32*j + 16 + i in its high nibble (Q4_0's order, run by run).
+typedef struct {
+    ember_half d;       // scale
+    ember_half z;       // zero-point, in units of q (integer-valued after AWQ-style search)
+    uint8_t    qs[64];
+} ember_block_int4;
+EMBER_STATIC_ASSERT(sizeof(ember_block_int4) == 4 + 64, "wrong int4 block size/padding");
+
+typedef struct {
+    ember_half d;
+    ember_half z;
+    uint8_t    qs[16];
+} ember_block_int4_g32;
+EMBER_STATIC_ASSERT(sizeof(ember_block_int4_g32) == 4 + 16, "wrong int4_g32 block size/padding");
+
+// NF4: 64 weights; w = NF4[q] * absmax, absmax double-quantized to 8 bits (absmax_q) with
+// a second-level fp32 scale and fp32 offset in the row-group header (one per 256 blocks).
+// qs[i] holds weight i in its low nibble and weight 32 + i in its high nibble.
+typedef struct {
+    uint8_t absmax_q;
+    uint8_t qs[32];
+} ember_block_nf4;
+EMBER_STATIC_ASSERT(sizeof(ember_block_nf4) == 33, "wrong nf4 block size/padding");
+
+// FP8 with a block scale: 32 FP8 codes (E4M3 or E5M2) and one power-of-two scale
+// 2^(e - 127) (an E8M0 exponent, as in the OCP microscaling formats).
+typedef struct {
+    uint8_t e;
+    uint8_t qs[32];
+} ember_block_fp8;
+EMBER_STATIC_ASSERT(sizeof(ember_block_fp8) == 33, "wrong fp8 block size/padding");
+
 #endif  // EMBER_QUANT_BLOCKS_H

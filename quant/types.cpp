@@ -9,14 +9,16 @@
 namespace {
 
 struct traits_table {
-    ember_type_traits cells[EMBER_TYPE_COUNT] = {};
+    ember_type_traits cells[EMBER_TYPE_CELLS] = {};
 
     traits_table() {
-#define X(NAME, ID, STR, BLCK, SIZE, QUANT, VDT)                                      \
-    static_assert((ID) >= 0 && (ID) < EMBER_TYPE_COUNT, "type id outside the table"); \
-    static_assert(EMBER_TYPE_##NAME == (ID), "types.def and include/ember.h disagree");  \
-    cells[ID] = {STR, BLCK, SIZE, QUANT != 0, EMBER_TYPE_##VDT,                       \
-                 ember_ref_to_float_##NAME, ember_ref_from_float_##NAME, ember_ref_vec_dot_##NAME};
+#define X(NAME, ID, STR, BLCK, SIZE, QUANT, VDT)                                           \
+    static_assert(ember_type_cell(ID) >= 0, "type id outside the table");                  \
+    static_assert(EMBER_TYPE_##NAME == (ID), "types.def and include/ember.h disagree");    \
+    cells[ember_type_cell(ID)] = {STR, BLCK, SIZE, QUANT != 0, EMBER_TYPE_##VDT,           \
+                                  ember_ref_to_float_##NAME, ember_ref_from_float_##NAME,   \
+                                  ember_ref_vec_dot_##NAME, ember_ref_quantize_##NAME,      \
+                                  EMBER_REF_GROUP_BLOCKS_##NAME, EMBER_REF_GROUP_HEADER_##NAME};
 #include "types.def"
 #undef X
     }
@@ -30,8 +32,9 @@ const traits_table & table() {
 }  // namespace
 
 const ember_type_traits * ember_type_get_traits(int32_t type) {
-    if (type < 0 || type >= EMBER_TYPE_COUNT) return nullptr;
-    const ember_type_traits * tr = &table().cells[type];
+    const int32_t cell = ember_type_cell(type);
+    if (cell < 0) return nullptr;
+    const ember_type_traits * tr = &table().cells[cell];
     return tr->name ? tr : nullptr;
 }
 
@@ -44,7 +47,8 @@ const char * ember_type_get_name(int32_t type) {
 
 int32_t ember_type_by_name(const char * name) {
     if (!name) return -1;
-    for (int32_t i = 0; i < EMBER_TYPE_COUNT; i++) {
+    for (int32_t c = 0; c < EMBER_TYPE_CELLS; c++) {
+        const int32_t             i  = ember_type_of_cell(c);
         const ember_type_traits * tr = ember_type_get_traits(i);
         if (!tr) continue;
         size_t n = std::strlen(tr->name);
@@ -61,7 +65,32 @@ int32_t ember_type_by_name(const char * name) {
 size_t ember_row_size(ember_type type, int64_t ne0) {
     const ember_type_traits * tr = ember_type_get_traits(type);
     if (!tr || ne0 < 0) return 0;
-    return static_cast<size_t>(ne0 / tr->block_size) * tr->type_size;
+    const int64_t nb    = ne0 / tr->block_size;
+    size_t        bytes = static_cast<size_t>(nb) * tr->type_size;
+    if (tr->group_blocks > 0) bytes += static_cast<size_t>((nb + tr->group_blocks - 1) / tr->group_blocks) * tr->group_header;
+    return bytes;
+}
+
+bool ember_row_size_checked(int32_t type, int64_t ne0, uint64_t * bytes) {
+    const ember_type_traits * tr = ember_type_get_traits(type);
+    if (!tr || ne0 < 0 || ne0 % tr->block_size != 0) return false;
+    const uint64_t nb = static_cast<uint64_t>(ne0 / tr->block_size);
+    uint64_t       b;
+    if (__builtin_mul_overflow(nb, static_cast<uint64_t>(tr->type_size), &b)) return false;
+    if (tr->group_blocks > 0) {
+        const uint64_t groups = (nb + static_cast<uint64_t>(tr->group_blocks) - 1) / static_cast<uint64_t>(tr->group_blocks);
+        uint64_t       h;
+        if (__builtin_mul_overflow(groups, static_cast<uint64_t>(tr->group_header), &h) || __builtin_add_overflow(b, h, &b)) {
+            return false;
+        }
+    }
+    *bytes = b;
+    return true;
+}
+
+bool ember_type_has_row_groups(int32_t type) {
+    const ember_type_traits * tr = ember_type_get_traits(type);
+    return tr && tr->group_blocks > 0;
 }
 
 //

@@ -13,6 +13,10 @@ static constexpr int      k_max_depth         = 8;   // as in the reader
 static constexpr size_t   k_max_key_len       = 65535;
 static constexpr size_t   k_max_name_len      = 63;
 static const char * const k_alignment_key     = "general.alignment";
+const char * const ember_gguf_custom_types_key  = "ember.quantization.custom_types";
+const char * const ember_gguf_custom_types_text =
+    "This file holds tensors of Ember-specific types (type ids >= 4096: INT4, INT4_G32, NF4, FP8_E4M3, FP8_E5M2, "
+    "FP8_E4M3_ROW, FP8_E5M2_ROW; see Ember's docs/quant-types.md). Other GGUF readers cannot load them.";
 
 static constexpr uint64_t k_scalar_size[EMBER_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 static_assert(EMBER_GGUF_TYPE_COUNT == 13, "update the GGUF type tables");
@@ -157,9 +161,9 @@ void ember_gguf_writer::add_tensor(const std::string & name, ember_type type, in
         ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': ne[0] = %" PRId64 " is not a multiple of %" PRId64,
                     name.c_str(), t.ne[0], tr->block_size);
     }
-    uint64_t row_bytes, bytes;
-    if (__builtin_mul_overflow(static_cast<uint64_t>(t.ne[0] / tr->block_size), uint64_t(tr->type_size), &row_bytes) ||
-        __builtin_mul_overflow(row_bytes, rows, &bytes) || bytes > static_cast<uint64_t>(INT64_MAX)) {
+    uint64_t row_bytes, bytes;  // row bytes include row-group headers (NF4, FP8_*_ROW)
+    if (!ember_row_size_checked(type, t.ne[0], &row_bytes) || __builtin_mul_overflow(row_bytes, rows, &bytes) ||
+        bytes > static_cast<uint64_t>(INT64_MAX)) {
         ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': size overflows", name.c_str());
     }
     t.nbytes = bytes;
@@ -170,6 +174,8 @@ void ember_gguf_writer::add_tensor(const std::string & name, ember_type type, in
     if (data && bytes > 0) std::memcpy(bytes_copy.data(), data, static_cast<size_t>(bytes));
     tensors.push_back(std::move(t));
     tensor_bytes.push_back(std::move(bytes_copy));
+    // A file holding one of Ember's own types says so, for people and for other readers.
+    if (type >= EMBER_TYPE_EMBER_FIRST) set_str(ember_gguf_custom_types_key, ember_gguf_custom_types_text);
 }
 
 //

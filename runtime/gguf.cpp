@@ -450,6 +450,12 @@ void gguf_parser::read_tensor_info(ember_gguf_tensor_info & t, uint64_t alignmen
                               ember_format("%s: type %s (ggml id %u) is not supported by this build", where_.c_str(),
                                            k_ggml_type_names[type_id], type_id));
         }
+        if (type_id >= static_cast<uint32_t>(EMBER_TYPE_EMBER_FIRST) &&
+            type_id < static_cast<uint32_t>(EMBER_TYPE_EMBER_FIRST + EMBER_TYPE_EMBER_COUNT)) {
+            throw ember_error(EMBER_ERR_UNSUPPORTED,
+                              ember_format("%s: Ember type id %u is not supported by this build (a newer Ember wrote it)",
+                                           where_.c_str(), type_id));
+        }
         fail("unknown tensor type id %u", type_id);
     }
     t.type = static_cast<ember_type>(type_id);
@@ -471,9 +477,8 @@ void gguf_parser::read_tensor_info(ember_gguf_tensor_info & t, uint64_t alignmen
                  t.ne[0], t.ne[1], t.ne[2], t.ne[3]);
         }
     }
-    uint64_t row_blocks = static_cast<uint64_t>(t.ne[0] == 0 ? tr->block_size : t.ne[0]) /
-                          static_cast<uint64_t>(tr->block_size);
-    bool overflow = __builtin_mul_overflow(row_blocks, static_cast<uint64_t>(tr->type_size), &bytes_nz);
+    // Row bytes include the row-group headers of the types that have them (NF4, FP8_*_ROW).
+    bool overflow = !ember_row_size_checked(t.type, t.ne[0] == 0 ? tr->block_size : t.ne[0], &bytes_nz);
     for (int d = 1; d < t.n_dims && !overflow; d++) {
         if (t.ne[d] != 0) overflow = __builtin_mul_overflow(bytes_nz, static_cast<uint64_t>(t.ne[d]), &bytes_nz);
     }

@@ -125,6 +125,11 @@ std::unique_ptr<ember_gguf_file> ember_gguf_open(const std::string & path, const
 // Parses and validates a GGUF image held in memory (the bytes are copied).
 std::unique_ptr<ember_gguf_file> ember_gguf_parse(const uint8_t * data, size_t size);
 
+// Every file holding a tensor of an Ember type (id >= EMBER_TYPE_EMBER_FIRST) carries this
+// key with this text, so that a person inspecting it with another tool learns why it fails.
+extern const char * const ember_gguf_custom_types_key;   // "ember.quantization.custom_types"
+extern const char * const ember_gguf_custom_types_text;
+
 // Writer: collect metadata and tensors, then write a complete file.
 struct ember_gguf_writer {
     uint32_t version   = 3;

@@ -150,6 +150,18 @@ ember_tensor * ember_view_strided(ember_graph & g, ember_tensor * a, const int64
     if (nb[0] != tr->type_size) {
         graph_fail("view: rows must be contiguous (nb[0] = %zu, type size %zu) for %s", nb[0], tr->type_size, shape_str(a).s);
     }
+    // Rows of a type with row groups (NF4, FP8_*_ROW) carry their group headers: a view keeps
+    // them whole (same ne[0], row-aligned offset and strides), never splits or reshapes them.
+    if (tr->group_blocks > 0) {
+        const size_t rs = ember_row_size(a->type, a->ne[0]);
+        bool         ok = ne[0] == a->ne[0] && offset % rs == 0;
+        for (int i = 1; i < EMBER_MAX_DIMS; i++) ok = ok && (ne[i] == 1 || nb[i] % rs == 0);
+        if (!ok) {
+            graph_fail("view: rows of %s hold row-group headers and cannot be split or reshaped: [%" PRId64 ", %" PRId64
+                       ", %" PRId64 ", %" PRId64 "] at offset %zu of %s",
+                       tr->name, ne[0], ne[1], ne[2], ne[3], offset, shape_str(a).s);
+        }
+    }
     ember_tensor probe;  // checked before anything is added to the graph
     std::memset(&probe, 0, sizeof(probe));
     probe.type = a->type;

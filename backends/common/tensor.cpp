@@ -39,7 +39,9 @@ size_t ember_nbytes(const ember_tensor * t) {
         nbytes = tr->type_size;
         for (int i = 0; i < EMBER_MAX_DIMS; i++) nbytes += (size_t) (t->ne[i] - 1) * t->nb[i];
     } else {
-        nbytes = (size_t) (t->ne[0] / tr->block_size) * t->nb[0];
+        // A row of a type with row groups (NF4, FP8_*_ROW) also holds its group headers.
+        nbytes = tr->group_blocks > 0 ? ember_row_size(t->type, t->ne[0])
+                                      : (size_t) (t->ne[0] / tr->block_size) * t->nb[0];
         for (int i = 1; i < EMBER_MAX_DIMS; i++) nbytes += (size_t) (t->ne[i] - 1) * t->nb[i];
     }
     return nbytes;
@@ -50,7 +52,7 @@ bool ember_is_contiguous(const ember_tensor * t) {
     if (!tr || tr->block_size <= 0) return false;
     if (t->nb[0] != tr->type_size) return false;
     // Dimensions of extent 1 have no meaningful stride.
-    size_t expect = (size_t) (t->ne[0] / tr->block_size) * tr->type_size;
+    size_t expect = ember_row_size(t->type, t->ne[0]);  // headers included
     for (int i = 1; i < EMBER_MAX_DIMS; i++) {
         if (t->ne[i] != 1 && t->nb[i] != expect) return false;
         expect *= (size_t) t->ne[i];
@@ -63,7 +65,7 @@ void ember_set_contiguous_strides(ember_tensor * t) {
     const int64_t blck = (tr && tr->block_size > 0) ? tr->block_size : 1;
     const size_t  size = tr ? tr->type_size : 0;
     t->nb[0] = size;
-    t->nb[1] = size * (size_t) (t->ne[0] / blck);
+    t->nb[1] = tr && tr->group_blocks > 0 ? ember_row_size(t->type, t->ne[0]) : size * (size_t) (t->ne[0] / blck);
     for (int i = 2; i < EMBER_MAX_DIMS; i++) t->nb[i] = t->nb[i - 1] * (size_t) t->ne[i - 1];
 }
 

@@ -3,7 +3,9 @@
 // Dimension order is written down here, once: ne[0] is the innermost, contiguous dimension,
 // the reverse of PyTorch/numpy. A weight matrix of numpy shape (out, in) has ne = {in, out};
 // activations are [n_embd, n_tokens]. nb[i] is the stride of dimension i in bytes; for a
-// quantized type nb[0] is the block size in bytes and rows are contiguous blocks.
+// quantized type nb[0] is the block size in bytes and rows are contiguous blocks. Types with
+// row groups (NF4, FP8_*_ROW) also put group headers in each row: a row is always
+// ember_row_size(type, ne[0]) bytes, converted by one codec call, and views keep rows whole.
 #ifndef EMBER_BACKENDS_TENSOR_H
 #define EMBER_BACKENDS_TENSOR_H
 

@@ -84,6 +84,120 @@ void ember_ref_vec_dot_IQ4_XS(int64_t n, float * s, const void * x, const void *
 #define ember_ref_vec_dot_I32    nullptr
 
 //
+// Ember's own types (docs/quant-types.md)
+//
+void ember_ref_to_float_INT4(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_INT4(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_INT4(int64_t n, float * s, const void * x, const void * y);  // y: Q8_1
+void ember_ref_quantize_INT4(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imp);
+
+void ember_ref_to_float_INT4_G32(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_INT4_G32(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_INT4_G32(int64_t n, float * s, const void * x, const void * y);  // y: Q8_1
+void ember_ref_quantize_INT4_G32(const float * src, void * dst, int64_t nrows, int64_t n_per_row, const float * imp);
+
+// NF4 and the per-row FP8 types have row groups: n is always one whole row.
+void ember_ref_to_float_NF4(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_NF4(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_NF4(int64_t n, float * s, const void * x, const void * y);  // y: Q8_0
+// NF4's tables: the 16-value codebook and the 256-value signed dynamic map of the scales.
+float ember_ref_nf4_value(int q);
+float ember_ref_nf4_dynamic_value(int q);
+
+void ember_ref_to_float_FP8_E4M3(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_FP8_E4M3(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_FP8_E4M3(int64_t n, float * s, const void * x, const void * y);  // y: F32
+
+void ember_ref_to_float_FP8_E5M2(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_FP8_E5M2(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_FP8_E5M2(int64_t n, float * s, const void * x, const void * y);  // y: F32
+
+void ember_ref_to_float_FP8_E4M3_ROW(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_FP8_E4M3_ROW(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_FP8_E4M3_ROW(int64_t n, float * s, const void * x, const void * y);  // y: F32
+
+void ember_ref_to_float_FP8_E5M2_ROW(const void * src, float * dst, int64_t n);
+void ember_ref_from_float_FP8_E5M2_ROW(const float * src, void * dst, int64_t n);
+void ember_ref_vec_dot_FP8_E5M2_ROW(int64_t n, float * s, const void * x, const void * y);  // y: F32
+
+// Importance-guided quantizers (ember_quantize_fn); nullptr: from_float row by row.
+#define ember_ref_quantize_F32    nullptr
+#define ember_ref_quantize_F16    nullptr
+#define ember_ref_quantize_BF16   nullptr
+#define ember_ref_quantize_Q4_0   nullptr
+#define ember_ref_quantize_Q4_1   nullptr
+#define ember_ref_quantize_Q5_0   nullptr
+#define ember_ref_quantize_Q5_1   nullptr
+#define ember_ref_quantize_Q8_0   nullptr
+#define ember_ref_quantize_Q8_1   nullptr
+#define ember_ref_quantize_Q2_K   nullptr
+#define ember_ref_quantize_Q3_K   nullptr
+#define ember_ref_quantize_Q4_K   nullptr
+#define ember_ref_quantize_Q5_K   nullptr
+#define ember_ref_quantize_Q6_K   nullptr
+#define ember_ref_quantize_Q8_K   nullptr
+#define ember_ref_quantize_IQ4_NL nullptr
+#define ember_ref_quantize_IQ4_XS nullptr
+#define ember_ref_quantize_I32    nullptr
+#define ember_ref_quantize_NF4          nullptr
+#define ember_ref_quantize_FP8_E4M3     nullptr
+#define ember_ref_quantize_FP8_E5M2     nullptr
+#define ember_ref_quantize_FP8_E4M3_ROW nullptr
+#define ember_ref_quantize_FP8_E5M2_ROW nullptr
+
+// Row groups (ember_type_traits::group_blocks / group_header); 0: none.
+#define EMBER_REF_GROUP_BLOCKS_NF4          256
+#define EMBER_REF_GROUP_HEADER_NF4          8      // fp32 second-level scale, fp32 offset
+#define EMBER_REF_GROUP_BLOCKS_FP8_E4M3_ROW (int64_t(1) << 40)  // one group per row
+#define EMBER_REF_GROUP_HEADER_FP8_E4M3_ROW 4      // fp32 scale
+#define EMBER_REF_GROUP_BLOCKS_FP8_E5M2_ROW (int64_t(1) << 40)
+#define EMBER_REF_GROUP_HEADER_FP8_E5M2_ROW 4
+#define EMBER_REF_GROUP_BLOCKS_F32 0
+#define EMBER_REF_GROUP_HEADER_F32 0
+#define EMBER_REF_GROUP_BLOCKS_F16 0
+#define EMBER_REF_GROUP_HEADER_F16 0
+#define EMBER_REF_GROUP_BLOCKS_BF16 0
+#define EMBER_REF_GROUP_HEADER_BF16 0
+#define EMBER_REF_GROUP_BLOCKS_Q4_0 0
+#define EMBER_REF_GROUP_HEADER_Q4_0 0
+#define EMBER_REF_GROUP_BLOCKS_Q4_1 0
+#define EMBER_REF_GROUP_HEADER_Q4_1 0
+#define EMBER_REF_GROUP_BLOCKS_Q5_0 0
+#define EMBER_REF_GROUP_HEADER_Q5_0 0
+#define EMBER_REF_GROUP_BLOCKS_Q5_1 0
+#define EMBER_REF_GROUP_HEADER_Q5_1 0
+#define EMBER_REF_GROUP_BLOCKS_Q8_0 0
+#define EMBER_REF_GROUP_HEADER_Q8_0 0
+#define EMBER_REF_GROUP_BLOCKS_Q8_1 0
+#define EMBER_REF_GROUP_HEADER_Q8_1 0
+#define EMBER_REF_GROUP_BLOCKS_Q2_K 0
+#define EMBER_REF_GROUP_HEADER_Q2_K 0
+#define EMBER_REF_GROUP_BLOCKS_Q3_K 0
+#define EMBER_REF_GROUP_HEADER_Q3_K 0
+#define EMBER_REF_GROUP_BLOCKS_Q4_K 0
+#define EMBER_REF_GROUP_HEADER_Q4_K 0
+#define EMBER_REF_GROUP_BLOCKS_Q5_K 0
+#define EMBER_REF_GROUP_HEADER_Q5_K 0
+#define EMBER_REF_GROUP_BLOCKS_Q6_K 0
+#define EMBER_REF_GROUP_HEADER_Q6_K 0
+#define EMBER_REF_GROUP_BLOCKS_Q8_K 0
+#define EMBER_REF_GROUP_HEADER_Q8_K 0
+#define EMBER_REF_GROUP_BLOCKS_IQ4_NL 0
+#define EMBER_REF_GROUP_HEADER_IQ4_NL 0
+#define EMBER_REF_GROUP_BLOCKS_IQ4_XS 0
+#define EMBER_REF_GROUP_HEADER_IQ4_XS 0
+#define EMBER_REF_GROUP_BLOCKS_I32 0
+#define EMBER_REF_GROUP_HEADER_I32 0
+#define EMBER_REF_GROUP_BLOCKS_INT4 0
+#define EMBER_REF_GROUP_HEADER_INT4 0
+#define EMBER_REF_GROUP_BLOCKS_INT4_G32 0
+#define EMBER_REF_GROUP_HEADER_INT4_G32 0
+#define EMBER_REF_GROUP_BLOCKS_FP8_E4M3 0
+#define EMBER_REF_GROUP_HEADER_FP8_E4M3 0
+#define EMBER_REF_GROUP_BLOCKS_FP8_E5M2 0
+#define EMBER_REF_GROUP_HEADER_FP8_E5M2 0
+
+//
 // Helpers shared by the reference quantizers
 //
 

@@ -14,6 +14,8 @@
 //      Q4_0 cache:  max |diff| < 3e-1 * scale, RMS < 2.5e-1 * RMS (measured <= 1.4e-1 / 1.3e-1
 //                   on the random fixtures, 3.3e-2 / 1.7e-2 on the trained default model:
 //                   4-bit keys are coarse, and random models amplify it)
+//      FP8_E4M3 cache: max |diff| < 1e-1 * scale                (measured <= 4.3e-2; 1.1e-2 default model)
+//      FP8_E5M2 cache: max |diff| < 2e-1 * scale                (measured <= 7.1e-2; 2.1e-2 default model)
 //    and the same top-1 wherever the F16 run's margin exceeds twice the bound.
 #include <doctest/doctest.h>
 
@@ -42,6 +44,9 @@ const kv_case k_cases[] = {
     {"F16 K, Q8_0 V", EMBER_TYPE_F16, EMBER_TYPE_Q8_0, 3e-2, 0},
     {"Q4_0 K, Q4_0 V", EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, 3e-1, 2.5e-1},
     {"F32 K, Q4_0 V", EMBER_TYPE_F32, EMBER_TYPE_Q4_0, 3e-1, 2.5e-1},
+    // FP8 with a power-of-two scale per 32 (Ember's own types): 3 / 2 mantissa bits
+    {"FP8_E4M3 K, FP8_E4M3 V", EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E4M3, 1e-1, 0},
+    {"FP8_E5M2 K, FP8_E5M2 V", EMBER_TYPE_FP8_E5M2, EMBER_TYPE_FP8_E5M2, 2e-1, 0},
 };
 
 void check_kv_types(const ember_test_reference & r) {
