@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cpu-ops.h"
+#include "kernels.h"  // K/V rows are read through the active ISA's to_float
 
 bool ember_cpu_supports_attn(const ember_tensor * dst) {
     const ember_type_traits * tk = ember_type_get_traits(dst->src[1]->type);
@@ -25,8 +26,8 @@ void ember_cpu_attn(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const ember_tensor *      k     = dst->src[1];
     const ember_tensor *      v     = dst->src[2];
     const ember_tensor *      mask  = dst->src[3];
-    const ember_type_traits * tk    = ember_type_get_traits(k->type);
-    const ember_type_traits * tv    = ember_type_get_traits(v->type);
+    const ember_to_float_fn   k_to_float = ember_cpu_kernels()->of(k->type).to_float;
+    const ember_to_float_fn   v_to_float = ember_cpu_kernels()->of(v->type).to_float;
     const float               scale = ember_get_op_param_f32(dst, 0);
     const int64_t             d     = q->ne[0];
     const int64_t             n_head = q->ne[1];
@@ -54,7 +55,7 @@ void ember_cpu_attn(const ember_cpu_compute_params * p, ember_tensor * dst) {
             const float mv = mr ? mr[j] : 0.0f;
             if (mv == -INFINITY) continue;
 
-            tk->to_float(ember_cpu_row(k, ik, j, 0), kf, d);
+            k_to_float(ember_cpu_row(k, ik, j, 0), kf, d);
             float s = 0.0f;
             for (int64_t i = 0; i < d; i++) s += qr[i] * kf[i];
             s = s * scale + mv;
@@ -68,7 +69,7 @@ void ember_cpu_attn(const ember_cpu_compute_params * p, ember_tensor * dst) {
             } else {
                 vs = std::exp(s - M);
             }
-            tv->to_float(ember_cpu_row(v, ik, j, 0), vf, d);
+            v_to_float(ember_cpu_row(v, ik, j, 0), vf, d);
             for (int64_t i = 0; i < d; i++) acc[i] += vs * vf[i];
             S = S * ms + vs;
         }

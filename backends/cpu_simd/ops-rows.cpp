@@ -1,8 +1,13 @@
 // Row conversion kernels: GET_ROWS (dequantize table rows), SET_ROWS (quantize rows into a
-// cache), CPY (any type to any type). Type-specific work goes through the traits table only.
+// cache), CPY (any type to any type). Type-specific work goes through the CPU kernel table
+// (kernels.h: the active ISA's codecs, bit-identical to the traits' scalar ones).
+// Every codec call converts exactly one row (n = ne[0]), never several rows at once: the
+// types with row groups (NF4, FP8_*_ROW: ember_type_has_row_groups) keep headers inside each
+// row, so their codecs only accept whole single rows. Keep it so when batching conversions.
 #include <cstring>
 
 #include "cpu-ops.h"
+#include "kernels.h"  // the codecs: the active ISA's table (bit-identical to the traits' ones)
 
 static inline int32_t read_i32(const ember_tensor * t, int64_t i0, int64_t i1, int64_t i2) {
     int32_t v;
@@ -21,7 +26,7 @@ bool ember_cpu_supports_get_rows(const ember_tensor * dst) {
 void ember_cpu_get_rows(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const ember_tensor *      table = dst->src[0];
     const ember_tensor *      ids   = dst->src[1];
-    const ember_type_traits * tr    = ember_type_get_traits(table->type);
+    const ember_to_float_fn   to_float = ember_cpu_kernels()->of(table->type).to_float;
     const int64_t             n     = dst->ne[0];
     int64_t                   r0, r1;
     ember_cpu_split_rows(ember_nrows(dst), p->ith, p->nth, &r0, &r1);
@@ -36,7 +41,7 @@ void ember_cpu_get_rows(const ember_cpu_compute_params * p, ember_tensor * dst) 
             ember_cpu_set_error(p, EMBER_ERR_INTERNAL);
             continue;
         }
-        tr->to_float(ember_cpu_row(table, id, 0, 0), y, n);
+        to_float(ember_cpu_row(table, id, 0, 0), y, n);
     }
 }
 
@@ -54,7 +59,7 @@ bool ember_cpu_supports_set_rows(const ember_tensor * dst) {
 void ember_cpu_set_rows(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const ember_tensor *      rows = dst->src[1];
     const ember_tensor *      idx  = dst->src[2];
-    const ember_type_traits * tr   = ember_type_get_traits(dst->type);
+    const ember_from_float_fn from_float = ember_cpu_kernels()->of(dst->type).from_float;
     const int64_t             n    = dst->ne[0];
     for (int64_t i = 0; i < rows->ne[1]; i++) {
         const int32_t id = read_i32(idx, i, 0, 0);
@@ -63,7 +68,7 @@ void ember_cpu_set_rows(const ember_cpu_compute_params * p, ember_tensor * dst) 
             continue;
         }
         if (id % p->nth != p->ith) continue;
-        tr->from_float((const float *) ember_cpu_row(rows, i, 0, 0), ember_cpu_row(dst, id, 0, 0), n);
+        from_float((const float *) ember_cpu_row(rows, i, 0, 0), ember_cpu_row(dst, id, 0, 0), n);
     }
 }
 
@@ -84,8 +89,8 @@ size_t ember_cpu_cpy_work_size(const ember_tensor * dst, int n_threads) {
 
 void ember_cpu_cpy(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const ember_tensor *      src = dst->src[0];
-    const ember_type_traits * ts  = ember_type_get_traits(src->type);
-    const ember_type_traits * td  = ember_type_get_traits(dst->type);
+    const ember_cpu_type_kernels & ts = ember_cpu_kernels()->of(src->type);
+    const ember_cpu_type_kernels & td = ember_cpu_kernels()->of(dst->type);
     const int64_t             n   = dst->ne[0];
     float * scratch = (float *) ((char *) p->wdata + (size_t) p->ith * ember_cpu_pad(n * sizeof(float)));
     int64_t r0, r1;
@@ -97,12 +102,12 @@ void ember_cpu_cpy(const ember_cpu_compute_params * p, ember_tensor * dst) {
         const char *  x  = ember_cpu_row(src, i1, i2, i3);
         char *        y  = ember_cpu_row(dst, i1, i2, i3);
         if (src->type == EMBER_TYPE_F32) {
-            td->from_float((const float *) x, y, n);
+            td.from_float((const float *) x, y, n);
         } else if (dst->type == EMBER_TYPE_F32) {
-            ts->to_float(x, (float *) y, n);
+            ts.to_float(x, (float *) y, n);
         } else {
-            ts->to_float(x, scratch, n);
-            td->from_float(scratch, y, n);
+            ts.to_float(x, scratch, n);
+            td.from_float(scratch, y, n);
         }
     }
 }

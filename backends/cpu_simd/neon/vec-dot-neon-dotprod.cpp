@@ -1,0 +1,8 @@
+// Quantized dot products with the Armv8.2 dot-product extension (SDOT): the kernels of
+// vec-dot-neon-int.inc compiled with -march=armv8.2-a+dotprod (CMakeLists.txt). Registered
+// only when the CPU reports it (HWCAP_ASIMDDP, backends/cpu_simd/kernels.cpp).
+#if !defined(__ARM_FEATURE_DOTPROD)
+#    error "compile this file with -march=armv8.2-a+dotprod"
+#endif
+#define EMBER_NEON_INT_REGISTER ember_cpu_register_neon_int_dotprod
+#include "backends/cpu_simd/neon/vec-dot-neon-int.inc"

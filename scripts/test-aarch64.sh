@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Cross-compiles the kernel and model tests for aarch64 (Debian 12's g++-aarch64-linux-gnu) and
+# runs them under qemu-user, twice: with a CPU that has the dot-product extension (-cpu max:
+# the SDOT kernels) and with one that has not (-cpu cortex-a57: baseline NEON), so both NEON
+# variants of backends/cpu_simd/neon/ run. Then test-quant (the reference codecs as aarch64
+# compiles them) and model-level decode tests; fixture conformance is opt-in (see below).
+#
+# Installs what is missing (as scripts/setup.sh does): the cross compiler, qemu-user, and
+# libxxhash for arm64 through Debian multiarch (dpkg --add-architecture arm64).
+# Build: build-aarch64/ (Release, tests only; EMBER_AARCH64_BUILD_DIR overrides it).
+# Usage: scripts/test-aarch64.sh [SHARED_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+shared=${1:-../shared}
+t_start=$SECONDS
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+missing=()
+for p in cmake pkg-config doctest-dev libxxhash-dev g++-aarch64-linux-gnu qemu-user; do
+    installed "$p" || missing+=("$p")
+done
+need_update=0
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "test-aarch64: enabling the arm64 architecture (Debian multiarch) for libxxhash-dev:arm64"
+    $sudo dpkg --add-architecture arm64
+    need_update=1
+fi
+installed libxxhash-dev:arm64 || missing+=("libxxhash-dev:arm64")
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test-aarch64: installing ${missing[*]}"
+    need_update=1
+fi
+if [ $need_update -eq 1 ]; then
+    $sudo apt-get update -qq
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Only the test executables, and no CUDA / Vulkan even where the host has them.
+build=${EMBER_AARCH64_BUILD_DIR:-build-aarch64}
+cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake \
+    -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF >/dev/null
+cmake --build "$build" -j"$jobs" --target test-quant test-backends test-models
+t_built=$SECONDS
+
+qemu() {  # qemu() CPU PROGRAM ARGS...
+    local cpu=$1
+    shift
+    QEMU_LD_PREFIX=/usr/aarch64-linux-gnu qemu-aarch64 -cpu "$cpu" "$@"
+}
+bin=$build/bin
+kernel_tests='*cpu kernels*,*cpu-neon*,*gemm tiles*'
+for cpu in max cortex-a57; do
+    echo "== test-aarch64: kernel tests under qemu -cpu $cpu"
+    qemu "$cpu" "$bin/test-backends" -tc="$kernel_tests"
+done
+echo "== test-aarch64: test-quant (the reference codecs as aarch64 compiles them) under qemu -cpu max"
+qemu max "$bin/test-quant" --data-dir "$shared" -tce="*fp8] encoding*"  # exhaustive, 60 s under qemu
+
+# Model level: decoding generated tiny models (several sequences, split prompts, KV-cache
+# edits) through the C API, under qemu -cpu max (about a second).
+echo "== test-aarch64: model decode tests (generated tiny models) under qemu -cpu max"
+qemu max "$bin/test-models" -tc="*multi-seq*,*decode]*,*kv-cache] seq_rm*,*kv-cache] clear*,*kv-cache] a full*"
+
+# Conformance against llama.cpp on one fixture (tiny-llama-Q4_0), opt-in: the test also runs a
+# 2-thread configuration that takes over 10 minutes under qemu on 2 cores (the 1-thread one about
+# 3 minutes of CPU). A data directory holding only that fixture: the test walks every fixture.
+if [ "${EMBER_AARCH64_CONFORMANCE:-0}" = 1 ] && [ -f "$shared/fixtures/models/manifest.json" ]; then
+    data=$(mktemp -d)
+    trap 'rm -rf "$data"' EXIT
+    mkdir -p "$data/fixtures/models"
+    src=$(cd "$shared/fixtures/models" && pwd)
+    ln -s "$src/manifest.json" "$data/fixtures/models/"
+    for f in "$src"/tiny-llama-Q4_0.*; do ln -s "$f" "$data/fixtures/models/"; done
+    echo "== test-aarch64: conformance (tiny-llama-Q4_0) under qemu -cpu max"
+    qemu max "$bin/test-models" --data-dir "$data" -tc="*fixture models match*"
+else
+    echo "== test-aarch64: fixture conformance not run (EMBER_AARCH64_CONFORMANCE=1 runs it, > 10 min)"
+fi
+echo "test-aarch64: passed (build $((t_built - t_start)) s, qemu runs $((SECONDS - t_built)) s)"
