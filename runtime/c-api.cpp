@@ -172,6 +172,16 @@ EMBER_MODEL_QUERY(const char *, ember_model_arch, nullptr, model->arch_name.c_st
 EMBER_MODEL_QUERY(uint64_t, ember_model_n_params, 0, model->n_params)
 EMBER_MODEL_QUERY(uint64_t, ember_model_size, 0, model->n_bytes)
 EMBER_MODEL_QUERY(uint64_t, ember_model_file_size, 0, model->gguf->file_size)
+
+static uint64_t decode_bytes(const ember_model * m) {
+    uint64_t b = m->n_bytes;
+    if (m->tok_embd && m->output != m->tok_embd) {
+        b -= ember_nbytes(m->tok_embd);
+        b += ember_row_size(m->tok_embd->type, m->tok_embd->ne[0]);
+    }
+    return b;
+}
+EMBER_MODEL_QUERY(uint64_t, ember_model_decode_bytes, 0, decode_bytes(model))
 EMBER_MODEL_QUERY(int32_t, ember_model_n_vocab, -1, static_cast<int32_t>(model->hp.n_vocab))
 EMBER_MODEL_QUERY(int32_t, ember_model_n_ctx_train, -1, static_cast<int32_t>(model->hp.n_ctx_train))
 EMBER_MODEL_QUERY(int32_t, ember_model_n_embd, -1, static_cast<int32_t>(model->hp.n_embd))

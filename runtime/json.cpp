@@ -1,6 +1,7 @@
 // JSON reader and writer with Python json semantics (see json.h).
 #include "runtime/json.h"
 
+#include <unordered_map>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -192,6 +193,7 @@ struct json_reader {
                 pos++;
                 return v;
             }
+            std::unordered_map<std::string, size_t> index;  // key -> position, once the object is large
             for (;;) {
                 skip_ws();
                 if (pos >= text.size() || text[pos] != '"') fail("expected a string key");
@@ -201,9 +203,22 @@ struct json_reader {
                 pos++;
                 ember_json item = value(depth + 1);
                 // Like a Python dict: a repeated key keeps its first position and takes the last value.
-                auto it = std::find_if(v.obj.begin(), v.obj.end(), [&](const auto & kv) { return kv.first == key; });
-                if (it != v.obj.end()) it->second = std::move(item);
-                else v.obj.emplace_back(std::move(key), std::move(item));
+                if (v.obj.size() >= 16 && index.empty()) {
+                    for (size_t k = 0; k < v.obj.size(); k++) index.emplace(v.obj[k].first, k);
+                }
+                if (!index.empty()) {
+                    auto hit = index.find(key);
+                    if (hit != index.end()) {
+                        v.obj[hit->second].second = std::move(item);
+                    } else {
+                        index.emplace(key, v.obj.size());
+                        v.obj.emplace_back(std::move(key), std::move(item));
+                    }
+                } else {
+                    auto it = std::find_if(v.obj.begin(), v.obj.end(), [&](const auto & kv) { return kv.first == key; });
+                    if (it != v.obj.end()) it->second = std::move(item);
+                    else v.obj.emplace_back(std::move(key), std::move(item));
+                }
                 skip_ws();
                 if (pos < text.size() && text[pos] == ',') {
                     pos++;

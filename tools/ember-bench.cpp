@@ -3,6 +3,10 @@
 //
 //   ember-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
 //               [--ctk TYPE] [--ctv TYPE] [-ub N] [-o md|json]
+//   ember-bench --probe [-t THREADS]     memory read bandwidth of this machine
+//
+// Decode rows also give the weight bytes read per second (ember_model_decode_bytes x t/s),
+// to compare with the --probe bandwidth.
 //
 // Each test runs once to warm up (excluded), then -r times; a run starts from an empty KV
 // cache. pp: one batch of p tokens (in micro-batches of -ub). tg: n single-token decodes
@@ -14,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ember.h"
@@ -31,6 +36,7 @@ struct options {
     std::string              device;
     std::string              ctk = "f16", ctv = "f16";
     std::string              output = "md";
+    bool                     probe  = false;
 };
 
 void usage(FILE * f) {
@@ -44,7 +50,8 @@ void usage(FILE * f) {
                  "  --device NAME      cpu, cuda, cuda:1, vulkan:0, ... (default: best available)\n"
                  "  -ngl N             layers to offload (default: all)\n"
                  "  --ctk T, --ctv T   KV cache types (default f16)\n"
-                 "  -o md|json         output format (default md)\n");
+                 "  -o md|json         output format (default md)\n"
+                 "  --probe            measure memory read bandwidth with -t threads, no model needed\n");
 }
 
 bool parse_list(const char * s, std::vector<int32_t> & out) {
@@ -77,6 +84,9 @@ int parse_args(int argc, char ** argv, options & o) {
         if (a == "-h" || a == "--help") {
             usage(stdout);
             return 2;
+        } else if (a == "--probe") {
+            o.probe = true;
+            continue;
         } else if (a == "-m" || a == "--model") {
             ok = need() && (o.model = val, true);
         } else if (a == "-p" || a == "--n-prompt") {
@@ -109,7 +119,7 @@ int parse_args(int argc, char ** argv, options & o) {
         }
         i++;  // every option above takes a value
     }
-    if (o.model.empty()) {
+    if (o.model.empty() && !o.probe) {
         std::fprintf(stderr, "ember-bench: -m MODEL is required (see --help)\n");
         return 1;
     }
@@ -181,6 +191,55 @@ std::string json_escape(const std::string & s) {
     return o;
 }
 
+// Sums n words with wide loads where the CPU has them (tools get no ISA flags, so the loop is
+// cloned per target and picked at load time).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+uint64_t sum_words(const uint64_t * p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t   i  = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += p[i];
+        a1 += p[i + 1];
+        a2 += p[i + 2];
+        a3 += p[i + 3];
+        a4 += p[i + 4];
+        a5 += p[i + 5];
+        a6 += p[i + 6];
+        a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+// Read bandwidth: each thread sums its slice of a buffer much larger than the caches; the best
+// of several passes, in GB/s (1e9 bytes).
+double probe_bandwidth(int32_t n_threads) {
+    if (n_threads <= 0) n_threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    const size_t           n = (size_t(1) << 30) / sizeof(uint64_t);  // 1 GiB
+    std::vector<uint64_t>  buf(n);
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;  // touch every page
+    volatile uint64_t      sink = 0;
+    double                 best = 0;
+    for (int pass = 0; pass < 6; pass++) {
+        std::vector<std::thread> th;
+        std::vector<uint64_t>    sums(static_cast<size_t>(n_threads) * 8);
+        const double             t0 = now_s();
+        for (int32_t t = 0; t < n_threads; t++) {
+            th.emplace_back([&, t]() {
+                const size_t per = n / n_threads, b = per * t, e = t + 1 == n_threads ? n : b + per;
+                sums[static_cast<size_t>(t) * 8] = sum_words(buf.data() + b, e - b);
+            });
+        }
+        for (auto & x : th) x.join();
+        const double dt = now_s() - t0;
+        for (size_t t = 0; t < sums.size(); t += 8) sink = sink + sums[t];
+        if (pass > 0) best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / dt / 1e9);  // pass 0 warms up
+    }
+    return best;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -190,6 +249,19 @@ int main(int argc, char ** argv) {
     }
     options o;
     if (int r = parse_args(argc, argv, o)) return r == 2 ? 0 : 1;
+    if (o.probe) {
+        for (int32_t t : o.threads) {
+            const double gbs = probe_bandwidth(t);
+            if (o.output == "json") {
+                std::printf("{\"probe\": \"memory_read\", \"n_threads\": %d, \"gb_per_s\": %.3f}\n",
+                            t > 0 ? t : static_cast<int>(std::thread::hardware_concurrency()), gbs);
+            } else {
+                std::printf("memory read bandwidth: %.2f GB/s (%d threads)\n", gbs,
+                            t > 0 ? t : static_cast<int>(std::thread::hardware_concurrency()));
+            }
+        }
+        if (o.model.empty()) return 0;
+    }
     const int32_t type_k = ember_type_from_name(o.ctk.c_str()), type_v = ember_type_from_name(o.ctv.c_str());
     if (type_k < 0 || type_v < 0) {
         std::fprintf(stderr, "ember-bench: unknown KV cache type '%s'\n", (type_k < 0 ? o.ctk : o.ctv).c_str());
@@ -258,6 +330,7 @@ int main(int argc, char ** argv) {
     if (params >= 1e9) std::snprintf(params_str, sizeof(params_str), "%.2f B", params / 1e9);
     else std::snprintf(params_str, sizeof(params_str), "%.2f M", params / 1e6);
     std::string  filename = o.model;
+    const double decode_bytes = static_cast<double>(ember_model_decode_bytes(model));
     if (o.output == "json") {
         std::printf("[\n");
         for (size_t i = 0; i < results.size(); i++) {
@@ -277,19 +350,23 @@ int main(int argc, char ** argv) {
             std::printf("    \"samples_ts\": [");
             for (size_t j = 0; j < r.ts.size(); j++) std::printf("%s%.4f", j ? ", " : "", r.ts[j]);
             std::printf("],\n");
+            std::printf("    \"decode_bytes_per_token\": %.0f,\n", decode_bytes);
             std::printf("    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f\n", r.mean(), r.stddev());
             std::printf("  }%s\n", i + 1 < results.size() ? "," : "");
         }
         std::printf("]\n");
     } else {
-        std::printf("| model | size | params | backend | threads | test | t/s |\n");
-        std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        std::printf("| model | size | params | backend | threads | test | t/s | weights read |\n");
+        std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
         for (const result & r : results) {
             char test[32];
             if (r.n_prompt > 0) std::snprintf(test, sizeof(test), "pp%d", r.n_prompt);
             else std::snprintf(test, sizeof(test), "tg%d", r.n_gen);
-            std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", desc, size_str, params_str, backend.c_str(), r.n_threads, test,
-                        r.mean(), r.stddev());
+            char gbs[32] = "";
+            if (r.n_gen > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s |", r.mean() * decode_bytes / 1e9);
+            else std::snprintf(gbs, sizeof(gbs), " |");
+            std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |%s\n", desc, size_str, params_str, backend.c_str(), r.n_threads,
+                        test, r.mean(), r.stddev(), gbs);
         }
     }
     ember_model_free(model);
