@@ -16,4 +16,16 @@ libdir=$(dirname "$(find "$tmp/prefix" -name ember.pc | head -n1)")
 export PKG_CONFIG_PATH="$libdir"
 cc -std=c99 -pedantic -Werror "$src_dir/consumer.c" $(pkg-config --cflags --libs ember) -o "$tmp/consumer-pc"
 LD_LIBRARY_PATH="$libdir/..:${LD_LIBRARY_PATH:-}" "$tmp/consumer-pc"
+
+# The examples against the installed package, as a new user builds them: simple.c (C) and
+# chat.cpp (the installed ember.hpp) with pkg-config's flags; simple.c prints text from the
+# default model.
+repo=$(cd "$src_dir/../.." && pwd)
+cc -std=c99 -pedantic -Wall -Wextra -Werror "$repo/examples/simple.c" $(pkg-config --cflags --libs ember) -o "$tmp/simple"
+c++ -std=c++17 -Wall -Wextra -Werror "$repo/examples/chat.cpp" $(pkg-config --cflags --libs ember) -o "$tmp/chat"
+out=$(LD_LIBRARY_PATH="$libdir/..:${LD_LIBRARY_PATH:-}" "$tmp/simple" "$repo/models/ember-kjv-25m-q8_0.gguf" "And God said" 4)
+case "$out" in
+    "And God said"??*) ;;
+    *) echo "examples/simple.c built against the installed package printed: '$out'"; exit 1 ;;
+esac
 echo "install check passed"
