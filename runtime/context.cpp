@@ -13,7 +13,8 @@ namespace {
 constexpr size_t k_max_cached_graphs = 4;
 
 bool kv_type_ok(int32_t t) {
-    return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+    return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0 ||
+           t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
 }
 
 int32_t default_threads() {
@@ -42,7 +43,7 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
     for (int32_t t : {params.type_k, params.type_v}) {
         if (!kv_type_ok(t)) {
             const char * name = ember_type_get_name(t);
-            ember_throw(EMBER_ERR_INVALID_ARG, "KV cache type %s is not supported (use f32, f16, q8_0 or q4_0)", name ? name : "(unknown id)");
+            ember_throw(EMBER_ERR_INVALID_ARG, "KV cache type %s is not supported (use f32, f16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2)", name ? name : "(unknown id)");
         }
     }
     const ember_type type_k = static_cast<ember_type>(params.type_k);
@@ -52,13 +53,22 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
     }
 
     // Streams: one per device the model uses, accelerators first, the CPU last.
+    // A device found only by its explicit name (Vulkan's CPU implementation is kept off the
+    // registry's list) still gets its stream, among the accelerators.
     std::vector<ember_device *> devices;
+    ember_device * const        cpu = ember_registry_cpu_device();
+    auto add_device = [&](ember_device * d) {
+        if (d && d != cpu && std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+    };
     for (size_t i = 0; i < ember_registry_device_count(); i++) {
         ember_device * d    = ember_registry_device(i);
-        bool           used = d == ember_registry_cpu_device() || d == m.output_device;
+        bool           used = d == m.output_device;
         for (ember_device * ld : m.layer_device) used = used || ld == d;
-        if (used) devices.push_back(d);
+        if (used) add_device(d);
     }
+    for (ember_device * ld : m.layer_device) add_device(ld);
+    add_device(m.output_device);
+    devices.push_back(cpu);
     ember_stream_params sp{};
     sp.n_threads = params.n_threads;
     for (ember_device * d : devices) {

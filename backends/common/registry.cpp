@@ -8,6 +8,13 @@
 
 #include "backend.h"
 
+#ifdef EMBER_HAVE_CUDA
+#    include "backends/cuda/cuda-backend.h"
+#endif
+#ifdef EMBER_HAVE_VULKAN
+#    include "backends/vulkan/vulkan-backend.h"
+#endif
+
 namespace {
 
 struct registry {
@@ -61,6 +68,12 @@ void init_locked(registry & r) {
     r.initialized = true;
     add_locked(r, ember_cpu_backend_reg());
     // GPU backends (CUDA, Vulkan) are added here when built in.
+#ifdef EMBER_HAVE_CUDA
+    add_locked(r, ember_cuda_backend_reg());  // no driver or no GPU: a backend with no devices
+#endif
+#ifdef EMBER_HAVE_VULKAN
+    add_locked(r, ember_vulkan_backend_reg());  // lists GPUs only; lavapipe is found by name
+#endif
 }
 
 }  // namespace
@@ -105,6 +118,14 @@ ember_device * ember_registry_find_device(const char * name) {
         for (ember_device * dev : r.devices) {
             if (std::strncmp(dev->iface.get_name(dev), prefix.c_str(), prefix.size()) == 0) return dev;
         }
+    }
+    // Devices a backend keeps off the default list (Vulkan's CPU implementation, lavapipe)
+    // are still found by an explicit name, through the optional "ember_find_device" entry.
+    typedef ember_device * (*find_device_fn)(ember_backend_reg *, const char *);
+    for (ember_backend_reg * reg : r.regs) {
+        if (!reg->iface.get_proc_address) continue;
+        auto find = reinterpret_cast<find_device_fn>(reg->iface.get_proc_address(reg, "ember_find_device"));
+        if (ember_device * dev = find ? find(reg, name) : nullptr) return dev;
     }
     return nullptr;
 }

@@ -1,0 +1,604 @@
+// The CUDA backend: registry entry, one device per GPU ("cuda:0", ...), a device-memory buffer
+// type per device, and a stream per context (a cudaStream_t with its cuBLAS handle and
+// scratch memory). Kernels live in ops-*.cu (cuda-ops.h).
+//
+// Synchronization, kept simple for now: graph_compute waits for its kernels before returning
+// (caps.async = 0), and every buffer transfer runs on the device's copy stream and waits for
+// it, so host-side order is device-side order. CUDA graphs and async streams are later work.
+#include "cuda-backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cuda-ops.h"
+
+namespace {
+
+constexpr size_t k_alignment   = 256;
+constexpr size_t k_stage_bytes = 8u << 20;  // each of the two pinned staging halves
+
+double mib(size_t n) {
+    return static_cast<double>(n) / (1024.0 * 1024.0);
+}
+
+struct cuda_device_ctx {
+    int               id = 0;
+    std::string       name;
+    std::string       description;
+    int               cc_major = 0, cc_minor = 0;
+    ember_buffer_type buft{};
+    ember_device      dev{};
+
+    // Transfers: a copy stream and two pinned staging halves, created on first use.
+    std::mutex   copy_mutex;
+    cudaStream_t copy_stream = nullptr;
+    char *       staging     = nullptr;
+    cudaEvent_t  staged[2]   = {nullptr, nullptr};
+    bool         copy_ready  = false;
+
+    bool init_copy_locked() {
+        if (copy_ready) return true;
+        cudaSetDevice(id);
+        if (cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            copy_stream = nullptr;
+            return false;
+        }
+        // Pinned staging is an optimization: without it, copies go from pageable memory.
+        if (cudaMallocHost(reinterpret_cast<void **>(&staging), 2 * k_stage_bytes) != cudaSuccess ||
+            cudaEventCreateWithFlags(&staged[0], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&staged[1], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            if (staging) cudaFreeHost(staging);
+            staging = nullptr;
+        }
+        copy_ready = true;
+        return true;
+    }
+};
+
+std::vector<std::unique_ptr<cuda_device_ctx>> & devices() {
+    static std::vector<std::unique_ptr<cuda_device_ctx>> v;
+    return v;
+}
+
+void report(const char * dev, const char * what, cudaError_t err) {
+    std::fprintf(stderr, "ember: %s: %s failed: %s\n", dev, what, cudaGetErrorString(err));
+}
+
+cuda_device_ctx * dev_ctx(ember_device * dev) {
+    return static_cast<cuda_device_ctx *>(dev->context);
+}
+
+//
+// Buffers
+//
+struct cuda_buffer_ctx {
+    cuda_device_ctx * dev;
+    void *            ptr;
+};
+
+cuda_buffer_ctx * buf_ctx(ember_buffer * b) {
+    return static_cast<cuda_buffer_ctx *>(b->context);
+}
+
+void cuda_buffer_free(ember_buffer * buf) {
+    cuda_buffer_ctx * c = buf_ctx(buf);
+    cudaSetDevice(c->dev->id);
+    cudaFree(c->ptr);
+    delete c;
+    delete buf;
+}
+
+void * cuda_buffer_get_base(ember_buffer * buf) {
+    return buf_ctx(buf)->ptr;
+}
+
+// Host -> device through the pinned halves (double-buffered), or directly from pageable
+// memory when pinned memory could not be had.
+void upload(cuda_device_ctx * d, char * dst, const char * src, size_t size) {
+    std::lock_guard<std::mutex> lock(d->copy_mutex);
+    cudaSetDevice(d->id);
+    if (!d->init_copy_locked()) {
+        cudaError_t e = cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) report(d->name.c_str(), "cudaMemcpy (upload)", e);
+        return;
+    }
+    cudaError_t e = cudaSuccess;
+    if (!d->staging) {
+        e = cudaMemcpyAsync(dst, src, size, cudaMemcpyHostToDevice, d->copy_stream);
+    } else {
+        int half = 0;
+        for (size_t off = 0; off < size && e == cudaSuccess; off += k_stage_bytes, half ^= 1) {
+            const size_t n = std::min(k_stage_bytes, size - off);
+            e              = cudaEventSynchronize(d->staged[half]);  // the half's previous copy is done
+            if (e != cudaSuccess) break;
+            char * st = d->staging + half * k_stage_bytes;
+            std::memcpy(st, src + off, n);
+            e = cudaMemcpyAsync(dst + off, st, n, cudaMemcpyHostToDevice, d->copy_stream);
+            if (e == cudaSuccess) e = cudaEventRecord(d->staged[half], d->copy_stream);
+        }
+    }
+    const cudaError_t es = cudaStreamSynchronize(d->copy_stream);
+    if (e == cudaSuccess) e = es;
+    if (e != cudaSuccess) report(d->name.c_str(), "upload", e);
+}
+
+void cuda_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
+    upload(buf_ctx(buf)->dev, static_cast<char *>(t->data) + offset, static_cast<const char *>(data), size);
+}
+
+void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
+    cuda_device_ctx *           d = buf_ctx(buf)->dev;
+    std::lock_guard<std::mutex> lock(d->copy_mutex);
+    cudaSetDevice(d->id);
+    const char * src = static_cast<const char *>(t->data) + offset;
+    cudaError_t  e;
+    if (d->init_copy_locked()) {
+        e = cudaMemcpyAsync(data, src, size, cudaMemcpyDeviceToHost, d->copy_stream);
+        const cudaError_t es = cudaStreamSynchronize(d->copy_stream);
+        if (e == cudaSuccess) e = es;
+    } else {
+        e = cudaMemcpy(data, src, size, cudaMemcpyDeviceToHost);
+    }
+    if (e != cudaSuccess) report(d->name.c_str(), "download", e);
+}
+
+bool is_cuda_buft(ember_buffer_type * buft);
+
+bool cuda_buffer_cpy_tensor(ember_buffer * buf, const ember_tensor * src, ember_tensor * dst) {
+    if (!src->buffer || ember_nbytes(src) != ember_nbytes(dst) || !ember_is_contiguous(src) || !ember_is_contiguous(dst)) return false;
+    const size_t n = ember_nbytes(src);
+    if (ember_buffer_type_is_host(src->buffer->buft)) {
+        upload(buf_ctx(buf)->dev, static_cast<char *>(dst->data), static_cast<const char *>(src->data), n);
+        return true;
+    }
+    if (!is_cuda_buft(src->buffer->buft)) return false;
+    cuda_device_ctx * sd = buf_ctx(src->buffer)->dev;
+    cuda_device_ctx * dd = buf_ctx(buf)->dev;
+    cudaSetDevice(dd->id);
+    cudaError_t e = sd == dd ? cudaMemcpy(dst->data, src->data, n, cudaMemcpyDeviceToDevice)
+                             : cudaMemcpyPeer(dst->data, dd->id, src->data, sd->id, n);
+    const cudaError_t es = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = es;
+    if (e != cudaSuccess) {
+        report(dd->name.c_str(), "device copy", e);
+        return false;
+    }
+    return true;
+}
+
+void cuda_buffer_clear(ember_buffer * buf, uint8_t value) {
+    cuda_buffer_ctx * c = buf_ctx(buf);
+    cudaSetDevice(c->dev->id);
+    cudaError_t       e  = cudaMemset(c->ptr, value, buf->size);
+    const cudaError_t es = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = es;
+    if (e != cudaSuccess) report(c->dev->name.c_str(), "clear", e);
+}
+
+const ember_buffer_i k_cuda_buffer_i = {
+    /* .free_buffer = */ cuda_buffer_free,
+    /* .get_base    = */ cuda_buffer_get_base,
+    /* .set_tensor  = */ cuda_buffer_set_tensor,
+    /* .get_tensor  = */ cuda_buffer_get_tensor,
+    /* .cpy_tensor  = */ cuda_buffer_cpy_tensor,
+    /* .clear       = */ cuda_buffer_clear,
+};
+
+//
+// Buffer type
+//
+const char * cuda_buft_name(ember_buffer_type * buft) {
+    return static_cast<cuda_device_ctx *>(buft->context)->name.c_str();
+}
+
+ember_status cuda_buft_alloc(ember_buffer_type * buft, size_t size, ember_buffer ** out) {
+    *out                = nullptr;
+    cuda_device_ctx * d = static_cast<cuda_device_ctx *>(buft->context);
+    cudaSetDevice(d->id);
+    void *      ptr = nullptr;
+    cudaError_t e   = cudaMalloc(&ptr, std::max<size_t>(size, k_alignment));
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        cudaGetLastError();
+        std::fprintf(stderr, "ember: %s: cannot allocate %.1f MiB of device memory: %.1f MiB free of %.1f MiB (%s)\n",
+                     d->name.c_str(), mib(size), mib(free_b), mib(total_b), cudaGetErrorString(e));
+        return EMBER_ERR_OOM;
+    }
+    cuda_buffer_ctx * c   = new (std::nothrow) cuda_buffer_ctx{d, ptr};
+    ember_buffer *    buf = c ? new (std::nothrow) ember_buffer : nullptr;
+    if (!buf) {
+        delete c;
+        cudaFree(ptr);
+        return EMBER_ERR_OOM;
+    }
+    buf->iface   = k_cuda_buffer_i;
+    buf->buft    = buft;
+    buf->context = c;
+    buf->size    = size;
+    buf->usage   = EMBER_BUFFER_USAGE_ANY;
+    *out         = buf;
+    return EMBER_OK;
+}
+
+size_t cuda_buft_alignment(ember_buffer_type *) {
+    return k_alignment;
+}
+
+bool cuda_buft_is_host(ember_buffer_type *) {
+    return false;
+}
+
+bool is_cuda_buft(ember_buffer_type * buft) {
+    return buft && buft->iface.alloc_buffer == cuda_buft_alloc;
+}
+
+//
+// Ops
+//
+bool is_f32(const ember_tensor * t) {
+    return t && t->type == EMBER_TYPE_F32;
+}
+
+bool supports(const ember_tensor * op) {
+    if (op->op < 0 || op->op >= EMBER_OP_COUNT) return false;
+    for (int i = 0; i < ember_op_n_src(op->op); i++) {
+        const bool optional = (op->op == EMBER_OP_ROPE && i == 2) || (op->op == EMBER_OP_ATTN && i == 3);
+        if (!op->src[i] && !optional) return false;
+    }
+    const ember_tensor * s0 = op->src[0];
+    const ember_tensor * s1 = op->src[1];
+    switch (op->op) {
+        case EMBER_OP_NONE:
+        case EMBER_OP_VIEW: return true;
+        case EMBER_OP_GET_ROWS:
+            return is_f32(op) && s1->type == EMBER_TYPE_I32 && ember_cuda_type_has_chunks(s0->type) &&
+                   (op->ne[0] % 32 == 0 || s0->type == EMBER_TYPE_F32 || s0->type == EMBER_TYPE_F16 || s0->type == EMBER_TYPE_BF16);
+        case EMBER_OP_RMS_NORM:
+        case EMBER_OP_SCALE: return is_f32(op) && is_f32(s0);
+        case EMBER_OP_MUL:
+        case EMBER_OP_ADD:
+        case EMBER_OP_SWIGLU: return is_f32(op) && is_f32(s0) && is_f32(s1);
+        case EMBER_OP_MUL_MAT:
+            return is_f32(op) && is_f32(s1) && ember_cuda_type_has_chunks(s0->type) && s0->ne[0] <= INT32_MAX &&
+                   s0->ne[1] <= INT32_MAX;
+        case EMBER_OP_ROPE:
+            return is_f32(op) && is_f32(s0) && s1->type == EMBER_TYPE_I32 && (!op->src[2] || is_f32(op->src[2]));
+        case EMBER_OP_SET_ROWS:
+            return ember_cuda_type_has_encoder(op->type) && s0->type == op->type && is_f32(s1) && op->src[2]->type == EMBER_TYPE_I32;
+        case EMBER_OP_ATTN:
+            return is_f32(op) && is_f32(s0) && ember_cuda_type_has_elem(s1->type) && ember_cuda_type_has_elem(op->src[2]->type) &&
+                   (!op->src[3] || is_f32(op->src[3])) && s0->ne[0] <= EMBER_CUDA_ATTN_MAX_D;
+        case EMBER_OP_CPY: return ember_cuda_supports_cpy(op);
+        default: return false;
+    }
+}
+
+ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
+    switch (node->op) {
+        case EMBER_OP_GET_ROWS: return ember_cuda_get_rows(ctx, node);
+        case EMBER_OP_RMS_NORM: return ember_cuda_rms_norm(ctx, node);
+        case EMBER_OP_MUL: return ember_cuda_mul(ctx, node);
+        case EMBER_OP_ADD: return ember_cuda_add(ctx, node);
+        case EMBER_OP_MUL_MAT:
+            return node->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS ? ember_cuda_mul_mat_vec(ctx, node)
+                                                                     : ember_cuda_mul_mat_blas(ctx, node);
+        case EMBER_OP_ROPE: return ember_cuda_rope(ctx, node);
+        case EMBER_OP_SWIGLU: return ember_cuda_swiglu(ctx, node);
+        case EMBER_OP_SET_ROWS: return ember_cuda_set_rows(ctx, node);
+        case EMBER_OP_ATTN: return ember_cuda_attn(ctx, node);
+        case EMBER_OP_CPY: return ember_cuda_cpy(ctx, node);
+        case EMBER_OP_SCALE: return ember_cuda_scale(ctx, node);
+        default: return EMBER_ERR_UNSUPPORTED;
+    }
+}
+
+//
+// Stream
+//
+struct cuda_stream_ctx {
+    cuda_device_ctx *    dev = nullptr;
+    ember_cuda_ctx       cu;
+    ember_abort_callback abort_cb = nullptr;
+    void *               abort_ud = nullptr;
+};
+
+const char * cuda_stream_get_name(ember_stream * s) {
+    return static_cast<cuda_stream_ctx *>(s->context)->dev->name.c_str();
+}
+
+void destroy_stream_ctx(cuda_stream_ctx * c) {
+    cudaSetDevice(c->cu.device);
+    if (c->cu.stream) cudaStreamSynchronize(c->cu.stream);
+    for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
+    cudaFree(c->cu.d_error);
+    if (c->cu.cublas) cublasDestroy(c->cu.cublas);
+    if (c->cu.stream) cudaStreamDestroy(c->cu.stream);
+    cudaGetLastError();
+    delete c;
+}
+
+void cuda_stream_free(ember_stream * s) {
+    destroy_stream_ctx(static_cast<cuda_stream_ctx *>(s->context));
+    delete s;
+}
+
+// Waits for the stream; then the first data error the kernels recorded, if any.
+ember_status finish(cuda_stream_ctx * c) {
+    cudaError_t e = cudaStreamSynchronize(c->cu.stream);
+    if (e != cudaSuccess) {
+        report(c->dev->name.c_str(), "graph execution", e);
+        return EMBER_ERR_BACKEND;
+    }
+    int err = 0;
+    e       = cudaMemcpy(&err, c->cu.d_error, sizeof(err), cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        report(c->dev->name.c_str(), "reading the error flag", e);
+        return EMBER_ERR_BACKEND;
+    }
+    if (err != 0) {
+        cudaMemset(c->cu.d_error, 0, sizeof(int));
+        cudaDeviceSynchronize();
+        std::fprintf(stderr, "ember: %s: a kernel found bad data (status %d, e.g. a row index out of range)\n",
+                     c->dev->name.c_str(), err);
+        return err;
+    }
+    return EMBER_OK;
+}
+
+ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+    cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
+    if (!g || node_begin < 0 || node_begin > node_end || static_cast<size_t>(node_end) > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+    cudaSetDevice(c->cu.device);
+    // Check every node first, so a graph either runs or fails before touching memory.
+    for (int32_t i = node_begin; i < node_end; i++) {
+        const ember_tensor * node = g->nodes[i];
+        if (!supports(node)) {
+            std::fprintf(stderr, "ember: %s: unsupported node %d '%s' (%s)\n", c->dev->name.c_str(), i, node->name, ember_op_name(node->op));
+            return EMBER_ERR_UNSUPPORTED;
+        }
+        if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW) continue;
+        if (!node->data) return EMBER_ERR_INTERNAL;
+        for (int j = 0; j < EMBER_MAX_SRC; j++) {
+            if (node->src[j] && !node->src[j]->data) return EMBER_ERR_INTERNAL;
+        }
+    }
+    for (int32_t i = node_begin; i < node_end; i++) {
+        ember_tensor * node = g->nodes[i];
+        if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) continue;
+        const ember_status st = compute_node(c->cu, node);
+        if (st != EMBER_OK) {
+            std::fprintf(stderr, "ember: %s: node %d '%s' (%s) failed: %s\n", c->dev->name.c_str(), i, node->name,
+                         ember_op_name(node->op), ember_status_str(st));
+            finish(c);
+            return st;
+        }
+        if (c->abort_cb && c->abort_cb(c->abort_ud)) {
+            finish(c);
+            return EMBER_ERR_CANCELLED;
+        }
+    }
+    return finish(c);
+}
+
+void cuda_stream_synchronize(ember_stream * s) {
+    cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
+    cudaSetDevice(c->cu.device);
+    cudaStreamSynchronize(c->cu.stream);
+}
+
+void cuda_stream_set_abort_callback(ember_stream * s, ember_abort_callback cb, void * user_data) {
+    cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
+    c->abort_cb         = cb;
+    c->abort_ud         = user_data;
+}
+
+const ember_stream_i k_cuda_stream_i = {
+    /* .get_name           = */ cuda_stream_get_name,
+    /* .free_stream        = */ cuda_stream_free,
+    /* .graph_compute      = */ cuda_stream_graph_compute,
+    /* .synchronize        = */ cuda_stream_synchronize,
+    /* .set_n_threads      = */ nullptr,
+    /* .set_abort_callback = */ cuda_stream_set_abort_callback,
+    /* .event_record       = */ nullptr,
+    /* .event_wait         = */ nullptr,
+};
+
+//
+// Device
+//
+const char * cuda_dev_get_name(ember_device * dev) {
+    return dev_ctx(dev)->name.c_str();
+}
+
+const char * cuda_dev_get_description(ember_device * dev) {
+    return dev_ctx(dev)->description.c_str();
+}
+
+void cuda_dev_get_props(ember_device * dev, ember_device_props * props) {
+    cuda_device_ctx * d = dev_ctx(dev);
+    std::memset(props, 0, sizeof(*props));
+    props->name        = d->name.c_str();
+    props->description = d->description.c_str();
+    cudaSetDevice(d->id);
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    props->memory_free        = free_b;
+    props->memory_total       = total_b;
+    props->type               = EMBER_DEVICE_TYPE_GPU;
+    props->caps.fp16          = 1;
+    props->caps.int8_dot      = d->cc_major > 6 || (d->cc_major == 6 && d->cc_minor >= 1);
+    props->caps.fp8           = d->cc_major > 8 || (d->cc_major == 8 && d->cc_minor >= 9);
+    props->caps.subgroup_size = 32;
+}
+
+ember_buffer_type * cuda_dev_get_buffer_type(ember_device * dev) {
+    return &dev_ctx(dev)->buft;
+}
+
+ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params *, ember_stream ** out) {
+    *out                = nullptr;
+    cuda_device_ctx * d = dev_ctx(dev);
+    cuda_stream_ctx * c = new (std::nothrow) cuda_stream_ctx;
+    if (!c) return EMBER_ERR_OOM;
+    c->dev       = d;
+    c->cu.device = d->id;
+    cudaError_t e = cudaSetDevice(d->id);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        report(d->name.c_str(), "stream creation", e);
+        cudaGetLastError();
+        destroy_stream_ctx(c);
+        return e == cudaErrorMemoryAllocation ? EMBER_ERR_OOM : EMBER_ERR_BACKEND;
+    }
+    const cublasStatus_t bst = cublasCreate(&c->cu.cublas);
+    if (bst != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "ember: %s: cublasCreate failed: status %d\n", d->name.c_str(), static_cast<int>(bst));
+        c->cu.cublas = nullptr;
+        destroy_stream_ctx(c);
+        return bst == CUBLAS_STATUS_ALLOC_FAILED ? EMBER_ERR_OOM : EMBER_ERR_BACKEND;
+    }
+    ember_stream * s = new (std::nothrow) ember_stream{k_cuda_stream_i, dev, c};
+    if (!s) {
+        destroy_stream_ctx(c);
+        return EMBER_ERR_OOM;
+    }
+    *out = s;
+    return EMBER_OK;
+}
+
+bool cuda_dev_supports_op(ember_device *, const ember_tensor * op) {
+    return supports(op);
+}
+
+bool cuda_dev_supports_buft(ember_device * dev, ember_buffer_type * buft) {
+    return buft == &dev_ctx(dev)->buft;
+}
+
+const ember_device_i k_cuda_device_i = {
+    /* .get_name             = */ cuda_dev_get_name,
+    /* .get_description      = */ cuda_dev_get_description,
+    /* .get_props            = */ cuda_dev_get_props,
+    /* .get_buffer_type      = */ cuda_dev_get_buffer_type,
+    /* .get_host_buffer_type = */ nullptr,
+    /* .init_stream          = */ cuda_dev_init_stream,
+    /* .supports_op          = */ cuda_dev_supports_op,
+    /* .supports_buft        = */ cuda_dev_supports_buft,
+    /* .offload_op           = */ nullptr,
+};
+
+//
+// Registry entry (defined below; constant-initialized)
+//
+extern ember_backend_reg g_cuda_reg;
+
+void enumerate_devices() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        int         n = 0;
+        cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+            // No driver, no GPU, or a driver older than the runtime: no devices, not an error.
+            cudaGetLastError();
+            return;
+        }
+        for (int i = 0; i < n; i++) {
+            cudaDeviceProp prop;
+            if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+                cudaGetLastError();
+                continue;
+            }
+            auto d         = std::make_unique<cuda_device_ctx>();
+            d->id          = i;
+            d->name        = "cuda:" + std::to_string(i);
+            d->description = std::string(prop.name) + " (compute " + std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
+            d->cc_major    = prop.major;
+            d->cc_minor    = prop.minor;
+            d->buft.iface  = {cuda_buft_name, cuda_buft_alloc, cuda_buft_alignment, nullptr, nullptr, cuda_buft_is_host};
+            d->buft.device = &d->dev;
+            d->buft.context = d.get();
+            d->dev.iface   = k_cuda_device_i;
+            d->dev.reg     = &g_cuda_reg;
+            d->dev.context = d.get();
+            devices().push_back(std::move(d));
+        }
+    });
+}
+
+const char * cuda_reg_get_name(ember_backend_reg *) {
+    return "cuda";
+}
+
+size_t cuda_reg_get_device_count(ember_backend_reg *) {
+    enumerate_devices();
+    return devices().size();
+}
+
+ember_device * cuda_reg_get_device(ember_backend_reg *, size_t index) {
+    enumerate_devices();
+    return index < devices().size() ? &devices()[index]->dev : nullptr;
+}
+
+ember_backend_reg g_cuda_reg = {
+    /* .api_version = */ EMBER_BACKEND_API_VERSION,
+    /* .struct_size = */ sizeof(ember_backend_reg),
+    /* .iface       = */ {
+        /* .get_name         = */ cuda_reg_get_name,
+        /* .get_device_count = */ cuda_reg_get_device_count,
+        /* .get_device       = */ cuda_reg_get_device,
+        /* .get_proc_address = */ nullptr,
+    },
+    /* .context     = */ nullptr,
+};
+
+}  // namespace
+
+void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size) {
+    if (size <= ctx.scratch_size[slot]) return ctx.scratch[slot];
+    // Kernels still queued may use the old memory.
+    cudaStreamSynchronize(ctx.stream);
+    cudaFree(ctx.scratch[slot]);
+    ctx.scratch[slot]      = nullptr;
+    ctx.scratch_size[slot] = 0;
+    const size_t want      = size + size / 4;
+    void *       p         = nullptr;
+    cudaError_t  e         = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        cudaGetLastError();
+        std::fprintf(stderr, "ember: cuda:%d: cannot allocate %.1f MiB of scratch memory: %.1f MiB free of %.1f MiB\n", ctx.device,
+                     mib(want), mib(free_b), mib(total_b));
+        return nullptr;
+    }
+    ctx.scratch[slot]      = p;
+    ctx.scratch_size[slot] = want;
+    return p;
+}
+
+ember_status ember_cuda_check_launch(const char * what) {
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return EMBER_OK;
+    std::fprintf(stderr, "ember: cuda: %s: kernel launch failed: %s\n", what, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? EMBER_ERR_OOM : EMBER_ERR_BACKEND;
+}
+
+ember_backend_reg * ember_cuda_backend_reg() {
+    return &g_cuda_reg;
+}

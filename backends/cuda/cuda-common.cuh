@@ -1,0 +1,442 @@
+// Device-side helpers shared by the CUDA kernels: launch checks, tensor addressing and the
+// type codecs (dequantize 32 weights at a time, read one element, encode one block). The
+// arithmetic follows quant/ref/*.cpp (x = d * q forms, same operand order); results match
+// the CPU up to float rounding (nvcc contracts a * b + c into FMAs).
+#ifndef EMBER_CUDA_COMMON_CUH
+#define EMBER_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda-ops.h"
+#include "quant/blocks.h"
+
+// Flat tensor description passed to kernels by value (ember_tensor holds host pointers to
+// its sources, so kernels get these instead).
+struct cu_tensor {
+    char *  data;
+    int64_t ne[4];
+    int64_t nb[4];
+};
+
+inline cu_tensor cu_desc(const ember_tensor * t) {
+    cu_tensor d;
+    d.data = static_cast<char *>(t->data);
+    for (int i = 0; i < 4; i++) {
+        d.ne[i] = t->ne[i];
+        d.nb[i] = static_cast<int64_t>(t->nb[i]);
+    }
+    return d;
+}
+
+// Grid size for n items of `per_block` each, clamped to what a 1-D grid takes.
+inline unsigned cu_blocks(int64_t n, int per_block) {
+    int64_t b = (n + per_block - 1) / per_block;
+    if (b < 1) b = 1;
+    if (b > 0x7fffffff) b = 0x7fffffff;
+    return static_cast<unsigned>(b);
+}
+
+// Records a data error (e.g. a row index out of range) for the stream to report.
+__device__ __forceinline__ void cu_set_error(int * err, int status) {
+    atomicCAS(err, 0, status);
+}
+
+__device__ __forceinline__ float cu_half(ember_half h) {
+    return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ float cu_bf16(ember_bf16 h) {
+    return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+// quant/types.cpp's ember_float_to_bf16: round to nearest even, NaN kept quiet.
+__device__ __forceinline__ ember_bf16 cu_to_bf16(float f) {
+    uint32_t x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<ember_bf16>((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return static_cast<ember_bf16>(x >> 16);
+}
+
+__device__ __forceinline__ ember_half cu_to_half(float f) {
+    return __half_as_ushort(__float2half_rn(f));
+}
+
+__device__ __forceinline__ float cu_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float cu_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// The IQ4_NL / IQ4_XS grid.
+__device__ __forceinline__ int cu_iq4nl_value(int q) {
+    const int8_t v[16] = EMBER_IQ4NL_VALUES;
+    return v[q];
+}
+
+//
+// Chunk dequantizers: weights [32 c, 32 c + 32) of a row, for every type whose block size
+// divides 256 into chunks of 32 (block-32 types: one block; K-quants: sub-chunk c % 8 of
+// super-block c / 8). Float types read 32 consecutive elements.
+//
+template <int T> struct cu_codec;
+
+template <> struct cu_codec<EMBER_TYPE_F32> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        // Scalar loads: a view's rows need not be 16-byte aligned.
+        const float * p = reinterpret_cast<const float *>(row) + c * 32;
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = p[i];
+    }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) { return reinterpret_cast<const float *>(row)[i]; }
+};
+
+template <> struct cu_codec<EMBER_TYPE_F16> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_half * p = reinterpret_cast<const ember_half *>(row) + c * 32;
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = cu_half(p[i]);
+    }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) { return cu_half(reinterpret_cast<const ember_half *>(row)[i]); }
+};
+
+template <> struct cu_codec<EMBER_TYPE_BF16> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_bf16 * p = reinterpret_cast<const ember_bf16 *>(row) + c * 32;
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = cu_bf16(p[i]);
+    }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) { return cu_bf16(reinterpret_cast<const ember_bf16 *>(row)[i]); }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q4_0> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q4_0 * b = reinterpret_cast<const ember_block_q4_0 *>(row) + c;
+        const float              d = cu_half(b->d);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int q = b->qs[j];
+            y[j]        = d * ((q & 0x0f) - 8);
+            y[j + 16]   = d * ((q >> 4) - 8);
+        }
+    }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) {
+        const ember_block_q4_0 * b = reinterpret_cast<const ember_block_q4_0 *>(row) + i / 32;
+        const int                j = static_cast<int>(i % 32);
+        const int                q = j < 16 ? (b->qs[j] & 0x0f) : (b->qs[j - 16] >> 4);
+        return cu_half(b->d) * (q - 8);
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q4_1> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q4_1 * b = reinterpret_cast<const ember_block_q4_1 *>(row) + c;
+        const float              d = cu_half(b->d), m = cu_half(b->m);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int q = b->qs[j];
+            y[j]        = static_cast<float>(q & 0x0f) * d + m;
+            y[j + 16]   = static_cast<float>(q >> 4) * d + m;
+        }
+    }
+};
+
+// Q5_0 / Q5_1: qh is a little-endian uint32 at a 2-byte-aligned address.
+__device__ __forceinline__ uint32_t cu_load_qh(const uint8_t * qh) {
+    return static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 | static_cast<uint32_t>(qh[2]) << 16 |
+           static_cast<uint32_t>(qh[3]) << 24;
+}
+
+template <> struct cu_codec<EMBER_TYPE_Q5_0> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q5_0 * b = reinterpret_cast<const ember_block_q5_0 *>(row) + c;
+        const float              d = cu_half(b->d);
+        const uint32_t           h = cu_load_qh(b->qh);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int q0 = (b->qs[j] & 0x0f) | static_cast<int>((h >> j & 1u) << 4);
+            const int q1 = (b->qs[j] >> 4) | static_cast<int>((h >> (j + 16) & 1u) << 4);
+            y[j]         = static_cast<float>(q0 - 16) * d;
+            y[j + 16]    = static_cast<float>(q1 - 16) * d;
+        }
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q5_1> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q5_1 * b = reinterpret_cast<const ember_block_q5_1 *>(row) + c;
+        const float              d = cu_half(b->d), m = cu_half(b->m);
+        const uint32_t           h = cu_load_qh(b->qh);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int q0 = (b->qs[j] & 0x0f) | static_cast<int>((h >> j & 1u) << 4);
+            const int q1 = (b->qs[j] >> 4) | static_cast<int>((h >> (j + 16) & 1u) << 4);
+            y[j]         = static_cast<float>(q0) * d + m;
+            y[j + 16]    = static_cast<float>(q1) * d + m;
+        }
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q8_0> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q8_0 * b = reinterpret_cast<const ember_block_q8_0 *>(row) + c;
+        const float              d = cu_half(b->d);
+#pragma unroll
+        for (int j = 0; j < 32; j++) y[j] = d * b->qs[j];
+    }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) {
+        const ember_block_q8_0 * b = reinterpret_cast<const ember_block_q8_0 *>(row) + i / 32;
+        return cu_half(b->d) * b->qs[i % 32];
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_IQ4_NL> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_iq4_nl * b = reinterpret_cast<const ember_block_iq4_nl *>(row) + c;
+        const float                d = cu_half(b->d);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            y[j]      = d * static_cast<float>(cu_iq4nl_value(b->qs[j] & 0xf));
+            y[j + 16] = d * static_cast<float>(cu_iq4nl_value(b->qs[j] >> 4));
+        }
+    }
+};
+
+// The 2-bit field of weight i (0..255) in the Q2_K / Q3_K packing.
+__device__ __forceinline__ int cu_level_2bit(const uint8_t * qs, int i) {
+    const int half = i / 128, r = i % 128;
+    return qs[32 * half + r % 32] >> (2 * (r / 32)) & 3;
+}
+
+template <> struct cu_codec<EMBER_TYPE_Q2_K> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q2_k * b   = reinterpret_cast<const ember_block_q2_k *>(row) + c / 8;
+        const int                s   = static_cast<int>(c % 8);
+        const float              d   = cu_half(b->d);
+        const float              min = cu_half(b->dmin);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int   j  = 2 * s + h;  // 16-weight sub-block
+            const float dl = d * static_cast<float>(b->scales[j] & 0xf);
+            const float ml = min * static_cast<float>(b->scales[j] >> 4);
+#pragma unroll
+            for (int l = 0; l < 16; l++) y[16 * h + l] = dl * static_cast<float>(cu_level_2bit(b->qs, 16 * j + l)) - ml;
+        }
+    }
+};
+
+__device__ __forceinline__ int cu_q3k_scale(const uint8_t * scales, int j) {
+    const int lo = j < 8 ? scales[j] & 0xf : scales[j - 8] >> 4;
+    const int hi = scales[8 + j % 4] >> (2 * (j / 4)) & 3;
+    return lo | hi << 4;
+}
+
+template <> struct cu_codec<EMBER_TYPE_Q3_K> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q3_k * b = reinterpret_cast<const ember_block_q3_k *>(row) + c / 8;
+        const int                s = static_cast<int>(c % 8);
+        const float              d = cu_half(b->d);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int   j  = 2 * s + h;
+            const float dl = d * static_cast<float>(cu_q3k_scale(b->scales, j) - 32);
+#pragma unroll
+            for (int l = 0; l < 16; l++) {
+                const int i  = 16 * j + l;
+                const int hi = b->hmask[i % 32] >> (i / 32) & 1;
+                y[16 * h + l] = dl * static_cast<float>(cu_level_2bit(b->qs, i) - (hi ? 0 : 4));
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ void cu_k4_scale_min(const uint8_t * q, int j, int & sc, int & m) {
+    if (j < 4) {
+        sc = q[j] & 63;
+        m  = q[j + 4] & 63;
+    } else {
+        sc = (q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4;
+        m  = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+    }
+}
+
+template <> struct cu_codec<EMBER_TYPE_Q4_K> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q4_k * b = reinterpret_cast<const ember_block_q4_k *>(row) + c / 8;
+        const int                s = static_cast<int>(c % 8);  // sub-block of 32
+        int                      sc, m;
+        cu_k4_scale_min(b->scales, s, sc, m);
+        const float     dl  = cu_half(b->d) * static_cast<float>(sc);
+        const float     ml  = cu_half(b->dmin) * static_cast<float>(m);
+        const uint8_t * qs  = b->qs + 32 * (s / 2);
+        const int       sh  = (s % 2) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; l++) y[l] = dl * static_cast<float>(qs[l] >> sh & 0xf) - ml;
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q5_K> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q5_k * b = reinterpret_cast<const ember_block_q5_k *>(row) + c / 8;
+        const int                s = static_cast<int>(c % 8);
+        int                      sc, m;
+        cu_k4_scale_min(b->scales, s, sc, m);
+        const float     dl = cu_half(b->d) * static_cast<float>(sc);
+        const float     ml = cu_half(b->dmin) * static_cast<float>(m);
+        const uint8_t * qs = b->qs + 32 * (s / 2);
+        const int       sh = (s % 2) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int q = (qs[l] >> sh & 0xf) | (b->qh[l] >> s & 1) << 4;  // weight 32 s + l: bit s of qh[l]
+            y[l]        = dl * static_cast<float>(q) - ml;
+        }
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_Q6_K> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_q6_k * b    = reinterpret_cast<const ember_block_q6_k *>(row) + c / 8;
+        const int                s    = static_cast<int>(c % 8);
+        const int                half = s / 4, g = s % 4;  // weights 128 half + 32 g + l
+        const uint8_t *          ql   = b->ql + 64 * half + 32 * (g & 1);
+        const uint8_t *          qh   = b->qh + 32 * half;
+        const float              d    = cu_half(b->d);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int lo = g < 2 ? (ql[l] & 0x0f) : (ql[l] >> 4);
+            const int q  = (lo | (qh[l] >> (2 * g) & 3) << 4) - 32;
+            const int i  = 32 * s + l;
+            y[l]         = d * static_cast<float>(b->scales[i / 16]) * static_cast<float>(q);
+        }
+    }
+};
+
+template <> struct cu_codec<EMBER_TYPE_IQ4_XS> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const ember_block_iq4_xs * b  = reinterpret_cast<const ember_block_iq4_xs *>(row) + c / 8;
+        const int                  j  = static_cast<int>(c % 8);
+        const int                  ls = (b->scales_l[j / 2] >> (4 * (j % 2)) & 0xf) | (b->scales_h >> (2 * j) & 3) << 4;
+        const float                dl = cu_half(b->d) * static_cast<float>(ls - 32);
+        const uint8_t *            qs = b->qs + 16 * j;
+#pragma unroll
+        for (int l = 0; l < 16; l++) {
+            y[l]      = dl * static_cast<float>(cu_iq4nl_value(qs[l] & 0xf));
+            y[l + 16] = dl * static_cast<float>(cu_iq4nl_value(qs[l] >> 4));
+        }
+    }
+};
+
+//
+// Encoders (destination types of SET_ROWS and CPY): 32 floats -> one block, or one element.
+//
+template <int T> struct cu_encoder;
+
+template <> struct cu_encoder<EMBER_TYPE_F32> {
+    static constexpr int QK = 1;
+    static __device__ __forceinline__ void block(const float * x, char * dst) { *reinterpret_cast<float *>(dst) = x[0]; }
+};
+template <> struct cu_encoder<EMBER_TYPE_F16> {
+    static constexpr int QK = 1;
+    static __device__ __forceinline__ void block(const float * x, char * dst) { *reinterpret_cast<ember_half *>(dst) = cu_to_half(x[0]); }
+};
+template <> struct cu_encoder<EMBER_TYPE_BF16> {
+    static constexpr int QK = 1;
+    static __device__ __forceinline__ void block(const float * x, char * dst) { *reinterpret_cast<ember_bf16 *>(dst) = cu_to_bf16(x[0]); }
+};
+
+// ember_ref_from_float_Q8_0: d = max|x| / 127, q = round(x / d).
+template <> struct cu_encoder<EMBER_TYPE_Q8_0> {
+    static constexpr int QK = 32;
+    static __device__ __forceinline__ void block(const float * x, char * dst) {
+        ember_block_q8_0 * b    = reinterpret_cast<ember_block_q8_0 *>(dst);
+        float              amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d  = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d           = cu_to_half(d);
+        for (int j = 0; j < 32; j++) b->qs[j] = static_cast<int8_t>(roundf(__fmul_rn(x[j], id)));
+    }
+};
+
+// ember_ref_from_float_Q4_0: d = (signed value of largest magnitude) / -8.
+template <> struct cu_encoder<EMBER_TYPE_Q4_0> {
+    static constexpr int QK = 32;
+    static __device__ __forceinline__ void block(const float * x, char * dst) {
+        ember_block_q4_0 * b    = reinterpret_cast<ember_block_q4_0 *>(dst);
+        float              amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max  = x[j];
+            }
+        }
+        const float d  = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b->d           = cu_to_half(d);
+        for (int j = 0; j < 16; j++) {
+            const float   x0 = __fmul_rn(x[j], id);
+            const float   x1 = __fmul_rn(x[j + 16], id);
+            const uint8_t q0 = static_cast<uint8_t>(fminf(15.0f, __fadd_rn(x0, 8.5f)));
+            const uint8_t q1 = static_cast<uint8_t>(fminf(15.0f, __fadd_rn(x1, 8.5f)));
+            b->qs[j]         = static_cast<uint8_t>(q0 | (q1 << 4));
+        }
+    }
+};
+
+//
+// Type dispatch: calls F.template operator()<T>() for the run-time type t; false when t has
+// no codec here.
+//
+template <typename F> inline bool cu_dispatch_chunk_type(ember_type t, F && f) {
+    switch (t) {
+        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
+        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
+        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
+        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        case EMBER_TYPE_Q4_1: f.template operator()<EMBER_TYPE_Q4_1>(); return true;
+        case EMBER_TYPE_Q5_0: f.template operator()<EMBER_TYPE_Q5_0>(); return true;
+        case EMBER_TYPE_Q5_1: f.template operator()<EMBER_TYPE_Q5_1>(); return true;
+        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
+        case EMBER_TYPE_Q2_K: f.template operator()<EMBER_TYPE_Q2_K>(); return true;
+        case EMBER_TYPE_Q3_K: f.template operator()<EMBER_TYPE_Q3_K>(); return true;
+        case EMBER_TYPE_Q4_K: f.template operator()<EMBER_TYPE_Q4_K>(); return true;
+        case EMBER_TYPE_Q5_K: f.template operator()<EMBER_TYPE_Q5_K>(); return true;
+        case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
+        case EMBER_TYPE_IQ4_NL: f.template operator()<EMBER_TYPE_IQ4_NL>(); return true;
+        case EMBER_TYPE_IQ4_XS: f.template operator()<EMBER_TYPE_IQ4_XS>(); return true;
+        default: return false;
+    }
+}
+
+// Types with an element reader (KV cache types read by ATTN).
+template <typename F> inline bool cu_dispatch_elem_type(ember_type t, F && f) {
+    switch (t) {
+        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
+        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
+        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
+        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
+        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        default: return false;
+    }
+}
+
+template <typename F> inline bool cu_dispatch_encode_type(ember_type t, F && f) {
+    switch (t) {
+        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
+        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
+        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
+        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
+        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        default: return false;
+    }
+}
+
+#endif  // EMBER_CUDA_COMMON_CUH

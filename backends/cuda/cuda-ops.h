@@ -1,0 +1,70 @@
+// Private interface between the CUDA stream (cuda-backend.cpp) and the kernels (ops-*.cu).
+// Host-only C++: no CUDA syntax, so g++ can compile the backend file.
+//
+// Every launcher enqueues its kernels on ctx.stream and returns EMBER_OK, or an error status
+// when a launch fails or scratch memory cannot be had. Data errors found on the device (a row
+// index out of range) are written to ctx.d_error and reported by the stream at its sync.
+// Conventions as on the CPU (cpu-ops.h): nb[0] is the type size; dims 1..3 may be strided.
+#ifndef EMBER_CUDA_OPS_H
+#define EMBER_CUDA_OPS_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend.h"
+
+typedef struct CUstream_st *   cudaStream_t;
+typedef struct cublasContext * cublasHandle_t;
+
+struct ember_cuda_ctx {
+    int            device  = 0;
+    cudaStream_t   stream  = nullptr;
+    cublasHandle_t cublas  = nullptr;
+    int *          d_error = nullptr;  // device int: first data error of the current graph_compute
+
+    // Scratch device memory, two independent slots (e.g. converted activations and a
+    // dequantized weight slab); grown on demand, only after the stream is idle.
+    void * scratch[2]      = {nullptr, nullptr};
+    size_t scratch_size[2] = {0, 0};
+};
+
+// Device memory of at least `size` bytes in slot `slot` (0 or 1), valid until the next call
+// for that slot; nullptr when it cannot be allocated (a message is printed).
+void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size);
+// EMBER_OK, or EMBER_ERR_BACKEND with a message naming `what` when the last launch failed.
+ember_status ember_cuda_check_launch(const char * what);
+
+// ops-elementwise.cu
+ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+// ops-rope.cu
+ember_status ember_cuda_rope(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+// ops-rows.cu
+bool         ember_cuda_type_has_chunks(ember_type t);    // 32-weight dequantizer (weights, GET_ROWS)
+bool         ember_cuda_type_has_encoder(ember_type t);   // SET_ROWS / CPY destinations
+bool         ember_cuda_type_has_elem(ember_type t);      // element reader (ATTN's K and V)
+ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_cpy(ember_cuda_ctx & ctx, ember_tensor * dst);
+bool         ember_cuda_supports_cpy(const ember_tensor * dst);
+
+// ops-attention.cu
+constexpr int64_t EMBER_CUDA_ATTN_MAX_D = 256;
+ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+// ops-matvec.cu: m (columns of x) <= EMBER_CUDA_MATVEC_MAX_COLS
+constexpr int64_t EMBER_CUDA_MATVEC_MAX_COLS = 8;
+ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+// ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
+ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);
+// Converts rows [r0, r1) of a weight matrix (type with chunks) to F16, rows of k elements.
+ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wdata, int64_t r0,
+                                    int64_t r1, void * out);
+
+#endif  // EMBER_CUDA_OPS_H

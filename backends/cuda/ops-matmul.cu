@@ -1,0 +1,152 @@
+// MUL_MAT for many columns (prefill), the simplest correct way: cuBLAS GemmEx with F32
+// accumulation. F32 weights multiply F32 activations as they are; F16 and BF16 weights are
+// used in place with the activations converted to the same type; quantized weights are
+// dequantized to F16 by slabs of rows into scratch memory (at most k_slab_bytes) with the
+// activations converted to F16. The tensor-core MMQ kernels of PERFORMANCE.md section 3 are
+// later work.
+#include <cublas_v2.h>
+
+#include <cstdio>
+
+#include "cuda-common.cuh"
+
+namespace {
+
+constexpr size_t   k_slab_bytes = 64u << 20;
+constexpr int      k_threads    = 256;
+constexpr unsigned k_max_blocks = 65535u * 16u;
+
+unsigned grid_for(int64_t n) {
+    const unsigned b = cu_blocks(n, k_threads);
+    return b < k_max_blocks ? b : k_max_blocks;
+}
+
+template <int T>
+__global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int64_t n_items, __half * out) {
+    const int64_t nc = k / 32;
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / nc;
+        const int64_t c = idx % nc;
+        float         v[32];
+        cu_codec<T>::chunk(w + r * w_nb1, c, v);
+        __half * o = out + r * k + 32 * c;
+#pragma unroll
+        for (int j = 0; j < 32; j++) o[j] = __float2half_rn(v[j]);
+    }
+}
+
+struct dequant_launch {
+    ember_cuda_ctx & ctx;
+    const char *     w;
+    int64_t          w_nb1, k, rows;
+    __half *         out;
+    template <int T> void operator()() const {
+        const int64_t n = rows * (k / 32);
+        dequant_f16_kernel<T><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, k, n, out);
+    }
+};
+
+// Columns of one x matrix to a contiguous [k, m] matrix of half or bfloat16.
+template <typename H>
+__global__ void convert_x_kernel(const char * x, int64_t x_nb1, int64_t k, int64_t n_items, H * out) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t c = idx / k;
+        const int64_t i = idx % k;
+        const float   v = reinterpret_cast<const float *>(x + c * x_nb1)[i];
+        if constexpr (sizeof(H) == 2 && std::is_same<H, __half>::value) {
+            out[idx] = __float2half_rn(v);
+        } else {
+            out[idx] = __ushort_as_bfloat16(cu_to_bf16(v));
+        }
+    }
+}
+
+ember_status blas_status(cublasStatus_t st, const char * what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return EMBER_OK;
+    std::fprintf(stderr, "ember: cuda: %s failed: cuBLAS status %d\n", what, static_cast<int>(st));
+    return st == CUBLAS_STATUS_ALLOC_FAILED ? EMBER_ERR_OOM : EMBER_ERR_BACKEND;
+}
+
+}  // namespace
+
+ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wdata, int64_t r0, int64_t r1,
+                                    void * out) {
+    if (r1 <= r0) return EMBER_OK;
+    dequant_launch l{ctx, wdata + r0 * static_cast<int64_t>(w->nb[1]), static_cast<int64_t>(w->nb[1]), w->ne[0], r1 - r0,
+                     static_cast<__half *>(out)};
+    if (!cu_dispatch_chunk_type(w->type, l)) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_check_launch("dequantize to f16");
+}
+
+ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    const ember_tensor * w  = dst->src[0];
+    const ember_tensor * x  = dst->src[1];
+    const int64_t        k  = w->ne[0];
+    const int64_t        n  = w->ne[1];
+    const int64_t        m  = x->ne[1];
+    const int64_t        b2 = x->ne[2] / w->ne[2];
+    const int64_t        b3 = x->ne[3] / w->ne[3];
+    if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (k > INT32_MAX || n > INT32_MAX || m > INT32_MAX) return EMBER_ERR_UNSUPPORTED;
+
+    cublasStatus_t bst = cublasSetStream(ctx.cublas, ctx.stream);
+    if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasSetStream");
+    const float alpha = 1.0f, beta = 0.0f;
+    const int   ldc   = static_cast<int>(dst->nb[1] / sizeof(float));
+
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+            const char * wm = static_cast<const char *>(w->data) + (i2 / b2) * w->nb[2] + (i3 / b3) * w->nb[3];
+            const char * xm = static_cast<const char *>(x->data) + i2 * x->nb[2] + i3 * x->nb[3];
+            char *       ym = static_cast<char *>(dst->data) + i2 * dst->nb[2] + i3 * dst->nb[3];
+
+            if (w->type == EMBER_TYPE_F32) {
+                bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) n, (int) m, (int) k, &alpha, wm, CUDA_R_32F,
+                                   (int) (w->nb[1] / 4), xm, CUDA_R_32F, (int) (x->nb[1] / 4), &beta, ym, CUDA_R_32F, ldc,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (f32)");
+                continue;
+            }
+
+            // Activations in the weight's 16-bit type (F16 for quantized weights).
+            const bool       bf16  = w->type == EMBER_TYPE_BF16;
+            const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+            void *           xh    = ember_cuda_scratch(ctx, 0, static_cast<size_t>(k * m) * 2);
+            if (!xh) return EMBER_ERR_OOM;
+            if (bf16) {
+                convert_x_kernel<__nv_bfloat16><<<grid_for(k * m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, k * m,
+                                                                                               static_cast<__nv_bfloat16 *>(xh));
+            } else {
+                convert_x_kernel<__half><<<grid_for(k * m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, k * m,
+                                                                                       static_cast<__half *>(xh));
+            }
+            ember_status st = ember_cuda_check_launch("convert activations");
+            if (st != EMBER_OK) return st;
+
+            if (w->type == EMBER_TYPE_F16 || bf16) {
+                bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) n, (int) m, (int) k, &alpha, wm, ht,
+                                   (int) (w->nb[1] / 2), xh, ht, (int) k, &beta, ym, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT);
+                if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (16-bit)");
+                continue;
+            }
+
+            // Quantized: slabs of rows dequantized to F16.
+            int64_t slab = static_cast<int64_t>(k_slab_bytes / (static_cast<size_t>(k) * 2));
+            if (slab < 1) slab = 1;
+            if (slab > n) slab = n;
+            void * wh = ember_cuda_scratch(ctx, 1, static_cast<size_t>(slab * k) * 2);
+            if (!wh) return EMBER_ERR_OOM;
+            for (int64_t r0 = 0; r0 < n; r0 += slab) {
+                const int64_t r1 = r0 + slab < n ? r0 + slab : n;
+                st               = ember_cuda_dequant_f16(ctx, w, wm, r0, r1, wh);
+                if (st != EMBER_OK) return st;
+                bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) (r1 - r0), (int) m, (int) k, &alpha, wh,
+                                   CUDA_R_16F, (int) k, xh, CUDA_R_16F, (int) k, &beta, ym + r0 * sizeof(float), CUDA_R_32F, ldc,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (dequantized)");
+            }
+        }
+    }
+    return EMBER_OK;
+}

@@ -1,0 +1,228 @@
+// Row conversion kernels: GET_ROWS (dequantize table rows to F32), SET_ROWS (encode F32 rows
+// into a cache), CPY (any decodable type to any encodable type). One thread per 32-element
+// chunk when a side is quantized, else one thread per element.
+#include "cuda-common.cuh"
+
+namespace {
+
+constexpr int      k_threads    = 256;
+constexpr unsigned k_max_blocks = 65535u * 16u;
+
+unsigned grid_for(int64_t n) {
+    const unsigned b = cu_blocks(n, k_threads);
+    return b < k_max_blocks ? b : k_max_blocks;
+}
+
+__device__ __forceinline__ char * row_at(const cu_tensor & t, int64_t i1, int64_t i2, int64_t i3) {
+    return t.data + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+
+__device__ __forceinline__ void unflatten_row(const cu_tensor & t, int64_t r, int64_t & i1, int64_t & i2, int64_t & i3) {
+    i1 = r % t.ne[1];
+    i2 = (r / t.ne[1]) % t.ne[2];
+    i3 = r / (t.ne[1] * t.ne[2]);
+}
+
+//
+// GET_ROWS
+//
+template <int T>
+__global__ void get_rows_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_chunks_row, int64_t n_items, int * err) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / n_chunks_row;
+        const int64_t c = idx % n_chunks_row;
+        int64_t       i1, i2, i3;
+        unflatten_row(dst, r, i1, i2, i3);
+        const int32_t id = *reinterpret_cast<const int32_t *>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1] + i3 * ids.nb[2]);
+        float *       y  = reinterpret_cast<float *>(row_at(dst, i1, i2, i3)) + 32 * c;
+        if (id < 0 || id >= table.ne[1]) {
+            for (int j = 0; j < 32; j++) y[j] = 0.0f;
+            cu_set_error(err, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        float v[32];
+        cu_codec<T>::chunk(table.data + id * table.nb[1], c, v);
+#pragma unroll
+        for (int j = 0; j < 32; j++) y[j] = v[j];
+    }
+}
+
+// Float tables whose rows are not whole chunks: one thread per element.
+template <int T>
+__global__ void get_rows_elem_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_items, int * err) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / dst.ne[0];
+        const int64_t i = idx % dst.ne[0];
+        int64_t       i1, i2, i3;
+        unflatten_row(dst, r, i1, i2, i3);
+        const int32_t id = *reinterpret_cast<const int32_t *>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1] + i3 * ids.nb[2]);
+        float *       y  = reinterpret_cast<float *>(row_at(dst, i1, i2, i3));
+        if (id < 0 || id >= table.ne[1]) {
+            y[i] = 0.0f;
+            cu_set_error(err, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        y[i] = cu_codec<T>::elem(table.data + id * table.nb[1], i);
+    }
+}
+
+struct get_rows_launch {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    template <int T> void operator()() const {
+        const cu_tensor table = cu_desc(dst->src[0]), ids = cu_desc(dst->src[1]), out = cu_desc(dst);
+        const int64_t   rows  = ember_nrows(dst);
+        if (dst->ne[0] % 32 == 0) {
+            const int64_t nc = dst->ne[0] / 32;
+            get_rows_kernel<T><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(table, ids, out, nc, rows * nc, ctx.d_error);
+        } else {
+            if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
+                get_rows_elem_kernel<T><<<grid_for(rows * dst->ne[0]), k_threads, 0, ctx.stream>>>(table, ids, out, rows * dst->ne[0], ctx.d_error);
+            }
+        }
+    }
+};
+
+//
+// SET_ROWS: source row i goes to destination row idx[i]; when an index repeats, only its last
+// occurrence writes (as the serial CPU loop leaves it).
+//
+template <int T>
+__global__ void set_rows_kernel(cu_tensor dst, cu_tensor rows, const char * idx, int64_t idx_nb0, int64_t blocks_row,
+                                int64_t n_items, int * err) {
+    constexpr int QK = cu_encoder<T>::QK;
+    const int64_t m  = rows.ne[1];
+    for (int64_t it = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; it < n_items; it += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t i  = it / blocks_row;
+        const int64_t b  = it % blocks_row;
+        const int32_t id = *reinterpret_cast<const int32_t *>(idx + i * idx_nb0);
+        if (id < 0 || id >= dst.ne[1]) {
+            if (b == 0) cu_set_error(err, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        bool later = false;
+        for (int64_t j = i + 1; j < m && !later; j++) later = *reinterpret_cast<const int32_t *>(idx + j * idx_nb0) == id;
+        if (later) continue;
+        const float * x = reinterpret_cast<const float *>(rows.data + i * rows.nb[1]) + b * QK;
+        cu_encoder<T>::block(x, dst.data + id * dst.nb[1] + b * dst.nb[0]);
+    }
+}
+
+struct set_rows_launch {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    template <int T> void operator()() const {
+        constexpr int        QK   = cu_encoder<T>::QK;
+        const ember_tensor * rows = dst->src[1];
+        const ember_tensor * idx  = dst->src[2];
+        const int64_t        nb   = dst->ne[0] / QK;
+        const int64_t        n    = nb * rows->ne[1];
+        if (n == 0) return;
+        set_rows_kernel<T><<<grid_for(n), k_threads, 0, ctx.stream>>>(cu_desc(dst), cu_desc(rows), static_cast<const char *>(idx->data),
+                                                                      static_cast<int64_t>(idx->nb[0]), nb, n, ctx.d_error);
+    }
+};
+
+//
+// CPY: chunks of 32 (decoded with the source codec, encoded with the destination encoder) or,
+// between float types with odd rows, single elements.
+//
+template <int TS, int TD>
+__global__ void cpy_chunk_kernel(cu_tensor src, cu_tensor dst, int64_t n_chunks_row, int64_t n_items) {
+    constexpr int QK = cu_encoder<TD>::QK;
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / n_chunks_row;
+        const int64_t c = idx % n_chunks_row;
+        int64_t       i1, i2, i3;
+        unflatten_row(dst, r, i1, i2, i3);
+        float v[32];
+        cu_codec<TS>::chunk(row_at(src, i1, i2, i3), c, v);
+        char * y = row_at(dst, i1, i2, i3) + (32 * c / QK) * dst.nb[0];
+#pragma unroll
+        for (int j = 0; j < 32; j += QK) cu_encoder<TD>::block(v + j, y + (j / QK) * dst.nb[0]);
+    }
+}
+
+template <int TS, int TD>
+__global__ void cpy_elem_kernel(cu_tensor src, cu_tensor dst, int64_t n_items) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / dst.ne[0];
+        const int64_t i = idx % dst.ne[0];
+        int64_t       i1, i2, i3;
+        unflatten_row(dst, r, i1, i2, i3);
+        const float v = cu_codec<TS>::elem(row_at(src, i1, i2, i3), i);
+        cu_encoder<TD>::block(&v, row_at(dst, i1, i2, i3) + i * dst.nb[0]);
+    }
+}
+
+template <int TS> struct cpy_dst_launch {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    template <int TD> void operator()() const {
+        const int64_t rows = ember_nrows(dst);
+        if (dst->ne[0] % 32 == 0) {
+            const int64_t nc = dst->ne[0] / 32;
+            cpy_chunk_kernel<TS, TD><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst), nc, rows * nc);
+        } else {
+            if constexpr ((TS == EMBER_TYPE_F32 || TS == EMBER_TYPE_F16 || TS == EMBER_TYPE_BF16) && cu_encoder<TD>::QK == 1) {
+                cpy_elem_kernel<TS, TD><<<grid_for(rows * dst->ne[0]), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst),
+                                                                                               rows * dst->ne[0]);
+            }
+        }
+    }
+};
+
+struct cpy_src_launch {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    template <int TS> void operator()() const { cu_dispatch_encode_type(dst->type, cpy_dst_launch<TS>{ctx, dst}); }
+};
+
+bool is_float_type(ember_type t) {
+    return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_BF16;
+}
+
+}  // namespace
+
+bool ember_cuda_type_has_chunks(ember_type t) {
+    switch (t) {
+        case EMBER_TYPE_F32: case EMBER_TYPE_F16: case EMBER_TYPE_BF16: case EMBER_TYPE_Q4_0: case EMBER_TYPE_Q4_1:
+        case EMBER_TYPE_Q5_0: case EMBER_TYPE_Q5_1: case EMBER_TYPE_Q8_0: case EMBER_TYPE_Q2_K: case EMBER_TYPE_Q3_K:
+        case EMBER_TYPE_Q4_K: case EMBER_TYPE_Q5_K: case EMBER_TYPE_Q6_K: case EMBER_TYPE_IQ4_NL: case EMBER_TYPE_IQ4_XS:
+            return true;
+        default: return false;
+    }
+}
+
+bool ember_cuda_type_has_encoder(ember_type t) {
+    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+}
+
+bool ember_cuda_type_has_elem(ember_type t) {
+    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+}
+
+bool ember_cuda_supports_cpy(const ember_tensor * dst) {
+    const ember_type ts = dst->src[0]->type, td = dst->type;
+    if (!ember_cuda_type_has_chunks(ts) || !ember_cuda_type_has_encoder(td)) return false;
+    if (dst->ne[0] % 32 == 0) return true;
+    return is_float_type(ts) && is_float_type(td);
+}
+
+ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (!cu_dispatch_chunk_type(dst->src[0]->type, get_rows_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_check_launch("get_rows");
+}
+
+ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    if (!cu_dispatch_encode_type(dst->type, set_rows_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_check_launch("set_rows");
+}
+
+ember_status ember_cuda_cpy(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (!ember_cuda_supports_cpy(dst)) return EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(dst->src[0]->type, cpy_src_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_check_launch("cpy");
+}

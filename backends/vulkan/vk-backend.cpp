@@ -1,0 +1,942 @@
+// The Vulkan backend: instance and device enumeration, lazy logical-device creation, memory
+// (device-local blocks that buffers are sub-allocated from, a host-visible staging buffer
+// when device memory cannot be mapped), pipelines created on first use and cached, and the
+// ember vtables (registry -> device -> stream, buffer type -> buffer). The ops are in
+// vk-ops.cpp, the shaders in shaders/.
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "vk-internal.h"
+#include "vk-shaders.h"
+#include "vulkan-backend.h"
+
+ember_status ember_vk_fail(VkResult r, const char * what, const char * file, int line) {
+    std::fprintf(stderr, "ember: vulkan: %s failed: VkResult %d (%s:%d)\n", what, (int) r, file, line);
+    if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) return EMBER_ERR_OOM;
+    return EMBER_ERR_BACKEND;
+}
+
+namespace {
+
+bool env_flag(const char * name) {
+    const char * v = std::getenv(name);
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+//
+// Instance (one per process, made on first use of the registry entry)
+//
+struct vk_instance_state {
+    std::once_flag                once;
+    VkInstance                    instance  = VK_NULL_HANDLE;
+    VkDebugUtilsMessengerEXT      messenger = VK_NULL_HANDLE;
+    bool                          validation = false;
+    std::vector<vk_device_ctx *>  all;     // by physical-device index
+    std::vector<vk_device_ctx *>  listed;  // the registry's devices, in preference order
+};
+
+vk_instance_state & state() {
+    static vk_instance_state s;
+    return s;
+}
+
+std::atomic<int64_t> g_validation_errors{0};
+
+VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
+                                              const VkDebugUtilsMessengerCallbackDataEXT * data, void *) {
+    if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+        g_validation_errors++;
+        std::fprintf(stderr, "ember: vulkan validation error: %s\n", data && data->pMessage ? data->pMessage : "?");
+    } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        std::fprintf(stderr, "ember: vulkan validation warning: %s\n", data && data->pMessage ? data->pMessage : "?");
+    }
+    return VK_FALSE;
+}
+
+bool has_layer(const char * name) {
+    uint32_t n = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkLayerProperties> layers(n);
+    if (vkEnumerateInstanceLayerProperties(&n, layers.data()) != VK_SUCCESS) return false;
+    for (const auto & l : layers) {
+        if (std::strcmp(l.layerName, name) == 0) return true;
+    }
+    return false;
+}
+
+bool has_instance_extension(const char * name) {
+    uint32_t n = 0;
+    if (vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> exts(n);
+    if (vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+    for (const auto & e : exts) {
+        if (std::strcmp(e.extensionName, name) == 0) return true;
+    }
+    return false;
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+        default: return 3;
+    }
+}
+
+void init_device_vtables(vk_device_ctx * dc);
+
+// Creates the instance and enumerates the devices; failures leave no devices (and say why once).
+void init_instance() {
+    vk_instance_state & s = state();
+    uint32_t api = 0;
+    if (vkEnumerateInstanceVersion(&api) != VK_SUCCESS || api < VK_API_VERSION_1_1) return;  // 1.0 loader: no device for us
+
+    std::vector<const char *> layers, exts;
+    if (env_flag("EMBER_VULKAN_VALIDATE")) {
+        if (has_layer("VK_LAYER_KHRONOS_validation") && has_instance_extension(VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+            layers.push_back("VK_LAYER_KHRONOS_validation");
+            exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+            s.validation = true;
+        } else {
+            std::fprintf(stderr, "ember: vulkan: EMBER_VULKAN_VALIDATE is set but VK_LAYER_KHRONOS_validation is not "
+                                 "installed (Debian: vulkan-validationlayers)\n");
+        }
+    }
+    VkApplicationInfo app{};
+    app.sType              = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+    app.pApplicationName   = "ember";
+    app.pEngineName        = "ember";
+    app.apiVersion         = VK_API_VERSION_1_1;
+    VkInstanceCreateInfo ci{};
+    ci.sType                   = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+    ci.pApplicationInfo        = &app;
+    ci.enabledLayerCount       = (uint32_t) layers.size();
+    ci.ppEnabledLayerNames     = layers.data();
+    ci.enabledExtensionCount   = (uint32_t) exts.size();
+    ci.ppEnabledExtensionNames = exts.data();
+    if (vkCreateInstance(&ci, nullptr, &s.instance) != VK_SUCCESS) {
+        s.instance   = VK_NULL_HANDLE;
+        s.validation = false;
+        return;
+    }
+    if (s.validation) {
+        auto create = (PFN_vkCreateDebugUtilsMessengerEXT) vkGetInstanceProcAddr(s.instance, "vkCreateDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerCreateInfoEXT mi{};
+        mi.sType           = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+        mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+        mi.messageType     = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+        mi.pfnUserCallback = debug_callback;
+        if (!create || create(s.instance, &mi, nullptr, &s.messenger) != VK_SUCCESS) s.validation = false;
+    }
+
+    uint32_t n = 0;
+    if (vkEnumeratePhysicalDevices(s.instance, &n, nullptr) != VK_SUCCESS) return;
+    std::vector<VkPhysicalDevice> phys(n);
+    if (vkEnumeratePhysicalDevices(s.instance, &n, phys.data()) != VK_SUCCESS) return;
+    for (uint32_t i = 0; i < n; i++) {
+        auto * dc  = new vk_device_ctx;
+        dc->index  = i;
+        dc->phys   = phys[i];
+        dc->name   = "vulkan:" + std::to_string(i);
+        vkGetPhysicalDeviceProperties(phys[i], &dc->props);
+        vkGetPhysicalDeviceMemoryProperties(phys[i], &dc->mem_props);
+        dc->description = dc->props.deviceName;
+        dc->is_cpu      = dc->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        VkPhysicalDeviceSubgroupProperties sg{};
+        sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+        VkPhysicalDeviceProperties2 p2{};
+        p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        p2.pNext = &sg;
+        vkGetPhysicalDeviceProperties2(phys[i], &p2);
+        dc->subgroup_size  = sg.subgroupSize;
+        dc->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                             (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                             (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) && sg.subgroupSize >= 1 &&
+                             sg.subgroupSize <= 128;
+        init_device_vtables(dc);
+        s.all.push_back(dc);
+    }
+    // Devices of Vulkan 1.1 or later, best kind first; CPU implementations only on request.
+    const bool allow_cpu = env_flag("EMBER_VULKAN_ALLOW_CPU");
+    std::vector<vk_device_ctx *> order;
+    for (vk_device_ctx * dc : s.all) {
+        if (dc->props.apiVersion >= VK_API_VERSION_1_1) order.push_back(dc);
+    }
+    std::stable_sort(order.begin(), order.end(), [](vk_device_ctx * a, vk_device_ctx * b) {
+        return type_rank(a->props.deviceType) < type_rank(b->props.deviceType);
+    });
+    for (vk_device_ctx * dc : order) {
+        if (!dc->is_cpu || allow_cpu) s.listed.push_back(dc);
+    }
+}
+
+vk_instance_state & instance() {
+    vk_instance_state & s = state();
+    std::call_once(s.once, init_instance);
+    return s;
+}
+
+//
+// Memory
+//
+uint32_t find_mem_type(const vk_device_ctx * dc, uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0) {
+    for (uint32_t i = 0; i < dc->mem_props.memoryTypeCount; i++) {
+        const VkMemoryPropertyFlags f = dc->mem_props.memoryTypes[i].propertyFlags;
+        if ((bits & (1u << i)) && (f & want) == want && (f & avoid) == 0) return i;
+    }
+    return UINT32_MAX;
+}
+
+// Takes `size` bytes aligned to `align` from a block of memory type `type` (a new block when
+// none has room). Called with dc->mutex held.
+ember_status mem_alloc(vk_device_ctx * dc, uint32_t type, bool map, VkDeviceSize size, VkDeviceSize align,
+                       vk_mem_block ** blk_out, VkDeviceSize * off_out, std::vector<vk_mem_block *> & blocks) {
+    for (vk_mem_block * b : blocks) {
+        if (b->type != type) continue;
+        for (auto it = b->free_ranges.begin(); it != b->free_ranges.end(); ++it) {
+            const VkDeviceSize start = (it->first + align - 1) / align * align;
+            if (start + size > it->first + it->second) continue;
+            const VkDeviceSize r_off = it->first, r_size = it->second;
+            b->free_ranges.erase(it);
+            if (start > r_off) b->free_ranges[r_off] = start - r_off;
+            if (start + size < r_off + r_size) b->free_ranges[start + size] = r_off + r_size - (start + size);
+            *blk_out = b;
+            *off_out = start;
+            return EMBER_OK;
+        }
+    }
+    const VkDeviceSize bsize = std::max(size, dc->block_size);
+    VkMemoryAllocateInfo ai{};
+    ai.sType           = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    ai.allocationSize  = bsize;
+    ai.memoryTypeIndex = type;
+    VkDeviceMemory mem = VK_NULL_HANDLE;
+    const VkResult r   = vkAllocateMemory(dc->dev, &ai, nullptr, &mem);
+    if (r != VK_SUCCESS) {
+        std::fprintf(stderr, "ember: vulkan: %s: cannot allocate %.1f MiB of device memory (VkResult %d)\n", dc->name.c_str(),
+                     bsize / (1024.0 * 1024.0), (int) r);
+        return EMBER_ERR_OOM;
+    }
+    auto * b   = new vk_mem_block;
+    b->memory  = mem;
+    b->size    = bsize;
+    b->type    = type;
+    if (map && vkMapMemory(dc->dev, mem, 0, VK_WHOLE_SIZE, 0, &b->mapped) != VK_SUCCESS) {
+        vkFreeMemory(dc->dev, mem, nullptr);
+        delete b;
+        return EMBER_ERR_BACKEND;
+    }
+    if (size < bsize) b->free_ranges[size] = bsize - size;
+    blocks.push_back(b);
+    *blk_out = b;
+    *off_out = 0;
+    return EMBER_OK;
+}
+
+// Returns a range; a block left empty is released. Called with dc->mutex held.
+void mem_free(vk_device_ctx * dc, vk_mem_block * b, VkDeviceSize off, VkDeviceSize size, std::vector<vk_mem_block *> & blocks) {
+    auto & fr = b->free_ranges;
+    auto   it = fr.emplace(off, size).first;
+    auto   nx = std::next(it);
+    if (nx != fr.end() && it->first + it->second == nx->first) {
+        it->second += nx->second;
+        fr.erase(nx);
+    }
+    if (it != fr.begin()) {
+        auto pv = std::prev(it);
+        if (pv->first + pv->second == it->first) {
+            pv->second += it->second;
+            fr.erase(it);
+        }
+    }
+    if (fr.size() == 1 && fr.begin()->first == 0 && fr.begin()->second == b->size) {
+        if (b->mapped) vkUnmapMemory(dc->dev, b->memory);
+        vkFreeMemory(dc->dev, b->memory, nullptr);
+        blocks.erase(std::find(blocks.begin(), blocks.end(), b));
+        delete b;
+    }
+}
+
+ember_status create_buffer(vk_device_ctx * dc, VkDeviceSize size, uint32_t type, bool map, std::vector<vk_mem_block *> & blocks,
+                           vk_buffer_ctx * out) {
+    VkBufferCreateInfo bi{};
+    bi.sType       = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bi.size        = std::max<VkDeviceSize>(size, 4);
+    bi.usage       = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    EMBER_VK_CHECK(vkCreateBuffer(dc->dev, &bi, nullptr, &out->buffer), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dc->dev, out->buffer, &req);
+    if (!(req.memoryTypeBits & (1u << type))) {
+        vkDestroyBuffer(dc->dev, out->buffer, nullptr);
+        std::fprintf(stderr, "ember: vulkan: %s: no usable memory type for storage buffers\n", dc->name.c_str());
+        return EMBER_ERR_BACKEND;
+    }
+    ember_status st = mem_alloc(dc, type, map, req.size, req.alignment, &out->block, &out->offset, blocks);
+    if (st != EMBER_OK) {
+        vkDestroyBuffer(dc->dev, out->buffer, nullptr);
+        return st;
+    }
+    out->dc    = dc;
+    out->size  = size;
+    out->alloc = req.size;
+    const VkResult r = vkBindBufferMemory(dc->dev, out->buffer, out->block->memory, out->offset);
+    if (r != VK_SUCCESS) {
+        mem_free(dc, out->block, out->offset, out->alloc, blocks);
+        vkDestroyBuffer(dc->dev, out->buffer, nullptr);
+        return ember_vk_fail(r, "vkBindBufferMemory", __FILE__, __LINE__);
+    }
+    return EMBER_OK;
+}
+
+}  // namespace
+
+//
+// Logical device (first use)
+//
+static ember_status device_init(vk_device_ctx * dc) {
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, qf.data());
+    dc->queue_family = UINT32_MAX;
+    for (uint32_t i = 0; i < nq; i++) {  // a compute-only family first (often an async queue), else any
+        if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+            dc->queue_family = i;
+            break;
+        }
+    }
+    for (uint32_t i = 0; i < nq && dc->queue_family == UINT32_MAX; i++) {
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) dc->queue_family = i;
+    }
+    if (dc->queue_family == UINT32_MAX) {
+        std::fprintf(stderr, "ember: vulkan: %s (%s) has no compute queue\n", dc->name.c_str(), dc->description.c_str());
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    const float             prio = 1.0f;
+    VkDeviceQueueCreateInfo qi{};
+    qi.sType            = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    qi.queueFamilyIndex = dc->queue_family;
+    qi.queueCount       = 1;
+    qi.pQueuePriorities = &prio;
+    VkDeviceCreateInfo di{};
+    di.sType                = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos    = &qi;
+    EMBER_VK_CHECK(vkCreateDevice(dc->phys, &di, nullptr, &dc->dev), "vkCreateDevice");
+    vkGetDeviceQueue(dc->dev, dc->queue_family, 0, &dc->queue);
+
+    VkDescriptorSetLayoutBinding b[k_vk_bindings]{};
+    for (uint32_t i = 0; i < k_vk_bindings; i++) {
+        b[i].binding         = i;
+        b[i].descriptorType  = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        b[i].descriptorCount = 1;
+        b[i].stageFlags      = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo li{};
+    li.sType        = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+    li.bindingCount = k_vk_bindings;
+    li.pBindings    = b;
+    EMBER_VK_CHECK(vkCreateDescriptorSetLayout(dc->dev, &li, nullptr, &dc->dsl), "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, k_vk_push_words * 4};
+    VkPipelineLayoutCreateInfo pli{};
+    pli.sType                  = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+    pli.setLayoutCount         = 1;
+    pli.pSetLayouts            = &dc->dsl;
+    pli.pushConstantRangeCount = 1;
+    pli.pPushConstantRanges    = &pr;
+    EMBER_VK_CHECK(vkCreatePipelineLayout(dc->dev, &pli, nullptr, &dc->layout), "vkCreatePipelineLayout");
+
+    // Memory types: device-local for every ember buffer (mapped directly when it is also
+    // host-visible and coherent: integrated GPUs, lavapipe); host-visible coherent staging.
+    VkBufferCreateInfo bi{};
+    bi.sType       = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bi.size        = 4096;
+    bi.usage       = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer probe = VK_NULL_HANDLE;
+    EMBER_VK_CHECK(vkCreateBuffer(dc->dev, &bi, nullptr, &probe), "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dc->dev, probe, &req);
+    vkDestroyBuffer(dc->dev, probe, nullptr);
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    const bool no_uma = std::getenv("EMBER_VULKAN_NO_UMA") && std::strcmp(std::getenv("EMBER_VULKAN_NO_UMA"), "0") != 0;
+    dc->mem_type_device = no_uma ? UINT32_MAX : find_mem_type(dc, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | hv);
+    dc->device_mem_mapped = dc->mem_type_device != UINT32_MAX;
+    if (!dc->device_mem_mapped) {
+        dc->mem_type_device = find_mem_type(dc, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+        if (dc->mem_type_device == UINT32_MAX) dc->mem_type_device = find_mem_type(dc, req.memoryTypeBits, 0);
+    }
+    dc->mem_type_staging = find_mem_type(dc, req.memoryTypeBits, hv | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (dc->mem_type_staging == UINT32_MAX) dc->mem_type_staging = find_mem_type(dc, req.memoryTypeBits, hv);
+    if (dc->mem_type_device == UINT32_MAX || dc->mem_type_staging == UINT32_MAX) {
+        std::fprintf(stderr, "ember: vulkan: %s: no suitable memory types\n", dc->name.c_str());
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    dc->block_size = std::min<VkDeviceSize>(64ull << 20, dc->props.limits.maxStorageBufferRange);
+
+    VkCommandPoolCreateInfo pi{};
+    pi.sType            = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pi.flags            = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = dc->queue_family;
+    EMBER_VK_CHECK(vkCreateCommandPool(dc->dev, &pi, nullptr, &dc->xfer_pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType              = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool        = dc->xfer_pool;
+    ai.level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &dc->xfer_cb), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    EMBER_VK_CHECK(vkCreateFence(dc->dev, &fi, nullptr, &dc->xfer_fence), "vkCreateFence");
+    if (!dc->device_mem_mapped) {
+        vk_buffer_ctx st;
+        dc->staging_size = 16ull << 20;
+        const ember_status s = create_buffer(dc, dc->staging_size, dc->mem_type_staging, true, dc->blocks, &st);
+        if (s != EMBER_OK) return s;
+        dc->staging     = st.buffer;
+        dc->staging_blk = st.block;
+        // The staging buffer is the only buffer of its block (the block size is its size).
+        if (st.offset != 0) return EMBER_ERR_INTERNAL;
+    }
+    return EMBER_OK;
+}
+
+ember_status ember_vk_ensure_init(vk_device_ctx * dc) {
+    std::lock_guard<std::mutex> lock(dc->mutex);
+    if (!dc->init_done) {
+        dc->init_done   = true;
+        dc->init_status = device_init(dc);
+        if (dc->init_status != EMBER_OK) {
+            std::fprintf(stderr, "ember: vulkan: %s (%s) cannot be used\n", dc->name.c_str(), dc->description.c_str());
+        }
+    }
+    return dc->init_status;
+}
+
+ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out) {
+    std::lock_guard<std::mutex> lock(dc->mutex);
+    const std::string key = shader + "/" + std::to_string(wg);
+    auto              it  = dc->pipelines.find(key);
+    if (it != dc->pipelines.end()) {
+        *out = it->second;
+        return EMBER_OK;
+    }
+    VkShaderModule & mod = dc->modules[shader];
+    if (mod == VK_NULL_HANDLE) {
+        const ember_vk_shader_blob * blob = nullptr;
+        for (size_t i = 0; i < ember_vk_shader_blob_count; i++) {
+            if (shader == ember_vk_shader_blobs[i].name) blob = &ember_vk_shader_blobs[i];
+        }
+        if (!blob) {
+            std::fprintf(stderr, "ember: vulkan: no shader '%s' in this build\n", shader.c_str());
+            return EMBER_ERR_INTERNAL;
+        }
+        VkShaderModuleCreateInfo mi{};
+        mi.sType    = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+        mi.codeSize = blob->n_words * 4;
+        mi.pCode    = blob->words;
+        EMBER_VK_CHECK(vkCreateShaderModule(dc->dev, &mi, nullptr, &mod), "vkCreateShaderModule");
+    }
+    // Specialization constant 0: the workgroup size (local_size_x_id = 0).
+    VkSpecializationMapEntry me{0, 0, sizeof(uint32_t)};
+    VkSpecializationInfo     si{1, &me, sizeof(uint32_t), &wg};
+    VkComputePipelineCreateInfo ci{};
+    ci.sType        = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    ci.stage.sType  = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage  = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = mod;
+    ci.stage.pName  = "main";
+    ci.stage.pSpecializationInfo = &si;
+    ci.layout       = dc->layout;
+    VkPipeline p    = VK_NULL_HANDLE;
+    EMBER_VK_CHECK(vkCreateComputePipelines(dc->dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
+    dc->pipelines[key] = p;
+    *out               = p;
+    return EMBER_OK;
+}
+
+ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out) {
+    vk_device_ctx * dc = sc->dc;
+    for (;;) {
+        if (sc->desc_pool_cur == sc->desc_pools.size()) {
+            VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 512 * k_vk_bindings};
+            VkDescriptorPoolCreateInfo pi{};
+            pi.sType         = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+            pi.maxSets       = 512;
+            pi.poolSizeCount = 1;
+            pi.pPoolSizes    = &ps;
+            VkDescriptorPool pool = VK_NULL_HANDLE;
+            EMBER_VK_CHECK(vkCreateDescriptorPool(dc->dev, &pi, nullptr, &pool), "vkCreateDescriptorPool");
+            sc->desc_pools.push_back(pool);
+        }
+        VkDescriptorSetAllocateInfo ai{};
+        ai.sType              = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+        ai.descriptorPool     = sc->desc_pools[sc->desc_pool_cur];
+        ai.descriptorSetCount = 1;
+        ai.pSetLayouts        = &dc->dsl;
+        const VkResult r      = vkAllocateDescriptorSets(dc->dev, &ai, out);
+        if (r == VK_SUCCESS) return EMBER_OK;
+        if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) {
+            return ember_vk_fail(r, "vkAllocateDescriptorSets", __FILE__, __LINE__);
+        }
+        sc->desc_pool_cur++;  // this pool is full: the next one (made above when needed)
+    }
+}
+
+// Waits until every submission on the device's queue is done (before host access).
+static void device_wait_idle(vk_device_ctx * dc) {
+    std::lock_guard<std::mutex> lock(dc->queue_mutex);
+    vkQueueWaitIdle(dc->queue);
+}
+
+// Runs one recorded transfer command buffer and waits for it. Called with xfer_mutex held.
+static ember_status xfer_submit(vk_device_ctx * dc) {
+    EMBER_VK_CHECK(vkEndCommandBuffer(dc->xfer_cb), "vkEndCommandBuffer");
+    VkSubmitInfo si{};
+    si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers    = &dc->xfer_cb;
+    {
+        std::lock_guard<std::mutex> lock(dc->queue_mutex);
+        EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, dc->xfer_fence), "vkQueueSubmit");
+    }
+    EMBER_VK_CHECK(vkWaitForFences(dc->dev, 1, &dc->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    EMBER_VK_CHECK(vkResetFences(dc->dev, 1, &dc->xfer_fence), "vkResetFences");
+    return EMBER_OK;
+}
+
+static ember_status xfer_begin(vk_device_ctx * dc) {
+    EMBER_VK_CHECK(vkResetCommandBuffer(dc->xfer_cb, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    EMBER_VK_CHECK(vkBeginCommandBuffer(dc->xfer_cb, &bi), "vkBeginCommandBuffer");
+    return EMBER_OK;
+}
+
+// Host <-> buffer copies through the staging buffer, in chunks of its size.
+static ember_status staged_copy(vk_buffer_ctx * bc, VkDeviceSize off, void * host, size_t size, bool to_device) {
+    vk_device_ctx *             dc = bc->dc;
+    std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+    char *                      h = static_cast<char *>(host);
+    for (size_t done = 0; done < size;) {
+        const size_t n = std::min<size_t>(size - done, dc->staging_size);
+        if (to_device) std::memcpy(dc->staging_blk->mapped, h + done, n);
+        ember_status st = xfer_begin(dc);
+        if (st != EMBER_OK) return st;
+        VkBufferCopy cp{};
+        cp.size = n;
+        if (to_device) {
+            cp.dstOffset = off + done;
+            vkCmdCopyBuffer(dc->xfer_cb, dc->staging, bc->buffer, 1, &cp);
+        } else {
+            cp.srcOffset = off + done;
+            vkCmdCopyBuffer(dc->xfer_cb, bc->buffer, dc->staging, 1, &cp);
+        }
+        VkMemoryBarrier mb{};
+        mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT;
+        vkCmdPipelineBarrier(dc->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+        st = xfer_submit(dc);
+        if (st != EMBER_OK) return st;
+        if (!to_device) std::memcpy(h + done, dc->staging_blk->mapped, n);
+        done += n;
+    }
+    return EMBER_OK;
+}
+
+//
+// Buffer
+//
+static vk_buffer_ctx * bctx(ember_buffer * buf) { return static_cast<vk_buffer_ctx *>(buf->context); }
+
+static void vk_buffer_free(ember_buffer * buf) {
+    vk_buffer_ctx * bc = bctx(buf);
+    vk_device_ctx * dc = bc->dc;
+    device_wait_idle(dc);  // the GPU may still read it
+    {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        vkDestroyBuffer(dc->dev, bc->buffer, nullptr);
+        mem_free(dc, bc->block, bc->offset, bc->alloc, dc->blocks);
+    }
+    delete bc;
+    delete buf;
+}
+
+static void * vk_buffer_get_base(ember_buffer *) { return reinterpret_cast<void *>(k_vk_base); }
+
+static size_t tensor_offset(const ember_tensor * t) {
+    return static_cast<size_t>(reinterpret_cast<uintptr_t>(t->data) - k_vk_base);
+}
+
+// The vtable has no status for set/get: a failed transfer is reported and leaves the data as it was.
+static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
+    vk_buffer_ctx * bc  = bctx(buf);
+    const size_t    off = tensor_offset(t) + offset;
+    device_wait_idle(bc->dc);
+    if (bc->block->mapped) {
+        std::memcpy(static_cast<char *>(bc->block->mapped) + bc->offset + off, data, size);
+    } else if (staged_copy(bc, off, const_cast<void *>(data), size, true) != EMBER_OK) {
+        std::fprintf(stderr, "ember: vulkan: upload of %zu bytes to '%s' failed\n", size, t->name);
+    }
+}
+
+static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
+    vk_buffer_ctx * bc  = bctx(buf);
+    const size_t    off = tensor_offset(t) + offset;
+    device_wait_idle(bc->dc);
+    if (bc->block->mapped) {
+        std::memcpy(data, static_cast<const char *>(bc->block->mapped) + bc->offset + off, size);
+    } else if (staged_copy(bc, off, data, size, false) != EMBER_OK) {
+        std::fprintf(stderr, "ember: vulkan: download of %zu bytes from '%s' failed\n", size, t->name);
+        std::memset(data, 0, size);
+    }
+}
+
+static void vk_buffer_clear(ember_buffer * buf, uint8_t value) {
+    vk_buffer_ctx * bc = bctx(buf);
+    vk_device_ctx * dc = bc->dc;
+    device_wait_idle(dc);
+    if (bc->block->mapped) {
+        std::memset(static_cast<char *>(bc->block->mapped) + bc->offset, value, bc->size);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+    if (xfer_begin(dc) != EMBER_OK) return;
+    vkCmdFillBuffer(dc->xfer_cb, bc->buffer, 0, VK_WHOLE_SIZE, 0x01010101u * value);
+    VkMemoryBarrier mb{};
+    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(dc->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                         nullptr, 0, nullptr);
+    if (xfer_submit(dc) != EMBER_OK) std::fprintf(stderr, "ember: vulkan: buffer clear failed\n");
+}
+
+static const ember_buffer_i k_vk_buffer_i = {
+    /* .free_buffer = */ vk_buffer_free,
+    /* .get_base    = */ vk_buffer_get_base,
+    /* .set_tensor  = */ vk_buffer_set_tensor,
+    /* .get_tensor  = */ vk_buffer_get_tensor,
+    /* .cpy_tensor  = */ nullptr,
+    /* .clear       = */ vk_buffer_clear,
+};
+
+bool ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf) {
+    return buf && buf->buft == &dc->buft;
+}
+
+//
+// Buffer type
+//
+static vk_device_ctx * dctx_of_buft(ember_buffer_type * buft) { return static_cast<vk_device_ctx *>(buft->context); }
+
+static const char * vk_buft_name(ember_buffer_type * buft) { return dctx_of_buft(buft)->name.c_str(); }
+
+static ember_status vk_buft_alloc(ember_buffer_type * buft, size_t size, ember_buffer ** out) {
+    *out               = nullptr;
+    vk_device_ctx * dc = dctx_of_buft(buft);
+    ember_status    st = ember_vk_ensure_init(dc);
+    if (st != EMBER_OK) return st;
+    auto * bc = new (std::nothrow) vk_buffer_ctx;
+    if (!bc) return EMBER_ERR_OOM;
+    {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        st = create_buffer(dc, size, dc->mem_type_device, dc->device_mem_mapped, dc->blocks, bc);
+    }
+    if (st != EMBER_OK) {
+        std::fprintf(stderr, "ember: vulkan: %s: failed to allocate a buffer of %.1f MiB\n", dc->name.c_str(),
+                     size / (1024.0 * 1024.0));
+        delete bc;
+        return st;
+    }
+    auto * buf = new (std::nothrow) ember_buffer;
+    if (!buf) {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        vkDestroyBuffer(dc->dev, bc->buffer, nullptr);
+        mem_free(dc, bc->block, bc->offset, bc->alloc, dc->blocks);
+        delete bc;
+        return EMBER_ERR_OOM;
+    }
+    buf->iface   = k_vk_buffer_i;
+    buf->buft    = buft;
+    buf->context = bc;
+    buf->size    = size;
+    buf->usage   = EMBER_BUFFER_USAGE_ANY;
+    *out         = buf;
+    return EMBER_OK;
+}
+
+static size_t vk_buft_alignment(ember_buffer_type * buft) {
+    // Tensor offsets are rounded down to this when bound, so any multiple works; 256 keeps
+    // every binding offset legal on every implementation (the limit is at most 256).
+    return std::max<size_t>(256, dctx_of_buft(buft)->props.limits.minStorageBufferOffsetAlignment);
+}
+
+static size_t vk_buft_max_size(ember_buffer_type * buft) {
+    const vk_device_ctx * dc = dctx_of_buft(buft);
+    return std::min<size_t>(dc->props.limits.maxStorageBufferRange, (size_t) 1 << 32);
+}
+
+static bool vk_buft_is_host(ember_buffer_type *) { return false; }
+
+//
+// Stream
+//
+static vk_stream_ctx * sctx(ember_stream * s) { return static_cast<vk_stream_ctx *>(s->context); }
+
+static const char * vk_stream_get_name(ember_stream * s) { return sctx(s)->dc->name.c_str(); }
+
+static void stream_wait(vk_stream_ctx * sc) {
+    if (!sc->pending) return;
+    vkWaitForFences(sc->dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX);
+    vkResetFences(sc->dc->dev, 1, &sc->fence);
+    sc->pending = false;
+}
+
+static void vk_stream_free(ember_stream * s) {
+    vk_stream_ctx * sc = sctx(s);
+    stream_wait(sc);
+    for (VkDescriptorPool p : sc->desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
+    if (sc->fence) vkDestroyFence(sc->dc->dev, sc->fence, nullptr);
+    if (sc->pool) vkDestroyCommandPool(sc->dc->dev, sc->pool, nullptr);
+    delete sc;
+    delete s;
+}
+
+static void vk_stream_synchronize(ember_stream * s) { stream_wait(sctx(s)); }
+
+static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+    vk_stream_ctx * sc = sctx(s);
+    vk_device_ctx * dc = sc->dc;
+    if (!g || node_begin < 0 || node_begin > node_end || (size_t) node_end > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+    // Check every node first, so a graph either runs or fails before touching memory.
+    for (int32_t i = node_begin; i < node_end; i++) {
+        const ember_tensor * node = g->nodes[i];
+        if (!ember_vk_supports_op(dc, node)) {
+            std::fprintf(stderr, "ember: vulkan: unsupported node %d '%s' (%s)\n", i, node->name, ember_op_name(node->op));
+            return EMBER_ERR_UNSUPPORTED;
+        }
+        if (node->op == EMBER_OP_VIEW) continue;
+        if (!ember_vk_is_own_buffer(dc, node->buffer)) return EMBER_ERR_INTERNAL;
+        for (int j = 0; j < EMBER_MAX_SRC; j++) {
+            if (node->src[j] && !ember_vk_is_own_buffer(dc, node->src[j]->buffer)) {
+                std::fprintf(stderr, "ember: vulkan: node '%s' reads '%s', which is not in %s memory\n", node->name,
+                             node->src[j]->name, dc->name.c_str());
+                return EMBER_ERR_INTERNAL;
+            }
+        }
+    }
+    if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
+    stream_wait(sc);
+    for (VkDescriptorPool p : sc->desc_pools) vkResetDescriptorPool(dc->dev, p, 0);
+    sc->desc_pool_cur = 0;
+
+    EMBER_VK_CHECK(vkResetCommandBuffer(sc->cb, 0), "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    EMBER_VK_CHECK(vkBeginCommandBuffer(sc->cb, &bi), "vkBeginCommandBuffer");
+    ember_status st = EMBER_OK;
+    for (int32_t i = node_begin; i < node_end && st == EMBER_OK; i++) st = ember_vk_record_node(sc, g->nodes[i]);
+    // The host reads the results after the fence.
+    VkMemoryBarrier mb{};
+    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                         1, &mb, 0, nullptr, 0, nullptr);
+    EMBER_VK_CHECK(vkEndCommandBuffer(sc->cb), "vkEndCommandBuffer");
+    if (st != EMBER_OK) return st;
+    VkSubmitInfo si{};
+    si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers    = &sc->cb;
+    {
+        std::lock_guard<std::mutex> lock(dc->queue_mutex);
+        EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
+    }
+    sc->pending = true;
+    return EMBER_OK;
+}
+
+static void vk_stream_set_abort_callback(ember_stream * s, ember_abort_callback cb, void * user_data) {
+    sctx(s)->abort_cb = cb;
+    sctx(s)->abort_ud = user_data;
+}
+
+static const ember_stream_i k_vk_stream_i = {
+    /* .get_name           = */ vk_stream_get_name,
+    /* .free_stream        = */ vk_stream_free,
+    /* .graph_compute      = */ vk_stream_graph_compute,
+    /* .synchronize        = */ vk_stream_synchronize,
+    /* .set_n_threads      = */ nullptr,
+    /* .set_abort_callback = */ vk_stream_set_abort_callback,
+    /* .event_record       = */ nullptr,
+    /* .event_wait         = */ nullptr,
+};
+
+static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
+    vk_device_ctx *         dc = sc->dc;
+    VkCommandPoolCreateInfo pi{};
+    pi.sType            = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pi.flags            = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = dc->queue_family;
+    EMBER_VK_CHECK(vkCreateCommandPool(dc->dev, &pi, nullptr, &sc->pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType              = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool        = sc->pool;
+    ai.level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &sc->cb), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    EMBER_VK_CHECK(vkCreateFence(dc->dev, &fi, nullptr, &sc->fence), "vkCreateFence");
+    return EMBER_OK;
+}
+
+//
+// Device
+//
+static vk_device_ctx * dctx(ember_device * dev) { return static_cast<vk_device_ctx *>(dev->context); }
+
+static const char * vk_dev_get_name(ember_device * dev) { return dctx(dev)->name.c_str(); }
+static const char * vk_dev_get_description(ember_device * dev) { return dctx(dev)->description.c_str(); }
+
+static void vk_dev_get_props(ember_device * dev, ember_device_props * props) {
+    vk_device_ctx * dc = dctx(dev);
+    std::memset(props, 0, sizeof(*props));
+    props->name        = dc->name.c_str();
+    props->description = dc->description.c_str();
+    size_t total       = 0;
+    for (uint32_t i = 0; i < dc->mem_props.memoryHeapCount; i++) {
+        if (dc->mem_props.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) total = std::max<size_t>(total, dc->mem_props.memoryHeaps[i].size);
+    }
+    props->memory_total       = total;
+    props->memory_free        = total;  // VK_EXT_memory_budget would say more (later)
+    props->type               = EMBER_DEVICE_TYPE_GPU;
+    props->caps.async         = 1;
+    props->caps.subgroup_size = (int32_t) dc->subgroup_size;
+}
+
+static ember_buffer_type * vk_dev_get_buffer_type(ember_device * dev) { return &dctx(dev)->buft; }
+
+static ember_status vk_dev_init_stream(ember_device * dev, const ember_stream_params *, ember_stream ** out) {
+    *out               = nullptr;
+    vk_device_ctx * dc = dctx(dev);
+    ember_status    st = ember_vk_ensure_init(dc);
+    if (st != EMBER_OK) return st;
+    auto * sc = new (std::nothrow) vk_stream_ctx;
+    if (!sc) return EMBER_ERR_OOM;
+    sc->dc = dc;
+    auto * s = new (std::nothrow) ember_stream{k_vk_stream_i, dev, sc};
+    if (!s) {
+        delete sc;
+        return EMBER_ERR_OOM;
+    }
+    st = vk_stream_init_objects(sc);
+    if (st != EMBER_OK) {
+        vk_stream_free(s);
+        return st;
+    }
+    *out = s;
+    return EMBER_OK;
+}
+
+static bool vk_dev_supports_op(ember_device * dev, const ember_tensor * op) { return ember_vk_supports_op(dctx(dev), op); }
+
+static bool vk_dev_supports_buft(ember_device * dev, ember_buffer_type * buft) { return buft == &dctx(dev)->buft; }
+
+//
+// Registry entry
+//
+static const char * vk_reg_get_name(ember_backend_reg *) { return "vulkan"; }
+
+static size_t vk_reg_get_device_count(ember_backend_reg *) { return instance().listed.size(); }
+
+static ember_device * vk_reg_get_device(ember_backend_reg *, size_t index) {
+    vk_instance_state & s = instance();
+    return index < s.listed.size() ? &s.listed[index]->device : nullptr;
+}
+
+static void * vk_reg_get_proc_address(ember_backend_reg *, const char * name) {
+    if (name && std::strcmp(name, "ember_find_device") == 0) {
+        ember_device * (*fn)(ember_backend_reg *, const char *) = [](ember_backend_reg *, const char * n) {
+            return ember_vulkan_find_device(n);
+        };
+        return reinterpret_cast<void *>(fn);
+    }
+    return nullptr;
+}
+
+static ember_backend_reg g_vk_reg = {
+    /* .api_version = */ EMBER_BACKEND_API_VERSION,
+    /* .struct_size = */ sizeof(ember_backend_reg),
+    /* .iface       = */ {
+        /* .get_name         = */ vk_reg_get_name,
+        /* .get_device_count = */ vk_reg_get_device_count,
+        /* .get_device       = */ vk_reg_get_device,
+        /* .get_proc_address = */ vk_reg_get_proc_address,
+    },
+    /* .context     = */ nullptr,
+};
+
+namespace {
+void init_device_vtables(vk_device_ctx * dc) {
+    dc->buft.iface   = {vk_buft_name, vk_buft_alloc, vk_buft_alignment, vk_buft_max_size, nullptr, vk_buft_is_host};
+    dc->buft.device  = &dc->device;
+    dc->buft.context = dc;
+    dc->device.iface = {vk_dev_get_name,        vk_dev_get_description, vk_dev_get_props,
+                        vk_dev_get_buffer_type, nullptr,                vk_dev_init_stream,
+                        vk_dev_supports_op,     vk_dev_supports_buft,   nullptr};
+    dc->device.reg     = &g_vk_reg;
+    dc->device.context = dc;
+}
+}  // namespace
+
+ember_backend_reg * ember_vulkan_backend_reg() { return &g_vk_reg; }
+
+ember_device * ember_vulkan_find_device(const char * name) {
+    if (!name || std::strncmp(name, "vulkan", 6) != 0) return nullptr;
+    vk_instance_state & s = instance();
+    const char *        rest = name + 6;
+    if (*rest == '\0') {
+        if (!s.listed.empty()) return &s.listed[0]->device;
+        // Nothing but CPU implementations: the best of those, since Vulkan was asked for.
+        for (vk_device_ctx * dc : s.all) {
+            if (dc->props.apiVersion >= VK_API_VERSION_1_1) return &dc->device;
+        }
+        return nullptr;
+    }
+    if (*rest != ':' || rest[1] == '\0') return nullptr;
+    rest++;
+    char *              end = nullptr;
+    const unsigned long idx = std::strtoul(rest, &end, 10);
+    if (end && *end == '\0' && std::isdigit(static_cast<unsigned char>(rest[0]))) {
+        if (idx < s.all.size() && s.all[idx]->props.apiVersion >= VK_API_VERSION_1_1) return &s.all[idx]->device;
+        return nullptr;
+    }
+    auto lower = [](std::string x) {
+        for (char & c : x) c = (char) std::tolower(static_cast<unsigned char>(c));
+        return x;
+    };
+    const std::string want = lower(rest);
+    for (vk_device_ctx * dc : s.all) {
+        if (dc->props.apiVersion >= VK_API_VERSION_1_1 && lower(dc->description).find(want) != std::string::npos) return &dc->device;
+    }
+    return nullptr;
+}
+
+int64_t ember_vulkan_validation_errors() { return g_validation_errors.load(); }
+
+bool ember_vulkan_validation_enabled() { return instance().validation; }

@@ -1,0 +1,114 @@
+// Private structures of the Vulkan backend, shared by vk-backend.cpp (instance, devices,
+// memory, buffers, streams) and vk-ops.cpp (which ops run here and how they are recorded).
+#ifndef EMBER_VK_INTERNAL_H
+#define EMBER_VK_INTERNAL_H
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+
+// Fails the enclosing function (returning ember_status) with a message when a Vulkan call fails.
+#define EMBER_VK_CHECK(call, what)                                                  \
+    do {                                                                            \
+        VkResult r_ = (call);                                                       \
+        if (r_ != VK_SUCCESS) return ember_vk_fail(r_, what, __FILE__, __LINE__);   \
+    } while (0)
+
+ember_status ember_vk_fail(VkResult r, const char * what, const char * file, int line);
+
+// One VkDeviceMemory block that buffers are sub-allocated from (first fit).
+struct vk_mem_block {
+    VkDeviceMemory                     memory = VK_NULL_HANDLE;
+    VkDeviceSize                       size   = 0;
+    uint32_t                           type   = 0;        // memory type index
+    void *                             mapped = nullptr;  // when host-visible
+    std::map<VkDeviceSize, VkDeviceSize> free_ranges;     // offset -> size
+};
+
+struct vk_device_ctx {
+    // Set at enumeration.
+    uint32_t                   index = 0;
+    std::string                name;         // "vulkan:N"
+    std::string                description;  // the driver's device name
+    VkPhysicalDevice           phys = VK_NULL_HANDLE;
+    VkPhysicalDeviceProperties props{};
+    VkPhysicalDeviceMemoryProperties mem_props{};
+    bool                       is_cpu = false;
+    uint32_t                   subgroup_size  = 0;
+    bool                       subgroup_arith = false;  // subgroupAdd in compute shaders
+    ember_buffer_type          buft{};
+    ember_device               device{};
+
+    // Created on first use (ensure_init).
+    std::mutex            mutex;  // init, pipelines, memory blocks
+    bool                  init_done   = false;
+    ember_status          init_status = EMBER_OK;
+    VkDevice              dev         = VK_NULL_HANDLE;
+    uint32_t              queue_family = 0;
+    VkQueue               queue        = VK_NULL_HANDLE;
+    std::mutex            queue_mutex;  // vkQueueSubmit / vkQueueWaitIdle
+    VkDescriptorSetLayout dsl    = VK_NULL_HANDLE;
+    VkPipelineLayout      layout = VK_NULL_HANDLE;
+    std::map<std::string, VkShaderModule> modules;
+    std::map<std::string, VkPipeline>     pipelines;  // "name/wg"
+    uint32_t              mem_type_device = UINT32_MAX;  // device-local (for every ember buffer)
+    bool                  device_mem_mapped = false;     // that type is also host-visible and coherent
+    uint32_t              mem_type_staging = UINT32_MAX; // host-visible, coherent
+    std::vector<vk_mem_block *> blocks;
+    VkDeviceSize          block_size = 0;
+    // Synchronous transfers (staging copies, fills), under xfer_mutex.
+    std::mutex            xfer_mutex;
+    VkCommandPool         xfer_pool  = VK_NULL_HANDLE;
+    VkCommandBuffer       xfer_cb    = VK_NULL_HANDLE;
+    VkFence               xfer_fence = VK_NULL_HANDLE;
+    VkBuffer              staging     = VK_NULL_HANDLE;
+    vk_mem_block *        staging_blk = nullptr;
+    VkDeviceSize          staging_size = 0;
+};
+
+struct vk_buffer_ctx {
+    vk_device_ctx * dc     = nullptr;
+    VkBuffer        buffer = VK_NULL_HANDLE;
+    vk_mem_block *  block  = nullptr;
+    VkDeviceSize    offset = 0;  // in the block
+    VkDeviceSize    size   = 0;  // requested
+    VkDeviceSize    alloc  = 0;  // taken from the block
+};
+
+struct vk_stream_ctx {
+    vk_device_ctx *               dc   = nullptr;
+    VkCommandPool                 pool = VK_NULL_HANDLE;
+    VkCommandBuffer               cb   = VK_NULL_HANDLE;
+    VkFence                       fence = VK_NULL_HANDLE;
+    bool                          pending = false;  // submitted, fence not yet waited
+    std::vector<VkDescriptorPool> desc_pools;
+    size_t                        desc_pool_cur = 0;
+    ember_abort_callback          abort_cb = nullptr;
+    void *                        abort_ud = nullptr;
+};
+
+// Every pipeline has the same layout: 5 storage buffers (binding 0..4) and 128 bytes of
+// push constants.
+constexpr uint32_t k_vk_bindings   = 5;
+constexpr uint32_t k_vk_push_words = 32;
+// The fake base address of every device buffer: tensor->data - base is the byte offset.
+constexpr uintptr_t k_vk_base = 0x1000;
+
+// vk-backend.cpp
+ember_status ember_vk_ensure_init(vk_device_ctx * dc);
+ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out);
+ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out);
+bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf);
+
+// vk-ops.cpp
+bool         ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op);
+// Records one node into sc->cb (a dispatch plus a barrier); VIEW records nothing.
+ember_status ember_vk_record_node(vk_stream_ctx * sc, ember_tensor * node);
+
+#endif  // EMBER_VK_INTERNAL_H

@@ -1,0 +1,76 @@
+# The Vulkan backend (included from the top-level CMakeLists.txt when EMBER_VULKAN is ON).
+# Every shader variant is compiled by glslc to SPIR-V at build time and embedded in the
+# library as a byte array (vk-shaders.cpp in the build tree): no shader file is shipped.
+find_package(Vulkan REQUIRED)
+if(NOT EMBER_GLSLC)
+    message(FATAL_ERROR "EMBER_VULKAN needs glslc (Debian: apt-get install glslc)")
+endif()
+
+set(EMBER_VK_SHADER_DIR ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan/shaders)
+set(EMBER_VK_SPV_DIR ${CMAKE_BINARY_DIR}/vk-shaders)
+file(MAKE_DIRECTORY ${EMBER_VK_SPV_DIR})
+file(GLOB EMBER_VK_SHADER_INCLUDES ${EMBER_VK_SHADER_DIR}/*.glsl)
+set(EMBER_VK_SPV_FILES "")
+set(EMBER_VK_SPV_NAMES "")
+
+# ember_vk_shader(NAME SOURCE DEFINES...): one variant of one shader.
+function(ember_vk_shader name source)
+    set(defs "")
+    foreach(d ${ARGN})
+        list(APPEND defs "-D${d}")
+    endforeach()
+    set(out ${EMBER_VK_SPV_DIR}/${name}.spv)
+    add_custom_command(OUTPUT ${out}
+        COMMAND ${EMBER_GLSLC} --target-env=vulkan1.1 -fshader-stage=compute -O -Werror ${defs}
+                ${EMBER_VK_SHADER_DIR}/${source} -o ${out}
+        DEPENDS ${EMBER_VK_SHADER_DIR}/${source} ${EMBER_VK_SHADER_INCLUDES}
+        COMMENT "glslc ${name}" VERBATIM)
+    set(EMBER_VK_SPV_FILES ${EMBER_VK_SPV_FILES} ${out} PARENT_SCOPE)
+    set(EMBER_VK_SPV_NAMES ${EMBER_VK_SPV_NAMES} ${name} PARENT_SCOPE)
+endfunction()
+
+# The variants (names are looked up by vk-ops.cpp).
+ember_vk_shader(add eltwise.comp OP=0)
+ember_vk_shader(mul eltwise.comp OP=1)
+ember_vk_shader(swiglu eltwise.comp OP=2)
+ember_vk_shader(scale eltwise.comp OP=3)
+ember_vk_shader(rms_norm rms_norm.comp)
+ember_vk_shader(rope rope.comp)
+# Types the dequantizing kernels read (shaders/dequant.glsl).
+set(EMBER_VK_DQ_TYPES F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K IQ4_NL)
+# Types the converting kernels write (shaders/convert.comp) and the KV cache types of ATTN.
+set(EMBER_VK_CVT_TYPES F32 F16 Q8_0 Q4_0)
+foreach(t ${EMBER_VK_DQ_TYPES})
+    string(TOLOWER ${t} lt)
+    ember_vk_shader(get_rows_${lt} get_rows.comp TYPE=T_${t})
+    ember_vk_shader(mul_mat_vec_${lt} mul_mat_vec.comp TYPE=T_${t} SUBGROUP=1)
+    ember_vk_shader(mul_mat_vec_${lt}_nosg mul_mat_vec.comp TYPE=T_${t} SUBGROUP=0)
+    ember_vk_shader(mul_mm_${lt} mul_mm.comp TYPE=T_${t})
+endforeach()
+foreach(d ${EMBER_VK_CVT_TYPES})
+    string(TOLOWER ${d} ld)
+    ember_vk_shader(set_rows_${ld} convert.comp MODE=1 SRC_TYPE=T_F32 DST_TYPE=T_${d})
+    foreach(s ${EMBER_VK_CVT_TYPES})
+        string(TOLOWER ${s} ls)
+        ember_vk_shader(cpy_${ls}_${ld} convert.comp MODE=0 SRC_TYPE=T_${s} DST_TYPE=T_${d})
+        ember_vk_shader(attn_${ls}_${ld} attn.comp K_TYPE=T_${s} V_TYPE=T_${d})
+    endforeach()
+endforeach()
+
+set(EMBER_VK_SHADERS_CPP ${CMAKE_BINARY_DIR}/vk-shaders.cpp)
+add_custom_command(OUTPUT ${EMBER_VK_SHADERS_CPP}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${EMBER_VK_SHADERS_CPP} -DDIR=${EMBER_VK_SPV_DIR} "-DNAMES=${EMBER_VK_SPV_NAMES}"
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan/embed-spirv.cmake
+    DEPENDS ${EMBER_VK_SPV_FILES} ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan/embed-spirv.cmake
+    COMMENT "Embedding the Vulkan shaders" VERBATIM)
+
+file(GLOB EMBER_VK_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan/*.cpp)
+target_sources(ember_objs PRIVATE ${EMBER_VK_SOURCES} ${EMBER_VK_SHADERS_CPP})
+target_compile_definitions(ember_objs PRIVATE EMBER_HAVE_VULKAN)
+target_compile_definitions(ember_static INTERFACE $<BUILD_INTERFACE:EMBER_HAVE_VULKAN>)  # the tests
+target_include_directories(ember_objs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan)
+target_link_libraries(ember_objs PUBLIC Vulkan::Vulkan)
+target_link_libraries(ember PRIVATE Vulkan::Vulkan)
+# Installed static consumers link the system loader by name (no Vulkan package needed).
+target_link_libraries(ember_static PUBLIC $<BUILD_INTERFACE:Vulkan::Vulkan> $<INSTALL_INTERFACE:vulkan>)
+message(STATUS "ember: Vulkan backend ON (headers ${Vulkan_VERSION}, ${EMBER_GLSLC})")

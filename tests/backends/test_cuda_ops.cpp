@@ -1,0 +1,318 @@
+// The CUDA backend against the CPU backend: every op and type on seeded random data, the same
+// graph run on each device (all tensors in that device's memory), compared by NMSE. Compiled
+// only when the CUDA backend is built; skips with a message when there is no CUDA device.
+#ifdef EMBER_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "graph.h"
+
+namespace {
+
+struct leaf_data {
+    ember_tensor *       t;
+    std::vector<uint8_t> bytes;
+};
+
+struct case_ctx {
+    ember_graph &            g;
+    std::vector<leaf_data> & leaves;
+    std::mt19937             rng;
+
+    // A leaf of `type` holding uniform values in [lo, hi), encoded with the type's codec.
+    ember_tensor * rand_leaf(ember_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, float lo = -1.0f, float hi = 1.0f) {
+        ember_tensor *                        t = g.new_tensor(type, ne0, ne1, ne2);
+        std::vector<float>                    v(static_cast<size_t>(ne0 * ne1 * ne2));
+        std::uniform_real_distribution<float> u(lo, hi);
+        for (float & x : v) x = u(rng);
+        std::vector<uint8_t> b(ember_nbytes(t));
+        const int64_t        rows = ne1 * ne2;
+        for (int64_t r = 0; r < rows; r++) {
+            ember_type_get_traits(type)->from_float(v.data() + r * ne0, b.data() + r * t->nb[1], ne0);
+        }
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+    ember_tensor * i32_leaf(const std::vector<int32_t> & ids) {
+        ember_tensor *       t = g.new_tensor(EMBER_TYPE_I32, static_cast<int64_t>(ids.size()));
+        std::vector<uint8_t> b(ids.size() * 4);
+        std::memcpy(b.data(), ids.data(), b.size());
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+    ember_tensor * f32_leaf(const std::vector<float> & v, int64_t ne0, int64_t ne1) {
+        ember_tensor *       t = g.new_tensor(EMBER_TYPE_F32, ne0, ne1);
+        std::vector<uint8_t> b(v.size() * 4);
+        std::memcpy(b.data(), v.data(), b.size());
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+};
+
+using builder = std::function<ember_tensor *(case_ctx &)>;
+
+// Runs the graph of `build` with every tensor in `dev`'s memory; returns the output as floats.
+std::vector<float> run_on(ember_device * dev, const builder & build, uint32_t seed) {
+    ember_graph            g;
+    std::vector<leaf_data> leaves;
+    case_ctx               cc{g, leaves, std::mt19937(seed)};
+    ember_tensor *         out = build(cc);
+    g.build_forward(out);
+
+    ember_buffer_type * buft  = ember_device_buffer_type(dev);
+    const size_t        align = ember_buffer_type_alignment(buft);
+    size_t              total = 0;
+    for (ember_tensor & t : g.arena) {
+        if (!t.view_src) total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
+    size_t offs = 0;
+    for (ember_tensor & t : g.arena) {
+        if (t.view_src) continue;
+        ember_buffer_place_tensor(buf, &t, offs);
+        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    for (ember_tensor & t : g.arena) {
+        if (!t.view_src) continue;
+        t.buffer = t.view_src->buffer;
+        t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
+    }
+    buf->iface.clear(buf, 0);
+    for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
+
+    ember_stream_params sp{};
+    sp.n_threads     = 2;
+    ember_stream * s = nullptr;
+    REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
+    const ember_status st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
+    s->iface.synchronize(s);
+    CHECK(st == EMBER_OK);
+
+    std::vector<uint8_t> bytes(ember_nbytes(out));
+    ember_tensor_get(out, bytes.data(), 0, bytes.size());
+    std::vector<float> res(static_cast<size_t>(ember_nelements(out)));
+    const int64_t      rows = ember_nrows(out);
+    for (int64_t r = 0; r < rows; r++) {
+        ember_type_get_traits(out->type)->to_float(bytes.data() + r * out->nb[1], res.data() + r * out->ne[0], out->ne[0]);
+    }
+    ember_stream_free(s);
+    ember_buffer_free(buf);
+    return res;
+}
+
+double nmse(const std::vector<float> & got, const std::vector<float> & want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        const double d = static_cast<double>(got[i]) - want[i];
+        num += d * d;
+        den += static_cast<double>(want[i]) * want[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+ember_device * cuda_device() {
+    return ember_registry_find_device("cuda");
+}
+
+void check_case(const std::string & what, const builder & build, double tol, uint32_t seed = 1234) {
+    CAPTURE(what);
+    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, seed);
+    const std::vector<float> got  = run_on(cuda_device(), build, seed);
+    REQUIRE(got.size() == want.size());
+    bool finite = true;
+    for (float v : got) finite = finite && std::isfinite(v);
+    CHECK(finite);
+    const double e = nmse(got, want);
+    CAPTURE(e);
+    CHECK(e < tol);
+}
+
+const ember_type k_weight_types[] = {EMBER_TYPE_F32,  EMBER_TYPE_F16,  EMBER_TYPE_BF16, EMBER_TYPE_Q4_0,   EMBER_TYPE_Q4_1,
+                                     EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K,   EMBER_TYPE_Q3_K,
+                                     EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS};
+const ember_type k_kv_types[] = {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0};
+
+bool is_float(ember_type t) {
+    return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_BF16;
+}
+
+}  // namespace
+
+TEST_SUITE("backends") {
+
+TEST_CASE("[cuda] the CUDA backend matches the CPU on every op and type") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    MESSAGE("CUDA device: " << std::string(ember_device_get_name(cuda_device())));
+
+    SUBCASE("elementwise") {
+        check_case("rms_norm", [](case_ctx & c) { return ember_rms_norm(c.g, c.rand_leaf(EMBER_TYPE_F32, 96, 5, 2), 1e-5f); }, 1e-10);
+        check_case("mul broadcast", [](case_ctx & c) {
+            return ember_mul(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 6, 2), c.rand_leaf(EMBER_TYPE_F32, 64));
+        }, 1e-12);
+        check_case("add same shape", [](case_ctx & c) {
+            return ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 6, 2), c.rand_leaf(EMBER_TYPE_F32, 64, 6, 2));
+        }, 1e-12);
+        check_case("add broadcast dim 1", [](case_ctx & c) {
+            return ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, 32, 6, 2), c.rand_leaf(EMBER_TYPE_F32, 32, 1, 2));
+        }, 1e-12);
+        check_case("swiglu", [](case_ctx & c) {
+            return ember_swiglu(c.g, c.rand_leaf(EMBER_TYPE_F32, 50, 7, 1, -4, 4), c.rand_leaf(EMBER_TYPE_F32, 50, 7));
+        }, 1e-10);
+        check_case("scale", [](case_ctx & c) { return ember_scale(c.g, c.rand_leaf(EMBER_TYPE_F32, 33, 3), 0.37f); }, 1e-12);
+        check_case("scale of a strided view", [](case_ctx & c) {
+            ember_tensor * a     = c.rand_leaf(EMBER_TYPE_F32, 64, 6);
+            const int64_t  ne[4] = {32, 6, 1, 1};
+            const size_t   nb[4] = {4, a->nb[1], a->nb[1] * 6, a->nb[1] * 6};
+            return ember_scale(c.g, ember_view_strided(c.g, a, ne, nb, 16 * 4), -2.0f);
+        }, 1e-12);
+    }
+
+    SUBCASE("rope") {
+        for (int mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
+            for (int n_rot : {64, 32}) {
+                for (bool ff : {false, true}) {
+                    const std::string what = "rope mode " + std::to_string(mode) + " n_rot " + std::to_string(n_rot) + (ff ? " with factors" : "");
+                    check_case(what, [=](case_ctx & c) {
+                        ember_tensor * a   = c.rand_leaf(EMBER_TYPE_F32, 64, 4, 5);
+                        ember_tensor * pos = c.i32_leaf({0, 1, 7, 300, 4095});
+                        ember_tensor * f   = ff ? c.rand_leaf(EMBER_TYPE_F32, n_rot / 2, 1, 1, 1.0f, 8.0f) : nullptr;
+                        return ember_rope(c.g, a, pos, f, n_rot, mode, 10000.0f, 0.5f);
+                    }, 1e-8);
+                }
+            }
+        }
+    }
+
+    SUBCASE("get_rows") {
+        for (ember_type t : k_weight_types) {
+            check_case(std::string("get_rows ") + ember_type_get_name(t), [=](case_ctx & c) {
+                return ember_get_rows(c.g, c.rand_leaf(t, 256, 10), c.i32_leaf({3, 0, 9, 3}));
+            }, 1e-12);
+        }
+        check_case("get_rows f32 odd rows", [](case_ctx & c) {
+            return ember_get_rows(c.g, c.rand_leaf(EMBER_TYPE_F32, 37, 5), c.i32_leaf({4, 1}));
+        }, 1e-12);
+    }
+
+    SUBCASE("mul_mat") {
+        for (ember_type t : k_weight_types) {
+            for (int64_t m : {1, 3, 17}) {
+                const std::string what = std::string("mul_mat ") + ember_type_get_name(t) + " m=" + std::to_string(m);
+                // The CPU rounds activations to the weight's vec_dot_type (Q8_0, Q8_K, F16...).
+                check_case(what, [=](case_ctx & c) {
+                    return ember_mul_mat(c.g, c.rand_leaf(t, 512, 40), c.rand_leaf(EMBER_TYPE_F32, 512, m));
+                }, is_float(t) ? 1e-5 : 1e-3);
+            }
+        }
+        for (int64_t m : {1, 17}) {
+            check_case("mul_mat f32 k=100 m=" + std::to_string(m), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 33), c.rand_leaf(EMBER_TYPE_F32, 100, m));
+            }, 1e-10);
+            check_case("mul_mat f16 k=100 m=" + std::to_string(m), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F16, 100, 33), c.rand_leaf(EMBER_TYPE_F32, 100, m));
+            }, 1e-5);
+            check_case("mul_mat batched broadcast m=" + std::to_string(m), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q8_0, 64, 8, 2), c.rand_leaf(EMBER_TYPE_F32, 64, m, 4));
+            }, 1e-3);
+        }
+    }
+
+    SUBCASE("set_rows and cpy") {
+        for (ember_type t : k_kv_types) {
+            // Index 5 repeats: its last row wins.
+            check_case(std::string("set_rows ") + ember_type_get_name(t), [=](case_ctx & c) {
+                ember_tensor * dst = c.rand_leaf(t, 64, 12);
+                return ember_set_rows(c.g, dst, c.rand_leaf(EMBER_TYPE_F32, 64, 3), c.i32_leaf({5, 0, 5}));
+            }, 1e-6);
+            check_case(std::string("cpy f32 -> ") + ember_type_get_name(t), [=](case_ctx & c) {
+                return ember_cpy(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 6), t);
+            }, 1e-6);
+            check_case(std::string("cpy ") + ember_type_get_name(t) + " -> f32", [=](case_ctx & c) {
+                return ember_cpy(c.g, c.rand_leaf(t, 64, 6), EMBER_TYPE_F32);
+            }, 1e-12);
+        }
+        check_case("cpy q4_k -> f16", [](case_ctx & c) { return ember_cpy(c.g, c.rand_leaf(EMBER_TYPE_Q4_K, 256, 3), EMBER_TYPE_F16); }, 1e-6);
+    }
+
+    SUBCASE("attn") {
+        for (ember_type tk : k_kv_types) {
+            for (int64_t d : {64, 128}) {
+                for (bool masked : {false, true}) {
+                    const std::string what = std::string("attn ") + ember_type_get_name(tk) + " d=" + std::to_string(d) + (masked ? " masked" : "");
+                    check_case(what, [=](case_ctx & c) {
+                        const int64_t n_kv = 37, n_tok = 3;
+                        ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, 8, n_tok);
+                        ember_tensor * k = c.rand_leaf(tk, d, 2, n_kv);
+                        ember_tensor * v = c.rand_leaf(tk, d, 2, n_kv);
+                        ember_tensor * mask = nullptr;
+                        if (masked) {
+                            // causal over the last n_tok keys; the last token row also hides key 0
+                            std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+                            for (int64_t t = 0; t < n_tok; t++) {
+                                for (int64_t j = 0; j < n_kv; j++) {
+                                    if (j > n_kv - n_tok + t || (t == n_tok - 1 && j == 0)) mv[t * n_kv + j] = -INFINITY;
+                                }
+                            }
+                            mask = c.f32_leaf(mv, n_kv, n_tok);
+                        }
+                        return ember_attn(c.g, q, k, v, mask, 1.0f / std::sqrt(static_cast<float>(d)));
+                    }, 1e-8);
+                }
+            }
+        }
+        check_case("attn every key hidden gives zeros", [](case_ctx & c) {
+            std::vector<float> mv(5 * 2, -INFINITY);
+            return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 4, 2), c.rand_leaf(EMBER_TYPE_F16, 64, 4, 5),
+                              c.rand_leaf(EMBER_TYPE_F16, 64, 4, 5), c.f32_leaf(mv, 5, 2), 0.125f);
+        }, 1e-12);
+    }
+}
+
+TEST_CASE("[cuda] device enumeration and buffers") {
+    ember_device * dev = cuda_device();
+    if (!dev) {
+        MESSAGE("skipped: no CUDA device");
+        return;
+    }
+    CHECK(std::string(ember_device_get_name(dev)).rfind("cuda:", 0) == 0);
+    CHECK(ember_registry_find_device("cuda:0") == dev);
+    ember_device_props props;
+    dev->iface.get_props(dev, &props);
+    CHECK(props.type == EMBER_DEVICE_TYPE_GPU);
+    CHECK(props.memory_total > 0);
+    CHECK(!ember_device_supports_buft(dev, ember_device_buffer_type(ember_registry_cpu_device())));
+    // An impossible allocation is OOM, not a crash.
+    ember_buffer * buf = nullptr;
+    CHECK(ember_buffer_type_alloc(ember_device_buffer_type(dev), props.memory_total * 4, &buf) == EMBER_ERR_OOM);
+    CHECK(buf == nullptr);
+    // Round trip of bytes through device memory (larger than one staging half).
+    const size_t n = (20u << 20) + 3;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), n, &buf) == EMBER_OK);
+    ember_graph    g;
+    ember_tensor * t = g.new_tensor(EMBER_TYPE_I32, 1);
+    t->ne[0]         = static_cast<int64_t>(n / 4);
+    ember_set_contiguous_strides(t);
+    ember_buffer_place_tensor(buf, t, 0);
+    std::vector<int32_t> in(n / 4), out(n / 4, 0);
+    for (size_t i = 0; i < in.size(); i++) in[i] = static_cast<int32_t>(i * 2654435761u);
+    ember_tensor_set(t, in.data(), 0, in.size() * 4);
+    ember_tensor_get(t, out.data(), 0, out.size() * 4);
+    CHECK(in == out);
+    ember_buffer_free(buf);
+}
+
+}  // TEST_SUITE
+
+#endif  // EMBER_HAVE_CUDA

@@ -1,0 +1,134 @@
+// Whole models on the CUDA backend: the fixture models (shared/fixtures/models) loaded on
+// device "cuda" with every layer offloaded (n_gpu_layers = -1) and with one layer offloaded
+// (-ngl 1: the scheduler splits the graph between GPU and CPU) must match llama.cpp's
+// reference logits within the conformance tolerances (tests/models/test_conformance.cpp) and
+// give the same greedy ids. Compiled only when the CUDA backend is built; skips without a GPU.
+#ifdef EMBER_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "support/fixtures.h"
+
+namespace {
+
+bool have_cuda_device() {
+    for (int32_t i = 0; i < ember_device_count(); i++) {
+        if (std::string(ember_device_name(i)).rfind("cuda:", 0) == 0) return true;
+    }
+    return false;
+}
+
+ember_status load_on_cuda(const std::string & path, int32_t n_gpu_layers, ember_test_model_ptr & out, std::string & err) {
+    out.reset();
+    ember_model_params mp = ember_model_default_params();
+    mp.device             = "cuda";
+    mp.n_gpu_layers       = n_gpu_layers;
+    ember_model *      m  = nullptr;
+    const ember_status st = ember_model_load(path.c_str(), &mp, &m);
+    if (st != EMBER_OK) {
+        err = std::string("ember_model_load(") + path + ", cuda): " + ember_status_str(st) + ": " + ember_last_error();
+        return st;
+    }
+    out.reset(m);
+    return EMBER_OK;
+}
+
+void check_run(const ember_test_reference & r, const ember_test_run_result & res, const ember_test_tolerance & tol) {
+    const ember_test_logit_diff d = ember_test_compare_logits(r.logits, res.logits, r.n_vocab, tol.margin * r.scale);
+    CAPTURE(d.summary());
+    CHECK(d.finite);
+    CHECK_MESSAGE(d.rel_max() < tol.max_abs, "max |logit diff| must stay below " << tol.max_abs << " * scale");
+    if (tol.rms > 0) CHECK_MESSAGE(d.rel_rms() < tol.rms, "RMS diff must stay below " << tol.rms << " * RMS(ref)");
+    CHECK_MESSAGE(d.argmax_bad.empty(), "top-1 differs from the reference where the reference margin is large");
+    // Greedy ids until the first near-tie of the reference.
+    const double thr = tol.margin * r.scale;
+    REQUIRE(res.greedy.size() == r.greedy.size());
+    for (size_t s = 0; s < r.greedy.size(); s++) {
+        const double margin = r.greedy_margin.size() == r.greedy.size() ? r.greedy_margin[s] : res.greedy_margin[s];
+        if (margin < thr) break;
+        CAPTURE(s);
+        CHECK(res.greedy[s] == r.greedy[s]);
+        if (res.greedy[s] != r.greedy[s]) break;
+    }
+    MESSAGE(r.name << ": " << d.summary());
+}
+
+}  // namespace
+
+TEST_SUITE("models") {
+
+TEST_CASE("[cuda] fixture models on the GPU match llama.cpp logits and greedy ids") {
+    if (!have_cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const std::vector<std::string> names = ember_test_fixture_names();
+    if (names.empty()) {
+        MESSAGE("skipped: no fixtures/models (pass --data-dir)");
+        return;
+    }
+    const auto & types = ember_test_conformance_types();
+    int          n_run = 0;
+    for (const std::string & name : names) {
+        CAPTURE(name);
+        std::string arch, weights;
+        REQUIRE(ember_test_split_fixture_name(name, arch, weights));
+        if (std::find(types.begin(), types.end(), weights) == types.end()) continue;
+        ember_test_reference r;
+        std::string          err;
+        REQUIRE_MESSAGE(ember_test_load_fixture(name, r, err), err);
+        const ember_test_tolerance tol = ember_test_tolerance_for(r.weights);
+        for (int32_t ngl : {-1, 1}) {
+            CAPTURE(ngl);
+            ember_test_model_ptr model;
+            const ember_status   st = load_on_cuda(r.model_path, ngl, model, err);
+            if (st == EMBER_ERR_UNSUPPORTED) {
+                MESSAGE("skipped " << name << ": " << err);
+                break;
+            }
+            REQUIRE_MESSAGE(st == EMBER_OK, err);
+            for (uint32_t n_ubatch : {0u, 7u}) {
+                CAPTURE(n_ubatch);
+                ember_test_run_params p;
+                p.n_ubatch = n_ubatch;
+                ember_test_run_result res;
+                REQUIRE_MESSAGE(ember_test_run(model.get(), r.tokens, static_cast<int32_t>(r.greedy.size()), p, res, err) == EMBER_OK, err);
+                check_run(r, res, tol);
+            }
+        }
+        n_run++;
+    }
+    CHECK(n_run > 0);
+}
+
+TEST_CASE("[cuda] KV cache types on the GPU keep the default model's greedy ids") {
+    if (!have_cuda_device()) {
+        MESSAGE("skipped: no CUDA device");
+        return;
+    }
+    ember_test_reference r;
+    std::string          err;
+    if (!ember_test_load_default_model("q8_0", r, err)) {
+        MESSAGE("skipped: " << err);
+        return;
+    }
+    ember_test_model_ptr model;
+    REQUIRE_MESSAGE(load_on_cuda(r.model_path, -1, model, err) == EMBER_OK, err);
+    const ember_test_tolerance tol = ember_test_tolerance_for(r.weights);
+    for (int32_t kv : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        CAPTURE(kv);
+        ember_test_run_params p;
+        p.type_k = p.type_v = kv;
+        ember_test_run_result res;
+        REQUIRE_MESSAGE(ember_test_run(model.get(), r.tokens, static_cast<int32_t>(r.greedy.size()), p, res, err) == EMBER_OK, err);
+        check_run(r, res, tol);
+    }
+}
+
+}  // TEST_SUITE
+
+#endif  // EMBER_HAVE_CUDA
