@@ -7,16 +7,46 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 ./scripts/setup.sh
+
+# Python bindings (bindings/python): the Debian packages their tests use, installed when missing
+# as setup.sh does: pytest, numpy, and pip + setuptools + venv for the offline `pip install
+# --no-build-isolation --no-index` test. ctest runs the suite (test-python) with Debian's python3,
+# and here it must run, not be skipped.
+py_pkgs=(python3-pytest python3-numpy python3-setuptools python3-pip python3-venv)
+py_missing=()
+for p in "${py_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || py_missing+=("$p")
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    echo "test.sh: installing ${py_missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${py_missing[@]}" >/dev/null
+fi
+export EMBER_PYTHON=/usr/bin/python3 EMBER_REQUIRE_PYTHON_TESTS=1
+
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_ADDRESS=ON -DEMBER_SANITIZE_UNDEFINED=ON >/dev/null
+# (the GPU backends are left out of the sanitizer builds: CI has no GPU, and the release run
+# above already builds and tests them)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_ADDRESS=ON -DEMBER_SANITIZE_UNDEFINED=ON \
+    -DEMBER_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -L fast -j"$jobs"
 
 # ThreadSanitizer: the thread pool, and contexts decoding on several threads at once.
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_THREAD=ON >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_THREAD=ON -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target test-backends test-runtime
 TSAN_OPTIONS=halt_on_error=1 ./build-tsan/bin/test-backends
 TSAN_OPTIONS=halt_on_error=1 ./build-tsan/bin/test-runtime -tc="*thread*,*concurr*,*decode*"
+
+# aarch64: the NEON kernels (baseline and dot-product), cross-compiled and run under qemu-user,
+# plus a model conformance check (scripts/test-aarch64.sh; about 6 minutes on 2 cores).
+if [ "${EMBER_SKIP_AARCH64:-0}" = 1 ]; then
+    echo "test.sh: aarch64 step skipped (EMBER_SKIP_AARCH64=1)"
+else
+    ./scripts/test-aarch64.sh
+fi
 echo "test.sh: all tests passed"
