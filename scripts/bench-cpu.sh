@@ -58,10 +58,10 @@ for m in "${models[@]}"; do
     name=$1 q=$2 file=$3
     read -r ref_pp ref_tg <<<"$(ref "$name" "$q")"
     json=$("$build/bin/ember-bench" -m "$file" -p 512 -n 128 -t "$threads" -r $reps -o json)
-    python3 - "$name" "$q" "$ref_pp" "$ref_tg" <<<"$json" <<'PY'
-import json, sys
+    EMBER_JSON="$json" python3 - "$name" "$q" "$ref_pp" "$ref_tg" <<'PY'
+import json, os, sys
 name, q, ref_pp, ref_tg = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-for r in json.load(sys.stdin):
+for r in json.loads(os.environ["EMBER_JSON"]):
     test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
     ref = ref_pp if r["n_prompt"] else ref_tg
     gbs = f"{r['avg_ts'] * r['decode_bytes_per_token'] / 1e9:.1f} GB/s" if r["n_gen"] else ""

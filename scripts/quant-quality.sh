@@ -43,10 +43,10 @@ for t in "${types[@]}"; do
     fi
     json=$("$build/bin/ember-perplexity" -m "$m" -f "$text" -c 512 -t "$threads" "${chunk_arg[@]}" \
         --kl-divergence-base "$base" --kl-divergence -o json 2>/dev/null)
-    python3 - "$t" "$m" "$bpw" <<<"$json" <<'PY'
+    EMBER_JSON="$json" python3 - "$t" "$m" "$bpw" <<'PY'
 import json, os, sys
 t, path, bpw = sys.argv[1], sys.argv[2], sys.argv[3]
-r = json.load(sys.stdin)
+r = json.loads(os.environ["EMBER_JSON"])
 size = os.path.getsize(path)
 print(f"| {t} | {size / 2**20:.2f} | {bpw} | {r['ppl']:.4f} | "
       f"{r['kld_mean']:.6f} | {r['kld_p99']:.5f} | {r['same_top_pct']:.2f} % |")
