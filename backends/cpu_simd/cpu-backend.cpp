@@ -34,7 +34,7 @@ static const ember_cpu_op k_cpu_ops[EMBER_OP_COUNT] = {
     /* ROPE     */ {ember_cpu_rope, ember_cpu_rope_work_size, ember_cpu_supports_rope},
     /* SWIGLU   */ {ember_cpu_swiglu, nullptr, ember_cpu_supports_f32},
     /* SET_ROWS */ {ember_cpu_set_rows, nullptr, ember_cpu_supports_set_rows},
-    /* ATTN     */ {ember_cpu_attn, ember_cpu_attn_work_size, ember_cpu_supports_attn},
+    /* ATTN     */ {ember_cpu_attn_tiled, ember_cpu_attn_tiled_work_size, ember_cpu_supports_attn},
     /* CPY      */ {ember_cpu_cpy, ember_cpu_cpy_work_size, ember_cpu_supports_cpy},
     /* SCALE    */ {ember_cpu_scale, nullptr, ember_cpu_supports_f32},
 };

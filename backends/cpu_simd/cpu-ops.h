@@ -109,4 +109,12 @@ void   ember_cpu_attn(const ember_cpu_compute_params * p, ember_tensor * dst);
 size_t ember_cpu_attn_work_size(const ember_tensor * dst, int n_threads);
 bool   ember_cpu_supports_attn(const ember_tensor * dst);
 
+// ops-attention-tiled.cpp: the op the stream runs (ember_cpu_attn above is its reference);
+// _with computes with the given kernel table (tests compare every ISA's table).
+struct ember_cpu_kernel_table;
+void   ember_cpu_attn_tiled(const ember_cpu_compute_params * p, ember_tensor * dst);
+void   ember_cpu_attn_tiled_with(const ember_cpu_compute_params * p, ember_tensor * dst,
+                                 const ember_cpu_kernel_table * kt);
+size_t ember_cpu_attn_tiled_work_size(const ember_tensor * dst, int n_threads);
+
 #endif  // EMBER_CPU_OPS_H

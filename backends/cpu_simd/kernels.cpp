@@ -14,6 +14,7 @@ namespace {
 void fill_scalar(ember_cpu_kernel_table * t) {
     t->isa  = EMBER_CPU_ISA_SCALAR;
     t->name = "scalar";
+    t->attn = {};
     for (int32_t c = 0; c < EMBER_TYPE_CELLS; c++) {
         const ember_type_traits * tr = ember_type_get_traits(ember_type_of_cell(c));
         t->types[c]                  = {};
@@ -58,6 +59,7 @@ struct tables {
             ember_cpu_register_avx2_vec_dot(a);
             ember_cpu_register_avx2_gemm(a);
             ember_cpu_register_avx2_ember_types(a);
+            ember_cpu_register_avx2_attn(a);
             have[EMBER_CPU_ISA_AVX2] = true;
         }
         if (cpu_has(EMBER_CPU_ISA_AVX512)) {
@@ -69,6 +71,7 @@ struct tables {
             ember_cpu_register_avx512_vec_dot(a);
             ember_cpu_register_avx512_gemm(a);
             ember_cpu_register_avx512_ember_types(a);
+            ember_cpu_register_avx512_attn(a);
             have[EMBER_CPU_ISA_AVX512] = true;
         }
 #endif

@@ -44,10 +44,35 @@ struct ember_cpu_type_kernels {
     ember_gemm_fn       gemm;        // nullptr: the matmul uses vec_dot
 };
 
+// Attention tiles (ops-attention-tiled.cpp). A block of query rows is stored transposed,
+// "queries in lanes": element i of query l at qt[i * ldq + l], so every kernel is elementwise
+// across queries (no horizontal sums) and K/V rows (F32, converted per tile) are only read as
+// broadcast scalars. nl (queries) is a multiple of 16; strides count floats. nullptr cells:
+// the portable loops of ops-attention-tiled.cpp.
+struct ember_cpu_attn_kernels {
+    // s[j * lds + l] = sum_i k[j * ldk + i] * qt[i * ldq + l]   (j < nk, l < nl)
+    void (*qk)(int64_t nk, int64_t d, const float * k, size_t ldk, const float * qt, size_t ldq, int64_t nl,
+               float * s, size_t lds);
+    // One online-softmax step over a score tile, per query l: s += mask (mask[j * ldm + l],
+    // when mask is not null); mx = max(m[l], max_j s); alpha[l] = exp(m[l] - mx);
+    // s = exp(s - mx) in place; l_sum[l] = l_sum[l] * alpha[l] + sum_j s; m[l] = mx. A query
+    // whose scores are all -INF so far keeps m = -INF and gets zeros (exp of -INF is 0).
+    void (*softmax)(int64_t nk, int64_t nl, float * s, size_t lds, const float * mask, size_t ldm, float * m,
+                    float * l_sum, float * alpha);
+    // acc[i * lda + l] = acc[i * lda + l] * alpha[l] + sum_j v[j * ldv + i] * p[j * ldp + l]
+    // (i < d, j < nk, l < nl)
+    void (*pv)(int64_t nk, int64_t d, const float * v, size_t ldv, const float * p, size_t ldp,
+               const float * alpha, int64_t nl, float * acc, size_t lda);
+    // y[i] = exp(x[i]) (any n): relative error about 1e-7 (Cephes expf polynomial); x below
+    // -87.5 (and -INF) gives exactly 0.
+    void (*exp)(int64_t n, const float * x, float * y);
+};
+
 struct ember_cpu_kernel_table {
     ember_cpu_isa          isa;
     const char *           name;  // "scalar", "avx2", "avx512", "neon", "neon+dotprod"
     ember_cpu_type_kernels types[EMBER_TYPE_CELLS];
+    ember_cpu_attn_kernels attn;  // all nullptr in the scalar table
 
     // Cells of a type id; an id without a cell gets an empty cell (no kernels).
     const ember_cpu_type_kernels & of(int32_t type) const {
@@ -73,6 +98,8 @@ void ember_cpu_register_avx512_vec_dot(ember_cpu_kernel_table * t);  // avx512/v
 void ember_cpu_register_avx512_gemm(ember_cpu_kernel_table * t);     // avx512/gemm-*.cpp
 void ember_cpu_register_avx2_ember_types(ember_cpu_kernel_table * t);    // avx2/ember-types-*.cpp (INT4, NF4, FP8)
 void ember_cpu_register_avx512_ember_types(ember_cpu_kernel_table * t);  // avx512/ember-types-*.cpp
+void ember_cpu_register_avx2_attn(ember_cpu_kernel_table * t);    // avx2/attn-avx2.cpp
+void ember_cpu_register_avx512_attn(ember_cpu_kernel_table * t);  // avx512/attn-avx512.cpp
 #endif
 #if defined(__aarch64__)
 void ember_cpu_register_neon(ember_cpu_kernel_table * t, bool dotprod, bool i8mm);  // neon/*.cpp
