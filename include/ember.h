@@ -258,6 +258,13 @@ typedef struct ember_quantize_params {
     uint8_t      reserved[5];          /* zero                                                     */
     ember_quantize_progress_callback progress_callback; /* NULL = no reports                      */
     void *       progress_user_data;
+    /* Added later (an older, smaller struct_size keeps the defaults): */
+    const char * calibration_path;     /* text to measure an importance matrix on, with the input
+                                          model, before quantizing (GGUF input; not with
+                                          imatrix_path); NULL (default) = none                    */
+    int32_t      calibration_chunks;   /* chunks of 512 tokens to measure (default 16, >= 1)      */
+    const char * imatrix_out_path;     /* NULL (default), or save the measured matrix here
+                                          (llama.cpp's legacy .dat format)                        */
 } ember_quantize_params;
 
 EMBER_API ember_quantize_params ember_quantize_default_params(void);

@@ -41,6 +41,7 @@ EMBER_API ember_quantize_params ember_quantize_default_params(void) {
     p.n_threads          = 0;
     p.output_tensor_type = -1;
     p.token_embd_type    = -1;
+    p.calibration_chunks = 16;
     return p;
 }
 
@@ -63,6 +64,12 @@ EMBER_API ember_status ember_model_quantize(const char * input, const char * out
         o.allow_requantize = p.allow_requantize != 0;
         o.pure             = p.pure != 0;
         o.dry_run          = p.dry_run != 0;
+        o.calibration_path   = p.calibration_path ? p.calibration_path : "";
+        o.calibration_chunks = p.calibration_chunks;
+        o.imatrix_out_path   = p.imatrix_out_path ? p.imatrix_out_path : "";
+        if (o.calibration_chunks < 1) {
+            return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_model_quantize: calibration_chunks %d < 1", p.calibration_chunks);
+        }
         if (p.progress_callback) {
             const ember_quantize_progress_callback cb = p.progress_callback;
             void * const                           ud = p.progress_user_data;

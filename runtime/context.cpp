@@ -125,6 +125,16 @@ void ember_context::build(cached_graph & cg) {
     try {
         cg.logits = model.arch->build_graph(bc);
         cg.g->build_forward(cg.logits);
+        // Calibration hook: activations read by weight matmuls must survive the compute (the
+        // planner would reuse their memory); a view's memory belongs to its owner.
+        if (observe_mul_mat) {
+            for (ember_tensor * node : cg.g->nodes) {
+                if (node->op != EMBER_OP_MUL_MAT || !(node->src[0]->flags & EMBER_TENSOR_FLAG_WEIGHT)) continue;
+                ember_tensor * owner = node->src[1];
+                while (owner->view_src) owner = owner->view_src;
+                if (!(owner->flags & EMBER_TENSOR_FLAG_WEIGHT)) owner->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+            }
+        }
     } catch (const ember_graph_error & e) {
         ember_throw(EMBER_ERR_INTERNAL, "graph construction failed: %s", e.what());
     }
@@ -236,6 +246,11 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
         if (st == EMBER_ERR_CANCELLED) ember_throw(st, "decode cancelled by the abort callback");
         if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
         n_ubatches++;
+        if (observe_mul_mat) {  // calibration hook (see context.h)
+            for (ember_tensor * node : cg.g->nodes) {
+                if (node->op == EMBER_OP_MUL_MAT && (node->src[0]->flags & EMBER_TENSOR_FLAG_WEIGHT)) observe_mul_mat(node->src[0], node->src[1]);
+            }
+        }
         if (!discard) {
             ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
                              static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));

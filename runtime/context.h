@@ -6,6 +6,7 @@
 #define EMBER_RUNTIME_CONTEXT_H
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct ember_context {
     std::vector<int32_t> output_row;   // per token of the last batch: its logits row or -1
     int32_t              n_outputs = 0;
     int32_t              last_batch_size = 0;  // tokens in the last successful batch
+
+    // Calibration hook (runtime/calibrate.cpp). When set before the first decode, every
+    // MUL_MAT that reads a model weight keeps its activations (src[1]) alive to the end of the
+    // compute and is reported after it: (weight, activations), F32 on the CPU backend.
+    std::function<void(const ember_tensor * weight, const ember_tensor * x)> observe_mul_mat;
 
     // Counters for tests and tools.
     uint64_t n_graph_builds = 0;

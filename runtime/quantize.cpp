@@ -15,9 +15,11 @@
 #include <exception>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ember.h"
+#include "runtime/calibrate.h"
 #include "runtime/error.h"
 #include "runtime/gguf.h"
 #include "runtime/imatrix.h"
@@ -241,7 +243,7 @@ namespace {
 // The conversion proper: plan every tensor, then stream the output. `from_hf`: the source is a
 // Hugging Face folder (its norms become F32 as llama.cpp's converter makes them).
 ember_quantize_result quantize_source(const ember_model_source * src, bool from_hf, const std::string & output,
-                                      const ember_quantize_options & o, double t_start) {
+                                      const ember_quantize_options & o, double t_start, ember_imatrix * calibrated = nullptr) {
     ember_quant_recipe recipe;
     if (!ember_quant_ftype_from_name(o.ftype, recipe.ftype)) {
         ember_throw(EMBER_ERR_INVALID_ARG, "unknown quantization type '%s' (one of: %s)", o.ftype.c_str(), ember_quant_ftype_list().c_str());
@@ -254,6 +256,9 @@ ember_quantize_result quantize_source(const ember_model_source * src, bool from_
     ember_imatrix                       imatrix;
     if (!o.imatrix_path.empty()) {
         imatrix            = ember_imatrix_load(o.imatrix_path);
+        recipe.has_imatrix = true;
+    } else if (calibrated) {
+        imatrix            = std::move(*calibrated);
         recipe.has_imatrix = true;
     }
     recipe.norms_to_f32 = from_hf;
@@ -321,9 +326,14 @@ ember_quantize_result quantize_source(const ember_model_source * src, bool from_
         set_kv(kv, "ember.quantization.custom_type_names", v_strs(std::vector<std::string>(custom.begin(), custom.end())));
     }
     if (recipe.has_imatrix) {
-        set_kv(kv, "ember.quantization.imatrix.file", v_str(o.imatrix_path));
+        if (calibrated) {
+            set_kv(kv, "ember.quantization.imatrix.calibration", v_str(o.calibration_path));
+            set_kv(kv, "ember.quantization.imatrix.calibration_chunks", v_u32(uint32_t(std::max(0, imatrix.chunk_count))));
+        } else {
+            set_kv(kv, "ember.quantization.imatrix.file", v_str(o.imatrix_path));
+        }
         // The keys llama-quantize writes, so llama.cpp's tools show them too.
-        set_kv(kv, "quantize.imatrix.file", v_str(o.imatrix_path));
+        set_kv(kv, "quantize.imatrix.file", v_str(calibrated ? o.calibration_path : o.imatrix_path));
         if (!imatrix.datasets.empty()) set_kv(kv, "quantize.imatrix.dataset", v_str(imatrix.datasets[0]));
         set_kv(kv, "quantize.imatrix.entries_count", v_u32(uint32_t(imatrix.entries.size())));
         set_kv(kv, "quantize.imatrix.chunks_count", v_u32(uint32_t(std::max(0, imatrix.chunk_count))));
@@ -348,7 +358,7 @@ ember_quantize_result quantize_source(const ember_model_source * src, bool from_
 
     ember_log(EMBER_LOG_INFO, "%s -> %s: %s, %d tensors, %d threads%s%s", src->what.c_str(), o.dry_run ? "(dry run)" : output.c_str(),
               recipe.ftype.name.c_str(), res.n_tensors, n_threads, o.pure ? ", pure" : "",
-              recipe.has_imatrix ? (", imatrix " + o.imatrix_path).c_str() : "");
+              recipe.has_imatrix ? (calibrated ? ", calibrated on " + o.calibration_path : ", imatrix " + o.imatrix_path).c_str() : "");
 
     const int32_t n = res.n_tensors;
     auto line = [&](size_t i, double mbps) {
@@ -434,10 +444,40 @@ ember_quantize_result ember_quantize_model(const std::string & input, const std:
     }
     if (!o.dry_run) check_paths(input, in_st, output);
 
+    // Calibration: measure the importance matrix on the text first (the model runs from the
+    // GGUF file, so a Hugging Face folder must be converted first).
+    ember_imatrix calibrated;
+    const bool    calibrate = !o.calibration_path.empty();
+    if (calibrate) {
+        if (!o.imatrix_path.empty()) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "give either an imatrix file (%s) or a calibration text (%s), not both", o.imatrix_path.c_str(),
+                        o.calibration_path.c_str());
+        }
+        if (hf) {
+            ember_throw(EMBER_ERR_UNSUPPORTED, "%s is a Hugging Face folder: convert it to GGUF first (ember-quantize IN OUT.gguf F16), then calibrate",
+                        input.c_str());
+        }
+        ember_calibration_options co;
+        co.text_path = o.calibration_path;
+        co.n_chunks  = o.calibration_chunks;
+        co.n_threads = o.n_threads;
+        calibrated   = ember_calibrate(input, co);
+        if (!o.imatrix_out_path.empty()) {
+            ember_imatrix_save_legacy(calibrated, o.imatrix_out_path);
+            ember_log(EMBER_LOG_INFO, "calibration: importance matrix (%zu entries) written to %s", calibrated.entries.size(),
+                      o.imatrix_out_path.c_str());
+        }
+    } else if (!o.imatrix_out_path.empty()) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "an imatrix output path (%s) needs a calibration text", o.imatrix_out_path.c_str());
+    }
+
     std::unique_ptr<ember_model_source> src = hf ? ember_source_from_hf(input) : ember_source_from_gguf(input);
-    return quantize_source(src.get(), hf, output, o, t_start);
+    return quantize_source(src.get(), hf, output, o, t_start, calibrate ? &calibrated : nullptr);
 }
 
 ember_quantize_result ember_quantize_source(const ember_model_source & src, const std::string & output, const ember_quantize_options & o) {
+    if (!o.calibration_path.empty()) {
+        ember_throw(EMBER_ERR_UNSUPPORTED, "calibration needs a GGUF model file; %s is not one", src.what.c_str());
+    }
     return quantize_source(&src, false, output, o, now_s());
 }

@@ -14,6 +14,11 @@ struct ember_quantize_options {
     int32_t     output_type     = -1;        // -1 = the recipe's
     int32_t     token_embd_type = -1;        // -1 = the recipe's
     std::string imatrix_path;                // "" = none
+    // Calibration (runtime/calibrate.h): the importance matrix measured on this text before
+    // quantizing (GGUF input only; not with imatrix_path), used like an imatrix file.
+    std::string calibration_path;            // "" = none
+    int32_t     calibration_chunks = 16;     // chunks of 512 tokens (>= 1)
+    std::string imatrix_out_path;            // "" = none; else the measured matrix as a legacy .dat
     bool        allow_requantize = false;
     bool        pure             = false;
     bool        dry_run          = false;

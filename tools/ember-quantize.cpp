@@ -63,6 +63,9 @@ void usage(FILE * f) {
                  "  --output-tensor-type T      type of output.weight (token_embd.weight when tied)\n"
                  "  --token-embedding-type T    type of token_embd.weight\n"
                  "  --imatrix FILE              importance matrix from llama-imatrix (.dat or .gguf)\n"
+                 "  --calibrate TEXT            measure the importance matrix on this text first (GGUF input)\n"
+                 "  --calibrate-chunks N        chunks of 512 tokens to measure (default 16)\n"
+                 "  --imatrix-out FILE          also save the measured matrix (llama.cpp legacy .dat)\n"
                  "  -t, --threads N             threads (default: all cores)\n"
                  "  --dry-run                   show the plan and the sizes, write nothing\n"
                  "  -h, --help                  this text\n");
@@ -92,7 +95,7 @@ int main(int argc, char ** argv) {
     }
     ember_quantize_params    p = ember_quantize_default_params();
     std::vector<std::string> pos;
-    std::string              imatrix;
+    std::string              imatrix, calibrate, imatrix_out;
     for (int i = 1; i < argc; i++) {
         const std::string a   = argv[i];
         const char *      val = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -115,6 +118,13 @@ int main(int argc, char ** argv) {
             if (!val) return fail("%s needs a file%s", a.c_str());
             imatrix = val;
             i++;
+        } else if (a == "--calibrate" || a == "--imatrix-out") {
+            if (!val) return fail("%s needs a file%s", a.c_str());
+            (a == "--calibrate" ? calibrate : imatrix_out) = val;
+            i++;
+        } else if (a == "--calibrate-chunks") {
+            if (!val || !parse_int(val, p.calibration_chunks)) return fail("%s needs a chunk count from 1 to 4096%s", a.c_str());
+            i++;
         } else if (a == "-t" || a == "--threads") {
             if (!val || !parse_int(val, p.n_threads)) return fail("%s needs a thread count from 1 to 4096%s", a.c_str());
             i++;
@@ -136,6 +146,8 @@ int main(int argc, char ** argv) {
     }
     p.ftype             = pos[2].c_str();
     p.imatrix_path      = imatrix.empty() ? nullptr : imatrix.c_str();
+    p.calibration_path  = calibrate.empty() ? nullptr : calibrate.c_str();
+    p.imatrix_out_path  = imatrix_out.empty() ? nullptr : imatrix_out.c_str();
     p.progress_callback = on_progress;
 
     ember_log_set(on_log, nullptr);
