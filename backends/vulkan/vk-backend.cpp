@@ -40,9 +40,11 @@ struct vk_instance_state {
     std::vector<vk_device_ctx *>  listed;  // the registry's devices, in preference order
 };
 
+// Lives for the whole process (devices are handed out by raw pointer and may be used from
+// other static destructors), so it is never destroyed.
 vk_instance_state & state() {
-    static vk_instance_state s;
-    return s;
+    static vk_instance_state * s = new vk_instance_state;
+    return *s;
 }
 
 std::atomic<int64_t> g_validation_errors{0};
