@@ -13,9 +13,11 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend.h"
 #include "cpu-ops.h"
+#include "cpu-profile.h"
 #include "thread-pool.h"
 
 //
@@ -176,6 +178,17 @@ struct cpu_stream_context {
     std::atomic<int>     error{0};
     std::atomic<int>     stop_at{INT_MAX};
     std::atomic<bool>    aborted{false};
+    ember_cpu_profile *  prof = nullptr;  // EMBER_PROFILE=1 only
+    uint64_t             node_seq = 1;     // next node_seq (from 1: the counter word starts at 0)
+    std::vector<uint8_t> sync;             // per node of the current call: 1 = barrier after it
+    // Work counters (ember_cpu_claim_chunk), one per node_seq % k_chunk_counters: nodes of one
+    // barrier-free group run at the same time, so each needs its own (plan_barriers keeps
+    // groups shorter than k_chunk_counters nodes).
+    struct alignas(64) chunk_counter {
+        std::atomic<uint64_t> v{0};
+    };
+    static constexpr int k_chunk_counters = 8;
+    chunk_counter        chunks[k_chunk_counters];
 };
 
 struct cpu_graph_task {
@@ -183,6 +196,8 @@ struct cpu_graph_task {
     ember_graph *        graph;
     int32_t              begin;
     int32_t              end;
+    uint64_t             seq_base;  // node_seq of node `begin`
+    const uint8_t *      sync;      // 1: barrier after node i
 };
 
 // Every thread walks the nodes; a barrier ends each computed node.
@@ -198,12 +213,34 @@ static void cpu_graph_task_run(void * arg, int ith, int nth) {
     p.node    = 0;
     p.error   = &ctx->error;
     p.stop_at = &ctx->stop_at;
+    p.chunks  = &ctx->chunks[0].v;
+    p.node_seq = 0;
     for (int32_t i = task->begin; i < task->end; i++) {
         ember_tensor *       node = task->graph->nodes[i];
         const ember_cpu_op & k    = k_cpu_ops[node->op];
         if (!k.compute) continue;  // NONE, VIEW
-        p.node = i;
+        p.node     = i;
+        p.node_seq = task->seq_base + (uint64_t) (i - task->begin);
+        p.chunks   = &ctx->chunks[p.node_seq % cpu_stream_context::k_chunk_counters].v;
+        if (ctx->prof && ith < EMBER_CPU_PROFILE_MAX_THREADS) {
+            const int64_t t0 = ember_cpu_now_ns();
+            k.compute(&p, node);
+            const int64_t t1 = ember_cpu_now_ns();
+            if (ith == 0 && task->sync[i] && ctx->abort_cb && ctx->abort_cb(ctx->abort_ud)) {
+                ctx->aborted.store(true);
+                ember_cpu_request_stop(&ctx->stop_at, i);
+            }
+            if (task->sync[i]) ctx->pool->barrier();
+            ember_cpu_profile::per_thread & pt = ctx->prof->th[ith];
+            pt.compute_ns[node->op] += t1 - t0;
+            pt.barrier_ns[node->op] += ember_cpu_now_ns() - t1;
+            pt.nodes[node->op]++;
+            pt.barriers[node->op] += task->sync[i];
+            if (task->sync[i] && ctx->stop_at.load() <= i) break;
+            continue;
+        }
         k.compute(&p, node);
+        if (!task->sync[i]) continue;  // the next node is independent of this one
         if (ith == 0 && ctx->abort_cb && ctx->abort_cb(ctx->abort_ud)) {
             ctx->aborted.store(true);
             ember_cpu_request_stop(&ctx->stop_at, i);
@@ -213,12 +250,89 @@ static void cpu_graph_task_run(void * arg, int ith, int nth) {
     }
 }
 
+//
+// Barrier elision. Each node ends with a barrier unless the next computed node is independent
+// of every node since the last barrier: it reads nothing they write, writes nothing they read
+// or write, and their use of the shared work buffer cannot collide. In a llama decode step
+// this drops the barrier between the gate and up matmuls; the others are kept by dependencies
+// or by the allocator reusing a dead input's memory for the next output (which this check
+// sees). Nodes that can report a data error (GET_ROWS, SET_ROWS, ATTN) always end with a
+// barrier, and the abort callback is asked only at barriers, so a graph still stops right
+// after a failing node and between groups.
+//
+namespace {
+
+struct mem_range {
+    const char * lo;
+    const char * hi;
+};
+
+mem_range range_of(const ember_tensor * t) {
+    const char * p = static_cast<const char *>(t->data);
+    return {p, p + ember_nbytes(t)};
+}
+
+bool overlap(mem_range a, mem_range b) {
+    return a.lo < b.hi && b.lo < a.hi;
+}
+
+// How a node uses the work buffer: 0 not at all, 1 only its thread slots
+// (ember_cpu_thread_slot: decode matmuls converting their columns privately, ropes), -1 shared
+// use. A barrier-free group may mix 0 and 1 freely (a thread runs its nodes in order, so only
+// it touches its slot), never -1.
+int work_key(const ember_tensor * node, int nth) {
+    const ember_cpu_op & k = k_cpu_ops[node->op];
+    if (!k.work_size || k.work_size(node, nth) == 0) return 0;
+    if (node->op == EMBER_OP_MUL_MAT && ember_cpu_mul_mat_private(node)) return 1;
+    if (node->op == EMBER_OP_ROPE) return 1;
+    return -1;
+}
+
+bool independent(const ember_tensor * a, const ember_tensor * b) {
+    const mem_range da = range_of(a), db = range_of(b);
+    if (overlap(da, db)) return false;
+    for (int j = 0; j < EMBER_MAX_SRC; j++) {
+        if (b->src[j] && overlap(da, range_of(b->src[j]))) return false;  // b reads what a writes
+        if (a->src[j] && overlap(db, range_of(a->src[j]))) return false;  // b overwrites what a reads
+    }
+    return true;
+}
+
+// sync[i] = 1 where node i needs the barrier after it (always after the last node).
+void plan_barriers(const ember_graph * g, int32_t begin, int32_t end, int nth, std::vector<uint8_t> & sync) {
+    if (sync.size() < (size_t) end) sync.resize(end);
+    int32_t group = -1;  // first computed node since the last barrier
+    int32_t prev  = -1;  // last computed node
+    for (int32_t i = begin; i < end; i++) {
+        sync[i] = 1;
+        const ember_tensor * node = g->nodes[i];
+        if (!k_cpu_ops[node->op].compute) continue;
+        const bool can_fail = prev >= 0 && (g->nodes[prev]->op == EMBER_OP_GET_ROWS || g->nodes[prev]->op == EMBER_OP_SET_ROWS ||
+                                            g->nodes[prev]->op == EMBER_OP_ATTN);
+        bool ok = prev >= 0 && !can_fail && work_key(node, nth) >= 0 && i - group < cpu_stream_context::k_chunk_counters;
+        for (int32_t q = group; ok && q <= prev; q++) {
+            const ember_tensor * a = g->nodes[q];
+            if (k_cpu_ops[a->op].compute) ok = work_key(a, nth) >= 0 && independent(a, node);
+        }
+        if (ok) {
+            sync[prev] = 0;
+        } else {
+            group = i;
+        }
+        prev = i;
+    }
+}
+
+}  // namespace
+
 static const char * cpu_stream_get_name(ember_stream *) {
     return "cpu";
 }
 
 static void cpu_stream_free(ember_stream * s) {
     cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
+    if (ctx->prof) ctx->prof->print();
+    delete ctx->prof;
     delete ctx->pool;
     std::free(ctx->work);
     delete ctx;
@@ -228,6 +342,7 @@ static void cpu_stream_free(ember_stream * s) {
 static ember_status cpu_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
     cpu_stream_context * ctx = static_cast<cpu_stream_context *>(s->context);
     if (!g || node_begin < 0 || node_begin > node_end || (size_t) node_end > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+    const int64_t t_begin = ctx->prof ? ember_cpu_now_ns() : 0;
 
     // Check every node first, so a graph either runs or fails before touching memory.
     const int nth  = ctx->pool->n_threads();
@@ -257,8 +372,25 @@ static ember_status cpu_stream_graph_compute(ember_stream * s, ember_graph * g, 
     ctx->error.store(0);
     ctx->stop_at.store(INT_MAX);
     ctx->aborted.store(false);
-    cpu_graph_task task = {ctx, g, node_begin, node_end};
-    ctx->pool->run(cpu_graph_task_run, &task);
+    try {
+        plan_barriers(g, node_begin, node_end, nth, ctx->sync);
+    } catch (const std::bad_alloc &) {
+        return EMBER_ERR_OOM;
+    }
+    cpu_graph_task task = {ctx, g, node_begin, node_end, ctx->node_seq, ctx->sync.data()};
+    ctx->node_seq += (uint64_t) (node_end - node_begin);
+    if (ctx->prof) {
+        // The node loop as thread 0 sees it; the rest is checks, waking the workers and joining them.
+        ctx->prof->loop_ns -= ember_cpu_now_ns();
+        ctx->pool->run(cpu_graph_task_run, &task);
+        const int64_t t_end = ember_cpu_now_ns();
+        ctx->prof->loop_ns += t_end;
+        ctx->prof->total_ns += t_end - t_begin;
+        ctx->prof->n_calls++;
+        ctx->prof->n_threads = std::max(ctx->prof->n_threads, nth);
+    } else {
+        ctx->pool->run(cpu_graph_task_run, &task);
+    }
 
     if (ctx->error.load() != 0) return ctx->error.load();
     if (ctx->aborted.load()) return EMBER_ERR_CANCELLED;
@@ -360,13 +492,14 @@ static ember_status cpu_dev_init_stream(ember_device * dev, const ember_stream_p
     try {
         ctx       = new cpu_stream_context;
         ctx->pool = new ember_thread_pool(n_threads);
+        if (ember_cpu_profile_enabled()) ctx->prof = new ember_cpu_profile;
         s         = new ember_stream{k_cpu_stream_i, dev, ctx};
     } catch (const std::bad_alloc &) {
-        if (ctx) delete ctx->pool;
+        if (ctx) { delete ctx->pool; delete ctx->prof; }
         delete ctx;
         return EMBER_ERR_OOM;
     } catch (...) {  // std::system_error: no threads
-        if (ctx) delete ctx->pool;
+        if (ctx) { delete ctx->pool; delete ctx->prof; }
         delete ctx;
         return EMBER_ERR_BACKEND;
     }

@@ -24,7 +24,28 @@ struct ember_cpu_compute_params {
     int32_t             node;     // index of the node being computed
     std::atomic<int> *  error;    // first error status of this graph_compute (0: none)
     std::atomic<int> *  stop_at;  // lowest node index after which all threads stop
+    // Work sharing without a barrier (ember_cpu_claim_chunk): a number unique to this execution
+    // of this node (it grows with every node the stream runs), and the stream's counter for it
+    // (no other node running at the same time uses the same one).
+    uint64_t                 node_seq;
+    std::atomic<uint64_t> *  chunks;
 };
+
+// Dynamic work split inside one node, with no reset and so no barrier: thread ith's first
+// chunk is ith (take it without asking), each call returns the next unclaimed one (>= nth;
+// stop at n_chunks). The counter word holds (node_seq << 20 | next chunk): the first claim of
+// a new node_seq restarts it at nth. n_chunks + nth must stay below 2^20.
+constexpr int64_t EMBER_CPU_MAX_CHUNKS = (int64_t(1) << 20) - 1024;
+inline int64_t ember_cpu_claim_chunk(const ember_cpu_compute_params * p) {
+    const uint64_t tag = p->node_seq & ((uint64_t(1) << 44) - 1);
+    uint64_t       cur = p->chunks->load(std::memory_order_relaxed);
+    for (;;) {
+        const bool     same = (cur >> 20) == tag;
+        const int64_t  got  = same ? (int64_t) (cur & 0xfffff) : p->nth;
+        const uint64_t next = same ? cur + 1 : (tag << 20 | (uint64_t) (p->nth + 1));
+        if (p->chunks->compare_exchange_weak(cur, next, std::memory_order_relaxed)) return got;
+    }
+}
 
 // Asks every thread to stop after `node`. All requests for node i happen before the barrier
 // that ends node i, and requests made later name later nodes, so after that barrier the
@@ -64,6 +85,18 @@ inline size_t ember_cpu_pad(size_t n) {
     return (n + EMBER_CPU_CACHE_LINE - 1) / EMBER_CPU_CACHE_LINE * EMBER_CPU_CACHE_LINE;
 }
 
+// Thread-private slots of the work buffer: after a one-line header, slot ith of
+// (wsize - header) / nth bytes. A slot's place depends only on the thread and the buffer, not
+// on the node, so nodes that use only their own slot may run without a barrier between them
+// (cpu-backend.cpp). A kernel using slots asks for ember_cpu_slots_size(its bytes, nth).
+inline size_t ember_cpu_slots_size(size_t per_thread, int nth) {
+    return EMBER_CPU_CACHE_LINE + (size_t) (nth > 0 ? nth : 1) * ember_cpu_pad(per_thread);
+}
+inline char * ember_cpu_thread_slot(void * wdata, size_t wsize, int ith, int nth) {
+    const size_t slot = (wsize - EMBER_CPU_CACHE_LINE) / (size_t) nth / EMBER_CPU_CACHE_LINE * EMBER_CPU_CACHE_LINE;
+    return static_cast<char *>(wdata) + EMBER_CPU_CACHE_LINE + (size_t) ith * slot;
+}
+
 typedef void   (*ember_cpu_compute_fn)(const ember_cpu_compute_params * p, ember_tensor * dst);
 typedef size_t (*ember_cpu_work_size_fn)(const ember_tensor * dst, int n_threads);  // bytes of wdata
 typedef bool   (*ember_cpu_supports_fn)(const ember_tensor * dst);
@@ -97,11 +130,14 @@ bool   ember_cpu_supports_cpy(const ember_tensor * dst);
 // ops-matmul.cpp
 void   ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst);
 size_t ember_cpu_mul_mat_work_size(const ember_tensor * dst, int n_threads);
+// True when the matmul is a decode step whose threads convert the activations privately, each
+// into its thread slot (ember_cpu_thread_slot): no barrier inside.
+bool   ember_cpu_mul_mat_private(const ember_tensor * dst);
 bool   ember_cpu_supports_mul_mat(const ember_tensor * dst);
 
 // ops-rope.cpp
 void   ember_cpu_rope(const ember_cpu_compute_params * p, ember_tensor * dst);
-size_t ember_cpu_rope_work_size(const ember_tensor * dst, int n_threads);
+size_t ember_cpu_rope_work_size(const ember_tensor * dst, int n_threads);  // thread slots
 bool   ember_cpu_supports_rope(const ember_tensor * dst);
 
 // ops-attention.cpp

@@ -1,6 +1,7 @@
 // Chooses the CPU kernel table: the scalar reference overwritten by the best ISA available.
 #include "kernels.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -11,10 +12,25 @@
 
 namespace {
 
+double vec_sum_sq(int64_t n, const float * x) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double) x[i] * x[i];
+    return ss;
+}
+
+void vec_scale(int64_t n, const float * x, float s, float * y) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+void vec_swiglu(int64_t n, const float * g, const float * u, float * y) {
+    for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
 void fill_scalar(ember_cpu_kernel_table * t) {
     t->isa  = EMBER_CPU_ISA_SCALAR;
     t->name = "scalar";
     t->attn = {};
+    t->vec  = {vec_sum_sq, vec_scale, vec_swiglu};
     for (int32_t c = 0; c < EMBER_TYPE_CELLS; c++) {
         const ember_type_traits * tr = ember_type_get_traits(ember_type_of_cell(c));
         t->types[c]                  = {};
@@ -72,6 +88,7 @@ struct tables {
             ember_cpu_register_avx512_gemm(a);
             ember_cpu_register_avx512_ember_types(a);
             ember_cpu_register_avx512_attn(a);
+            ember_cpu_register_avx512_vec_ops(a);
             have[EMBER_CPU_ISA_AVX512] = true;
         }
 #endif

@@ -68,11 +68,23 @@ struct ember_cpu_attn_kernels {
     void (*exp)(int64_t n, const float * x, float * y);
 };
 
+// Row helpers of the F32 element-wise ops (ops-elementwise.cpp). The scalar table holds the
+// portable loops (kernels.cpp); ISA files overwrite them. Any n; no alignment required.
+struct ember_cpu_vec_kernels {
+    // sum_i x[i]^2, accumulated in double (as ggml's RMS norm)
+    double (*sum_sq)(int64_t n, const float * x);
+    // y[i] = x[i] * s
+    void (*scale)(int64_t n, const float * x, float s, float * y);
+    // y[i] = g[i] / (1 + exp(-g[i])) * u[i] (exp within about 2 ulp of expf)
+    void (*swiglu)(int64_t n, const float * g, const float * u, float * y);
+};
+
 struct ember_cpu_kernel_table {
     ember_cpu_isa          isa;
     const char *           name;  // "scalar", "avx2", "avx512", "neon", "neon+dotprod"
     ember_cpu_type_kernels types[EMBER_TYPE_CELLS];
     ember_cpu_attn_kernels attn;  // all nullptr in the scalar table
+    ember_cpu_vec_kernels  vec;   // never nullptr
 
     // Cells of a type id; an id without a cell gets an empty cell (no kernels).
     const ember_cpu_type_kernels & of(int32_t type) const {
@@ -100,6 +112,7 @@ void ember_cpu_register_avx2_ember_types(ember_cpu_kernel_table * t);    // avx2
 void ember_cpu_register_avx512_ember_types(ember_cpu_kernel_table * t);  // avx512/ember-types-*.cpp
 void ember_cpu_register_avx2_attn(ember_cpu_kernel_table * t);    // avx2/attn-avx2.cpp
 void ember_cpu_register_avx512_attn(ember_cpu_kernel_table * t);  // avx512/attn-avx512.cpp
+void ember_cpu_register_avx512_vec_ops(ember_cpu_kernel_table * t);  // avx512/vec-ops-avx512.cpp
 #endif
 #if defined(__aarch64__)
 void ember_cpu_register_neon(ember_cpu_kernel_table * t, bool dotprod, bool i8mm);  // neon/*.cpp

@@ -8,8 +8,13 @@
 // Every kernel comes from the active table (ember_cpu_kernels()), so the ISA files' vec_dot,
 // from_float and gemm cells are used as soon as they are registered. Phases:
 //   1. the columns of x are converted to vec_dot_type, split across threads;
-//   2a. one column per matrix (decode): the output rows are split evenly across threads and
-//       each row is one vec_dot (a few rows per step, so the activation stays in L1);
+//   2a. one column per matrix (decode): the output rows are cut into chunks of about
+//       k_chunk_bytes of weights, handed out dynamically by ember_cpu_claim_chunk (a static
+//       split leaves one thread waiting whenever the other is slowed or preempted; measured
+//       with EMBER_PROFILE=1 as milliseconds of barrier wait per 1B-model token); each row is
+//       one vec_dot (a few rows per step, so the activation stays in L1). With at most
+//       k_private_cols columns every thread converts all of them into its own slice of the
+//       work buffer (a few microseconds at most), so decode needs no barrier inside the node;
 //   2b. several columns (prefill): the output is cut into tiles of rows x columns sized for
 //       L2, handed out dynamically through an atomic counter at the start of the work buffer;
 //       a tile is one call of the type's gemm cell when it has one, else vec_dot per output.
@@ -36,6 +41,25 @@ constexpr size_t  k_tile_x_bytes_max = 256 * 1024;
 // Below this many columns the gemm kernels (which repack weight rows per tile) lose to
 // plain vec_dot calls.
 constexpr int64_t k_gemm_min_cols = 4;
+// Decode chunks: big enough that taking one (an atomic add) costs little next to streaming its
+// weights, small enough that a matrix has several per thread.
+constexpr size_t  k_chunk_bytes      = 32 * 1024;
+constexpr int64_t k_chunks_per_thread = 4;
+// Decode with at most this many columns converts them privately per thread (no barrier).
+constexpr int64_t k_private_cols = 4;
+
+bool private_columns(const ember_tensor * x) {
+    return x->ne[1] == 1 && ember_nrows(x) <= k_private_cols;
+}
+
+// Rows per decode chunk for n rows of row_bytes bytes: a multiple of 4.
+int64_t rows_per_chunk(int64_t n, size_t row_bytes, int nth) {
+    int64_t r = row_bytes > 0 ? static_cast<int64_t>(k_chunk_bytes / row_bytes) : n;
+    const int64_t even = (n + nth * k_chunks_per_thread - 1) / (nth * k_chunks_per_thread);
+    if (r > even) r = even;
+    r = (r + 3) / 4 * 4;
+    return r < 4 ? 4 : r;
+}
 
 int64_t cols_per_tile(int64_t m, size_t col_bytes) {
     int64_t c = col_bytes > 0 ? static_cast<int64_t>(k_tile_x_bytes_max / col_bytes) : k_tile_cols_max;
@@ -64,13 +88,19 @@ bool ember_cpu_supports_mul_mat(const ember_tensor * dst) {
     return dst->src[1]->type == EMBER_TYPE_F32 && dst->type == EMBER_TYPE_F32;
 }
 
-// The tile counter, then one vec_dot_type row per column of x.
-size_t ember_cpu_mul_mat_work_size(const ember_tensor * dst, int) {
+bool ember_cpu_mul_mat_private(const ember_tensor * dst) {
+    return private_columns(dst->src[1]);
+}
+
+// The tile counter, then one vec_dot_type row per column of x (in thread slots, one set per
+// thread, when the columns are converted privately).
+size_t ember_cpu_mul_mat_work_size(const ember_tensor * dst, int n_threads) {
     const ember_tensor * w  = dst->src[0];
     const ember_tensor * x  = dst->src[1];
     const ember_type     vt = ember_type_get_traits(w->type)->vec_dot_type;
     if (vt == EMBER_TYPE_F32) return k_header;  // x rows are used as they are
-    return k_header + ember_cpu_pad(ember_row_size(vt, x->ne[0]) * (size_t) ember_nrows(x));
+    const size_t cols = ember_row_size(vt, x->ne[0]) * (size_t) ember_nrows(x);
+    return private_columns(x) ? ember_cpu_slots_size(cols, n_threads) : k_header + ember_cpu_pad(cols);
 }
 
 void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
@@ -86,20 +116,23 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const int64_t                  x3      = x->ne[3];
     const bool                     convert = vt != EMBER_TYPE_F32;
     const size_t                   rs      = convert ? ember_row_size(vt, k) : 0;  // bytes of one converted column
-    char *                         xconv   = static_cast<char *>(p->wdata) + k_header;
+    const bool                     priv    = private_columns(x);
+    char *                         xconv   = priv ? ember_cpu_thread_slot(p->wdata, p->wsize, p->ith, p->nth)
+                                                  : static_cast<char *>(p->wdata) + k_header;
     const int64_t                  bcast2  = x2 / w->ne[2];
     const int64_t                  bcast3  = x3 / w->ne[3];
     const bool                     prefill = m > 1;
     std::atomic<int64_t> *         counter = static_cast<std::atomic<int64_t> *>(p->wdata);
 
-    // Phase 1: convert the columns of x, split across threads. The tile counter is reset here:
-    // every thread has left the previous node (the stream's barrier), and the barrier below
-    // publishes the reset before any thread takes a tile.
+    // Phase 1: convert the columns of x, split across threads (or all of them by every thread,
+    // privately). The prefill tile counter is reset here: every thread has left the previous
+    // node (the stream's barrier), and the barrier below publishes the reset before any thread
+    // takes a tile.
     if (prefill && p->ith == 0) new (p->wdata) std::atomic<int64_t>(p->nth);
     if (convert) {
         const ember_from_float_fn from_float = kt->of(vt).from_float;
-        int64_t                   c0, c1;
-        ember_cpu_split_rows(ember_nrows(x), p->ith, p->nth, &c0, &c1);
+        int64_t                   c0 = 0, c1 = ember_nrows(x);
+        if (!priv) ember_cpu_split_rows(ember_nrows(x), p->ith, p->nth, &c0, &c1);
         for (int64_t ic = c0; ic < c1; ic++) {
             const int64_t i3 = ic / (m * x2);
             const int64_t i2 = (ic / m) % x2;
@@ -107,7 +140,7 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
             from_float((const float *) ember_cpu_row(x, i1, i2, i3), xconv + ic * rs, k);
         }
     }
-    if (convert || prefill) ember_cpu_barrier(p);
+    if ((convert && !priv) || prefill) ember_cpu_barrier(p);
 
     // Column i1 of matrix (i2, i3) as the kernels read it, and the stride between columns.
     auto xcol = [&](int64_t i1, int64_t i2, int64_t i3) -> const char * {
@@ -118,24 +151,30 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const size_t y_stride = dst->nb[1] / sizeof(float);
 
     if (!prefill) {
-        // Phase 2a: an even split of the output rows, the same for every matrix.
-        int64_t r0, r1;
-        ember_cpu_split_rows(n, p->ith, p->nth, &r0, &r1);
-        const ember_vec_dot_fn vec_dot = kw.vec_dot;
-        for (int64_t i3 = 0; i3 < x3; i3++) {
-            for (int64_t i2 = 0; i2 < x2; i2++) {
-                const char * wm = ember_cpu_row(w, 0, i2 / bcast2, i3 / bcast3);
-                const char * xc = xcol(0, i2, i3);
-                float *      y  = (float *) ember_cpu_row(dst, 0, i2, i3);
-                int64_t      r  = r0;
-                for (; r + 4 <= r1; r += 4) {
-                    vec_dot(k, &y[r + 0], wm + (r + 0) * w_stride, xc);
-                    vec_dot(k, &y[r + 1], wm + (r + 1) * w_stride, xc);
-                    vec_dot(k, &y[r + 2], wm + (r + 2) * w_stride, xc);
-                    vec_dot(k, &y[r + 3], wm + (r + 3) * w_stride, xc);
-                }
-                for (; r < r1; r++) vec_dot(k, &y[r], wm + r * w_stride, xc);
+        // Phase 2a: chunks of output rows, matrix major, taken dynamically (thread ith starts
+        // with chunk ith).
+        const ember_vec_dot_fn vec_dot  = kw.vec_dot;
+        int64_t                rc       = rows_per_chunk(n, w_stride, p->nth);
+        while (x2 * x3 * ((n + rc - 1) / rc) > EMBER_CPU_MAX_CHUNKS - p->nth) rc *= 2;
+        const int64_t          n_rc     = (n + rc - 1) / rc;
+        const int64_t          n_chunks = x2 * x3 * n_rc;
+        for (int64_t t = p->ith; t < n_chunks; t = ember_cpu_claim_chunk(p)) {
+            const int64_t batch = t / n_rc;
+            const int64_t i2    = batch % x2;
+            const int64_t i3    = batch / x2;
+            const int64_t r0    = (t % n_rc) * rc;
+            const int64_t r1    = r0 + rc < n ? r0 + rc : n;
+            const char *  wm    = ember_cpu_row(w, 0, i2 / bcast2, i3 / bcast3);
+            const char *  xc    = xcol(0, i2, i3);
+            float *       y     = (float *) ember_cpu_row(dst, 0, i2, i3);
+            int64_t       r     = r0;
+            for (; r + 4 <= r1; r += 4) {
+                vec_dot(k, &y[r + 0], wm + (r + 0) * w_stride, xc);
+                vec_dot(k, &y[r + 1], wm + (r + 1) * w_stride, xc);
+                vec_dot(k, &y[r + 2], wm + (r + 2) * w_stride, xc);
+                vec_dot(k, &y[r + 3], wm + (r + 3) * w_stride, xc);
             }
+            for (; r < r1; r++) vec_dot(k, &y[r], wm + r * w_stride, xc);
         }
         return;
     }

@@ -14,10 +14,11 @@ bool ember_cpu_supports_rope(const ember_tensor * dst) {
            (!dst->src[2] || dst->src[2]->type == EMBER_TYPE_F32);
 }
 
-// A (cos, sin) table of n_rot/2 pairs per thread, rebuilt when the token changes.
+// A (cos, sin) table of n_rot/2 pairs per thread, rebuilt when the token changes; in thread
+// slots, so ropes and decode matmuls may share a barrier-free group (cpu-backend.cpp).
 size_t ember_cpu_rope_work_size(const ember_tensor * dst, int n_threads) {
     const int32_t n_rot = dst->op_params[0];
-    return (size_t) n_threads * ember_cpu_pad((size_t) n_rot * sizeof(float));
+    return ember_cpu_slots_size((size_t) n_rot * sizeof(float), n_threads);
 }
 
 static void rope_cache(float * cache, float pos, int32_t n_rot, float theta_scale, float freq_scale, const ember_tensor * ff) {
@@ -44,7 +45,7 @@ void ember_cpu_rope(const ember_cpu_compute_params * p, ember_tensor * dst) {
     const int64_t        n_head     = dst->ne[1];
     const int32_t        half       = n_rot / 2;
 
-    float * cache = (float *) ((char *) p->wdata + (size_t) p->ith * ember_cpu_pad((size_t) n_rot * sizeof(float)));
+    float * cache = (float *) ember_cpu_thread_slot(p->wdata, p->wsize, p->ith, p->nth);
     int64_t cached_token = -1;
 
     // Rows are (head, token) pairs, split evenly; a thread's rows are mostly of one token.
