@@ -190,6 +190,8 @@ void place_layers(ember_model & m, const ember_model_load_options & opt) {
     m.output_device = n_gpu == n_layer && gpu ? gpu : cpu;
 }
 
+void repack_cpu_weights(ember_model & m, ember_buffer * file_buf);
+
 // Points every weight at its bytes: directly into the mapped file for host devices, or
 // into a device buffer filled from the file. Reports progress per tensor.
 void place_weights(ember_model & m, const ember_model_load_options & opt) {
@@ -257,6 +259,52 @@ void place_weights(ember_model & m, const ember_model_load_options & opt) {
             ember_throw(EMBER_ERR_CANCELLED, "model load cancelled by the progress callback");
         }
     }
+    repack_cpu_weights(m, file_buf);
+}
+
+// Weights the CPU backend keeps in its own interleaved layout (backends/cpu_simd/repack.h:
+// faster decode). A file read into memory is repacked in place; a mapped file's pages stay
+// untouched (the page cache can drop them) and the repacked copy lives in one CPU buffer.
+// Tensors other ops read (the token embeddings, looked up by GET_ROWS) keep the file layout.
+void repack_cpu_weights(ember_model & m, ember_buffer * file_buf) {
+    ember_backend_reg * reg = ember_cpu_backend_reg();
+    if (!reg->iface.get_proc_address) return;
+    const auto repack = reinterpret_cast<ember_cpu_repack_proc>(reg->iface.get_proc_address(reg, "ember_cpu_repack"));
+    if (!repack) return;
+    const bool                  in_place = !m.gguf->is_mmapped();
+    ember_buffer_type *         buft     = ember_device_buffer_type(ember_registry_cpu_device());
+    const size_t                align    = ember_buffer_type_alignment(buft);
+    std::vector<ember_tensor *> todo;
+    size_t                      bytes = 0;
+    for (ember_tensor & t : m.tensors) {
+        if (t.buffer != file_buf || &t == m.tok_embd || !ember_is_contiguous(&t)) continue;
+        if (!repack(t.type, t.ne, nullptr, nullptr)) continue;
+        todo.push_back(&t);
+        bytes += (ember_nbytes(&t) + align - 1) / align * align;
+    }
+    if (todo.empty()) return;
+    ember_buffer * buf = nullptr;
+    if (!in_place) {
+        if (ember_buffer_type_alloc(buft, bytes, &buf) != EMBER_OK) {
+            ember_log(EMBER_LOG_WARN, "not enough memory to repack %.1f MiB of weights for the CPU; decoding from the file layout",
+                      bytes / 1048576.0);
+            return;
+        }
+        buf->usage = EMBER_BUFFER_USAGE_WEIGHTS;
+        m.buffers.push_back(buf);
+    }
+    size_t off = 0;
+    for (ember_tensor * t : todo) {
+        const void * src = t->data;
+        if (buf) {
+            ember_buffer_place_tensor(buf, t, off);
+            off += (ember_nbytes(t) + align - 1) / align * align;
+        }
+        repack(t->type, t->ne, src, t->data);
+        t->flags |= EMBER_TENSOR_FLAG_CPU_REPACKED;
+    }
+    ember_log(EMBER_LOG_INFO, "repacked %zu weight matrices (%.1f MiB) for the CPU decode kernels%s", todo.size(),
+              bytes / 1048576.0, in_place ? " (in place)" : "");
 }
 
 }  // namespace

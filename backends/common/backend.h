@@ -199,4 +199,11 @@ void                ember_stream_free(ember_stream * s);  // NULL is a no-op
 // The CPU backend's registry entry (backends/cpu_simd).
 ember_backend_reg * ember_cpu_backend_reg();
 
+// Proc "ember_cpu_repack" of the CPU registry entry: weights the CPU backend keeps in its own
+// layout (backends/cpu_simd/repack.h). With src == dst == nullptr: whether a contiguous weight
+// of this type and shape would be repacked. Otherwise writes the repacked bytes of src
+// (the whole tensor) to dst, which may be src itself; the caller then sets
+// EMBER_TENSOR_FLAG_CPU_REPACKED on the tensor.
+typedef bool (*ember_cpu_repack_proc)(ember_type type, const int64_t ne[4], const void * src, void * dst);
+
 #endif  // EMBER_BACKENDS_BACKEND_H

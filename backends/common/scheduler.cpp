@@ -76,6 +76,10 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
             }
             if (node->op != EMBER_OP_VIEW && (s < 0 || !supports(s, node))) s = -1;  // e.g. SET_ROWS
         }
+        // Weights repacked for the CPU can only be read there.
+        for (ember_tensor * src : node->src) {
+            if (s < 0 && src && (memory_owner(src)->flags & EMBER_TENSOR_FLAG_CPU_REPACKED)) s = cpu;
+        }
         if (s < 0) {
             for (ember_tensor * src : node->src) {
                 if (!src) continue;

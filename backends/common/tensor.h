@@ -32,6 +32,8 @@ enum ember_tensor_flag : uint32_t {
     EMBER_TENSOR_FLAG_OUTPUT = 1u << 1,  // read by the host after compute: never reused
     EMBER_TENSOR_FLAG_WEIGHT = 1u << 2,  // model parameter, lives in a weight buffer
     EMBER_TENSOR_FLAG_PLANNED = 1u << 3, // memory assigned by the graph planner (re-planned at will)
+    EMBER_TENSOR_FLAG_CPU_REPACKED = 1u << 4,  // weight bytes in the CPU backend's R16 layout
+                                               // (backends/cpu_simd/repack.h): CPU MUL_MAT only
 };
 
 struct ember_buffer;

@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "cpu-ops.h"
 #include "cpu-profile.h"
+#include "repack.h"
 #include "thread-pool.h"
 
 //
@@ -530,6 +531,17 @@ static ember_device * cpu_reg_get_device(ember_backend_reg *, size_t index) {
     return index == 0 ? &g_cpu_device : nullptr;
 }
 
+static bool cpu_repack_proc(ember_type type, const int64_t ne[4], const void * src, void * dst) {
+    if (!ember_cpu_repack_wanted(type, ne)) return false;
+    if (src && dst) ember_cpu_repack(type, ne[0], ne[1], src, dst);
+    return true;
+}
+
+static void * cpu_reg_get_proc_address(ember_backend_reg *, const char * name) {
+    if (std::strcmp(name, "ember_cpu_repack") == 0) return reinterpret_cast<void *>(static_cast<ember_cpu_repack_proc>(cpu_repack_proc));
+    return nullptr;
+}
+
 static ember_backend_reg g_cpu_reg = {
     /* .api_version = */ EMBER_BACKEND_API_VERSION,
     /* .struct_size = */ sizeof(ember_backend_reg),
@@ -537,7 +549,7 @@ static ember_backend_reg g_cpu_reg = {
         /* .get_name         = */ cpu_reg_get_name,
         /* .get_device_count = */ cpu_reg_get_device_count,
         /* .get_device       = */ cpu_reg_get_device,
-        /* .get_proc_address = */ nullptr,
+        /* .get_proc_address = */ cpu_reg_get_proc_address,
     },
     /* .context     = */ nullptr,
 };

@@ -89,6 +89,7 @@ struct tables {
             ember_cpu_register_avx512_ember_types(a);
             ember_cpu_register_avx512_attn(a);
             ember_cpu_register_avx512_vec_ops(a);
+            ember_cpu_register_avx512_gemv_r16(a);
             have[EMBER_CPU_ISA_AVX512] = true;
         }
 #endif

@@ -37,11 +37,23 @@ enum ember_cpu_isa {
 typedef void (*ember_gemm_fn)(int64_t k, int64_t nr, int64_t nc, const void * w, size_t w_stride,
                               const void * x, size_t x_stride, float * y, size_t y_stride);
 
+// Decode product over weights repacked at load into 16-row groups (repack.h): for g < ng,
+// r < 16: y[16 * g + r] = dot(row r of group g, x). Group g starts at w + g * group_stride;
+// x is one column of the weight's vec_dot_type (k elements) and xs its block sums
+// (ember_cpu_q8_sums). Must give the same values as vec_dot up to float summation order.
+struct ember_cpu_q8_sum {
+    float   d;  // the activation block's scale
+    int32_t s;  // sum of its int8 values
+};
+typedef void (*ember_gemv_r16_fn)(int64_t k, const void * w, size_t group_stride, int64_t ng, const void * x,
+                                  const ember_cpu_q8_sum * xs, float * y);
+
 struct ember_cpu_type_kernels {
     ember_vec_dot_fn    vec_dot;     // row of this type . row of its vec_dot_type
     ember_from_float_fn from_float;  // floats -> this type (activation quantizer, KV-cache writes)
     ember_to_float_fn   to_float;    // this type -> floats (get_rows, KV-cache reads)
     ember_gemm_fn       gemm;        // nullptr: the matmul uses vec_dot
+    ember_gemv_r16_fn   gemv_r16;    // nullptr: weights of this type are not repacked (repack.h)
 };
 
 // Attention tiles (ops-attention-tiled.cpp). A block of query rows is stored transposed,
@@ -113,6 +125,7 @@ void ember_cpu_register_avx512_ember_types(ember_cpu_kernel_table * t);  // avx5
 void ember_cpu_register_avx2_attn(ember_cpu_kernel_table * t);    // avx2/attn-avx2.cpp
 void ember_cpu_register_avx512_attn(ember_cpu_kernel_table * t);  // avx512/attn-avx512.cpp
 void ember_cpu_register_avx512_vec_ops(ember_cpu_kernel_table * t);  // avx512/vec-ops-avx512.cpp
+void ember_cpu_register_avx512_gemv_r16(ember_cpu_kernel_table * t);  // avx512/gemv-r16-avx512.cpp
 #endif
 #if defined(__aarch64__)
 void ember_cpu_register_neon(ember_cpu_kernel_table * t, bool dotprod, bool i8mm);  // neon/*.cpp

@@ -20,11 +20,16 @@
 //       a tile is one call of the type's gemm cell when it has one, else vec_dot per output.
 // Weight rows are addressed through nb[1..3] only (row-group types have rows of
 // ember_row_size bytes, not ne0 / block_size blocks).
+// Weights flagged EMBER_TENSOR_FLAG_CPU_REPACKED (repack.h) are in 16-row groups: decode
+// chunks are whole groups for the type's gemv_r16 kernel (with the column's block sums next
+// to the converted column), and prefill turns each tile's groups back into plain rows in a
+// per-thread area after the converted columns before the usual GEMM.
 #include <atomic>
 #include <new>
 
 #include "cpu-ops.h"
 #include "kernels.h"
+#include "repack.h"
 
 namespace {
 
@@ -52,13 +57,33 @@ bool private_columns(const ember_tensor * x) {
     return x->ne[1] == 1 && ember_nrows(x) <= k_private_cols;
 }
 
-// Rows per decode chunk for n rows of row_bytes bytes: a multiple of 4.
-int64_t rows_per_chunk(int64_t n, size_t row_bytes, int nth) {
+// Rows per decode chunk for n rows of row_bytes bytes: a multiple of `unit` (4, or 16 for
+// repacked groups).
+int64_t rows_per_chunk(int64_t n, size_t row_bytes, int nth, int64_t unit) {
     int64_t r = row_bytes > 0 ? static_cast<int64_t>(k_chunk_bytes / row_bytes) : n;
     const int64_t even = (n + nth * k_chunks_per_thread - 1) / (nth * k_chunks_per_thread);
     if (r > even) r = even;
-    r = (r + 3) / 4 * 4;
-    return r < 4 ? 4 : r;
+    r = (r + unit - 1) / unit * unit;
+    return r < unit ? unit : r;
+}
+
+bool repacked(const ember_tensor * w) {
+    return (w->flags & EMBER_TENSOR_FLAG_CPU_REPACKED) != 0;
+}
+
+// Bytes of block sums after a converted column (repacked decode).
+size_t sums_size(const ember_tensor * w) {
+    return repacked(w) ? ember_cpu_pad(static_cast<size_t>(w->ne[0] / 32) * sizeof(ember_cpu_q8_sum)) : 0;
+}
+
+// Bytes of one thread's area after the shared converted columns (repacked weights): an
+// unrepacked tile (prefill) or the block sums of every column (decode without private
+// columns).
+size_t thread_area_size(const ember_tensor * w, const ember_tensor * x) {
+    if (!repacked(w)) return 0;
+    const size_t tile = ember_cpu_pad(k_tile_rows * w->nb[1]);
+    const size_t sums = sums_size(w) * (size_t) ember_nrows(x);
+    return tile > sums ? tile : sums;
 }
 
 int64_t cols_per_tile(int64_t m, size_t col_bytes) {
@@ -84,6 +109,7 @@ bool ember_cpu_supports_mul_mat(const ember_tensor * dst) {
     const ember_cpu_kernel_table * kt = ember_cpu_kernels();
     const ember_type_traits *      tw = ember_type_get_traits(dst->src[0]->type);
     if (!tw || !kt->of(dst->src[0]->type).vec_dot) return false;
+    if (repacked(dst->src[0]) && !kt->of(dst->src[0]->type).gemv_r16) return false;
     if (tw->vec_dot_type != EMBER_TYPE_F32 && !kt->of(tw->vec_dot_type).from_float) return false;
     return dst->src[1]->type == EMBER_TYPE_F32 && dst->type == EMBER_TYPE_F32;
 }
@@ -100,7 +126,8 @@ size_t ember_cpu_mul_mat_work_size(const ember_tensor * dst, int n_threads) {
     const ember_type     vt = ember_type_get_traits(w->type)->vec_dot_type;
     if (vt == EMBER_TYPE_F32) return k_header;  // x rows are used as they are
     const size_t cols = ember_row_size(vt, x->ne[0]) * (size_t) ember_nrows(x);
-    return private_columns(x) ? ember_cpu_slots_size(cols, n_threads) : k_header + ember_cpu_pad(cols);
+    if (private_columns(x)) return ember_cpu_slots_size(ember_cpu_pad(cols) + sums_size(w) * (size_t) ember_nrows(x), n_threads);
+    return k_header + ember_cpu_pad(cols) + (size_t) (n_threads > 0 ? n_threads : 1) * thread_area_size(w, x);
 }
 
 void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
@@ -154,7 +181,17 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
         // Phase 2a: chunks of output rows, matrix major, taken dynamically (thread ith starts
         // with chunk ith).
         const ember_vec_dot_fn vec_dot  = kw.vec_dot;
-        int64_t                rc       = rows_per_chunk(n, w_stride, p->nth);
+        const bool             r16      = repacked(w);
+        int64_t                rc       = rows_per_chunk(n, w_stride, p->nth, r16 ? EMBER_CPU_REPACK_ROWS : 4);
+        // Block sums of each converted column, after the columns (repacked weights only).
+        ember_cpu_q8_sum *     sums     = nullptr;
+        if (r16) {
+            char * at = priv ? xconv + ember_cpu_pad(rs * (size_t) ember_nrows(x))
+                             : static_cast<char *>(p->wdata) + k_header + ember_cpu_pad(rs * (size_t) ember_nrows(x)) +
+                                   (size_t) p->ith * thread_area_size(w, x);
+            sums = reinterpret_cast<ember_cpu_q8_sum *>(at);
+            for (int64_t ic = 0; ic < ember_nrows(x); ic++) ember_cpu_q8_sums(k, xconv + ic * rs, sums + ic * (k / 32));
+        }
         while (x2 * x3 * ((n + rc - 1) / rc) > EMBER_CPU_MAX_CHUNKS - p->nth) rc *= 2;
         const int64_t          n_rc     = (n + rc - 1) / rc;
         const int64_t          n_chunks = x2 * x3 * n_rc;
@@ -167,6 +204,12 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
             const char *  wm    = ember_cpu_row(w, 0, i2 / bcast2, i3 / bcast3);
             const char *  xc    = xcol(0, i2, i3);
             float *       y     = (float *) ember_cpu_row(dst, 0, i2, i3);
+            if (r16) {
+                const int64_t ic = i3 * x2 + i2;
+                kw.gemv_r16(k, wm + r0 * w_stride, EMBER_CPU_REPACK_ROWS * w_stride, (r1 - r0) / EMBER_CPU_REPACK_ROWS, xc,
+                            sums + ic * (k / 32), y + r0);
+                continue;
+            }
             int64_t       r     = r0;
             for (; r + 4 <= r1; r += 4) {
                 vec_dot(k, &y[r + 0], wm + (r + 0) * w_stride, xc);
@@ -198,6 +241,12 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
         const char *  wm    = ember_cpu_row(w, r0, i2 / bcast2, i3 / bcast3);
         const char *  xc    = xcol(c0, i2, i3);
         float *       y     = (float *) ember_cpu_row(dst, c0, i2, i3) + r0;
+        if (repacked(w)) {
+            char * plain = static_cast<char *>(p->wdata) + k_header + ember_cpu_pad(rs * (size_t) ember_nrows(x)) +
+                           (size_t) p->ith * thread_area_size(w, x);
+            ember_cpu_unrepack(w->type, k, nr / EMBER_CPU_REPACK_ROWS, wm, plain);
+            wm = plain;
+        }
         if (gemm) {
             gemm(k, nr, nc, wm, w_stride, xc, x_stride, y, y_stride);
         } else {
