@@ -265,7 +265,8 @@ void place_weights(ember_model & m, const ember_model_load_options & opt) {
 // Weights the CPU backend keeps in its own interleaved layout (backends/cpu_simd/repack.h:
 // faster decode). A file read into memory is repacked in place; a mapped file's pages stay
 // untouched (the page cache can drop them) and the repacked copy lives in one CPU buffer.
-// Tensors other ops read (the token embeddings, looked up by GET_ROWS) keep the file layout.
+// The token embeddings are repacked only when they are also the output projection (tied):
+// GET_ROWS reads them either way, but only the matmul gains.
 void repack_cpu_weights(ember_model & m, ember_buffer * file_buf) {
     ember_backend_reg * reg = ember_cpu_backend_reg();
     if (!reg->iface.get_proc_address) return;
@@ -277,7 +278,7 @@ void repack_cpu_weights(ember_model & m, ember_buffer * file_buf) {
     std::vector<ember_tensor *> todo;
     size_t                      bytes = 0;
     for (ember_tensor & t : m.tensors) {
-        if (t.buffer != file_buf || &t == m.tok_embd || !ember_is_contiguous(&t)) continue;
+        if (t.buffer != file_buf || (&t == m.tok_embd && m.output != m.tok_embd) || !ember_is_contiguous(&t)) continue;
         if (!repack(t.type, t.ne, nullptr, nullptr)) continue;
         todo.push_back(&t);
         bytes += (ember_nbytes(&t) + align - 1) / align * align;

@@ -71,9 +71,15 @@ bool repacked(const ember_tensor * w) {
     return (w->flags & EMBER_TENSOR_FLAG_CPU_REPACKED) != 0;
 }
 
+// Q8_0 activations of repacked weights come with their block sums (ember_cpu_q8_sums); Q8_K
+// has its own.
+bool needs_sums(const ember_tensor * w) {
+    return repacked(w) && ember_type_get_traits(w->type)->vec_dot_type == EMBER_TYPE_Q8_0;
+}
+
 // Bytes of block sums after a converted column (repacked decode).
 size_t sums_size(const ember_tensor * w) {
-    return repacked(w) ? ember_cpu_pad(static_cast<size_t>(w->ne[0] / 32) * sizeof(ember_cpu_q8_sum)) : 0;
+    return needs_sums(w) ? ember_cpu_pad(static_cast<size_t>(w->ne[0] / 32) * sizeof(ember_cpu_q8_sum)) : 0;
 }
 
 // Bytes of one thread's area after the shared converted columns (repacked weights): an
@@ -185,7 +191,7 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
         int64_t                rc       = rows_per_chunk(n, w_stride, p->nth, r16 ? EMBER_CPU_REPACK_ROWS : 4);
         // Block sums of each converted column, after the columns (repacked weights only).
         ember_cpu_q8_sum *     sums     = nullptr;
-        if (r16) {
+        if (needs_sums(w)) {
             char * at = priv ? xconv + ember_cpu_pad(rs * (size_t) ember_nrows(x))
                              : static_cast<char *>(p->wdata) + k_header + ember_cpu_pad(rs * (size_t) ember_nrows(x)) +
                                    (size_t) p->ith * thread_area_size(w, x);
@@ -207,7 +213,7 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
             if (r16) {
                 const int64_t ic = i3 * x2 + i2;
                 kw.gemv_r16(k, wm + r0 * w_stride, EMBER_CPU_REPACK_ROWS * w_stride, (r1 - r0) / EMBER_CPU_REPACK_ROWS, xc,
-                            sums + ic * (k / 32), y + r0);
+                            sums ? sums + ic * (k / 32) : nullptr, y + r0);
                 continue;
             }
             int64_t       r     = r0;

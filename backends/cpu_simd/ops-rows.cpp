@@ -5,8 +5,10 @@
 // types with row groups (NF4, FP8_*_ROW: ember_type_has_row_groups) keep headers inside each
 // row, so their codecs only accept whole single rows. Keep it so when batching conversions.
 #include <cstring>
+#include <vector>
 
 #include "cpu-ops.h"
+#include "repack.h"
 #include "kernels.h"  // the codecs: the active ISA's table (bit-identical to the traits' ones)
 
 static inline int32_t read_i32(const ember_tensor * t, int64_t i0, int64_t i1, int64_t i2) {
@@ -39,6 +41,14 @@ void ember_cpu_get_rows(const ember_cpu_compute_params * p, ember_tensor * dst) 
         if (id < 0 || id >= table->ne[1]) {
             std::memset(y, 0, n * sizeof(float));
             ember_cpu_set_error(p, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        if (table->flags & EMBER_TENSOR_FLAG_CPU_REPACKED) {  // a tied embedding table (repack.h)
+            thread_local std::vector<uint8_t> row;
+            row.resize(table->nb[1]);
+            ember_cpu_unrepack_row(table->type, n, ember_cpu_row(table, id / EMBER_CPU_REPACK_ROWS * EMBER_CPU_REPACK_ROWS, 0, 0),
+                                   id % EMBER_CPU_REPACK_ROWS, row.data());
+            to_float(row.data(), y, n);
             continue;
         }
         to_float(ember_cpu_row(table, id, 0, 0), y, n);

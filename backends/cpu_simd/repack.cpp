@@ -1,4 +1,9 @@
 // R16 repacking (layouts in repack.h) and its portable product.
+//
+// Every R16 layout is a list of segments of the original block: a segment is a byte range of
+// the block stored for the 16 rows side by side in `width`-byte lanes (2 for fp16 scales, 4
+// for everything a 32-bit lane reads), optionally with each byte XOR-ed. Repacking and
+// unrepacking walk the same list, so they are inverse by construction.
 #include "repack.h"
 
 #include <cstdlib>
@@ -11,9 +16,67 @@ namespace {
 
 constexpr int64_t R = EMBER_CPU_REPACK_ROWS;
 
-// Bytes of one group's block column, and of its 4-byte lanes' part.
-constexpr size_t k_q4_col = R * sizeof(ember_block_q4_0);  // 288
-constexpr size_t k_q8_col = R * sizeof(ember_block_q8_0);  // 544
+struct segment {
+    int     off, len, width;
+    uint8_t flip;
+};
+
+struct layout {
+    int     block_bytes;  // bytes of one block of the type
+    int     block_elems;  // weights per block
+    int     n_seg;
+    segment seg[4];
+};
+
+// The layouts of repack.h, in the order the kernels read them.
+const layout * layout_of(ember_type type) {
+    static const layout q4_0 = {18, 32, 2, {{0, 2, 2, 0}, {2, 16, 4, 0}}};
+    static const layout q8_0 = {34, 32, 2, {{0, 2, 2, 0}, {2, 32, 4, 0x80}}};
+    static const layout q4_k = {144, 256, 4, {{0, 2, 2, 0}, {2, 2, 2, 0}, {4, 12, 4, 0}, {16, 128, 4, 0}}};
+    static const layout q6_k = {210, 256, 4, {{208, 2, 2, 0}, {192, 16, 4, 0}, {0, 128, 4, 0}, {128, 64, 4, 0}}};
+    switch (type) {
+        case EMBER_TYPE_Q4_0: return &q4_0;
+        case EMBER_TYPE_Q8_0: return &q8_0;
+        case EMBER_TYPE_Q4_K: return &q4_k;
+        case EMBER_TYPE_Q6_K: return &q6_k;
+        default: return nullptr;
+    }
+}
+
+// One group's block column: 16 plain blocks (row r's at rows[r]) <-> R16 bytes at col.
+void column(const layout & L, uint8_t * const * rows, uint8_t * col, bool to_r16) {
+    size_t pos = 0;
+    for (int s = 0; s < L.n_seg; s++) {
+        const segment & g = L.seg[s];
+        for (int c = 0; c < g.len / g.width; c++) {
+            for (int64_t r = 0; r < R; r++) {
+                uint8_t * plain = rows[r] + g.off + c * g.width;
+                uint8_t * lane  = col + pos + (static_cast<size_t>(c) * R + r) * g.width;
+                for (int j = 0; j < g.width; j++) {
+                    if (to_r16) {
+                        lane[j] = plain[j] ^ g.flip;
+                    } else {
+                        plain[j] = lane[j] ^ g.flip;
+                    }
+                }
+            }
+        }
+        pos += static_cast<size_t>(g.len) * R;
+    }
+}
+
+// ng groups of 16 rows of k weights: plain rows at `plain`, R16 groups at `packed`.
+void groups(const layout & L, int64_t k, int64_t ng, uint8_t * plain, uint8_t * packed, bool to_r16) {
+    const int64_t nb       = k / L.block_elems;
+    const size_t  row_size = static_cast<size_t>(nb) * L.block_bytes;
+    for (int64_t g = 0; g < ng; g++) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t * rows[R];
+            for (int64_t r = 0; r < R; r++) rows[r] = plain + (g * R + r) * row_size + b * L.block_bytes;
+            column(L, rows, packed + g * R * row_size + b * R * L.block_bytes, to_r16);
+        }
+    }
+}
 
 // Read at every call (model loads are rare), so a program may switch it between loads.
 bool repack_enabled() {
@@ -21,83 +84,57 @@ bool repack_enabled() {
     return !(v && std::strcmp(v, "0") == 0);
 }
 
-// Moves one block column between 16 plain blocks and the R16 layout. n_lanes is 4 (Q4_0) or
-// 8 (Q8_0); flip is XOR-ed into every byte (0x80 turns int8 into int8 + 128 and back).
-template <typename B>
-void col_to_r16(const B * const * rows, int64_t b, uint8_t * out, int n_lanes, uint8_t flip) {
-    ember_half * d = reinterpret_cast<ember_half *>(out);
-    uint8_t *    q = out + R * sizeof(ember_half);
-    for (int64_t r = 0; r < R; r++) {
-        const B & blk = rows[r][b];
-        d[r]          = blk.d;
-        for (int c = 0; c < n_lanes; c++) {
-            for (int j = 0; j < 4; j++) q[(c * R + r) * 4 + j] = static_cast<uint8_t>(blk.qs[4 * c + j] ^ flip);
-        }
-    }
-}
-
-template <typename B>
-void col_from_r16(const uint8_t * in, int64_t b, B * const * rows, int n_lanes, uint8_t flip) {
-    const ember_half * d = reinterpret_cast<const ember_half *>(in);
-    const uint8_t *    q = in + R * sizeof(ember_half);
-    for (int64_t r = 0; r < R; r++) {
-        B & blk = rows[r][b];
-        blk.d   = d[r];
-        for (int c = 0; c < n_lanes; c++) {
-            for (int j = 0; j < 4; j++) {
-                const uint8_t v = static_cast<uint8_t>(q[(c * R + r) * 4 + j] ^ flip);
-                std::memcpy(&blk.qs[4 * c + j], &v, 1);
-            }
-        }
-    }
-}
-
-template <typename B>
-void repack_groups(int64_t k, int64_t ng, const uint8_t * src, uint8_t * dst, bool to_r16, int n_lanes, uint8_t flip) {
-    const int64_t nb       = k / 32;
-    const size_t  row_size = static_cast<size_t>(nb) * sizeof(B);
-    const size_t  col      = R * sizeof(B);
-    for (int64_t g = 0; g < ng; g++) {
-        if (to_r16) {
-            const B * rows[R];
-            for (int64_t r = 0; r < R; r++) rows[r] = reinterpret_cast<const B *>(src + (g * R + r) * row_size);
-            uint8_t * out = dst + g * R * row_size;
-            for (int64_t b = 0; b < nb; b++) col_to_r16(rows, b, out + b * col, n_lanes, flip);
-        } else {
-            B * rows[R];
-            for (int64_t r = 0; r < R; r++) rows[r] = reinterpret_cast<B *>(dst + (g * R + r) * row_size);
-            const uint8_t * in = src + g * R * row_size;
-            for (int64_t b = 0; b < nb; b++) col_from_r16(in + b * col, b, rows, n_lanes, flip);
-        }
-    }
-}
-
 }  // namespace
 
 bool ember_cpu_repack_wanted(ember_type type, const int64_t ne[4]) {
-    if (type != EMBER_TYPE_Q4_0 && type != EMBER_TYPE_Q8_0) return false;
-    if (ne[2] != 1 || ne[3] != 1 || ne[1] <= 0 || ne[1] % R != 0 || ne[0] <= 0 || ne[0] % 32 != 0) return false;
+    const layout * L = layout_of(type);
+    if (!L) return false;
+    if (ne[2] != 1 || ne[3] != 1 || ne[1] <= 0 || ne[1] % R != 0 || ne[0] <= 0 || ne[0] % L->block_elems != 0) return false;
     if (!ember_cpu_kernels()->of(type).gemv_r16) return false;
     return repack_enabled();
 }
 
+bool ember_cpu_repack_has_layout(ember_type type) {
+    return layout_of(type) != nullptr;
+}
+
 void ember_cpu_repack(ember_type type, int64_t k, int64_t n, const void * src, void * dst) {
+    const layout * L = layout_of(type);
+    if (!L) return;
     // Group by group through a copy, so src may equal dst (repacking in place).
     const size_t         group = ember_row_size(type, k) * R;
     std::vector<uint8_t> tmp(group);
     for (int64_t g = 0; g < n / R; g++) {
         std::memcpy(tmp.data(), static_cast<const uint8_t *>(src) + g * group, group);
-        uint8_t * d = static_cast<uint8_t *>(dst) + g * group;
-        if (type == EMBER_TYPE_Q4_0) repack_groups<ember_block_q4_0>(k, 1, tmp.data(), d, true, 4, 0);
-        if (type == EMBER_TYPE_Q8_0) repack_groups<ember_block_q8_0>(k, 1, tmp.data(), d, true, 8, 0x80);
+        groups(*L, k, 1, tmp.data(), static_cast<uint8_t *>(dst) + g * group, true);
     }
 }
 
 void ember_cpu_unrepack(ember_type type, int64_t k, int64_t ng, const void * src, void * dst) {
-    const uint8_t * s = static_cast<const uint8_t *>(src);
-    uint8_t *       d = static_cast<uint8_t *>(dst);
-    if (type == EMBER_TYPE_Q4_0) repack_groups<ember_block_q4_0>(k, ng, s, d, false, 4, 0);
-    if (type == EMBER_TYPE_Q8_0) repack_groups<ember_block_q8_0>(k, ng, s, d, false, 8, 0x80);
+    const layout * L = layout_of(type);
+    if (!L) return;
+    groups(*L, k, ng, static_cast<uint8_t *>(dst), const_cast<uint8_t *>(static_cast<const uint8_t *>(src)), false);
+}
+
+void ember_cpu_unrepack_row(ember_type type, int64_t k, const void * group, int64_t r, void * dst) {
+    const layout * L = layout_of(type);
+    if (!L || r < 0 || r >= R) return;
+    const int64_t   nb = k / L->block_elems;
+    const uint8_t * in = static_cast<const uint8_t *>(group);
+    uint8_t *       out = static_cast<uint8_t *>(dst);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t * col = in + b * R * L->block_bytes;
+        uint8_t *       blk = out + b * L->block_bytes;
+        size_t          pos = 0;
+        for (int s = 0; s < L->n_seg; s++) {
+            const segment & g = L->seg[s];
+            for (int c = 0; c < g.len / g.width; c++) {
+                const uint8_t * lane = col + pos + (static_cast<size_t>(c) * R + r) * g.width;
+                for (int j = 0; j < g.width; j++) blk[g.off + c * g.width + j] = lane[j] ^ g.flip;
+            }
+            pos += static_cast<size_t>(g.len) * R;
+        }
+    }
 }
 
 void ember_cpu_q8_sums(int64_t k, const void * x, ember_cpu_q8_sum * out) {
@@ -111,36 +148,12 @@ void ember_cpu_q8_sums(int64_t k, const void * x, ember_cpu_q8_sum * out) {
 }
 
 void ember_cpu_gemv_r16_ref(ember_type type, int64_t k, const void * w, size_t group_stride, int64_t ng,
-                            const void * x, const ember_cpu_q8_sum * xs, float * y) {
-    const int64_t            nb   = k / 32;
-    const bool               q4   = type == EMBER_TYPE_Q4_0;
-    const size_t             col  = q4 ? k_q4_col : k_q8_col;
-    const int                nl   = q4 ? 4 : 8;
-    const int32_t            off  = q4 ? 8 : 128;
-    const ember_block_q8_0 * xb   = static_cast<const ember_block_q8_0 *>(x);
+                            const void * x, const ember_cpu_q8_sum *, float * y) {
+    const size_t              rs     = ember_row_size(type, k);
+    const ember_vec_dot_fn    vd     = ember_cpu_kernels_for(EMBER_CPU_ISA_SCALAR)->of(type).vec_dot;
+    std::vector<uint8_t>      plain(rs * R);
     for (int64_t g = 0; g < ng; g++) {
-        const uint8_t * gp = static_cast<const uint8_t *>(w) + g * group_stride;
-        for (int64_t r = 0; r < R; r++) {
-            float sum = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *    c  = gp + b * col;
-                const ember_half * d  = reinterpret_cast<const ember_half *>(c);
-                const uint8_t *    q  = c + R * sizeof(ember_half);
-                int32_t            is = 0;
-                for (int l = 0; l < nl; l++) {
-                    for (int j = 0; j < 4; j++) {
-                        const int32_t v = q[(l * R + r) * 4 + j];
-                        if (q4) {
-                            is += (v & 15) * xb[b].qs[4 * l + j] + (v >> 4) * xb[b].qs[16 + 4 * l + j];
-                        } else {
-                            is += v * xb[b].qs[4 * l + j];
-                        }
-                    }
-                }
-                is -= off * xs[b].s;
-                sum += ember_half_to_float(d[r]) * xs[b].d * static_cast<float>(is);
-            }
-            y[g * R + r] = sum;
-        }
+        ember_cpu_unrepack(type, k, 1, static_cast<const uint8_t *>(w) + g * group_stride, plain.data());
+        for (int64_t r = 0; r < R; r++) vd(k, &y[g * R + r], plain.data() + r * rs, x);
     }
 }

@@ -14,9 +14,15 @@
 //            nibbles are weights 4c..4c+3 and the high nibbles weights 16+4c..16+4c+3.
 //   Q8_0 R16, per group and block column b (544 bytes): d[16], then
 //            qs[c][r][j] = (byte 4c + j of row r's block) + 128 as an unsigned byte (c < 8).
+//   Q4_K R16, per group and super-block column (2304 bytes): d[16], dmin[16], then the 12
+//            scale bytes as [3][16][4] and the 128 qs bytes as [32][16][4] (lane bytes
+//            qs[4c..4c+3]: low nibbles sub-block 2(c/8), high nibbles sub-block 2(c/8)+1).
+//   Q6_K R16, per group and super-block column (3360 bytes): d[16], then the 16 int8 scales
+//            as [4][16][4], ql as [32][16][4] and qh as [16][16][4].
+// (repack.cpp describes each layout as a list of such segments.)
 //
-// Repacked tensors carry EMBER_TENSOR_FLAG_CPU_REPACKED; only the CPU backend's MUL_MAT
-// reads them (the scheduler keeps their nodes on the CPU). Prefill turns a tile's groups back
+// Repacked tensors carry EMBER_TENSOR_FLAG_CPU_REPACKED; only the CPU backend's MUL_MAT and
+// GET_ROWS read them (the scheduler keeps their nodes on the CPU). Prefill turns a tile's groups back
 // into plain rows (ember_cpu_unrepack) and runs the ordinary GEMM on them.
 // EMBER_CPU_REPACK=0 in the environment turns repacking off.
 #ifndef EMBER_CPU_REPACK_H
@@ -31,8 +37,8 @@
 constexpr int64_t EMBER_CPU_REPACK_ROWS = 16;
 
 // True when a weight of this type and shape would be repacked for the active kernel table:
-// a 2-D matrix of Q4_0 or Q8_0 with a multiple of 16 rows, and a gemv_r16 kernel present,
-// and EMBER_CPU_REPACK is not 0.
+// a 2-D matrix of Q4_0, Q8_0, Q4_K or Q6_K with a multiple of 16 rows, a gemv_r16 kernel for
+// the type in the active table, and EMBER_CPU_REPACK not 0.
 bool ember_cpu_repack_wanted(ember_type type, const int64_t ne[4]);
 
 // Writes the R16 layout of a [k, n] matrix of contiguous rows (n a multiple of 16) to dst
@@ -43,10 +49,19 @@ void ember_cpu_repack(ember_type type, int64_t k, int64_t n, const void * src, v
 // The inverse for ng groups starting at group pointer src: 16 * ng plain rows at dst.
 void ember_cpu_unrepack(ember_type type, int64_t k, int64_t ng, const void * src, void * dst);
 
-// Block scales and sums of a Q8_0 column (k / 32 entries), as the gemv_r16 kernels take them.
+// Row r (< 16) of the group at `group`, as a plain row of k weights at dst (GET_ROWS of a
+// repacked table: tied embeddings).
+void ember_cpu_unrepack_row(ember_type type, int64_t k, const void * group, int64_t r, void * dst);
+
+// Block scales and sums of a Q8_0 column (k / 32 entries), as the Q4_0 / Q8_0 gemv_r16
+// kernels take them (the K-quant kernels read Q8_K's own bsums and get nullptr).
 void ember_cpu_q8_sums(int64_t k, const void * x, ember_cpu_q8_sum * out);
 
-// The portable R16 product (the oracle the SIMD kernels are tested against).
+// Whether the type has an R16 layout at all (whatever the kernels).
+bool ember_cpu_repack_has_layout(ember_type type);
+
+// The portable R16 product (the oracle the SIMD kernels are tested against): each group
+// unrepacked, then the scalar table's vec_dot per row. xs is unused.
 void ember_cpu_gemv_r16_ref(ember_type type, int64_t k, const void * w, size_t group_stride, int64_t ng,
                             const void * x, const ember_cpu_q8_sum * xs, float * y);
 

@@ -4,6 +4,7 @@
 // same matrix in the file layout.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -37,9 +38,9 @@ double rel_err(const std::vector<float> & a, const std::vector<float> & b) {
 TEST_SUITE("backends") {
 
 TEST_CASE("[cpu repack] the R16 layout round-trips, in place or not") {
-    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         CAPTURE(ember_type_get_traits(type)->name);
-        const int64_t              k = 96, n = 48;  // 3 blocks per row, 3 groups
+        const int64_t              k = 3 * ember_type_get_traits(type)->block_size, n = 48;  // 3 blocks per row, 3 groups
         const std::vector<uint8_t> plain = quantized(type, k, n, 11);
         std::vector<uint8_t>       packed(plain.size()), back(plain.size());
         ember_cpu_repack(type, k, n, plain.data(), packed.data());
@@ -49,14 +50,21 @@ TEST_CASE("[cpu repack] the R16 layout round-trips, in place or not") {
         CHECK(in_place == packed);
         ember_cpu_unrepack(type, k, n / EMBER_CPU_REPACK_ROWS, packed.data(), back.data());
         CHECK(back == plain);
+        const size_t rs = ember_row_size(type, k);
+        for (int64_t r = 0; r < n; r++) {  // one row at a time (GET_ROWS)
+            std::vector<uint8_t> row(rs);
+            ember_cpu_unrepack_row(type, k, packed.data() + r / 16 * 16 * rs, r % 16, row.data());
+            CHECK(std::equal(row.begin(), row.end(), plain.begin() + r * rs));
+        }
     }
 }
 
-TEST_CASE("[cpu repack] only whole 16-row groups of Q4_0 / Q8_0 matrices are wanted") {
+TEST_CASE("[cpu repack] only whole 16-row groups of the R16 types are wanted") {
     const int64_t ok[4] = {64, 32, 1, 1}, odd_rows[4] = {64, 40, 1, 1}, batch[4] = {64, 32, 2, 1};
     CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_Q4_0, odd_rows));
     CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_Q4_0, batch));
-    CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_Q4_K, ok));
+    CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_Q4_K, ok));  // 64 is not a multiple of 256
+    CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_Q5_K, ok));
     CHECK_FALSE(ember_cpu_repack_wanted(EMBER_TYPE_F16, ok));
     CHECK(ember_cpu_repack_wanted(EMBER_TYPE_Q4_0, ok) == (ember_cpu_kernels()->of(EMBER_TYPE_Q4_0).gemv_r16 != nullptr));
 }
@@ -64,9 +72,12 @@ TEST_CASE("[cpu repack] only whole 16-row groups of Q4_0 / Q8_0 matrices are wan
 TEST_CASE("[cpu repack] gemv_r16 of every table matches the portable product and vec_dot") {
     const ember_cpu_kernel_table * scalar = ember_cpu_kernels_for(EMBER_CPU_ISA_SCALAR);
     REQUIRE(scalar);
-    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         CAPTURE(ember_type_get_traits(type)->name);
-        for (int64_t k : {32, 64, 96, 2048 + 32}) {  // odd block counts exercise the kernels' tails
+        const ember_type vt = ember_type_get_traits(type)->vec_dot_type;
+        const int64_t    bs = ember_type_get_traits(type)->block_size;
+        for (int64_t nblk : {1, 2, 3, 65}) {  // odd block counts exercise the kernels' tails
+            const int64_t k = nblk * bs;
             CAPTURE(k);
             const int64_t              n     = 32;
             const size_t               rs    = ember_row_size(type, k);
@@ -74,21 +85,22 @@ TEST_CASE("[cpu repack] gemv_r16 of every table matches the portable product and
             std::vector<uint8_t>       packed(plain.size());
             ember_cpu_repack(type, k, n, plain.data(), packed.data());
             const std::vector<float> xf = random_f32(static_cast<size_t>(k), 22, -2.0f, 2.0f);
-            std::vector<uint8_t>     x(ember_row_size(EMBER_TYPE_Q8_0, k));
-            ember_type_get_traits(EMBER_TYPE_Q8_0)->from_float(xf.data(), x.data(), k);
+            std::vector<uint8_t>     x(ember_row_size(vt, k));
+            ember_type_get_traits(vt)->from_float(xf.data(), x.data(), k);
             std::vector<ember_cpu_q8_sum> sums(k / 32);
-            ember_cpu_q8_sums(k, x.data(), sums.data());
+            if (vt == EMBER_TYPE_Q8_0) ember_cpu_q8_sums(k, x.data(), sums.data());
+            const ember_cpu_q8_sum * xs = vt == EMBER_TYPE_Q8_0 ? sums.data() : nullptr;
 
             std::vector<float> want(n), ref(n);
             for (int64_t r = 0; r < n; r++) scalar->of(type).vec_dot(k, &want[r], plain.data() + r * rs, x.data());
-            ember_cpu_gemv_r16_ref(type, k, packed.data(), 16 * rs, n / 16, x.data(), sums.data(), ref.data());
-            CHECK(rel_err(ref, want) < 1e-6);
+            ember_cpu_gemv_r16_ref(type, k, packed.data(), 16 * rs, n / 16, x.data(), xs, ref.data());
+            CHECK(ref == want);
             for (int isa = 0; isa < EMBER_CPU_ISA_COUNT; isa++) {
                 const ember_cpu_kernel_table * kt = ember_cpu_kernels_for((ember_cpu_isa) isa);
                 if (!kt || !kt->of(type).gemv_r16) continue;
                 CAPTURE(kt->name);
                 std::vector<float> got(n + 1, -7.0f);  // got[n] must stay untouched
-                kt->of(type).gemv_r16(k, packed.data(), 16 * rs, n / 16, x.data(), sums.data(), got.data());
+                kt->of(type).gemv_r16(k, packed.data(), 16 * rs, n / 16, x.data(), xs, got.data());
                 CHECK(got[n] == -7.0f);
                 got.resize(n);
                 CHECK(rel_err(got, ref) < 1e-6);
@@ -97,14 +109,40 @@ TEST_CASE("[cpu repack] gemv_r16 of every table matches the portable product and
     }
 }
 
+TEST_CASE("[cpu repack] GET_ROWS of a repacked table gives the rows of the file layout") {
+    const int64_t              k = 256, n = 48;
+    const std::vector<uint8_t> plain = quantized(EMBER_TYPE_Q6_K, k, n, 41);
+    std::vector<uint8_t>       packed(plain.size());
+    ember_cpu_repack(EMBER_TYPE_Q6_K, k, n, plain.data(), packed.data());
+    std::vector<float> want;
+    for (bool rp : {false, true}) {
+        CAPTURE(rp);
+        cpu_graph      G(2);
+        ember_tensor * t   = G.g.new_tensor(EMBER_TYPE_Q6_K, k, n);
+        ember_tensor * ids = G.g.new_tensor(EMBER_TYPE_I32, 5);
+        ember_tensor * y   = ember_get_rows(G.g, t, ids);
+        G.g.build_forward(y);
+        G.alloc();
+        ember_tensor_set(t, rp ? packed.data() : plain.data(), 0, plain.size());
+        if (rp) t->flags |= EMBER_TENSOR_FLAG_CPU_REPACKED;
+        set_i32(ids, {0, 47, 17, 16, 31});
+        REQUIRE(G.compute() == EMBER_OK);
+        if (rp) {
+            CHECK(get_f32(y) == want);
+        } else {
+            want = get_f32(y);
+        }
+    }
+}
+
 TEST_CASE("[cpu repack] MUL_MAT over a repacked weight matches the file layout") {
-    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         CAPTURE(ember_type_get_traits(type)->name);
         if (!ember_cpu_kernels()->of(type).gemv_r16) {
             MESSAGE("the active CPU kernel table has no R16 kernel for this type: skipped");
             continue;
         }
-        const int64_t              k = 320, n = 160;
+        const int64_t              k = 768, n = 160;
         const std::vector<uint8_t> plain = quantized(type, k, n, 31);
         std::vector<uint8_t>       packed(plain.size());
         ember_cpu_repack(type, k, n, plain.data(), packed.data());
