@@ -228,15 +228,19 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
         return;
     }
 
-    // Phase 2b: tiles, column block major (consecutive tiles share their activations).
+    // Phase 2b: tiles, column block major (consecutive tiles share their activations); row
+    // block major for repacked weights (consecutive tiles share the unrepacked rows, which
+    // each thread keeps until its next tile needs other rows).
     const ember_gemm_fn gemm    = m >= k_gemm_min_cols ? kw.gemm : nullptr;
     const int64_t       tc      = cols_per_tile(m, convert ? rs : (size_t) k * sizeof(float));
     const int64_t       n_rb    = (n + k_tile_rows - 1) / k_tile_rows;
     const int64_t       n_cb    = (m + tc - 1) / tc;
     const int64_t       n_tiles = x2 * x3 * n_cb * n_rb;
+    const bool    r16      = repacked(w);
+    int64_t       unpacked = -1;  // row block (with its batch) in this thread's unrepack area
     for (int64_t t = p->ith; t < n_tiles; t = counter->fetch_add(1, std::memory_order_relaxed)) {
-        const int64_t rb    = t % n_rb;
-        const int64_t cb    = (t / n_rb) % n_cb;
+        const int64_t rb    = r16 ? (t / n_cb) % n_rb : t % n_rb;
+        const int64_t cb    = r16 ? t % n_cb : (t / n_rb) % n_cb;
         const int64_t batch = t / (n_rb * n_cb);
         const int64_t i2    = batch % x2;
         const int64_t i3    = batch / x2;
@@ -247,11 +251,13 @@ void ember_cpu_mul_mat(const ember_cpu_compute_params * p, ember_tensor * dst) {
         const char *  wm    = ember_cpu_row(w, r0, i2 / bcast2, i3 / bcast3);
         const char *  xc    = xcol(c0, i2, i3);
         float *       y     = (float *) ember_cpu_row(dst, c0, i2, i3) + r0;
-        if (repacked(w)) {
+        if (r16) {
             char * plain = static_cast<char *>(p->wdata) + k_header + ember_cpu_pad(rs * (size_t) ember_nrows(x)) +
                            (size_t) p->ith * thread_area_size(w, x);
-            ember_cpu_unrepack(w->type, k, nr / EMBER_CPU_REPACK_ROWS, wm, plain);
-            wm = plain;
+            const int64_t key = batch * n_rb + rb;
+            if (key != unpacked) ember_cpu_unrepack(w->type, k, nr / EMBER_CPU_REPACK_ROWS, wm, plain);
+            unpacked = key;
+            wm       = plain;
         }
         if (gemm) {
             gemm(k, nr, nc, wm, w_stride, xc, x_stride, y, y_stride);

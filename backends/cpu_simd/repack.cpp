@@ -43,20 +43,41 @@ const layout * layout_of(ember_type type) {
     }
 }
 
-// One group's block column: 16 plain blocks (row r's at rows[r]) <-> R16 bytes at col.
-void column(const layout & L, uint8_t * const * rows, uint8_t * col, bool to_r16) {
+// One group's block column: 16 plain blocks (row r's at rows[r]) <-> R16 bytes at col. Lanes
+// move as whole 2- or 4-byte words (the XOR applied to every byte of a word at once).
+template <bool TO_R16>
+void column(const layout & L, uint8_t * const * rows, uint8_t * col) {
     size_t pos = 0;
     for (int s = 0; s < L.n_seg; s++) {
-        const segment & g = L.seg[s];
-        for (int c = 0; c < g.len / g.width; c++) {
-            for (int64_t r = 0; r < R; r++) {
-                uint8_t * plain = rows[r] + g.off + c * g.width;
-                uint8_t * lane  = col + pos + (static_cast<size_t>(c) * R + r) * g.width;
-                for (int j = 0; j < g.width; j++) {
-                    if (to_r16) {
-                        lane[j] = plain[j] ^ g.flip;
+        const segment & g  = L.seg[s];
+        const int       nc = g.len / g.width;
+        if (g.width == 4) {
+            const uint32_t flip = 0x01010101u * g.flip;
+            for (int c = 0; c < nc; c++) {
+                uint8_t * lanes = col + pos + static_cast<size_t>(c) * R * 4;
+                for (int64_t r = 0; r < R; r++) {
+                    uint8_t * plain = rows[r] + g.off + c * 4;
+                    uint32_t  v;
+                    if (TO_R16) {
+                        std::memcpy(&v, plain, 4);
+                        v ^= flip;
+                        std::memcpy(lanes + r * 4, &v, 4);
                     } else {
-                        plain[j] = lane[j] ^ g.flip;
+                        std::memcpy(&v, lanes + r * 4, 4);
+                        v ^= flip;
+                        std::memcpy(plain, &v, 4);
+                    }
+                }
+            }
+        } else {  // width 2: fp16 scales, never flipped
+            for (int c = 0; c < nc; c++) {
+                uint8_t * lanes = col + pos + static_cast<size_t>(c) * R * 2;
+                for (int64_t r = 0; r < R; r++) {
+                    uint8_t * plain = rows[r] + g.off + c * 2;
+                    if (TO_R16) {
+                        std::memcpy(lanes + r * 2, plain, 2);
+                    } else {
+                        std::memcpy(plain, lanes + r * 2, 2);
                     }
                 }
             }
@@ -73,7 +94,12 @@ void groups(const layout & L, int64_t k, int64_t ng, uint8_t * plain, uint8_t * 
         for (int64_t b = 0; b < nb; b++) {
             uint8_t * rows[R];
             for (int64_t r = 0; r < R; r++) rows[r] = plain + (g * R + r) * row_size + b * L.block_bytes;
-            column(L, rows, packed + g * R * row_size + b * R * L.block_bytes, to_r16);
+            uint8_t * col = packed + g * R * row_size + b * R * L.block_bytes;
+            if (to_r16) {
+                column<true>(L, rows, col);
+            } else {
+                column<false>(L, rows, col);
+            }
         }
     }
 }
