@@ -5,6 +5,13 @@
 // vpdpbusd multiplies unsigned by signed bytes. Q4_0 nibbles are unsigned levels 0..15 and
 // Q8_0 R16 stores q + 128, so both compute sum(level * x) and subtract OFF * sum(x) (OFF = 8
 // or 128; sum(x) comes precomputed per block): the exact integer dot product of vec_dot.
+
+// GCC 12 reports the _mm512_undefined_*() operands inside its own intrinsic headers as
+// uninitialized (a false positive of the headers, not of this file).
+#if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic ignored "-Wuninitialized"
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
@@ -106,10 +113,10 @@ static void gemv_q8_0_r16(int64_t k, const void * w, size_t group_stride, int64_
 
 // Byte i of each 32-bit lane, unsigned / sign-extended.
 static inline __m512i lane_u8(__m512i v, int i) {
-    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * i), _mm512_set1_epi32(0xff));
+    return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * i)), _mm512_set1_epi32(0xff));
 }
 static inline __m512i lane_s8(__m512i v, int i) {
-    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+    return _mm512_sra_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), _mm_cvtsi32_si128(24));
 }
 
 // Q4_K: sub-block j's integer sums per lane (s[j]), then sum_j sc_j * s[j] and
