@@ -202,7 +202,7 @@ uint32_t find_mem_type(const vk_device_ctx * dc, uint32_t bits, VkMemoryProperty
 ember_status mem_alloc(vk_device_ctx * dc, uint32_t type, bool map, VkDeviceSize size, VkDeviceSize align,
                        vk_mem_block ** blk_out, VkDeviceSize * off_out, std::vector<vk_mem_block *> & blocks) {
     for (vk_mem_block * b : blocks) {
-        if (b->type != type) continue;
+        if (b->type != type || (map && !b->mapped)) continue;
         for (auto it = b->free_ranges.begin(); it != b->free_ranges.end(); ++it) {
             const VkDeviceSize start = (it->first + align - 1) / align * align;
             if (start + size > it->first + it->second) continue;
@@ -335,6 +335,7 @@ static ember_status device_init(vk_device_ctx * dc) {
     di.pQueueCreateInfos    = &qi;
     EMBER_VK_CHECK(vkCreateDevice(dc->phys, &di, nullptr, &dc->dev), "vkCreateDevice");
     vkGetDeviceQueue(dc->dev, dc->queue_family, 0, &dc->queue);
+    ember_vk_pcache_load(dc);
 
     VkDescriptorSetLayoutBinding b[k_vk_bindings]{};
     for (uint32_t i = 0; i < k_vk_bindings; i++) {
@@ -423,9 +424,11 @@ ember_status ember_vk_ensure_init(vk_device_ctx * dc) {
     return dc->init_status;
 }
 
-ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out) {
+ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out, uint32_t spec1,
+                               uint32_t spec2) {
     std::lock_guard<std::mutex> lock(dc->mutex);
-    const std::string key = shader + "/" + std::to_string(wg);
+    const uint32_t    n_spec = spec2 ? 3 : spec1 ? 2 : 1;
+    const std::string key    = shader + "/" + std::to_string(wg) + "/" + std::to_string(spec1) + "/" + std::to_string(spec2);
     auto              it  = dc->pipelines.find(key);
     if (it != dc->pipelines.end()) {
         *out = it->second;
@@ -448,8 +451,10 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
         EMBER_VK_CHECK(vkCreateShaderModule(dc->dev, &mi, nullptr, &mod), "vkCreateShaderModule");
     }
     // Specialization constant 0: the workgroup size (local_size_x_id = 0).
-    VkSpecializationMapEntry me{0, 0, sizeof(uint32_t)};
-    VkSpecializationInfo     si{1, &me, sizeof(uint32_t), &wg};
+    // Constants 1 and 2 when given (mul_mat_vec_q: invocations per row, rows per invocation).
+    const uint32_t           values[3] = {wg, spec1, spec2};
+    VkSpecializationMapEntry me[3]     = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}};
+    VkSpecializationInfo     si{n_spec, me, n_spec * sizeof(uint32_t), values};
     VkComputePipelineCreateInfo ci{};
     ci.sType        = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     ci.stage.sType  = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -459,16 +464,18 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
     ci.stage.pSpecializationInfo = &si;
     ci.layout       = dc->layout;
     VkPipeline p    = VK_NULL_HANDLE;
-    EMBER_VK_CHECK(vkCreateComputePipelines(dc->dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
+    EMBER_VK_CHECK(vkCreateComputePipelines(dc->dev, dc->pcache, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
     dc->pipelines[key] = p;
+    dc->pcache_dirty   = true;  // saved when the graph that needed it has been submitted
     *out               = p;
     return EMBER_OK;
 }
 
 ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out) {
     vk_device_ctx * dc = sc->dc;
+    vk_recording *  rc = sc->rec;
     for (;;) {
-        if (sc->desc_pool_cur == sc->desc_pools.size()) {
+        if (rc->desc_pool_cur == rc->desc_pools.size()) {
             VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 512 * k_vk_bindings};
             VkDescriptorPoolCreateInfo pi{};
             pi.sType         = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
@@ -477,11 +484,11 @@ ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out) 
             pi.pPoolSizes    = &ps;
             VkDescriptorPool pool = VK_NULL_HANDLE;
             EMBER_VK_CHECK(vkCreateDescriptorPool(dc->dev, &pi, nullptr, &pool), "vkCreateDescriptorPool");
-            sc->desc_pools.push_back(pool);
+            rc->desc_pools.push_back(pool);
         }
         VkDescriptorSetAllocateInfo ai{};
         ai.sType              = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-        ai.descriptorPool     = sc->desc_pools[sc->desc_pool_cur];
+        ai.descriptorPool     = rc->desc_pools[rc->desc_pool_cur];
         ai.descriptorSetCount = 1;
         ai.pSetLayouts        = &dc->dsl;
         const VkResult r      = vkAllocateDescriptorSets(dc->dev, &ai, out);
@@ -489,7 +496,7 @@ ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out) 
         if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) {
             return ember_vk_fail(r, "vkAllocateDescriptorSets", __FILE__, __LINE__);
         }
-        sc->desc_pool_cur++;  // this pool is full: the next one (made above when needed)
+        rc->desc_pool_cur++;  // this pool is full: the next one (made above when needed)
     }
 }
 
@@ -566,6 +573,7 @@ static void vk_buffer_free(ember_buffer * buf) {
     vk_buffer_ctx * bc = bctx(buf);
     vk_device_ctx * dc = bc->dc;
     device_wait_idle(dc);  // the GPU may still read it
+    dc->buffer_epoch++;    // no recorded command buffer may name it again
     {
         std::lock_guard<std::mutex> lock(dc->mutex);
         vkDestroyBuffer(dc->dev, bc->buffer, nullptr);
@@ -709,7 +717,18 @@ static void stream_wait(vk_stream_ctx * sc) {
 static void vk_stream_free(ember_stream * s) {
     vk_stream_ctx * sc = sctx(s);
     stream_wait(sc);
-    for (VkDescriptorPool p : sc->desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
+    if (env_flag("EMBER_VULKAN_STATS")) {
+        std::fprintf(stderr, "ember: vulkan: %s stream: %llu graph ranges recorded, %llu submitted again unchanged\n",
+                     sc->dc->name.c_str(), (unsigned long long) sc->n_recorded, (unsigned long long) sc->n_reused);
+    }
+    if (sc->err_buf) {
+        std::lock_guard<std::mutex> lock(sc->dc->mutex);
+        vkDestroyBuffer(sc->dc->dev, sc->err_buf, nullptr);
+        mem_free(sc->dc, sc->err_blk, sc->err_off, sc->err_alloc, sc->dc->blocks);
+    }
+    for (vk_recording & rc : sc->recs) {
+        for (VkDescriptorPool p : rc.desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
+    }
     if (sc->fence) vkDestroyFence(sc->dc->dev, sc->fence, nullptr);
     if (sc->pool) vkDestroyCommandPool(sc->dc->dev, sc->pool, nullptr);
     delete sc;
@@ -718,13 +737,71 @@ static void vk_stream_free(ember_stream * s) {
 
 static void vk_stream_synchronize(ember_stream * s) { stream_wait(sctx(s)); }
 
+// Everything recording reads from a range of nodes: ops, types, shapes, strides, parameters,
+// and the addresses (buffer and offset) of every tensor. Equal signatures record equal
+// command buffers.
+static uint64_t graph_signature(const ember_graph * g, int32_t begin, int32_t end) {
+    uint64_t h   = 0x9e3779b97f4a7c15ull;
+    auto     mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
+    auto     tensor = [&](const ember_tensor * t) {
+        mix(reinterpret_cast<uintptr_t>(t));
+        mix(reinterpret_cast<uintptr_t>(t->buffer));
+        mix(reinterpret_cast<uintptr_t>(t->data));
+        mix(static_cast<uint64_t>(t->type) << 32 | static_cast<uint32_t>(t->op));
+        for (int d = 0; d < EMBER_MAX_DIMS; d++) {
+            mix(static_cast<uint64_t>(t->ne[d]));
+            mix(t->nb[d]);
+        }
+    };
+    mix(static_cast<uint64_t>(begin) << 32 | static_cast<uint32_t>(end));
+    for (int32_t i = begin; i < end; i++) {
+        const ember_tensor * node = g->nodes[i];
+        tensor(node);
+        for (int p = 0; p < EMBER_MAX_OP_PARAMS; p += 2) {
+            mix(static_cast<uint64_t>(static_cast<uint32_t>(node->op_params[p])) << 32 | static_cast<uint32_t>(node->op_params[p + 1]));
+        }
+        for (const ember_tensor * src : node->src) {
+            if (src) tensor(src);
+            else mix(0);
+        }
+    }
+    return h;
+}
+
+static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc);
+
+// EMBER_VULKAN_NO_CMD_REUSE=1 records every graph again (to compare).
+static bool cmd_reuse_enabled() {
+    static const bool on = !env_flag("EMBER_VULKAN_NO_CMD_REUSE");
+    return on;
+}
+
 static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
     vk_stream_ctx * sc = sctx(s);
     vk_device_ctx * dc = sc->dc;
     if (!g || node_begin < 0 || node_begin > node_end || (size_t) node_end > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+    if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
+    // The same range recorded before, with nothing changed since: submit it again.
+    const uint64_t sig   = graph_signature(g, node_begin, node_end);
+    const uint64_t epoch = dc->buffer_epoch.load();
+    vk_recording * hit   = nullptr;
+    for (vk_recording & rc : sc->recs) {
+        if (cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end && rc.sig == sig &&
+            rc.epoch == epoch) {
+            hit = &rc;
+        }
+    }
+    if (hit) {
+        stream_wait(sc);
+        sc->n_reused++;
+        hit->last_use = ++sc->use_clock;
+        return submit_recording(sc, hit);
+    }
     // Check every node first, so a graph either runs or fails before touching memory.
+    bool row_checks = false;  // GET_ROWS / SET_ROWS: wait for the graph and read the error word
     for (int32_t i = node_begin; i < node_end; i++) {
         const ember_tensor * node = g->nodes[i];
+        row_checks |= node->op == EMBER_OP_GET_ROWS || node->op == EMBER_OP_SET_ROWS;
         if (!ember_vk_supports_op(dc, node)) {
             std::fprintf(stderr, "ember: vulkan: unsupported node %d '%s' (%s)\n", i, node->name, ember_op_name(node->op));
             return EMBER_ERR_UNSUPPORTED;
@@ -739,15 +816,26 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
             }
         }
     }
-    if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
     stream_wait(sc);
-    for (VkDescriptorPool p : sc->desc_pools) vkResetDescriptorPool(dc->dev, p, 0);
-    sc->desc_pool_cur = 0;
+    // Record into the slot this range had, else the least recently used one.
+    vk_recording * rc = &sc->recs[0];
+    for (vk_recording & r : sc->recs) {
+        if (r.graph == g && r.begin == node_begin && r.end == node_end) {
+            rc = &r;
+            break;
+        }
+        if (r.last_use < rc->last_use) rc = &r;
+    }
+    rc->valid = false;
+    for (VkDescriptorPool p : rc->desc_pools) vkResetDescriptorPool(dc->dev, p, 0);
+    rc->desc_pool_cur = 0;
+    sc->rec           = rc;
+    sc->cb            = rc->cb;
+    sc->n_recorded++;
 
     EMBER_VK_CHECK(vkResetCommandBuffer(sc->cb, 0), "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     EMBER_VK_CHECK(vkBeginCommandBuffer(sc->cb, &bi), "vkBeginCommandBuffer");
     ember_status st = EMBER_OK;
     for (int32_t i = node_begin; i < node_end && st == EMBER_OK; i++) st = ember_vk_record_node(sc, g->nodes[i]);
@@ -760,15 +848,41 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
                          1, &mb, 0, nullptr, 0, nullptr);
     EMBER_VK_CHECK(vkEndCommandBuffer(sc->cb), "vkEndCommandBuffer");
     if (st != EMBER_OK) return st;
-    VkSubmitInfo si{};
+    rc->valid      = true;
+    rc->row_checks = row_checks;
+    rc->graph      = g;
+    rc->begin      = node_begin;
+    rc->end        = node_end;
+    rc->sig        = sig;
+    rc->epoch      = epoch;
+    rc->last_use   = ++sc->use_clock;
+    {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        ember_vk_pcache_save(dc);
+    }
+    return submit_recording(sc, rc);
+}
+
+// Submits a recorded command buffer; waits for it when it has row-index checks to report.
+static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc) {
+    vk_device_ctx * dc = sc->dc;
+    VkSubmitInfo    si{};
     si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
     si.commandBufferCount = 1;
-    si.pCommandBuffers    = &sc->cb;
+    si.pCommandBuffers    = &rc->cb;
     {
         std::lock_guard<std::mutex> lock(dc->queue_mutex);
         EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
     }
     sc->pending = true;
+    if (rc->row_checks) {
+        stream_wait(sc);
+        if (*sc->err_ptr != 0) {
+            *sc->err_ptr = 0;
+            std::fprintf(stderr, "ember: vulkan: %s: a row index of GET_ROWS or SET_ROWS is out of range\n", dc->name.c_str());
+            return EMBER_ERR_INTERNAL;  // as the CPU backend
+        }
+    }
     return EMBER_OK;
 }
 
@@ -800,10 +914,23 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
     ai.commandPool        = sc->pool;
     ai.level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
-    EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &sc->cb), "vkAllocateCommandBuffers");
+    for (vk_recording & rc : sc->recs) EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &rc.cb), "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{};
     fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     EMBER_VK_CHECK(vkCreateFence(dc->dev, &fi, nullptr, &sc->fence), "vkCreateFence");
+    vk_buffer_ctx eb;
+    {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        const ember_status st = create_buffer(dc, 256, dc->mem_type_staging, true, dc->blocks, &eb);
+        if (st != EMBER_OK) return st;
+    }
+    sc->err_buf   = eb.buffer;
+    sc->err_blk   = eb.block;
+    sc->err_off   = eb.offset;
+    sc->err_alloc = eb.alloc;
+    if (!eb.block->mapped) return EMBER_ERR_INTERNAL;  // host-visible memory is always mapped
+    sc->err_ptr  = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(eb.block->mapped) + eb.offset);
+    *sc->err_ptr = 0;
     return EMBER_OK;
 }
 
@@ -940,5 +1067,24 @@ ember_device * ember_vulkan_find_device(const char * name) {
 }
 
 int64_t ember_vulkan_validation_errors() { return g_validation_errors.load(); }
+
+std::string ember_vulkan_pipeline_cache_file(ember_device * dev) {
+    return dev && dev->reg == &g_vk_reg ? ember_vk_pcache_path(dctx(dev)) : std::string();
+}
+
+bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused) {
+    if (!stream || stream->iface.graph_compute != vk_stream_graph_compute) return false;
+    *recorded = sctx(stream)->n_recorded;
+    *reused   = sctx(stream)->n_reused;
+    return true;
+}
+
+int ember_vulkan_pipeline_cache_state(ember_device * dev) {
+    if (!dev || dev->reg != &g_vk_reg) return EMBER_VK_PCACHE_OFF;
+    vk_device_ctx * dc = dctx(dev);
+    if (ember_vk_ensure_init(dc) != EMBER_OK) return EMBER_VK_PCACHE_OFF;
+    std::lock_guard<std::mutex> lock(dc->mutex);
+    return dc->pcache_state;
+}
 
 bool ember_vulkan_validation_enabled() { return instance().validation; }

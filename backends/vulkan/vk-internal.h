@@ -5,6 +5,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -57,11 +58,16 @@ struct vk_device_ctx {
     VkPipelineLayout      layout = VK_NULL_HANDLE;
     std::map<std::string, VkShaderModule> modules;
     std::map<std::string, VkPipeline>     pipelines;  // "name/wg"
+    VkPipelineCache       pcache = VK_NULL_HANDLE;      // vk-pipeline-cache.cpp
+    std::string           pcache_file;                  // "" when the disk cache is off
+    int                   pcache_state = 0;             // EMBER_VK_PCACHE_*
+    bool                  pcache_dirty = false;         // pipelines made since the last save
     uint32_t              mem_type_device = UINT32_MAX;  // device-local (for every ember buffer)
     bool                  device_mem_mapped = false;     // that type is also host-visible and coherent
     uint32_t              mem_type_staging = UINT32_MAX; // host-visible, coherent
     std::vector<vk_mem_block *> blocks;
     VkDeviceSize          block_size = 0;
+    std::atomic<uint64_t> buffer_epoch{0};  // +1 per freed buffer: recorded command buffers may name it
     // Synchronous transfers (staging copies, fills), under xfer_mutex.
     std::mutex            xfer_mutex;
     VkCommandPool         xfer_pool  = VK_NULL_HANDLE;
@@ -81,16 +87,39 @@ struct vk_buffer_ctx {
     VkDeviceSize    alloc  = 0;  // taken from the block
 };
 
+// A command buffer recorded for one graph range, kept to be submitted again while the graph,
+// its tensors' shapes, parameters and addresses, and the device's buffers stay the same (the
+// runtime reuses its decode graphs from token to token; only the inputs' contents change).
+struct vk_recording {
+    VkCommandBuffer               cb = VK_NULL_HANDLE;
+    std::vector<VkDescriptorPool> desc_pools;  // its descriptor sets
+    size_t                        desc_pool_cur = 0;
+    bool                          valid      = false;
+    bool                          row_checks = false;  // has GET_ROWS / SET_ROWS
+    const void *                  graph      = nullptr;
+    int32_t                       begin = 0, end = 0;
+    uint64_t                      sig = 0, epoch = 0, last_use = 0;
+};
+constexpr int k_vk_recordings = 8;  // per stream (the runtime caches a few graphs)
+
 struct vk_stream_ctx {
     vk_device_ctx *               dc   = nullptr;
     VkCommandPool                 pool = VK_NULL_HANDLE;
-    VkCommandBuffer               cb   = VK_NULL_HANDLE;
+    VkCommandBuffer               cb   = VK_NULL_HANDLE;  // the one being recorded (= rec->cb)
     VkFence                       fence = VK_NULL_HANDLE;
     bool                          pending = false;  // submitted, fence not yet waited
-    std::vector<VkDescriptorPool> desc_pools;
-    size_t                        desc_pool_cur = 0;
+    vk_recording                  recs[k_vk_recordings];
+    vk_recording *                rec = nullptr;    // being recorded
+    uint64_t                      use_clock = 0;
+    uint64_t                      n_recorded = 0, n_reused = 0;  // statistics (tests)
     ember_abort_callback          abort_cb = nullptr;
     void *                        abort_ud = nullptr;
+    // A word in host-visible memory that GET_ROWS / SET_ROWS set when a row index is out of
+    // range (bound at binding 4); read after the graph, reported as a status.
+    VkBuffer                      err_buf = VK_NULL_HANDLE;
+    vk_mem_block *                err_blk = nullptr;
+    VkDeviceSize                  err_off = 0, err_alloc = 0;
+    volatile uint32_t *           err_ptr = nullptr;
 };
 
 // Every pipeline has the same layout: 5 storage buffers (binding 0..4) and 128 bytes of
@@ -100,9 +129,17 @@ constexpr uint32_t k_vk_push_words = 32;
 // The fake base address of every device buffer: tensor->data - base is the byte offset.
 constexpr uintptr_t k_vk_base = 0x1000;
 
+// vk-pipeline-cache.cpp (called with dc->mutex held)
+enum { EMBER_VK_PCACHE_OFF = -1, EMBER_VK_PCACHE_NONE = 0, EMBER_VK_PCACHE_LOADED = 1, EMBER_VK_PCACHE_IGNORED = 2 };
+std::string  ember_vk_pcache_path(const vk_device_ctx * dc);  // from the environment, now
+void         ember_vk_pcache_load(vk_device_ctx * dc);        // creates dc->pcache
+void         ember_vk_pcache_save(vk_device_ctx * dc);        // when dirty
+
 // vk-backend.cpp
 ember_status ember_vk_ensure_init(vk_device_ctx * dc);
-ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out);
+// spec1, spec2: specialization constants 1 and 2 of shaders that have them (0: none).
+ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out, uint32_t spec1 = 0,
+                               uint32_t spec2 = 0);
 ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out);
 bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf);
 

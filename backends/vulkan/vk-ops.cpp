@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -15,9 +16,11 @@ namespace {
 // Types the dequantizing shaders read (shaders/dequant.glsl; shader names use the type name).
 bool is_dq_type(ember_type t) {
     switch (t) {
-        case EMBER_TYPE_F32: case EMBER_TYPE_F16: case EMBER_TYPE_Q4_0: case EMBER_TYPE_Q4_1: case EMBER_TYPE_Q5_0:
-        case EMBER_TYPE_Q5_1: case EMBER_TYPE_Q8_0: case EMBER_TYPE_Q4_K: case EMBER_TYPE_Q5_K: case EMBER_TYPE_Q6_K:
-        case EMBER_TYPE_IQ4_NL:
+        case EMBER_TYPE_F32: case EMBER_TYPE_F16: case EMBER_TYPE_BF16: case EMBER_TYPE_Q4_0: case EMBER_TYPE_Q4_1:
+        case EMBER_TYPE_Q5_0: case EMBER_TYPE_Q5_1: case EMBER_TYPE_Q8_0: case EMBER_TYPE_Q2_K: case EMBER_TYPE_Q3_K:
+        case EMBER_TYPE_Q4_K: case EMBER_TYPE_Q5_K: case EMBER_TYPE_Q6_K: case EMBER_TYPE_IQ4_NL: case EMBER_TYPE_IQ4_XS:
+        case EMBER_TYPE_INT4: case EMBER_TYPE_INT4_G32: case EMBER_TYPE_NF4: case EMBER_TYPE_FP8_E4M3:
+        case EMBER_TYPE_FP8_E5M2: case EMBER_TYPE_FP8_E4M3_ROW: case EMBER_TYPE_FP8_E5M2_ROW:
             return true;
         default:
             return false;
@@ -52,6 +55,23 @@ bool word_rows(const ember_tensor * t) {
 }
 
 constexpr uint32_t k_max_groups = 65535;
+
+// mul_mat_vec_q.comp: rows of whole 256-weight units, starting on 16 bytes (Q6_K: any even
+// byte), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1 keeps every product on the generic
+// kernel (to compare the two).
+bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resid, uint32_t x_off) {
+    static const bool off = [] {
+        const char * v = std::getenv("EMBER_VULKAN_MMV_GENERIC");
+        return v && *v && std::strcmp(v, "0") != 0;
+    }();
+    if (off) return false;
+    const ember_type t = w->type;
+    if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K) return false;
+    if (w->ne[0] % 256 != 0) return false;
+    const size_t a = t == EMBER_TYPE_Q6_K ? 2 : 16;
+    if (w_resid % a != 0 || w->nb[1] % a != 0 || w->nb[2] % a != 0 || w->nb[3] % a != 0) return false;
+    return x_off % 4 == 0 && x->nb[1] % 16 == 0 && x->nb[2] % 16 == 0 && x->nb[3] % 16 == 0;
+}
 
 }  // namespace
 
@@ -125,12 +145,13 @@ struct push {
 };
 
 // Binds `ts` (nullptr: the last tensor given), pushes `pc` and dispatches; then a barrier so
-// the next dispatch sees the writes.
+// the next dispatch sees the writes. err_flag: binding 4 is the stream's error word.
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
-                      const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1) {
+                      const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
+                      uint32_t spec1 = 0, uint32_t spec2 = 0) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
-    ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline);
+    ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline, spec1, spec2);
     if (st != EMBER_OK) return st;
     VkDescriptorSet set;
     st = ember_vk_alloc_desc_set(sc, &set);
@@ -143,6 +164,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         const ember_tensor * t = i < list.size() && list[i] ? list[i] : list.back();
         const binding        b = bind_of(dc, t);
         infos[i]               = {b.buffer, b.offset, b.range};
+        if (err_flag && i == 4) infos[i] = {sc->err_buf, 0, VK_WHOLE_SIZE};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -167,10 +189,11 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
 
 // One workgroup per item, folded into x and y (shaders read flat_group()).
 ember_status dispatch_items(vk_stream_ctx * sc, const std::string & shader, uint32_t wg,
-                            std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1) {
+                            std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1,
+                            bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0) {
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(items, k_max_groups));
     const uint32_t gy = static_cast<uint32_t>((items + gx - 1) / gx);
-    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz);
+    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2);
 }
 
 // Grid-stride kernels: enough groups of `wg` for n items, at most 65535.
@@ -228,7 +251,7 @@ ember_status record_get_rows(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(bind_of(sc->dc, t).resid).u(t->nb[1]).u(t->ne[1]);
     pc.u(f32_off(bind_of(sc->dc, ids))).u(ids->nb[0] / 4).u(ids->nb[1] / 4).u(ids->nb[2] / 4);
     pc.u(f32_off(bind_of(sc->dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
-    return dispatch_items(sc, "get_rows_" + tname(t->type), 64, {t, ids, node}, pc, ember_nrows(node));
+    return dispatch_items(sc, "get_rows_" + tname(t->type), 64, {t, ids, node}, pc, ember_nrows(node), 1, true);
 }
 
 ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node) {
@@ -244,6 +267,23 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
     pc.u(x->ne[2] / w->ne[2]).u(x->ne[3] / w->ne[3]);
     const std::string t = tname(w->type);
+    if (m <= 4 && m * nbatch <= k_max_groups && mmv_fast_ok(w, x, bind_of(dc, w).resid, f32_off(bind_of(dc, x)))) {
+        // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
+        // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
+        uint32_t lpr = 1;
+        while (lpr < 32 && 2 * lpr * 256 <= (uint64_t) w->ne[0]) lpr *= 2;
+        // Rows per invocation: 2 (each activation load serves both) except for Q8_0, whose
+        // two 272-byte units would not fit the registers; EMBER_VULKAN_MMV_ROWS=1|2 overrides.
+        static const uint32_t nr_env = [] {
+            const char * v = std::getenv("EMBER_VULKAN_MMV_ROWS");
+            return v && (v[0] == '1' || v[0] == '2') && v[1] == '\0' ? (uint32_t) (v[0] - '0') : 0u;
+        }();
+        const uint32_t     nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 ? 1 : 2;
+        constexpr uint32_t wg = 128;
+        const uint32_t     rows_per_group = wg / lpr * nr;
+        return dispatch_items(sc, "mul_mat_vec_q_" + t, wg, {w, x, node}, pc, (w->ne[1] + rows_per_group - 1) / rows_per_group,
+                              static_cast<uint32_t>(m * nbatch), false, lpr, nr);
+    }
     if (m <= 4 && m * nbatch <= k_max_groups) {
         const bool     sg = dc->subgroup_arith;
         const uint32_t wg = sg ? std::max<uint32_t>(64, dc->subgroup_size) : 64;
@@ -268,7 +308,7 @@ ember_status record_convert(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(bd.resid).u(node->nb[1]).u(node->nb[2]).u(node->nb[3]);
     pc.u(set ? f32_off(bind_of(dc, idx)) : 0).u(set ? idx->nb[0] / 4 : 0).u(node->ne[1]);
     const std::string shader = set ? "set_rows_" + tname(node->type) : "cpy_" + tname(src->type) + "_" + tname(node->type);
-    return dispatch_items(sc, shader, 64, {src, idx, node}, pc, ember_nrows(src));
+    return dispatch_items(sc, shader, 64, {src, idx, node}, pc, ember_nrows(src), 1, set);
 }
 
 ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {

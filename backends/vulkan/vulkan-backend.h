@@ -4,10 +4,18 @@
 // they are used when named ("vulkan:N", or "vulkan" when no other Vulkan device exists) or
 // listed with EMBER_VULKAN_ALLOW_CPU=1. EMBER_VULKAN_VALIDATE=1 enables the Khronos
 // validation layer (when installed) and counts the errors it reports.
+// Other settings: EMBER_VULKAN_PIPELINE_CACHE=DIR (the on-disk pipeline cache's folder; "0"
+// turns it off; default $XDG_CACHE_HOME/ember or ~/.cache/ember), EMBER_VULKAN_NO_CMD_REUSE=1
+// (record every graph again instead of resubmitting unchanged ones), EMBER_VULKAN_MMV_GENERIC=1
+// (no decode fast path: every matrix-vector product on the generic kernel),
+// EMBER_VULKAN_MMV_ROWS=1|2 (rows per invocation of the fast path), EMBER_VULKAN_STATS=1
+// (each stream says at exit how many graph ranges it recorded and resubmitted),
+// EMBER_VULKAN_NO_UMA=1 (device memory through staging copies even when it is mappable).
 #ifndef EMBER_VULKAN_BACKEND_H
 #define EMBER_VULKAN_BACKEND_H
 
 #include <cstdint>
+#include <string>
 
 #include "backend.h"
 
@@ -22,5 +30,15 @@ ember_device * ember_vulkan_find_device(const char * name);
 int64_t ember_vulkan_validation_errors();
 // True when EMBER_VULKAN_VALIDATE=1 and the validation layer could be enabled.
 bool    ember_vulkan_validation_enabled();
+
+// The on-disk pipeline cache (vk-pipeline-cache.cpp): the file this device would use under
+// the current environment ("" when off), and what its initialization did with it: -1 off,
+// 0 no file, 1 loaded, 2 ignored (corrupt or another device's).
+std::string ember_vulkan_pipeline_cache_file(ember_device * dev);
+int         ember_vulkan_pipeline_cache_state(ember_device * dev);
+
+// Graph ranges a Vulkan stream recorded into command buffers, and those it submitted again
+// unchanged (EMBER_VULKAN_NO_CMD_REUSE=1 turns reuse off). False for other streams.
+bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused);
 
 #endif  // EMBER_VULKAN_BACKEND_H

@@ -37,7 +37,8 @@ ember_vk_shader(scale eltwise.comp OP=3)
 ember_vk_shader(rms_norm rms_norm.comp)
 ember_vk_shader(rope rope.comp)
 # Types the dequantizing kernels read (shaders/dequant.glsl).
-set(EMBER_VK_DQ_TYPES F32 F16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q5_K Q6_K IQ4_NL)
+set(EMBER_VK_DQ_TYPES F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
+    INT4 INT4_G32 NF4 FP8_E4M3 FP8_E5M2 FP8_E4M3_ROW FP8_E5M2_ROW)
 # Types the converting kernels write (shaders/convert.comp) and the KV cache types of ATTN.
 set(EMBER_VK_CVT_TYPES F32 F16 Q8_0 Q4_0)
 foreach(t ${EMBER_VK_DQ_TYPES})
@@ -46,6 +47,11 @@ foreach(t ${EMBER_VK_DQ_TYPES})
     ember_vk_shader(mul_mat_vec_${lt} mul_mat_vec.comp TYPE=T_${t} SUBGROUP=1)
     ember_vk_shader(mul_mat_vec_${lt}_nosg mul_mat_vec.comp TYPE=T_${t} SUBGROUP=0)
     ember_vk_shader(mul_mm_${lt} mul_mm.comp TYPE=T_${t})
+endforeach()
+# The decode fast path (shaders/mul_mat_vec_q.comp: 16-byte loads, several rows per workgroup).
+foreach(t Q4_0 Q8_0 Q4_K Q6_K)
+    string(TOLOWER ${t} lt)
+    ember_vk_shader(mul_mat_vec_q_${lt} mul_mat_vec_q.comp TYPE=T_${t})
 endforeach()
 foreach(d ${EMBER_VK_CVT_TYPES})
     string(TOLOWER ${d} ld)
@@ -73,4 +79,6 @@ target_link_libraries(ember_objs PUBLIC Vulkan::Vulkan)
 target_link_libraries(ember PRIVATE Vulkan::Vulkan)
 # Installed static consumers link the system loader by name (no Vulkan package needed).
 target_link_libraries(ember_static PUBLIC $<BUILD_INTERFACE:Vulkan::Vulkan> $<INSTALL_INTERFACE:vulkan>)
+# ... and so do pkg-config users of the static library (ember.pc: Libs.private).
+string(APPEND EMBER_PC_LIBS_PRIVATE " -lvulkan")
 message(STATUS "ember: Vulkan backend ON (headers ${Vulkan_VERSION}, ${EMBER_GLSLC})")

@@ -6,7 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +20,8 @@
 #include "backend.h"
 #include "graph.h"
 #include "scheduler.h"
+#include "support/data-path.h"
+#include "support/fixtures.h"
 
 #ifdef EMBER_HAVE_VULKAN
 #    include "backends/vulkan/vulkan-backend.h"
@@ -42,9 +50,31 @@ struct validation_guard {
 // Inputs of a test graph: filled after allocation, the same on every device.
 struct input {
     ember_tensor *       t;
-    std::vector<float>   f;  // converted with the tensor type's from_float
-    std::vector<int32_t> i;  // I32 tensors
+    std::vector<float>   f;    // converted with the tensor type's from_float
+    std::vector<int32_t> i;    // I32 tensors
+    std::vector<uint8_t> raw;  // when not empty: the tensor's bytes as they are
 };
+
+// from_float row by row: types with row groups (NF4, FP8_*_ROW) convert one whole row per call.
+void set_input(const input & in) {
+    ember_tensor * t = in.t;
+    if (!in.raw.empty()) {
+        REQUIRE(in.raw.size() == ember_nbytes(t));
+        ember_tensor_set(t, in.raw.data(), 0, in.raw.size());
+        return;
+    }
+    if (t->type == EMBER_TYPE_I32) {
+        ember_test::set_i32(t, in.i);
+        return;
+    }
+    REQUIRE((int64_t) in.f.size() == ember_nelements(t));
+    REQUIRE(ember_is_contiguous(t));
+    const ember_type_traits * tr  = ember_type_get_traits(t->type);
+    const size_t              rsz = ember_row_size(t->type, t->ne[0]);
+    std::vector<uint8_t>      bytes(ember_nbytes(t));
+    for (int64_t r = 0; r < ember_nrows(t); r++) tr->from_float(in.f.data() + r * t->ne[0], bytes.data() + r * rsz, t->ne[0]);
+    ember_tensor_set(t, bytes.data(), 0, bytes.size());
+}
 using builder = std::function<ember_tensor *(ember_graph &, std::vector<input> &)>;
 
 // A graph with all its tensors in one buffer of `dev`, computed on one stream of `dev`.
@@ -59,8 +89,9 @@ struct dev_run {
 };
 
 // Runs the graph of `b` on dev and returns the output as floats (to_float for other types).
+// status: where the graph's status goes (otherwise it must be EMBER_OK).
 std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * out_type = nullptr,
-                          std::vector<uint8_t> * out_bytes = nullptr) {
+                          std::vector<uint8_t> * out_bytes = nullptr, ember_status * status = nullptr) {
     dev_run            r;
     std::vector<input> ins;
     ember_tensor *     out = b(r.g, ins);
@@ -85,23 +116,25 @@ std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * ou
             t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
         }
     }
-    for (input & in : ins) {
-        if (in.t->type == EMBER_TYPE_I32) {
-            ember_test::set_i32(in.t, in.i);
-        } else {
-            ember_test::set_floats(in.t, in.f);
-        }
-    }
+    for (const input & in : ins) set_input(in);
     ember_stream_params p = {1};
     REQUIRE(ember_device_init_stream(dev, &p, &r.stream) == EMBER_OK);
-    REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+    const ember_status st = r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size());
+    if (status) {
+        *status = st;
+    } else {
+        REQUIRE(st == EMBER_OK);
+    }
     r.stream->iface.synchronize(r.stream);
     // The output (for SET_ROWS: the whole destination it is a view of).
     std::vector<uint8_t> bytes(ember_nbytes(out));
     ember_tensor_get(out, bytes.data(), 0, bytes.size());
     std::vector<float> f(ember_nelements(out));
     REQUIRE(ember_is_contiguous(out));
-    ember_type_get_traits(out->type)->to_float(bytes.data(), f.data(), (int64_t) f.size());
+    const size_t rsz = ember_row_size(out->type, out->ne[0]);
+    for (int64_t row = 0; row < ember_nrows(out); row++) {
+        ember_type_get_traits(out->type)->to_float(bytes.data() + row * rsz, f.data() + row * out->ne[0], out->ne[0]);
+    }
     if (out_type) *out_type = out->type;
     if (out_bytes) *out_bytes = bytes;
     return f;
@@ -142,19 +175,29 @@ void compare_bytes(const builder & b, double min_equal, double max_nmse) {
 ember_tensor * new_input(ember_graph & g, std::vector<input> & ins, ember_type type, int64_t ne0, int64_t ne1 = 1,
                          int64_t ne2 = 1, int64_t ne3 = 1, uint32_t seed = 1) {
     ember_tensor * t = g.new_tensor(type, ne0, ne1, ne2, ne3);
-    ins.push_back({t, random_f32((size_t) ember_nelements(t), seed), {}});
+    ins.push_back({t, random_f32((size_t) ember_nelements(t), seed), {}, {}});
     return t;
 }
 
 ember_tensor * new_ids(ember_graph & g, std::vector<input> & ins, std::vector<int32_t> ids) {
     ember_tensor * t = g.new_tensor(EMBER_TYPE_I32, (int64_t) ids.size());
-    ins.push_back({t, {}, std::move(ids)});
+    ins.push_back({t, {}, std::move(ids), {}});
     return t;
 }
 
-const ember_type k_dq_types[] = {EMBER_TYPE_F32,  EMBER_TYPE_F16,  EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_1,
-                                 EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K,
-                                 EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL};
+const ember_type k_dq_types[] = {
+    EMBER_TYPE_F32,      EMBER_TYPE_F16,          EMBER_TYPE_BF16,     EMBER_TYPE_Q4_0,     EMBER_TYPE_Q4_1,
+    EMBER_TYPE_Q5_0,     EMBER_TYPE_Q5_1,         EMBER_TYPE_Q8_0,     EMBER_TYPE_Q2_K,     EMBER_TYPE_Q3_K,
+    EMBER_TYPE_Q4_K,     EMBER_TYPE_Q5_K,         EMBER_TYPE_Q6_K,     EMBER_TYPE_IQ4_NL,   EMBER_TYPE_IQ4_XS,
+    EMBER_TYPE_INT4,     EMBER_TYPE_INT4_G32,     EMBER_TYPE_NF4,      EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2,
+    EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW};
+
+// A row length that is a few whole blocks of t (an odd number for NF4: rows of 107 bytes, so
+// most rows start off a 4-byte boundary).
+int64_t test_row_len(ember_type t) {
+    const int64_t b = ember_type_get_traits(t)->block_size;
+    return b == 256 ? 512 : b == 128 ? 384 : b == 64 ? 192 : 160;
+}
 const ember_type k_cvt_types[] = {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0};
 
 }  // namespace
@@ -245,7 +288,7 @@ TEST_CASE("[vulkan] rope: normal and neox, partial rotation, frequency factors, 
                     ember_tensor * f   = nullptr;
                     if (ff) {
                         f = g.new_tensor(EMBER_TYPE_F32, n_rot / 2);
-                        in.push_back({f, random_f32((size_t) n_rot / 2, 12, 1.0f, 8.0f), {}});
+                        in.push_back({f, random_f32((size_t) n_rot / 2, 12, 1.0f, 8.0f), {}, {}});
                     }
                     return ember_rope(g, x, pos, f, n_rot, mode, 10000.0f, ff ? 0.5f : 1.0f);
                 }, 1e-7);  // theta_scale^i by pow on the device, by repeated products on the CPU
@@ -260,9 +303,83 @@ TEST_CASE("[vulkan] get_rows for every readable type") {
     for (ember_type t : k_dq_types) {
         CAPTURE(std::string(ember_type_get_name(t)));
         compare([t](ember_graph & g, std::vector<input> & in) {
-            const int64_t n = ember_type_get_traits(t)->block_size == 256 ? 512 : 96;
-            return ember_get_rows(g, new_input(g, in, t, n, 10, 1, 1, 13), new_ids(g, in, {3, 0, 9, 3, 5}));
+            return ember_get_rows(g, new_input(g, in, t, test_row_len(t), 10, 1, 1, 13), new_ids(g, in, {3, 0, 9, 3, 5}));
         }, 1e-12);
+    }
+    SUBCASE("NF4 rows of two groups (257 blocks)") {
+        compare([](ember_graph & g, std::vector<input> & in) {
+            return ember_get_rows(g, new_input(g, in, EMBER_TYPE_NF4, 64 * 257, 3, 1, 1, 13), new_ids(g, in, {2, 0, 1}));
+        }, 1e-12);
+    }
+}
+
+// Every code of the lookup tables: NF4's 256 DYN scales times its 16 levels, FP8's 256 codes
+// (NaN and infinities included) under every E8M0 exponent. Bit-exact on the device.
+TEST_CASE("[vulkan] get_rows: NF4 and FP8 tables bit-exact") {
+    REQUIRE_VK();
+    validation_guard vg;
+    auto exact = [](const builder & b) {
+        const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
+        const std::vector<float> got = run_on(vk_device(), b);
+        REQUIRE(ref.size() == got.size());
+        size_t bad = 0;
+        for (size_t i = 0; i < ref.size(); i++) {
+            const bool same = std::isnan(ref[i]) ? std::isnan(got[i]) : std::memcmp(&ref[i], &got[i], sizeof(float)) == 0;
+            if (!same && bad++ < 5) MESSAGE("element " << i << ": CPU " << ref[i] << ", device " << got[i]);
+        }
+        CHECK(bad == 0);
+    };
+    SUBCASE("NF4") {
+        exact([](ember_graph & g, std::vector<input> & in) {
+            // One row of 256 blocks: block b has absmax_q = b and the 16 levels twice each.
+            ember_tensor *       t = g.new_tensor(EMBER_TYPE_NF4, 64 * 256, 1);
+            std::vector<uint8_t> raw(ember_nbytes(t));
+            const float          scale2 = 0.75f, offset = 0.3125f;
+            std::memcpy(raw.data(), &scale2, 4);
+            std::memcpy(raw.data() + 4, &offset, 4);
+            for (int b = 0; b < 256; b++) {
+                uint8_t * blk = raw.data() + 8 + 33 * b;
+                blk[0]        = (uint8_t) b;
+                for (int i = 0; i < 32; i++) blk[1 + i] = (uint8_t) ((i & 15) | ((15 - (i & 15)) << 4));
+            }
+            in.push_back({t, {}, {}, raw});
+            return ember_get_rows(g, t, new_ids(g, in, {0}));
+        });
+    }
+    for (ember_type ty : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+        CAPTURE(std::string(ember_type_get_name(ty)));
+        exact([ty](ember_graph & g, std::vector<input> & in) {
+            // Row e: 8 blocks of 32 codes (all 256) with exponent byte e (0: a subnormal scale,
+            // left out: devices may flush it).
+            const std::vector<int> exps = {1, 100, 120, 127, 130, 200, 254};
+            ember_tensor *         t    = g.new_tensor(ty, 256, (int64_t) exps.size());
+            std::vector<uint8_t>   raw(ember_nbytes(t));
+            for (size_t r = 0; r < exps.size(); r++) {
+                for (int b = 0; b < 8; b++) {
+                    uint8_t * blk = raw.data() + r * 8 * 33 + 33 * b;
+                    blk[0]        = (uint8_t) exps[r];
+                    for (int i = 0; i < 32; i++) blk[1 + i] = (uint8_t) (32 * b + i);
+                }
+            }
+            in.push_back({t, {}, {}, raw});
+            std::vector<int32_t> ids;
+            for (size_t r = 0; r < exps.size(); r++) ids.push_back((int32_t) r);
+            return ember_get_rows(g, t, new_ids(g, in, ids));
+        });
+    }
+    for (ember_type ty : {EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW}) {
+        CAPTURE(std::string(ember_type_get_name(ty)));
+        exact([ty](ember_graph & g, std::vector<input> & in) {
+            ember_tensor *       t = g.new_tensor(ty, 256, 2);
+            std::vector<uint8_t> raw(ember_nbytes(t));
+            const float          scales[2] = {1.0f, -0.0371f};
+            for (int r = 0; r < 2; r++) {
+                std::memcpy(raw.data() + r * 260, &scales[r], 4);
+                for (int i = 0; i < 256; i++) raw[r * 260 + 4 + i] = (uint8_t) i;
+            }
+            in.push_back({t, {}, {}, raw});
+            return ember_get_rows(g, t, new_ids(g, in, {1, 0}));
+        });
     }
 }
 
@@ -272,14 +389,23 @@ TEST_CASE("[vulkan] mul_mat for every weight type: vector and tiled kernels, bat
     for (ember_type t : k_dq_types) {
         // The CPU rounds activations to the weight's vec_dot_type (F16, Q8_0, Q8_1, Q8_K); the
         // device keeps them in F32, so quantized types differ by that rounding.
-        const double tol = t == EMBER_TYPE_F32 ? 1e-10 : t == EMBER_TYPE_F16 ? 1e-6 : 2e-4;
-        const int64_t k  = ember_type_get_traits(t)->block_size == 256 ? 512 : 160;
+        const double tol = t == EMBER_TYPE_F32 ? 1e-10 : t == EMBER_TYPE_F16 ? 1e-6 : t == EMBER_TYPE_BF16 ? 1e-5 : 2e-4;
+        const int64_t k  = test_row_len(t);
         for (int64_t m : {1, 3, 70}) {
             CAPTURE(std::string(ember_type_get_name(t)));
             CAPTURE(m);
             compare([=](ember_graph & g, std::vector<input> & in) {
                 return ember_mul_mat(g, new_input(g, in, t, k, 67, 1, 1, 14), new_input(g, in, EMBER_TYPE_F32, k, m, 1, 1, 15));
             }, tol);
+        }
+    }
+    SUBCASE("NF4 rows of two groups (257 blocks)") {
+        for (int64_t m : {1, 70}) {
+            CAPTURE(m);
+            compare([=](ember_graph & g, std::vector<input> & in) {
+                return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_NF4, 64 * 257, 5, 1, 1, 14),
+                                     new_input(g, in, EMBER_TYPE_F32, 64 * 257, m, 1, 1, 15));
+            }, 2e-4);
         }
     }
     SUBCASE("batched, weights broadcast") {
@@ -290,6 +416,32 @@ TEST_CASE("[vulkan] mul_mat for every weight type: vector and tiled kernels, bat
                                      new_input(g, in, EMBER_TYPE_F32, 64, m, 4, 1, 17));
             }, 1e-6);
         }
+    }
+}
+
+// The decode kernel of Q4_0, Q8_0, Q4_K and Q6_K (mul_mat_vec_q.comp: rows of 256-weight
+// units, 1 to 32 invocations per row): rows of 3 units (Q6_K rows then start on 2 bytes mod 4
+// every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
+// units each), a row count that is not a multiple of the rows per workgroup, up to 4
+// columns, batches with broadcast weights.
+TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
+    REQUIRE_VK();
+    validation_guard vg;
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+        for (int64_t k : {768, 17 * 256, 130 * 256}) {
+            for (int64_t m : {1, 4}) {
+                CAPTURE(std::string(ember_type_get_name(t)));
+                CAPTURE(k);
+                CAPTURE(m);
+                compare([=](ember_graph & g, std::vector<input> & in) {
+                    return ember_mul_mat(g, new_input(g, in, t, k, 37, 1, 1, 60), new_input(g, in, EMBER_TYPE_F32, k, m, 1, 1, 61));
+                }, 2e-4);
+            }
+        }
+        CAPTURE(std::string(ember_type_get_name(t)));
+        compare([=](ember_graph & g, std::vector<input> & in) {  // batched, weights broadcast
+            return ember_mul_mat(g, new_input(g, in, t, 512, 9, 2, 1, 62), new_input(g, in, EMBER_TYPE_F32, 512, 1, 4, 1, 63));
+        }, 2e-4);
     }
 }
 
@@ -361,7 +513,7 @@ TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache
                             if (t == 0 || j > n_kv - n_tokens + t) m[(size_t) (t * n_kv + j)] = -INFINITY;
                         }
                     }
-                    in.push_back({mask, m, {}});
+                    in.push_back({mask, m, {}, {}});
                 }
                 return ember_attn(g, q, k, v, mask, 0.125f);
             }, 1e-9);
@@ -372,14 +524,16 @@ TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache
 TEST_CASE("[vulkan] partial offload: the scheduler keeps unsupported nodes on the CPU") {
     REQUIRE_VK();
     validation_guard vg;
-    // y = rms_norm(W2 (W1 x)) with W1 Q2_K (no Vulkan kernel) and W2 Q4_K, weights on the device.
+    // y = rms_norm(W2 cpy(cpy(W1 x, BF16), F32)) with W1 Q2_K and W2 Q4_K on the device; the
+    // two CPY nodes (to and from BF16: no Vulkan kernel) stay on the CPU.
     const int64_t k = 256, n = 256, m = 3;
     auto build = [&](ember_graph & g, ember_tensor *& w1, ember_tensor *& w2, ember_tensor *& x) {
         w1 = g.new_tensor(EMBER_TYPE_Q2_K, k, n);
         w2 = g.new_tensor(EMBER_TYPE_Q4_K, n, n);
         x  = g.new_tensor(EMBER_TYPE_F32, k, m);
         x->flags |= EMBER_TENSOR_FLAG_INPUT;
-        ember_tensor * y = ember_rms_norm(g, ember_mul_mat(g, w2, ember_mul_mat(g, w1, x)), 1e-5f);
+        ember_tensor * h = ember_cpy(g, ember_cpy(g, ember_mul_mat(g, w1, x), EMBER_TYPE_BF16), EMBER_TYPE_F32);
+        ember_tensor * y = ember_rms_norm(g, ember_mul_mat(g, w2, h), 1e-5f);
         y->flags |= EMBER_TENSOR_FLAG_OUTPUT;
         return y;
     };
@@ -415,13 +569,13 @@ TEST_CASE("[vulkan] partial offload: the scheduler keeps unsupported nodes on th
             if (offload) {
                 const std::vector<int> * ns = sched.node_streams(&g);
                 REQUIRE(ns != nullptr);
-                int on_vk = 0, on_cpu = 0;
+                int mm_on_vk = 0, cpy_on_cpu = 0;
                 for (size_t i = 0; i < g.nodes.size(); i++) {
-                    if ((*ns)[i] == 0) on_vk++;
-                    if ((*ns)[i] == 1 && g.nodes[i]->op == EMBER_OP_MUL_MAT) on_cpu++;
+                    if ((*ns)[i] == 0 && g.nodes[i]->op == EMBER_OP_MUL_MAT) mm_on_vk++;
+                    if ((*ns)[i] == 1 && g.nodes[i]->op == EMBER_OP_CPY) cpy_on_cpu++;
                 }
-                CHECK(on_vk >= 2);   // the Q4_K mul_mat and rms_norm
-                CHECK(on_cpu == 1);  // the Q2_K mul_mat
+                CHECK(mm_on_vk == 2);    // both weights are on the device
+                CHECK(cpy_on_cpu == 2);  // no Vulkan kernel converts to or from BF16
                 CHECK(sched.n_splits(&g) >= 2);
             }
             sched.forget(&g);
@@ -435,6 +589,234 @@ TEST_CASE("[vulkan] partial offload: the scheduler keeps unsupported nodes on th
     const std::vector<float> got = run(true);
     CHECK(nmse(ref, got) < 1e-4);
 }
+
+// Row indices out of range are a status (EMBER_ERR_INTERNAL, as on the CPU), not a silent
+// result: GET_ROWS gives zeros for such rows, SET_ROWS writes nothing outside the destination;
+// the other rows are as on the CPU, and the stream works afterwards.
+TEST_CASE("[vulkan] get_rows / set_rows: indices out of range are reported") {
+    REQUIRE_VK();
+    validation_guard vg;
+    for (int32_t bad : {10, -1, 1 << 30}) {
+        CAPTURE(bad);
+        const builder gr = [bad](ember_graph & g, std::vector<input> & in) {
+            return ember_get_rows(g, new_input(g, in, EMBER_TYPE_Q8_0, 64, 10, 1, 1, 50), new_ids(g, in, {3, bad, 9}));
+        };
+        ember_status       sc = EMBER_OK, sv = EMBER_OK;
+        std::vector<float> ref = run_on(ember_registry_cpu_device(), gr, nullptr, nullptr, &sc);
+        std::vector<float> got = run_on(vk_device(), gr, nullptr, nullptr, &sv);
+        CHECK(sc == EMBER_ERR_INTERNAL);
+        CHECK(sv == EMBER_ERR_INTERNAL);
+        CHECK(nmse(ref, got) < 1e-12);
+        const builder sr = [bad](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * dst = new_input(g, in, EMBER_TYPE_F16, 64, 10, 1, 1, 51);
+            return ember_set_rows(g, dst, new_input(g, in, EMBER_TYPE_F32, 64, 3, 1, 1, 52), new_ids(g, in, {4, bad, 0}));
+        };
+        ref = run_on(ember_registry_cpu_device(), sr, nullptr, nullptr, &sc);
+        got = run_on(vk_device(), sr, nullptr, nullptr, &sv);
+        CHECK(sc == EMBER_ERR_INTERNAL);
+        CHECK(sv == EMBER_ERR_INTERNAL);
+        CHECK(nmse(ref, got) < 1e-12);
+    }
+    // In range again: no stale error.
+    compare([](ember_graph & g, std::vector<input> & in) {
+        return ember_get_rows(g, new_input(g, in, EMBER_TYPE_Q8_0, 64, 10, 1, 1, 50), new_ids(g, in, {3, 0, 9}));
+    }, 1e-12);
+}
+
+// A graph computed again with new input values is submitted without being recorded again,
+// and gives the new results; after a buffer of the device is freed it is recorded anew.
+TEST_CASE("[vulkan] command buffers are reused while the graph is unchanged") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const builder b = [](ember_graph & g, std::vector<input> & in) {
+        ember_tensor * w = new_input(g, in, EMBER_TYPE_Q4_K, 512, 40, 1, 1, 70);
+        ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 71);
+        return ember_rms_norm(g, ember_mul_mat(g, w, ember_get_rows(g, x, new_ids(g, in, {0}))), 1e-5f);
+    };
+    dev_run            r;
+    std::vector<input> ins;
+    ember_tensor *     out = b(r.g, ins);
+    r.g.build_forward(out);
+    size_t total = 0;
+    for (ember_tensor & t : r.g.arena) total += t.view_src ? 0 : (ember_nbytes(&t) + 255) / 256 * 256;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(vk_device()), total, &r.buf) == EMBER_OK);
+    size_t offs = 0;
+    for (ember_tensor & t : r.g.arena) {
+        if (t.view_src) continue;
+        ember_buffer_place_tensor(r.buf, &t, offs);
+        offs += (ember_nbytes(&t) + 255) / 256 * 256;
+    }
+    ember_stream_params p = {1};
+    REQUIRE(ember_device_init_stream(vk_device(), &p, &r.stream) == EMBER_OK);
+    uint64_t rec0 = 0, reuse0 = 0, rec = 0, reuse = 0;
+    REQUIRE(ember_vulkan_stream_stats(r.stream, &rec0, &reuse0));
+    std::vector<float> first;
+    for (uint32_t seed : {71u, 72u, 73u}) {
+        CAPTURE(seed);
+        ins[1].f = random_f32(512, seed);  // x: new values, same tensor
+        for (const input & in : ins) set_input(in);
+        REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+        r.stream->iface.synchronize(r.stream);
+        const std::vector<float> got = ember_test::get_f32(out);
+        const std::vector<float> ref = run_on(ember_registry_cpu_device(), [&](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * w = new_input(g, in, EMBER_TYPE_Q4_K, 512, 40, 1, 1, 70);
+            ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, 512, 1);
+            in.push_back({x, random_f32(512, seed), {}, {}});
+            return ember_rms_norm(g, ember_mul_mat(g, w, ember_get_rows(g, x, new_ids(g, in, {0}))), 1e-5f);
+        });
+        CHECK(nmse(ref, got) < 2e-4);
+        if (first.empty()) first = got;
+    }
+    CHECK(nmse(first, ember_test::get_f32(out)) > 1e-3);  // the inputs did change the result
+    REQUIRE(ember_vulkan_stream_stats(r.stream, &rec, &reuse));
+    const bool reuse_on = !std::getenv("EMBER_VULKAN_NO_CMD_REUSE");
+    CHECK(rec - rec0 == (reuse_on ? 1u : 3u));
+    CHECK(reuse - reuse0 == (reuse_on ? 2u : 0u));
+    // Any freed device buffer may have been named by a recording: record again.
+    ember_buffer * other = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(vk_device()), 4096, &other) == EMBER_OK);
+    ember_buffer_free(other);
+    REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+    r.stream->iface.synchronize(r.stream);
+    uint64_t rec2 = 0, reuse2 = 0;
+    REQUIRE(ember_vulkan_stream_stats(r.stream, &rec2, &reuse2));
+    CHECK(rec2 == rec + 1);
+    CHECK(nmse(first, ember_test::get_f32(out)) > 0);  // still the last inputs
+}
+
+// Whole models in the weight types added last (the K-quants Q2_K / Q3_K, IQ4_XS, and Ember's
+// own types), every layer on the device: the llama.cpp fixtures against their reference
+// logits; Ember's types (no llama.cpp reference) quantized here from tiny-llama-F32 and
+// compared with the same model on the CPU, with the quantized-type tolerances.
+TEST_CASE("[vulkan] fixture models in Q2_K, Q3_K_M, IQ4_XS, INT4, NF4, FP8") {
+    REQUIRE_VK();
+    if (ember_test_fixture_names().empty()) {
+        MESSAGE("skipped: no fixtures/models (pass --data-dir)");
+        return;
+    }
+    const int64_t vbefore = ember_vulkan_validation_errors();
+    const std::string vk_name = ember_device_get_name(vk_device());
+    auto run = [&](const std::string & path, const char * device, const ember_test_reference & r, ember_test_run_result & res) {
+        ember_model_params mp = ember_model_default_params();
+        mp.device             = device;
+        mp.n_gpu_layers       = -1;
+        ember_model * m       = nullptr;
+        REQUIRE_MESSAGE(ember_model_load(path.c_str(), &mp, &m) == EMBER_OK, ember_last_error());
+        ember_test_model_ptr model(m);
+        ember_test_run_params p;
+        std::string           err;
+        REQUIRE_MESSAGE(ember_test_run(model.get(), r.tokens, 4, p, res, err) == EMBER_OK, err);
+    };
+    auto check = [&](const std::string & what, const std::vector<float> & ref, const ember_test_reference & r,
+                     const ember_test_run_result & res) {
+        CAPTURE(what);
+        const ember_test_tolerance  tol = ember_test_tolerance_for("Q4_0");
+        const ember_test_logit_diff d   = ember_test_compare_logits(ref, res.logits, r.n_vocab, tol.margin * r.scale);
+        CAPTURE(d.summary());
+        CHECK(d.finite);
+        CHECK(d.rel_max() < tol.max_abs);
+        CHECK(d.rel_rms() < tol.rms);
+        CHECK(d.argmax_bad.empty());
+        MESSAGE(what << " on " << vk_name << ": " << d.summary());
+    };
+    for (const char * name : {"tiny-llama-Q2_K", "tiny-llama-Q3_K_M", "tiny-llama-IQ4_XS"}) {
+        ember_test_reference r;
+        std::string          err;
+        REQUIRE_MESSAGE(ember_test_load_fixture(name, r, err), err);
+        ember_test_run_result res;
+        run(r.model_path, vk_name.c_str(), r, res);
+        check(std::string(name) + " vs llama.cpp", r.logits, r, res);
+    }
+    ember_test_reference base;
+    std::string          err;
+    REQUIRE_MESSAGE(ember_test_load_fixture("tiny-llama-F32", base, err), err);
+    for (const char * type : {"INT4", "INT4_G32", "NF4", "FP8_E4M3", "FP8_E5M2_ROW", "BF16"}) {
+        const std::string     out = ember_test_tmp_dir() + "/tiny-llama-" + type + ".gguf";
+        ember_quantize_params qp  = ember_quantize_default_params();
+        qp.ftype                  = type;
+        qp.pure                   = 1;
+        REQUIRE_MESSAGE(ember_model_quantize(base.model_path.c_str(), out.c_str(), &qp) == EMBER_OK, ember_last_error());
+        ember_test_run_result cpu, dev;
+        run(out, "cpu", base, cpu);
+        run(out, vk_name.c_str(), base, dev);
+        check(std::string(type) + " vs the CPU", cpu.logits, base, dev);
+    }
+    CHECK(ember_vulkan_validation_errors() == vbefore);
+}
+
+// Run in a child process (by the next case) with EMBER_VK_PCACHE_EXPECT set: the device,
+// initialized here for the first time, must work and must have done EXPECT with the cache file.
+TEST_CASE("[vulkan] pipeline cache child process") {
+    const char * expect = std::getenv("EMBER_VK_PCACHE_EXPECT");
+    if (!expect) {
+        MESSAGE("skipped: run by \"[vulkan] pipeline cache on disk\" in a child process");
+        return;
+    }
+    REQUIRE_VK();
+    validation_guard vg;
+    compare([](ember_graph & g, std::vector<input> & in) {
+        return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 256, 40, 1, 1, 40), new_input(g, in, EMBER_TYPE_F32, 256, 2, 1, 1, 41));
+    }, 2e-4);
+    CHECK(ember_vulkan_pipeline_cache_state(vk_device()) == std::atoi(expect));
+}
+
+#if defined(__linux__)
+TEST_CASE("[vulkan] pipeline cache on disk: saved, loaded, garbage and truncated files ignored") {
+    REQUIRE_VK();
+    namespace fs           = std::filesystem;
+    const std::string dir  = ember_test_tmp_dir() + "/vk-pipeline-cache";
+    const char *      prev = std::getenv("EMBER_VULKAN_PIPELINE_CACHE");
+    const std::string saved_env = prev ? prev : "";
+    setenv("EMBER_VULKAN_PIPELINE_CACHE", dir.c_str(), 1);
+    const std::string file = ember_vulkan_pipeline_cache_file(vk_device());
+    CHECK(file.rfind(dir + "/vk-pipelines-", 0) == 0);
+    fs::create_directories(dir);
+    std::error_code ec;
+    const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+    REQUIRE(!ec);
+    // Runs the child case with EXPECT; true when it passed.
+    auto child = [&](int expect) {
+        const std::string log = dir + "/child.log";
+        setenv("EMBER_VK_PCACHE_EXPECT", std::to_string(expect).c_str(), 1);
+        const std::string cmd = "'" + exe + "' -tc='[vulkan] pipeline cache child process' > '" + log + "' 2>&1";
+        const int         rc  = std::system(cmd.c_str());
+        unsetenv("EMBER_VK_PCACHE_EXPECT");
+        std::ifstream     in(log);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        if (rc != 0) MESSAGE("child (expect " << expect << ") failed:\n" << ss.str());
+        return rc == 0;
+    };
+    auto starts_with_magic = [&]() {
+        std::ifstream in(file, std::ios::binary);
+        char          m[8] = {};
+        in.read(m, 8);
+        return in && std::memcmp(m, "EMBVKPC1", 8) == 0;
+    };
+    SUBCASE("garbage, then a good file, then a truncated one") {
+        {
+            std::ofstream out(file, std::ios::binary);
+            for (int i = 0; i < 4096; i++) out.put((char) (i * 37 + 11));
+        }
+        CHECK(child(2));            // garbage: ignored, the device works, the file is rewritten
+        CHECK(starts_with_magic());
+        CHECK(child(1));            // loaded
+        fs::resize_file(file, fs::file_size(file) / 2);
+        CHECK(child(2));            // truncated: ignored
+        CHECK(child(1));
+    }
+    SUBCASE("off") {
+        setenv("EMBER_VULKAN_PIPELINE_CACHE", "0", 1);
+        CHECK(ember_vulkan_pipeline_cache_file(vk_device()).empty());
+        CHECK(child(-1));
+    }
+    if (prev) {
+        setenv("EMBER_VULKAN_PIPELINE_CACHE", saved_env.c_str(), 1);
+    } else {
+        unsetenv("EMBER_VULKAN_PIPELINE_CACHE");
+    }
+}
+#endif
 
 }  // TEST_SUITE
 

@@ -17,6 +17,9 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer S { uint sb[]; };
 layout(binding = 1) readonly buffer I { uint idx[]; };
 layout(binding = 2) buffer D { uint db[]; };
+#if MODE == 1
+layout(binding = 4) writeonly buffer E { uint err[]; };  // set when an index is out of range
+#endif
 
 #define DQ_FN dq_src
 #define DQ_BUF sb
@@ -93,7 +96,10 @@ void main() {
     uint dst_rb;
 #if MODE == 1
     const int id = int(idx[pc.i_off + i1 * pc.i_nb0]);
-    if (id < 0 || uint(id) >= pc.d_nrows) return;  // never write outside the destination
+    if (id < 0 || uint(id) >= pc.d_nrows) {  // never write outside the destination
+        if (gl_LocalInvocationID.x == 0u) err[0] = 1u;
+        return;
+    }
     for (uint j = i1 + 1u; j < pc.ne1; j++) {
         if (int(idx[pc.i_off + j * pc.i_nb0]) == id) return;  // a later row wins
     }

@@ -1,0 +1,221 @@
+#version 450
+// MUL_MAT for few columns (decode), the fast path of Q4_0, Q8_0, Q4_K and Q6_K: same operands
+// and push constants as mul_mat_vec.comp, which stays the path for every other case.
+//
+// The row is cut into units of 256 weights (8 blocks of Q4_0 / Q8_0, one super-block of the
+// K-quants). LPR invocations (a specialization constant the host picks from the row length)
+// share NR rows (NR = 1 or 2, another specialization constant), each taking whole units
+// (u = lane, lane + LPR, ...) of all NR rows, so that every activation it loads serves NR
+// rows; a workgroup of WG invocations computes NR * WG / LPR rows, and the partial sums meet
+// in shared memory. A unit of Q4_0 (144 bytes), Q8_0 (272) or Q4_K (144) starts on 16 bytes when
+// the row does (the host checks it), so it is read with 16-byte loads (uvec4) into registers
+// and decoded there: one load instruction per 16 bytes instead of one per element as in
+// the generic kernel, and each block's scale read once. Q6_K super-blocks (210 bytes) only
+// start on 2 bytes: read as 32-bit words and realigned. The activations are read as vec4.
+// Neighbouring invocations read neighbouring units, so a subgroup streams one contiguous
+// stretch of the row (and of x, which every row of the workgroup shares through the cache).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint LPR = 16u;  // invocations per row (1 to 32, divides the workgroup)
+layout(constant_id = 2) const uint NR  = 1u;   // rows per invocation (1 or 2)
+
+layout(binding = 0) readonly buffer W { uint wb[]; };
+layout(binding = 0) readonly buffer W4 { uvec4 wb4[]; };
+layout(binding = 1) readonly buffer X4 { vec4 xb4[]; };
+layout(binding = 2) writeonly buffer D { uint db[]; };
+
+layout(push_constant) uniform PC {
+    uint k, n, m, x2;
+    uint w_off, w_nb1, w_nb2, w_nb3;  // bytes
+    uint x_off, x_nb1, x_nb2, x_nb3;  // floats (multiples of 4 here)
+    uint d_off, d_nb1, d_nb2, d_nb3;  // floats
+    uint bcast2, bcast3;
+} pc;
+
+shared float red[256], red2[256];
+
+// x[xr + i .. xr + i + 3], xr and i multiples of 4.
+vec4 x4(uint xr, uint i) { return xb4[(xr + i) >> 2]; }
+
+#if TYPE == T_Q4_0 || TYPE == T_Q4_K
+#define UNIT_WORDS 36u  // 144 bytes
+#elif TYPE == T_Q8_0
+#define UNIT_WORDS 68u  // 272 bytes
+#elif TYPE == T_Q6_K
+#define UNIT_WORDS 53u  // 210 bytes, rounded up
+#else
+#error "mul_mat_vec_q.comp: Q4_0, Q8_0, Q4_K or Q6_K"
+#endif
+
+// The units of the invocation's rows (NR of them), in registers.
+uint w[2][UNIT_WORDS];
+
+// The 32 bits at byte o of row r's unit (r and o constants once the loops are unrolled).
+uint word_at(uint r, uint o) {
+    const uint s = (o & 3u) * 8u;
+    return s == 0u ? w[r][o >> 2] : (w[r][o >> 2] >> s) | (w[r][(o >> 2) + 1u] << (32u - s));
+}
+uint byte_at(uint r, uint o) { return (w[r][o >> 2] >> ((o & 3u) * 8u)) & 0xffu; }
+float half_at(uint r, uint o) { return unpackHalf2x16(word_at(r, o)).x; }  // o even
+
+vec4 lo4(uint q) { return vec4(uvec4(q, q >> 8, q >> 16, q >> 24) & 15u); }
+vec4 hi4(uint q) { return vec4(uvec4(q >> 4, q >> 12, q >> 20, q >> 28) & 15u); }
+float hsum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+// Unit u of the row at byte rb into w[r].
+void load_unit(uint r, uint rb, uint u) {
+#if TYPE == T_Q4_0 || TYPE == T_Q4_K || TYPE == T_Q8_0
+    const uint ub = (rb + u * (UNIT_WORDS * 4u)) >> 4;
+    [[unroll]] for (uint j = 0u; j < UNIT_WORDS / 4u; j++) {
+        const uvec4 v = wb4[ub + j];
+        w[r][4u * j] = v.x;
+        w[r][4u * j + 1u] = v.y;
+        w[r][4u * j + 2u] = v.z;
+        w[r][4u * j + 3u] = v.w;
+    }
+#else
+    // Q6_K: the 53 words that hold the super-block, shifted down by 2 bytes when it starts
+    // mid-word (super-blocks start on even bytes).
+    const uint ub = rb + u * 210u;
+    const uint wi = ub >> 2;
+    const bool odd = (ub & 2u) != 0u;
+    uint prev = wb[wi];
+    [[unroll]] for (uint j = 0u; j < UNIT_WORDS; j++) {
+        const uint next = j + 1u < UNIT_WORDS ? wb[wi + j + 1u] : 0u;
+        w[r][j] = odd ? (prev >> 16) | (next << 16) : prev;
+        prev = next;
+    }
+#endif
+}
+
+// Dot products of unit u of the NR rows at bytes rb[r] with x from float xr: every x value
+// is loaded once for all the rows.
+vec2 unit_dot(uvec2 rb, uint u, uint xr) {
+    const uint x0 = u * 256u;
+    [[unroll]] for (uint r = 0u; r < NR; r++) load_unit(r, rb[r], u);
+    vec2 acc = vec2(0.0);
+#if TYPE == T_Q4_0
+    // 8 blocks of 18 bytes: f16 d, 16 bytes (weight l low nibble, weight l + 16 high nibble).
+    [[unroll]] for (uint b = 0u; b < 8u; b++) {
+        const uint o = 18u * b;
+        vec2  s  = vec2(0.0);
+        float sx = 0.0;
+        [[unroll]] for (uint q = 0u; q < 4u; q++) {
+            const vec4 xl = x4(xr, x0 + 32u * b + 4u * q);
+            const vec4 xh = x4(xr, x0 + 32u * b + 16u + 4u * q);
+            sx += hsum(xl + xh);
+            [[unroll]] for (uint r = 0u; r < NR; r++) {
+                const uint qw = word_at(r, o + 2u + 4u * q);
+                s[r] += dot(lo4(qw), xl) + dot(hi4(qw), xh);
+            }
+        }
+        [[unroll]] for (uint r = 0u; r < NR; r++) acc[r] += half_at(r, o) * (s[r] - 8.0 * sx);
+    }
+#elif TYPE == T_Q8_0
+    // 8 blocks of 34 bytes: f16 d, 32 int8.
+    [[unroll]] for (uint b = 0u; b < 8u; b++) {
+        const uint o = 34u * b;
+        vec2 s = vec2(0.0);
+        [[unroll]] for (uint q = 0u; q < 8u; q++) {
+            const vec4 xv = x4(xr, x0 + 32u * b + 4u * q);
+            [[unroll]] for (uint r = 0u; r < NR; r++) {
+                const int qw = int(word_at(r, o + 2u + 4u * q));
+                const vec4 qv = vec4(bitfieldExtract(qw, 0, 8), bitfieldExtract(qw, 8, 8), bitfieldExtract(qw, 16, 8),
+                                     bitfieldExtract(qw, 24, 8));
+                s[r] += dot(qv, xv);
+            }
+        }
+        [[unroll]] for (uint r = 0u; r < NR; r++) acc[r] += half_at(r, o) * s[r];
+    }
+#elif TYPE == T_Q4_K
+    // f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles: each 64
+    // weights share 32 bytes, the first 32 in the low nibbles, the next 32 in the high ones.
+    [[unroll]] for (uint jp = 0u; jp < 4u; jp++) {
+        vec2 sl = vec2(0.0), sh = vec2(0.0);
+        float sxl = 0.0, sxh = 0.0;
+        [[unroll]] for (uint q = 0u; q < 8u; q++) {
+            const vec4 xl = x4(xr, x0 + 64u * jp + 4u * q);
+            const vec4 xh = x4(xr, x0 + 64u * jp + 32u + 4u * q);
+            sxl += hsum(xl);
+            sxh += hsum(xh);
+            [[unroll]] for (uint r = 0u; r < NR; r++) {
+                const uint qw = w[r][4u + 8u * jp + q];
+                sl[r] += dot(lo4(qw), xl);
+                sh[r] += dot(hi4(qw), xh);
+            }
+        }
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            const float d = half_at(r, 0u), dmin = half_at(r, 2u);
+            [[unroll]] for (uint h = 0u; h < 2u; h++) {
+                const uint j = 2u * jp + h;
+                uint sc, mn;
+                if (j < 4u) {
+                    sc = byte_at(r, 4u + j) & 63u;
+                    mn = byte_at(r, 8u + j) & 63u;
+                } else {
+                    const uint s4 = byte_at(r, 8u + j);
+                    sc = (s4 & 15u) | ((byte_at(r, j) >> 6) << 4);
+                    mn = (s4 >> 4) | ((byte_at(r, 4u + j) >> 6) << 4);
+                }
+                acc[r] += d * float(sc) * (h == 0u ? sl[r] : sh[r]) - dmin * float(mn) * (h == 0u ? sxl : sxh);
+            }
+        }
+    }
+#else
+    // Q6_K: ql[128], qh[64], int8 scales[16], f16 d. In each half h of 128 weights, for l in
+    // 0..31 and k in 0..3, weight 32 k + l is the nibble k >> 1 of ql[64 h + l + 32 (k & 1)]
+    // plus bits 2k..2k+1 of qh[32 h + l] as bits 4..5, minus 32; scale 8 h + 2 k + l / 16.
+    vec2 t = vec2(0.0);
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        [[unroll]] for (uint l4 = 0u; l4 < 8u; l4++) {
+            [[unroll]] for (uint k = 0u; k < 4u; k++) {
+                const vec4 xv = x4(xr, x0 + 128u * h + 32u * k + 4u * l4);
+                const uint j  = 8u * h + 2u * k + (l4 >> 2);
+                [[unroll]] for (uint r = 0u; r < NR; r++) {
+                    const uint  L  = w[r][16u * h + 8u * (k & 1u) + l4];
+                    const uint  C  = w[r][32u + 8u * h + l4];
+                    const uvec4 lo = (uvec4(L, L >> 8, L >> 16, L >> 24) >> (4u * (k >> 1))) & 15u;
+                    const uvec4 hi = (uvec4(C, C >> 8, C >> 16, C >> 24) >> (2u * k)) & 3u;
+                    const vec4  qv = vec4(ivec4(lo | (hi << 4)) - 32);
+                    const float sc = float(bitfieldExtract(int(w[r][48u + (j >> 2)]), int(8u * (j & 3u)), 8));
+                    t[r] += sc * dot(qv, xv);
+                }
+            }
+        }
+    }
+    [[unroll]] for (uint r = 0u; r < NR; r++) acc[r] = half_at(r, 208u) * t[r];
+#endif
+    return acc;
+}
+
+void main() {
+    const uint tid  = gl_LocalInvocationID.x;
+    const uint lane = tid % LPR;
+    const uint r0   = (flat_group() * (gl_WorkGroupSize.x / LPR) + tid / LPR) * NR;  // rows r0 .. r0 + NR - 1
+    const uint c    = gl_WorkGroupID.z % pc.m;
+    const uint i2   = (gl_WorkGroupID.z / pc.m) % pc.x2;
+    const uint i3   = gl_WorkGroupID.z / (pc.m * pc.x2);
+    vec2       sum  = vec2(0.0);
+    if (r0 < pc.n) {
+        const uint wm = pc.w_off + (i2 / pc.bcast2) * pc.w_nb2 + (i3 / pc.bcast3) * pc.w_nb3;
+        // A second row past the end reads the first one again (its sum is not written).
+        const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm + (NR > 1u && r0 + 1u < pc.n ? r0 + 1u : r0) * pc.w_nb1);
+        const uint  xr = pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3;
+        const uint  nu = pc.k / 256u;
+        for (uint u = lane; u < nu; u += LPR) sum += unit_dot(rb, u, xr);
+    }
+    red[tid]  = sum.x;
+    red2[tid] = sum.y;
+    barrier();
+    if (lane == 0u) {
+        const uint db0 = pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3;
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            if (r0 + r >= pc.n) break;
+            float t = 0.0;
+            for (uint i = 0u; i < LPR; i++) t += r == 0u ? red[tid + i] : red2[tid + i];
+            db[db0 + r0 + r] = floatBitsToUint(t);
+        }
+    }
+}

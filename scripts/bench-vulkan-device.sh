@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Vulkan backend checks and benchmark on the lent NVIDIA GPU (issue 7), from a build made on
+# the development machine (the device machine has no glslc or Vulkan SDK, and no loader).
+#
+# 1. Here, after a Release build with the Vulkan backend (EMBER_VULKAN=ON):
+#        scripts/bench-vulkan-device.sh pack /tmp/b-vk
+#    copies the programs and libraries it needs into .vkbench/ (libxxhash too), downloads the
+#    Vulkan loader's .deb files into .gl/ (as /work/.library/device/README.md says) when they
+#    are not there yet, and lists both folders in .git/info/exclude.
+# 2. On the device machine (`run` tool, carry [".vkbench", ".gl"]):
+#        scripts/bench-vulkan-device.sh run .vkbench
+#    unpacks the loader, points it at NVIDIA's driver when it finds none by itself, runs the
+#    Vulkan op tests and the Vulkan model tests (fixtures from .devdata/fixtures, carried too
+#    when present: carry [".vkbench", ".gl", ".devdata"]) on the GPU, then makes random-weight models with the shapes of
+#    Llama-3.2-1B / Llama-3.1-8B and runs ember-bench --device vulkan on them (pp512, tg128),
+#    next to llama.cpp's CUDA numbers on an H200 (issue 6) and, for decode, the weight bytes read
+#    per second. One 10-minute command holds one shape comfortably: run 1b and 8b separately.
+#
+#   EMBER_BENCH_SHAPES="1b 8b"  EMBER_BENCH_TYPES="Q4_0 Q8_0 Q4_K_M"  EMBER_BENCH_REPS=3
+#   EMBER_BENCH_SKIP_TESTS=1    skip the op tests
+#   EMBER_BENCH_VARIANTS="EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1"
+#                               (the default) extra decode-only rows, each with that environment
+#                               setting: the generic matrix-vector kernel instead of the fast
+#                               one, the fast one with 1 row per invocation instead of 2, every
+#                               graph recorded again instead of resubmitted
+#   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)
+# Logs and summary.md go to $OUT when set (the device tool's output folder), else to
+# $EMBER_BENCH_DIR (default /tmp/ember-bench-vk), where the models are made too.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mode=${1:-}
+pkg=${2:-}
+
+if [ "$mode" = pack ]; then
+    build=${pkg:?usage: $0 pack BUILD_DIR}
+    for p in ember-bench test-backends test-models make-bench-model; do
+        [ -x "$build/bin/$p" ] || missing="${missing:-} $p"
+    done
+    [ -z "${missing:-}" ] || {
+        echo "$build: build$missing first (cmake --build $build --target ...)" >&2
+        exit 1
+    }
+    grep -q EMBER_HAVE_VULKAN "$build/CMakeFiles/ember_objs.dir/flags.make" 2>/dev/null || {
+        echo "$build was configured without the Vulkan backend (EMBER_VULKAN=ON)" >&2
+        exit 1
+    }
+    rm -rf .vkbench && mkdir -p .vkbench/bin .vkbench/lib
+    cp "$build/bin/ember-bench" "$build/bin/test-backends" "$build/bin/test-models" "$build/bin/make-bench-model" .vkbench/bin/
+    cp -L "$build/lib/libember.so.1" .vkbench/lib/  # the soname the programs ask for, as a plain file
+    # libxxhash: the device image may not have it.
+    xx=$(ldd "$build/bin/ember-bench" | awk '/libxxhash/ {print $3}')
+    [ -n "$xx" ] && cp -L "$xx" .vkbench/lib/
+    if ! ls .gl/*.deb >/dev/null 2>&1; then
+        mkdir -p .gl /tmp/amd64/partial
+        o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+        # shellcheck disable=SC2086
+        apt-get $o update >/dev/null && (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2) || {
+            echo "could not download the Vulkan loader packages into .gl/" >&2
+            exit 1
+        }
+    fi
+    for d in /.vkbench/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >>.git/info/exclude; done
+    du -sh .vkbench .gl
+    echo "now, on the device machine: scripts/bench-vulkan-device.sh run .vkbench   (carry .vkbench, .gl, and .devdata for the model tests)"
+    exit 0
+fi
+
+[ "$mode" = run ] && [ -n "$pkg" ] || {
+    echo "usage: $0 pack BUILD_DIR   (here)  |  $0 run PACKED_DIR   (on the device machine)" >&2
+    exit 2
+}
+pkg=$(cd "$pkg" && pwd) || exit 1
+bin=$pkg/bin
+export LD_LIBRARY_PATH=$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+dir=${EMBER_BENCH_DIR:-/tmp/ember-bench-vk}
+logs=${OUT:-$dir}
+shapes=${EMBER_BENCH_SHAPES:-1b 8b}
+types=${EMBER_BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}
+reps=${EMBER_BENCH_REPS:-3}
+device=${EMBER_BENCH_DEVICE:-vulkan}
+variants=${EMBER_BENCH_VARIANTS-EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1}
+mkdir -p "$dir" "$logs"
+summary=$logs/summary.md
+: >"$summary"
+say() { echo "$@" | tee -a "$summary"; }
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$summary"; }
+
+# The Vulkan loader (the image has none) and NVIDIA's driver manifest.
+if ! ldconfig -p | grep -q 'libvulkan.so.1'; then
+    ls "$root"/.gl/*.deb >/dev/null 2>&1 || { say "no Vulkan loader and no .gl/*.deb (carry .gl; see pack)"; exit 1; }
+    for f in "$root"/.gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ]; then
+    found=""
+    for d in /usr/share/vulkan/icd.d /etc/vulkan/icd.d /usr/local/share/vulkan/icd.d; do
+        ls "$d"/nvidia_icd*.json >/dev/null 2>&1 && found=$d
+    done
+    nv=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    if [ -z "$found" ] && [ -f "$nv" ]; then
+        export VK_DRIVER_FILES=$nv VK_ICD_FILENAMES=$nv
+        export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    fi
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | tee -a "$summary"
+say "VK_DRIVER_FILES=${VK_DRIVER_FILES:-(loader default)}"
+
+# Which device "vulkan" is (the lookup test prints it); lavapipe here would mean no GPU driver.
+"$bin/test-backends" -tc="*device lookup*" -s >"$logs/device.log" 2>&1
+say "$(grep -m1 'Vulkan device' "$logs/device.log" || echo 'no Vulkan device found (see device.log)')"
+if grep -q 'llvmpipe' "$logs/device.log"; then say "only lavapipe is visible: the NVIDIA driver was not found"; fi
+
+if [ "${EMBER_BENCH_SKIP_TESTS:-0}" != 1 ]; then
+    stamp "Vulkan op tests"
+    data=()
+    [ -d "$root/.devdata/fixtures/models" ] && data=(--data-dir "$root/.devdata")  # holds fixtures/models
+    "$bin/test-backends" -ts=vulkan "${data[@]}" >"$logs/test-backends-vulkan.log" 2>&1
+    say "test-backends [vulkan]: rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/test-backends-vulkan.log" | tr '\n' ' ')"
+    if [ ${#data[@]} -gt 0 ]; then
+        stamp "Vulkan model tests"
+        "$bin/test-models" -ts=vulkan "${data[@]}" >"$logs/test-models-vulkan.log" 2>&1
+        say "test-models [vulkan]: rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/test-models-vulkan.log" | tr '\n' ' ')"
+    else
+        say "test-models [vulkan]: skipped (no .devdata/fixtures carried)"
+    fi
+fi
+export EMBER_VULKAN_STATS=1  # bench.log: graph ranges recorded / submitted again
+
+# llama.cpp on an H200 (CUDA, issue 6): pp512 tg128
+ref() {
+    case "$1-$2" in
+        8b-Q4_K_M) echo "9725 269.0" ;; 8b-Q4_0) echo "11304 335.9" ;; 8b-Q8_0) echo "11563 257.0" ;;
+        1b-Q4_K_M) echo "41740 899.4" ;; 1b-Q4_0) echo "47393 999.0" ;; 1b-Q8_0) echo "52919 840.5" ;;
+        *) echo "0 0" ;;
+    esac
+}
+
+bench() {  # shape type file label [env...]
+    local shape=$1 q=$2 file=$3 label=$4
+    shift 4
+    local pn=512
+    [ "$label" != default ] && pn=0
+    local json
+    json=$(env "$@" "$bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device "$device" -o json 2>>"$logs/bench.log") || {
+        say "| $shape | $q | $label | bench failed (see bench.log) |"
+        return
+    }
+    read -r ref_pp ref_tg <<<"$(ref "$shape" "$q")"
+    EMBER_JSON="$json" python3 - "$shape" "$q" "$label" "$ref_pp" "$ref_tg" <<'PY' | tee -a "$summary"
+import json, os, sys
+shape, q, label, ref_pp, ref_tg = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+for r in json.loads(os.environ["EMBER_JSON"]):
+    test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+    ref = ref_pp if r["n_prompt"] else ref_tg
+    extra = ""
+    if r["n_gen"] and r.get("decode_bytes_per_token"):
+        extra = f"{r['avg_ts'] * r['decode_bytes_per_token'] / 1e9:.0f} GB/s"
+    print(f"| {shape} | {q} | {label} | {test} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | {ref:g} | {extra} |")
+PY
+}
+
+say ""
+say "| shape | quant | variant | test | Ember Vulkan t/s | llama.cpp CUDA H200 t/s | weights read |"
+say "| --- | --- | --- | --- | ---: | ---: | ---: |"
+for shape in $shapes; do
+    for q in $types; do
+        file=$dir/$shape-$q.gguf
+        if [ ! -f "$file" ]; then
+            stamp "making $shape $q"
+            "$bin/make-bench-model" --shape "$shape" --type "$q" -t "$(nproc)" -o "$file" >>"$logs/make-model.log" 2>&1 || {
+                say "| $shape | $q | model generation failed (make-model.log) |"
+                continue
+            }
+        fi
+        bench "$shape" "$q" "$file" default
+        for v in $variants; do bench "$shape" "$q" "$file" "$v" "$v"; done
+        # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
+        [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
+    done
+done
+stamp "done"
