@@ -1,6 +1,10 @@
 #include "scheduler.h"
 
 #include <cstring>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 
 namespace {
 
@@ -104,10 +108,21 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
         prev        = s;
     }
 
-    // Pass 2: copies where a node reads memory its device cannot use.
-    std::vector<ember_tensor *> nodes;
-    std::vector<int>            node_stream;
+    // Leaves the graph writes into (the KV cache through SET_ROWS views): a copy of them must
+    // stay where it is, after the writes.
+    std::unordered_set<const ember_tensor *> written;
+    for (ember_tensor * node : g->nodes) {
+        if (node->op != EMBER_OP_VIEW && node->op != EMBER_OP_NONE && node->view_src) written.insert(memory_owner(node));
+    }
+
+    // Pass 2: copies where a node reads memory its device cannot use. Copies of leaves the
+    // graph does not write (inputs, weights) are hoisted to the start of the graph, one per
+    // destination stream: a decode step then runs as one split per device instead of being
+    // cut at every first use of an input (positions, mask, KV indices).
+    std::vector<ember_tensor *> nodes, hoisted;
+    std::vector<int>            node_stream, node_dest, hoisted_dest;
     std::unordered_map<ember_tensor *, ember_tensor *> copies;  // valid within the current split
+    std::map<std::pair<ember_tensor *, int>, ember_tensor *> leaf_copies;
     int split_stream = -2;
     p.n_splits       = 0;
     for (size_t i = 0; i < g->nodes.size(); i++) {
@@ -125,17 +140,40 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
             if (node->op == EMBER_OP_VIEW) break;  // a view is only an address
             ember_tensor * owner = memory_owner(src);
             int            home;
+            bool           leaf = true;
             if (owner->buffer && !(owner->flags & EMBER_TENSOR_FLAG_PLANNED)) {
                 home = -3;  // a leaf with its own buffer: ask the device directly
                 if (ember_device_supports_buft(streams_[s]->device, owner->buffer->buft)) continue;
             } else if (where.count(owner)) {
                 home = where[owner];
+                leaf = false;
                 if (home == s || ember_device_supports_buft(streams_[s]->device, ember_device_buffer_type(streams_[home]->device))) continue;
             } else {  // an input leaf: lives in CPU memory
                 home = cpu;
                 if (s == cpu || ember_device_supports_buft(streams_[s]->device, ember_device_buffer_type(streams_[cpu]->device))) continue;
             }
             (void) buft;
+            (void) home;
+            if (leaf && !written.count(owner)) {
+                auto lt = leaf_copies.find({src, s});
+                if (lt == leaf_copies.end()) {
+                    ember_tensor * c = &g->arena.emplace_back(*src);
+                    c->op            = EMBER_OP_CPY;
+                    std::memset(c->src, 0, sizeof(c->src));
+                    c->src[0]    = src;
+                    c->view_src  = nullptr;
+                    c->view_offs = 0;
+                    c->buffer    = nullptr;
+                    c->data      = nullptr;
+                    c->flags     = 0;
+                    ember_set_name(c, "%.40s#copy%d", src->name, s);
+                    hoisted.push_back(c);
+                    hoisted_dest.push_back(s);
+                    lt = leaf_copies.emplace(std::make_pair(src, s), c).first;
+                }
+                node->src[k] = lt->second;
+                continue;
+            }
             auto it = copies.find(src);
             if (it == copies.end()) {
                 ember_tensor * c = &g->arena.emplace_back(*src);
@@ -150,23 +188,22 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
                 ember_set_name(c, "%.40s#copy%d", src->name, s);
                 nodes.push_back(c);
                 node_stream.push_back(-1);
+                node_dest.push_back(s);
                 it = copies.emplace(src, c).first;
             }
             node->src[k] = it->second;
         }
         nodes.push_back(node);
         node_stream.push_back(s);
+        node_dest.push_back(s);
     }
+    // Hoisted copies first, then the graph; a copy lives on its destination stream.
+    nodes.insert(nodes.begin(), hoisted.begin(), hoisted.end());
+    node_stream.insert(node_stream.begin(), hoisted.size(), -1);
+    node_dest.insert(node_dest.begin(), hoisted_dest.begin(), hoisted_dest.end());
     g->nodes.swap(nodes);
     p.node_stream.swap(node_stream);
-
-    // Buffer type of every node: a copy lives on the stream of the node after it.
-    p.node_buft.assign(g->nodes.size(), cpu);
-    int next = cpu;
-    for (size_t i = g->nodes.size(); i-- > 0;) {
-        if (p.node_stream[i] >= 0) next = p.node_stream[i];
-        p.node_buft[i] = p.node_stream[i] >= 0 ? p.node_stream[i] : next;
-    }
+    p.node_buft.swap(node_dest);
     n_plans_++;
     return EMBER_OK;
 }

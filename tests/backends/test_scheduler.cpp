@@ -21,6 +21,7 @@ namespace {
 //
 struct fake_state {
     int n_computed = 0;
+    int n_calls    = 0;  // graph_compute calls (splits run on the fake device)
 };
 fake_state g_fake;
 
@@ -62,6 +63,7 @@ bool                fake_dev_supports_op(ember_device *, const ember_tensor * t)
 bool fake_dev_supports_buft(ember_device *, ember_buffer_type * bt) { return bt == &g_fake_buft; }
 
 ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_t end) {
+    g_fake.n_calls++;
     for (int32_t i = begin; i < end; i++) {
         ember_tensor * t = g->nodes[i];
         REQUIRE(ember_buffer_type_is_host(t->buffer->buft) == false);  // only its own memory
@@ -207,6 +209,84 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
 
     ember_buffer_free(cpu_buf);
     ember_buffer_free(cpu_buf2);
+    ember_buffer_free(fake_buf);
+    ember_stream_free(cpu_st);
+}
+
+TEST_CASE("[scheduler] copies of unchanging leaves are hoisted; a leaf the graph writes is copied after the write") {
+    init_fake();
+    ember_device *      cpu_dev = ember_registry_cpu_device();
+    ember_stream_params sp{};
+    sp.n_threads          = 1;
+    ember_stream * cpu_st = nullptr;
+    REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
+    ember_buffer * cpu_buf  = nullptr;
+    ember_buffer * fake_buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
+    REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
+    std::mt19937 rng(7);
+    size_t       co = 0, fo = 0;
+
+    SUBCASE("inputs used deep in the graph: one split on the fake device") {
+        ember_graph    g;
+        ember_tensor * x   = leaf(g, cpu_buf, co, 16, 1, rng, false);
+        ember_tensor * w   = leaf(g, fake_buf, fo, 16, 8, rng, true);
+        ember_tensor * wb1 = leaf(g, fake_buf, fo, 8, 1, rng, true);
+        ember_tensor * wb2 = leaf(g, fake_buf, fo, 8, 1, rng, true);
+        ember_tensor * b1  = leaf(g, cpu_buf, co, 8, 1, rng, false);
+        ember_tensor * b2  = leaf(g, cpu_buf, co, 8, 1, rng, false);
+        ember_tensor * y   = ember_mul_mat(g, w, x);
+        ember_tensor * z2  = ember_add(g, y, ember_add(g, wb1, b1));  // b1 first read here
+        ember_tensor * out = ember_add(g, z2, ember_add(g, wb2, b2));  // b2 here
+        out->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+        g.build_forward(out);
+        ember_sched sched({&g_fake_stream, cpu_st});
+        g_fake.n_calls = 0;
+        REQUIRE(sched.compute(&g) == EMBER_OK);
+        CHECK(g_fake.n_calls == 1);
+        const std::vector<int> & where = *sched.node_streams(&g);
+        REQUIRE(where.size() == 8);
+        for (int i = 0; i < 3; i++) CHECK(where[i] < 0);  // x, b1, b2 copied first
+        for (int i = 3; i < 8; i++) CHECK(where[i] == 0);
+        // the result is right: out = w * x + wb1 + b1 + wb2 + b2
+        std::vector<float> xv(16), wv(128), a1(8), a2(8), c1(8), c2(8), got(8);
+        ember_tensor_get(x, xv.data(), 0, sizeof(float) * 16);
+        ember_tensor_get(w, wv.data(), 0, sizeof(float) * 128);
+        ember_tensor_get(wb1, a1.data(), 0, sizeof(float) * 8);
+        ember_tensor_get(wb2, a2.data(), 0, sizeof(float) * 8);
+        ember_tensor_get(b1, c1.data(), 0, sizeof(float) * 8);
+        ember_tensor_get(b2, c2.data(), 0, sizeof(float) * 8);
+        ember_tensor_get(out, got.data(), 0, sizeof(float) * 8);
+        for (int r = 0; r < 8; r++) {
+            float want = a1[r] + c1[r] + a2[r] + c2[r];
+            for (int i = 0; i < 16; i++) want += wv[r * 16 + i] * xv[i];
+            CHECK(got[r] == doctest::Approx(want).epsilon(1e-5));
+        }
+    }
+    SUBCASE("a cache leaf written by SET_ROWS on the CPU is copied after the write") {
+        ember_graph    g;
+        ember_tensor * cache = leaf(g, cpu_buf, co, 8, 4, rng, false);  // 4 rows of 8
+        ember_tensor * rows  = leaf(g, cpu_buf, co, 8, 1, rng, false);
+        ember_tensor * idx   = g.new_tensor(EMBER_TYPE_I32, 1);
+        ember_buffer_place_tensor(cpu_buf, idx, co);
+        co += 64;
+        const int32_t row2 = 2;
+        ember_tensor_set(idx, &row2, 0, sizeof(row2));
+        ember_tensor * w   = leaf(g, fake_buf, fo, 8, 4, rng, true);
+        ember_tensor * put = ember_set_rows(g, cache, rows, idx);
+        ember_tensor * out = ember_add(g, w, cache);  // on the fake device (w lives there)
+        out->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+        g.build_forward(put);
+        g.build_forward(out);
+        ember_sched sched({&g_fake_stream, cpu_st});
+        REQUIRE(sched.compute(&g) == EMBER_OK);
+        std::vector<float> wv(32), rv(8), got(32);
+        ember_tensor_get(w, wv.data(), 0, sizeof(float) * 32);
+        ember_tensor_get(rows, rv.data(), 0, sizeof(float) * 8);
+        ember_tensor_get(out, got.data(), 0, sizeof(float) * 32);
+        for (int i = 0; i < 8; i++) CHECK(got[2 * 8 + i] == doctest::Approx(wv[2 * 8 + i] + rv[i]));  // the new row
+    }
+    ember_buffer_free(cpu_buf);
     ember_buffer_free(fake_buf);
     ember_stream_free(cpu_st);
 }
