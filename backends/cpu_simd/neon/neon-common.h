@@ -18,6 +18,11 @@ void ember_cpu_register_neon_float(ember_cpu_kernel_table * t);        // vec-do
 void ember_cpu_register_neon_quantize(ember_cpu_kernel_table * t);     // quantize-neon.cpp
 void ember_cpu_register_neon_int_base(ember_cpu_kernel_table * t);     // vec-dot-neon-int.cpp
 void ember_cpu_register_neon_int_dotprod(ember_cpu_kernel_table * t);  // vec-dot-neon-dotprod.cpp
+void ember_cpu_register_neon_ember_types_base(ember_cpu_kernel_table * t);     // ember-types-neon.cpp
+void ember_cpu_register_neon_ember_types_dotprod(ember_cpu_kernel_table * t);  // ember-types-neon-dotprod.cpp
+void ember_cpu_register_neon_attn(ember_cpu_kernel_table * t);     // attn-neon.cpp
+void ember_cpu_register_neon_vec_ops(ember_cpu_kernel_table * t);  // vec-ops-neon.cpp
+void ember_cpu_register_neon_gemm_i8mm(ember_cpu_kernel_table * t);  // gemm-neon-i8mm.cpp
 
 // binary16 -> binary32 by the FPU: exact for every finite value and infinity (block scales).
 static inline float neon_h2f(ember_half h) {
