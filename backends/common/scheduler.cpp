@@ -123,6 +123,20 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
     std::vector<int>            node_stream, node_dest, hoisted_dest;
     std::unordered_map<ember_tensor *, ember_tensor *> copies;  // valid within the current split
     std::map<std::pair<ember_tensor *, int>, ember_tensor *> leaf_copies;
+    // A CPY node reading src, to be placed on stream s.
+    auto new_copy = [g](ember_tensor * src, int s) {
+        ember_tensor * c = &g->arena.emplace_back(*src);
+        c->op            = EMBER_OP_CPY;
+        std::memset(c->src, 0, sizeof(c->src));
+        c->src[0]    = src;
+        c->view_src  = nullptr;
+        c->view_offs = 0;
+        c->buffer    = nullptr;
+        c->data      = nullptr;
+        c->flags     = 0;
+        ember_set_name(c, "%.40s#copy%d", src->name, s);
+        return c;
+    };
     int split_stream = -2;
     p.n_splits       = 0;
     for (size_t i = 0; i < g->nodes.size(); i++) {
@@ -157,16 +171,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
             if (leaf && !written.count(owner)) {
                 auto lt = leaf_copies.find({src, s});
                 if (lt == leaf_copies.end()) {
-                    ember_tensor * c = &g->arena.emplace_back(*src);
-                    c->op            = EMBER_OP_CPY;
-                    std::memset(c->src, 0, sizeof(c->src));
-                    c->src[0]    = src;
-                    c->view_src  = nullptr;
-                    c->view_offs = 0;
-                    c->buffer    = nullptr;
-                    c->data      = nullptr;
-                    c->flags     = 0;
-                    ember_set_name(c, "%.40s#copy%d", src->name, s);
+                    ember_tensor * c = new_copy(src, s);
                     hoisted.push_back(c);
                     hoisted_dest.push_back(s);
                     lt = leaf_copies.emplace(std::make_pair(src, s), c).first;
@@ -176,16 +181,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
             }
             auto it = copies.find(src);
             if (it == copies.end()) {
-                ember_tensor * c = &g->arena.emplace_back(*src);
-                c->op            = EMBER_OP_CPY;
-                std::memset(c->src, 0, sizeof(c->src));
-                c->src[0]   = src;
-                c->view_src = nullptr;
-                c->view_offs = 0;
-                c->buffer   = nullptr;
-                c->data     = nullptr;
-                c->flags    = 0;
-                ember_set_name(c, "%.40s#copy%d", src->name, s);
+                ember_tensor * c = new_copy(src, s);
                 nodes.push_back(c);
                 node_stream.push_back(-1);
                 node_dest.push_back(s);
