@@ -335,6 +335,135 @@ template <> struct cu_codec<EMBER_TYPE_IQ4_XS> {
 };
 
 //
+// Ember's own types (docs/quant-types.md, quant/ref/ref-{int4,nf4,fp8}.cpp).
+//
+// INT4 / INT4_G32: w = d * (q - z) per group of G weights; run j of 32 in a group packs
+// weight 32 j + i in the low nibble of qs[16 j + i] and 32 j + 16 + i in the high one.
+template <int G> __device__ __forceinline__ void cu_int4_chunk(const char * row, int64_t c, float * y) {
+    constexpr int   runs = G / 32;
+    const uint8_t * b    = reinterpret_cast<const uint8_t *>(row) + (c / runs) * (4 + G / 2);
+    const float     d    = cu_half(static_cast<ember_half>(b[0] | b[1] << 8));
+    const float     z    = cu_half(static_cast<ember_half>(b[2] | b[3] << 8));
+    const uint8_t * qs   = b + 4 + 16 * (c % runs);
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        y[i]      = d * (static_cast<float>(qs[i] & 0x0f) - z);
+        y[i + 16] = d * (static_cast<float>(qs[i] >> 4) - z);
+    }
+}
+template <> struct cu_codec<EMBER_TYPE_INT4> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_int4_chunk<128>(row, c, y); }
+};
+template <> struct cu_codec<EMBER_TYPE_INT4_G32> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_int4_chunk<32>(row, c, y); }
+};
+
+// FP8 codes to float, exactly (OCP E4M3: bias 7, S.1111.111 is NaN, no infinities; E5M2 is
+// the top byte of an IEEE half).
+__device__ __forceinline__ float cu_fp8_e4m3(uint32_t c) {
+    const uint32_t s = (c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
+    if ((c & 0x7fu) == 0x7fu) return __uint_as_float(0x7fc00000u | s);
+    if (e == 0) return __uint_as_float(s) + (s ? -1.0f : 1.0f) * static_cast<float>(m) * 0x1p-9f;
+    return __uint_as_float(s | (e + 120u) << 23 | m << 20);
+}
+__device__ __forceinline__ float cu_fp8_e5m2(uint32_t c) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(c << 8)));
+}
+template <bool E4M3> __device__ __forceinline__ float cu_fp8(uint32_t c) {
+    if constexpr (E4M3) return cu_fp8_e4m3(c);
+    else return cu_fp8_e5m2(c);
+}
+
+// Block FP8: 33-byte blocks, an E8M0 exponent e (scale 2^(e - 127), 255 = NaN) and 32 codes.
+template <bool E4M3> __device__ __forceinline__ void cu_fp8_block_chunk(const char * row, int64_t c, float * y) {
+    const uint8_t * b = reinterpret_cast<const uint8_t *>(row) + c * 33;
+    const float     s = b[0] == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, static_cast<int>(b[0]) - 127);
+#pragma unroll
+    for (int i = 0; i < 32; i++) y[i] = cu_fp8<E4M3>(b[1 + i]) * s;
+}
+template <> struct cu_codec<EMBER_TYPE_FP8_E4M3> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_block_chunk<true>(row, c, y); }
+};
+template <> struct cu_codec<EMBER_TYPE_FP8_E5M2> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_block_chunk<false>(row, c, y); }
+};
+
+// Row FP8: [fp32 scale][codes], the scale at the (4-byte-aligned) row start.
+template <bool E4M3> __device__ __forceinline__ void cu_fp8_row_chunk(const char * row, int64_t c, float * y) {
+    const float     s = *reinterpret_cast<const float *>(row);
+    const uint8_t * q = reinterpret_cast<const uint8_t *>(row) + 4 + 32 * c;
+#pragma unroll
+    for (int i = 0; i < 32; i++) y[i] = cu_fp8<E4M3>(q[i]) * s;
+}
+template <> struct cu_codec<EMBER_TYPE_FP8_E4M3_ROW> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_row_chunk<true>(row, c, y); }
+};
+template <> struct cu_codec<EMBER_TYPE_FP8_E5M2_ROW> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_row_chunk<false>(row, c, y); }
+};
+
+// NF4: groups of up to 256 blocks of 64 weights, each group led by an 8-byte header (fp32
+// scale2, fp32 offset); a block's absmax is dyn[absmax_q] * scale2 + offset, weight i of the
+// block NF4[low nibble of qs[i]] * absmax and weight 32 + i NF4[high nibble]. The tables are
+// those of quant/ref/ref-nf4.cpp, the dynamic map computed at compile time by the same float
+// arithmetic (tests compare GET_ROWS with the CPU).
+static __constant__ float cu_nf4_table[16] = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f, -0.18477343022823334f,
+    -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+
+struct cu_nf4_dyn_values {
+    float v[256];
+};
+constexpr cu_nf4_dyn_values cu_make_nf4_dyn() {
+    cu_nf4_dyn_values r{};
+    // static_cast<float>(std::pow(10.0, i - 6)), as the reference
+    const double pow10[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+    int          n        = 0;
+    for (int i = 0; i < 7; i++) {
+        const int   steps = (1 << i) + 1;
+        const float start = 0.1f, end = 1.0f;
+        const float step  = (end - start) / static_cast<float>(steps - 1);
+        float       b[65] = {};
+        for (int j = 0; j < steps; j++) {
+            b[j] = j < steps / 2 ? start + step * static_cast<float>(j) : end - step * static_cast<float>(steps - 1 - j);
+        }
+        const float scale = static_cast<float>(pow10[i]);
+        for (int j = 0; j + 1 < steps; j++) {
+            const float mean = (b[j] + b[j + 1]) / 2.0f;
+            r.v[n++]         = scale * mean;
+            r.v[n++]         = -(scale * mean);
+        }
+    }
+    r.v[n++] = 0.0f;
+    r.v[n++] = 1.0f;
+    for (int i = 1; i < 256; i++) {  // insertion sort
+        const float x = r.v[i];
+        int         j = i - 1;
+        while (j >= 0 && r.v[j] > x) {
+            r.v[j + 1] = r.v[j];
+            j--;
+        }
+        r.v[j + 1] = x;
+    }
+    return r;
+}
+static __constant__ cu_nf4_dyn_values cu_nf4_dyn = cu_make_nf4_dyn();
+template <> struct cu_codec<EMBER_TYPE_NF4> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const int64_t   blk = c / 2, g = blk / 256;
+        const char *    hdr = row + g * (8 + 256 * 33);
+        const float     scale2 = *reinterpret_cast<const float *>(hdr);
+        const float     offset = *reinterpret_cast<const float *>(hdr + 4);
+        const uint8_t * b      = reinterpret_cast<const uint8_t *>(hdr + 8) + (blk % 256) * 33;
+        const float     s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[b[0]], scale2), offset);  // as the CPU: no FMA
+        const int       sh     = (c % 2) * 4;
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(b[1 + i] >> sh) & 0xf] * s;
+    }
+};
+
+//
 // Encoders (destination types of SET_ROWS and CPY): 32 floats -> one block, or one element.
 //
 template <int T> struct cu_encoder;
@@ -412,6 +541,13 @@ template <typename F> inline bool cu_dispatch_chunk_type(ember_type t, F && f) {
         case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
         case EMBER_TYPE_IQ4_NL: f.template operator()<EMBER_TYPE_IQ4_NL>(); return true;
         case EMBER_TYPE_IQ4_XS: f.template operator()<EMBER_TYPE_IQ4_XS>(); return true;
+        case EMBER_TYPE_INT4: f.template operator()<EMBER_TYPE_INT4>(); return true;
+        case EMBER_TYPE_INT4_G32: f.template operator()<EMBER_TYPE_INT4_G32>(); return true;
+        case EMBER_TYPE_NF4: f.template operator()<EMBER_TYPE_NF4>(); return true;
+        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
+        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
+        case EMBER_TYPE_FP8_E4M3_ROW: f.template operator()<EMBER_TYPE_FP8_E4M3_ROW>(); return true;
+        case EMBER_TYPE_FP8_E5M2_ROW: f.template operator()<EMBER_TYPE_FP8_E5M2_ROW>(); return true;
         default: return false;
     }
 }

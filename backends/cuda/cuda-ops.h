@@ -26,6 +26,18 @@ struct ember_cuda_ctx {
     // dequantized weight slab); grown on demand, only after the stream is idle.
     void * scratch[2]      = {nullptr, nullptr};
     size_t scratch_size[2] = {0, 0};
+
+    // The activations the last integer matvec quantized into scratch slot 0 (ops-matvec-q.cu):
+    // reused by the next matvec over the same x; the stream clears qx_valid before any other node.
+    bool         qx_valid = false;
+    const void * qx_data  = nullptr;
+    const void * qx_buf   = nullptr;
+    size_t       qx_len   = 0;
+    int64_t      qx_ne[4] = {0, 0, 0, 0};
+    int64_t      qx_nb[4] = {0, 0, 0, 0};
+
+    // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
+    bool capturing = false;
 };
 
 // Device memory of at least `size` bytes in slot `slot` (0 or 1), valid until the next call
@@ -36,6 +48,9 @@ ember_status ember_cuda_check_launch(const char * what);
 
 // ops-elementwise.cu
 ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
+// RMS_NORM `norm` and the MUL `mul` = norm * w right after it, in one kernel.
+bool         ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_tensor * mul);
+ember_status ember_cuda_rms_norm_mul(ember_cuda_ctx & ctx, ember_tensor * norm, ember_tensor * mul);
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);
@@ -60,6 +75,10 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst);
 // ops-matvec.cu: m (columns of x) <= EMBER_CUDA_MATVEC_MAX_COLS
 constexpr int64_t EMBER_CUDA_MATVEC_MAX_COLS = 8;
 ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+// ops-matvec-q.cu: the integer (dp4a) matvec for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K weights
+bool         ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst);
+ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

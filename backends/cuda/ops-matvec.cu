@@ -3,8 +3,7 @@
 // matrices. Quantized rows are read 32 weights (one chunk) per lane step, float rows one
 // element per lane step (coalesced). Activations stay F32 (the CPU rounds them to the
 // weight's vec_dot_type first; the difference is within the conformance tolerances).
-// A first, simple kernel: the speed work (16-byte loads from a repacked layout, several rows
-// per warp, fp16 activations) is listed in PERFORMANCE.md section 1.
+// This is the generic path, for the types without an integer kernel in ops-matvec-q.cu.
 #include "cuda-common.cuh"
 
 namespace {
@@ -84,6 +83,8 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const ember_tensor * x = dst->src[1];
     if (x->ne[1] > 65535 || x->ne[2] * x->ne[3] > 65535) return EMBER_ERR_UNSUPPORTED;
     if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (ember_cuda_mul_mat_vec_q_supported(dst)) return ember_cuda_mul_mat_vec_q(ctx, dst);
+    ctx.qx_valid = false;
     if (!cu_dispatch_chunk_type(dst->src[0]->type, matvec_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
     return ember_cuda_check_launch("mul_mat (matvec)");
 }

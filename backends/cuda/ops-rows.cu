@@ -189,6 +189,8 @@ bool ember_cuda_type_has_chunks(ember_type t) {
         case EMBER_TYPE_F32: case EMBER_TYPE_F16: case EMBER_TYPE_BF16: case EMBER_TYPE_Q4_0: case EMBER_TYPE_Q4_1:
         case EMBER_TYPE_Q5_0: case EMBER_TYPE_Q5_1: case EMBER_TYPE_Q8_0: case EMBER_TYPE_Q2_K: case EMBER_TYPE_Q3_K:
         case EMBER_TYPE_Q4_K: case EMBER_TYPE_Q5_K: case EMBER_TYPE_Q6_K: case EMBER_TYPE_IQ4_NL: case EMBER_TYPE_IQ4_XS:
+        case EMBER_TYPE_INT4: case EMBER_TYPE_INT4_G32: case EMBER_TYPE_NF4: case EMBER_TYPE_FP8_E4M3: case EMBER_TYPE_FP8_E5M2:
+        case EMBER_TYPE_FP8_E4M3_ROW: case EMBER_TYPE_FP8_E5M2_ROW:
             return true;
         default: return false;
     }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -59,8 +60,11 @@ struct case_ctx {
 
 using builder = std::function<ember_tensor *(case_ctx &)>;
 
-// Runs the graph of `build` with every tensor in `dev`'s memory; returns the output as floats.
-std::vector<float> run_on(ember_device * dev, const builder & build, uint32_t seed) {
+// Runs the graph of `build` with every tensor in `dev`'s memory once per seed, on one stream,
+// the leaves refilled with that seed's data before each run (later runs on the CUDA stream
+// replay a recorded CUDA graph); returns the outputs as floats.
+std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & build, const std::vector<uint32_t> & seeds) {
+    const uint32_t         seed = seeds.at(0);
     ember_graph            g;
     std::vector<leaf_data> leaves;
     case_ctx               cc{g, leaves, std::mt19937(seed)};
@@ -93,20 +97,36 @@ std::vector<float> run_on(ember_device * dev, const builder & build, uint32_t se
     sp.n_threads     = 2;
     ember_stream * s = nullptr;
     REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
-    const ember_status st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
-    s->iface.synchronize(s);
-    CHECK(st == EMBER_OK);
+    std::vector<std::vector<float>> results;
+    for (size_t run = 0; run < seeds.size(); run++) {
+        if (run > 0) {  // the same builder with another seed: same shapes, new values
+            ember_graph            g2;
+            std::vector<leaf_data> leaves2;
+            case_ctx               cc2{g2, leaves2, std::mt19937(seeds[run])};
+            build(cc2);
+            REQUIRE(leaves2.size() == leaves.size());
+            for (size_t i = 0; i < leaves.size(); i++) ember_tensor_set(leaves[i].t, leaves2[i].bytes.data(), 0, leaves2[i].bytes.size());
+        }
+        const ember_status st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
+        s->iface.synchronize(s);
+        CHECK(st == EMBER_OK);
 
-    std::vector<uint8_t> bytes(ember_nbytes(out));
-    ember_tensor_get(out, bytes.data(), 0, bytes.size());
-    std::vector<float> res(static_cast<size_t>(ember_nelements(out)));
-    const int64_t      rows = ember_nrows(out);
-    for (int64_t r = 0; r < rows; r++) {
-        ember_type_get_traits(out->type)->to_float(bytes.data() + r * out->nb[1], res.data() + r * out->ne[0], out->ne[0]);
+        std::vector<uint8_t> bytes(ember_nbytes(out));
+        ember_tensor_get(out, bytes.data(), 0, bytes.size());
+        std::vector<float> res(static_cast<size_t>(ember_nelements(out)));
+        const int64_t      rows = ember_nrows(out);
+        for (int64_t r = 0; r < rows; r++) {
+            ember_type_get_traits(out->type)->to_float(bytes.data() + r * out->nb[1], res.data() + r * out->ne[0], out->ne[0]);
+        }
+        results.push_back(std::move(res));
     }
     ember_stream_free(s);
     ember_buffer_free(buf);
-    return res;
+    return results;
+}
+
+std::vector<float> run_on(ember_device * dev, const builder & build, uint32_t seed) {
+    return run_on_n(dev, build, {seed})[0];
 }
 
 double nmse(const std::vector<float> & got, const std::vector<float> & want) {
@@ -136,9 +156,39 @@ void check_case(const std::string & what, const builder & build, double tol, uin
     CHECK(e < tol);
 }
 
+// Runs `build` on the CPU and on the GPU for each seed in turn (one stream each) and compares.
+void check_runs(const std::string & what, const builder & build, double tol, const std::vector<uint32_t> & seeds) {
+    CAPTURE(what);
+    const auto want = run_on_n(ember_registry_cpu_device(), build, seeds);
+    const auto got  = run_on_n(cuda_device(), build, seeds);
+    REQUIRE(got.size() == want.size());
+    for (size_t r = 0; r < got.size(); r++) {
+        CAPTURE(r);
+        REQUIRE(got[r].size() == want[r].size());
+        bool finite = true;
+        for (float v : got[r]) finite = finite && std::isfinite(v);
+        CHECK(finite);
+        const double e = nmse(got[r], want[r]);
+        CAPTURE(e);
+        CHECK(e < tol);
+        if (r > 0) CHECK(got[r] != got[r - 1]);  // new data gave new results (not a stale replay)
+    }
+}
+
+void set_env(const char * name, const char * value) {
+#ifdef _WIN32
+    _putenv_s(name, value);
+#else
+    setenv(name, value, 1);
+#endif
+}
+
 const ember_type k_weight_types[] = {EMBER_TYPE_F32,  EMBER_TYPE_F16,  EMBER_TYPE_BF16, EMBER_TYPE_Q4_0,   EMBER_TYPE_Q4_1,
                                      EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K,   EMBER_TYPE_Q3_K,
-                                     EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS};
+                                     EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS,
+                                     // Ember's own types (row groups: NF4 headers, per-row FP8 scales)
+                                     EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2,
+                                     EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW};
 const ember_type k_kv_types[] = {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0};
 
 bool is_float(ember_type t) {
@@ -278,6 +328,92 @@ TEST_CASE("[cuda] the CUDA backend matches the CPU on every op and type") {
                               c.rand_leaf(EMBER_TYPE_F16, 64, 4, 5), c.f32_leaf(mv, 5, 2), 0.125f);
         }, 1e-12);
     }
+}
+
+TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA graph replay") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // The integer-kernel types at model-like widths, odd row counts (a block's row tail) and
+    // a type on the generic path.
+    const ember_type types[] = {EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K,
+                                EMBER_TYPE_Q6_K, EMBER_TYPE_Q4_1, EMBER_TYPE_NF4,  EMBER_TYPE_FP8_E4M3_ROW};
+    for (ember_type t : types) {
+        for (int64_t m : {1, 2, 5}) {
+            for (int64_t n : {67, 1}) {
+                check_case(std::string("matvec ") + ember_type_get_name(t) + " k=2048 n=" + std::to_string(n) + " m=" + std::to_string(m),
+                           [=](case_ctx & c) {
+                               return ember_mul_mat(c.g, c.rand_leaf(t, 2048, n), c.rand_leaf(EMBER_TYPE_F32, 2048, m, 1, -3.0f, 3.0f));
+                           }, 1e-3);
+            }
+        }
+        check_case(std::string("matvec ") + ember_type_get_name(t) + " of a strided x view", [=](case_ctx & c) {
+            ember_tensor * a     = c.rand_leaf(EMBER_TYPE_F32, 512, 6);
+            const int64_t  ne[4] = {512, 3, 1, 1};
+            const size_t   nb[4] = {4, a->nb[1] * 2, a->nb[1] * 6, a->nb[1] * 6};
+            return ember_mul_mat(c.g, c.rand_leaf(t, 512, 9), ember_view_strided(c.g, a, ne, nb, a->nb[1]));
+        }, 1e-3);
+    }
+    // NF4 rows longer than one group of 256 blocks: a second group header mid-row.
+    check_case("get_rows nf4 two groups", [](case_ctx & c) {
+        return ember_get_rows(c.g, c.rand_leaf(EMBER_TYPE_NF4, 64 * 260, 3), c.i32_leaf({2, 0}));
+    }, 1e-12);
+    check_case("matvec nf4 two groups", [](case_ctx & c) {
+        return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 64 * 260, 5), c.rand_leaf(EMBER_TYPE_F32, 64 * 260, 2));
+    }, 1e-3);
+    check_case("matvec batched broadcast q4_k", [](case_ctx & c) {
+        return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_K, 256, 8, 2), c.rand_leaf(EMBER_TYPE_F32, 256, 2, 4));
+    }, 1e-3);
+    // Three matvecs over one x (the quantized copy is reused), then one over a new tensor.
+    check_case("matvecs sharing x", [](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
+        ember_tensor * a  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_0, 1024, 64), x);
+        ember_tensor * b  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q6_K, 1024, 64), x);
+        ember_tensor * d  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q8_0, 1024, 64), x);
+        ember_tensor * x2 = ember_scale(c.g, x, -0.5f);
+        ember_tensor * e  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_0, 1024, 64), x2);
+        return ember_add(c.g, ember_add(c.g, a, b), ember_add(c.g, d, e));
+    }, 1e-3);
+    // Decode attention with the keys split across blocks (n_kv >= 128, few query rows); the
+    // mask hides keys 0..199, so whole splits see no key, and a causal tail.
+    for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        for (int64_t n_tok : {1, 2}) {
+            check_case(std::string("attn split ") + ember_type_get_name(tk) + " n_tok=" + std::to_string(n_tok), [=](case_ctx & c) {
+                const int64_t      n_kv = 700, d = 128;
+                std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+                for (int64_t t = 0; t < n_tok; t++) {
+                    for (int64_t j = 0; j < n_kv; j++) {
+                        if (j < 200 || j > n_kv - n_tok + t) mv[t * n_kv + j] = -INFINITY;
+                    }
+                }
+                return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, d, 8, n_tok), c.rand_leaf(tk, d, 2, n_kv), c.rand_leaf(tk, d, 2, n_kv),
+                                  c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+            }, 1e-8);
+        }
+    }
+    check_case("attn split unmasked", [](case_ctx & c) {
+        return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 4, 1), c.rand_leaf(EMBER_TYPE_F16, 64, 4, 1000),
+                          c.rand_leaf(EMBER_TYPE_F16, 64, 4, 1000), nullptr, 0.125f);
+    }, 1e-8);
+    // A layer-like graph run four times on one stream with new data each time: the first run
+    // is eager, the second records a CUDA graph, the others replay it (CUDA graphs are opt-in:
+    // EMBER_CUDA_GRAPHS=1, read when a stream is made). And the same without graphs.
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    check_runs("decode layer replayed", [](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
+        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 1024, 1));
+        ember_tensor * gt = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_K, 1024, 512), h);
+        ember_tensor * up = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q5_0, 1024, 512), h);
+        ember_tensor * dn = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q6_K, 512, 1024), ember_swiglu(c.g, gt, up));
+        return ember_add(c.g, x, dn);
+    }, 1e-3, {11, 12, 13, 14});
+    set_env("EMBER_CUDA_GRAPHS", "");
+    check_runs("decode layer eager", [](case_ctx & c) {
+        ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
+        ember_tensor * h = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 512, 1));
+        return ember_add(c.g, x, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q8_0, 512, 512), h));
+    }, 1e-3, {21, 22, 23});
 }
 
 TEST_CASE("[cuda] device enumeration and buffers") {

@@ -1,0 +1,378 @@
+// MUL_MAT for few columns (decode) with integer dot products, for the weight types that
+// carry most of a model's bytes: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K.
+//
+// The design of llama.cpp's mmvq (ggml-cuda/mmvq.cu), written anew:
+// - The activations are quantized once per matvec to 8-bit blocks of 32 (d = max|x| / 127,
+//   as the CPU's Q8_0 activations), stored as separate arrays: int8 values (so lanes read
+//   4-byte words) and a float2 (d, d * sum q) per block. Consecutive matvecs over the same
+//   activations (Q/K/V, gate/up) reuse the quantized copy.
+// - A block of 128 threads computes `R` rows; its threads split each row's weight blocks
+//   between them so that consecutive lanes read consecutive 4-byte words of a weight block
+//   (a warp reads 144 contiguous bytes of Q4_0 per load instruction, not 32 scattered
+//   18-byte blocks), and the R rows share each activation word a thread loads.
+// - Dot products are __dp4a over 4 weights at a time: one instruction per 4 multiply-adds,
+//   which keeps the kernel memory-bound on HBM (float dequantize + FMA would not be).
+// Weight blocks are mostly 2-byte aligned (18, 22, 34, 210 bytes), so words are assembled
+// from two 16-bit loads; Q4_K (144 bytes) uses 4-byte loads. Rows are read in place, in the
+// GGUF layout, so GET_ROWS, CPY and the cuBLAS path need no second copy of the weights.
+#include <cstdlib>
+
+#include "cuda-common.cuh"
+
+namespace {
+
+constexpr int k_threads = 128;
+
+// Read-only loads (the non-coherent path): weights and the quantized x never change during a
+// kernel.
+__device__ __forceinline__ int ld_b2(const uint8_t * p) {  // 4 bytes at a 2-byte-aligned address
+    const unsigned short * q = reinterpret_cast<const unsigned short *>(p);
+    return static_cast<int>(static_cast<uint32_t>(__ldg(q)) | static_cast<uint32_t>(__ldg(q + 1)) << 16);
+}
+__device__ __forceinline__ int ld_b4(const void * p) {
+    return __ldg(reinterpret_cast<const int *>(p));
+}
+
+// Per type: QK weights per block, BYTES per block, QI 4-byte words of quants per block, VDR
+// words per thread per block, and the partial dot product of one thread (words kqs ..
+// kqs + VDR - 1 of the block) with the quantized activations of the block (xq: the block's
+// first activation, xds: its first (d, s) pair).
+template <int T> struct mvq;
+
+template <> struct mvq<EMBER_TYPE_Q4_0> {
+    static constexpr int QK = 32, BYTES = 18, QI = 4, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q4_0 * b    = reinterpret_cast<const ember_block_q4_0 *>(blk);
+        int                      sumi = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int v = ld_b2(b->qs + 4 * (kqs + i));
+            sumi        = __dp4a(v & 0x0f0f0f0f, ld_b4(xq + 4 * (kqs + i)), sumi);
+            sumi        = __dp4a((v >> 4) & 0x0f0f0f0f, ld_b4(xq + 16 + 4 * (kqs + i)), sumi);
+        }
+        const float2 ds = xds[0];
+        // This thread covers 8 VDR of the 32 weights: its share of the -8 offset.
+        return cu_half(b->d) * (ds.x * static_cast<float>(sumi) - (8.0f * VDR / QI) * ds.y);
+    }
+};
+
+template <> struct mvq<EMBER_TYPE_Q5_0> {
+    static constexpr int QK = 32, BYTES = 22, QI = 4, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q5_0 * b    = reinterpret_cast<const ember_block_q5_0 *>(blk);
+        const int                qh   = ld_b2(b->qh);
+        int                      sumi = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int j  = kqs + i;
+            const int vl = ld_b2(b->qs + 4 * j);
+            const int vh = static_cast<int>(static_cast<uint32_t>(qh) >> (4 * j));
+            // Bit k of vh (weight 4 j + k) to bit 8 k + 4; bit 16 + k (weight 16 + 4 j + k) likewise.
+            int v0 = vl & 0x0f0f0f0f;
+            v0 |= (vh << 4) & 0x00000010;
+            v0 |= (vh << 11) & 0x00001000;
+            v0 |= (vh << 18) & 0x00100000;
+            v0 |= (vh << 25) & 0x10000000;
+            int v1 = (vl >> 4) & 0x0f0f0f0f;
+            v1 |= (vh >> 12) & 0x00000010;
+            v1 |= (vh >> 5) & 0x00001000;
+            v1 |= (vh << 2) & 0x00100000;
+            v1 |= (vh << 9) & 0x10000000;
+            sumi = __dp4a(v0, ld_b4(xq + 4 * j), sumi);
+            sumi = __dp4a(v1, ld_b4(xq + 16 + 4 * j), sumi);
+        }
+        const float2 ds = xds[0];
+        return cu_half(b->d) * (ds.x * static_cast<float>(sumi) - (16.0f * VDR / QI) * ds.y);
+    }
+};
+
+template <> struct mvq<EMBER_TYPE_Q8_0> {
+    static constexpr int QK = 32, BYTES = 34, QI = 8, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q8_0 * b    = reinterpret_cast<const ember_block_q8_0 *>(blk);
+        const uint8_t *          qs   = reinterpret_cast<const uint8_t *>(b->qs);
+        int                      sumi = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) sumi = __dp4a(ld_b2(qs + 4 * (kqs + i)), ld_b4(xq + 4 * (kqs + i)), sumi);
+        return cu_half(b->d) * xds[0].x * static_cast<float>(sumi);
+    }
+};
+
+// Q4_K: word kqs of the 128 quant bytes lies in group g = kqs / 8 of 32 bytes, whose low
+// nibbles are sub-block 2 g and high nibbles sub-block 2 g + 1 (32 weights each).
+template <> struct mvq<EMBER_TYPE_Q4_K> {
+    static constexpr int QK = 256, BYTES = 144, QI = 32, VDR = 2, ALIGN = 4;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q4_k * b  = reinterpret_cast<const ember_block_q4_k *>(blk);
+        const int                g  = kqs / 8;
+        const int                o  = 4 * (kqs % 8);
+        const uint8_t *          q  = b->qs + 32 * g + o;
+        const int                s0 = 2 * g, s1 = 2 * g + 1;
+        int                      sum0 = 0, sum1 = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int v = ld_b4(q + 4 * i);
+            sum0        = __dp4a(v & 0x0f0f0f0f, ld_b4(xq + 32 * s0 + o + 4 * i), sum0);
+            sum1        = __dp4a((v >> 4) & 0x0f0f0f0f, ld_b4(xq + 32 * s1 + o + 4 * i), sum1);
+        }
+        int sc0, m0, sc1, m1;
+        cu_k4_scale_min(b->scales, s0, sc0, m0);
+        cu_k4_scale_min(b->scales, s1, sc1, m1);
+        const float2 ds0 = xds[s0], ds1 = xds[s1];
+        const float  d = cu_half(b->d), dmin = cu_half(b->dmin);
+        // This thread covers 4 VDR of each sub-block's 32 weights: that share of the mins.
+        return d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(sum0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(sum1)) -
+               dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * (4.0f * VDR / 32.0f);
+    }
+};
+
+// Q6_K: word kqs of ql lies in half h = kqs / 16 at byte o = 4 (kqs % 16) of that half's 64;
+// its low nibbles are weights 128 h + o + (0..3) and its high nibbles the weights 64 further,
+// with their top 2 bits in qh[32 h + o % 32] at bits 2 (o / 32) and 2 (o / 32 + 2).
+template <> struct mvq<EMBER_TYPE_Q6_K> {
+    static constexpr int QK = 256, BYTES = 210, QI = 32, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q6_k * b  = reinterpret_cast<const ember_block_q6_k *>(blk);
+        const int                h  = kqs / 16;
+        const int                o  = 4 * (kqs % 16);
+        const int                g  = o / 32;
+        const int                l0 = o % 32;
+        const int                ia = 128 * h + 32 * g + l0;  // first weight of the low nibbles
+        const int                ib = ia + 64;                // ... of the high nibbles
+        int                      suma = 0, sumb = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int vl = ld_b2(b->ql + 64 * h + o + 4 * i);
+            const int vh = ld_b2(b->qh + 32 * h + l0 + 4 * i);
+            const int qa = __vsub4((vl & 0x0f0f0f0f) | ((vh >> (2 * g)) & 0x03030303) << 4, 0x20202020);
+            const int qb = __vsub4(((vl >> 4) & 0x0f0f0f0f) | ((vh >> (2 * g + 4)) & 0x03030303) << 4, 0x20202020);
+            suma         = __dp4a(qa, ld_b4(xq + ia + 4 * i), suma);
+            sumb         = __dp4a(qb, ld_b4(xq + ib + 4 * i), sumb);
+        }
+        // The 4 VDR weights of each nibble half share one 16-weight scale (l0 is a multiple of 8).
+        const float sa = static_cast<float>(b->scales[ia / 16]), sb = static_cast<float>(b->scales[ib / 16]);
+        return cu_half(b->d) * (sa * xds[ia / 32].x * static_cast<float>(suma) + sb * xds[ib / 32].x * static_cast<float>(sumb));
+    }
+};
+
+// x (F32, any strides) -> per vector v = col + ne1 (i2 + ne2 i3): k int8 values at xq + v k
+// and k / 32 (d, d * sum q) pairs at xds + v k / 32. 8 threads per block of 32, 4 values each.
+__global__ void __launch_bounds__(256) quantize_x_kernel(cu_tensor x, int64_t k, int8_t * xq, float2 * xds) {
+    const int64_t i     = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+    const int64_t v     = blockIdx.y;
+    const int64_t col   = v % x.ne[1];
+    const int64_t i2    = (v / x.ne[1]) % x.ne[2];
+    const int64_t i3    = v / (x.ne[1] * x.ne[2]);
+    const bool    valid = i < k;  // k is a multiple of 32: a group of 8 lanes is all in or all out
+    float         f[4]  = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (valid) {
+        const float * xr = reinterpret_cast<const float *>(x.data + col * x.nb[1] + i2 * x.nb[2] + i3 * x.nb[3]) + i;
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[j] = xr[j];
+    }
+    float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    // As the CPU's Q8_0 activations: the scale rounded to half, values rounded with the
+    // unrounded one.
+    const float d  = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int         q[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        q[j] = static_cast<int>(roundf(__fmul_rn(f[j], id)));
+        sum += q[j];
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (!valid) return;
+    const int packed = (q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (q[3] & 0xff) << 24;
+    *reinterpret_cast<int *>(xq + v * k + i) = packed;
+    if (threadIdx.x % 8 == 0) {
+        const float dh       = __half2float(__float2half_rn(d));
+        xds[v * (k / 32) + i / 32] = make_float2(dh, dh * static_cast<float>(sum));
+    }
+}
+
+struct mvq_args {
+    const char *   w;
+    int64_t        w_nb1, w_nb2, w_nb3;
+    int64_t        bcast2, bcast3;
+    const int8_t * xq;
+    const float2 * xds;
+    int64_t        x_ne1, x_ne2;
+    cu_tensor      y;
+    int64_t        k, n, nblk;
+};
+
+template <int T, int R>
+__global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
+    using D                = mvq<T>;
+    constexpr int tpb      = D::QI / D::VDR;   // threads per weight block
+    constexpr int per_iter = k_threads / tpb;  // weight blocks per iteration of the block
+    const int     tid      = threadIdx.x;
+    const int64_t row0     = static_cast<int64_t>(blockIdx.x) * R;
+    const int64_t col      = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0;
+    const char *  wb = a.w;
+    if (gridDim.z > 1) {  // batched: 64-bit divisions only here
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
+    }
+    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
+    const int8_t * xq  = a.xq + v * a.k;
+    const float2 * xds = a.xds + v * (a.k / 32);
+    const char *   wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;  // tail rows: read, discard
+    float     acc[R] = {};
+    const int kqs    = D::VDR * (tid % tpb);
+    const int nblk = static_cast<int>(a.nblk);
+#pragma unroll 2
+    for (int kb = tid / tpb; kb < nblk; kb += per_iter) {
+        const int8_t * xqb  = xq + static_cast<int64_t>(kb) * D::QK;
+        const float2 * xdsb = xds + kb * (D::QK / 32);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] += D::dot(wr[r] + static_cast<int64_t>(kb) * D::BYTES, xqb, xdsb, kqs);
+    }
+    __shared__ float part[k_threads / 32][R];
+    const int        warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = cu_warp_sum(acc[r]);
+        if (lane == 0) part[warp][r] = s;
+    }
+    __syncthreads();
+    if (tid < R && row0 + tid < a.n) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < k_threads / 32; w++) s += part[w][tid];
+        float * yc   = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+        yc[row0 + tid] = s;
+    }
+}
+
+// Rows per block: EMBER_CUDA_MV_ROWS (1, 2 or 4) for experiments, else 4 (on an H100, 4 rows
+// beat 2 by 3% on the 8B shape and 7% on the 1B one, and 1 row lost 5-15%).
+int rows_per_block() {
+    static const int r = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_ROWS");
+        const int    v = e ? std::atoi(e) : 4;
+        return v == 1 || v == 2 ? v : 4;
+    }();
+    return r;
+}
+
+template <int T> bool aligned_for(const ember_tensor * w) {
+    const uintptr_t m = mvq<T>::ALIGN - 1;
+    return (reinterpret_cast<uintptr_t>(w->data) & m) == 0 && (w->nb[1] & m) == 0 && (w->nb[2] & m) == 0 && (w->nb[3] & m) == 0;
+}
+
+template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, const int8_t * xq, const float2 * xds) {
+    const ember_tensor * w = dst->src[0];
+    const ember_tensor * x = dst->src[1];
+    mvq_args             a;
+    a.w      = static_cast<const char *>(w->data);
+    a.w_nb1  = static_cast<int64_t>(w->nb[1]);
+    a.w_nb2  = static_cast<int64_t>(w->nb[2]);
+    a.w_nb3  = static_cast<int64_t>(w->nb[3]);
+    a.bcast2 = x->ne[2] / w->ne[2];
+    a.bcast3 = x->ne[3] / w->ne[3];
+    a.xq     = xq;
+    a.xds    = xds;
+    a.x_ne1  = x->ne[1];
+    a.x_ne2  = x->ne[2];
+    a.y      = cu_desc(dst);
+    a.k      = w->ne[0];
+    a.n      = w->ne[1];
+    a.nblk   = w->ne[0] / mvq<T>::QK;
+    const int  r = rows_per_block();
+    const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    switch (r) {
+        case 1: mvq_kernel<T, 1><<<grid, k_threads, 0, ctx.stream>>>(a); break;
+        case 4: mvq_kernel<T, 4><<<grid, k_threads, 0, ctx.stream>>>(a); break;
+        default: mvq_kernel<T, 2><<<grid, k_threads, 0, ctx.stream>>>(a); break;
+    }
+    return ember_cuda_check_launch("mul_mat (matvec q)");
+}
+
+template <typename F> bool dispatch_q(ember_type t, F && f) {
+    switch (t) {
+        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        case EMBER_TYPE_Q5_0: f.template operator()<EMBER_TYPE_Q5_0>(); return true;
+        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
+        case EMBER_TYPE_Q4_K: f.template operator()<EMBER_TYPE_Q4_K>(); return true;
+        case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
+        default: return false;
+    }
+}
+
+struct aligned_probe {
+    const ember_tensor * w;
+    bool &               ok;
+    template <int T> void operator()() const { ok = aligned_for<T>(w) && w->ne[0] % mvq<T>::QK == 0; }
+};
+
+struct launch_probe {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    const int8_t *   xq;
+    const float2 *   xds;
+    ember_status &   st;
+    template <int T> void operator()() const { st = launch<T>(ctx, dst, xq, xds); }
+};
+
+bool overlaps(const ember_tensor * a, const ember_tensor * b) {
+    const char * a0 = static_cast<const char *>(a->data);
+    const char * b0 = static_cast<const char *>(b->data);
+    return a0 < b0 + ember_nbytes(b) && b0 < a0 + ember_nbytes(a);
+}
+
+}  // namespace
+
+bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
+    const ember_tensor * w  = dst->src[0];
+    const ember_tensor * x  = dst->src[1];
+    bool                 ok = false;
+    if (!dispatch_q(w->type, aligned_probe{w, ok}) || !ok) return false;
+    // Quantized x vectors on grid.y of the quantizer.
+    return x->ne[1] * x->ne[2] * x->ne[3] <= 65535 && x->ne[2] * x->ne[3] <= 65535 && w->ne[0] / 32 < INT32_MAX;
+}
+
+ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    const ember_tensor * x   = dst->src[1];
+    const int64_t        k   = x->ne[0];
+    const int64_t        nv  = x->ne[1] * x->ne[2] * x->ne[3];
+    const size_t         qb  = static_cast<size_t>(nv * k);                                 // int8 values
+    const size_t         off = (qb + 255) / 256 * 256;
+    const size_t         len = off + static_cast<size_t>(nv * (k / 32)) * sizeof(float2);  // + (d, s) pairs
+    // The quantized copy of x from the previous matvec is still valid when x is the same
+    // tensor (same memory, shape and strides) and no other node ran since.
+    const bool same = ctx.qx_valid && ctx.qx_data == x->data && ctx.qx_len == len && ctx.qx_ne[0] == x->ne[0] &&
+                      ctx.qx_ne[1] == x->ne[1] && ctx.qx_ne[2] == x->ne[2] && ctx.qx_ne[3] == x->ne[3] && ctx.qx_nb[1] == static_cast<int64_t>(x->nb[1]) &&
+                      ctx.qx_nb[2] == static_cast<int64_t>(x->nb[2]) && ctx.qx_nb[3] == static_cast<int64_t>(x->nb[3]);
+    char * buf = static_cast<char *>(ember_cuda_scratch(ctx, 0, len));
+    if (!buf) return EMBER_ERR_OOM;
+    int8_t * xq  = reinterpret_cast<int8_t *>(buf);
+    float2 * xds = reinterpret_cast<float2 *>(buf + off);
+    if (!same || buf != ctx.qx_buf) {
+        const dim3 grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
+        quantize_x_kernel<<<grid, 256, 0, ctx.stream>>>(cu_desc(x), k, xq, xds);
+        ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
+        if (st != EMBER_OK) return st;
+        ctx.qx_valid = true;
+        ctx.qx_data  = x->data;
+        ctx.qx_buf   = buf;
+        ctx.qx_len   = len;
+        for (int i = 0; i < 4; i++) {
+            ctx.qx_ne[i] = x->ne[i];
+            ctx.qx_nb[i] = static_cast<int64_t>(x->nb[i]);
+        }
+    }
+    ember_status st = EMBER_OK;
+    dispatch_q(dst->src[0]->type, launch_probe{ctx, dst, xq, xds, st});
+    // A result written over x would make the copy stale.
+    if (overlaps(dst, x)) ctx.qx_valid = false;
+    return st;
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# GPU checks and benchmark of issue 6, in one command for the lent H100/H200 (`run` tool):
+# builds the CUDA backend, measures the GPU's device-to-device copy bandwidth, runs the CUDA op
+# tests and the whole-model CUDA conformance, then benchmarks random-weight models with the
+# shapes of Llama-3.2-1B and Llama-3.1-8B (made here, never committed) against llama.cpp's
+# numbers on an H200 (issue 6), with decode's weight bytes per second as a fraction of the
+# measured bandwidth (compare fractions when the GPU is an H100).
+#
+#   scripts/bench-gpu.sh                       everything (1b and 8b; Q4_0, Q8_0, Q4_K_M)
+#   EMBER_BENCH_SHAPES=1b EMBER_BENCH_TYPES=Q4_0 scripts/bench-gpu.sh
+#   EMBER_BENCH_SKIP_TESTS=1 / EMBER_BENCH_SKIP_BUILD=1     skip those steps
+#   EMBER_BENCH_VARIANTS="EMBER_CUDA_GRAPHS=1 EMBER_CUDA_MV_ROWS=2"   extra decode-only rows,
+#                                                  each with that environment setting
+#   EMBER_BENCH_PROFILE=1      also profile a few decode tokens of each model with Nsight
+#                              Compute (ncu): time, DRAM bytes and GB/s per kernel
+#
+# Dependencies: a .devdata folder (carried to the device machine) with deps/ (libxxhash,
+# doctest's CMake config) and fixtures/models; without it the system's are used. Logs and a
+# summary go to $OUT when set (the device tool's output folder), else to $EMBER_BENCH_DIR.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${EMBER_BUILD_DIR:-$root/build}
+dir=${EMBER_BENCH_DIR:-/tmp/ember-bench}
+logs=${OUT:-$dir}
+shapes=${EMBER_BENCH_SHAPES:-1b 8b}
+types=${EMBER_BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}
+reps=${EMBER_BENCH_REPS:-3}
+mkdir -p "$dir" "$logs"
+summary=$logs/summary.md
+: >"$summary"
+say() { echo "$@" | tee -a "$summary"; }
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$summary"; }
+
+deps=$root/.devdata/deps
+cmake_extra=()
+if [ -d "$deps" ]; then
+    export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    cmake_extra+=(-DCMAKE_PREFIX_PATH="$deps")
+fi
+data_dir=${EMBER_DATA_DIR:-$root/.devdata}
+[ -d "$data_dir/fixtures" ] || data_dir=$root/../shared
+
+if [ "${EMBER_BENCH_SKIP_BUILD:-0}" != 1 ]; then
+    stamp "configure + build"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS="${EMBER_CUDA_ARCHS:-90}" \
+        -DEMBER_VULKAN=OFF "${cmake_extra[@]}" >"$logs/cmake.log" 2>&1 || { tail -30 "$logs/cmake.log"; exit 1; }
+    cmake --build "$build" -j"$(nproc)" --target test-backends test-models ember-bench make-bench-model \
+        >"$logs/build.log" 2>&1 || { grep -m20 -B2 -A8 "error" "$logs/build.log"; exit 1; }
+    stamp "built"
+fi
+
+# GPU, driver, and the device-to-device copy bandwidth (bytes read + written per second).
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | tee -a "$summary"
+cat >"$dir/bw.cu" <<'CU'
+#include <cstdio>
+#include <cuda_runtime.h>
+int main() {
+    const size_t n = size_t(2) << 30;  // 2 GiB each way
+    void *a, *b;
+    if (cudaMalloc(&a, n) != cudaSuccess || cudaMalloc(&b, n) != cudaSuccess) { std::printf("bandwidth: no memory\n"); return 1; }
+    cudaMemset(a, 1, n);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    float best = 1e30f;
+    for (int i = 0; i < 8; i++) {
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms; cudaEventElapsedTime(&ms, e0, e1);
+        if (i > 0 && ms < best) best = ms;
+    }
+    std::printf("%.1f\n", 2.0 * n / (best * 1e-3) / 1e9);
+    return 0;
+}
+CU
+bw=0
+if nvcc -O2 -o "$dir/bw" "$dir/bw.cu" 2>"$logs/bw.log"; then bw=$("$dir/bw" | tail -1); fi
+say "device-to-device copy bandwidth: $bw GB/s"
+
+if [ "${EMBER_BENCH_SKIP_TESTS:-0}" != 1 ]; then
+    stamp "CUDA op tests"
+    "$build/bin/test-backends" -tc="*cuda*" >"$logs/test-backends.log" 2>&1
+    say "test-backends [cuda]: rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/test-backends.log" | tr '\n' ' ')"
+    stamp "CUDA model conformance"
+    "$build/bin/test-models" -tc="*cuda*" --data-dir "$data_dir" >"$logs/test-models.log" 2>&1
+    say "test-models [cuda]: rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/test-models.log" | tr '\n' ' ')"
+fi
+
+# llama.cpp on an H200 (issue 6): pp512 tg128
+ref() {
+    case "$1-$2" in
+        8b-Q4_K_M) echo "9725 269.0" ;; 8b-Q4_0) echo "11304 335.9" ;; 8b-Q8_0) echo "11563 257.0" ;;
+        1b-Q4_K_M) echo "41740 899.4" ;; 1b-Q4_0) echo "47393 999.0" ;; 1b-Q8_0) echo "52919 840.5" ;;
+        *) echo "0 0" ;;
+    esac
+}
+
+bench() {  # shape type file label [env...]
+    local shape=$1 q=$2 file=$3 label=$4
+    shift 4
+    local pn=512
+    [ "$label" != default ] && pn=0
+    local json
+    json=$(env "$@" "$build/bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device cuda -o json 2>>"$logs/bench.log") || {
+        say "| $shape | $q | $label | bench failed (see bench.log) |"
+        return
+    }
+    read -r ref_pp ref_tg <<<"$(ref "$shape" "$q")"
+    EMBER_JSON="$json" python3 - "$shape" "$q" "$label" "$ref_pp" "$ref_tg" "$bw" <<'PY' | tee -a "$summary"
+import json, os, sys
+shape, q, label, ref_pp, ref_tg, bw = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+for r in json.loads(os.environ["EMBER_JSON"]):
+    test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
+    ref = ref_pp if r["n_prompt"] else ref_tg
+    extra = ""
+    if r["n_gen"]:
+        gbs = r["avg_ts"] * r["decode_bytes_per_token"] / 1e9
+        frac = f"{100 * gbs / bw:.0f}%" if bw > 0 else "?"
+        # llama.cpp's fraction of the H200's 4240 GB/s at the same model
+        lfrac = f"{100 * ref * r['decode_bytes_per_token'] / 1e9 / 4240:.0f}%" if ref else "?"
+        extra = f"{gbs:.0f} GB/s | {frac} | {lfrac}"
+    else:
+        extra = " | | "
+    print(f"| {shape} | {q} | {label} | {test} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | {ref:g} | {extra} |")
+PY
+}
+
+# Per-kernel decode profile (eager launches, so each kernel is seen on its own): ncu over a
+# window of kernels past the warm-up token, summed per kernel name.
+profile() {  # shape type file
+    local csv=$dir/ncu-$1-$2.csv
+    EMBER_CUDA_GRAPHS=0 timeout 240 ncu --clock-control none --csv --print-units base --launch-skip 700 --launch-count 400 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active \
+        "$build/bin/ember-bench" -m "$3" -p 0 -n 8 -r 1 --device cuda >"$csv" 2>>"$logs/bench.log" || true
+    python3 - "$csv" "$1 $2" <<'PY' | tee -a "$summary"
+import csv, sys, collections, re
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: print("profile: no ncu data"); sys.exit()
+h = rows[0]; ki, mi, vi = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value")
+ii = h.index("ID")
+per = collections.defaultdict(dict)
+for r in rows[1:]:
+    try: per[(r[ii], r[ki])][r[mi]] = float(r[vi].replace(",", ""))
+    except ValueError: pass
+agg = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
+for (i, k), m in per.items():
+    name = re.sub(r"\(.*", "", k)[:60]
+    a = agg[name]; a[0] += 1; a[1] += m.get("gpu__time_duration.sum", 0)
+    a[2] += m.get("dram__bytes_read.sum", 0) + m.get("dram__bytes_write.sum", 0)
+    a[3] += m.get("l1tex__throughput.avg.pct_of_peak_sustained_active", 0); a[4] += m.get("sm__warps_active.avg.pct_of_peak_sustained_active", 0)
+tot = sum(a[1] for a in agg.values())
+print(f"\nncu {sys.argv[2]}: {len(per)} kernels, {tot/1e3:.0f} us of kernel time")
+print("| kernel | n | us | % time | avg us | GB/s | L1 % | warps % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for name, a in sorted(agg.items(), key=lambda x: -x[1][1]):
+    print(f"| {name} | {a[0]} | {a[1]/1e3:.0f} | {100*a[1]/tot:.1f} | {a[1]/a[0]/1e3:.1f} | {a[2]/a[1] if a[1] else 0:.0f} | {a[3]/a[0]:.0f} | {a[4]/a[0]:.0f} |")
+PY
+}
+
+say ""
+say "| shape | quant | variant | test | Ember t/s | llama.cpp H200 t/s | weights read | of measured bw | llama.cpp of H200 bw |"
+say "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+for shape in $shapes; do
+    for q in $types; do
+        file=$dir/$shape-$q.gguf
+        if [ ! -f "$file" ]; then
+            "$build/bin/make-bench-model" --shape "$shape" --type "$q" -t "$(nproc)" -o "$file" >>"$logs/make-model.log" 2>&1 || {
+                say "| $shape | $q | model generation failed (make-model.log) |"
+                continue
+            }
+        fi
+        bench "$shape" "$q" "$file" default
+        for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" "$v"; done
+        [ "${EMBER_BENCH_PROFILE:-0}" = 1 ] && profile "$shape" "$q" "$file"
+        # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
+        [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
+    done
+done
+stamp "done"
