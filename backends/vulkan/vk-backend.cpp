@@ -370,7 +370,13 @@ static ember_status device_init(vk_device_ctx * dc) {
     vkGetBufferMemoryRequirements(dc->dev, probe, &req);
     vkDestroyBuffer(dc->dev, probe, nullptr);
     const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    const bool no_uma = std::getenv("EMBER_VULKAN_NO_UMA") && std::strcmp(std::getenv("EMBER_VULKAN_NO_UMA"), "0") != 0;
+    // Device memory the host maps directly only where it is the host's own memory (integrated
+    // GPUs, CPU implementations). A discrete GPU's host-visible VRAM (resizable BAR) is not used
+    // for ember buffers: the host reading it back (logits every token) goes uncached over PCIe,
+    // tens of milliseconds per token on an H100; transfers go through staging instead.
+    const bool uma    = dc->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
+                     dc->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    const bool no_uma = !uma || (std::getenv("EMBER_VULKAN_NO_UMA") && std::strcmp(std::getenv("EMBER_VULKAN_NO_UMA"), "0") != 0);
     dc->mem_type_device = no_uma ? UINT32_MAX : find_mem_type(dc, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | hv);
     dc->device_mem_mapped = dc->mem_type_device != UINT32_MAX;
     if (!dc->device_mem_mapped) {

@@ -324,7 +324,10 @@ TEST_CASE("[vulkan] get_rows: NF4 and FP8 tables bit-exact") {
         REQUIRE(ref.size() == got.size());
         size_t bad = 0;
         for (size_t i = 0; i < ref.size(); i++) {
-            const bool same = std::isnan(ref[i]) ? std::isnan(got[i]) : std::memcmp(&ref[i], &got[i], sizeof(float)) == 0;
+            // GPUs may flush float denormals to zero (NVIDIA does in shaders): a denormal
+            // reference value matches a zero of the same sign.
+            const bool ftz  = std::fpclassify(ref[i]) == FP_SUBNORMAL && got[i] == 0.0f && std::signbit(got[i]) == std::signbit(ref[i]);
+            const bool same = std::isnan(ref[i]) ? std::isnan(got[i]) : (std::memcmp(&ref[i], &got[i], sizeof(float)) == 0 || ftz);
             if (!same && bad++ < 5) MESSAGE("element " << i << ": CPU " << ref[i] << ", device " << got[i]);
         }
         CHECK(bad == 0);
@@ -454,7 +457,7 @@ TEST_CASE("[vulkan] set_rows into every cache type, repeated index last wins") {
             ember_tensor * dst  = new_input(g, in, t, 128, 12, 1, 1, 18);
             ember_tensor * rows = new_input(g, in, EMBER_TYPE_F32, 128, 5, 1, 1, 19);
             return ember_set_rows(g, dst, rows, new_ids(g, in, {4, 0, 11, 4, 7}));
-        }, 0.98, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact
+        }, 0.95, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact (NVIDIA: 97.5% equal for Q4_0 -> Q8_0, whose levels make many ties)
     }
 }
 
@@ -467,7 +470,7 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
             CAPTURE(std::string(ember_type_get_name(d)));
             compare_bytes([=](ember_graph & g, std::vector<input> & in) {
                 return ember_cpy(g, new_input(g, in, s, 256, 6, 2, 1, 20), d);
-            }, 0.98, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact
+            }, 0.95, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact (NVIDIA: 97.5% equal for Q4_0 -> Q8_0, whose levels make many ties)
         }
     }
     SUBCASE("strided source rows") {
@@ -476,7 +479,7 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
             const int64_t  ne[4] = {64, 4, 1, 1};
             const size_t   nb[4] = {4, 2 * big->nb[1], 8 * big->nb[1], 8 * big->nb[1]};
             return ember_cpy(g, ember_view_strided(g, big, ne, nb, big->nb[1]), EMBER_TYPE_Q8_0);
-        }, 0.98, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact
+        }, 0.95, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact (NVIDIA: 97.5% equal for Q4_0 -> Q8_0, whose levels make many ties)
     }
 }
 
