@@ -76,6 +76,8 @@ struct tables {
             ember_cpu_register_avx2_gemm(a);
             ember_cpu_register_avx2_ember_types(a);
             ember_cpu_register_avx2_attn(a);
+            ember_cpu_register_avx2_vec_ops(a);
+            ember_cpu_register_avx2_gemv_r16(a);  // not in the AVX-512 table: its own kernels come later
             have[EMBER_CPU_ISA_AVX2] = true;
         }
         if (cpu_has(EMBER_CPU_ISA_AVX512)) {

@@ -124,7 +124,9 @@ void ember_cpu_register_avx2_ember_types(ember_cpu_kernel_table * t);    // avx2
 void ember_cpu_register_avx512_ember_types(ember_cpu_kernel_table * t);  // avx512/ember-types-*.cpp
 void ember_cpu_register_avx2_attn(ember_cpu_kernel_table * t);    // avx2/attn-avx2.cpp
 void ember_cpu_register_avx512_attn(ember_cpu_kernel_table * t);  // avx512/attn-avx512.cpp
+void ember_cpu_register_avx2_vec_ops(ember_cpu_kernel_table * t);    // avx2/vec-ops-avx2.cpp
 void ember_cpu_register_avx512_vec_ops(ember_cpu_kernel_table * t);  // avx512/vec-ops-avx512.cpp
+void ember_cpu_register_avx2_gemv_r16(ember_cpu_kernel_table * t);    // avx2/gemv-r16-avx2.cpp
 void ember_cpu_register_avx512_gemv_r16(ember_cpu_kernel_table * t);  // avx512/gemv-r16-avx512.cpp
 #endif
 #if defined(__aarch64__)
