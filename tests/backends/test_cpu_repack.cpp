@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "backend-test-util.h"
@@ -104,6 +105,61 @@ TEST_CASE("[cpu repack] gemv_r16 of every table matches the portable product and
                 CHECK(got[n] == -7.0f);
                 got.resize(n);
                 CHECK(rel_err(got, ref) < 1e-6);
+            }
+        }
+    }
+}
+
+TEST_CASE("[cpu repack] gemv_r16 stays exact on extreme levels (random bytes, activations at +-127)") {
+    // Every quant byte random (all levels, Q8_0 weights down to -128, K-quant scales and mins at
+    // their limits), the fp16 scales set to 1, and activations of +-1 (int8 +-127): the int16
+    // sums of the AVX2 kernels and the int32 sums of all kernels must not saturate.
+    const ember_cpu_kernel_table * scalar = ember_cpu_kernels_for(EMBER_CPU_ISA_SCALAR);
+    REQUIRE(scalar);
+    struct half_at {
+        ember_type type;
+        int        offs[2];
+        int        n;
+    };
+    for (const half_at & h : {half_at{EMBER_TYPE_Q4_0, {0, 0}, 1}, half_at{EMBER_TYPE_Q8_0, {0, 0}, 1},
+                              half_at{EMBER_TYPE_Q4_K, {0, 2}, 2}, half_at{EMBER_TYPE_Q6_K, {208, 0}, 1}}) {
+        const ember_type type = h.type;
+        CAPTURE(ember_type_get_traits(type)->name);
+        const ember_type_traits * tr = ember_type_get_traits(type);
+        const int64_t             k = 4 * tr->block_size, n = 32;
+        const size_t              rs = ember_row_size(type, k);
+        for (int fill : {-1, 0xff, 0x80, 0x7f}) {  // random bytes, then every byte the same
+            CAPTURE(fill);
+            std::vector<uint8_t>      plain(rs * n);
+            std::mt19937              rng(51);
+            for (uint8_t & b : plain) b = static_cast<uint8_t>(fill < 0 ? rng() : static_cast<uint32_t>(fill));
+            for (int64_t blk = 0; blk < n * (k / tr->block_size); blk++) {
+                for (int i = 0; i < h.n; i++) {
+                    uint8_t * d = plain.data() + blk * tr->type_size + h.offs[i];
+                    d[0] = 0x00, d[1] = 0x3c;  // fp16 1.0
+                }
+            }
+            std::vector<uint8_t> packed(plain.size());
+            ember_cpu_repack(type, k, n, plain.data(), packed.data());
+            for (float sign : {1.0f, -1.0f}) {
+                std::vector<float> xf(k);
+                for (int64_t i = 0; i < k; i++) xf[i] = (i % 3 == 0 ? -sign : sign);
+                const ember_type     vt = tr->vec_dot_type;
+                std::vector<uint8_t> x(ember_row_size(vt, k));
+                ember_type_get_traits(vt)->from_float(xf.data(), x.data(), k);
+                std::vector<ember_cpu_q8_sum> sums(k / 32);
+                if (vt == EMBER_TYPE_Q8_0) ember_cpu_q8_sums(k, x.data(), sums.data());
+                const ember_cpu_q8_sum * xs = vt == EMBER_TYPE_Q8_0 ? sums.data() : nullptr;
+                std::vector<float>       want(n);
+                for (int64_t r = 0; r < n; r++) scalar->of(type).vec_dot(k, &want[r], plain.data() + r * rs, x.data());
+                for (int isa = 0; isa < EMBER_CPU_ISA_COUNT; isa++) {
+                    const ember_cpu_kernel_table * kt = ember_cpu_kernels_for((ember_cpu_isa) isa);
+                    if (!kt || !kt->of(type).gemv_r16) continue;
+                    CAPTURE(kt->name);
+                    std::vector<float> got(n);
+                    kt->of(type).gemv_r16(k, packed.data(), 16 * rs, n / 16, x.data(), xs, got.data());
+                    CHECK(rel_err(got, want) < 1e-6);
+                }
             }
         }
     }
