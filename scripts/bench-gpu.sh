@@ -9,8 +9,10 @@
 #   scripts/bench-gpu.sh                       everything (1b and 8b; Q4_0, Q8_0, Q4_K_M)
 #   EMBER_BENCH_SHAPES=1b EMBER_BENCH_TYPES=Q4_0 scripts/bench-gpu.sh
 #   EMBER_BENCH_SKIP_TESTS=1 / EMBER_BENCH_SKIP_BUILD=1     skip those steps
-#   EMBER_BENCH_VARIANTS="EMBER_CUDA_GRAPHS=1 EMBER_CUDA_MV_ROWS=2"   extra decode-only rows,
+#   EMBER_BENCH_VARIANTS="EMBER_CUDA_GRAPHS=0 EMBER_CUDA_MV_ROWS=2"   extra decode-only rows,
 #                                                  each with that environment setting
+#       (EMBER_CUDA_REPACK=0: Q4_0/Q8_0 weights kept in the GGUF layout; EMBER_CUDA_FUSE=0: no
+#       ADD + RMS_NORM or quantizer fusions: the "before" rows of those changes)
 #   EMBER_BENCH_PROFILE=1      also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #

@@ -34,6 +34,7 @@ enum ember_tensor_flag : uint32_t {
     EMBER_TENSOR_FLAG_PLANNED = 1u << 3, // memory assigned by the graph planner (re-planned at will)
     EMBER_TENSOR_FLAG_CPU_REPACKED = 1u << 4,  // weight bytes in the CPU backend's R16 layout
                                                // (backends/cpu_simd/repack.h): CPU MUL_MAT only
+    EMBER_TENSOR_FLAG_CUDA_REPACKED = 1u << 5,  // weight bytes in the CUDA layout (backends/cuda/cuda-repack.h)
 };
 
 struct ember_buffer;

@@ -2,6 +2,10 @@
 // type per device, and a stream per context (a cudaStream_t with its cuBLAS handle and
 // scratch memory). Kernels live in ops-*.cu (cuda-ops.h).
 //
+// Weights: Q4_0 and Q8_0 model weights are converted to the CUDA layout when uploaded
+// (cuda-repack.h; set_tensor, get_tensor gives the GGUF bytes back), and only the ops that
+// understand it (MUL_MAT, GET_ROWS) are offered for them.
+//
 // Synchronization: graph_compute waits for its kernels before returning (caps.async = 0: the
 // scheduler synchronizes after every split anyway, and the kernels' data-error flag must be
 // read to return a status), and every buffer transfer runs on the device's copy stream and
@@ -13,10 +17,10 @@
 // reuses one graph per shape, and only the data changes from token to token. A changed
 // signature is recorded again and replaces the executable graph through cudaGraphExecUpdate,
 // or a fresh instantiation when the topology changed. One launch per token instead of one per
-// node should remove the CPU launch cost and the gaps between kernels, but on an H100 it did
-// not pay yet (1B-shape Q4_0 decode 472 t/s with graphs, 508 without; 8B 167 vs 168: the
-// per-token signature and the exposed CPU prologue before the launch cost more than the
-// launches saved), so it is off unless EMBER_CUDA_GRAPHS=1.
+// node removes the CPU launch cost and the gaps between kernels. It paid only once a decode
+// step became one range (the scheduler hoists input copies to the start of the graph): H100,
+// 1B-shape Q4_0 decode 553 -> 659 t/s, Q8_0 504 -> 591; 8B Q4_0 193 -> 194. On by default;
+// EMBER_CUDA_GRAPHS=0 turns it off.
 #include "cuda-backend.h"
 
 #include <cublas_v2.h>
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "cuda-ops.h"
+#include "cuda-repack.h"
 
 namespace {
 
@@ -146,15 +151,70 @@ void upload(cuda_device_ctx * d, char * dst, const char * src, size_t size) {
     if (e != cudaSuccess) report(d->name.c_str(), "upload", e);
 }
 
+void download(cuda_device_ctx * d, void * data, const char * src, size_t size);
+
+const ember_tensor * memory_owner(const ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return t;
+}
+
+// Weights of the CUDA layout (cuda-repack.h) are converted here, when uploaded whole; a
+// partial write into a converted tensor goes through its GGUF bytes (rare: loaders write
+// whole tensors).
 void cuda_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
-    upload(buf_ctx(buf)->dev, static_cast<char *>(t->data) + offset, static_cast<const char *>(data), size);
+    cuda_device_ctx * d     = buf_ctx(buf)->dev;
+    ember_tensor *    owner = t;
+    while (owner->view_src) owner = owner->view_src;
+    const size_t n     = ember_nbytes(owner);
+    const size_t at    = static_cast<size_t>(static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset;
+    const bool   whole = owner == t && offset == 0 && size == n;
+    if ((owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) || (whole && ember_cuda_repack_wanted(t))) {
+        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
+        std::unique_ptr<uint8_t[]> raw(whole ? nullptr : new (std::nothrow) uint8_t[n]);
+        if (tmp && (whole || raw)) {
+            const void * src = data;
+            if (!whole) {  // the current GGUF bytes, patched
+                download(d, tmp.get(), static_cast<const char *>(owner->data), n);
+                ember_cuda_unrepack(owner->type, ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+                std::memcpy(raw.get() + at, data, size);
+                src = raw.get();
+            }
+            ember_cuda_repack(owner->type, ember_nrows(owner), owner->ne[0], src, tmp.get());
+            upload(d, static_cast<char *>(owner->data), reinterpret_cast<const char *>(tmp.get()), n);
+            owner->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
+            return;
+        }
+        if (owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
+            std::fprintf(stderr, "ember: %s: no host memory to update a converted weight\n", d->name.c_str());
+            return;
+        }
+        // No host memory for the conversion: the GGUF layout, read by the slower kernels.
+    }
+    upload(d, static_cast<char *>(t->data) + offset, static_cast<const char *>(data), size);
 }
 
 void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
-    cuda_device_ctx *           d = buf_ctx(buf)->dev;
+    cuda_device_ctx *    d     = buf_ctx(buf)->dev;
+    const ember_tensor * owner = memory_owner(t);
+    if (owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // the GGUF bytes back
+        const size_t               n = ember_nbytes(owner);
+        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
+        std::unique_ptr<uint8_t[]> raw(new (std::nothrow) uint8_t[n]);
+        if (!tmp || !raw) {
+            std::fprintf(stderr, "ember: %s: no host memory to read a converted weight\n", d->name.c_str());
+            return;
+        }
+        download(d, tmp.get(), static_cast<const char *>(owner->data), n);
+        ember_cuda_unrepack(owner->type, ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+        std::memcpy(data, raw.get() + (static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset, size);
+        return;
+    }
+    download(d, data, static_cast<const char *>(t->data) + offset, size);
+}
+
+void download(cuda_device_ctx * d, void * data, const char * src, size_t size) {
     std::lock_guard<std::mutex> lock(d->copy_mutex);
     cudaSetDevice(d->id);
-    const char * src = static_cast<const char *>(t->data) + offset;
     cudaError_t  e;
     if (d->init_copy_locked()) {
         e = cudaMemcpyAsync(data, src, size, cudaMemcpyDeviceToHost, d->copy_stream);
@@ -170,6 +230,8 @@ bool is_cuda_buft(ember_buffer_type * buft);
 
 bool cuda_buffer_cpy_tensor(ember_buffer * buf, const ember_tensor * src, ember_tensor * dst) {
     if (!src->buffer || ember_nbytes(src) != ember_nbytes(dst) || !ember_is_contiguous(src) || !ember_is_contiguous(dst)) return false;
+    // The CUDA weight layout: through get/set_tensor, which convert.
+    if ((memory_owner(src)->flags | memory_owner(dst)->flags) & EMBER_TENSOR_FLAG_CUDA_REPACKED) return false;
     const size_t n = ember_nbytes(src);
     if (ember_buffer_type_is_host(src->buffer->buft)) {
         upload(buf_ctx(buf)->dev, static_cast<char *>(dst->data), static_cast<const char *>(src->data), n);
@@ -273,6 +335,12 @@ bool supports(const ember_tensor * op) {
     }
     const ember_tensor * s0 = op->src[0];
     const ember_tensor * s1 = op->src[1];
+    // Weights in the CUDA layout: read only by MUL_MAT and GET_ROWS (2-D tables), not through views.
+    for (int i = 0; i < EMBER_MAX_SRC; i++) {
+        if (!op->src[i] || !(memory_owner(op->src[i])->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED)) continue;
+        if (i != 0 || op->src[i]->view_src) return false;
+        if (op->op == EMBER_OP_GET_ROWS ? s0->ne[2] * s0->ne[3] != 1 : op->op != EMBER_OP_MUL_MAT) return false;
+    }
     switch (op->op) {
         case EMBER_OP_NONE:
         case EMBER_OP_VIEW: return true;
@@ -323,15 +391,45 @@ ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
 }
 
 // Runs node i of g, fused with node i + 1 where that saves a launch; *used = nodes done.
+// EMBER_CUDA_FUSE=0: only the RMS_NORM + MUL fusion (no residual ADD, no quantized x), for comparisons.
+bool fuse_more() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_FUSE");
+        return !e || std::strcmp(e, "0") != 0;
+    }();
+    return on;
+}
+
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ember_tensor * node = g->nodes[i];
     *used               = 1;
-    if (i + 1 < end && ember_cuda_can_fuse_rms_norm_mul(node, g->nodes[i + 1]) && ember_nelements(node) > 0) {
-        *used    = 2;
-        ctx.qx_valid = false;
-        return ember_cuda_rms_norm_mul(ctx, node, g->nodes[i + 1]);
+    // [ADD] RMS_NORM [MUL] in one kernel, which also quantizes the result for the integer
+    // matvec right after it (the next node reads that tensor): one launch instead of up to four.
+    ember_tensor * add  = nullptr;
+    int32_t        j    = i;
+    if (i + 1 < end && fuse_more() && ember_cuda_can_fuse_add_rms_norm(node, g->nodes[i + 1]) && ember_nelements(node) > 0) {
+        add = node;
+        j   = i + 1;
+    }
+    ember_tensor * norm = g->nodes[j];
+    if (norm->op == EMBER_OP_RMS_NORM && ember_nelements(norm) > 0) {
+        ember_tensor * mul = j + 1 < end && ember_cuda_can_fuse_rms_norm_mul(norm, g->nodes[j + 1]) ? g->nodes[j + 1] : nullptr;
+        if (add || mul) {
+            const int32_t  k    = j + (mul ? 2 : 1);
+            ember_tensor * next = k < end ? g->nodes[k] : nullptr;
+            const bool     qx   = fuse_more() && mul && next && is_matvec(next) && next->src[1] == mul && ember_cuda_mul_mat_vec_q_supported(next);
+            *used               = k - i;
+            ctx.qx_valid        = false;
+            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx);
+        }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
+    // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.
+    if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && is_matvec(g->nodes[i + 1]) && g->nodes[i + 1]->src[1] == node &&
+        ember_cuda_mul_mat_vec_q_supported(g->nodes[i + 1])) {
+        ctx.qx_valid = false;
+        return ember_cuda_swiglu_fused(ctx, node, true);
+    }
     return compute_node(ctx, node);
 }
 
@@ -352,7 +450,7 @@ struct cuda_stream_ctx {
     const void *    last_g = nullptr;  // the range run last: captured from its second run on
     int32_t         last_begin = -1, last_end = -1;
     size_t          last_n_nodes = 0;
-    bool            graphs_off = true;  // unless EMBER_CUDA_GRAPHS=1; also set when a capture failed
+    bool            graphs_off = false;  // EMBER_CUDA_GRAPHS=0; also set when a capture failed
 };
 
 const char * cuda_stream_get_name(ember_stream * s) {
@@ -616,7 +714,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->dev       = d;
     c->cu.device = d->id;
     const char * graphs = std::getenv("EMBER_CUDA_GRAPHS");
-    c->graphs_off       = !graphs || std::strcmp(graphs, "1") != 0;
+    c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
     cudaError_t e = cudaSetDevice(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));

@@ -575,4 +575,30 @@ template <typename F> inline bool cu_dispatch_encode_type(ember_type t, F && f) 
     }
 }
 
+// The CUDA weight layout (cuda-repack.h, EMBER_TENSOR_FLAG_CUDA_REPACKED), Q4_0 and Q8_0:
+// dequantizes global block `blk` (row r, block b: r * blocks per row + b) of a tensor of
+// `nblk` blocks in all, as cu_codec<T>::chunk does for the GGUF block.
+template <int T> __device__ __forceinline__ void cu_rp_chunk(const char * base, int64_t nblk, int64_t blk, float * y) {
+    static_assert(T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0, "CUDA layout: Q4_0 and Q8_0 only");
+    constexpr int QB = T == EMBER_TYPE_Q4_0 ? 16 : 32;
+    union {
+        uint4   v[QB / 16];
+        uint8_t b[QB];
+    } q;
+    const uint4 * qp = reinterpret_cast<const uint4 *>(base + blk * QB);
+#pragma unroll
+    for (int i = 0; i < QB / 16; i++) q.v[i] = qp[i];
+    const float d = cu_half(reinterpret_cast<const ember_half *>(base + nblk * QB)[blk]);
+    if constexpr (T == EMBER_TYPE_Q4_0) {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            y[j]      = d * ((q.b[j] & 0x0f) - 8);
+            y[j + 16] = d * ((q.b[j] >> 4) - 8);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++) y[j] = d * static_cast<int8_t>(q.b[j]);
+    }
+}
+
 #endif  // EMBER_CUDA_COMMON_CUH

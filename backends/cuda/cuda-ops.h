@@ -32,7 +32,6 @@ struct ember_cuda_ctx {
     bool         qx_valid = false;
     const void * qx_data  = nullptr;
     const void * qx_buf   = nullptr;
-    size_t       qx_len   = 0;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
 
@@ -48,12 +47,17 @@ ember_status ember_cuda_check_launch(const char * what);
 
 // ops-elementwise.cu
 ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
-// RMS_NORM `norm` and the MUL `mul` = norm * w right after it, in one kernel.
+// RMS_NORM `norm` in one kernel with, when not null, the residual ADD `add` that makes its
+// input and the MUL `mul` = norm * w after it; with qx also the integer matvec's quantized
+// copy of the result (mul, else norm), marked valid for the next matvec (when scratch allows).
 bool         ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_tensor * mul);
-ember_status ember_cuda_rms_norm_mul(ember_cuda_ctx & ctx, ember_tensor * norm, ember_tensor * mul);
+bool         ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tensor * norm);
+ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx);
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);
+// SWIGLU that, with qx, also writes the integer matvec's quantized copy of its result.
+ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, bool qx);
 ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-rope.cu
@@ -79,6 +83,11 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst);
 // ops-matvec-q.cu: the integer (dp4a) matvec for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K weights
 bool         ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst);
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
+// Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks
+// of 32 int8 per vector of x, each with a float2 (d, d * sum q), d = max|x| / 127 rounded to
+// half. Kernels that produce x may write them and mark them valid for the next matvec.
+void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds);
+void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

@@ -1,5 +1,7 @@
-// Row-wise F32 kernels: RMS_NORM (one block per row), MUL / ADD with broadcast, SWIGLU and
-// SCALE (one thread per element). Every tensor is addressed through its strides.
+// Row-wise F32 kernels: RMS_NORM (one block per row, fused with the residual ADD before it, the
+// MUL after it and the next matvec's activation quantizer), MUL / ADD with broadcast, SWIGLU
+// (optionally quantizing) and SCALE (one thread per element). Every tensor is addressed
+// through its strides.
 #include "cuda-common.cuh"
 
 namespace {
@@ -20,17 +22,60 @@ __device__ __forceinline__ float * at(const cu_tensor & t, int64_t i0, int64_t i
 
 constexpr int k_norm_threads = 256;
 
-// RMS_NORM, and with FUSED the MUL that follows it (mul = norm * w, w broadcast as in MUL's
-// binary_kernel): one launch instead of two; the norm is still written for its other readers.
-template <bool FUSED>
-__global__ void rms_norm_kernel(cu_tensor src, cu_tensor dst, float eps, cu_tensor w, cu_tensor mul) {
-    const int64_t row = blockIdx.x;
+// The integer matvec's quantized activations (ops-matvec-q.cu), made by the kernel that
+// produces x instead of a separate launch: each lane holds element idx of a warp-wide block of
+// 32 (rows of ne[0] % 32 == 0), quantized with quantize_x_kernel's arithmetic.
+__device__ __forceinline__ void quantize_warp(float z, int64_t idx, int8_t * xq, float2 * xds) {
+    float amax = fabsf(z);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d  = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(z, id)));
+    int         sq = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    xq[idx] = static_cast<int8_t>(q);
+    if (threadIdx.x % 32 == 0) {
+        const float dh = __half2float(__float2half_rn(d));
+        xds[idx / 32]  = make_float2(dh, dh * static_cast<float>(sq));
+    }
+}
+
+// RMS_NORM, with fusions that each save a launch and a pass over the row:
+// - ADD: the residual ADD before the norm (src = a + b, written for its other readers, and
+//   the norm's input): p.src is the ADD's result, p.a and p.b its operands (same shapes).
+// - FUSED: the MUL that follows (mul = norm * w, w broadcast as in MUL's binary_kernel); the
+//   norm is still written for its other readers.
+// - QX: the quantized copy of the MUL's result (quantize_warp); needs ne[0] % 32 == 0: a warp
+//   then holds 32 consecutive elements in each step.
+struct norm_args {
+    cu_tensor a, b, src, dst, w, mul;
+    float     eps;
+    int8_t *  xq;
+    float2 *  xds;
+};
+
+template <bool ADD, bool FUSED, bool QX>
+__global__ void rms_norm_kernel(norm_args p) {
+    const cu_tensor & dst = p.dst;
+    const int64_t     row = blockIdx.x;
     const int64_t i1 = row % dst.ne[1], i2 = (row / dst.ne[1]) % dst.ne[2], i3 = row / (dst.ne[1] * dst.ne[2]);
-    const float * x  = at(src, 0, i1, i2, i3);
+    float *       x  = at(p.src, 0, i1, i2, i3);
     float *       y  = at(dst, 0, i1, i2, i3);
     const int64_t n  = dst.ne[0];
     float         ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    if constexpr (ADD) {
+        const float * xa = at(p.a, 0, i1, i2, i3);
+        const float * xb = at(p.b, 0, i1, i2, i3);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const float v = xa[i] + xb[i];
+            x[i]          = v;  // read back below by this same thread
+            ss += v * v;
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    }
     __shared__ float part[k_norm_threads / 32];
     ss = cu_warp_sum(ss);
     if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
@@ -42,12 +87,12 @@ __global__ void rms_norm_kernel(cu_tensor src, cu_tensor dst, float eps, cu_tens
     }
     __syncthreads();
     const float mean  = part[0] / static_cast<float>(n);
-    const float scale = 1.0f / sqrtf(mean + eps);
+    const float scale = 1.0f / sqrtf(mean + p.eps);
     // Four elements per thread per step, all loads before the stores: the stores may alias
     // the inputs as far as the compiler knows, so a plain loop would wait for each load.
-    const int64_t wn = FUSED ? w.ne[0] : 1;
-    const float * wr = FUSED ? at(w, 0, i1 % w.ne[1], i2 % w.ne[2], i3 % w.ne[3]) : nullptr;
-    float *       z  = FUSED ? at(mul, 0, i1, i2, i3) : nullptr;
+    const int64_t wn = FUSED ? p.w.ne[0] : 1;
+    const float * wr = FUSED ? at(p.w, 0, i1 % p.w.ne[1], i2 % p.w.ne[2], i3 % p.w.ne[3]) : nullptr;
+    float *       z  = FUSED ? at(p.mul, 0, i1, i2, i3) : nullptr;
     for (int64_t i0 = threadIdx.x; i0 < n; i0 += 4 * static_cast<int64_t>(blockDim.x)) {
         float xv[4], wv[4];
 #pragma unroll
@@ -59,10 +104,15 @@ __global__ void rms_norm_kernel(cu_tensor src, cu_tensor dst, float eps, cu_tens
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const int64_t i = i0 + u * static_cast<int64_t>(blockDim.x);
-            if (i >= n) break;
+            if (i >= n) break;  // with QX (n % 32 == 0) the same for the whole warp
             const float v = xv[u] * scale;
             y[i]          = v;
-            if constexpr (FUSED) z[i] = v * wv[u];
+            float zv      = v;
+            if constexpr (FUSED) {
+                zv   = v * wv[u];
+                z[i] = zv;
+            }
+            if constexpr (QX) quantize_warp(zv, row * n + i, p.xq, p.xds);
         }
     }
 }
@@ -78,12 +128,15 @@ __global__ void binary_kernel(cu_tensor a, cu_tensor b, cu_tensor dst, int64_t n
     }
 }
 
-__global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n) {
+template <bool QX>
+__global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n, int8_t * xq, float2 * xds) {
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         int64_t i0, i1, i2, i3;
         unflatten(idx, dst.ne, i0, i1, i2, i3);
         const float x = *at(g, i0, i1, i2, i3);
-        *at(dst, i0, i1, i2, i3) = x / (1.0f + expf(-x)) * *at(u, i0, i1, i2, i3);
+        const float z = x / (1.0f + expf(-x)) * *at(u, i0, i1, i2, i3);
+        *at(dst, i0, i1, i2, i3) = z;
+        if constexpr (QX) quantize_warp(z, idx, xq, xds);
     }
 }
 
@@ -106,12 +159,7 @@ unsigned elem_blocks(int64_t n) {
 }  // namespace
 
 ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    const int64_t rows = ember_nrows(dst);
-    if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
-    const cu_tensor d = cu_desc(dst);
-    rms_norm_kernel<false><<<static_cast<unsigned>(rows), k_norm_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), d,
-                                                                                           ember_get_op_param_f32(dst, 0), d, d);
-    return ember_cuda_check_launch("rms_norm");
+    return ember_cuda_rms_norm_fused(ctx, nullptr, dst, nullptr, false);
 }
 
 bool ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_tensor * mul) {
@@ -123,11 +171,54 @@ bool ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_ten
     return ember_nrows(norm) <= 0x7fffffff;
 }
 
-ember_status ember_cuda_rms_norm_mul(ember_cuda_ctx & ctx, ember_tensor * norm, ember_tensor * mul) {
+bool ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tensor * norm) {
+    if (add->op != EMBER_OP_ADD || norm->op != EMBER_OP_RMS_NORM || norm->src[0] != add || add->type != EMBER_TYPE_F32) return false;
+    for (int j = 0; j < 2; j++) {
+        const ember_tensor * s = add->src[j];
+        if (!s || s->type != EMBER_TYPE_F32) return false;
+        for (int i = 0; i < 4; i++) {
+            if (s->ne[i] != add->ne[i]) return false;  // no broadcast
+        }
+    }
+    return ember_nrows(norm) <= 0x7fffffff;
+}
+
+ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx) {
     const int64_t rows = ember_nrows(norm);
-    rms_norm_kernel<true><<<static_cast<unsigned>(rows), k_norm_threads, 0, ctx.stream>>>(
-        cu_desc(norm->src[0]), cu_desc(norm), ember_get_op_param_f32(norm, 0), cu_desc(mul->src[1]), cu_desc(mul));
-    return ember_cuda_check_launch("rms_norm + mul");
+    if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
+    norm_args p;
+    p.dst = cu_desc(norm);
+    p.src = cu_desc(norm->src[0]);
+    p.a = p.b = p.w = p.mul = p.dst;
+    if (add) {
+        p.a = cu_desc(add->src[0]);
+        p.b = cu_desc(add->src[1]);
+    }
+    if (mul) {
+        p.w   = cu_desc(mul->src[1]);
+        p.mul = cu_desc(mul);
+    }
+    p.eps = ember_get_op_param_f32(norm, 0);
+    p.xq  = nullptr;
+    p.xds = nullptr;
+    const ember_tensor * qt = mul ? mul : norm;
+    if (qx && qt->ne[0] % 32 == 0 && qt->nb[0] == sizeof(float) && qt->nb[1] == qt->ne[0] * sizeof(float)) {
+        void * xds = nullptr;
+        ember_cuda_qx_buffer(ctx, qt, &p.xq, &xds);
+        p.xds = static_cast<float2 *>(xds);
+    }
+    qx = p.xq != nullptr;
+    const unsigned g = static_cast<unsigned>(rows);
+    // (ADD, FUSED, QX): the combinations the stream asks for.
+    if (add && mul && qx) rms_norm_kernel<true, true, true><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    else if (add && mul) rms_norm_kernel<true, true, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    else if (add) rms_norm_kernel<true, false, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    else if (mul && qx) rms_norm_kernel<false, true, true><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    else if (mul) rms_norm_kernel<false, true, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    else rms_norm_kernel<false, false, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm" : mul ? "rms_norm + mul" : "rms_norm");
+    if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
+    return st;
 }
 
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst) {
@@ -143,9 +234,24 @@ ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst) {
 }
 
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    const int64_t n = ember_nelements(dst);
-    swiglu_kernel<<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n);
-    return ember_cuda_check_launch("swiglu");
+    return ember_cuda_swiglu_fused(ctx, dst, false);
+}
+
+ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, bool qx) {
+    const int64_t n   = ember_nelements(dst);
+    int8_t *      xq  = nullptr;
+    void *        xds = nullptr;
+    if (qx && dst->ne[0] % 32 == 0 && ember_is_contiguous(dst)) ember_cuda_qx_buffer(ctx, dst, &xq, &xds);
+    if (xq) {
+        swiglu_kernel<true><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n, xq,
+                                                                           static_cast<float2 *>(xds));
+    } else {
+        swiglu_kernel<false><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n,
+                                                                            nullptr, nullptr);
+    }
+    const ember_status st = ember_cuda_check_launch("swiglu");
+    if (st == EMBER_OK && xq) ember_cuda_qx_set_valid(ctx, dst, xq);
+    return st;
 }
 
 ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst) {

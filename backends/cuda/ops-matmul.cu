@@ -35,6 +35,19 @@ __global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int
     }
 }
 
+// Weights in the CUDA layout (cuda-repack.h): rows g0 .. of the tensor's nblk blocks.
+template <int T>
+__global__ void dequant_f16_rp_kernel(const char * w, int64_t nblk, int64_t g0, int64_t k, int64_t n_items, __half * out) {
+    const int64_t nc = k / 32;
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        float v[32];
+        cu_rp_chunk<T>(w, nblk, g0 * nc + idx, v);  // rows g0 .. are consecutive blocks
+        __half * o = out + idx * 32;
+#pragma unroll
+        for (int j = 0; j < 32; j++) o[j] = __float2half_rn(v[j]);
+    }
+}
+
 struct dequant_launch {
     ember_cuda_ctx & ctx;
     const char *     w;
@@ -72,6 +85,21 @@ ember_status blas_status(cublasStatus_t st, const char * what) {
 ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wdata, int64_t r0, int64_t r1,
                                     void * out) {
     if (r1 <= r0) return EMBER_OK;
+    if (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
+        const char *  base = static_cast<const char *>(w->data);
+        const int64_t g0   = (wdata - base) / static_cast<int64_t>(w->nb[1]) + r0;  // contiguous: matrices are row ranges
+        const int64_t nblk = ember_nrows(w) * (w->ne[0] / 32);
+        const int64_t n    = (r1 - r0) * (w->ne[0] / 32);
+        __half *      o    = static_cast<__half *>(out);
+        if (w->type == EMBER_TYPE_Q4_0) {
+            dequant_f16_rp_kernel<EMBER_TYPE_Q4_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
+        } else if (w->type == EMBER_TYPE_Q8_0) {
+            dequant_f16_rp_kernel<EMBER_TYPE_Q8_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
+        } else {
+            return EMBER_ERR_UNSUPPORTED;
+        }
+        return ember_cuda_check_launch("dequantize to f16 (cuda layout)");
+    }
     dequant_launch l{ctx, wdata + r0 * static_cast<int64_t>(w->nb[1]), static_cast<int64_t>(w->nb[1]), w->ne[0], r1 - r0,
                      static_cast<__half *>(out)};
     if (!cu_dispatch_chunk_type(w->type, l)) return EMBER_ERR_UNSUPPORTED;

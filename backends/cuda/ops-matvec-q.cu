@@ -13,9 +13,14 @@
 // - Dot products are __dp4a over 4 weights at a time: one instruction per 4 multiply-adds,
 //   which keeps the kernel memory-bound on HBM (float dequantize + FMA would not be).
 // Weight blocks are mostly 2-byte aligned (18, 22, 34, 210 bytes), so words are assembled
-// from two 16-bit loads; Q4_K (144 bytes) uses 4-byte loads. Rows are read in place, in the
-// GGUF layout, so GET_ROWS, CPY and the cuBLAS path need no second copy of the weights.
+// from two 16-bit loads; Q4_K (144 bytes) uses 4-byte loads. That caps the kernel near half
+// the memory bandwidth, so Q4_0 and Q8_0 model weights are converted at upload to the CUDA
+// layout (cuda-repack.h: quants and scales in separate arrays) and read by mvr_kernel below
+// with 16-byte loads; other Q4_0/Q8_0 tensors (and EMBER_CUDA_REPACK=0) use the GGUF path.
+// The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
+// RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <cstdlib>
+#include <cstring>
 
 #include "cuda-common.cuh"
 
@@ -253,6 +258,252 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
     }
 }
 
+// Weights in the CUDA layout (cuda-repack.h): each warp computes R rows on its own, its
+// lanes reading consecutive 16-byte chunks of a row's quants (a warp load covers 512
+// contiguous bytes) and the chunks' 2-byte scales from the separate scale array; U chunks
+// per lane and row are loaded before any is used, so each lane has U R 16-byte loads in
+// flight. A chunk is one Q4_0 block (32 weights) or half a Q8_0 block (16 weights). No
+// shared memory and no block-wide reduction: a warp shuffle sums each row.
+template <int T> struct mvr;
+
+template <> struct mvr<EMBER_TYPE_Q4_0> {
+    static constexpr int CPB = 1;  // chunks per block
+    // x of the chunk: its 32 int8 values as two int4, and the block's (d, d sum q).
+    struct xs {
+        int4   lo, hi;
+        float2 ds;
+    };
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
+        return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
+    }
+    static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
+        int s = 0;
+        s     = __dp4a(static_cast<int>(w.x & 0x0f0f0f0fu), x.lo.x, s);
+        s     = __dp4a(static_cast<int>((w.x >> 4) & 0x0f0f0f0fu), x.hi.x, s);
+        s     = __dp4a(static_cast<int>(w.y & 0x0f0f0f0fu), x.lo.y, s);
+        s     = __dp4a(static_cast<int>((w.y >> 4) & 0x0f0f0f0fu), x.hi.y, s);
+        s     = __dp4a(static_cast<int>(w.z & 0x0f0f0f0fu), x.lo.z, s);
+        s     = __dp4a(static_cast<int>((w.z >> 4) & 0x0f0f0f0fu), x.hi.z, s);
+        s     = __dp4a(static_cast<int>(w.w & 0x0f0f0f0fu), x.lo.w, s);
+        s     = __dp4a(static_cast<int>((w.w >> 4) & 0x0f0f0f0fu), x.hi.w, s);
+        return dw * (x.ds.x * static_cast<float>(s) - 8.0f * x.ds.y);
+    }
+};
+
+template <> struct mvr<EMBER_TYPE_Q8_0> {
+    static constexpr int CPB = 2;
+    struct xs {
+        int4  v;
+        float d;
+    };
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
+    }
+    static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
+        int s = 0;
+        s     = __dp4a(static_cast<int>(w.x), x.v.x, s);
+        s     = __dp4a(static_cast<int>(w.y), x.v.y, s);
+        s     = __dp4a(static_cast<int>(w.z), x.v.z, s);
+        s     = __dp4a(static_cast<int>(w.w), x.v.w, s);
+        return dw * x.d * static_cast<float>(s);
+    }
+};
+
+struct mvr_args {
+    const uint4 *          wq;      // quants, rows of nchunk 16-byte chunks
+    const unsigned short * wd;      // scales (ember_half), rows of nb
+    int64_t                n;       // rows of one weight matrix
+    int64_t                w_ne2;   // weight matrices per i3
+    int64_t                bcast2, bcast3;
+    const int8_t *         xq;
+    const float2 *         xds;
+    int64_t                x_ne1, x_ne2;
+    cu_tensor              y;
+    int                    nchunk, nb;
+};
+
+constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
+
+template <int T, int R, int U>
+__global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
+    using D             = mvr<T>;
+    const int     lane  = threadIdx.x % 32;
+    const int64_t row0  = (static_cast<int64_t>(blockIdx.x) * k_rp_warps + threadIdx.x / 32) * R;
+    if (row0 >= a.n) return;  // no block-wide synchronization below
+    const int64_t col = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
+    const int8_t * xq  = a.xq + v * a.nb * 32;
+    const float2 * xds = a.xds + v * a.nb;
+    const uint4 *          wq[R];
+    const unsigned short * wd[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t g = wm * a.n + (row0 + r < a.n ? row0 + r : a.n - 1);  // tail rows: read, discard
+        wq[r]           = a.wq + g * a.nchunk;
+        wd[r]           = a.wd + g * a.nb;
+    }
+    float acc[R] = {};
+    for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
+        uint4 w[U][R];
+        float dw[U][R];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int  c  = c0 + 32 * u;
+            const bool ok = c < a.nchunk;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                w[u][r]  = ok ? __ldcs(wq[r] + c) : make_uint4(0, 0, 0, 0);
+                dw[u][r] = ok ? __half2float(__ushort_as_half(__ldg(wd[r] + c / D::CPB))) : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c < a.nchunk) {
+                const typename D::xs x = D::load_x(xq, xds, c);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += D::dot(w[u][r], dw[u][r], x);
+            }
+        }
+    }
+    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = cu_warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < a.n) yc[row0 + r] = s;
+    }
+}
+
+// Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
+// same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
+// of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
+// packed scales) loaded alongside (8 lanes share it through L1).
+// cu_k4_scale_min on a Q4_K block header held in registers (x: d, dmin; y, z, w: the 12
+// scale bytes), with shifts instead of an indexed (local-memory) byte array.
+__device__ __forceinline__ void k4_scale_min(const uint4 & h, int j, int & sc, int & m) {
+    const auto byte = [](uint32_t w, int i) { return static_cast<int>((w >> (8 * i)) & 0xffu); };
+    if (j < 4) {
+        sc = byte(h.y, j) & 63;
+        m  = byte(h.z, j) & 63;
+    } else {
+        sc = (byte(h.w, j - 4) & 0xf) | (byte(h.y, j - 4) >> 6) << 4;
+        m  = (byte(h.w, j - 4) >> 4) | (byte(h.z, j - 4) >> 6) << 4;
+    }
+}
+
+template <int R, int U>
+__global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
+    constexpr int BYTES = 144;
+    const int     lane  = threadIdx.x % 32;
+    const int64_t row0  = (static_cast<int64_t>(blockIdx.x) * k_rp_warps + threadIdx.x / 32) * R;
+    if (row0 >= a.n) return;
+    const int64_t col = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0;
+    const char *  wb = a.w;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
+    }
+    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
+    const int8_t * xq  = a.xq + v * a.k;
+    const float2 * xds = a.xds + v * (a.k / 32);
+    const char *   wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;
+    const int nchunk = static_cast<int>(a.nblk) * 8;
+    float     acc[R] = {};
+    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
+        uint4 q[U][R], h[U][R];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int  c  = c0 + 32 * u;
+            const bool ok = c < nchunk;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const char * blk = wr[r] + static_cast<int64_t>(c >> 3) * BYTES;
+                q[u][r]          = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 16 * (c & 7))) : make_uint4(0, 0, 0, 0);
+                h[u][r]          = ok ? __ldg(reinterpret_cast<const uint4 *>(blk)) : make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c >= nchunk) continue;
+            const int     b    = c >> 3, g = (c & 7) >> 1, o = 16 * (c & 1);
+            const int8_t * xb  = xq + 256 * static_cast<int64_t>(b) + 64 * g + o;
+            const int4     xlo = __ldg(reinterpret_cast<const int4 *>(xb));
+            const int4     xhi = __ldg(reinterpret_cast<const int4 *>(xb + 32));
+            const float2   ds0 = __ldg(xds + 8 * static_cast<int64_t>(b) + 2 * g), ds1 = __ldg(xds + 8 * static_cast<int64_t>(b) + 2 * g + 1);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint4 w = q[u][r];
+                int         s0 = 0, s1 = 0;
+                s0 = __dp4a(static_cast<int>(w.x & 0x0f0f0f0fu), xlo.x, s0);
+                s1 = __dp4a(static_cast<int>((w.x >> 4) & 0x0f0f0f0fu), xhi.x, s1);
+                s0 = __dp4a(static_cast<int>(w.y & 0x0f0f0f0fu), xlo.y, s0);
+                s1 = __dp4a(static_cast<int>((w.y >> 4) & 0x0f0f0f0fu), xhi.y, s1);
+                s0 = __dp4a(static_cast<int>(w.z & 0x0f0f0f0fu), xlo.z, s0);
+                s1 = __dp4a(static_cast<int>((w.z >> 4) & 0x0f0f0f0fu), xhi.z, s1);
+                s0 = __dp4a(static_cast<int>(w.w & 0x0f0f0f0fu), xlo.w, s0);
+                s1 = __dp4a(static_cast<int>((w.w >> 4) & 0x0f0f0f0fu), xhi.w, s1);
+                int sc0, m0, sc1, m1;
+                k4_scale_min(h[u][r], 2 * g, sc0, m0);
+                k4_scale_min(h[u][r], 2 * g + 1, sc1, m1);
+                const float d    = __half2float(__ushort_as_half(static_cast<unsigned short>(h[u][r].x & 0xffffu)));
+                const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(h[u][r].x >> 16)));
+                // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
+                acc[r] += d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(s0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(s1)) -
+                          dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * 0.5f;
+            }
+        }
+    }
+    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = cu_warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < a.n) yc[row0 + r] = s;
+    }
+}
+
+template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * dst, const int8_t * xq, const float2 * xds) {
+    const ember_tensor * w  = dst->src[0];
+    const ember_tensor * x  = dst->src[1];
+    const int            qb = T == EMBER_TYPE_Q4_0 ? 16 : 32;
+    const int64_t        nb = w->ne[0] / 32;
+    mvr_args             a;
+    a.wq     = static_cast<const uint4 *>(w->data);
+    a.wd     = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * nb * qb);
+    a.n      = w->ne[1];
+    a.w_ne2  = w->ne[2];
+    a.bcast2 = x->ne[2] / w->ne[2];
+    a.bcast3 = x->ne[3] / w->ne[3];
+    a.xq     = xq;
+    a.xds    = xds;
+    a.x_ne1  = x->ne[1];
+    a.x_ne2  = x->ne[2];
+    a.y      = cu_desc(dst);
+    a.nchunk = static_cast<int>(nb * qb / 16);
+    a.nb     = static_cast<int>(nb);
+    // Two rows per warp share the x loads; below 4096 rows one row per warp keeps more warps
+    // (and more loads in flight) on the GPU.
+    const int  r = a.n >= 4096 ? 2 : 1;
+    const dim3 grid(cu_blocks(a.n, k_rp_warps * r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    if (r == 2) {
+        mvr_kernel<T, 2, 4><<<grid, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+    } else {
+        mvr_kernel<T, 1, 4><<<grid, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+    }
+    return ember_cuda_check_launch("mul_mat (matvec q, cuda layout)");
+}
+
 // Rows per block: EMBER_CUDA_MV_ROWS (1, 2 or 4) for experiments, else 4 (on an H100, 4 rows
 // beat 2 by 3% on the 8B shape and 7% on the 1B one, and 1 row lost 5-15%).
 int rows_per_block() {
@@ -263,6 +514,12 @@ int rows_per_block() {
     }();
     return r;
 }
+
+// EMBER_CUDA_Q4K_WIDE=0: Q4_K through mvq_kernel (2-byte-word loads) instead of mvk_kernel.
+const bool k_q4k_wide = [] {
+    const char * e = std::getenv("EMBER_CUDA_Q4K_WIDE");
+    return !e || std::strcmp(e, "0") != 0;
+}();
 
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
@@ -287,6 +544,19 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, c
     a.k      = w->ne[0];
     a.n      = w->ne[1];
     a.nblk   = w->ne[0] / mvq<T>::QK;
+    if constexpr (T == EMBER_TYPE_Q4_K) {
+        const uintptr_t m = 15;
+        if (k_q4k_wide && ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & m) == 0) {
+            const int  rk = a.n >= 4096 ? 2 : 1;
+            const dim3 gk(cu_blocks(a.n, k_rp_warps * rk), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            if (rk == 2) {
+                mvk_kernel<2, 2><<<gk, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+            } else {
+                mvk_kernel<1, 4><<<gk, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+            }
+            return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
+        }
+    }
     const int  r = rows_per_block();
     const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     switch (r) {
@@ -320,7 +590,15 @@ struct launch_probe {
     const int8_t *   xq;
     const float2 *   xds;
     ember_status &   st;
-    template <int T> void operator()() const { st = launch<T>(ctx, dst, xq, xds); }
+    template <int T> void operator()() const {
+        if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
+            if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
+                st = launch_rp<T>(ctx, dst, xq, xds);
+                return;
+            }
+        }
+        st = launch<T>(ctx, dst, xq, xds);
+    }
 };
 
 bool overlaps(const ember_tensor * a, const ember_tensor * b) {
@@ -334,41 +612,61 @@ bool overlaps(const ember_tensor * a, const ember_tensor * b) {
 bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
     const ember_tensor * w  = dst->src[0];
     const ember_tensor * x  = dst->src[1];
-    bool                 ok = false;
-    if (!dispatch_q(w->type, aligned_probe{w, ok}) || !ok) return false;
+    bool                 ok = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;  // aligned by construction
+    if (!ok && (!dispatch_q(w->type, aligned_probe{w, ok}) || !ok)) return false;
     // Quantized x vectors on grid.y of the quantizer.
     return x->ne[1] * x->ne[2] * x->ne[3] <= 65535 && x->ne[2] * x->ne[3] <= 65535 && w->ne[0] / 32 < INT32_MAX;
 }
 
+// Scratch slot 0 holds the quantized x: nv k int8 values, then (from a 256-byte boundary)
+// nv k / 32 (d, d sum q) pairs.
+void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds) {
+    const int64_t k   = x->ne[0];
+    const int64_t nv  = x->ne[1] * x->ne[2] * x->ne[3];
+    const size_t  qb  = static_cast<size_t>(nv * k);
+    const size_t  off = (qb + 255) / 256 * 256;
+    const size_t  len = off + static_cast<size_t>(nv * (k / 32)) * sizeof(float2);
+    char *        buf = static_cast<char *>(ember_cuda_scratch(ctx, 0, len));
+    *xq               = buf ? reinterpret_cast<int8_t *>(buf) : nullptr;
+    *xds              = buf ? static_cast<void *>(buf + off) : nullptr;
+}
+
+// Whether the quantized copy in slot 0 is that of x (same memory, shape and strides).
+static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
+    if (!ctx.qx_valid || ctx.qx_data != x->data || ctx.qx_buf != xq) return false;
+    for (int i = 0; i < 4; i++) {
+        if (ctx.qx_ne[i] != x->ne[i] || ctx.qx_nb[i] != static_cast<int64_t>(x->nb[i])) return false;
+    }
+    return true;
+}
+
+void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
+    ctx.qx_valid = true;
+    ctx.qx_data  = x->data;
+    ctx.qx_buf   = xq;
+    for (int i = 0; i < 4; i++) {
+        ctx.qx_ne[i] = x->ne[i];
+        ctx.qx_nb[i] = static_cast<int64_t>(x->nb[i]);
+    }
+}
+
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    const ember_tensor * x   = dst->src[1];
-    const int64_t        k   = x->ne[0];
-    const int64_t        nv  = x->ne[1] * x->ne[2] * x->ne[3];
-    const size_t         qb  = static_cast<size_t>(nv * k);                                 // int8 values
-    const size_t         off = (qb + 255) / 256 * 256;
-    const size_t         len = off + static_cast<size_t>(nv * (k / 32)) * sizeof(float2);  // + (d, s) pairs
-    // The quantized copy of x from the previous matvec is still valid when x is the same
-    // tensor (same memory, shape and strides) and no other node ran since.
-    const bool same = ctx.qx_valid && ctx.qx_data == x->data && ctx.qx_len == len && ctx.qx_ne[0] == x->ne[0] &&
-                      ctx.qx_ne[1] == x->ne[1] && ctx.qx_ne[2] == x->ne[2] && ctx.qx_ne[3] == x->ne[3] && ctx.qx_nb[1] == static_cast<int64_t>(x->nb[1]) &&
-                      ctx.qx_nb[2] == static_cast<int64_t>(x->nb[2]) && ctx.qx_nb[3] == static_cast<int64_t>(x->nb[3]);
-    char * buf = static_cast<char *>(ember_cuda_scratch(ctx, 0, len));
-    if (!buf) return EMBER_ERR_OOM;
-    int8_t * xq  = reinterpret_cast<int8_t *>(buf);
-    float2 * xds = reinterpret_cast<float2 *>(buf + off);
-    if (!same || buf != ctx.qx_buf) {
+    const ember_tensor * x  = dst->src[1];
+    const int64_t        k  = x->ne[0];
+    const int64_t        nv = x->ne[1] * x->ne[2] * x->ne[3];
+    int8_t *             xq = nullptr;
+    void *               xdv = nullptr;
+    ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
+    if (!xq) return EMBER_ERR_OOM;
+    float2 * xds = static_cast<float2 *>(xdv);
+    // The quantized copy of x from the previous matvec (or the fused RMS_NORM + MUL that
+    // made x) is still valid when x is the same tensor and no other node ran since.
+    if (!qx_is(ctx, x, xq)) {
         const dim3 grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
         quantize_x_kernel<<<grid, 256, 0, ctx.stream>>>(cu_desc(x), k, xq, xds);
         ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
         if (st != EMBER_OK) return st;
-        ctx.qx_valid = true;
-        ctx.qx_data  = x->data;
-        ctx.qx_buf   = buf;
-        ctx.qx_len   = len;
-        for (int i = 0; i < 4; i++) {
-            ctx.qx_ne[i] = x->ne[i];
-            ctx.qx_nb[i] = static_cast<int64_t>(x->nb[i]);
-        }
+        ember_cuda_qx_set_valid(ctx, x, xq);
     }
     ember_status st = EMBER_OK;
     dispatch_q(dst->src[0]->type, launch_probe{ctx, dst, xq, xds, st});

@@ -66,12 +66,41 @@ __global__ void get_rows_elem_kernel(cu_tensor table, cu_tensor ids, cu_tensor d
     }
 }
 
+// A table in the CUDA layout (cuda-repack.h; 2-D, Q4_0 or Q8_0).
+template <int T>
+__global__ void get_rows_rp_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_chunks_row, int64_t n_items, int * err) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
+        const int64_t r = idx / n_chunks_row;
+        const int64_t c = idx % n_chunks_row;
+        int64_t       i1, i2, i3;
+        unflatten_row(dst, r, i1, i2, i3);
+        const int32_t id = *reinterpret_cast<const int32_t *>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1] + i3 * ids.nb[2]);
+        float *       y  = reinterpret_cast<float *>(row_at(dst, i1, i2, i3)) + 32 * c;
+        if (id < 0 || id >= table.ne[1]) {
+            for (int j = 0; j < 32; j++) y[j] = 0.0f;
+            cu_set_error(err, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        float v[32];
+        cu_rp_chunk<T>(table.data, table.ne[1] * n_chunks_row, id * n_chunks_row + c, v);
+#pragma unroll
+        for (int j = 0; j < 32; j++) y[j] = v[j];
+    }
+}
+
 struct get_rows_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
     template <int T> void operator()() const {
         const cu_tensor table = cu_desc(dst->src[0]), ids = cu_desc(dst->src[1]), out = cu_desc(dst);
         const int64_t   rows  = ember_nrows(dst);
+        if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
+            if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // supports(): 2-D table
+                const int64_t nc = dst->ne[0] / 32;
+                get_rows_rp_kernel<T><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(table, ids, out, nc, rows * nc, ctx.d_error);
+                return;
+            }
+        }
         if (dst->ne[0] % 32 == 0) {
             const int64_t nc = dst->ne[0] / 32;
             get_rows_kernel<T><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(table, ids, out, nc, rows * nc, ctx.d_error);

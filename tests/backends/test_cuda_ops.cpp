@@ -42,6 +42,13 @@ struct case_ctx {
         leaves.push_back({t, std::move(b)});
         return t;
     }
+    // A random leaf flagged as a model weight: the CUDA backend converts Q4_0 and Q8_0 ones
+    // to its own layout when they are uploaded (cuda-repack.h); the CPU ignores the flag.
+    ember_tensor * weight_leaf(ember_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+        ember_tensor * t = rand_leaf(type, ne0, ne1, ne2);
+        t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        return t;
+    }
     ember_tensor * i32_leaf(const std::vector<int32_t> & ids) {
         ember_tensor *       t = g.new_tensor(EMBER_TYPE_I32, static_cast<int64_t>(ids.size()));
         std::vector<uint8_t> b(ids.size() * 4);
@@ -397,8 +404,8 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
                           c.rand_leaf(EMBER_TYPE_F16, 64, 4, 1000), nullptr, 0.125f);
     }, 1e-8);
     // A layer-like graph run four times on one stream with new data each time: the first run
-    // is eager, the second records a CUDA graph, the others replay it (CUDA graphs are opt-in:
-    // EMBER_CUDA_GRAPHS=1, read when a stream is made). And the same without graphs.
+    // is eager, the second records a CUDA graph, the others replay it (CUDA graphs are on unless
+    // EMBER_CUDA_GRAPHS=0, read when a stream is made). And the same without graphs.
     set_env("EMBER_CUDA_GRAPHS", "1");
     check_runs("decode layer replayed", [](case_ctx & c) {
         ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
@@ -408,12 +415,129 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
         ember_tensor * dn = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q6_K, 512, 1024), ember_swiglu(c.g, gt, up));
         return ember_add(c.g, x, dn);
     }, 1e-3, {11, 12, 13, 14});
-    set_env("EMBER_CUDA_GRAPHS", "");
+    set_env("EMBER_CUDA_GRAPHS", "0");
     check_runs("decode layer eager", [](case_ctx & c) {
         ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
         ember_tensor * h = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 512, 1));
         return ember_add(c.g, x, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q8_0, 512, 512), h));
     }, 1e-3, {21, 22, 23});
+    set_env("EMBER_CUDA_GRAPHS", "");
+}
+
+TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readback") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        const std::string tn = ember_type_get_name(t);
+        // Row counts: one row per warp (67, 1) and two (4100: a tail warp), widths whose chunk
+        // count is not a multiple of the 128 a warp loads per step.
+        for (int64_t n : {67, 1, 4100}) {
+            for (int64_t k : {2048, 4096 + 32 * 5, 32}) {
+                for (int64_t m : {1, 3}) {
+                    if (n == 4100 && (k == 32 || m == 3)) continue;
+                    check_case("cuda layout matvec " + tn + " k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
+                               [=](case_ctx & c) {
+                                   return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                               }, 1e-3);
+                }
+            }
+        }
+        check_case("cuda layout matvec batched broadcast " + tn, [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(t, 256, 8, 2), c.rand_leaf(EMBER_TYPE_F32, 256, 2, 4));
+        }, 1e-3);
+        check_case("cuda layout prefill (cuBLAS) " + tn, [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(t, 512, 40, 2), c.rand_leaf(EMBER_TYPE_F32, 512, 24, 2));
+        }, 1e-3);  // the CPU rounds activations to Q8_0, the GPU to F16
+        check_case("cuda layout get_rows " + tn, [=](case_ctx & c) {
+            return ember_get_rows(c.g, c.weight_leaf(t, 320, 9), c.i32_leaf({8, 0, 3, 3}));
+        }, 1e-12);
+        // A layer-like graph twice with new weights (set again whole: converted again).
+        check_runs("cuda layout decode layer " + tn, [=](case_ctx & c) {
+            ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
+            ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 1024, 1));
+            ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
+            ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
+            return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 512, 1024), ember_swiglu(c.g, gt, up)));
+        }, 1e-3, {31, 32});
+
+        // Upload, flag, readback of the GGUF bytes, and a partial write into a converted weight.
+        ember_device * dev = cuda_device();
+        ember_graph    g;
+        ember_tensor * w = g.new_tensor(t, 96, 5);
+        w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        ember_buffer * buf = nullptr;
+        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), ember_nbytes(w), &buf) == EMBER_OK);
+        ember_buffer_place_tensor(buf, w, 0);
+        std::vector<float> v(96 * 5);
+        for (size_t i = 0; i < v.size(); i++) v[i] = std::sin(0.37f * static_cast<float>(i));
+        std::vector<uint8_t> bytes(ember_nbytes(w));
+        for (int r = 0; r < 5; r++) ember_type_get_traits(t)->from_float(v.data() + r * 96, bytes.data() + r * w->nb[1], 96);
+        ember_tensor_set(w, bytes.data(), 0, bytes.size());
+        CHECK((w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0);
+        std::vector<uint8_t> back(bytes.size());
+        ember_tensor_get(w, back.data(), 0, back.size());
+        CHECK(back == bytes);
+        std::vector<uint8_t> row1(w->nb[1], 0x11);
+        ember_tensor_set(w, row1.data(), w->nb[1], row1.size());
+        std::memcpy(bytes.data() + w->nb[1], row1.data(), row1.size());
+        ember_tensor_get(w, back.data(), 0, back.size());
+        CHECK(back == bytes);
+        std::vector<uint8_t> part(w->nb[1]);
+        ember_tensor_get(w, part.data(), 2 * w->nb[1], part.size());
+        CHECK(std::memcmp(part.data(), bytes.data() + 2 * w->nb[1], part.size()) == 0);
+        ember_buffer_free(buf);
+    }
+}
+
+TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // One row per warp below 4096 rows, two from there (4100: a tail warp); 9 blocks of 256
+    // per row: 72 chunks, not a multiple of the 32 lanes.
+    for (int64_t n : {4100, 67}) {
+        for (int64_t k : {2048, 256 * 9}) {
+            check_case("q4_k matvec k=" + std::to_string(k) + " n=" + std::to_string(n), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
+            }, 1e-3);
+        }
+    }
+}
+
+TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // Two layers: the second norm's input is the first residual ADD (fused with it), its
+    // MUL's result is quantized in the same kernel for the three matvecs that follow, and
+    // the ADD's result is read again by the last ADD. Run three times (eager, recorded, replayed).
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+        check_runs(std::string("add + norm + mul + matvecs ") + ember_type_get_name(t), [=](case_ctx & c) {
+            const int64_t  n  = 1024;
+            ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f);
+            ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
+            ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n, n), h));
+            ember_tensor * h2 = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
+            ember_tensor * a  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h2);
+            ember_tensor * b  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h2);
+            ember_tensor * d  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h2);
+            ember_tensor * x3 = ember_add(c.g, x2, ember_mul_mat(c.g, c.weight_leaf(t, 256, n), ember_swiglu(c.g, ember_add(c.g, a, d), b)));
+            // ADD + RMS_NORM without a MUL (no quantized copy), read by a matvec
+            return ember_mul_mat(c.g, c.weight_leaf(t, n, 64), ember_rms_norm(c.g, ember_add(c.g, x3, x2), 1e-5f));
+        }, 1e-3, {41, 42, 43});
+    }
+    set_env("EMBER_CUDA_GRAPHS", "");
+    // Rows of x whose width is not a multiple of 32 (no quantized copy), several rows.
+    check_case("add + norm + mul, 100 wide, 3 rows", [](case_ctx & c) {
+        ember_tensor * x2 = ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 3), c.rand_leaf(EMBER_TYPE_F32, 100, 3));
+        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 100, 1));
+        return ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F16, 100, 40), h), ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 40), x2));
+    }, 1e-5);
 }
 
 TEST_CASE("[cuda] device enumeration and buffers") {

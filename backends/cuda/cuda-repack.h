@@ -1,0 +1,31 @@
+// The CUDA weight layout (EMBER_TENSOR_FLAG_CUDA_REPACKED): Q4_0 and Q8_0 weight matrices are
+// converted when they are uploaded whole (cuda-backend.cpp, set_tensor of a tensor flagged
+// EMBER_TENSOR_FLAG_WEIGHT) from GGUF's array of 18- or 34-byte blocks into two arrays:
+//
+//   quants: row r (of R = ne1 ne2 ne3 rows, nb = ne0 / 32 blocks each), block b at byte
+//           (r nb + b) QB, QB = 16 (Q4_0) or 32 (Q8_0): each block's qs bytes as in GGUF
+//   scales: the blocks' ember_half d, in the same order, from byte R nb QB
+//
+// The size is unchanged. Every row of quants starts at a multiple of 16 bytes, so the decode
+// matvec reads weights with 16-byte coalesced loads (a block's 2-byte scale broke that in the
+// GGUF layout). Host-only C++; the device side reads it in cuda-common.cuh (cu_rp_*).
+#ifndef EMBER_CUDA_REPACK_H
+#define EMBER_CUDA_REPACK_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor.h"
+
+// Quant bytes per 32-weight block in the CUDA layout, or 0 when the type is not repacked.
+int ember_cuda_repack_qbytes(ember_type t);
+
+// Whether a whole-tensor upload of t is converted: a contiguous, non-view weight of a
+// repacked type (EMBER_CUDA_REPACK=0 turns the conversion off, for comparisons).
+bool ember_cuda_repack_wanted(const ember_tensor * t);
+
+// GGUF bytes -> CUDA layout and back, for `rows` rows of k weights (src and dst distinct).
+void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst);
+void ember_cuda_unrepack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst);
+
+#endif  // EMBER_CUDA_REPACK_H
