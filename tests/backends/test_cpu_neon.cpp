@@ -9,7 +9,9 @@
 //     double (odd key counts and head sizes, padded strides, -INF masks, fresh running maxima),
 //     and the whole attention op on one thread against the reference kernel;
 //   - the element-wise row helpers (sum_sq, scale, swiglu) against the scalar table;
-//   - the i8mm (SMMLA) prefill tiles (Q4_0, Q5_0, Q8_0, IQ4_NL) against vec_dot, odd tile shapes.
+//   - the i8mm (SMMLA) prefill tiles (Q4_0, Q5_0, Q8_0, IQ4_NL) against vec_dot, odd tile shapes;
+//   - the R16 decode products (gemv_r16 of Q4_0, Q8_0, Q4_K, Q6_K) of both variants against the
+//     portable product, on random bytes: every level, 6-bit scale and int8 value, -128 included.
 // On other architectures every case skips with a message. (test_cpu_kernels.cpp and
 // test_cpu_ember_types.cpp compare the active table of every ISA with the scalar one.)
 #include <doctest/doctest.h>
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,8 @@
 #include "backend-test-util.h"
 #include "backends/cpu_simd/cpu-ops.h"
 #include "backends/cpu_simd/kernels.h"
+#include "backends/cpu_simd/repack.h"
+#include "quant/blocks.h"
 #include "quant/types.h"
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -636,6 +641,95 @@ void check_gemm(const ember_cpu_kernel_table & t) {
 }
 
 
+// The R16 decode products of one table against the portable product (ember_cpu_gemv_r16_ref),
+// on weights and activations of random bytes (only the float scales kept sane): every level
+// and scale bit pattern and the int8 extremes (-128 * -128 overflows nothing in either
+// variant). Groups are stored with a padded stride at an odd address; y past the last group
+// must stay untouched.
+void check_gemv_r16(const ember_cpu_kernel_table & t) {
+    std::mt19937 rng(77);
+    auto         bytes = [&](uint8_t * p, size_t n) {
+        for (size_t i = 0; i < n; i++) p[i] = static_cast<uint8_t>(rng());
+    };
+    auto half = [&](uint8_t * p) {  // a random fp16 scale, +-[1/64, 1)
+        const float      f = (static_cast<float>(rng() % 1000) / 1000.0f * 0.98f + 0.016f) * (rng() % 2 ? 1.0f : -1.0f);
+        const ember_half h = ember_float_to_half(f);
+        std::memcpy(p, &h, sizeof(h));
+    };
+    for (int32_t type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+        const std::string type_name = ember_type_get_name(type);
+        CAPTURE(type_name);
+        const ember_type               wt = static_cast<ember_type>(type);
+        const ember_type_traits *      tr = ember_type_get_traits(type);
+        const ember_cpu_type_kernels & kw = cell(t, type);
+        REQUIRE((kw.gemv_r16 != nullptr));
+        const size_t bb = tr->type_size;
+        for (int64_t nblk : {1, 2, 5}) {
+            const int64_t k = nblk * tr->block_size, n = 48, ng = n / 16;
+            CAPTURE(k);
+            const size_t         rs = ember_row_size(wt, k);
+            std::vector<uint8_t> plain(rs * n);
+            bytes(plain.data(), plain.size());
+            for (int64_t r = 0; r < n; r++) {
+                for (int64_t b = 0; b < nblk; b++) {
+                    uint8_t * blk = plain.data() + r * rs + b * bb;
+                    if (type == EMBER_TYPE_Q6_K) {
+                        half(blk + offsetof(ember_block_q6_k, d));
+                    } else {
+                        half(blk);  // d of Q4_0, Q8_0, Q4_K
+                        if (type == EMBER_TYPE_Q4_K) half(blk + offsetof(ember_block_q4_k, dmin));
+                    }
+                }
+            }
+            std::vector<uint8_t> packed(plain.size());
+            ember_cpu_repack(wt, k, n, plain.data(), packed.data());
+            const size_t         stride = 16 * rs + 96;  // padded groups
+            std::vector<uint8_t> wbuf(stride * ng + 8, 0xa5);
+            uint8_t *            w = wbuf.data() + 3;  // an odd address
+            for (int64_t g = 0; g < ng; g++) std::memcpy(w + g * stride, packed.data() + g * 16 * rs, 16 * rs);
+
+            const ember_type     vt = tr->vec_dot_type;
+            std::vector<uint8_t> x(ember_row_size(vt, k));
+            bytes(x.data(), x.size());
+            std::vector<ember_cpu_q8_sum> sums(static_cast<size_t>(k / 32));
+            const ember_cpu_q8_sum *      xs = nullptr;
+            if (vt == EMBER_TYPE_Q8_0) {
+                ember_block_q8_0 * xb = reinterpret_cast<ember_block_q8_0 *>(x.data());
+                for (int64_t b = 0; b < k / 32; b++) half(reinterpret_cast<uint8_t *>(&xb[b].d));
+                ember_cpu_q8_sums(k, x.data(), sums.data());
+                xs = sums.data();
+            } else {
+                REQUIRE(vt == EMBER_TYPE_Q8_K);
+                ember_block_q8_k * xb = reinterpret_cast<ember_block_q8_k *>(x.data());
+                for (int64_t b = 0; b < k / 256; b++) {
+                    xb[b].d = static_cast<float>(rng() % 1000 + 1) * 1e-5f;
+                    for (int j = 0; j < 16; j++) {
+                        int s = 0;
+                        for (int i = 0; i < 16; i++) s += xb[b].qs[16 * j + i];
+                        xb[b].bsums[j] = static_cast<int16_t>(s);
+                    }
+                }
+            }
+            std::vector<float> want(n), got(n + 4, 1234.0f);
+            ember_cpu_gemv_r16_ref(wt, k, w, stride, ng, x.data(), xs, want.data());
+            kw.gemv_r16(k, w, stride, ng, x.data(), xs, got.data());
+            for (int i = 0; i < 4; i++) CHECK(got[n + i] == 1234.0f);
+            double num = 0.0, den = 0.0;
+            int    bad = 0;
+            for (int64_t r = 0; r < n; r++) {
+                num += (static_cast<double>(got[r]) - want[r]) * (static_cast<double>(got[r]) - want[r]);
+                den += static_cast<double>(want[r]) * want[r];
+                if (std::fabs(static_cast<double>(got[r]) - want[r]) > 1e-4 * std::fabs(static_cast<double>(want[r])) + 1e-3 &&
+                    bad++ < 3) {
+                    MESSAGE("row " << r << ": gemv_r16 " << got[r] << " reference " << want[r]);
+                }
+            }
+            CHECK(den > 0.0);
+            CHECK(std::sqrt(num / den) < 1e-6);
+        }
+    }
+}
+
 //
 // The whole attention op (ops-attention-tiled.cpp) with the NEON table against the reference
 // kernel (ember_cpu_attn), on one thread: threads that spin-wait for each other are very slow
@@ -854,6 +948,77 @@ TEST_CASE("[cpu-neon] i8mm (SMMLA) prefill tiles of Q4_0, Q5_0, Q8_0 and IQ4_NL 
         return;
     }
     check_gemm(neon_table(cpu_has_dotprod(), true));
+#else
+    MESSAGE("skipped: not an aarch64 build");
+#endif
+}
+
+TEST_CASE("[cpu-neon] R16 decode products (gemv_r16) of both variants match the portable product") {
+#if defined(__aarch64__)
+    check_gemv_r16(neon_table(false));
+    if (cpu_has_dotprod()) {
+        check_gemv_r16(neon_table(true));
+    } else {
+        MESSAGE("dot-product variant skipped: this CPU has no dot-product extension");
+    }
+    // different kernels per variant, and the active table repacks these types
+    CHECK((cell(neon_table(false), EMBER_TYPE_Q4_K).gemv_r16 != cell(neon_table(true), EMBER_TYPE_Q4_K).gemv_r16));
+    const int64_t ne[4] = {256, 32, 1, 1};
+    if (std::getenv("EMBER_CPU_REPACK") == nullptr && std::getenv("EMBER_CPU_ISA") == nullptr) {
+        for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) CHECK(ember_cpu_repack_wanted(type, ne));
+    }
+#else
+    MESSAGE("skipped: not an aarch64 build");
+#endif
+}
+
+TEST_CASE("[cpu-neon] MUL_MAT over repacked weights with the active table matches the file layout (one thread)") {
+#if defined(__aarch64__)
+    // test_cpu_repack.cpp runs this on 1-3 threads; here one thread, which qemu-user runs fast
+    for (ember_type type : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+        const std::string type_name = ember_type_get_name(type);
+        CAPTURE(type_name);
+        REQUIRE((cell(*ember_cpu_kernels(), type).gemv_r16 != nullptr));
+        const int64_t              k = 512, n = 64;
+        const std::vector<float>   wf = ember_test::random_f32(static_cast<size_t>(k * n), 51);
+        const std::vector<uint8_t> plain = quantize(type, wf);
+        std::vector<uint8_t>       packed(plain.size());
+        ember_cpu_repack(type, k, n, plain.data(), packed.data());
+        for (int64_t m : {1, 3}) {  // decode (gemv_r16), prefill (unrepacked rows)
+            CAPTURE(m);
+            const std::vector<float> xf = ember_test::random_f32(static_cast<size_t>(k * m), 52);
+            std::vector<float>       want;
+            for (bool rp : {false, true}) {
+                CAPTURE(rp);
+                ember_test::cpu_graph G(1);
+                ember_tensor *        w = G.g.new_tensor(type, k, n);
+                ember_tensor *        x = G.g.new_tensor(EMBER_TYPE_F32, k, m);
+                ember_tensor *        y = ember_mul_mat(G.g, w, x);
+                G.g.build_forward(y);
+                G.alloc();
+                ember_tensor_set(w, rp ? packed.data() : plain.data(), 0, plain.size());
+                if (rp) w->flags |= EMBER_TENSOR_FLAG_CPU_REPACKED;
+                ember_test::set_floats(x, xf);
+                REQUIRE(G.compute() == EMBER_OK);
+                const std::vector<float> got = ember_test::get_f32(y);
+                if (!rp) {
+                    want = got;
+                    continue;
+                }
+                double num = 0.0, den = 0.0;
+                for (size_t i = 0; i < got.size(); i++) {
+                    num += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+                    den += static_cast<double>(want[i]) * want[i];
+                }
+                CHECK(den > 0.0);
+                if (m == 1) {
+                    CHECK(std::sqrt(num / den) < 1e-6);  // another float summation order
+                } else {
+                    CHECK(got == want);  // prefill: the same GEMM on unrepacked rows
+                }
+            }
+        }
+    }
 #else
     MESSAGE("skipped: not an aarch64 build");
 #endif

@@ -12,6 +12,7 @@
 #include "backend-test-util.h"
 #include "backends/cpu_simd/kernels.h"
 #include "backends/cpu_simd/repack.h"
+#include "support/data-path.h"
 
 using namespace ember_test;
 
@@ -173,7 +174,7 @@ TEST_CASE("[cpu repack] GET_ROWS of a repacked table gives the rows of the file 
     std::vector<float> want;
     for (bool rp : {false, true}) {
         CAPTURE(rp);
-        cpu_graph      G(2);
+        cpu_graph      G(ember_test_threads(2));
         ember_tensor * t   = G.g.new_tensor(EMBER_TYPE_Q6_K, k, n);
         ember_tensor * ids = G.g.new_tensor(EMBER_TYPE_I32, 5);
         ember_tensor * y   = ember_get_rows(G.g, t, ids);
@@ -208,6 +209,7 @@ TEST_CASE("[cpu repack] MUL_MAT over a repacked weight matches the file layout")
             std::vector<float>       want;
             for (bool rp : {false, true}) {
                 for (int nth : {1, 2, 3}) {
+                    if (ember_test_threads(nth) != nth) continue;  // EMBER_TEST_MAX_THREADS (qemu)
                     CAPTURE(rp);
                     CAPTURE(nth);
                     cpu_graph      G(nth);

@@ -39,7 +39,7 @@ run_out run(const std::string & path, bool repack, bool mmap) {
         if (t.flags & EMBER_TENSOR_FLAG_CPU_REPACKED) out.n_repacked++;
     }
     ember_test_run_params p;
-    p.n_threads = 2;
+    p.n_threads = ember_test_threads(2);
     ember_test_run_result r;
     std::string           err;
     const std::vector<int32_t> prompt = {1, 17, 33, 5, 90, 12, 64, 3};

@@ -51,3 +51,9 @@ std::string ember_test_tmp_dir() {
     }
     return g_tmp.path;
 }
+
+int ember_test_threads(int want) {
+    const char * cap = std::getenv("EMBER_TEST_MAX_THREADS");
+    const int    max = cap ? std::atoi(cap) : 0;
+    return max >= 1 && want > max ? max : want;
+}

@@ -11,5 +11,8 @@ std::string ember_test_data_dir();
 std::string ember_test_data_path(const std::string & rel);
 // A fresh temporary directory for this test process (removed at exit).
 std::string ember_test_tmp_dir();
+// `want` threads, capped by EMBER_TEST_MAX_THREADS when set (emulators such as qemu-user make
+// threads that spin-wait for each other very slow, and some cannot start threads at all).
+int         ember_test_threads(int want);
 
 #endif

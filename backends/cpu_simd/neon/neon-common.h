@@ -23,6 +23,8 @@ void ember_cpu_register_neon_ember_types_dotprod(ember_cpu_kernel_table * t);  /
 void ember_cpu_register_neon_attn(ember_cpu_kernel_table * t);     // attn-neon.cpp
 void ember_cpu_register_neon_vec_ops(ember_cpu_kernel_table * t);  // vec-ops-neon.cpp
 void ember_cpu_register_neon_gemm_i8mm(ember_cpu_kernel_table * t);  // gemm-neon-i8mm.cpp
+void ember_cpu_register_neon_gemv_r16_base(ember_cpu_kernel_table * t);     // gemv-r16-neon.cpp
+void ember_cpu_register_neon_gemv_r16_dotprod(ember_cpu_kernel_table * t);  // gemv-r16-neon-dotprod.cpp
 
 // binary16 -> binary32 by the FPU: exact for every finite value and infinity (block scales).
 static inline float neon_h2f(ember_half h) {
