@@ -18,11 +18,15 @@
 #
 #   EMBER_BENCH_SHAPES="1b 8b"  EMBER_BENCH_TYPES="Q4_0 Q8_0 Q4_K_M"  EMBER_BENCH_REPS=3
 #   EMBER_BENCH_SKIP_TESTS=1    skip the op tests
-#   EMBER_BENCH_VARIANTS="EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1"
+#   EMBER_BENCH_VARIANTS="EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1
+#                         EMBER_VULKAN_BARRIERS=all EMBER_VULKAN_FUSE=0"
 #                               (the default) extra decode-only rows, each with that environment
 #                               setting: the generic matrix-vector kernel instead of the fast
 #                               one, the fast one with 1 row per invocation instead of 2, every
-#                               graph recorded again instead of resubmitted
+#                               graph recorded again instead of resubmitted, a barrier after
+#                               every dispatch (graph order) instead of between dependency
+#                               levels, no fused dispatches. EMBER_VULKAN_PROFILE=1 as a variant
+#                               puts the GPU time per kernel (dispatches serialized) in bench.log.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)
 # Logs and summary.md go to $OUT when set (the device tool's output folder), else to
 # $EMBER_BENCH_DIR (default /tmp/ember-bench-vk), where the models are made too.
@@ -79,7 +83,7 @@ shapes=${EMBER_BENCH_SHAPES:-1b 8b}
 types=${EMBER_BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}
 reps=${EMBER_BENCH_REPS:-3}
 device=${EMBER_BENCH_DEVICE:-vulkan}
-variants=${EMBER_BENCH_VARIANTS-EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1}
+variants=${EMBER_BENCH_VARIANTS-EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1 EMBER_VULKAN_BARRIERS=all EMBER_VULKAN_FUSE=0}
 mkdir -p "$dir" "$logs"
 summary=$logs/summary.md
 : >"$summary"

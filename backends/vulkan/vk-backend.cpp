@@ -121,6 +121,17 @@ void init_instance() {
     ci.pApplicationInfo        = &app;
     ci.enabledLayerCount       = (uint32_t) layers.size();
     ci.ppEnabledLayerNames     = layers.data();
+    // EMBER_VULKAN_VALIDATE=sync: the layer's synchronization validation too (hazards between
+    // dispatches that no barrier orders).
+    const VkValidationFeatureEnableEXT sync_feature = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+    VkValidationFeaturesEXT            vf{};
+    vf.sType                         = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+    vf.enabledValidationFeatureCount = 1;
+    vf.pEnabledValidationFeatures    = &sync_feature;
+    if (s.validation && std::getenv("EMBER_VULKAN_VALIDATE") && std::strcmp(std::getenv("EMBER_VULKAN_VALIDATE"), "sync") == 0) {
+        exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);  // provided by the layer
+        ci.pNext = &vf;
+    }
     ci.enabledExtensionCount   = (uint32_t) exts.size();
     ci.ppEnabledExtensionNames = exts.data();
     if (vkCreateInstance(&ci, nullptr, &s.instance) != VK_SUCCESS) {
@@ -713,27 +724,66 @@ static vk_stream_ctx * sctx(ember_stream * s) { return static_cast<vk_stream_ctx
 
 static const char * vk_stream_get_name(ember_stream * s) { return sctx(s)->dc->name.c_str(); }
 
+// EMBER_VULKAN_PROFILE=1: adds the timestamps of the finished submission to the stream's totals.
+static void profile_collect(vk_stream_ctx * sc) {
+    vk_recording * rc = sc->last_submitted;
+    sc->last_submitted = nullptr;
+    if (!rc || !rc->qpool || rc->qnames.empty()) return;
+    std::vector<uint64_t> ts(rc->qnames.size() + 1);
+    if (vkGetQueryPoolResults(sc->dc->dev, rc->qpool, 0, (uint32_t) ts.size(), ts.size() * sizeof(uint64_t), ts.data(),
+                              sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS) {
+        return;
+    }
+    const double period = sc->dc->props.limits.timestampPeriod;
+    for (size_t i = 0; i < rc->qnames.size(); i++) {
+        auto & e = sc->prof[rc->qnames[i]];
+        e.first += (double) (ts[i + 1] - ts[i]) * period;
+        e.second++;
+    }
+    sc->prof_total_ns += (double) (ts.back() - ts.front()) * period;
+    sc->prof_graphs++;
+}
+
+static void profile_print(vk_stream_ctx * sc) {
+    if (sc->prof.empty()) return;
+    std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(sc->prof.begin(), sc->prof.end());
+    std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.second.first > b.second.first; });
+    std::fprintf(stderr, "ember: vulkan: %s profile (dispatches serialized, a barrier before each): %llu graphs, %.3f ms per graph\n",
+                 sc->dc->name.c_str(), (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
+    std::fprintf(stderr, "  %7s %10s %9s %6s  %s\n", "calls", "total ms", "avg us", "%", "kernel");
+    for (const auto & r : rows) {
+        std::fprintf(stderr, "  %7llu %10.3f %9.2f %6.2f  %s\n", (unsigned long long) r.second.second, r.second.first / 1e6,
+                     r.second.first / 1e3 / (double) r.second.second, 100.0 * r.second.first / sc->prof_total_ns, r.first.c_str());
+    }
+}
+
 static void stream_wait(vk_stream_ctx * sc) {
     if (!sc->pending) return;
     vkWaitForFences(sc->dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX);
     vkResetFences(sc->dc->dev, 1, &sc->fence);
     sc->pending = false;
+    if (sc->profile) profile_collect(sc);
 }
 
 static void vk_stream_free(ember_stream * s) {
     vk_stream_ctx * sc = sctx(s);
     stream_wait(sc);
     if (env_flag("EMBER_VULKAN_STATS")) {
-        std::fprintf(stderr, "ember: vulkan: %s stream: %llu graph ranges recorded, %llu submitted again unchanged\n",
-                     sc->dc->name.c_str(), (unsigned long long) sc->n_recorded, (unsigned long long) sc->n_reused);
+        std::fprintf(stderr,
+                     "ember: vulkan: %s stream: %llu graph ranges recorded, %llu submitted again unchanged; the last one: "
+                     "%u dispatches, %u barriers, %u fused groups\n",
+                     sc->dc->name.c_str(), (unsigned long long) sc->n_recorded, (unsigned long long) sc->n_reused,
+                     sc->n_dispatches, sc->n_barriers, sc->n_fused);
     }
     if (sc->err_buf) {
         std::lock_guard<std::mutex> lock(sc->dc->mutex);
         vkDestroyBuffer(sc->dc->dev, sc->err_buf, nullptr);
         mem_free(sc->dc, sc->err_blk, sc->err_off, sc->err_alloc, sc->dc->blocks);
     }
+    profile_print(sc);
     for (vk_recording & rc : sc->recs) {
         for (VkDescriptorPool p : rc.desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
+        if (rc.qpool) vkDestroyQueryPool(sc->dc->dev, rc.qpool, nullptr);
     }
     if (sc->fence) vkDestroyFence(sc->dc->dev, sc->fence, nullptr);
     if (sc->pool) vkDestroyCommandPool(sc->dc->dev, sc->pool, nullptr);
@@ -844,14 +894,17 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
     EMBER_VK_CHECK(vkBeginCommandBuffer(sc->cb, &bi), "vkBeginCommandBuffer");
     ember_status st = EMBER_OK;
-    for (int32_t i = node_begin; i < node_end && st == EMBER_OK; i++) st = ember_vk_record_node(sc, g->nodes[i]);
-    // The host reads the results after the fence.
+    st = ember_vk_record_range(sc, g, node_begin, node_end);
+    // The host reads the results after the fence; later submissions (this one again, copies)
+    // read and write what it read and wrote.
     VkMemoryBarrier mb{};
     mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
-    vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
-                         1, &mb, 0, nullptr, 0, nullptr);
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
     EMBER_VK_CHECK(vkEndCommandBuffer(sc->cb), "vkEndCommandBuffer");
     if (st != EMBER_OK) return st;
     rc->valid      = true;
@@ -880,11 +933,17 @@ static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc) {
         std::lock_guard<std::mutex> lock(dc->queue_mutex);
         EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
     }
-    sc->pending = true;
+    sc->pending        = true;
+    sc->last_submitted = rc;
     if (rc->row_checks) {
         stream_wait(sc);
-        if (*sc->err_ptr != 0) {
-            *sc->err_ptr = 0;
+        bool bad = false;
+        for (uint32_t i = 0; i < k_vk_err_slots; i++) {
+            volatile uint32_t * w = sc->err_ptr + i * (sc->err_stride / 4);
+            bad |= *w != 0;
+            *w = 0;
+        }
+        if (bad) {
             std::fprintf(stderr, "ember: vulkan: %s: a row index of GET_ROWS or SET_ROWS is out of range\n", dc->name.c_str());
             return EMBER_ERR_INTERNAL;  // as the CPU backend
         }
@@ -924,10 +983,19 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
     VkFenceCreateInfo fi{};
     fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     EMBER_VK_CHECK(vkCreateFence(dc->dev, &fi, nullptr, &sc->fence), "vkCreateFence");
+    if (env_flag("EMBER_VULKAN_PROFILE")) {
+        uint32_t nq = 0;
+        vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, nullptr);
+        std::vector<VkQueueFamilyProperties> qf(nq);
+        vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, qf.data());
+        sc->profile = dc->queue_family < nq && qf[dc->queue_family].timestampValidBits > 0 && dc->props.limits.timestampPeriod > 0;
+        if (!sc->profile) std::fprintf(stderr, "ember: vulkan: %s has no timestamps: EMBER_VULKAN_PROFILE ignored\n", dc->name.c_str());
+    }
     vk_buffer_ctx eb;
     {
         std::lock_guard<std::mutex> lock(dc->mutex);
-        const ember_status st = create_buffer(dc, 256, dc->mem_type_staging, true, dc->blocks, &eb);
+        sc->err_stride        = std::max<VkDeviceSize>(dc->props.limits.minStorageBufferOffsetAlignment, 4);
+        const ember_status st = create_buffer(dc, k_vk_err_slots * sc->err_stride, dc->mem_type_staging, true, dc->blocks, &eb);
         if (st != EMBER_OK) return st;
     }
     sc->err_buf   = eb.buffer;
@@ -935,8 +1003,8 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
     sc->err_off   = eb.offset;
     sc->err_alloc = eb.alloc;
     if (!eb.block->mapped) return EMBER_ERR_INTERNAL;  // host-visible memory is always mapped
-    sc->err_ptr  = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(eb.block->mapped) + eb.offset);
-    *sc->err_ptr = 0;
+    sc->err_ptr = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(eb.block->mapped) + eb.offset);
+    for (uint32_t i = 0; i < k_vk_err_slots; i++) sc->err_ptr[i * (sc->err_stride / 4)] = 0;
     return EMBER_OK;
 }
 
@@ -1082,6 +1150,14 @@ bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint6
     if (!stream || stream->iface.graph_compute != vk_stream_graph_compute) return false;
     *recorded = sctx(stream)->n_recorded;
     *reused   = sctx(stream)->n_reused;
+    return true;
+}
+
+bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispatches, uint32_t * barriers, uint32_t * fused) {
+    if (!stream || stream->iface.graph_compute != vk_stream_graph_compute) return false;
+    *dispatches = sctx(stream)->n_dispatches;
+    *barriers   = sctx(stream)->n_barriers;
+    *fused      = sctx(stream)->n_fused;
     return true;
 }
 

@@ -99,6 +99,11 @@ struct vk_recording {
     const void *                  graph      = nullptr;
     int32_t                       begin = 0, end = 0;
     uint64_t                      sig = 0, epoch = 0, last_use = 0;
+    // EMBER_VULKAN_PROFILE=1: a timestamp before the first dispatch and after each one, and
+    // what each interval ran.
+    VkQueryPool                   qpool = VK_NULL_HANDLE;
+    uint32_t                      qcap  = 0;
+    std::vector<std::string>      qnames;
 };
 constexpr int k_vk_recordings = 8;  // per stream (the runtime caches a few graphs)
 
@@ -112,15 +117,29 @@ struct vk_stream_ctx {
     vk_recording *                rec = nullptr;    // being recorded
     uint64_t                      use_clock = 0;
     uint64_t                      n_recorded = 0, n_reused = 0;  // statistics (tests)
+    // The last recording's dispatches, barriers between them and fused node groups (tests).
+    uint32_t                      n_dispatches = 0, n_barriers = 0, n_fused = 0;
+    // EMBER_VULKAN_PROFILE=1: every dispatch in graph order after a barrier, timed (GPU
+    // timestamps); per kernel: total nanoseconds and calls, printed when the stream is freed.
+    bool                          profile = false;
+    vk_recording *                last_submitted = nullptr;
+    std::map<std::string, std::pair<double, uint64_t>> prof;
+    double                        prof_total_ns = 0;
+    uint64_t                      prof_graphs   = 0;
     ember_abort_callback          abort_cb = nullptr;
     void *                        abort_ud = nullptr;
-    // A word in host-visible memory that GET_ROWS / SET_ROWS set when a row index is out of
-    // range (bound at binding 4); read after the graph, reported as a status.
+    // Words in host-visible memory that GET_ROWS / SET_ROWS set when a row index is out of
+    // range (bound at binding 4); read after the graph, reported as a status. Each such
+    // dispatch of a recording gets its own slot (err_stride bytes apart, a legal binding
+    // offset), so that they need no barrier between them for writing the same word.
     VkBuffer                      err_buf = VK_NULL_HANDLE;
     vk_mem_block *                err_blk = nullptr;
     VkDeviceSize                  err_off = 0, err_alloc = 0;
     volatile uint32_t *           err_ptr = nullptr;
+    VkDeviceSize                  err_stride = 4;
+    uint32_t                      err_slot   = 0;  // the slot of the dispatch being recorded
 };
+constexpr uint32_t k_vk_err_slots = 64;
 
 // Every pipeline has the same layout: 5 storage buffers (binding 0..4) and 128 bytes of
 // push constants.
@@ -145,7 +164,11 @@ bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf
 
 // vk-ops.cpp
 bool         ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op);
-// Records one node into sc->cb (a dispatch plus a barrier); VIEW records nothing.
-ember_status ember_vk_record_node(vk_stream_ctx * sc, ember_tensor * node);
+// Records nodes [begin, end) of g into sc->cb: some node groups fused into one dispatch
+// ([ADD] RMS_NORM [MUL]; SWIGLU + the decode MUL_MAT that reads it), the dispatches ordered by dependency level (each after every
+// earlier one whose buffer ranges it reads or writes, or that reads what it writes) with a
+// barrier only between levels. EMBER_VULKAN_BARRIERS=all: graph order and a barrier after
+// every dispatch; EMBER_VULKAN_FUSE=0: no fusion (both to compare).
+ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end);
 
 #endif  // EMBER_VK_INTERNAL_H

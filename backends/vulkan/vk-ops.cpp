@@ -56,6 +56,13 @@ bool word_rows(const ember_tensor * t) {
 
 constexpr uint32_t k_max_groups = 65535;
 
+bool same_shape(const ember_tensor * a, const ember_tensor * b) {
+    for (int d = 0; d < 4; d++) {
+        if (a->ne[d] != b->ne[d]) return false;
+    }
+    return true;
+}
+
 // mul_mat_vec_q.comp: rows of whole 256-weight units, starting on 16 bytes (Q6_K: any even
 // byte), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1 keeps every product on the generic
 // kernel (to compare the two).
@@ -117,6 +124,9 @@ struct binding {
     uint32_t     resid  = 0;  // bytes from the bound offset to the tensor
 };
 
+// The binding of tensor t: from its offset rounded down to a legal binding offset to its last
+// byte rounded up to 16 (vec4 loads), within the buffer. Bound ranges are exactly what the
+// barrier planning (ember_vk_record_range) tracks, and what synchronization validation checks.
 binding bind_of(const vk_device_ctx * dc, const ember_tensor * t) {
     const vk_buffer_ctx * bc    = static_cast<const vk_buffer_ctx *>(t->buffer->context);
     const VkDeviceSize    off   = static_cast<VkDeviceSize>(reinterpret_cast<uintptr_t>(t->data) - k_vk_base);
@@ -125,8 +135,10 @@ binding bind_of(const vk_device_ctx * dc, const ember_tensor * t) {
     b.buffer = bc->buffer;
     b.offset = off / align * align;
     b.resid  = static_cast<uint32_t>(off - b.offset);
-    const VkDeviceSize size = std::max<VkDeviceSize>(bc->size, 4);
-    b.range  = std::min<VkDeviceSize>(size - std::min(b.offset, size - 4), dc->props.limits.maxStorageBufferRange / 4 * 4);
+    const VkDeviceSize size = std::max<VkDeviceSize>(bc->size, 4) / 4 * 4;
+    b.offset = std::min(b.offset, size - 4);
+    const VkDeviceSize want = (b.resid + std::max<VkDeviceSize>(ember_nbytes(t), 4) + 15) / 16 * 16;
+    b.range  = std::min({want, size - b.offset, (VkDeviceSize) dc->props.limits.maxStorageBufferRange / 4 * 4});
     return b;
 }
 
@@ -144,8 +156,9 @@ struct push {
     }
 };
 
-// Binds `ts` (nullptr: the last tensor given), pushes `pc` and dispatches; then a barrier so
-// the next dispatch sees the writes. err_flag: binding 4 is the stream's error word.
+// Binds `ts` (nullptr: the last tensor given), pushes `pc` and dispatches; the barriers
+// between dispatches are planned by ember_vk_record_range. err_flag: binding 4 is the
+// dispatch's slot of the stream's error words.
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
                       const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
                       uint32_t spec1 = 0, uint32_t spec2 = 0) {
@@ -164,7 +177,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         const ember_tensor * t = i < list.size() && list[i] ? list[i] : list.back();
         const binding        b = bind_of(dc, t);
         infos[i]               = {b.buffer, b.offset, b.range};
-        if (err_flag && i == 4) infos[i] = {sc->err_buf, 0, VK_WHOLE_SIZE};
+        if (err_flag && i == 4) infos[i] = {sc->err_buf, sc->err_slot * sc->err_stride, 4};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -178,12 +191,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
     vkCmdBindDescriptorSets(sc->cb, VK_PIPELINE_BIND_POINT_COMPUTE, dc->layout, 0, 1, &set, 0, nullptr);
     vkCmdPushConstants(sc->cb, dc->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k_vk_push_words * 4, pc.w);
     vkCmdDispatch(sc->cb, gx, gy, gz);
-    VkMemoryBarrier mb{};
-    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
-                         0, nullptr);
+    sc->n_dispatches++;
     return EMBER_OK;
 }
 
@@ -217,14 +225,27 @@ ember_status record_eltwise(vk_stream_ctx * sc, ember_tensor * node) {
     return dispatch(sc, sh, 256, {a, b, node}, pc, stride_groups(ember_nelements(node), 256));
 }
 
-ember_status record_rms_norm(vk_stream_ctx * sc, ember_tensor * node) {
-    const ember_tensor * a = node->src[0];
+// RMS_NORM `norm`, with (when not null) the residual ADD `add` that makes its input (written
+// too: the residual stream reads it later) and the MUL `mul` by the norm weight that reads its
+// result (the only reader: the norm itself is then not written). One workgroup per row.
+ember_status record_rms_norm(vk_stream_ctx * sc, ember_tensor * add, ember_tensor * norm, ember_tensor * mul) {
+    vk_device_ctx *      dc  = sc->dc;
+    const ember_tensor * a   = add ? add->src[0] : norm->src[0];
+    const ember_tensor * b   = add ? add->src[1] : a;
+    const ember_tensor * w   = mul ? mul->src[1] : a;
+    const ember_tensor * s   = add ? add : a;
+    const ember_tensor * out = mul ? mul : norm;
     push                 pc;
-    pc.u(node->ne[0]).u(node->ne[1]).u(node->ne[2]).u(node->ne[3]);
-    pc.u(f32_off(bind_of(sc->dc, a))).u(a->nb[1] / 4).u(a->nb[2] / 4).u(a->nb[3] / 4);
-    pc.u(f32_off(bind_of(sc->dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
-    pc.f(ember_get_op_param_f32(node, 0));
-    return dispatch_items(sc, "rms_norm", 128, {a, node}, pc, ember_nrows(node));
+    pc.u(norm->ne[0]).u(norm->ne[1]).u(norm->ne[2]).u(norm->ne[3]);
+    pc.u(f32_off(bind_of(dc, a))).u(a->nb[1] / 4).u(a->nb[2] / 4).u(a->nb[3] / 4);
+    pc.u(f32_off(bind_of(dc, b))).u(b->nb[1] / 4).u(b->nb[2] / 4).u(b->nb[3] / 4);
+    pc.u(f32_off(bind_of(dc, w))).u(w->nb[1] / 4).u(w->nb[2] / 4).u(w->nb[3] / 4);
+    pc.u(w->ne[1]).u(w->ne[2]).u(w->ne[3]);
+    pc.u(f32_off(bind_of(dc, s))).u(s->nb[1] / 4).u(s->nb[2] / 4).u(s->nb[3] / 4);
+    pc.u(f32_off(bind_of(dc, out))).u(out->nb[1] / 4).u(out->nb[2] / 4).u(out->nb[3] / 4);
+    pc.f(ember_get_op_param_f32(norm, 0));
+    const std::string shader = std::string(add ? "add_" : "") + "rms_norm" + (mul ? "_mul" : "");
+    return dispatch_items(sc, shader, 128, {a, b, w, s, out}, pc, ember_nrows(norm));
 }
 
 ember_status record_rope(vk_stream_ctx * sc, ember_tensor * node) {
@@ -254,20 +275,67 @@ ember_status record_get_rows(vk_stream_ctx * sc, ember_tensor * node) {
     return dispatch_items(sc, "get_rows_" + tname(t->type), 64, {t, ids, node}, pc, ember_nrows(node), 1, true);
 }
 
-ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node) {
+// Whether MUL_MAT `node` (of x, or of SWIGLU `glu`'s gate and up) takes the decode fast path.
+bool mmv_fast(const vk_device_ctx * dc, const ember_tensor * node, const ember_tensor * glu) {
+    const ember_tensor * w = node->src[0];
+    const ember_tensor * x = glu ? glu->src[0] : node->src[1];
+    if (x->ne[1] > 4 || x->ne[1] * x->ne[2] * x->ne[3] > k_max_groups) return false;
+    if (!mmv_fast_ok(w, x, bind_of(dc, w).resid, f32_off(bind_of(dc, x)))) return false;
+    if (!glu) return true;
+    const ember_tensor * u = glu->src[1];
+    for (int d = 0; d < 4; d++) {
+        if (x->ne[d] != glu->ne[d] || u->ne[d] != glu->ne[d] || u->nb[d] != x->nb[d]) return false;
+    }
+    return f32_off(bind_of(dc, u)) % 4 == 0;
+}
+
+// Whether ROPE `rope` of VIEW `view` of MUL_MAT `mm` (decode fast path) can be done by the
+// product as it writes (mul_mat_vec_q.comp with ROPE_OUT): mode 0, the view a reshape of the
+// product's columns into heads, one column per token, no batch.
+bool can_fuse_rope(const vk_device_ctx * dc, const ember_tensor * mm, const ember_tensor * view, const ember_tensor * rope) {
+    if (mm->op != EMBER_OP_MUL_MAT || view->op != EMBER_OP_VIEW || rope->op != EMBER_OP_ROPE) return false;
+    if (view->view_src != mm || view->view_offs != 0 || rope->src[0] != view || ember_nelements(rope) == 0) return false;
+    if (rope->op_params[1] != EMBER_ROPE_NORMAL || rope->op_params[0] <= 0 || rope->op_params[0] % 2 != 0) return false;
+    if (!mmv_fast(dc, mm, nullptr) || mm->ne[2] != 1 || mm->ne[3] != 1 || mm->src[1]->ne[2] != 1 || mm->src[1]->ne[3] != 1) return false;
+    const int64_t hd = view->ne[0];
+    if (hd % 2 != 0 || view->ne[0] * view->ne[1] != mm->ne[0] || view->ne[2] != mm->ne[1] || view->ne[3] != 1) return false;
+    if (view->nb[1] != (size_t) hd * 4 || view->nb[2] != mm->nb[1] || !same_shape(rope, view)) return false;
+    if (rope->nb[0] != 4 || rope->nb[1] % 4 != 0 || rope->nb[2] % 4 != 0) return false;
+    const ember_tensor * pos = rope->src[1];
+    return pos->ne[0] == mm->ne[1] && pos->nb[0] % 4 == 0;
+}
+
+// glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
+// rope: the ROPE of (a view of) the result, done as it is written (can_fuse_rope() holds).
+ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember_tensor * glu = nullptr,
+                            const ember_tensor * rope = nullptr) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
-    const ember_tensor * x  = node->src[1];
+    const ember_tensor * x  = glu ? glu->src[0] : node->src[1];
     const int64_t        m  = x->ne[1];
     const int64_t        nbatch = x->ne[2] * x->ne[3];
     push                 pc;
     pc.u(w->ne[0]).u(w->ne[1]).u(m).u(x->ne[2]);
     pc.u(bind_of(dc, w).resid).u(w->nb[1]).u(w->nb[2]).u(w->nb[3]);
     pc.u(f32_off(bind_of(dc, x))).u(x->nb[1] / 4).u(x->nb[2] / 4).u(x->nb[3] / 4);
-    pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
+    const ember_tensor * out = rope ? rope : node;
+    if (rope) pc.u(f32_off(bind_of(dc, rope))).u(rope->nb[2] / 4).u(0).u(0);  // column = token
+    else pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
     pc.u(x->ne[2] / w->ne[2]).u(x->ne[3] / w->ne[3]);
+    pc.u(glu ? f32_off(bind_of(dc, glu->src[1])) : 0);
+    const ember_tensor * pos = rope ? rope->src[1] : nullptr;
+    const ember_tensor * ff  = rope ? rope->src[2] : nullptr;
+    if (rope) {
+        const int32_t n_rot = rope->op_params[0];
+        pc.u(rope->ne[0]).u(rope->nb[1] / 4).u(n_rot);
+        pc.u(f32_off(bind_of(dc, pos))).u(pos->nb[0] / 4);
+        pc.u(ff ? f32_off(bind_of(dc, ff)) : 0).u(ff ? 1 : 0);
+        pc.f(std::pow(ember_get_op_param_f32(rope, 2), -2.0f / (float) n_rot)).f(ember_get_op_param_f32(rope, 3));
+    }
     const std::string t = tname(w->type);
-    if (m <= 4 && m * nbatch <= k_max_groups && mmv_fast_ok(w, x, bind_of(dc, w).resid, f32_off(bind_of(dc, x)))) {
+    if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
+    if (rope && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
         uint32_t lpr = 1;
@@ -278,11 +346,29 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node) {
             const char * v = std::getenv("EMBER_VULKAN_MMV_ROWS");
             return v && (v[0] == '1' || v[0] == '2') && v[1] == '\0' ? (uint32_t) (v[0] - '0') : 0u;
         }();
-        const uint32_t     nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 ? 1 : 2;
-        constexpr uint32_t wg = 128;
-        const uint32_t     rows_per_group = wg / lpr * nr;
-        return dispatch_items(sc, "mul_mat_vec_q_" + t, wg, {w, x, node}, pc, (w->ne[1] + rows_per_group - 1) / rows_per_group,
-                              static_cast<uint32_t>(m * nbatch), false, lpr, nr);
+        uint32_t nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 ? 1 : 2;
+        // Workgroups enough to fill a large GPU (a few per multiprocessor of an H100's 132)
+        // also for the small matrices of a decode step (K and V projections: 512 rows of
+        // 2048): smaller workgroups (down to a subgroup, at least LPR), then 1 row per
+        // invocation. EMBER_VULKAN_MMV_WG=32..128 fixes the workgroup size instead.
+        static const uint32_t wg_env = [] {
+            const char * v = std::getenv("EMBER_VULKAN_MMV_WG");
+            const long   n = v ? std::strtol(v, nullptr, 10) : 0;
+            return n == 32 || n == 64 || n == 128 ? (uint32_t) n : 0u;
+        }();
+        constexpr uint64_t target = 512;
+        const uint64_t     cols   = (uint64_t) m * (uint64_t) nbatch;  // z groups
+        auto               groups = [&](uint32_t g, uint32_t r) { return (w->ne[1] + g / lpr * r - 1) / (g / lpr * r) * cols; };
+        uint32_t           wg     = wg_env ? std::max(wg_env, lpr) : 128;
+        const uint32_t     wg_min = std::max<uint32_t>({lpr, 32, std::min<uint32_t>(dc->subgroup_size, 128)});
+        while (!wg_env && wg / 2 >= wg_min && groups(wg, nr) < target) wg /= 2;
+        if (!wg_env && !nr_env && nr == 2 && groups(wg, nr) < target) nr = 1;
+        if (rope && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
+        const uint32_t    rows_per_group = wg / lpr * nr;
+        const std::string name = std::string(glu ? "mul_mat_vec_q_swiglu_" : rope ? "mul_mat_vec_q_rope_" : "mul_mat_vec_q_") + t;
+        return dispatch_items(sc, name, wg, {w, x, out, glu ? glu->src[1] : pos ? pos : out, ff ? ff : pos ? pos : out}, pc,
+                              (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), false, lpr,
+                              nr);
     }
     if (m <= 4 && m * nbatch <= k_max_groups) {
         const bool     sg = dc->subgroup_arith;
@@ -329,9 +415,7 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
                           q->ne[1] * q->ne[2]);
 }
 
-}  // namespace
-
-ember_status ember_vk_record_node(vk_stream_ctx * sc, ember_tensor * node) {
+ember_status record_node(vk_stream_ctx * sc, ember_tensor * node) {
     if (node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
     switch (node->op) {
         case EMBER_OP_ADD:
@@ -339,7 +423,7 @@ ember_status ember_vk_record_node(vk_stream_ctx * sc, ember_tensor * node) {
         case EMBER_OP_SWIGLU:
         case EMBER_OP_SCALE:
             return record_eltwise(sc, node);
-        case EMBER_OP_RMS_NORM: return record_rms_norm(sc, node);
+        case EMBER_OP_RMS_NORM: return record_rms_norm(sc, nullptr, node, nullptr);
         case EMBER_OP_ROPE: return record_rope(sc, node);
         case EMBER_OP_GET_ROWS: return record_get_rows(sc, node);
         case EMBER_OP_MUL_MAT: return record_mul_mat(sc, node);
@@ -351,4 +435,297 @@ ember_status ember_vk_record_node(vk_stream_ctx * sc, ember_tensor * node) {
             std::fprintf(stderr, "ember: vulkan: no kernel for %s\n", ember_op_name(node->op));
             return EMBER_ERR_UNSUPPORTED;
     }
+}
+
+//
+// Planning a recording: fusion, dependency levels, barriers
+//
+
+// A byte range of a VkBuffer that a dispatch binds.
+struct range {
+    VkBuffer     buf;
+    VkDeviceSize b, e;
+};
+
+bool overlap(const std::vector<range> & x, const std::vector<range> & y) {
+    for (const range & p : x) {
+        for (const range & q : y) {
+            if (p.buf == q.buf && p.b < q.e && q.b < p.e) return true;
+        }
+    }
+    return false;
+}
+
+// One dispatch of a recording: a node, or [ADD] RMS_NORM [MUL] fused.
+struct unit {
+    ember_tensor *     node = nullptr;  // not fused
+    ember_tensor *     add = nullptr, *norm = nullptr, *mul = nullptr;
+    ember_tensor *     glu = nullptr;   // SWIGLU fused into MUL_MAT `node`
+    ember_tensor *     rope = nullptr;  // ROPE (of a view of) MUL_MAT `node` fused into it
+    std::vector<range> rd, wr;          // what its bindings cover
+    uint32_t           level    = 0;
+    uint32_t           err_slot = 0;
+    bool               err      = false;  // writes an error slot
+};
+
+range range_of(const vk_device_ctx * dc, const ember_tensor * t) {
+    const binding b = bind_of(dc, t);
+    return {b.buffer, b.offset, b.offset + b.range};
+}
+
+// Reads and writes of unit u (its bindings), err slot included.
+void accesses(vk_stream_ctx * sc, unit & u) {
+    const vk_device_ctx * dc = sc->dc;
+    u.rd.clear();
+    u.wr.clear();
+    if (u.norm) {
+        const ember_tensor * x = u.add ? u.add : u.norm;
+        if (u.add) {
+            u.rd.push_back(range_of(dc, u.add->src[0]));
+            u.rd.push_back(range_of(dc, u.add->src[1]));
+            u.wr.push_back(range_of(dc, u.add));
+        } else {
+            u.rd.push_back(range_of(dc, x->src[0]));
+        }
+        if (u.mul) u.rd.push_back(range_of(dc, u.mul->src[1]));
+        u.wr.push_back(range_of(dc, u.mul ? u.mul : u.norm));
+        return;
+    }
+    const ember_tensor * n = u.node;
+    if (u.glu) {
+        u.rd = {range_of(dc, n->src[0]), range_of(dc, u.glu->src[0]), range_of(dc, u.glu->src[1])};
+        u.wr = {range_of(dc, n)};
+        return;
+    }
+    if (u.rope) {
+        u.rd = {range_of(dc, n->src[0]), range_of(dc, n->src[1]), range_of(dc, u.rope->src[1])};
+        if (u.rope->src[2]) u.rd.push_back(range_of(dc, u.rope->src[2]));
+        u.wr = {range_of(dc, u.rope)};
+        return;
+    }
+    if (n->op == EMBER_OP_VIEW || ember_nelements(n) == 0) return;  // records nothing
+    for (const ember_tensor * s : n->src) {
+        if (s) u.rd.push_back(range_of(dc, s));
+    }
+    u.wr.push_back(range_of(dc, n));
+    if (u.err) u.wr.push_back({sc->err_buf, u.err_slot * sc->err_stride, u.err_slot * sc->err_stride + 4});
+}
+
+// Whether t is read by a node of g other than `reader`, or by the host.
+bool read_elsewhere(const ember_graph * g, const ember_tensor * t, const ember_tensor * reader) {
+    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
+    for (const ember_tensor * n : g->nodes) {
+        if (n == reader || n == t) continue;
+        if (n->view_src == t) return true;
+        for (const ember_tensor * s : n->src) {
+            if (s == t) return true;
+        }
+    }
+    return false;
+}
+
+// ADD (no broadcast) whose result feeds RMS_NORM: one pass writes the sum and normalizes it.
+bool can_fuse_add_norm(const ember_tensor * add, const ember_tensor * norm) {
+    return add->op == EMBER_OP_ADD && norm->op == EMBER_OP_RMS_NORM && norm->src[0] == add && ember_nelements(add) > 0 &&
+           same_shape(add, add->src[0]) && same_shape(add, add->src[1]) && same_shape(add, norm);
+}
+
+// MUL of the norm's result by a weight row (broadcast over rows), the norm read by nothing else.
+bool can_fuse_norm_mul(const ember_graph * g, const ember_tensor * norm, const ember_tensor * mul) {
+    if (mul->op != EMBER_OP_MUL || mul->src[0] != norm || mul->src[1] == norm || !same_shape(mul, norm)) return false;
+    const ember_tensor * w = mul->src[1];
+    if (w->ne[0] != norm->ne[0]) return false;
+    for (int d = 1; d < 4; d++) {
+        if (w->ne[d] <= 0 || norm->ne[d] % w->ne[d] != 0) return false;
+    }
+    return !read_elsewhere(g, norm, mul);
+}
+
+// Whether the fused [ADD] RMS_NORM [MUL] `u` may write where it reads (the graph allocator
+// gives a result the memory of operands that die at the node before it). Each workgroup does
+// one row: pass 1 reads a and b and writes the sum s, pass 2 (after a workgroup barrier) reads
+// s (or a) and w and writes d, each invocation the same elements in both passes. So a result
+// may share memory with an operand laid out alike from the same address (an invocation then
+// overwrites only what it has read), and d may lie anywhere over a and b with an ADD and one
+// row (they are read only before the barrier); any other overlap is refused.
+bool norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
+    if (!overlap(u.rd, u.wr)) return true;
+    const ember_tensor * a = u.add ? u.add->src[0] : u.norm->src[0];
+    const ember_tensor * b = u.add ? u.add->src[1] : nullptr;
+    const ember_tensor * w = u.mul ? u.mul->src[1] : nullptr;
+    const ember_tensor * d = u.mul ? u.mul : u.norm;
+    auto alike = [](const ember_tensor * x, const ember_tensor * y) {
+        if (x->buffer != y->buffer || x->data != y->data || !same_shape(x, y)) return false;
+        for (int i = 0; i < 4; i++) {
+            if (x->nb[i] != y->nb[i]) return false;
+        }
+        return true;
+    };
+    auto ok = [&](const ember_tensor * o, const ember_tensor * in, bool loose) {
+        return !in || !overlap({range_of(dc, o)}, {range_of(dc, in)}) || alike(o, in) || loose;
+    };
+    const bool one_row = ember_nrows(u.norm) == 1 && u.add;
+    if (u.add && !(ok(u.add, a, false) && ok(u.add, b, false) && ok(u.add, w, false))) return false;
+    return ok(d, a, one_row) && ok(d, b, one_row) && ok(d, w, false) && (!u.add || ok(d, u.add, false));
+}
+
+bool env_is(const char * name, const char * value) {
+    const char * v = std::getenv(name);
+    return v && std::strcmp(v, value) == 0;
+}
+
+}  // namespace
+
+ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end) {
+    const bool        all_barriers = sc->profile || env_is("EMBER_VULKAN_BARRIERS", "all");
+    static const bool no_fuse      = env_is("EMBER_VULKAN_FUSE", "0");
+    sc->n_dispatches = sc->n_barriers = sc->n_fused = 0;
+
+    // Units: nodes, fused where the fused kernel does the same work in one dispatch.
+    std::vector<unit> units;
+    units.reserve(static_cast<size_t>(end - begin));
+    uint32_t next_slot = 0;
+    for (int32_t i = begin; i < end; i++) {
+        unit           u;
+        ember_tensor * n = g->nodes[i];
+        if (!no_fuse) {
+            int32_t j = i;
+            if (i + 1 < end && can_fuse_add_norm(n, g->nodes[i + 1])) {
+                u.add = n;
+                j     = i + 1;
+            }
+            ember_tensor * norm = g->nodes[j];
+            if (norm->op == EMBER_OP_RMS_NORM && ember_nelements(norm) > 0) {
+                ember_tensor * mul = j + 1 < end && can_fuse_norm_mul(g, norm, g->nodes[j + 1]) ? g->nodes[j + 1] : nullptr;
+                if (u.add || mul) {
+                    u.norm = norm;
+                    u.mul  = mul;
+                    accesses(sc, u);
+                    if (norm_alias_safe(sc->dc, u)) {
+                        sc->n_fused++;
+                        units.push_back(std::move(u));
+                        i = j + (mul ? 1 : 0);
+                        continue;
+                    }
+                    u = unit();
+                }
+            }
+        }
+        // SWIGLU read only by the matrix-vector product after it (FFN down): made as read.
+        if (!no_fuse && n->op == EMBER_OP_SWIGLU && i + 1 < end && ember_nelements(n) > 0) {
+            ember_tensor * mm = g->nodes[i + 1];
+            if (mm->op == EMBER_OP_MUL_MAT && mm->src[1] == n && ember_nelements(mm) > 0 && mmv_fast(sc->dc, mm, n) &&
+                !read_elsewhere(g, n, mm)) {
+                u.node = mm;
+                u.glu  = n;
+                accesses(sc, u);
+                // Every workgroup reads all of gate and up: the product may not be written
+                // over them (the graph allocator may give it their memory once SWIGLU read them).
+                if (!overlap(u.rd, u.wr)) {
+                    sc->n_fused++;
+                    units.push_back(std::move(u));
+                    i++;
+                    continue;
+                }
+                u = unit();
+            }
+        }
+        // MUL_MAT, its VIEW as heads, their ROPE (Q and K projections): rotated as written.
+        if (!no_fuse && n->op == EMBER_OP_MUL_MAT && i + 2 < end && can_fuse_rope(sc->dc, n, g->nodes[i + 1], g->nodes[i + 2]) &&
+            !read_elsewhere(g, n, g->nodes[i + 1]) && !read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2])) {
+            u.node = n;
+            u.rope = g->nodes[i + 2];
+            accesses(sc, u);
+            // Every workgroup reads all of x: the result may not be written over it.
+            if (!overlap(u.rd, u.wr)) {
+                sc->n_fused++;
+                units.push_back(std::move(u));
+                i += 2;
+                continue;
+            }
+            u = unit();
+        }
+        u.node = n;
+        if ((n->op == EMBER_OP_GET_ROWS || n->op == EMBER_OP_SET_ROWS) && ember_nelements(n) > 0) {
+            u.err      = true;
+            u.err_slot = next_slot++ % k_vk_err_slots;
+        }
+        accesses(sc, u);
+        units.push_back(std::move(u));
+    }
+
+    // Levels: a unit runs after every earlier one it conflicts with (read after write, write
+    // after write, write after read); units of one level run with no barrier between them.
+    for (size_t j = 0; j < units.size(); j++) {
+        unit & uj = units[j];
+        if (all_barriers) {
+            uj.level = static_cast<uint32_t>(j);
+            continue;
+        }
+        for (size_t i = 0; i < j; i++) {
+            const unit & ui = units[i];
+            if (ui.level + 1 <= uj.level || ui.wr.empty()) continue;
+            if (overlap(ui.wr, uj.rd) || overlap(ui.wr, uj.wr) || overlap(ui.rd, uj.wr)) uj.level = ui.level + 1;
+        }
+    }
+    std::vector<uint32_t> order(units.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = static_cast<uint32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return units[a].level < units[b].level; });
+
+    vk_recording * rc = sc->rec;
+    rc->qnames.clear();
+    if (sc->profile) {
+        const uint32_t need = static_cast<uint32_t>(units.size()) + 1;
+        if (rc->qcap < need) {
+            if (rc->qpool) vkDestroyQueryPool(sc->dc->dev, rc->qpool, nullptr);
+            rc->qpool = VK_NULL_HANDLE;
+            rc->qcap  = 0;
+            VkQueryPoolCreateInfo qi{};
+            qi.sType      = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+            qi.queryType  = VK_QUERY_TYPE_TIMESTAMP;
+            qi.queryCount = need;
+            EMBER_VK_CHECK(vkCreateQueryPool(sc->dc->dev, &qi, nullptr, &rc->qpool), "vkCreateQueryPool");
+            rc->qcap = need;
+        }
+        vkCmdResetQueryPool(sc->cb, rc->qpool, 0, rc->qcap);
+        vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, rc->qpool, 0);
+    }
+    bool     pending = false;  // dispatches since the last barrier
+    uint32_t level   = 0;
+    for (uint32_t k : order) {
+        const unit & u = units[k];
+        if (u.wr.empty()) continue;  // VIEW, empty
+        if (pending && u.level != level) {
+            VkMemoryBarrier mb{};
+            mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+            mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+            mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+            vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0,
+                                 nullptr, 0, nullptr);
+            sc->n_barriers++;
+        }
+        level        = u.level;
+        pending      = true;
+        sc->err_slot = u.err_slot;
+        const ember_status st = u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
+                                : u.glu || u.rope ? record_mul_mat(sc, u.node, u.glu, u.rope)
+                                        : record_node(sc, u.node);
+        if (st != EMBER_OK) return st;
+        if (sc->profile) {
+            vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
+            // The kernel and, for products, the weight shape.
+            const ember_tensor * n    = u.norm ? u.norm : u.node;
+            std::string          name = std::string(ember_op_name(n->op));
+            if (u.add) name = "ADD+" + name;
+            if (u.mul) name += "+MUL";
+            if (u.glu) name = "SWIGLU+" + name;
+            if (u.rope) name += "+ROPE";
+            if (n->op == EMBER_OP_MUL_MAT) {
+                name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
+                        std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");
+            }
+            rc->qnames.push_back(name);
+        }
+    }
+    return EMBER_OK;
 }

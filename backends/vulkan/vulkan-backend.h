@@ -10,7 +10,13 @@
 // (no decode fast path: every matrix-vector product on the generic kernel),
 // EMBER_VULKAN_MMV_ROWS=1|2 (rows per invocation of the fast path), EMBER_VULKAN_STATS=1
 // (each stream says at exit how many graph ranges it recorded and resubmitted),
-// EMBER_VULKAN_NO_UMA=1 (device memory through staging copies even when it is mappable).
+// EMBER_VULKAN_NO_UMA=1 (device memory through staging copies even when it is mappable),
+// EMBER_VULKAN_BARRIERS=all (dispatches in graph order with a barrier after each, instead of
+// reordered by dependency level with barriers only between levels), EMBER_VULKAN_FUSE=0 (no
+// fused [ADD] RMS_NORM [MUL] or SWIGLU + MUL_MAT dispatch). EMBER_VULKAN_VALIDATE=sync also turns on the layer's
+// synchronization validation (missing or wrong barriers). EMBER_VULKAN_PROFILE=1: each
+// stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
+// before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H
 #define EMBER_VULKAN_BACKEND_H
 
@@ -40,5 +46,9 @@ int         ember_vulkan_pipeline_cache_state(ember_device * dev);
 // Graph ranges a Vulkan stream recorded into command buffers, and those it submitted again
 // unchanged (EMBER_VULKAN_NO_CMD_REUSE=1 turns reuse off). False for other streams.
 bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused);
+
+// The last command buffer the stream recorded: its dispatches, the barriers between them, and
+// the node groups it fused into one dispatch ([ADD] RMS_NORM [MUL], SWIGLU + MUL_MAT). False for other streams.
+bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispatches, uint32_t * barriers, uint32_t * fused);
 
 #endif  // EMBER_VULKAN_BACKEND_H

@@ -90,8 +90,13 @@ struct dev_run {
 
 // Runs the graph of `b` on dev and returns the output as floats (to_float for other types).
 // status: where the graph's status goes (otherwise it must be EMBER_OK).
+// The recording of a Vulkan run (ember_vulkan_stream_last_recording).
+struct rec_stats {
+    uint32_t dispatches = 0, barriers = 0, fused = 0;
+};
+
 std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * out_type = nullptr,
-                          std::vector<uint8_t> * out_bytes = nullptr, ember_status * status = nullptr) {
+                          std::vector<uint8_t> * out_bytes = nullptr, ember_status * status = nullptr, rec_stats * stats = nullptr) {
     dev_run            r;
     std::vector<input> ins;
     ember_tensor *     out = b(r.g, ins);
@@ -126,6 +131,7 @@ std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * ou
         REQUIRE(st == EMBER_OK);
     }
     r.stream->iface.synchronize(r.stream);
+    if (stats) REQUIRE(ember_vulkan_stream_last_recording(r.stream, &stats->dispatches, &stats->barriers, &stats->fused));
     // The output (for SET_ROWS: the whole destination it is a view of).
     std::vector<uint8_t> bytes(ember_nbytes(out));
     ember_tensor_get(out, bytes.data(), 0, bytes.size());
@@ -152,9 +158,9 @@ double nmse(const std::vector<float> & ref, const std::vector<float> & got) {
 }
 
 // The same graph on the CPU and on the Vulkan device: NMSE below max_nmse.
-void compare(const builder & b, double max_nmse) {
+void compare(const builder & b, double max_nmse, rec_stats * stats = nullptr) {
     const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
-    const std::vector<float> got = run_on(vk_device(), b);
+    const std::vector<float> got = run_on(vk_device(), b, nullptr, nullptr, nullptr, stats);
     const double             e   = nmse(ref, got);
     CHECK_MESSAGE(e <= max_nmse, "NMSE " << e << " > " << max_nmse);
 }
@@ -270,6 +276,162 @@ TEST_CASE("[vulkan] rms_norm") {
         compare([n](ember_graph & g, std::vector<input> & in) {
             return ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 10), 1e-5f);
         }, 1e-10);
+    }
+}
+
+// [ADD] RMS_NORM [MUL] recorded as one dispatch (rms_norm.comp's variants): the ADD's sum is
+// still written (read again here), the norm weight broadcast over rows; no MUL fusion when
+// something else reads the norm. EMBER_VULKAN_FUSE=0 turns fusion off (then no fused group).
+TEST_CASE("[vulkan] fused add + rms_norm + mul") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool       fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0);
+    rec_stats        st;
+    for (int64_t n : {2048, 257}) {
+        CAPTURE(n);
+        // The sum read again.
+        compare([n](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * s = ember_add(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 80), new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 81));
+            ember_tensor * y = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, n, 1, 1, 1, 82));
+            return ember_add(g, y, s);
+        }, 1e-10, &st);
+        CHECK(st.fused == (fuse ? 1u : 0u));
+        CHECK(st.dispatches == (fuse ? 2u : 4u));
+        // rms_norm + mul, the weight broadcast over two dims.
+        compare([n](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * w = new_input(g, in, EMBER_TYPE_F32, n, 3, 1, 1, 84);
+            return ember_mul(g, ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 2, 83), 1e-5f), w);
+        }, 1e-10, &st);
+        CHECK(st.fused == (fuse ? 1u : 0u));
+        CHECK(st.dispatches == (fuse ? 1u : 2u));
+        // add + rms_norm fused; the norm read by two nodes, so its mul is not.
+        compare([n](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * s    = ember_add(g, new_input(g, in, EMBER_TYPE_F32, n, 4, 1, 1, 85), new_input(g, in, EMBER_TYPE_F32, n, 4, 1, 1, 86));
+            ember_tensor * norm = ember_rms_norm(g, s, 1e-6f);
+            return ember_add(g, ember_mul(g, norm, new_input(g, in, EMBER_TYPE_F32, n, 1, 1, 1, 87)), norm);
+        }, 1e-10, &st);
+        CHECK(st.fused == (fuse ? 1u : 0u));
+        CHECK(st.dispatches == (fuse ? 3u : 4u));
+    }
+}
+
+// SWIGLU computed by the decode matrix-vector product that reads it (mul_mat_vec_q.comp with
+// SWIGLU_X): fused for the fast-path types; not for F16 (generic kernel) or when another node
+// reads the SWIGLU result.
+TEST_CASE("[vulkan] fused swiglu + mul_mat (FFN down)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
+                      !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats  st;
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
+        for (int64_t m : {1, 3}) {
+            CAPTURE(std::string(ember_type_get_name(t)));
+            CAPTURE(m);
+            compare([=](ember_graph & g, std::vector<input> & in) {
+                ember_tensor * gate = new_input(g, in, EMBER_TYPE_F32, 1024, m, 1, 1, 100);
+                ember_tensor * up   = new_input(g, in, EMBER_TYPE_F32, 1024, m, 1, 1, 101);
+                return ember_mul_mat(g, new_input(g, in, t, 1024, 70, 1, 1, 102), ember_swiglu(g, gate, up));
+            }, 2e-4, &st);
+            const bool fast = fuse && t != EMBER_TYPE_F16;
+            CHECK(st.fused == (fast ? 1u : 0u));
+            CHECK(st.dispatches == (fast ? 1u : 2u));
+        }
+    }
+    compare([=](ember_graph & g, std::vector<input> & in) {  // the SWIGLU read twice
+        ember_tensor * h = ember_swiglu(g, new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 103), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 104));
+        ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 512, 1, 1, 105), h);
+        return ember_add(g, y, h);
+    }, 2e-4, &st);
+    CHECK(st.fused == 0u);
+    CHECK(st.dispatches == 3u);
+}
+
+// ROPE (mode 0) of the heads of a decode matrix-vector product done as the product writes
+// (mul_mat_vec_q.comp with ROPE_OUT; the Q and K projections): every fast-path type, 1 and 3
+// tokens, whole and partial rotation, frequency factors; not for NEOX pairs, not when the
+// product is read by another node too.
+TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
+                      !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats  st;
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+        for (int64_t m : {1, 3}) {
+            for (int32_t n_rot : {64, 32}) {
+                for (int64_t n_head : {8, 2}) {  // 2 heads: fewer rows than one workgroup's
+                    CAPTURE(std::string(ember_type_get_name(t)));
+                    CAPTURE(m);
+                    CAPTURE(n_rot);
+                    CAPTURE(n_head);
+                    compare([=](ember_graph & g, std::vector<input> & in) {
+                        ember_tensor * y   = ember_mul_mat(g, new_input(g, in, t, 512, 64 * n_head, 1, 1, 110), new_input(g, in, EMBER_TYPE_F32, 512, m, 1, 1, 111));
+                        std::vector<int32_t> p = {17, 300, 4095};
+                        p.resize((size_t) m);
+                        ember_tensor * pos = new_ids(g, in, p);
+                        ember_tensor * f   = nullptr;
+                        if (n_rot == 32) {
+                            f = g.new_tensor(EMBER_TYPE_F32, n_rot / 2);
+                            in.push_back({f, random_f32((size_t) n_rot / 2, 112, 1.0f, 8.0f), {}, {}});
+                        }
+                        return ember_rope(g, ember_view(g, y, 64, n_head, m), pos, f, n_rot, EMBER_ROPE_NORMAL, 10000.0f, f ? 0.5f : 1.0f);
+                    }, 2e-4, &st);
+                    CHECK(st.fused == (fuse ? 1u : 0u));
+                    CHECK(st.dispatches == (fuse ? 1u : 2u));
+                }
+            }
+        }
+    }
+    SUBCASE("neox: not fused") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 113), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 114));
+            return ember_rope(g, ember_view(g, y, 64, 4, 1), new_ids(g, in, {9}), nullptr, 64, EMBER_ROPE_NEOX, 10000.0f, 1.0f);
+        }, 2e-4, &st);
+        CHECK(st.fused == 0u);
+    }
+    SUBCASE("the product read twice: not fused") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 115), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 116));
+            ember_tensor * r = ember_rope(g, ember_view(g, y, 64, 4, 1), new_ids(g, in, {9}), nullptr, 64, EMBER_ROPE_NORMAL, 10000.0f, 1.0f);
+            return ember_add(g, ember_view(g, r, 256, 1), y);
+        }, 2e-4, &st);
+        CHECK(st.fused == 0u);
+    }
+}
+
+// Barriers only where a dispatch depends on an earlier one: three matrix-vector products of
+// one input run as one level; a SET_ROWS into a table that an earlier GET_ROWS read waits for
+// it (write after read) and the GET_ROWS of the new table for it (read after write).
+// EMBER_VULKAN_BARRIERS=all and EMBER_VULKAN_PROFILE=1: a barrier after every dispatch.
+TEST_CASE("[vulkan] barriers between dependency levels only") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool       all = (std::getenv("EMBER_VULKAN_BARRIERS") && std::strcmp(std::getenv("EMBER_VULKAN_BARRIERS"), "all") == 0) ||
+                     (std::getenv("EMBER_VULKAN_PROFILE") && std::strcmp(std::getenv("EMBER_VULKAN_PROFILE"), "0") != 0 &&
+                      std::getenv("EMBER_VULKAN_PROFILE")[0] != '\0');
+    rec_stats        st;
+    SUBCASE("q, k, v of one input") {
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 90);
+            ember_tensor * q = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 64, 1, 1, 91), x);
+            ember_tensor * k = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 64, 1, 1, 92), x);
+            ember_tensor * v = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_F16, 512, 64, 1, 1, 93), x);
+            return ember_add(g, ember_add(g, q, k), v);
+        }, 2e-4, &st);
+        CHECK(st.dispatches == 5u);
+        CHECK(st.barriers == (all ? 4u : 2u));
+    }
+    SUBCASE("get_rows, set_rows into the same table, get_rows again") {
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * table = new_input(g, in, EMBER_TYPE_F32, 64, 8, 1, 1, 94);
+            ember_tensor * r1    = ember_get_rows(g, table, new_ids(g, in, {1, 5}));
+            ember_tensor * set   = ember_set_rows(g, table, new_input(g, in, EMBER_TYPE_F32, 64, 2, 1, 1, 95), new_ids(g, in, {5, 2}));
+            ember_tensor * r2    = ember_get_rows(g, set, new_ids(g, in, {1, 5}));
+            return ember_add(g, r1, r2);
+        }, 1e-12, &st);
+        CHECK(st.dispatches == 4u);
+        CHECK(st.barriers == 3u);
     }
 }
 
@@ -442,6 +604,14 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
             }
         }
         CAPTURE(std::string(ember_type_get_name(t)));
+        // Many short rows: 128-invocation workgroups with 2 rows per invocation (4 columns),
+        // and 32-invocation ones (1 column); the 37-row products above take 1 row each.
+        for (int64_t m : {1, 4}) {
+            CAPTURE(m);
+            compare([=](ember_graph & g, std::vector<input> & in) {
+                return ember_mul_mat(g, new_input(g, in, t, 256, 32768 + 5, 1, 1, 64), new_input(g, in, EMBER_TYPE_F32, 256, m, 1, 1, 65));
+            }, 2e-4);
+        }
         compare([=](ember_graph & g, std::vector<input> & in) {  // batched, weights broadcast
             return ember_mul_mat(g, new_input(g, in, t, 512, 9, 2, 1, 62), new_input(g, in, EMBER_TYPE_F32, 512, 1, 4, 1, 63));
         }, 2e-4);

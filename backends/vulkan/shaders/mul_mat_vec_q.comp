@@ -24,6 +24,26 @@ layout(constant_id = 2) const uint NR  = 1u;   // rows per invocation (1 or 2)
 layout(binding = 0) readonly buffer W { uint wb[]; };
 layout(binding = 0) readonly buffer W4 { uvec4 wb4[]; };
 layout(binding = 1) readonly buffer X4 { vec4 xb4[]; };
+// SWIGLU_X: x is SWIGLU(gate, up) = silu(gate) * up, made as it is read (the FFN down
+// projection, one dispatch and one barrier less): gate at binding 1, up at binding 3, with the
+// same shape and strides (up's offset u_off).
+#ifndef SWIGLU_X
+#define SWIGLU_X 0
+#endif
+#if SWIGLU_X
+layout(binding = 3) readonly buffer U4 { vec4 ub4[]; };
+#endif
+// ROPE_OUT: the result, rows of heads [head_dim, n_head] per column (token), is rotated as
+// ROPE mode 0 (pairs 2i, 2i+1: rows r and r + 1 of one workgroup) before it is written
+// (the Q and K projections: one dispatch and one barrier less each). Positions (int32 per
+// column) at binding 3, frequency factors at binding 4; same formula as rope.comp.
+#ifndef ROPE_OUT
+#define ROPE_OUT 0
+#endif
+#if ROPE_OUT
+layout(binding = 3) readonly buffer P { int pos[]; };
+layout(binding = 4) readonly buffer F { float ff[]; };
+#endif
 layout(binding = 2) writeonly buffer D { uint db[]; };
 
 layout(push_constant) uniform PC {
@@ -32,12 +52,28 @@ layout(push_constant) uniform PC {
     uint x_off, x_nb1, x_nb2, x_nb3;  // floats (multiples of 4 here)
     uint d_off, d_nb1, d_nb2, d_nb3;  // floats
     uint bcast2, bcast3;
+    uint u_off;  // floats (SWIGLU_X)
+    // ROPE_OUT: head_dim, head stride (floats; d_nb1 is then the column stride), n_rot,
+    // positions (offset, stride in int32), frequency factors (offset, present), theta_scale,
+    // freq_scale.
+    uint hd, h_nb, n_rot, p_off, p_nb0, f_off, has_ff;
+    float theta_scale, freq_scale;
 } pc;
 
 shared float red[256], red2[256];
+#if ROPE_OUT
+shared float tot[256];  // the workgroup's row sums (its first row is even)
+#endif
 
 // x[xr + i .. xr + i + 3], xr and i multiples of 4.
-vec4 x4(uint xr, uint i) { return xb4[(xr + i) >> 2]; }
+vec4 x4(uint xr, uint i) {
+#if SWIGLU_X
+    const vec4 g = xb4[(xr + i) >> 2];
+    return g / (1.0 + exp(-g)) * ub4[(xr - pc.x_off + pc.u_off + i) >> 2];
+#else
+    return xb4[(xr + i) >> 2];
+#endif
+}
 
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K
 #define UNIT_WORDS 36u  // 144 bytes
@@ -209,6 +245,36 @@ void main() {
     red[tid]  = sum.x;
     red2[tid] = sum.y;
     barrier();
+#if ROPE_OUT
+    const uint lr0 = (tid / LPR) * NR;  // local row of r0
+    if (lane == 0u) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            float t = 0.0;
+            for (uint i = 0u; i < LPR; i++) t += r == 0u ? red[tid + i] : red2[tid + i];
+            tot[lr0 + r] = t;
+        }
+    }
+    barrier();
+    if (lane == 0u) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            const uint row = r0 + r;
+            if (row >= pc.n) break;
+            const uint i0 = row % pc.hd;
+            const uint lr = lr0 + r;
+            float      y  = tot[lr];
+            if (i0 < pc.n_rot) {
+                const uint  p      = i0 / 2u;
+                const float ps     = float(pos[pc.p_off + c * pc.p_nb0]);
+                const float factor = pc.has_ff != 0u ? ff[pc.f_off + p] : 1.0;
+                const float th     = pc.freq_scale * ((ps * pow(pc.theta_scale, float(p))) / factor);
+                const float cs = cos(th), sn = sin(th);
+                const float x0 = tot[lr & ~1u], x1 = tot[lr | 1u];
+                y = (i0 & 1u) == 0u ? x0 * cs - x1 * sn : x0 * sn + x1 * cs;
+            }
+            db[pc.d_off + c * pc.d_nb1 + (row / pc.hd) * pc.h_nb + i0] = floatBitsToUint(y);
+        }
+    }
+#else
     if (lane == 0u) {
         const uint db0 = pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3;
         [[unroll]] for (uint r = 0u; r < NR; r++) {
@@ -218,4 +284,5 @@ void main() {
             db[db0 + r0 + r] = floatBitsToUint(t);
         }
     }
+#endif
 }

@@ -1,16 +1,41 @@
 #version 450
-// RMS_NORM: one workgroup per row (flattened dims 1..3): y = x / sqrt(mean(x*x) + eps).
+// RMS_NORM: one workgroup per row (flattened dims 1..3): y = x / sqrt(mean(x*x) + eps), in
+// four variants that each save a dispatch (and a barrier) per norm of a transformer layer:
+//   HAS_ADD: x = a + b is the residual ADD before the norm, written to s (the residual stream
+//            reads it later) and normalized in the same pass;
+//   HAS_MUL: y is multiplied by the norm weight w (a row broadcast over rows: w.ne[1..3]
+//            divide the row's), the MUL after the norm; the plain norm is then not written.
+// Each invocation reads back in the second pass only the elements it wrote in the first, so
+// s may be the memory of a or b (an in-place ADD).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+
+#ifndef HAS_ADD
+#define HAS_ADD 0
+#endif
+#ifndef HAS_MUL
+#define HAS_MUL 0
+#endif
 
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer A { uint a[]; };
-layout(binding = 1) writeonly buffer D { uint d[]; };
+#if HAS_ADD
+layout(binding = 1) readonly buffer B { uint b[]; };
+layout(binding = 3) buffer S { uint s[]; };
+#endif
+#if HAS_MUL
+layout(binding = 2) readonly buffer W { uint w[]; };
+#endif
+layout(binding = 4) writeonly buffer D { uint d[]; };
 
 layout(push_constant) uniform PC {
     uint ne0, ne1, ne2, ne3;
     uint a_off, a_nb1, a_nb2, a_nb3;  // floats
+    uint b_off, b_nb1, b_nb2, b_nb3;
+    uint w_off, w_nb1, w_nb2, w_nb3;
+    uint w_ne1, w_ne2, w_ne3;
+    uint s_off, s_nb1, s_nb2, s_nb3;
     uint d_off, d_nb1, d_nb2, d_nb3;
     float eps;
 } pc;
@@ -25,20 +50,42 @@ void main() {
     const uint i3  = row / (pc.ne1 * pc.ne2);
     const uint ab  = pc.a_off + i1 * pc.a_nb1 + i2 * pc.a_nb2 + i3 * pc.a_nb3;
     const uint db  = pc.d_off + i1 * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3;
+#if HAS_ADD
+    const uint bb  = pc.b_off + i1 * pc.b_nb1 + i2 * pc.b_nb2 + i3 * pc.b_nb3;
+    const uint sb  = pc.s_off + i1 * pc.s_nb1 + i2 * pc.s_nb2 + i3 * pc.s_nb3;
+#endif
+#if HAS_MUL
+    const uint wb  = pc.w_off + (i1 % pc.w_ne1) * pc.w_nb1 + (i2 % pc.w_ne2) * pc.w_nb2 + (i3 % pc.w_ne3) * pc.w_nb3;
+#endif
     const uint tid = gl_LocalInvocationID.x;
     const uint wg  = gl_WorkGroupSize.x;
 
-    float s = 0.0;
+    float sum = 0.0;
     for (uint i = tid; i < pc.ne0; i += wg) {
+#if HAS_ADD
+        const float x = uintBitsToFloat(a[ab + i]) + uintBitsToFloat(b[bb + i]);
+        s[sb + i] = floatBitsToUint(x);
+#else
         const float x = uintBitsToFloat(a[ab + i]);
-        s += x * x;
+#endif
+        sum += x * x;
     }
-    red[tid] = s;
+    red[tid] = sum;
     barrier();
     for (uint h = wg / 2u; h > 0u; h >>= 1) {
         if (tid < h) red[tid] += red[tid + h];
         barrier();
     }
     const float scale = 1.0 / sqrt(red[0] / float(pc.ne0) + pc.eps);
-    for (uint i = tid; i < pc.ne0; i += wg) d[db + i] = floatBitsToUint(uintBitsToFloat(a[ab + i]) * scale);
+    for (uint i = tid; i < pc.ne0; i += wg) {
+#if HAS_ADD
+        float y = uintBitsToFloat(s[sb + i]) * scale;
+#else
+        float y = uintBitsToFloat(a[ab + i]) * scale;
+#endif
+#if HAS_MUL
+        y *= uintBitsToFloat(w[wb + i]);
+#endif
+        d[db + i] = floatBitsToUint(y);
+    }
 }
