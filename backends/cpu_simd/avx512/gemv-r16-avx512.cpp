@@ -25,7 +25,7 @@ constexpr int R = 16;
 // Block columns ahead to prefetch, per type: measured from DRAM on Zen 4 (2 threads); Q6_K
 // needs it most (its three interleaved streams leave the hardware prefetcher behind: 10 GB/s
 // without, 40 with).
-constexpr int k_pf_q4_0 = 2, k_pf_q8_0 = 1, k_pf_q4_k = 1, k_pf_q6_k = 1;
+constexpr int k_pf_q4_0 = 4, k_pf_q8_0 = 2, k_pf_q4_k = 2, k_pf_q6_k = 2;
 
 // Asks for the `bytes` bytes at p (a coming block column).
 static inline void prefetch(const uint8_t * p, int bytes) {
