@@ -10,226 +10,26 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/json.h"
 #include "support/data-path.h"
 
 //
-// JSON
+// JSON (the runtime's reader: runtime/json.h, tested on its own in tests/runtime)
 //
+namespace {
 
-const ember_test_json * ember_test_json::get(const std::string & key) const {
-    if (kind != OBJ) return nullptr;
-    for (const auto & kv : obj) {
-        if (kv.first == key) return &kv.second;
-    }
-    return nullptr;
-}
-
-std::vector<double> ember_test_json::numbers() const {
+// Elements of a numeric array as doubles (non-numbers are skipped).
+std::vector<double> json_numbers(const ember_json & a) {
     std::vector<double> v;
-    if (kind != ARR) return v;
-    for (const auto & e : arr) {
-        if (e.kind == NUM) v.push_back(e.num);
+    if (a.kind != EMBER_JSON_ARRAY) return v;
+    for (const ember_json & e : a.arr) {
+        if (e.kind == EMBER_JSON_INT) v.push_back(static_cast<double>(e.i));
+        if (e.kind == EMBER_JSON_FLOAT) v.push_back(e.f);
     }
     return v;
 }
 
-namespace {
-
-struct json_parser {
-    const std::string & s;
-    size_t              i = 0;
-    std::string         err;
-
-    explicit json_parser(const std::string & text) : s(text) {}
-
-    bool fail(const char * what) {
-        if (err.empty()) err = std::string(what) + " at byte " + std::to_string(i);
-        return false;
-    }
-    void ws() {
-        while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-    }
-    bool lit(const char * word) {
-        const size_t n = std::strlen(word);
-        if (s.compare(i, n, word) != 0) return fail("bad literal");
-        i += n;
-        return true;
-    }
-    static void put_utf8(std::string & out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        }
-    }
-    bool hex4(uint32_t & v) {
-        if (i + 4 > s.size()) return fail("short \\u escape");
-        v = 0;
-        for (int k = 0; k < 4; k++) {
-            const char c = s[i++];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-            else return fail("bad \\u escape");
-        }
-        return true;
-    }
-    bool string(std::string & out) {
-        if (i >= s.size() || s[i] != '"') return fail("expected string");
-        i++;
-        while (i < s.size() && s[i] != '"') {
-            char c = s[i++];
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (i >= s.size()) return fail("bad escape");
-            c = s[i++];
-            switch (c) {
-                case '"':  out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/':  out += '/'; break;
-                case 'b':  out += '\b'; break;
-                case 'f':  out += '\f'; break;
-                case 'n':  out += '\n'; break;
-                case 'r':  out += '\r'; break;
-                case 't':  out += '\t'; break;
-                case 'u': {
-                    uint32_t cp = 0;
-                    if (!hex4(cp)) return false;
-                    if (cp >= 0xD800 && cp < 0xDC00 && i + 1 < s.size() && s[i] == '\\' && s[i + 1] == 'u') {
-                        i += 2;
-                        uint32_t lo = 0;
-                        if (!hex4(lo)) return false;
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    put_utf8(out, cp);
-                    break;
-                }
-                default: return fail("bad escape");
-            }
-        }
-        if (i >= s.size()) return fail("unterminated string");
-        i++;
-        return true;
-    }
-    bool value(ember_test_json & v, int depth) {
-        if (depth > 64) return fail("nesting too deep");
-        ws();
-        if (i >= s.size()) return fail("unexpected end");
-        const char c = s[i];
-        if (c == '{') {
-            v.kind = ember_test_json::OBJ;
-            i++;
-            ws();
-            if (i < s.size() && s[i] == '}') {
-                i++;
-                return true;
-            }
-            for (;;) {
-                ws();
-                std::string key;
-                if (!string(key)) return false;
-                ws();
-                if (i >= s.size() || s[i] != ':') return fail("expected ':'");
-                i++;
-                ember_test_json child;
-                if (!value(child, depth + 1)) return false;
-                v.obj.emplace_back(std::move(key), std::move(child));
-                ws();
-                if (i < s.size() && s[i] == ',') {
-                    i++;
-                    continue;
-                }
-                if (i < s.size() && s[i] == '}') {
-                    i++;
-                    return true;
-                }
-                return fail("expected ',' or '}'");
-            }
-        }
-        if (c == '[') {
-            v.kind = ember_test_json::ARR;
-            i++;
-            ws();
-            if (i < s.size() && s[i] == ']') {
-                i++;
-                return true;
-            }
-            for (;;) {
-                ember_test_json child;
-                if (!value(child, depth + 1)) return false;
-                v.arr.push_back(std::move(child));
-                ws();
-                if (i < s.size() && s[i] == ',') {
-                    i++;
-                    continue;
-                }
-                if (i < s.size() && s[i] == ']') {
-                    i++;
-                    return true;
-                }
-                return fail("expected ',' or ']'");
-            }
-        }
-        if (c == '"') {
-            v.kind = ember_test_json::STR;
-            return string(v.str);
-        }
-        if (c == 't') {
-            v.kind = ember_test_json::BOOL;
-            v.b    = true;
-            return lit("true");
-        }
-        if (c == 'f') {
-            v.kind = ember_test_json::BOOL;
-            return lit("false");
-        }
-        if (c == 'n') {
-            v.kind = ember_test_json::NUL;
-            return lit("null");
-        }
-        // number
-        const size_t start = i;
-        if (i < s.size() && (s[i] == '-' || s[i] == '+')) i++;
-        while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' ||
-                                s[i] == 'E' || s[i] == '-' || s[i] == '+')) {
-            i++;
-        }
-        if (i == start) return fail("unexpected character");
-        const std::string num = s.substr(start, i - start);
-        char *            end = nullptr;
-        v.kind                = ember_test_json::NUM;
-        v.num                 = std::strtod(num.c_str(), &end);
-        if (!end || *end != '\0') return fail("bad number");
-        return true;
-    }
-};
-
 }  // namespace
-
-bool ember_test_json_parse(const std::string & text, ember_test_json & out, std::string * err) {
-    json_parser p(text);
-    out = ember_test_json();
-    bool ok = p.value(out, 0);
-    if (ok) {
-        p.ws();
-        if (p.i != text.size()) ok = p.fail("trailing characters");
-    }
-    if (!ok && err) *err = p.err;
-    return ok;
-}
 
 //
 // Files
@@ -358,15 +158,22 @@ bool load_common(const std::string & base, ember_test_reference & r, std::string
     return true;
 }
 
-const ember_test_json * manifest() {
-    static bool            loaded = false;
-    static ember_test_json json;
-    static bool            ok = false;
+const ember_json * manifest() {
+    static bool       loaded = false;
+    static ember_json json;
+    static bool       ok = false;
     if (!loaded) {
         loaded                 = true;
         const std::string path = ember_test_data_path("fixtures/models/manifest.json");
         std::string       text;
-        ok = !path.empty() && ember_test_read_file(path, text) && ember_test_json_parse(text, json);
+        if (!path.empty() && ember_test_read_file(path, text)) {
+            try {
+                json = ember_json_parse(text);
+                ok   = true;
+            } catch (const std::exception &) {
+                ok = false;
+            }
+        }
     }
     return ok ? &json : nullptr;
 }
@@ -388,26 +195,26 @@ bool ember_test_load_fixture(const std::string & name, ember_test_reference & r,
     const std::string base = r.model_path.substr(0, r.model_path.size() - 5);
     if (!load_common(base, r, err)) return false;
 
-    const ember_test_json * m = manifest();
+    const ember_json * m = manifest();
     if (!m) {
         err = "cannot read or parse fixtures/models/manifest.json";
         return false;
     }
-    const ember_test_json * files = m->get("files");
-    if (!files || files->kind != ember_test_json::ARR) {
+    const ember_json * files = m->find("files");
+    if (!files || files->kind != EMBER_JSON_ARRAY) {
         err = "manifest.json has no files array";
         return false;
     }
     for (const auto & f : files->arr) {
-        const ember_test_json * fn = f.get("file");
+        const ember_json * fn = f.find("file");
         if (!fn || fn->str != name + ".gguf") continue;
-        if (const ember_test_json * g = f.get("greedy_top1_top2_margin")) r.greedy_margin = g->numbers();
-        if (const ember_test_json * tt = f.get("tensor_types")) {
+        if (const ember_json * g = f.find("greedy_top1_top2_margin")) r.greedy_margin = json_numbers(*g);
+        if (const ember_json * tt = f.find("tensor_types")) {
             for (const auto & kv : tt->obj) r.tensor_types[kv.first] = kv.second.str;
         }
         // Prefer the manifest's margins (same numbers, as llama.cpp computed them).
-        if (const ember_test_json * mg = f.get("top1_top2_margin")) {
-            std::vector<double> v = mg->numbers();
+        if (const ember_json * mg = f.find("top1_top2_margin")) {
+            std::vector<double> v = json_numbers(*mg);
             if (v.size() == r.tokens.size()) r.margin = v;
         }
         return true;

@@ -14,27 +14,6 @@
 #include "ember.h"
 
 //
-// A minimal JSON reader (enough for manifest.json; no third-party code)
-//
-struct ember_test_json {
-    enum kind_t { NUL, BOOL, NUM, STR, ARR, OBJ };
-    kind_t                                               kind = NUL;
-    bool                                                 b    = false;
-    double                                               num  = 0;
-    std::string                                          str;
-    std::vector<ember_test_json>                         arr;
-    std::vector<std::pair<std::string, ember_test_json>> obj;
-
-    // Member of an object, or nullptr (also when this is not an object).
-    const ember_test_json * get(const std::string & key) const;
-    // Elements of a numeric array as doubles (non-numbers are skipped).
-    std::vector<double> numbers() const;
-};
-
-// Parses a whole JSON text. On failure returns false and sets *err (with the byte offset).
-bool ember_test_json_parse(const std::string & text, ember_test_json & out, std::string * err = nullptr);
-
-//
 // Files
 //
 // Reads a whole file; false when it cannot be read.
