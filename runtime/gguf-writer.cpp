@@ -277,57 +277,69 @@ void put_value(byte_sink & s, const ember_gguf_value & v) {
 
 }  // namespace
 
-// Header: kv, tensor infos, and padding up to the data section.
-static std::vector<uint8_t> write_header(const ember_gguf_writer & w) {
-    if (w.version != 2 && w.version != 3) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: version %u (must be 2 or 3)", w.version);
+std::vector<uint8_t> ember_gguf_header_bytes(uint32_t version, const std::vector<ember_gguf_kv> & kv,
+                                             std::vector<ember_gguf_tensor_info> & tensors, uint64_t alignment) {
+    if (version != 2 && version != 3) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: version %u (must be 2 or 3)", version);
+    if (!is_pow2(alignment) || alignment > UINT32_MAX) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: alignment %" PRIu64 " is not a u32 power of two", alignment);
     }
-    if (!is_pow2(w.alignment) || w.alignment > UINT32_MAX) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: alignment %" PRIu64 " is not a u32 power of two", w.alignment);
+    for (const ember_gguf_kv & e : kv) {
+        if (e.key.empty()) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: empty metadata key");
+        check_writable(e.key, e.value, 0);
     }
-    if (w.tensor_bytes.size() != w.tensors.size()) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensors and tensor_bytes differ in length");
-    }
-    uint64_t n_kv = 0;
-    for (const ember_gguf_kv & kv : w.kv) {
-        check_writable(kv.key, kv.value, 0);
-        // The field is authoritative (see set_value); a key pushed into kv directly is skipped.
-        if (kv.key != k_alignment_key) n_kv++;
-    }
-    const bool put_alignment = w.alignment != k_default_alignment;
-
     std::vector<uint8_t> out;
     byte_sink            s{out};
     s.put("GGUF", 4);
-    s.put<uint32_t>(w.version);
-    s.put<uint64_t>(w.tensors.size());
-    s.put<uint64_t>(n_kv + (put_alignment ? 1 : 0));
-    if (put_alignment) {
-        s.put_str(k_alignment_key);
-        s.put<uint32_t>(EMBER_GGUF_UINT32);
-        s.put<uint32_t>(static_cast<uint32_t>(w.alignment));
+    s.put<uint32_t>(version);
+    s.put<uint64_t>(tensors.size());
+    s.put<uint64_t>(kv.size());
+    for (const ember_gguf_kv & e : kv) {
+        s.put_str(e.key);
+        put_value(s, e.value);
     }
-    for (const ember_gguf_kv & kv : w.kv) {
-        if (kv.key == k_alignment_key) continue;
-        s.put_str(kv.key);
-        put_value(s, kv.value);
-    }
-
     uint64_t offset = 0;
-    for (size_t i = 0; i < w.tensors.size(); i++) {
-        const ember_gguf_tensor_info & t = w.tensors[i];
-        if (w.tensor_bytes[i].size() != t.nbytes) {
-            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': nbytes differs from its data", t.name.c_str());
+    for (ember_gguf_tensor_info & t : tensors) {
+        if (t.name.empty() || t.name.size() > k_max_name_len) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor name '%s' must be 1 to %zu bytes", t.name.c_str(), k_max_name_len);
         }
+        if (t.n_dims < 1 || t.n_dims > 4) ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': n_dims %d", t.name.c_str(), t.n_dims);
         s.put_str(t.name);
         s.put<uint32_t>(static_cast<uint32_t>(t.n_dims));
         for (int d = 0; d < t.n_dims; d++) s.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
         s.put<uint32_t>(static_cast<uint32_t>(t.type));
         s.put<uint64_t>(offset);
-        offset = pad_to(offset + t.nbytes, w.alignment);
+        t.offset = offset;
+        offset   = pad_to(offset + t.nbytes, alignment);
     }
-    out.resize(static_cast<size_t>(pad_to(out.size(), w.alignment)), 0);
+    out.resize(static_cast<size_t>(pad_to(out.size(), alignment)), 0);
     return out;
+}
+
+// The writer's header: general.alignment comes from the field, first, when it is not the
+// default (a key of that name in kv is skipped: the field is authoritative, see set_value).
+static std::vector<uint8_t> write_header(const ember_gguf_writer & w) {
+    if (w.tensor_bytes.size() != w.tensors.size()) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensors and tensor_bytes differ in length");
+    }
+    for (size_t i = 0; i < w.tensors.size(); i++) {
+        if (w.tensor_bytes[i].size() != w.tensors[i].nbytes) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "gguf writer: tensor '%s': nbytes differs from its data", w.tensors[i].name.c_str());
+        }
+    }
+    std::vector<ember_gguf_kv> kv;
+    kv.reserve(w.kv.size() + 1);
+    if (w.alignment != k_default_alignment && is_pow2(w.alignment) && w.alignment <= UINT32_MAX) {
+        ember_gguf_kv a;
+        a.key              = k_alignment_key;
+        a.value.type       = EMBER_GGUF_UINT32;
+        a.value.num.u64    = w.alignment;
+        kv.push_back(a);
+    }
+    for (const ember_gguf_kv & e : w.kv) {
+        if (e.key != k_alignment_key) kv.push_back(e);
+    }
+    std::vector<ember_gguf_tensor_info> tensors = w.tensors;
+    return ember_gguf_header_bytes(w.version, kv, tensors, w.alignment);
 }
 
 std::vector<uint8_t> ember_gguf_writer::write_to_buffer() const {

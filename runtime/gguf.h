@@ -130,6 +130,13 @@ std::unique_ptr<ember_gguf_file> ember_gguf_parse(const uint8_t * data, size_t s
 extern const char * const ember_gguf_custom_types_key;   // "ember.quantization.custom_types"
 extern const char * const ember_gguf_custom_types_text;
 
+// The header of a GGUF file: magic, version (2 or 3), `kv` written as given (general.alignment
+// too, when present), and `tensors` (name, n_dims, ne, type, nbytes), padded to `alignment`.
+// Sets each tensor's offset. Throws ember_error(EMBER_ERR_INVALID_ARG) for what a GGUF reader
+// would reject. The writer below and the streaming quantizer (quantize-writer.h) both use it.
+std::vector<uint8_t> ember_gguf_header_bytes(uint32_t version, const std::vector<ember_gguf_kv> & kv,
+                                             std::vector<ember_gguf_tensor_info> & tensors, uint64_t alignment);
+
 // Writer: collect metadata and tensors, then write a complete file.
 struct ember_gguf_writer {
     uint32_t version   = 3;

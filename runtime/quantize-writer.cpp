@@ -1,6 +1,6 @@
-// Streaming GGUF writer and atomic output file (see quantize-writer.h). The in-memory writer
-// of runtime/gguf-writer.cpp needs every tensor's bytes before it writes; this one lays the
-// header out from the tensor sizes alone.
+// The atomic output file of the streaming quantizer (see quantize-writer.h); the header it
+// writes first comes from ember_gguf_header_bytes (runtime/gguf-writer.cpp), laid out from the
+// tensor sizes alone.
 #include "runtime/quantize-writer.h"
 
 #include <fcntl.h>
@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
@@ -17,115 +16,9 @@
 
 namespace {
 
-constexpr uint64_t k_scalar_size[EMBER_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-static_assert(EMBER_GGUF_TYPE_COUNT == 13, "update the GGUF type tables");
-constexpr int    k_max_depth    = 8;
-constexpr size_t k_max_name_len = 63;
-
 uint64_t pad(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-struct sink {
-    std::vector<uint8_t> & out;
-    void put(const void * p, size_t n) {
-        const uint8_t * b = static_cast<const uint8_t *>(p);
-        out.insert(out.end(), b, b + n);
-    }
-    template <typename T> void put(T v) { put(&v, sizeof(T)); }
-    void put_str(const std::string & s) {
-        put<uint64_t>(s.size());
-        put(s.data(), s.size());
-    }
-};
-
-void put_array(sink & s, const std::string & key, const ember_gguf_value & v, int depth);
-
-void put_value(sink & s, const std::string & key, const ember_gguf_value & v, int depth) {
-    s.put<uint32_t>(v.type);
-    switch (v.type) {
-        case EMBER_GGUF_UINT8:   s.put(static_cast<uint8_t>(v.num.u64)); break;
-        case EMBER_GGUF_INT8:    s.put(static_cast<int8_t>(v.num.i64)); break;
-        case EMBER_GGUF_UINT16:  s.put(static_cast<uint16_t>(v.num.u64)); break;
-        case EMBER_GGUF_INT16:   s.put(static_cast<int16_t>(v.num.i64)); break;
-        case EMBER_GGUF_UINT32:  s.put(static_cast<uint32_t>(v.num.u64)); break;
-        case EMBER_GGUF_INT32:   s.put(static_cast<int32_t>(v.num.i64)); break;
-        case EMBER_GGUF_UINT64:  s.put(v.num.u64); break;
-        case EMBER_GGUF_INT64:   s.put(v.num.i64); break;
-        case EMBER_GGUF_FLOAT32: s.put(static_cast<float>(v.num.f64)); break;
-        case EMBER_GGUF_FLOAT64: s.put(v.num.f64); break;
-        case EMBER_GGUF_BOOL:    s.put(static_cast<uint8_t>(v.num.u64 != 0)); break;
-        case EMBER_GGUF_STRING:  s.put_str(v.str); break;
-        case EMBER_GGUF_ARRAY:   put_array(s, key, v, depth + 1); break;
-        default: ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: key '%s' has an invalid value type %u", key.c_str(), unsigned(v.type));
-    }
-}
-
-// Array body: element type, count, elements. The count must match what the value holds.
-void put_array(sink & s, const std::string & key, const ember_gguf_value & v, int depth) {
-    if (depth > k_max_depth) ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: key '%s': arrays nested too deep", key.c_str());
-    if (static_cast<uint32_t>(v.arr_type) >= EMBER_GGUF_TYPE_COUNT) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: key '%s': invalid array element type", key.c_str());
-    }
-    size_t held;
-    if (v.arr_type == EMBER_GGUF_STRING) {
-        held = v.arr_str.size();
-    } else if (v.arr_type == EMBER_GGUF_ARRAY) {
-        held = v.arr_arr.size();
-    } else {
-        const uint64_t es = k_scalar_size[v.arr_type];
-        held              = v.arr_data.size() % es == 0 ? v.arr_data.size() / es : SIZE_MAX;
-    }
-    if (held != v.arr_n) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: key '%s': array of %" PRIu64 " elements holds %zu", key.c_str(), v.arr_n, held);
-    }
-    s.put<uint32_t>(v.arr_type);
-    s.put<uint64_t>(v.arr_n);
-    if (v.arr_type == EMBER_GGUF_STRING) {
-        for (const std::string & e : v.arr_str) s.put_str(e);
-    } else if (v.arr_type == EMBER_GGUF_ARRAY) {
-        for (const ember_gguf_value & e : v.arr_arr) {
-            if (e.type != EMBER_GGUF_ARRAY) ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: key '%s': bad nested array", key.c_str());
-            put_array(s, key, e, depth + 1);
-        }
-    } else {
-        s.put(v.arr_data.data(), v.arr_data.size());
-    }
-}
-
 }  // namespace
-
-std::vector<uint8_t> ember_gguf_header_bytes(const std::vector<ember_gguf_kv> & kv, std::vector<ember_gguf_tensor_info> & tensors,
-                                             uint64_t alignment) {
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > UINT32_MAX) {
-        ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: alignment %" PRIu64 " is not a power of two", alignment);
-    }
-    std::vector<uint8_t> out;
-    sink                 s{out};
-    s.put("GGUF", 4);
-    s.put<uint32_t>(3);
-    s.put<uint64_t>(tensors.size());
-    s.put<uint64_t>(kv.size());
-    for (const ember_gguf_kv & e : kv) {
-        if (e.key.empty()) ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: empty metadata key");
-        s.put_str(e.key);
-        put_value(s, e.key, e.value, 0);
-    }
-    uint64_t offset = 0;
-    for (ember_gguf_tensor_info & t : tensors) {
-        if (t.name.empty() || t.name.size() > k_max_name_len) {
-            ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: tensor name '%s' must be 1 to %zu bytes", t.name.c_str(), k_max_name_len);
-        }
-        if (t.n_dims < 1 || t.n_dims > 4) ember_throw(EMBER_ERR_INVALID_ARG, "gguf output: tensor '%s': n_dims %d", t.name.c_str(), t.n_dims);
-        s.put_str(t.name);
-        s.put<uint32_t>(static_cast<uint32_t>(t.n_dims));
-        for (int d = 0; d < t.n_dims; d++) s.put<uint64_t>(static_cast<uint64_t>(t.ne[d]));
-        s.put<uint32_t>(static_cast<uint32_t>(t.type));
-        s.put<uint64_t>(offset);
-        t.offset = offset;
-        offset   = pad(offset + t.nbytes, alignment);
-    }
-    out.resize(static_cast<size_t>(pad(out.size(), alignment)), 0);
-    return out;
-}
 
 //
 // Atomic file

@@ -11,11 +11,7 @@
 
 #include "runtime/gguf.h"
 
-// The GGUF v3 header for `kv` (written as given, general.alignment included when present) and
-// `tensors` (name, n_dims, ne, type, nbytes), padded to `alignment`. Sets each tensor's offset.
-// Throws ember_error(EMBER_ERR_INVALID_ARG) for what a GGUF reader would reject.
-std::vector<uint8_t> ember_gguf_header_bytes(const std::vector<ember_gguf_kv> & kv, std::vector<ember_gguf_tensor_info> & tensors,
-                                             uint64_t alignment);
+// The header itself: ember_gguf_header_bytes (runtime/gguf.h).
 
 // A file that appears under its name only when complete: bytes go to PATH.tmp-PID-N in the
 // same directory; commit() syncs it and renames it over PATH; destruction without commit()

@@ -352,7 +352,7 @@ ember_quantize_result quantize_source(const ember_model_source * src, bool from_
         infos[i].type   = plan[i].type;
         infos[i].nbytes = plan[i].nbytes;
     }
-    const std::vector<uint8_t> header = ember_gguf_header_bytes(kv, infos, alignment);
+    const std::vector<uint8_t> header = ember_gguf_header_bytes(3, kv, infos, alignment);
     res.file_bytes = header.size();
     for (const ember_gguf_tensor_info & t : infos) res.file_bytes = (res.file_bytes + t.nbytes + alignment - 1) / alignment * alignment;
 
