@@ -55,24 +55,40 @@ void ember_gguf_writer::set_value(const std::string & key, const ember_gguf_valu
     kv.push_back({key, v});
 }
 
-static ember_gguf_value make_uint(ember_gguf_type t, uint64_t x) {
+ember_gguf_value ember_gguf_uint(ember_gguf_type type, uint64_t x) {
     ember_gguf_value v;
-    v.type    = t;
+    v.type    = type;
     v.num.u64 = x;
     return v;
 }
 
-static ember_gguf_value make_int(ember_gguf_type t, int64_t x) {
+ember_gguf_value ember_gguf_int(ember_gguf_type type, int64_t x) {
     ember_gguf_value v;
-    v.type    = t;
+    v.type    = type;
     v.num.i64 = x;
     return v;
 }
 
-static ember_gguf_value make_float(ember_gguf_type t, double x) {
+ember_gguf_value ember_gguf_float(ember_gguf_type type, double x) {
     ember_gguf_value v;
-    v.type    = t;
+    v.type    = type;
     v.num.f64 = x;
+    return v;
+}
+
+ember_gguf_value ember_gguf_string(const std::string & x) {
+    ember_gguf_value v;
+    v.type = EMBER_GGUF_STRING;
+    v.str  = x;
+    return v;
+}
+
+ember_gguf_value ember_gguf_strings(const std::vector<std::string> & xs) {
+    ember_gguf_value v;
+    v.type     = EMBER_GGUF_ARRAY;
+    v.arr_type = EMBER_GGUF_STRING;
+    v.arr_n    = xs.size();
+    v.arr_str  = xs;
     return v;
 }
 
@@ -86,32 +102,22 @@ template <typename T> static ember_gguf_value make_scalar_array(ember_gguf_type 
     return v;
 }
 
-void ember_gguf_writer::set_u8(const std::string & key, uint8_t v) { set_value(key, make_uint(EMBER_GGUF_UINT8, v)); }
-void ember_gguf_writer::set_i8(const std::string & key, int8_t v) { set_value(key, make_int(EMBER_GGUF_INT8, v)); }
-void ember_gguf_writer::set_u16(const std::string & key, uint16_t v) { set_value(key, make_uint(EMBER_GGUF_UINT16, v)); }
-void ember_gguf_writer::set_i16(const std::string & key, int16_t v) { set_value(key, make_int(EMBER_GGUF_INT16, v)); }
-void ember_gguf_writer::set_u32(const std::string & key, uint32_t v) { set_value(key, make_uint(EMBER_GGUF_UINT32, v)); }
-void ember_gguf_writer::set_i32(const std::string & key, int32_t v) { set_value(key, make_int(EMBER_GGUF_INT32, v)); }
-void ember_gguf_writer::set_u64(const std::string & key, uint64_t v) { set_value(key, make_uint(EMBER_GGUF_UINT64, v)); }
-void ember_gguf_writer::set_i64(const std::string & key, int64_t v) { set_value(key, make_int(EMBER_GGUF_INT64, v)); }
-void ember_gguf_writer::set_f32(const std::string & key, float v) { set_value(key, make_float(EMBER_GGUF_FLOAT32, v)); }
-void ember_gguf_writer::set_f64(const std::string & key, double v) { set_value(key, make_float(EMBER_GGUF_FLOAT64, v)); }
-void ember_gguf_writer::set_bool(const std::string & key, bool v) { set_value(key, make_uint(EMBER_GGUF_BOOL, v ? 1 : 0)); }
+void ember_gguf_writer::set_u8(const std::string & key, uint8_t v) { set_value(key, ember_gguf_uint(EMBER_GGUF_UINT8, v)); }
+void ember_gguf_writer::set_i8(const std::string & key, int8_t v) { set_value(key, ember_gguf_int(EMBER_GGUF_INT8, v)); }
+void ember_gguf_writer::set_u16(const std::string & key, uint16_t v) { set_value(key, ember_gguf_uint(EMBER_GGUF_UINT16, v)); }
+void ember_gguf_writer::set_i16(const std::string & key, int16_t v) { set_value(key, ember_gguf_int(EMBER_GGUF_INT16, v)); }
+void ember_gguf_writer::set_u32(const std::string & key, uint32_t v) { set_value(key, ember_gguf_uint(EMBER_GGUF_UINT32, v)); }
+void ember_gguf_writer::set_i32(const std::string & key, int32_t v) { set_value(key, ember_gguf_int(EMBER_GGUF_INT32, v)); }
+void ember_gguf_writer::set_u64(const std::string & key, uint64_t v) { set_value(key, ember_gguf_uint(EMBER_GGUF_UINT64, v)); }
+void ember_gguf_writer::set_i64(const std::string & key, int64_t v) { set_value(key, ember_gguf_int(EMBER_GGUF_INT64, v)); }
+void ember_gguf_writer::set_f32(const std::string & key, float v) { set_value(key, ember_gguf_float(EMBER_GGUF_FLOAT32, v)); }
+void ember_gguf_writer::set_f64(const std::string & key, double v) { set_value(key, ember_gguf_float(EMBER_GGUF_FLOAT64, v)); }
+void ember_gguf_writer::set_bool(const std::string & key, bool v) { set_value(key, ember_gguf_uint(EMBER_GGUF_BOOL, v ? 1 : 0)); }
 
-void ember_gguf_writer::set_str(const std::string & key, const std::string & v) {
-    ember_gguf_value val;
-    val.type = EMBER_GGUF_STRING;
-    val.str  = v;
-    set_value(key, val);
-}
+void ember_gguf_writer::set_str(const std::string & key, const std::string & v) { set_value(key, ember_gguf_string(v)); }
 
 void ember_gguf_writer::set_arr_str(const std::string & key, const std::vector<std::string> & v) {
-    ember_gguf_value val;
-    val.type     = EMBER_GGUF_ARRAY;
-    val.arr_type = EMBER_GGUF_STRING;
-    val.arr_n    = v.size();
-    val.arr_str  = v;
-    set_value(key, val);
+    set_value(key, ember_gguf_strings(v));
 }
 
 void ember_gguf_writer::set_arr_f32(const std::string & key, const std::vector<float> & v) {

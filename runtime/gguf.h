@@ -130,6 +130,13 @@ std::unique_ptr<ember_gguf_file> ember_gguf_parse(const uint8_t * data, size_t s
 extern const char * const ember_gguf_custom_types_key;   // "ember.quantization.custom_types"
 extern const char * const ember_gguf_custom_types_text;
 
+// Metadata values, for ember_gguf_kv lists (the writer's set_* use them too).
+ember_gguf_value ember_gguf_uint(ember_gguf_type type, uint64_t v);  // UINT8 .. UINT64, BOOL
+ember_gguf_value ember_gguf_int(ember_gguf_type type, int64_t v);    // INT8 .. INT64
+ember_gguf_value ember_gguf_float(ember_gguf_type type, double v);   // FLOAT32, FLOAT64
+ember_gguf_value ember_gguf_string(const std::string & v);
+ember_gguf_value ember_gguf_strings(const std::vector<std::string> & v);
+
 // The header of a GGUF file: magic, version (2 or 3), `kv` written as given (general.alignment
 // too, when present), and `tensors` (name, n_dims, ne, type, nbytes), padded to `alignment`.
 // Sets each tensor's offset. Throws ember_error(EMBER_ERR_INVALID_ARG) for what a GGUF reader

@@ -158,29 +158,6 @@ void set_kv(std::vector<ember_gguf_kv> & kv, const std::string & key, const embe
     kv.push_back({key, v});
 }
 
-ember_gguf_value v_u32(uint32_t x) {
-    ember_gguf_value v;
-    v.type    = EMBER_GGUF_UINT32;
-    v.num.u64 = x;
-    return v;
-}
-
-ember_gguf_value v_str(const std::string & s) {
-    ember_gguf_value v;
-    v.type = EMBER_GGUF_STRING;
-    v.str  = s;
-    return v;
-}
-
-ember_gguf_value v_strs(const std::vector<std::string> & xs) {
-    ember_gguf_value v;
-    v.type     = EMBER_GGUF_ARRAY;
-    v.arr_type = EMBER_GGUF_STRING;
-    v.arr_n    = xs.size();
-    v.arr_str  = xs;
-    return v;
-}
-
 //
 // Checks before anything is written
 //
@@ -317,26 +294,26 @@ ember_quantize_result quantize_source(const ember_model_source * src, bool from_
     kv.erase(std::remove_if(kv.begin(), kv.end(),
                             [](const ember_gguf_kv & e) { return e.key == "split.no" || e.key == "split.count" || e.key == "split.tensors.count"; }),
              kv.end());
-    set_kv(kv, "general.quantization_version", v_u32(2));
-    set_kv(kv, "general.file_type", v_u32(uint32_t(recipe.ftype.file_type)));
-    set_kv(kv, "ember.quantization.ftype", v_str(recipe.ftype.name));
-    set_kv(kv, "ember.quantization.tool_version", v_str(std::string("ember ") + EMBER_VERSION_STRING));
+    set_kv(kv, "general.quantization_version", ember_gguf_uint(EMBER_GGUF_UINT32, 2));
+    set_kv(kv, "general.file_type", ember_gguf_uint(EMBER_GGUF_UINT32, uint32_t(recipe.ftype.file_type)));
+    set_kv(kv, "ember.quantization.ftype", ember_gguf_string(recipe.ftype.name));
+    set_kv(kv, "ember.quantization.tool_version", ember_gguf_string(std::string("ember ") + EMBER_VERSION_STRING));
     if (!custom.empty()) {
-        set_kv(kv, ember_gguf_custom_types_key, v_str(ember_gguf_custom_types_text));
-        set_kv(kv, "ember.quantization.custom_type_names", v_strs(std::vector<std::string>(custom.begin(), custom.end())));
+        set_kv(kv, ember_gguf_custom_types_key, ember_gguf_string(ember_gguf_custom_types_text));
+        set_kv(kv, "ember.quantization.custom_type_names", ember_gguf_strings(std::vector<std::string>(custom.begin(), custom.end())));
     }
     if (recipe.has_imatrix) {
         if (calibrated) {
-            set_kv(kv, "ember.quantization.imatrix.calibration", v_str(o.calibration_path));
-            set_kv(kv, "ember.quantization.imatrix.calibration_chunks", v_u32(uint32_t(std::max(0, imatrix.chunk_count))));
+            set_kv(kv, "ember.quantization.imatrix.calibration", ember_gguf_string(o.calibration_path));
+            set_kv(kv, "ember.quantization.imatrix.calibration_chunks", ember_gguf_uint(EMBER_GGUF_UINT32, uint32_t(std::max(0, imatrix.chunk_count))));
         } else {
-            set_kv(kv, "ember.quantization.imatrix.file", v_str(o.imatrix_path));
+            set_kv(kv, "ember.quantization.imatrix.file", ember_gguf_string(o.imatrix_path));
         }
         // The keys llama-quantize writes, so llama.cpp's tools show them too.
-        set_kv(kv, "quantize.imatrix.file", v_str(calibrated ? o.calibration_path : o.imatrix_path));
-        if (!imatrix.datasets.empty()) set_kv(kv, "quantize.imatrix.dataset", v_str(imatrix.datasets[0]));
-        set_kv(kv, "quantize.imatrix.entries_count", v_u32(uint32_t(imatrix.entries.size())));
-        set_kv(kv, "quantize.imatrix.chunks_count", v_u32(uint32_t(std::max(0, imatrix.chunk_count))));
+        set_kv(kv, "quantize.imatrix.file", ember_gguf_string(calibrated ? o.calibration_path : o.imatrix_path));
+        if (!imatrix.datasets.empty()) set_kv(kv, "quantize.imatrix.dataset", ember_gguf_string(imatrix.datasets[0]));
+        set_kv(kv, "quantize.imatrix.entries_count", ember_gguf_uint(EMBER_GGUF_UINT32, uint32_t(imatrix.entries.size())));
+        set_kv(kv, "quantize.imatrix.chunks_count", ember_gguf_uint(EMBER_GGUF_UINT32, uint32_t(std::max(0, imatrix.chunk_count))));
     }
     uint64_t alignment = 32;
     for (const ember_gguf_kv & e : kv) {

@@ -57,49 +57,24 @@ void fill(float * dst, int64_t n, uint64_t key, float mean, float std) {
     for (auto & x : th) x.join();
 }
 
-ember_gguf_value v_u32(uint32_t x) {
-    ember_gguf_value v;
-    v.type    = EMBER_GGUF_UINT32;
-    v.num.u64 = x;
-    return v;
-}
-ember_gguf_value v_f32(float x) {
-    ember_gguf_value v;
-    v.type    = EMBER_GGUF_FLOAT32;
-    v.num.f64 = x;
-    return v;
-}
-ember_gguf_value v_bool(bool x) {
-    ember_gguf_value v;
-    v.type    = EMBER_GGUF_BOOL;
-    v.num.u64 = x;
-    return v;
-}
-ember_gguf_value v_str(const std::string & s) {
-    ember_gguf_value v;
-    v.type = EMBER_GGUF_STRING;
-    v.str  = s;
-    return v;
-}
-
 std::unique_ptr<ember_model_source> make_source(const shape & s) {
     auto src  = std::make_unique<ember_model_source>();
     src->what = "random benchmark model";
     auto kv   = [&](const std::string & k, ember_gguf_value v) { src->kv.push_back({k, std::move(v)}); };
     const std::string A = "llama";
-    kv("general.architecture", v_str(A));
-    kv("general.name", v_str("ember-bench-random"));
-    kv("general.file_type", v_u32(0));
-    kv(A + ".context_length", v_u32(s.n_ctx));
-    kv(A + ".embedding_length", v_u32(s.n_embd));
-    kv(A + ".block_count", v_u32(s.n_layer));
-    kv(A + ".feed_forward_length", v_u32(s.n_ff));
-    kv(A + ".attention.head_count", v_u32(s.n_head));
-    kv(A + ".attention.head_count_kv", v_u32(s.n_head_kv));
-    kv(A + ".attention.layer_norm_rms_epsilon", v_f32(1e-5f));
-    kv(A + ".rope.freq_base", v_f32(s.rope_base));
-    kv(A + ".rope.dimension_count", v_u32(s.n_embd / s.n_head));
-    kv(A + ".vocab_size", v_u32(s.n_vocab));
+    kv("general.architecture", ember_gguf_string(A));
+    kv("general.name", ember_gguf_string("ember-bench-random"));
+    kv("general.file_type", ember_gguf_uint(EMBER_GGUF_UINT32, 0));
+    kv(A + ".context_length", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_ctx));
+    kv(A + ".embedding_length", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_embd));
+    kv(A + ".block_count", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_layer));
+    kv(A + ".feed_forward_length", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_ff));
+    kv(A + ".attention.head_count", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_head));
+    kv(A + ".attention.head_count_kv", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_head_kv));
+    kv(A + ".attention.layer_norm_rms_epsilon", ember_gguf_float(EMBER_GGUF_FLOAT32, 1e-5f));
+    kv(A + ".rope.freq_base", ember_gguf_float(EMBER_GGUF_FLOAT32, s.rope_base));
+    kv(A + ".rope.dimension_count", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_embd / s.n_head));
+    kv(A + ".vocab_size", ember_gguf_uint(EMBER_GGUF_UINT32, s.n_vocab));
 
     // A SentencePiece-style vocabulary of distinct pieces (benchmarks feed token ids directly).
     ember_gguf_value tokens, scores, types;
@@ -125,15 +100,15 @@ std::unique_ptr<ember_model_source> make_source(const shape & s) {
         std::memcpy(&scores.arr_data[4 * static_cast<size_t>(i)], &sc, 4);
         std::memcpy(&types.arr_data[4 * static_cast<size_t>(i)], &ty, 4);
     }
-    kv("tokenizer.ggml.model", v_str("llama"));
-    kv("tokenizer.ggml.pre", v_str("default"));
+    kv("tokenizer.ggml.model", ember_gguf_string("llama"));
+    kv("tokenizer.ggml.pre", ember_gguf_string("default"));
     kv("tokenizer.ggml.tokens", tokens);
     kv("tokenizer.ggml.scores", scores);
     kv("tokenizer.ggml.token_type", types);
-    kv("tokenizer.ggml.bos_token_id", v_u32(1));
-    kv("tokenizer.ggml.eos_token_id", v_u32(2));
-    kv("tokenizer.ggml.unknown_token_id", v_u32(0));
-    kv("tokenizer.ggml.add_bos_token", v_bool(true));
+    kv("tokenizer.ggml.bos_token_id", ember_gguf_uint(EMBER_GGUF_UINT32, 1));
+    kv("tokenizer.ggml.eos_token_id", ember_gguf_uint(EMBER_GGUF_UINT32, 2));
+    kv("tokenizer.ggml.unknown_token_id", ember_gguf_uint(EMBER_GGUF_UINT32, 0));
+    kv("tokenizer.ggml.add_bos_token", ember_gguf_uint(EMBER_GGUF_BOOL, true));
 
     uint64_t key = 1;
     auto add = [&](const std::string & name, int64_t ne0, int64_t ne1, float mean, float std) {
