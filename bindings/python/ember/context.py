@@ -7,6 +7,7 @@ import weakref
 from typing import Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 from . import _lib as L
+from ._owned import Owned
 from .errors import ContextFullError, InvalidArgumentError
 from .model import Message, Model
 from .sampler import Sampler
@@ -26,9 +27,11 @@ def _type_id(t: Union[str, int], what: str) -> int:
     return tid
 
 
-class TokenStream:
+class TokenStream(Owned):
     """Streaming detokenizer: push() tokens one at a time and get text as soon as it is
     complete UTF-8; flush() returns what is held back."""
+
+    _what = "token stream"
 
     def __init__(self, model: Model, unparse_special: bool = False):
         lib = L.lib()
@@ -47,7 +50,7 @@ class TokenStream:
 
     def _call(self, fn, *args) -> str:
         while True:
-            n = fn(self._handle, *args, self._buf, len(self._buf))
+            n = fn(self.handle, *args, self._buf, len(self._buf))
             if n < 0:
                 L.fail("bad token")
             if n <= len(self._buf):
@@ -55,13 +58,9 @@ class TokenStream:
             self._buf = ctypes.create_string_buffer(n)  # nothing was taken: retry with room
 
     def push(self, token: int) -> str:
-        if self._handle is None:
-            raise InvalidArgumentError("the token stream is closed", 1)
         return self._call(L.lib().token_stream_push, L.token_id(token))
 
     def flush(self) -> str:
-        if self._handle is None:
-            raise InvalidArgumentError("the token stream is closed", 1)
         return self._call(L.lib().token_stream_flush)
 
     def close(self) -> None:
@@ -70,20 +69,11 @@ class TokenStream:
             self._free(handle)
             self._model._release()
 
-    def __enter__(self) -> "TokenStream":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
-class Context:
+
+
+class Context(Owned):
     """A KV cache and compute buffers for one model (sequence 0). Use one context per thread;
     the model may be shared. The context keeps its model alive; closing the model closes it.
 
@@ -91,6 +81,8 @@ class Context:
     and V ("f16" default, "f32", "q8_0", "q4_0"; type_k / type_v set them apart); n_threads:
     CPU threads (0 = all cores); abort: an optional callable polled during eval, returning True
     stops it (CancelledError)."""
+
+    _what = "context"
 
     def __init__(self, model: Model, n_ctx: int = 0, kv_type: Union[str, int] = "f16", *,
                  type_k: Union[str, int, None] = None, type_v: Union[str, int, None] = None,
@@ -143,27 +135,10 @@ class Context:
             self._free(handle)
             self.model._release()
 
-    def __enter__(self) -> "Context":
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
-    @property
-    def closed(self) -> bool:
-        return self._handle is None
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise InvalidArgumentError("the context is closed", 1)
-        return self._handle
 
     # -- state ---------------------------------------------------------------------------
     n_ctx = property(lambda self: L.lib().context_n_ctx(self.handle), doc="KV cache size in tokens")

@@ -9,7 +9,7 @@ import weakref
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
 from . import _lib as L
-from .errors import InvalidArgumentError
+from ._owned import Owned
 
 Message = Union[Mapping[str, str], Sequence[str]]
 
@@ -27,7 +27,7 @@ def _text_call(fn, *args, initial: int = 256) -> bytes:
         size = n + 1
 
 
-class Model:
+class Model(Owned):
     """A model loaded from a GGUF file. Immutable once loaded: one Model may be shared by any
     number of contexts and threads.
 
@@ -35,6 +35,8 @@ class Model:
     available, or a name such as "cpu", "cuda:0". progress: an optional callable taking a float
     in [0, 1]; returning True cancels the load (CancelledError). vocab_only loads the tokenizer
     and metadata only. Free with close(), a `with` block, or let the garbage collector do it."""
+
+    _what = "model"
 
     def __init__(self, path: Union[str, os.PathLike], n_gpu_layers: int = 0, device: str | None = None, *,
                  use_mmap: bool = True, vocab_only: bool = False,
@@ -95,27 +97,10 @@ class Model:
             handle, self._c_handle = self._c_handle, None
         self._free(handle)
 
-    def __enter__(self) -> "Model":
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
-    @property
-    def closed(self) -> bool:
-        return self._handle is None
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise InvalidArgumentError("the model is closed", 1)
-        return self._handle
 
     def __repr__(self) -> str:
         return f"<ember.Model {self.path!r} {'closed' if self.closed else self.description}>"

@@ -7,6 +7,7 @@ import random
 from typing import Mapping, Sequence
 
 from . import _lib as L
+from ._owned import Owned
 from .errors import InvalidArgumentError
 
 try:
@@ -15,13 +16,15 @@ except ImportError:  # numpy is optional
     _np = None
 
 
-class Sampler:
+class Sampler(Owned):
     """Picks tokens from logits. temperature <= 0 is greedy (argmax); otherwise the chain is
     [logit bias] [penalties] top_k, top_p, min_p, temperature, then a seeded random draw (seed
     None: a random seed). Links that would do nothing (top_k <= 0, top_p 1, min_p 0,
     repeat_penalty 1) are left out; the library checks the others' ranges. logit_bias maps token
     ids to values added to their logits (-inf bans a token) and needs n_vocab. One sampler is
     used by one thread at a time."""
+
+    _what = "sampler"
 
     def __init__(self, temperature: float = 0.8, top_p: float = 0.95, top_k: int = 40, min_p: float = 0.05,
                  seed: int | None = None, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
@@ -102,25 +105,11 @@ class Sampler:
         """Forgets the history and restarts the random draws from the seed."""
         L.check(L.lib().sampler_reset(self.handle))
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise InvalidArgumentError("the sampler is closed", 1)
-        return self._handle
 
     def close(self) -> None:
         if self._handle is not None:
             handle, self._handle = self._handle, None
             self._free(handle)
 
-    def __enter__(self) -> "Sampler":
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
