@@ -26,7 +26,15 @@
 #                               graph recorded again instead of resubmitted, a barrier after
 #                               every dispatch (graph order) instead of between dependency
 #                               levels, no fused dispatches. EMBER_VULKAN_PROFILE=1 as a variant
-#                               puts the GPU time per kernel (dispatches serialized) in bench.log.
+#                               puts the GPU time per kernel (dispatches serialized) and the host
+#                               time per token (submission to submission, fence waits, set/get
+#                               tensor) in bench.log. A=1,B=2 as one variant sets both.
+#                               EMBER_VULKAN_MMV_Q4_0=units: Q4_0 decode products by 256-weight
+#                               units in registers (the kernel before the quarter-block one).
+#                               EMBER_VULKAN_DEFER_UPLOADS=0: every small input upload its own
+#                               submission and wait (not recorded into the next graph's).
+#                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
+#                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)
 # Logs and summary.md go to $OUT when set (the device tool's output folder), else to
 # $EMBER_BENCH_DIR (default /tmp/ember-bench-vk), where the models are made too.
@@ -145,7 +153,8 @@ bench() {  # shape type file label [env...]
     local shape=$1 q=$2 file=$3 label=$4
     shift 4
     local pn=512
-    [ "$label" != default ] && pn=0
+    # Variants are decode-only rows, except those of the prefill kernel (EMBER_VULKAN_MM_*).
+    [ "$label" != default ] && [[ "$label" != *EMBER_VULKAN_MM_* ]] && pn=0
     local json
     json=$(env "$@" "$bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device "$device" -o json 2>>"$logs/bench.log") || {
         say "| $shape | $q | $label | bench failed (see bench.log) |"
@@ -179,7 +188,10 @@ for shape in $shapes; do
             }
         fi
         bench "$shape" "$q" "$file" default
-        for v in $variants; do bench "$shape" "$q" "$file" "$v" "$v"; done
+        for v in $variants; do
+            IFS=, read -ra kv <<<"$v"  # A=1,B=2: both settings in one row
+            bench "$shape" "$q" "$file" "$v" "${kv[@]}"
+        done
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -413,6 +414,7 @@ static ember_status device_init(vk_device_ctx * dc) {
     ai.level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
     EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &dc->xfer_cb), "vkAllocateCommandBuffers");
+    EMBER_VK_CHECK(vkAllocateCommandBuffers(dc->dev, &ai, &dc->up_cb), "vkAllocateCommandBuffers");
     VkFenceCreateInfo fi{};
     fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     EMBER_VK_CHECK(vkCreateFence(dc->dev, &fi, nullptr, &dc->xfer_fence), "vkCreateFence");
@@ -517,6 +519,15 @@ ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out) 
     }
 }
 
+// Host clock for EMBER_VULKAN_PROFILE=1, in nanoseconds.
+static double host_ns() {
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+static bool profile_on() {
+    static const bool on = env_flag("EMBER_VULKAN_PROFILE");
+    return on;
+}
+
 // Waits until every submission on the device's queue is done (before host access).
 static void device_wait_idle(vk_device_ctx * dc) {
     std::lock_guard<std::mutex> lock(dc->queue_mutex);
@@ -549,9 +560,9 @@ static ember_status xfer_begin(vk_device_ctx * dc) {
 }
 
 // Host <-> buffer copies through the staging buffer, in chunks of its size.
+// Called with xfer_mutex held, no uploads pending.
 static ember_status staged_copy(vk_buffer_ctx * bc, VkDeviceSize off, void * host, size_t size, bool to_device) {
     vk_device_ctx *             dc = bc->dc;
-    std::lock_guard<std::mutex> lock(dc->xfer_mutex);
     char *                      h = static_cast<char *>(host);
     for (size_t done = 0; done < size;) {
         const size_t n = std::min<size_t>(size - done, dc->staging_size);
@@ -581,6 +592,65 @@ static ember_status staged_copy(vk_buffer_ctx * bc, VkDeviceSize off, void * hos
     return EMBER_OK;
 }
 
+// Small uploads (a decode step's token ids, positions, mask, cache row indices: a few each
+// token) each cost a submission and a wait through the staging buffer, tens of microseconds
+// on a discrete GPU. Instead they are recorded into up_cb (vkCmdUpdateBuffer keeps its own
+// copy of the data, at most 64 KiB) and submitted in the same vkQueueSubmit as the next graph
+// (submit_recording), or alone before any other transfer, clear or free (flush_uploads).
+// EMBER_VULKAN_DEFER_UPLOADS=0 turns this off. Called with xfer_mutex held.
+static bool upload_deferred(vk_buffer_ctx * bc, VkDeviceSize off, const void * data, size_t size) {
+    static const bool off_env = [] {
+        const char * v = std::getenv("EMBER_VULKAN_DEFER_UPLOADS");
+        return v && std::strcmp(v, "0") == 0;
+    }();
+    vk_device_ctx * dc = bc->dc;
+    if (off_env || size == 0 || size > 65536 || size % 4 != 0 || off % 4 != 0) return false;
+    if (!dc->up_open) {
+        device_wait_idle(dc);  // up_cb's last submission, and every reader of what it writes, done
+        if (vkResetCommandBuffer(dc->up_cb, 0) != VK_SUCCESS) return false;
+        VkCommandBufferBeginInfo bi{};
+        bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+        bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+        if (vkBeginCommandBuffer(dc->up_cb, &bi) != VK_SUCCESS) return false;
+        dc->up_open = true;
+    }
+    vkCmdUpdateBuffer(dc->up_cb, bc->buffer, off, size, data);
+    return true;
+}
+
+// Ends up_cb (with the barrier that makes its writes visible to what follows) for submission.
+static ember_status uploads_end(vk_device_ctx * dc) {
+    VkMemoryBarrier mb{};
+    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(dc->up_cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+    dc->up_open = false;
+    EMBER_VK_CHECK(vkEndCommandBuffer(dc->up_cb), "vkEndCommandBuffer");
+    return EMBER_OK;
+}
+
+// Submits the pending uploads alone and waits for them. Called with xfer_mutex held.
+static ember_status flush_uploads(vk_device_ctx * dc) {
+    if (!dc->up_open) return EMBER_OK;
+    const ember_status st = uploads_end(dc);
+    if (st != EMBER_OK) return st;
+    VkSubmitInfo si{};
+    si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers    = &dc->up_cb;
+    {
+        std::lock_guard<std::mutex> lock(dc->queue_mutex);
+        EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, dc->xfer_fence), "vkQueueSubmit");
+    }
+    EMBER_VK_CHECK(vkWaitForFences(dc->dev, 1, &dc->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    EMBER_VK_CHECK(vkResetFences(dc->dev, 1, &dc->xfer_fence), "vkResetFences");
+    return EMBER_OK;
+}
+
 //
 // Buffer
 //
@@ -589,6 +659,10 @@ static vk_buffer_ctx * bctx(ember_buffer * buf) { return static_cast<vk_buffer_c
 static void vk_buffer_free(ember_buffer * buf) {
     vk_buffer_ctx * bc = bctx(buf);
     vk_device_ctx * dc = bc->dc;
+    {
+        std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+        if (flush_uploads(dc) != EMBER_OK) std::fprintf(stderr, "ember: vulkan: pending uploads failed\n");
+    }
     device_wait_idle(dc);  // the GPU may still read it
     dc->buffer_epoch++;    // no recorded command buffer may name it again
     {
@@ -610,35 +684,59 @@ static size_t tensor_offset(const ember_tensor * t) {
 static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
     vk_buffer_ctx * bc  = bctx(buf);
     const size_t    off = tensor_offset(t) + offset;
-    device_wait_idle(bc->dc);
+    const double    t0  = profile_on() ? host_ns() : 0;
     if (bc->block->mapped) {
+        device_wait_idle(bc->dc);
         std::memcpy(static_cast<char *>(bc->block->mapped) + bc->offset + off, data, size);
-    } else if (staged_copy(bc, off, const_cast<void *>(data), size, true) != EMBER_OK) {
-        std::fprintf(stderr, "ember: vulkan: upload of %zu bytes to '%s' failed\n", size, t->name);
+    } else {
+        std::lock_guard<std::mutex> lock(bc->dc->xfer_mutex);
+        if (!upload_deferred(bc, off, data, size)) {
+            ember_status st = flush_uploads(bc->dc);
+            device_wait_idle(bc->dc);
+            if (st == EMBER_OK) st = staged_copy(bc, off, const_cast<void *>(data), size, true);
+            if (st != EMBER_OK) std::fprintf(stderr, "ember: vulkan: upload of %zu bytes to '%s' failed\n", size, t->name);
+        }
+    }
+    if (profile_on()) {
+        bc->dc->prof_io_ns += (uint64_t) (host_ns() - t0);
+        bc->dc->prof_io_calls++;
     }
 }
 
 static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
     vk_buffer_ctx * bc  = bctx(buf);
     const size_t    off = tensor_offset(t) + offset;
-    device_wait_idle(bc->dc);
+    const double    t0  = profile_on() ? host_ns() : 0;
     if (bc->block->mapped) {
+        device_wait_idle(bc->dc);
         std::memcpy(data, static_cast<const char *>(bc->block->mapped) + bc->offset + off, size);
-    } else if (staged_copy(bc, off, data, size, false) != EMBER_OK) {
-        std::fprintf(stderr, "ember: vulkan: download of %zu bytes from '%s' failed\n", size, t->name);
-        std::memset(data, 0, size);
+    } else {
+        std::lock_guard<std::mutex> lock(bc->dc->xfer_mutex);
+        ember_status st = flush_uploads(bc->dc);
+        device_wait_idle(bc->dc);
+        if (st == EMBER_OK) st = staged_copy(bc, off, data, size, false);
+        if (st != EMBER_OK) {
+            std::fprintf(stderr, "ember: vulkan: download of %zu bytes from '%s' failed\n", size, t->name);
+            std::memset(data, 0, size);
+        }
+    }
+    if (profile_on()) {
+        bc->dc->prof_io_ns += (uint64_t) (host_ns() - t0);
+        bc->dc->prof_io_calls++;
     }
 }
 
 static void vk_buffer_clear(ember_buffer * buf, uint8_t value) {
     vk_buffer_ctx * bc = bctx(buf);
     vk_device_ctx * dc = bc->dc;
-    device_wait_idle(dc);
     if (bc->block->mapped) {
+        device_wait_idle(dc);
         std::memset(static_cast<char *>(bc->block->mapped) + bc->offset, value, bc->size);
         return;
     }
     std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+    if (flush_uploads(dc) != EMBER_OK) return;
+    device_wait_idle(dc);
     if (xfer_begin(dc) != EMBER_OK) return;
     vkCmdFillBuffer(dc->xfer_cb, bc->buffer, 0, VK_WHOLE_SIZE, 0x01010101u * value);
     VkMemoryBarrier mb{};
@@ -750,6 +848,15 @@ static void profile_print(vk_stream_ctx * sc) {
     std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.second.first > b.second.first; });
     std::fprintf(stderr, "ember: vulkan: %s profile (dispatches serialized, a barrier before each): %llu graphs, %.3f ms per graph\n",
                  sc->dc->name.c_str(), (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
+    if (sc->prof_submits > 1) {
+        const uint64_t io_calls = sc->dc->prof_io_calls.load();
+        std::fprintf(stderr,
+                     "ember: vulkan: host: %.3f ms wall from one submission to the next (%llu submissions), %.3f ms per "
+                     "submission blocked on its fence; %llu set/get_tensor calls, %.1f us each (waits and copies)\n",
+                     sc->prof_wall_ns / 1e6 / (double) (sc->prof_submits - 1), (unsigned long long) sc->prof_submits,
+                     sc->prof_wait_ns / 1e6 / (double) sc->prof_submits, (unsigned long long) io_calls,
+                     io_calls ? (double) sc->dc->prof_io_ns.load() / 1e3 / (double) io_calls : 0.0);
+    }
     std::fprintf(stderr, "  %7s %10s %9s %6s  %s\n", "calls", "total ms", "avg us", "%", "kernel");
     for (const auto & r : rows) {
         std::fprintf(stderr, "  %7llu %10.3f %9.2f %6.2f  %s\n", (unsigned long long) r.second.second, r.second.first / 1e6,
@@ -759,7 +866,9 @@ static void profile_print(vk_stream_ctx * sc) {
 
 static void stream_wait(vk_stream_ctx * sc) {
     if (!sc->pending) return;
+    const double t0 = sc->profile ? host_ns() : 0;
     vkWaitForFences(sc->dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX);
+    if (sc->profile) sc->prof_wait_ns += host_ns() - t0;
     vkResetFences(sc->dc->dev, 1, &sc->fence);
     sc->pending = false;
     if (sc->profile) profile_collect(sc);
@@ -925,16 +1034,31 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
 // Submits a recorded command buffer; waits for it when it has row-index checks to report.
 static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc) {
     vk_device_ctx * dc = sc->dc;
-    VkSubmitInfo    si{};
-    si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-    si.commandBufferCount = 1;
-    si.pCommandBuffers    = &rc->cb;
     {
+        // The pending uploads (the graph's inputs) first, in the same submission.
+        std::lock_guard<std::mutex> xlock(dc->xfer_mutex);
+        VkCommandBuffer             cbs[2];
+        uint32_t                    n = 0;
+        if (dc->up_open) {
+            const ember_status st = uploads_end(dc);
+            if (st != EMBER_OK) return st;
+            cbs[n++] = dc->up_cb;
+        }
+        cbs[n++] = rc->cb;
+        VkSubmitInfo si{};
+        si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+        si.commandBufferCount = n;
+        si.pCommandBuffers    = cbs;
         std::lock_guard<std::mutex> lock(dc->queue_mutex);
         EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
     }
     sc->pending        = true;
     sc->last_submitted = rc;
+    if (sc->profile) {
+        const double now = host_ns();
+        if (sc->prof_submits++ > 0) sc->prof_wall_ns += now - sc->prof_last_submit_ns;
+        sc->prof_last_submit_ns = now;
+    }
     if (rc->row_checks) {
         stream_wait(sc);
         bool bad = false;

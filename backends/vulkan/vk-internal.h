@@ -73,9 +73,16 @@ struct vk_device_ctx {
     VkCommandPool         xfer_pool  = VK_NULL_HANDLE;
     VkCommandBuffer       xfer_cb    = VK_NULL_HANDLE;
     VkFence               xfer_fence = VK_NULL_HANDLE;
+    // Small uploads recorded (vkCmdUpdateBuffer) while up_open, submitted with the next graph
+    // or before the next other transfer (vk-backend.cpp: upload_deferred).
+    VkCommandBuffer       up_cb   = VK_NULL_HANDLE;
+    bool                  up_open = false;
     VkBuffer              staging     = VK_NULL_HANDLE;
     vk_mem_block *        staging_blk = nullptr;
     VkDeviceSize          staging_size = 0;
+    // EMBER_VULKAN_PROFILE=1: host time in set_tensor / get_tensor (waits and staged copies
+    // included) and their count, printed with a stream's profile.
+    std::atomic<uint64_t> prof_io_ns{0}, prof_io_calls{0};
 };
 
 struct vk_buffer_ctx {
@@ -126,6 +133,10 @@ struct vk_stream_ctx {
     std::map<std::string, std::pair<double, uint64_t>> prof;
     double                        prof_total_ns = 0;
     uint64_t                      prof_graphs   = 0;
+    // Host side (profile): wall time from one submission to the next, time blocked on the
+    // fence, submissions counted.
+    double                        prof_last_submit_ns = 0, prof_wall_ns = 0, prof_wait_ns = 0;
+    uint64_t                      prof_submits = 0;
     ember_abort_callback          abort_cb = nullptr;
     void *                        abort_ud = nullptr;
     // Words in host-visible memory that GET_ROWS / SET_ROWS set when a row index is out of

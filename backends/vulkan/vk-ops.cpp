@@ -245,7 +245,7 @@ ember_status record_rms_norm(vk_stream_ctx * sc, ember_tensor * add, ember_tenso
     pc.u(f32_off(bind_of(dc, out))).u(out->nb[1] / 4).u(out->nb[2] / 4).u(out->nb[3] / 4);
     pc.f(ember_get_op_param_f32(norm, 0));
     const std::string shader = std::string(add ? "add_" : "") + "rms_norm" + (mul ? "_mul" : "");
-    return dispatch_items(sc, shader, 128, {a, b, w, s, out}, pc, ember_nrows(norm));
+    return dispatch_items(sc, shader, 256, {a, b, w, s, out}, pc, ember_nrows(norm));
 }
 
 ember_status record_rope(vk_stream_ctx * sc, ember_tensor * node) {
@@ -338,15 +338,25 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
+        // Q4_0 by quarter blocks (8 weights, the unit of the QQ shaders): a subgroup of 32
+        // per row. EMBER_VULKAN_MMV_Q4_0=units: the 256-weight units in registers instead.
+        static const bool q4_units = [] {
+            const char * v = std::getenv("EMBER_VULKAN_MMV_Q4_0");
+            return v && std::strcmp(v, "units") == 0;
+        }();
+        const bool        qq       = w->type == EMBER_TYPE_Q4_0 && !q4_units;
         uint32_t lpr = 1;
         while (lpr < 32 && 2 * lpr * 256 <= (uint64_t) w->ne[0]) lpr *= 2;
+        if (qq) lpr = 32;
         // Rows per invocation: 2 (each activation load serves both) except for Q8_0, whose
         // two 272-byte units would not fit the registers; EMBER_VULKAN_MMV_ROWS=1|2 overrides.
         static const uint32_t nr_env = [] {
             const char * v = std::getenv("EMBER_VULKAN_MMV_ROWS");
             return v && (v[0] == '1' || v[0] == '2') && v[1] == '\0' ? (uint32_t) (v[0] - '0') : 0u;
         }();
-        uint32_t nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 ? 1 : 2;
+        // Q4_0 by quarter blocks: 1 (H100 profile, 1B decode: FFN down 40 -> 30 us, Q
+        // projection 14 -> 11 us; the 256-weight-unit kernels keep 2: Q6_K output 236 -> 331 us with 1).
+        uint32_t nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 || qq ? 1 : 2;
         // Workgroups enough to fill a large GPU (a few per multiprocessor of an H100's 132)
         // also for the small matrices of a decode step (K and V projections: 512 rows of
         // 2048): smaller workgroups (down to a subgroup, at least LPR), then 1 row per
@@ -365,7 +375,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         if (!wg_env && !nr_env && nr == 2 && groups(wg, nr) < target) nr = 1;
         if (rope && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
         const uint32_t    rows_per_group = wg / lpr * nr;
-        const std::string name = std::string(glu ? "mul_mat_vec_q_swiglu_" : rope ? "mul_mat_vec_q_rope_" : "mul_mat_vec_q_") + t;
+        const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") + (glu ? "swiglu_" : rope ? "rope_" : "") + t;
         return dispatch_items(sc, name, wg, {w, x, out, glu ? glu->src[1] : pos ? pos : out, ff ? ff : pos ? pos : out}, pc,
                               (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), false, lpr,
                               nr);
@@ -377,8 +387,17 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
                               static_cast<uint32_t>(m * nbatch));
     }
     if (nbatch > k_max_groups || (m + 63) / 64 > k_max_groups) return EMBER_ERR_UNSUPPORTED;
-    return dispatch(sc, "mul_mm_" + t, 256, {w, x, node}, pc, static_cast<uint32_t>((w->ne[1] + 63) / 64),
-                    static_cast<uint32_t>((m + 63) / 64), static_cast<uint32_t>(nbatch));
+    // 128 x 128 tiles where they are enough to fill a large GPU (two waves of an H100's 132
+    // multiprocessors), else 64 x 64. EMBER_VULKAN_MM_BIG=0|1: always the small | big ones.
+    static const int big_env = [] {
+        const char * v = std::getenv("EMBER_VULKAN_MM_BIG");
+        return v && (v[0] == '0' || v[0] == '1') && v[1] == '\0' ? v[0] - '0' : -1;
+    }();
+    const uint64_t big_tiles = (uint64_t) ((w->ne[1] + 127) / 128) * (uint64_t) ((m + 127) / 128) * (uint64_t) nbatch;
+    const bool     big       = big_env >= 0 ? big_env == 1 : big_tiles >= 256;
+    const uint32_t bt        = big ? 128 : 64;
+    return dispatch(sc, (big ? "mul_mm_big_" : "mul_mm_") + t, 256, {w, x, node}, pc, static_cast<uint32_t>((w->ne[1] + bt - 1) / bt),
+                    static_cast<uint32_t>((m + bt - 1) / bt), static_cast<uint32_t>(nbatch));
 }
 
 ember_status record_convert(vk_stream_ctx * sc, ember_tensor * node) {
@@ -411,7 +430,8 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(mask ? f32_off(bind_of(dc, mask)) : 0).u(mask ? mask->nb[1] / 4 : 0).u(mask ? 1 : 0);
     pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4);
     pc.f(ember_get_op_param_f32(node, 0));
-    return dispatch_items(sc, "attn_" + tname(k->type) + "_" + tname(v->type), 64, {q, k, v, mask ? mask : q, node}, pc,
+    // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp).
+    return dispatch_items(sc, "attn_" + tname(k->type) + "_" + tname(v->type), 256, {q, k, v, mask ? mask : q, node}, pc,
                           q->ne[1] * q->ne[2]);
 }
 

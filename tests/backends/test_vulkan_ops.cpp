@@ -14,6 +14,8 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend-test-util.h"
@@ -271,7 +273,8 @@ TEST_CASE("[vulkan] add, mul (broadcast, strided), swiglu, scale") {
 TEST_CASE("[vulkan] rms_norm") {
     REQUIRE_VK();
     validation_guard vg;
-    for (int64_t n : {257, 64, 4096}) {
+    // 4096: every element held in registers (16 per invocation); 5000: the rest read again.
+    for (int64_t n : {257, 64, 4096, 5000}) {
         CAPTURE(n);
         compare([n](ember_graph & g, std::vector<input> & in) {
             return ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 10), 1e-5f);
@@ -287,7 +290,7 @@ TEST_CASE("[vulkan] fused add + rms_norm + mul") {
     validation_guard vg;
     const bool       fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0);
     rec_stats        st;
-    for (int64_t n : {2048, 257}) {
+    for (int64_t n : {2048, 257, 4608}) {
         CAPTURE(n);
         // The sum read again.
         compare([n](ember_graph & g, std::vector<input> & in) {
@@ -573,6 +576,14 @@ TEST_CASE("[vulkan] mul_mat for every weight type: vector and tiled kernels, bat
             }, 2e-4);
         }
     }
+    // Partial tiles at both edges, several tiles each way (EMBER_VULKAN_MM_BIG=1: the
+    // 128 x 128 tiles, else 64 x 64), two batches.
+    SUBCASE("several tiles each way") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 256, 200, 2, 1, 18),
+                                 new_input(g, in, EMBER_TYPE_F32, 256, 150, 2, 1, 19));
+        }, 2e-4);
+    }
     SUBCASE("batched, weights broadcast") {
         for (int64_t m : {1, 9}) {
             CAPTURE(m);
@@ -585,7 +596,8 @@ TEST_CASE("[vulkan] mul_mat for every weight type: vector and tiled kernels, bat
 }
 
 // The decode kernel of Q4_0, Q8_0, Q4_K and Q6_K (mul_mat_vec_q.comp: rows of 256-weight
-// units, 1 to 32 invocations per row): rows of 3 units (Q6_K rows then start on 2 bytes mod 4
+// units, 1 to 32 invocations per row; Q4_0 by quarter blocks, 32 invocations per row, unless
+// EMBER_VULKAN_MMV_Q4_0=units): rows of 3 units (Q6_K rows then start on 2 bytes mod 4
 // every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
 // units each), a row count that is not a multiple of the rows per workgroup, up to 4
 // columns, batches with broadcast weights.
@@ -656,11 +668,21 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
 TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache") {
     REQUIRE_VK();
     validation_guard vg;
-    const int64_t d = 64, n_head = 4, n_head_kv = 2, n_tokens = 5, n_kv = 100, kv_size = 128;
-    std::vector<std::pair<ember_type, ember_type>> kv;
-    for (ember_type t : k_cvt_types) kv.push_back({t, t});
-    kv.push_back({EMBER_TYPE_F16, EMBER_TYPE_Q8_0});
-    for (auto tkv : kv) {
+    const int64_t n_head = 4, n_head_kv = 2, n_tokens = 5;
+    // {d, n_kv}: every type at 64, 100 (two key tiles); F16 also at head sizes that do not
+    // divide the workgroup (80, 256: one key group) and more keys than a tile of the decode.
+    struct shape {
+        int64_t d, n_kv;
+    };
+    std::vector<std::tuple<ember_type, ember_type, shape>> kv;
+    for (ember_type t : k_cvt_types) kv.push_back({t, t, {64, 100}});
+    kv.push_back({EMBER_TYPE_F16, EMBER_TYPE_Q8_0, {64, 100}});
+    for (shape sh : {shape{80, 300}, shape{128, 37}, shape{256, 65}}) kv.push_back({EMBER_TYPE_F16, EMBER_TYPE_F16, sh});
+    for (auto [kt, vt, sh] : kv) {
+        const auto tkv     = std::make_pair(kt, vt);
+        const int64_t d    = sh.d, n_kv = sh.n_kv, kv_size = n_kv + 28;
+        CAPTURE(d);
+        CAPTURE(n_kv);
         for (bool masked : {true, false}) {
             CAPTURE(std::string(ember_type_get_name(tkv.first)));
             CAPTURE(std::string(ember_type_get_name(tkv.second)));

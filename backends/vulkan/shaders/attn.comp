@@ -2,8 +2,13 @@
 // ATTN with an online softmax: one workgroup per (head, token). q F32 [d, n_head, n_tokens];
 // k (K_TYPE), v (V_TYPE) [d, n_head_kv, n_kv]; mask F32 [n_kv, n_tokens] (0 visible, -INF
 // hidden) when has_mask. Query head h reads kv head h / group. Keys are taken a tile of
-// WG at a time: one invocation scores one key, the tile's max and sum rescale the running
-// state, then each invocation accumulates its own output dimensions. d <= 4 * WG.
+// WG / KP at a time: KP neighbouring invocations score one key (each a strided share of its
+// dimensions, so that they read neighbouring elements of the key row, and a dot product is
+// d / KP long, not d), the tile's max and sum rescale the running state, then the keys of
+// the tile are split among G = WG / DW groups of DW invocations (DW = min(d, WG)), each
+// invocation accumulating its dimensions (i, i + DW, ...) over its group's keys; the groups'
+// sums meet at the end. d <= 4 * WG. (Decode: 32 heads x 1 token are few workgroups for a
+// large GPU; short dot products and key groups cut the serial chain of each.)
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -39,9 +44,11 @@ layout(push_constant) uniform PC {
 } pc;
 
 #define MAX_WG 256u
+#define KP 4u  // invocations per key when scoring
 shared float sq[4u * MAX_WG];
 shared float sp[MAX_WG];
 shared float sred[MAX_WG];
+shared float sacc[4u * MAX_WG];  // the key groups' sums
 
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
@@ -78,7 +85,14 @@ void main() {
     const uint it  = g / pc.n_head;
     const uint ik  = ih / pc.group;
     const uint tid = gl_LocalInvocationID.x;
-    const uint wg  = gl_WorkGroupSize.x;
+    const uint wg  = gl_WorkGroupSize.x;  // a power of two, a multiple of KP
+    const uint kt  = wg / KP;             // keys per tile
+    const uint kp  = tid % KP;            // this invocation's share of its key's dimensions
+    const uint kj  = tid / KP;            // its key in the tile
+    const uint dw  = min(pc.d, wg);       // invocations per key group (accumulation)
+    const uint ng  = wg / dw;             // key groups
+    const uint kg  = tid / dw;            // this invocation's group (ng: none)
+    const uint di  = tid % dw;            // its first dimension
 
     const uint qrow = pc.q_off + ih * pc.q_nb1 + it * pc.q_nb2;
     for (uint i = tid; i < pc.d; i += wg) sq[i] = uintBitsToFloat(qb[qrow + i]);
@@ -87,44 +101,69 @@ void main() {
     float M = NEG_INF;
     float S = 0.0;
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-    for (uint j0 = 0u; j0 < pc.n_kv; j0 += wg) {
-        const uint j = j0 + tid;
-        float s = NEG_INF;
+    for (uint j0 = 0u; j0 < pc.n_kv; j0 += kt) {
+        const uint j = j0 + kj;
+        bool  live = false;
+        float mv   = 0.0;
+        float dot  = 0.0;
         if (j < pc.n_kv) {
-            const float mv = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
-            if (mv != NEG_INF) {
+            mv   = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
+            live = mv != NEG_INF;
+            if (live) {
                 const uint krow = pc.k_off + ik * pc.k_nb1 + j * pc.k_nb2;
-                float dot = 0.0;
-                for (uint i = 0u; i < pc.d; i++) dot += sq[i] * dq_k(krow, i);
-                s = dot * pc.scale + mv;
+                for (uint i = kp; i < pc.d; i += KP) dot += sq[i] * dq_k(krow, i);
             }
         }
+        sred[tid] = dot;
+        barrier();
+        float s = NEG_INF;
+        if (kp == 0u && live) {
+            float t = 0.0;
+            [[unroll]] for (uint c = 0u; c < KP; c++) t += sred[tid + c];
+            s = t * pc.scale + mv;
+        }
+        barrier();  // sred is reused by the reductions
         const float tmax = reduce_max(s);
         const float newM = max(M, tmax);
         if (newM == NEG_INF) continue;  // every key so far is hidden (uniform)
         const float p  = s == NEG_INF ? 0.0 : exp(s - newM);
         const float ms = M == NEG_INF ? 0.0 : exp(M - newM);
-        sp[tid] = p;
+        if (kp == 0u) sp[kj] = p;
         const float psum = reduce_sum(p);  // its barriers also publish sp
         S = S * ms + psum;
         M = newM;
-        const uint nt = min(wg, pc.n_kv - j0);
-        for (uint c = 0u; c < 4u; c++) {
-            const uint i = tid + c * wg;
-            if (i >= pc.d) break;
-            float a = acc[c] * ms;
-            for (uint jj = 0u; jj < nt; jj++) {
+        const uint nt = min(kt, pc.n_kv - j0);
+        [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] *= ms;
+        if (kg < ng) {
+            for (uint jj = kg; jj < nt; jj += ng) {
                 const float pj = sp[jj];
-                if (pj != 0.0) a += pj * dq_v(pc.v_off + ik * pc.v_nb1 + (j0 + jj) * pc.v_nb2, i);
+                if (pj == 0.0) continue;
+                const uint vrow = pc.v_off + ik * pc.v_nb1 + (j0 + jj) * pc.v_nb2;
+                [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                    const uint i = di + c * dw;
+                    if (i < pc.d) acc[c] += pj * dq_v(vrow, i);
+                }
             }
-            acc[c] = a;
         }
         barrier();  // sp is rewritten by the next tile
     }
-    const float inv  = S > 0.0 ? 1.0 / S : 0.0;  // all keys hidden: zeros
-    const uint  drow = pc.d_off + ih * pc.d_nb1 + it * pc.d_nb2;
-    for (uint c = 0u; c < 4u; c++) {
-        const uint i = tid + c * wg;
-        if (i < pc.d) db[drow + i] = floatBitsToUint(acc[c] * inv);
+    // The groups' sums: group 0 adds the others'.
+    if (kg < ng && kg > 0u) {
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            const uint i = di + c * dw;
+            if (i < pc.d) sacc[(kg - 1u) * pc.d + i] = acc[c];
+        }
+    }
+    barrier();
+    if (kg == 0u) {
+        const float inv  = S > 0.0 ? 1.0 / S : 0.0;  // all keys hidden: zeros
+        const uint  drow = pc.d_off + ih * pc.d_nb1 + it * pc.d_nb2;
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            const uint i = di + c * dw;
+            if (i >= pc.d) break;
+            float a = acc[c];
+            for (uint k = 1u; k < ng; k++) a += sacc[(k - 1u) * pc.d + i];
+            db[drow + i] = floatBitsToUint(a * inv);
+        }
     }
 }

@@ -75,6 +75,13 @@ vec4 x4(uint xr, uint i) {
 #endif
 }
 
+#ifndef QQ
+#define QQ 0
+#endif
+#if QQ && TYPE != T_Q4_0
+#error "mul_mat_vec_q.comp: QQ is for Q4_0"
+#endif
+
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K
 #define UNIT_WORDS 36u  // 144 bytes
 #elif TYPE == T_Q8_0
@@ -226,6 +233,40 @@ vec2 unit_dot(uvec2 rb, uint u, uint xr) {
     return acc;
 }
 
+#if QQ
+// QQ (Q4_0 only): the unit is a quarter of a block (8 weights: qs word q, its low nibbles
+// weights 4q..4q+3, its high ones 16+4q..16+4q+3), so that neighbouring invocations read
+// neighbouring words of the row and neighbouring vec4 of x (coalesced: a subgroup reads 8
+// blocks, 144 contiguous bytes, and 1 KiB of x per step), and little is held in registers
+// (many subgroups in flight). The block's scale is read by its 4 invocations (one word).
+vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
+    const uint blk = u >> 2, q = u & 3u;
+    const vec4 xl  = x4(xr, 32u * blk + 4u * q);
+    const vec4 xh  = x4(xr, 32u * blk + 16u + 4u * q);
+    const float sx = hsum(xl + xh);
+    vec2 acc = vec2(0.0);
+    [[unroll]] for (uint r = 0u; r < NR; r++) {
+        const uint bo = rb[r] + 18u * blk;  // even
+        const uint i  = bo >> 2;
+        const uint w0 = wb[i];
+        const uint w1 = wb[i + q + 1u];
+        // bo on a word: d in w0's low half, qs word q at bo + 2 + 4q: the high half of word
+        // i + q and the low half of i + q + 1; else d in w0's high half, qs word q = word i + q + 1.
+        uint qw, dh;
+        if ((bo & 2u) == 0u) {
+            const uint wq = q == 0u ? w0 : wb[i + q];
+            qw = (wq >> 16) | (w1 << 16);
+            dh = w0 & 0xffffu;
+        } else {
+            qw = w1;
+            dh = w0 >> 16;
+        }
+        acc[r] = unpackHalf2x16(dh).x * (dot(lo4(qw), xl) + dot(hi4(qw), xh) - 8.0 * sx);
+    }
+    return acc;
+}
+#endif
+
 void main() {
     const uint tid  = gl_LocalInvocationID.x;
     const uint lane = tid % LPR;
@@ -239,19 +280,37 @@ void main() {
         // A second row past the end reads the first one again (its sum is not written).
         const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm + (NR > 1u && r0 + 1u < pc.n ? r0 + 1u : r0) * pc.w_nb1);
         const uint  xr = pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3;
+#if QQ
+        // 4 quarters per step, their loads issued together.
+        const uint nu = pc.k / 8u;
+        uint       u  = lane;
+        for (; u + 3u * LPR < nu; u += 4u * LPR) {
+            const vec2 s0 = quarter_dot(rb, u, xr), s1 = quarter_dot(rb, u + LPR, xr);
+            const vec2 s2 = quarter_dot(rb, u + 2u * LPR, xr), s3 = quarter_dot(rb, u + 3u * LPR, xr);
+            sum += (s0 + s1) + (s2 + s3);
+        }
+        for (; u < nu; u += LPR) sum += quarter_dot(rb, u, xr);
+#else
         const uint  nu = pc.k / 256u;
         for (uint u = lane; u < nu; u += LPR) sum += unit_dot(rb, u, xr);
+#endif
     }
     red[tid]  = sum.x;
     red2[tid] = sum.y;
     barrier();
+    // The LPR partial sums of a row, in log2(LPR) steps: its total lands at its lane 0.
+    for (uint h = LPR / 2u; h > 0u; h >>= 1) {
+        if (lane < h) {
+            red[tid] += red[tid + h];
+            red2[tid] += red2[tid + h];
+        }
+        barrier();
+    }
 #if ROPE_OUT
     const uint lr0 = (tid / LPR) * NR;  // local row of r0
     if (lane == 0u) {
         [[unroll]] for (uint r = 0u; r < NR; r++) {
-            float t = 0.0;
-            for (uint i = 0u; i < LPR; i++) t += r == 0u ? red[tid + i] : red2[tid + i];
-            tot[lr0 + r] = t;
+            tot[lr0 + r] = r == 0u ? red[tid] : red2[tid];
         }
     }
     barrier();
@@ -279,9 +338,7 @@ void main() {
         const uint db0 = pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3;
         [[unroll]] for (uint r = 0u; r < NR; r++) {
             if (r0 + r >= pc.n) break;
-            float t = 0.0;
-            for (uint i = 0u; i < LPR; i++) t += r == 0u ? red[tid + i] : red2[tid + i];
-            db[db0 + r0 + r] = floatBitsToUint(t);
+            db[db0 + r0 + r] = floatBitsToUint(r == 0u ? red[tid] : red2[tid]);
         }
     }
 #endif

@@ -1,7 +1,9 @@
 #version 450
-// MUL_MAT for many columns (prefill): 64 x 64 output tiles, 256 invocations of 4 x 4
-// outputs each; W (TYPE, dequantized while loading) and x tiles of 32 k-values in shared
-// memory. Same operands as mul_mat_vec.comp; z is the batch matrix.
+// MUL_MAT for many columns (prefill): BM x BN output tiles, 256 invocations (16 x 16) of
+// TM x TM outputs each; W (TYPE, dequantized while loading) and x tiles of BK k-values in
+// shared memory. TM = 4 (64 x 64 tiles, BK 32) by default; TM = 8 (128 x 128, BK 16: twice
+// the multiply-adds per shared-memory load) for products with enough tiles to fill a large
+// GPU. Same operands as mul_mat_vec.comp; z is the batch matrix.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -24,9 +26,16 @@ layout(push_constant) uniform PC {
     uint bcast2, bcast3;
 } pc;
 
-#define BM 64u
-#define BN 64u
+#ifndef TM
+#define TM 4
+#endif
+#if TM == 4
 #define BK 32u
+#else
+#define BK 16u
+#endif
+#define BM (16u * TM)
+#define BN (16u * TM)
 shared float sw[BM * (BK + 1u)];
 shared float sx[BN * (BK + 1u)];
 
@@ -41,9 +50,9 @@ void main() {
     const uint tr  = tid % 16u;
     const uint tc  = tid / 16u;
 
-    float acc[4][4];
-    [[unroll]] for (uint a = 0u; a < 4u; a++) {
-        [[unroll]] for (uint b = 0u; b < 4u; b++) acc[a][b] = 0.0;
+    float acc[TM][TM];
+    [[unroll]] for (uint a = 0u; a < TM; a++) {
+        [[unroll]] for (uint b = 0u; b < TM; b++) acc[a][b] = 0.0;
     }
     for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
         for (uint e = tid; e < BM * BK; e += 256u) {
@@ -55,19 +64,19 @@ void main() {
         }
         barrier();
         for (uint kk = 0u; kk < BK; kk++) {
-            float wv[4];
-            [[unroll]] for (uint a = 0u; a < 4u; a++) wv[a] = sw[(tr + 16u * a) * (BK + 1u) + kk];
-            [[unroll]] for (uint b = 0u; b < 4u; b++) {
+            float wv[TM];
+            [[unroll]] for (uint a = 0u; a < TM; a++) wv[a] = sw[(tr + 16u * a) * (BK + 1u) + kk];
+            [[unroll]] for (uint b = 0u; b < TM; b++) {
                 const float xv = sx[(tc + 16u * b) * (BK + 1u) + kk];
-                [[unroll]] for (uint a = 0u; a < 4u; a++) acc[a][b] += wv[a] * xv;
+                [[unroll]] for (uint a = 0u; a < TM; a++) acc[a][b] += wv[a] * xv;
             }
         }
         barrier();
     }
-    [[unroll]] for (uint b = 0u; b < 4u; b++) {
+    [[unroll]] for (uint b = 0u; b < TM; b++) {
         const uint c = c0 + tc + 16u * b;
         if (c >= pc.m) continue;
-        [[unroll]] for (uint a = 0u; a < 4u; a++) {
+        [[unroll]] for (uint a = 0u; a < TM; a++) {
             const uint r = r0 + tr + 16u * a;
             if (r < pc.n) db[pc.d_off + r + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3] = floatBitsToUint(acc[a][b]);
         }

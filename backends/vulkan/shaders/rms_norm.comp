@@ -40,6 +40,8 @@ layout(push_constant) uniform PC {
     float eps;
 } pc;
 
+#define PER 16u  // elements per invocation kept in registers
+
 shared float red[256];
 
 void main() {
@@ -60,8 +62,29 @@ void main() {
     const uint tid = gl_LocalInvocationID.x;
     const uint wg  = gl_WorkGroupSize.x;
 
+    // The first PER elements of each invocation are loaded together before anything is
+    // stored (s may alias a or b, so loads after a store could not be moved before it) and
+    // kept in registers for the second pass: a row of 4096 takes two memory round trips, not
+    // one per element (the decode norms are latency-bound: one workgroup per row).
+    float xv[PER];
+    [[unroll]] for (uint k = 0u; k < PER; k++) {
+        const uint i = tid + k * wg;
+        xv[k]        = 0.0;
+#if HAS_ADD
+        if (i < pc.ne0) xv[k] = uintBitsToFloat(a[ab + i]) + uintBitsToFloat(b[bb + i]);
+#else
+        if (i < pc.ne0) xv[k] = uintBitsToFloat(a[ab + i]);
+#endif
+    }
     float sum = 0.0;
-    for (uint i = tid; i < pc.ne0; i += wg) {
+    [[unroll]] for (uint k = 0u; k < PER; k++) {
+#if HAS_ADD
+        const uint i = tid + k * wg;
+        if (i < pc.ne0) s[sb + i] = floatBitsToUint(xv[k]);
+#endif
+        sum += xv[k] * xv[k];
+    }
+    for (uint i = tid + PER * wg; i < pc.ne0; i += wg) {
 #if HAS_ADD
         const float x = uintBitsToFloat(a[ab + i]) + uintBitsToFloat(b[bb + i]);
         s[sb + i] = floatBitsToUint(x);
@@ -77,7 +100,22 @@ void main() {
         barrier();
     }
     const float scale = 1.0 / sqrt(red[0] / float(pc.ne0) + pc.eps);
-    for (uint i = tid; i < pc.ne0; i += wg) {
+#if HAS_MUL
+    float wv[PER];
+    [[unroll]] for (uint k = 0u; k < PER; k++) {
+        const uint i = tid + k * wg;
+        wv[k]        = i < pc.ne0 ? uintBitsToFloat(w[wb + i]) : 0.0;
+    }
+#endif
+    [[unroll]] for (uint k = 0u; k < PER; k++) {
+        const uint i = tid + k * wg;
+#if HAS_MUL
+        if (i < pc.ne0) d[db + i] = floatBitsToUint(xv[k] * scale * wv[k]);
+#else
+        if (i < pc.ne0) d[db + i] = floatBitsToUint(xv[k] * scale);
+#endif
+    }
+    for (uint i = tid + PER * wg; i < pc.ne0; i += wg) {
 #if HAS_ADD
         float y = uintBitsToFloat(s[sb + i]) * scale;
 #else
