@@ -13,7 +13,11 @@
 #                                                  each with that environment setting
 #       (EMBER_CUDA_REPACK=0: Q4_0/Q8_0 weights kept in the GGUF layout; EMBER_CUDA_FUSE=0: no
 #       ADD + RMS_NORM or quantizer fusions: the "before" rows of those changes)
-#   EMBER_BENCH_PROFILE=1      also profile a few decode tokens of each model with Nsight
+#       EMBER_BENCH_VARIANT_PP=1: the variants' rows also measure pp512 (prefill switches:
+#       EMBER_CUDA_FA=0 the simple attention kernel, EMBER_CUDA_DQ=0 the old dequantizer)
+#   EMBER_BENCH_PROFILE=1      also time one pp512 step per op on the GPU (EMBER_CUDA_PROFILE=1:
+#                              an event after every node, eager) for the default and each variant
+#   EMBER_BENCH_PROFILE=ncu    and also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #
 # Dependencies: a .devdata folder (carried to the device machine) with deps/ (libxxhash,
@@ -104,7 +108,7 @@ bench() {  # shape type file label [env...]
     local shape=$1 q=$2 file=$3 label=$4
     shift 4
     local pn=512
-    [ "$label" != default ] && pn=0
+    [ "$label" != default ] && [ "${EMBER_BENCH_VARIANT_PP:-0}" != 1 ] && pn=0
     local json
     json=$(env "$@" "$build/bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device cuda -o json 2>>"$logs/bench.log") || {
         say "| $shape | $q | $label | bench failed (see bench.log) |"
@@ -128,6 +132,18 @@ for r in json.loads(os.environ["EMBER_JSON"]):
         extra = " | | "
     print(f"| {shape} | {q} | {label} | {test} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | {ref:g} | {extra} |")
 PY
+}
+
+# GPU time per op of a pp512 step (the warm-up run and one timed run, both counted), from the
+# backend's own event timer (EMBER_CUDA_PROFILE=1).
+op_profile() {  # shape type file label [env...]
+    local shape=$1 q=$2 file=$3 label=$4
+    shift 4
+    local log=$logs/opprof-$shape-$q-${label//[^A-Za-z0-9_]/_}.log
+    env "$@" EMBER_CUDA_PROFILE=1 timeout 120 "$build/bin/ember-bench" -m "$file" -p 512 -n 0 -r 1 --device cuda >"$log" 2>&1 || true
+    say ""
+    say "per-op GPU time, pp512, $shape $q, $label:"
+    grep -E '^(\||ember: .*GPU time)' "$log" | head -40 | tee -a "$summary"
 }
 
 # Per-kernel decode profile (eager launches, so each kernel is seen on its own): ncu over a
@@ -175,7 +191,11 @@ for shape in $shapes; do
         fi
         bench "$shape" "$q" "$file" default
         for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" "$v"; done
-        [ "${EMBER_BENCH_PROFILE:-0}" = 1 ] && profile "$shape" "$q" "$file"
+        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ]; then
+            op_profile "$shape" "$q" "$file" default
+            for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" "$v"; done
+        fi
+        [ "${EMBER_BENCH_PROFILE:-0}" = ncu ] && profile "$shape" "$q" "$file"
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done

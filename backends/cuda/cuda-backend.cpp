@@ -27,9 +27,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -434,6 +436,74 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
 }
 
 //
+// Per-op GPU timer (EMBER_CUDA_PROFILE=1): an event after every node (and after the sub-steps
+// a launcher marks), all eager (no CUDA graphs while it is on); the time between two events is
+// counted under the later one's label. Printed to stderr when the stream is freed, with the
+// host time spent in graph_compute beside the GPU sum (a gap there is host work or waits).
+// A stream's first graph_compute is not counted: it pays CUDA's lazy loading of every kernel
+// (and cuBLAS's first-call setup), which made the first profiles useless.
+//
+struct op_profile {
+    struct entry {
+        int64_t count = 0;
+        double  ms    = 0;
+    };
+    std::vector<cudaEvent_t>     ev;
+    std::vector<std::string>     label;  // label[i]: the work between ev[i - 1] and ev[i]
+    size_t                       n = 0;
+    std::map<std::string, entry> sum;
+    double                       host_ms = 0;
+    int64_t                      calls   = 0;
+};
+
+bool profile_on() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_PROFILE");
+        return e && *e && std::strcmp(e, "0") != 0;
+    }();
+    return on;
+}
+
+void prof_collect(op_profile * p) {
+    if (p->calls == 0) p->n = 0;  // the first call: not counted (see above)
+    for (size_t i = 1; i < p->n; i++) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+        }
+        op_profile::entry & e = p->sum[p->label[i]];
+        e.count++;
+        e.ms += ms;
+    }
+    p->n = 0;
+}
+
+void prof_print(op_profile * p, const char * dev) {
+    if (p->sum.empty()) return;
+    std::vector<std::pair<std::string, op_profile::entry>> v(p->sum.begin(), p->sum.end());
+    std::sort(v.begin(), v.end(), [](const auto & a, const auto & b) { return a.second.ms > b.second.ms; });
+    double tot = 0;
+    for (const auto & x : v) tot += x.second.ms;
+    std::fprintf(stderr, "ember: %s: GPU time per op: %.2f ms in %lld graph_compute calls after the first (host %.2f ms)\n", dev, tot,
+                 static_cast<long long>(p->calls - 1), p->host_ms);
+    std::fprintf(stderr, "| op | n | ms | %% | avg us |\n| --- | ---: | ---: | ---: | ---: |\n");
+    for (const auto & x : v) {
+        std::fprintf(stderr, "| %s | %lld | %.3f | %.1f | %.1f |\n", x.first.c_str(), static_cast<long long>(x.second.count), x.second.ms,
+                     tot > 0 ? 100.0 * x.second.ms / tot : 0.0, 1e3 * x.second.ms / static_cast<double>(x.second.count));
+    }
+}
+
+// "OP" plus the batch class (prefill-sized or decode-sized work) and a fused group's size.
+std::string prof_label(const ember_tensor * node, int32_t used) {
+    std::string l = ember_op_name(node->op);
+    const int64_t rows = node->op == EMBER_OP_ATTN ? node->ne[2] : node->ne[1];
+    l += rows > EMBER_CUDA_MATVEC_MAX_COLS ? " [batch]" : " [<=8]";
+    if (used > 1) l += " +" + std::to_string(used - 1) + " fused";
+    return l;
+}
+
+//
 // Stream
 //
 struct cuda_stream_ctx {
@@ -460,6 +530,13 @@ const char * cuda_stream_get_name(ember_stream * s) {
 void destroy_stream_ctx(cuda_stream_ctx * c) {
     cudaSetDevice(c->cu.device);
     if (c->cu.stream) cudaStreamSynchronize(c->cu.stream);
+    if (c->cu.prof) {
+        op_profile * p = static_cast<op_profile *>(c->cu.prof);
+        prof_print(p, c->dev->name.c_str());
+        for (cudaEvent_t e : p->ev) cudaEventDestroy(e);
+        delete p;
+        c->cu.prof = nullptr;
+    }
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
@@ -602,6 +679,27 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         }
     }
     c->cu.qx_valid = false;  // x's memory may hold new data since the last call
+    if (c->cu.prof) {  // the per-op timer: every node eagerly, between events
+        op_profile * p  = static_cast<op_profile *>(c->cu.prof);
+        const auto   t0 = std::chrono::steady_clock::now();
+        p->n            = 0;
+        ember_cuda_prof_mark(c->cu, "");
+        ember_status st = EMBER_OK;
+        for (int32_t i = node_begin, used = 1; i < node_end && st == EMBER_OK; i += used) {
+            st = compute_at(c->cu, g, i, node_end, &used);
+            if (st != EMBER_OK) {
+                std::fprintf(stderr, "ember: %s: node %d '%s' (%s) failed: %s\n", c->dev->name.c_str(), i, g->nodes[i]->name,
+                             ember_op_name(g->nodes[i]->op), ember_status_str(st));
+                break;
+            }
+            ember_cuda_prof_mark(c->cu, prof_label(g->nodes[i], used).c_str());
+        }
+        const ember_status fs = finish(c);
+        prof_collect(p);
+        if (p->calls > 0) p->host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        p->calls++;
+        return st != EMBER_OK ? st : fs;
+    }
     bool graphable = !c->graphs_off;
     for (int32_t i = node_begin; i < node_end && graphable; i++) {
         const ember_tensor * node = g->nodes[i];
@@ -715,6 +813,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->cu.device = d->id;
     const char * graphs = std::getenv("EMBER_CUDA_GRAPHS");
     c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
+    if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = cudaSetDevice(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
@@ -852,6 +951,26 @@ void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size) {
     ctx.scratch[slot]      = p;
     ctx.scratch_size[slot] = want;
     return p;
+}
+
+void ember_cuda_prof_mark(ember_cuda_ctx & ctx, const char * label) {
+    op_profile * p = static_cast<op_profile *>(ctx.prof);
+    if (!p || ctx.capturing) return;
+    if (p->n == p->ev.size()) {
+        cudaEvent_t e = nullptr;
+        if (cudaEventCreate(&e) != cudaSuccess) {
+            cudaGetLastError();
+            return;
+        }
+        p->ev.push_back(e);
+        p->label.emplace_back();
+    }
+    if (cudaEventRecord(p->ev[p->n], ctx.stream) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    p->label[p->n] = label;
+    p->n++;
 }
 
 ember_status ember_cuda_check_launch(const char * what) {

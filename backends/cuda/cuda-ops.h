@@ -37,7 +37,14 @@ struct ember_cuda_ctx {
 
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
+
+    // EMBER_CUDA_PROFILE=1: the stream's per-op GPU timer (cuda-backend.cpp), else nullptr.
+    void * prof = nullptr;
 };
+
+// With the per-op timer on (and not recording a graph): the GPU time since the previous mark
+// is counted under `label` (launchers mark their sub-steps, e.g. dequantize vs GEMM).
+void ember_cuda_prof_mark(ember_cuda_ctx & ctx, const char * label);
 
 // Device memory of at least `size` bytes in slot `slot` (0 or 1), valid until the next call
 // for that slot; nullptr when it cannot be allocated (a message is printed).

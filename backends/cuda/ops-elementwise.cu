@@ -140,6 +140,14 @@ __global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n
     }
 }
 
+// SWIGLU over contiguous tensors (prefill): flat indices, no per-element 64-bit divisions.
+__global__ void swiglu_flat_kernel(const float * g, const float * u, float * dst, int64_t n) {
+    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
+        const float x = g[idx];
+        dst[idx]      = x / (1.0f + expf(-x)) * u[idx];
+    }
+}
+
 __global__ void scale_kernel(cu_tensor src, cu_tensor dst, float s, int64_t n) {
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         int64_t i0, i1, i2, i3;
@@ -245,6 +253,11 @@ ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, b
     if (xq) {
         swiglu_kernel<true><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n, xq,
                                                                            static_cast<float2 *>(xds));
+    } else if (ember_is_contiguous(dst) && ember_is_contiguous(dst->src[0]) && ember_is_contiguous(dst->src[1]) &&
+               ember_nelements(dst->src[0]) == n && ember_nelements(dst->src[1]) == n) {
+        swiglu_flat_kernel<<<elem_blocks(n), k_threads, 0, ctx.stream>>>(static_cast<const float *>(dst->src[0]->data),
+                                                                         static_cast<const float *>(dst->src[1]->data),
+                                                                         static_cast<float *>(dst->data), n);
     } else {
         swiglu_kernel<false><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n,
                                                                             nullptr, nullptr);

@@ -7,6 +7,8 @@
 #include <cublas_v2.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda-common.cuh"
 
@@ -35,6 +37,58 @@ __global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int
     }
 }
 
+// The same two dequantizers with coalesced stores: each lane decodes one 32-weight chunk (64
+// bytes of F16), the warp's 32 chunks (2 KiB, contiguous in the output) go through shared
+// memory and out as 16-byte stores by consecutive lanes. The kernels above store 2 bytes per
+// lane 64 bytes apart: 32 partly written sectors per store instruction, which made the
+// dequantization of every prefill matmul cost more than its GEMM. EMBER_CUDA_DQ=0: the old ones.
+constexpr int k_dq_warps = k_threads / 32;
+
+template <int T, bool RP>
+__global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * w, int64_t w_nb1, int64_t nblk, int64_t g0, int64_t k,
+                                                                  int64_t n_items, __half * out) {
+    __shared__ uint4 sbuf[k_dq_warps][32 * 4];
+    const int     lane   = threadIdx.x % 32;
+    const int     wi     = threadIdx.x / 32;
+    const int64_t nc     = k / 32;
+    const int64_t stride = (int64_t) gridDim.x * k_threads;
+    for (int64_t base = ((int64_t) blockIdx.x * k_dq_warps + wi) * 32; base < n_items; base += stride) {
+        const int64_t idx = base + lane;
+        if (idx < n_items) {
+            float v[32];
+            if constexpr (RP) {
+                cu_rp_chunk<T>(w, nblk, g0 * nc + idx, v);
+            } else {
+                cu_codec<T>::chunk(w + (idx / nc) * w_nb1, idx % nc, v);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                union {
+                    uint4   u;
+                    __half2 h[4];
+                } pk;
+#pragma unroll
+                for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[8 * q + 2 * j], v[8 * q + 2 * j + 1]);
+                sbuf[wi][lane * 4 + q] = pk.u;
+            }
+        }
+        __syncwarp();
+        const int64_t left = n_items - base;
+        const int     n4   = 4 * static_cast<int>(left < 32 ? left : 32);
+        uint4 *       o    = reinterpret_cast<uint4 *>(out + base * 32);
+        for (int q = lane; q < n4; q += 32) o[q] = sbuf[wi][q];
+        __syncwarp();
+    }
+}
+
+bool dq_coalesced() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_DQ");
+        return !e || std::strcmp(e, "0") != 0;
+    }();
+    return on;
+}
+
 // Weights in the CUDA layout (cuda-repack.h): rows g0 .. of the tensor's nblk blocks.
 template <int T>
 __global__ void dequant_f16_rp_kernel(const char * w, int64_t nblk, int64_t g0, int64_t k, int64_t n_items, __half * out) {
@@ -55,23 +109,36 @@ struct dequant_launch {
     __half *         out;
     template <int T> void operator()() const {
         const int64_t n = rows * (k / 32);
-        dequant_f16_kernel<T><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, k, n, out);
+        if (dq_coalesced()) {
+            dequant_f16_co_kernel<T, false><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, 0, 0, k, n, out);
+        } else {
+            dequant_f16_kernel<T><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, k, n, out);
+        }
     }
 };
 
-// Columns of one x matrix to a contiguous [k, m] matrix of half or bfloat16.
+// Columns of one x matrix to a contiguous [k, m] matrix of half or bfloat16: blockIdx.y walks
+// the columns, so there is no 64-bit division per element (which made this conversion cost
+// more than the dequantization of the weight it multiplies).
 template <typename H>
-__global__ void convert_x_kernel(const char * x, int64_t x_nb1, int64_t k, int64_t n_items, H * out) {
-    for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
-        const int64_t c = idx / k;
-        const int64_t i = idx % k;
-        const float   v = reinterpret_cast<const float *>(x + c * x_nb1)[i];
-        if constexpr (sizeof(H) == 2 && std::is_same<H, __half>::value) {
-            out[idx] = __float2half_rn(v);
-        } else {
-            out[idx] = __ushort_as_bfloat16(cu_to_bf16(v));
+__global__ void convert_x_kernel(const char * x, int64_t x_nb1, int64_t k, int64_t m, H * out) {
+    for (int64_t c = blockIdx.y; c < m; c += gridDim.y) {
+        const float * xc = reinterpret_cast<const float *>(x + c * x_nb1);
+        H *           oc = out + c * k;
+        for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < k; i += (int64_t) gridDim.x * blockDim.x) {
+            const float v = xc[i];
+            if constexpr (std::is_same<H, __half>::value) {
+                oc[i] = __float2half_rn(v);
+            } else {
+                oc[i] = __ushort_as_bfloat16(cu_to_bf16(v));
+            }
         }
     }
+}
+
+dim3 convert_grid(int64_t k, int64_t m) {
+    const unsigned bx = cu_blocks(k, k_threads);
+    return dim3(bx < 1024u ? bx : 1024u, static_cast<unsigned>(m < 65535 ? m : 65535));
 }
 
 ember_status blas_status(cublasStatus_t st, const char * what) {
@@ -91,7 +158,12 @@ ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w
         const int64_t nblk = ember_nrows(w) * (w->ne[0] / 32);
         const int64_t n    = (r1 - r0) * (w->ne[0] / 32);
         __half *      o    = static_cast<__half *>(out);
-        if (w->type == EMBER_TYPE_Q4_0) {
+        const bool    co   = dq_coalesced();
+        if (w->type == EMBER_TYPE_Q4_0 && co) {
+            dequant_f16_co_kernel<EMBER_TYPE_Q4_0, true><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, 0, nblk, g0, w->ne[0], n, o);
+        } else if (w->type == EMBER_TYPE_Q8_0 && co) {
+            dequant_f16_co_kernel<EMBER_TYPE_Q8_0, true><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, 0, nblk, g0, w->ne[0], n, o);
+        } else if (w->type == EMBER_TYPE_Q4_0) {
             dequant_f16_rp_kernel<EMBER_TYPE_Q4_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
         } else if (w->type == EMBER_TYPE_Q8_0) {
             dequant_f16_rp_kernel<EMBER_TYPE_Q8_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
@@ -142,20 +214,22 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
             void *           xh    = ember_cuda_scratch(ctx, 0, static_cast<size_t>(k * m) * 2);
             if (!xh) return EMBER_ERR_OOM;
             if (bf16) {
-                convert_x_kernel<__nv_bfloat16><<<grid_for(k * m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, k * m,
-                                                                                               static_cast<__nv_bfloat16 *>(xh));
+                convert_x_kernel<__nv_bfloat16><<<convert_grid(k, m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, m,
+                                                                                                  static_cast<__nv_bfloat16 *>(xh));
             } else {
-                convert_x_kernel<__half><<<grid_for(k * m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, k * m,
-                                                                                       static_cast<__half *>(xh));
+                convert_x_kernel<__half><<<convert_grid(k, m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, m,
+                                                                                          static_cast<__half *>(xh));
             }
             ember_status st = ember_cuda_check_launch("convert activations");
             if (st != EMBER_OK) return st;
+            ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: convert x to 16 bits");
 
             if (w->type == EMBER_TYPE_F16 || bf16) {
                 bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) n, (int) m, (int) k, &alpha, wm, ht,
                                    (int) (w->nb[1] / 2), xh, ht, (int) k, &beta, ym, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT);
                 if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (16-bit)");
+                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: cuBLAS GEMM");
                 continue;
             }
 
@@ -169,10 +243,12 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 const int64_t r1 = r0 + slab < n ? r0 + slab : n;
                 st               = ember_cuda_dequant_f16(ctx, w, wm, r0, r1, wh);
                 if (st != EMBER_OK) return st;
+                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: dequantize weights to F16");
                 bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) (r1 - r0), (int) m, (int) k, &alpha, wh,
                                    CUDA_R_16F, (int) k, xh, CUDA_R_16F, (int) k, &beta, ym + r0 * sizeof(float), CUDA_R_32F, ldc,
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
                 if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (dequantized)");
+                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: cuBLAS GEMM");
             }
         }
     }

@@ -424,6 +424,65 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     set_env("EMBER_CUDA_GRAPHS", "");
 }
 
+// Prefill attention (at least 16 query tokens: the tiled flash-attention kernel for head sizes
+// 64/96/128 with K and V of one type, the simple kernel otherwise): lengths around the 32-key
+// and 32-row tiles, GQA groups of 1, 4 and 8, causal masks after a cached prefix, no mask, rows
+// that see no key at all, finite additive mask values, and whole key tiles hidden.
+TEST_CASE("[cuda] prefill attention: tiles, GQA, masks") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    enum mask_kind { k_causal, k_none, k_causal_hidden_rows, k_bias, k_window };
+    struct shape {
+        int64_t   d, n_head, n_head_kv, n_tok, n_kv;
+        mask_kind mk;
+    };
+    const shape shapes[] = {
+        {64, 8, 2, 16, 16, k_causal},       {64, 8, 2, 45, 82, k_causal},        {128, 8, 2, 100, 100, k_causal},
+        {128, 4, 4, 33, 70, k_none},        {64, 8, 1, 17, 300, k_causal_hidden_rows}, {96, 6, 3, 40, 40, k_bias},
+        {128, 8, 2, 64, 260, k_window},     {64, 2, 2, 130, 130, k_causal},      {80, 4, 2, 20, 20, k_causal},
+    };
+    const ember_type kv_types[] = {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_F32, EMBER_TYPE_BF16, EMBER_TYPE_Q4_0};
+    for (const shape & sh : shapes) {
+        for (ember_type tk : kv_types) {
+            if (tk != EMBER_TYPE_F16 && tk != EMBER_TYPE_Q8_0 && sh.d != 128) continue;  // every type once, at d = 128
+            if (sh.d % 32 != 0 && tk != EMBER_TYPE_F16) continue;                        // block types need rows of 32
+            const std::string what = std::string("prefill attn ") + ember_type_get_name(tk) + " d=" + std::to_string(sh.d) + " heads " +
+                                     std::to_string(sh.n_head) + "/" + std::to_string(sh.n_head_kv) + " n_tok=" + std::to_string(sh.n_tok) +
+                                     " n_kv=" + std::to_string(sh.n_kv) + " mask " + std::to_string(sh.mk);
+            check_case(what, [=](case_ctx & c) {
+                ember_tensor * q    = c.rand_leaf(EMBER_TYPE_F32, sh.d, sh.n_head, sh.n_tok);
+                ember_tensor * k    = c.rand_leaf(tk, sh.d, sh.n_head_kv, sh.n_kv);
+                ember_tensor * v    = c.rand_leaf(tk, sh.d, sh.n_head_kv, sh.n_kv);
+                ember_tensor * mask = nullptr;
+                if (sh.mk != k_none) {
+                    // token t sits at position n_kv - n_tok + t and sees the keys up to it
+                    std::vector<float>                    mv(static_cast<size_t>(sh.n_kv * sh.n_tok), 0.0f);
+                    std::uniform_real_distribution<float> u(-2.0f, 0.0f);
+                    for (int64_t t = 0; t < sh.n_tok; t++) {
+                        const int64_t pos = sh.n_kv - sh.n_tok + t;
+                        for (int64_t j = 0; j < sh.n_kv; j++) {
+                            float x = j > pos ? -INFINITY : 0.0f;
+                            if (sh.mk == k_causal_hidden_rows && (j < 100 || t % 5 == 3)) x = -INFINITY;  // rows 3, 8, ..: no key
+                            if (sh.mk == k_bias && x == 0.0f) x = u(c.rng);
+                            if (sh.mk == k_window && j < pos - 70) x = -INFINITY;  // sliding window: leading tiles hidden
+                            mv[static_cast<size_t>(t * sh.n_kv + j)] = x;
+                        }
+                    }
+                    mask = c.f32_leaf(mv, sh.n_kv, sh.n_tok);
+                }
+                return ember_attn(c.g, q, k, v, mask, 1.0f / std::sqrt(static_cast<float>(sh.d)));
+            }, 1e-8);
+        }
+    }
+    // Mixed K/V types take the simple kernel.
+    check_case("prefill attn f16 K, q8_0 V", [](case_ctx & c) {
+        return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 4, 20), c.rand_leaf(EMBER_TYPE_F16, 64, 2, 20),
+                          c.rand_leaf(EMBER_TYPE_Q8_0, 64, 2, 20), nullptr, 0.125f);
+    }, 1e-8);
+}
+
 TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readback") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
