@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ int main(int argc, char ** argv) {
         }
         rest.push_back(argv[i]);
     }
+    // The Vulkan backend keeps its pipeline cache under ~/.cache/ember by default: tests use
+    // this process's temporary directory instead, unless the caller chose a place.
+    setenv("EMBER_VULKAN_PIPELINE_CACHE", ember_test_tmp_dir().c_str(), 0);
     doctest::Context ctx;
     ctx.applyCommandLine(static_cast<int>(rest.size()), rest.data());
     return ctx.run();
