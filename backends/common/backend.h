@@ -72,7 +72,7 @@ struct ember_buffer {
 ember_status ember_buffer_type_alloc(ember_buffer_type * buft, size_t size, ember_buffer ** out);
 size_t       ember_buffer_type_alignment(ember_buffer_type * buft);
 size_t       ember_buffer_type_alloc_size(ember_buffer_type * buft, const ember_tensor * t);
-bool         ember_buffer_type_is_host(ember_buffer_type * buft);
+EMBER_BACKEND_API bool ember_buffer_type_is_host(ember_buffer_type * buft);
 void         ember_buffer_free(ember_buffer * buf);  // NULL is a no-op
 void *       ember_buffer_base(ember_buffer * buf);
 // Places tensor t at `offset` of buf (sets t->buffer and t->data).
@@ -198,6 +198,12 @@ void                ember_stream_free(ember_stream * s);  // NULL is a no-op
 
 // The CPU backend's registry entry (backends/cpu_simd).
 ember_backend_reg * ember_cpu_backend_reg();
+
+// The CUDA backend's registry entry as this library gets it (builds with EMBER_CUDA only):
+// linked in (the static library: backends/cuda/cuda-reg-static.cpp) or loaded at run time from
+// libember-cuda.so (the shared library: backends/common/registry-cuda-module.cpp). nullptr
+// when the module is absent or cannot load.
+ember_backend_reg * ember_registry_cuda();
 
 // Proc "ember_cpu_repack" of the CPU registry entry: weights the CPU backend keeps in its own
 // layout (backends/cpu_simd/repack.h). With src == dst == nullptr: whether a contiguous weight

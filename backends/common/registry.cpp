@@ -8,9 +8,6 @@
 
 #include "backend.h"
 
-#ifdef EMBER_HAVE_CUDA
-#    include "backends/cuda/cuda-backend.h"
-#endif
 #ifdef EMBER_HAVE_VULKAN
 #    include "backends/vulkan/vulkan-backend.h"
 #endif
@@ -69,7 +66,7 @@ void init_locked(registry & r) {
     add_locked(r, ember_cpu_backend_reg());
     // GPU backends (CUDA, Vulkan) are added here when built in.
 #ifdef EMBER_HAVE_CUDA
-    add_locked(r, ember_cuda_backend_reg());  // no driver or no GPU: a backend with no devices
+    add_locked(r, ember_registry_cuda());  // no driver or no GPU: a backend with no devices
 #endif
 #ifdef EMBER_HAVE_VULKAN
     add_locked(r, ember_vulkan_backend_reg());  // lists GPUs only; lavapipe is found by name

@@ -54,14 +54,22 @@ struct ember_tensor {
     char           name[EMBER_MAX_NAME];
 };
 
-const char * ember_op_name(ember_op op);
-int          ember_op_n_src(ember_op op);
+// EMBER_BACKEND_API: exported from libember for backend modules loaded at run time
+// (libember-cuda.so); C++ symbols, versioned with EMBER_BACKEND_API_VERSION (backend.h).
+#if defined(__GNUC__) || defined(__clang__)
+#    define EMBER_BACKEND_API __attribute__((visibility("default")))
+#else
+#    define EMBER_BACKEND_API
+#endif
+
+EMBER_BACKEND_API const char * ember_op_name(ember_op op);
+EMBER_BACKEND_API int          ember_op_n_src(ember_op op);
 
 inline int64_t ember_nelements(const ember_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 inline int64_t ember_nrows(const ember_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 // Bytes spanned by the tensor (for a contiguous tensor: its size).
-size_t ember_nbytes(const ember_tensor * t);
-bool   ember_is_contiguous(const ember_tensor * t);
+EMBER_BACKEND_API size_t ember_nbytes(const ember_tensor * t);
+EMBER_BACKEND_API bool   ember_is_contiguous(const ember_tensor * t);
 // Sets nb[] for a contiguous tensor of t->type and t->ne.
 void   ember_set_contiguous_strides(ember_tensor * t);
 void   ember_set_name(ember_tensor * t, const char * fmt, ...);
