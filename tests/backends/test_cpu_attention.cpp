@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attn-test-util.h"
 #include "backend-test-util.h"
 #include "backends/cpu_simd/cpu-ops.h"
 #include "backends/cpu_simd/kernels.h"
@@ -19,46 +20,6 @@
 using namespace ember_test;
 
 namespace {
-
-// Runs one kernel on a pool of n_threads with its own work buffer, as the stream would.
-struct op_runner {
-    const ember_cpu_kernel_table * kt  = nullptr;  // nullptr: the reference kernel
-    ember_tensor *                 dst = nullptr;
-    ember_cpu_compute_params       p{};
-    std::atomic<int>               error{0};
-    std::atomic<int>               stop_at{INT_MAX};
-
-    static void task(void * arg, int ith, int nth) {
-        op_runner *              r = static_cast<op_runner *>(arg);
-        ember_cpu_compute_params p = r->p;
-        p.ith                      = ith;
-        p.nth                      = nth;
-        if (r->kt) {
-            ember_cpu_attn_tiled_with(&p, r->dst, r->kt);
-        } else {
-            ember_cpu_attn(&p, r->dst);
-        }
-    }
-
-    ember_status run(ember_tensor * out, const ember_cpu_kernel_table * table, int n_threads) {
-        ember_thread_pool pool(n_threads);
-        const size_t      ws = table ? ember_cpu_attn_tiled_work_size(out, n_threads)
-                                     : ember_cpu_attn_work_size(out, n_threads);
-        std::vector<double> buf(ws / sizeof(double) + 16);  // 8-byte aligned at least
-        char *              w = reinterpret_cast<char *>(buf.data());
-        w += (64 - reinterpret_cast<uintptr_t>(w) % 64) % 64;
-        kt        = table;
-        dst       = out;
-        p.wdata   = w;
-        p.wsize   = ws;
-        p.pool    = &pool;
-        p.node    = 0;
-        p.error   = &error;
-        p.stop_at = &stop_at;
-        pool.run(task, this);
-        return (ember_status) error.load();
-    }
-};
 
 enum mask_kind { MASK_NONE, MASK_CAUSAL, MASK_HOLES };
 
@@ -130,7 +91,7 @@ void check_case(const attn_case & c, uint32_t seed) {
         set_floats(mask, mf);
     }
 
-    op_runner ref;
+    attn_op_runner ref;
     REQUIRE(ref.run(out, nullptr, 1) == EMBER_OK);
     const std::vector<float> want = get_f32(out);
     double                   wmax = 0.0;
@@ -142,7 +103,7 @@ void check_case(const attn_case & c, uint32_t seed) {
         CAPTURE(kt->name);
         std::vector<float> poison(want.size(), NAN);  // every output must be written
         ember_tensor_set(out, poison.data(), 0, poison.size() * sizeof(float));
-        op_runner tiled;
+        attn_op_runner tiled;
         REQUIRE(tiled.run(out, kt, c.n_threads) == EMBER_OK);
         const std::vector<float> got = get_f32(out);
         double                   err = 0.0;

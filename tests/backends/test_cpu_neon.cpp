@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "attn-test-util.h"
 #include "backend-test-util.h"
 #include "backends/cpu_simd/cpu-ops.h"
 #include "backends/cpu_simd/kernels.h"
@@ -735,44 +736,6 @@ void check_gemv_r16(const ember_cpu_kernel_table & t) {
 // kernel (ember_cpu_attn), on one thread: threads that spin-wait for each other are very slow
 // under qemu-user, where test_cpu_attention.cpp's multi-thread cases take minutes.
 //
-
-struct attn_op_runner {
-    const ember_cpu_kernel_table * kt  = nullptr;  // nullptr: the reference kernel
-    ember_tensor *                 dst = nullptr;
-    ember_cpu_compute_params       p{};
-    std::atomic<int>               error{0};
-    std::atomic<int>               stop_at{INT_MAX};
-
-    static void task(void * arg, int ith, int nth) {
-        attn_op_runner *         r = static_cast<attn_op_runner *>(arg);
-        ember_cpu_compute_params p = r->p;
-        p.ith                      = ith;
-        p.nth                      = nth;
-        if (r->kt) {
-            ember_cpu_attn_tiled_with(&p, r->dst, r->kt);
-        } else {
-            ember_cpu_attn(&p, r->dst);
-        }
-    }
-
-    ember_status run(ember_tensor * out, const ember_cpu_kernel_table * table) {
-        ember_thread_pool   pool(1);
-        const size_t        ws = table ? ember_cpu_attn_tiled_work_size(out, 1) : ember_cpu_attn_work_size(out, 1);
-        std::vector<double> buf(ws / sizeof(double) + 16);
-        char *              w = reinterpret_cast<char *>(buf.data());
-        w += (64 - reinterpret_cast<uintptr_t>(w) % 64) % 64;
-        kt        = table;
-        dst       = out;
-        p.wdata   = w;
-        p.wsize   = ws;
-        p.pool    = &pool;
-        p.node    = 0;
-        p.error   = &error;
-        p.stop_at = &stop_at;
-        pool.run(task, this);
-        return static_cast<ember_status>(error.load());
-    }
-};
 
 // One case: cache types tk / tv, head size d, kv heads x group query heads, tokens, keys;
 // mask 0: none, 1: causal, 2: random holes with whole hidden rows (their output must be 0).
