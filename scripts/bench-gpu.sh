@@ -18,6 +18,11 @@
 #       EMBER_CUDA_FA=0 the simple attention kernel, EMBER_CUDA_DQ=0 the old dequantizer)
 #   EMBER_BENCH_PROFILE=1      also time one pp512 step per op on the GPU (EMBER_CUDA_PROFILE=1:
 #                              an event after every node, eager) for the default and each variant
+#                              (EMBER_BENCH_PROFILE_TG=1: 32 decode tokens instead of pp512)
+#   EMBER_BENCH_KV="q8_0 fp8_e4m3"   extra tg128 rows at depth EMBER_BENCH_DEPTH (default 4096:
+#                              ember-bench -d) with an F16 KV cache and each listed KV type
+#                              (--ctk/--ctv names), each as a fraction of the F16 row (issue 6:
+#                              quantized KV decode within 5% of F16 KV at 4k context)
 #   EMBER_BENCH_PROFILE=ncu    and also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #
@@ -147,15 +152,41 @@ for r in json.loads(os.environ["EMBER_JSON"]):
 PY
 }
 
+# Decode at depth with each KV cache type (EMBER_BENCH_KV), against F16 KV at the same depth.
+kv_depth() {  # shape type file
+    local shape=$1 q=$2 file=$3 depth=${EMBER_BENCH_DEPTH:-4096} kv json
+    rm -f "$dir/kv-f16-ts"
+    for kv in f16 ${EMBER_BENCH_KV}; do
+        json=$("$build/bin/ember-bench" -m "$file" -p 0 -n 128 -d "$depth" -r "$reps" --device cuda --ctk "$kv" --ctv "$kv" -o json \
+            2>>"$logs/bench.log") || {
+            say "| $shape | $q | KV $kv | tg128 @ d$depth: bench failed (see bench.log) |"
+            continue
+        }
+        EMBER_JSON="$json" python3 - "$shape" "$q" "$kv" "$dir/kv-f16-ts" <<'PY' | tee -a "$summary"
+import json, os, sys
+shape, q, kv, f16_file = sys.argv[1:5]
+r = json.loads(os.environ["EMBER_JSON"])[0]
+ts = r["avg_ts"]
+if kv == "f16":
+    open(f16_file, "w").write(str(ts))
+f16 = float(open(f16_file).read()) if os.path.exists(f16_file) else 0
+rel = f"{ts / f16:.3f} of F16 KV" if kv != "f16" and f16 > 0 else ""
+print(f"| {shape} | {q} | KV {kv} | tg{r['n_gen']} @ d{r['n_depth']} | {ts:.1f} ± {r['stddev_ts']:.1f} | | {rel} | | |")
+PY
+    done
+}
+
 # GPU time per op of a pp512 step (the warm-up run and one timed run, both counted), from the
 # backend's own event timer (EMBER_CUDA_PROFILE=1).
 op_profile() {  # shape type file label [env...]
     local shape=$1 q=$2 file=$3 label=$4
     shift 4
     local log=$logs/opprof-$shape-$q-${label//[^A-Za-z0-9_]/_}.log
-    env "$@" EMBER_CUDA_PROFILE=1 timeout 120 "$build/bin/ember-bench" -m "$file" -p 512 -n 0 -r 1 --device cuda >"$log" 2>&1 || true
+    local what=(-p 512 -n 0) name=pp512
+    [ "${EMBER_BENCH_PROFILE_TG:-0}" = 1 ] && what=(-p 0 -n 32) name=tg32
+    env "$@" EMBER_CUDA_PROFILE=1 timeout 120 "$build/bin/ember-bench" -m "$file" "${what[@]}" -r 1 --device cuda >"$log" 2>&1 || true
     say ""
-    say "per-op GPU time, pp512, $shape $q, $label:"
+    say "per-op GPU time, $name, $shape $q, $label:"
     grep -E '^(\||ember: .*GPU time)' "$log" | head -40 | tee -a "$summary"
 }
 
@@ -204,6 +235,7 @@ for shape in $shapes; do
         fi
         bench "$shape" "$q" "$file" default
         for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" "$v"; done
+        [ -n "${EMBER_BENCH_KV:-}" ] && kv_depth "$shape" "$q" "$file"
         if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ]; then
             op_profile "$shape" "$q" "$file" default
             for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" "$v"; done

@@ -46,6 +46,9 @@ pkg=${2:-}
 
 if [ "$mode" = pack ]; then
     build=${pkg:?usage: $0 pack BUILD_DIR}
+    # EMBER_VK_PACK: the folder to pack into (.vkbench; another name lets two builds coexist).
+    out=${EMBER_VK_PACK:-.vkbench}
+    case "$out" in .vk*) ;; *) echo "EMBER_VK_PACK must be a top-level folder named .vk*" >&2; exit 2 ;; esac
     for p in ember-bench test-backends test-models make-bench-model; do
         [ -x "$build/bin/$p" ] || missing="${missing:-} $p"
     done
@@ -57,12 +60,12 @@ if [ "$mode" = pack ]; then
         echo "$build was configured without the Vulkan backend (EMBER_VULKAN=ON)" >&2
         exit 1
     }
-    rm -rf .vkbench && mkdir -p .vkbench/bin .vkbench/lib
-    cp "$build/bin/ember-bench" "$build/bin/test-backends" "$build/bin/test-models" "$build/bin/make-bench-model" .vkbench/bin/
-    cp -L "$build/lib/libember.so.1" .vkbench/lib/  # the soname the programs ask for, as a plain file
+    rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
+    cp "$build/bin/ember-bench" "$build/bin/test-backends" "$build/bin/test-models" "$build/bin/make-bench-model" "$out/bin/"
+    cp -L "$build/lib/libember.so.1" "$out/lib/"  # the soname the programs ask for, as a plain file
     # libxxhash: the device image may not have it.
     xx=$(ldd "$build/bin/ember-bench" | awk '/libxxhash/ {print $3}')
-    [ -n "$xx" ] && cp -L "$xx" .vkbench/lib/
+    [ -n "$xx" ] && cp -L "$xx" "$out/lib/"
     if ! ls .gl/*.deb >/dev/null 2>&1; then
         mkdir -p .gl /tmp/amd64/partial
         o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
@@ -72,9 +75,9 @@ if [ "$mode" = pack ]; then
             exit 1
         }
     fi
-    for d in /.vkbench/ /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >>.git/info/exclude; done
-    du -sh .vkbench .gl
-    echo "now, on the device machine: scripts/bench-vulkan-device.sh run .vkbench   (carry .vkbench, .gl, and .devdata for the model tests)"
+    for d in "/$out/" /.gl/; do grep -qxF "$d" .git/info/exclude 2>/dev/null || echo "$d" >>.git/info/exclude; done
+    du -sh "$out" .gl
+    echo "now, on the device machine: scripts/bench-vulkan-device.sh run $out   (carry $out, .gl, and .devdata for the model tests)"
     exit 0
 fi
 

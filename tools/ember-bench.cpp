@@ -1,7 +1,7 @@
 // ember-bench: prefill (pp) and decode (tg) tokens/s, in the style of llama-bench.
 // Uses nothing but include/ember.h.
 //
-//   ember-bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
+//   ember-bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
 //               [--ctk TYPE] [--ctv TYPE] [-ub N] [-o md|json]
 //   ember-bench --probe [-t THREADS]     memory read bandwidth of this machine
 //
@@ -11,6 +11,8 @@
 // Each test runs once to warm up (excluded), then -r times; a run starts from an empty KV
 // cache. pp: one batch of p tokens (in micro-batches of -ub). tg: n single-token decodes
 // after a one-token prompt. Tokens are random ids (fixed seed), as llama-bench does.
+// -d N (llama-bench's --n-depth): each run first fills the cache with N prompt tokens, not
+// timed, so pp and tg are measured at that depth ("pp512 @ d4096", "tg128 @ d4096").
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +31,7 @@ struct options {
     std::string              model;
     std::vector<int32_t>     n_prompt{512};
     std::vector<int32_t>     n_gen{128};
+    std::vector<int32_t>     n_depth{0};
     std::vector<int32_t>     threads{0};
     int32_t                  reps         = 5;
     int32_t                  n_ubatch     = 512;
@@ -44,6 +47,7 @@ void usage(FILE * f) {
                  "usage: ember-bench -m MODEL [options]\n"
                  "  -p N[,N...]        prompt lengths for prefill tests (default 512; 0 = none)\n"
                  "  -n N[,N...]        tokens for decode tests (default 128; 0 = none)\n"
+                 "  -d N[,N...]        depth: tokens in the KV cache before each test, not timed (default 0)\n"
                  "  -t N[,N...]        CPU threads (default: all cores)\n"
                  "  -r N               repetitions (default 5), after one warm-up run\n"
                  "  -ub N              micro-batch size for prefill (default 512)\n"
@@ -93,6 +97,8 @@ int parse_args(int argc, char ** argv, options & o) {
             ok = need() && parse_list(val, o.n_prompt);
         } else if (a == "-n" || a == "--n-gen") {
             ok = need() && parse_list(val, o.n_gen);
+        } else if (a == "-d" || a == "--n-depth") {
+            ok = need() && parse_list(val, o.n_depth);
         } else if (a == "-t" || a == "--threads") {
             ok = need() && parse_list(val, o.threads);
         } else if (a == "-r" || a == "--repetitions") {
@@ -129,7 +135,7 @@ int parse_args(int argc, char ** argv, options & o) {
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct result {
-    int32_t             n_prompt = 0, n_gen = 0, n_threads = 0;
+    int32_t             n_prompt = 0, n_gen = 0, n_depth = 0, n_threads = 0;
     std::vector<double> ts;  // tokens/s per repetition
     double mean() const {
         double s = 0;
@@ -154,9 +160,17 @@ std::vector<int32_t> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
     return t;
 }
 
-// One timed run; returns tokens/s, or a negative value on error.
-double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t n_gen) {
+// One timed run; returns tokens/s, or a negative value on error. The depth fill goes in
+// batches of at most n_batch tokens and is not timed.
+double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t n_gen, int32_t n_depth, int32_t n_batch) {
     ember_kv_cache_clear(ctx);
+    if (n_depth > 0) {
+        std::vector<int32_t> toks = random_tokens(n_depth, n_vocab, 11);
+        for (int32_t i = 0; i < n_depth; i += n_batch) {
+            ember_batch b = ember_batch_one(toks.data() + i, std::min(n_batch, n_depth - i));
+            if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+        }
+    }
     if (n_prompt > 0) {
         std::vector<int32_t> toks = random_tokens(n_prompt, n_vocab, 42);
         ember_batch          b    = ember_batch_one(toks.data(), n_prompt);
@@ -283,17 +297,24 @@ int main(int argc, char ** argv) {
 
     std::vector<result> results;
     for (int32_t threads : o.threads) {
-        std::vector<std::pair<int32_t, int32_t>> tests;
-        for (int32_t p : o.n_prompt) {
-            if (p > 0) tests.push_back({p, 0});
+        struct test {
+            int32_t n_prompt, n_gen, n_depth;
+        };
+        std::vector<test> tests;
+        for (int32_t d : o.n_depth) {
+            for (int32_t p : o.n_prompt) {
+                if (p > 0) tests.push_back({p, 0, d});
+            }
+            for (int32_t n : o.n_gen) {
+                if (n > 0) tests.push_back({0, n, d});
+            }
         }
-        for (int32_t n : o.n_gen) {
-            if (n > 0) tests.push_back({0, n});
-        }
-        for (auto & t : tests) {
-            ember_context_params cp = ember_context_default_params();
-            cp.n_ctx                = static_cast<uint32_t>(std::max(t.first, t.second + 1));
-            cp.n_batch              = static_cast<uint32_t>(std::max(t.first, 1));
+        for (const test & t : tests) {
+            // The cache holds the depth, then the prompt, or the one-token prompt and the generated tokens.
+            const int32_t        n_batch = std::max({t.n_prompt, 1, std::min(t.n_depth, o.n_ubatch)});
+            ember_context_params cp      = ember_context_default_params();
+            cp.n_ctx                     = static_cast<uint32_t>(t.n_depth + std::max(t.n_prompt, t.n_gen + 1));
+            cp.n_batch                   = static_cast<uint32_t>(n_batch);
             cp.n_ubatch             = static_cast<uint32_t>(o.n_ubatch);
             cp.n_threads            = threads;
             cp.type_k               = type_k;
@@ -305,11 +326,12 @@ int main(int argc, char ** argv) {
                 return 1;
             }
             result r;
-            r.n_prompt  = t.first;
-            r.n_gen     = t.second;
+            r.n_prompt  = t.n_prompt;
+            r.n_gen     = t.n_gen;
+            r.n_depth   = t.n_depth;
             r.n_threads = ember_context_n_threads(ctx);
             for (int32_t rep = 0; rep <= o.reps; rep++) {
-                const double ts = run_once(ctx, n_vocab, t.first, t.second);
+                const double ts = run_once(ctx, n_vocab, t.n_prompt, t.n_gen, t.n_depth, n_batch);
                 if (ts < 0) {
                     std::fprintf(stderr, "ember-bench: decode failed: %s\n", ember_last_error());
                     ember_context_free(ctx);
@@ -346,7 +368,7 @@ int main(int argc, char ** argv) {
             std::printf("    \"n_ubatch\": %d,\n", o.n_ubatch);
             std::printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n", o.ctk.c_str(), o.ctv.c_str());
             std::printf("    \"n_gpu_layers\": %d,\n", o.n_gpu_layers);
-            std::printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n", r.n_prompt, r.n_gen);
+            std::printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n", r.n_prompt, r.n_gen, r.n_depth);
             std::printf("    \"samples_ts\": [");
             for (size_t j = 0; j < r.ts.size(); j++) std::printf("%s%.4f", j ? ", " : "", r.ts[j]);
             std::printf("],\n");
@@ -359,9 +381,10 @@ int main(int argc, char ** argv) {
         std::printf("| model | size | params | backend | threads | test | t/s | weights read |\n");
         std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
         for (const result & r : results) {
-            char test[32];
+            char test[48];
             if (r.n_prompt > 0) std::snprintf(test, sizeof(test), "pp%d", r.n_prompt);
             else std::snprintf(test, sizeof(test), "tg%d", r.n_gen);
+            if (r.n_depth > 0) std::snprintf(test + std::strlen(test), sizeof(test) - std::strlen(test), " @ d%d", r.n_depth);
             char gbs[32] = "";
             if (r.n_gen > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s |", r.mean() * decode_bytes / 1e9);
             else std::snprintf(gbs, sizeof(gbs), " |");

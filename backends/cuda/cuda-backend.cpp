@@ -813,6 +813,8 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->cu.device = d->id;
     const char * graphs = std::getenv("EMBER_CUDA_GRAPHS");
     c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
+    const char * pdl    = std::getenv("EMBER_CUDA_PDL");
+    c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = cudaSetDevice(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);

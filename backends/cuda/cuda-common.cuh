@@ -10,6 +10,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <utility>
+
+#include "cuda-fp8.h"
 #include "cuda-ops.h"
 #include "quant/blocks.h"
 
@@ -37,6 +40,44 @@ inline unsigned cu_blocks(int64_t n, int per_block) {
     if (b < 1) b = 1;
     if (b > 0x7fffffff) b = 0x7fffffff;
     return static_cast<unsigned>(b);
+}
+
+// Programmatic dependent launch (Hopper and later; no-ops below sm_90). Every kernel of this
+// backend is launched by cu_launch, which lets it start while the previous kernel of the stream
+// still runs (when ctx.pdl): its blocks become resident as the previous kernel's blocks have all
+// started, and its launch latency and prologue hide behind that kernel's tail. So every kernel
+// calls cu_pdl_begin() before its first access to memory another kernel may write or read (all
+// of it, except weights): griddepcontrol.wait returns once the previous grid has completed and
+// its writes are visible. Then launch_dependents lets the next kernel start in turn. The decode
+// matvecs issue their first weight loads before cu_pdl_begin(), so weight streaming overlaps
+// the small kernels before them (norms, RoPE, attention).
+__device__ __forceinline__ void cu_pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Starts moving the 128-byte line at p into L2 (no register written).
+__device__ __forceinline__ void cu_prefetch_l2(const void * p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// kernel<<<grid, block, smem, ctx.stream>>>(args...), with the programmatic-serialization
+// attribute when ctx.pdl. Errors are left for ember_cuda_check_launch (cudaGetLastError).
+template <typename... P, typename... A>
+inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A &&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg                             = {};
+    cfg.gridDim                                        = grid;
+    cfg.blockDim                                       = block;
+    cfg.dynamicSmemBytes                               = smem;
+    cfg.stream                                         = ctx.stream;
+    cfg.attrs                                          = attr;
+    cfg.numAttrs                                       = ctx.pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
 // Records a data error (e.g. a row index out of range) for the stream to report.
@@ -381,11 +422,18 @@ template <bool E4M3> __device__ __forceinline__ void cu_fp8_block_chunk(const ch
 #pragma unroll
     for (int i = 0; i < 32; i++) y[i] = cu_fp8<E4M3>(b[1 + i]) * s;
 }
+// One element (KV caches): code * scale, as to_float_blocks (lut[q] * s).
+template <bool E4M3> __device__ __forceinline__ float cu_fp8_block_elem(const char * row, int64_t i) {
+    const uint8_t * b = reinterpret_cast<const uint8_t *>(row) + (i / 32) * 33;
+    return cu_fp8<E4M3>(b[1 + i % 32]) * cu_fp8_e8m0_scale(b[0]);
+}
 template <> struct cu_codec<EMBER_TYPE_FP8_E4M3> {
     static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_block_chunk<true>(row, c, y); }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) { return cu_fp8_block_elem<true>(row, i); }
 };
 template <> struct cu_codec<EMBER_TYPE_FP8_E5M2> {
     static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_fp8_block_chunk<false>(row, c, y); }
+    static __device__ __forceinline__ float elem(const char * row, int64_t i) { return cu_fp8_block_elem<false>(row, i); }
 };
 
 // Row FP8: [fp32 scale][codes], the scale at the (4-byte-aligned) row start.
@@ -520,6 +568,22 @@ template <> struct cu_encoder<EMBER_TYPE_Q4_0> {
     }
 };
 
+// FP8_E4M3 / FP8_E5M2 (KV caches): ember_ref_from_float_FP8_*, bit for bit (cuda-fp8.h).
+template <> struct cu_encoder<EMBER_TYPE_FP8_E4M3> {
+    static constexpr int QK = 32;
+    static __device__ __forceinline__ void block(const float * x, char * dst) {
+        ember_block_fp8 * b = reinterpret_cast<ember_block_fp8 *>(dst);
+        cu_fp8_encode_block<true>(x, &b->e, b->qs);
+    }
+};
+template <> struct cu_encoder<EMBER_TYPE_FP8_E5M2> {
+    static constexpr int QK = 32;
+    static __device__ __forceinline__ void block(const float * x, char * dst) {
+        ember_block_fp8 * b = reinterpret_cast<ember_block_fp8 *>(dst);
+        cu_fp8_encode_block<false>(x, &b->e, b->qs);
+    }
+};
+
 //
 // Type dispatch: calls F.template operator()<T>() for the run-time type t; false when t has
 // no codec here.
@@ -560,6 +624,8 @@ template <typename F> inline bool cu_dispatch_elem_type(ember_type t, F && f) {
         case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
         case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
         case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
+        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
         default: return false;
     }
 }
@@ -571,6 +637,8 @@ template <typename F> inline bool cu_dispatch_encode_type(ember_type t, F && f) 
         case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
         case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
         case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
+        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
+        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
         default: return false;
     }
 }

@@ -38,6 +38,11 @@ struct ember_cuda_ctx {
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
 
+    // Programmatic dependent launch (sm_90+, EMBER_CUDA_PDL=0 turns it off): kernels are
+    // launched so that they start while the previous kernel runs; each waits for it
+    // (cu_pdl_begin in cuda-common.cuh) before touching memory that kernel may write or read.
+    bool pdl = false;
+
     // EMBER_CUDA_PROFILE=1: the stream's per-op GPU timer (cuda-backend.cpp), else nullptr.
     void * prof = nullptr;
 };
@@ -82,6 +87,9 @@ bool         ember_cuda_supports_cpy(const ember_tensor * dst);
 // ops-attention.cu
 constexpr int64_t EMBER_CUDA_ATTN_MAX_D = 256;
 ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst);
+// ops-attention-decode.cu: the decode kernel (few query tokens; one block per KV head and
+// split of the keys). EMBER_ERR_UNSUPPORTED when the shapes or types do not suit it.
+ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-matvec.cu: m (columns of x) <= EMBER_CUDA_MATVEC_MAX_COLS
 constexpr int64_t EMBER_CUDA_MATVEC_MAX_COLS = 8;

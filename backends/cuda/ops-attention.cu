@@ -2,8 +2,9 @@
 // k_warps warps per (query head, token); each warp walks keys j = warp, warp + k_warps, ...
 // with its own online softmax (lane l holds dims l, l + 32, ... of q and of the accumulator),
 // then the warps' partial results are merged in shared memory. K/V elements are read through
-// the cache type's element reader. Keys whose mask is -INF are skipped; a row with every key
-// hidden gives zeros.
+// the cache type's element reader (cu_codec<T>::elem: F32, F16, BF16, Q8_0, Q4_0, FP8_E4M3,
+// FP8_E5M2; any K/V pair). Keys whose mask is -INF are skipped; a row with every key hidden
+// gives zeros.
 //
 // Decode (few query rows, so few blocks for 132 SMs): the keys are also split across
 // gridDim.y blocks (flash-decoding); each writes its unnormalized partial result with its max
@@ -38,6 +39,7 @@ constexpr int k_per_lane = EMBER_CUDA_ATTN_MAX_D / 32;
 template <int TK, int TV>
 __global__ void __launch_bounds__(32 * k_warps) attn_kernel(cu_tensor q, cu_tensor k, cu_tensor v, cu_tensor mask, bool has_mask,
                                                             cu_tensor dst, float scale, int64_t group, float * part) {
+    cu_pdl_begin();
     const int64_t n_head = q.ne[1];
     const int64_t ih     = blockIdx.x % n_head;
     const int64_t it     = blockIdx.x / n_head;
@@ -130,6 +132,7 @@ __global__ void __launch_bounds__(32 * k_warps) attn_kernel(cu_tensor q, cu_tens
 
 // Merges the n_split partial results of each query row (one block per row).
 __global__ void attn_merge_kernel(const float * part, int n_split, int64_t d, int64_t n_head, cu_tensor dst) {
+    cu_pdl_begin();
     const int64_t row = blockIdx.x;
     const float * pr  = part + row * n_split * (d + 2);
     float         Mg  = -INFINITY;
@@ -209,6 +212,7 @@ __device__ __forceinline__ void fa_load_kv(uint2 (&kp)[LPT], uint2 (&vp)[LPT], c
 template <int TK, int TV, int NPL, int RPW, bool VEC>
 __global__ void __launch_bounds__(32 * k_fa_warps) fa_kernel(cu_tensor q, cu_tensor k, cu_tensor v, cu_tensor mask, bool has_mask,
                                                              cu_tensor dst, float scale, int group) {
+    cu_pdl_begin();
     constexpr int k_fa_rpw  = RPW;
     constexpr int k_fa_rows = k_fa_warps * k_fa_rpw;
     constexpr int D  = 32 * NPL;
@@ -403,14 +407,14 @@ template <int TK, int TV, int NPL, int RPW, bool VEC> ember_status fa_launch(emb
     }
     const int64_t n_blocks = (q->ne[2] * group + k_fa_rows - 1) / k_fa_rows;
     const dim3    grid(static_cast<unsigned>(n_blocks), static_cast<unsigned>(k->ne[1]));
-    fa_kernel<TK, TV, NPL, RPW, VEC><<<grid, 32 * k_fa_warps, smem, ctx.stream>>>(cu_desc(q), cu_desc(k), cu_desc(dst->src[2]),
+    cu_launch(ctx, fa_kernel<TK, TV, NPL, RPW, VEC>, grid, 32 * k_fa_warps, smem, cu_desc(q), cu_desc(k), cu_desc(dst->src[2]),
                                                                         mask ? cu_desc(mask) : cu_tensor{}, mask != nullptr, cu_desc(dst),
                                                                         ember_get_op_param_f32(dst, 0), static_cast<int>(group));
     return EMBER_OK;
 }
 
-// The prefill kernel for caches whose K and V have the same type (F16, BF16, F32, Q8_0, Q4_0):
-// a mixed pair takes the simple kernel (fewer instantiations to compile).
+// The prefill kernel for caches whose K and V have the same type (F16, BF16, F32, Q8_0, Q4_0,
+// FP8_E4M3, FP8_E5M2): a mixed pair takes the simple kernel (fewer instantiations to compile).
 struct fa_k_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
@@ -473,10 +477,10 @@ template <int TK> struct attn_v_launch {
             }
         }
         const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_split));
-        attn_kernel<TK, TV><<<grid, 32 * k_warps, 0, ctx.stream>>>(cu_desc(q), cu_desc(k), cu_desc(dst->src[2]), md, mask != nullptr,
+        cu_launch(ctx, attn_kernel<TK, TV>, grid, 32 * k_warps, 0, cu_desc(q), cu_desc(k), cu_desc(dst->src[2]), md, mask != nullptr,
                                                                    cu_desc(dst), ember_get_op_param_f32(dst, 0), group, part);
         if (part) {
-            attn_merge_kernel<<<static_cast<unsigned>(rows), 128, 0, ctx.stream>>>(part, static_cast<int>(n_split), q->ne[0], q->ne[1],
+            cu_launch(ctx, attn_merge_kernel, static_cast<unsigned>(rows), 128, 0, part, static_cast<int>(n_split), q->ne[0], q->ne[1],
                                                                                  cu_desc(dst));
         }
     }
@@ -507,6 +511,11 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst) {
         if (st == EMBER_OK) return ember_cuda_check_launch("attn (tiled prefill)");
         if (st != EMBER_ERR_UNSUPPORTED) return st;
         st = EMBER_OK;  // fall back to the simple kernel
+    }
+    if (q->ne[2] < k_fa_min_tokens) {  // decode: ops-attention-decode.cu, when it takes these shapes
+        st = ember_cuda_attn_decode(ctx, dst);
+        if (st != EMBER_ERR_UNSUPPORTED) return st;
+        st = EMBER_OK;
     }
     cu_dispatch_elem_type(dst->src[1]->type, attn_k_launch{ctx, dst, st});
     if (st != EMBER_OK) return st;

@@ -20,7 +20,10 @@ __device__ __forceinline__ float * at(const cu_tensor & t, int64_t i0, int64_t i
     return reinterpret_cast<float *>(t.data + i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3]);
 }
 
-constexpr int k_norm_threads = 256;
+// RMS_NORM: one block per row; rows of up to k_norm_vpt * k_norm_threads elements are held in
+// registers (8192: every model dimension Ember meets).
+constexpr int k_norm_threads = 1024;
+constexpr int k_norm_vpt     = 8;
 
 // The integer matvec's quantized activations (ops-matvec-q.cu), made by the kernel that
 // produces x instead of a separate launch: each lane holds element idx of a warp-wide block of
@@ -57,59 +60,97 @@ struct norm_args {
 };
 
 template <bool ADD, bool FUSED, bool QX>
-__global__ void rms_norm_kernel(norm_args p) {
+__global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
+    cu_pdl_begin();
     const cu_tensor & dst = p.dst;
     const int64_t     row = blockIdx.x;
     const int64_t i1 = row % dst.ne[1], i2 = (row / dst.ne[1]) % dst.ne[2], i3 = row / (dst.ne[1] * dst.ne[2]);
     float *       x  = at(p.src, 0, i1, i2, i3);
     float *       y  = at(dst, 0, i1, i2, i3);
     const int64_t n  = dst.ne[0];
-    float         ss = 0.0f;
-    if constexpr (ADD) {
-        const float * xa = at(p.a, 0, i1, i2, i3);
-        const float * xb = at(p.b, 0, i1, i2, i3);
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const float v = xa[i] + xb[i];
-            x[i]          = v;  // read back below by this same thread
-            ss += v * v;
-        }
-    } else {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
-    }
-    __shared__ float part[k_norm_threads / 32];
-    ss = cu_warp_sum(ss);
-    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-        v       = cu_warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
-    }
-    __syncthreads();
-    const float mean  = part[0] / static_cast<float>(n);
-    const float scale = 1.0f / sqrtf(mean + p.eps);
-    // Four elements per thread per step, all loads before the stores: the stores may alias
-    // the inputs as far as the compiler knows, so a plain loop would wait for each load.
     const int64_t wn = FUSED ? p.w.ne[0] : 1;
     const float * wr = FUSED ? at(p.w, 0, i1 % p.w.ne[1], i2 % p.w.ne[2], i3 % p.w.ne[3]) : nullptr;
     float *       z  = FUSED ? at(p.mul, 0, i1, i2, i3) : nullptr;
-    for (int64_t i0 = threadIdx.x; i0 < n; i0 += 4 * static_cast<int64_t>(blockDim.x)) {
-        float xv[4], wv[4];
+    const int     t  = threadIdx.x;
+    // Rows of up to k_norm_vpt elements per thread stay in registers: every load of the row
+    // (and of the MUL's weights) is issued before the first store, which the compiler must
+    // otherwise assume aliases them (a per-element loop waited ~600 ns per element pair: the
+    // 4096-wide norm of an 8B model took 16 us).
+    const bool regs = n <= static_cast<int64_t>(k_norm_vpt) * k_norm_threads;
+    float      v[k_norm_vpt], wv[k_norm_vpt];
+    float      ss = 0.0f;
+    if (regs) {
+#pragma unroll
+        for (int u = 0; u < k_norm_vpt; u++) {
+            const int64_t i = t + static_cast<int64_t>(u) * k_norm_threads;
+            if constexpr (ADD) v[u] = i < n ? __ldg(at(p.a, 0, i1, i2, i3) + i) + __ldg(at(p.b, 0, i1, i2, i3) + i) : 0.0f;
+            else v[u] = i < n ? x[i] : 0.0f;
+            if constexpr (FUSED) wv[u] = i < n ? __ldg(wr + (wn == n ? i : i % wn)) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < k_norm_vpt; u++) {
+            ss += v[u] * v[u];
+            const int64_t i = t + static_cast<int64_t>(u) * k_norm_threads;
+            if constexpr (ADD) {
+                if (i < n) x[i] = v[u];  // the sum, for the ADD's other readers
+            }
+        }
+    } else if constexpr (ADD) {
+        const float * xa = at(p.a, 0, i1, i2, i3);
+        const float * xb = at(p.b, 0, i1, i2, i3);
+        for (int64_t i = t; i < n; i += k_norm_threads) {
+            const float s = xa[i] + xb[i];
+            x[i]          = s;  // read back below by this same thread
+            ss += s * s;
+        }
+    } else {
+        for (int64_t i = t; i < n; i += k_norm_threads) ss += x[i] * x[i];
+    }
+    __shared__ float part[k_norm_threads / 32];
+    ss = cu_warp_sum(ss);
+    if (t % 32 == 0) part[t / 32] = ss;
+    __syncthreads();
+    if (t < 32) {
+        float s = t < k_norm_threads / 32 ? part[t] : 0.0f;
+        s       = cu_warp_sum(s);
+        if (t == 0) part[0] = s;
+    }
+    __syncthreads();
+    const float scale = 1.0f / sqrtf(part[0] / static_cast<float>(n) + p.eps);
+    if (regs) {
+#pragma unroll
+        for (int u = 0; u < k_norm_vpt; u++) {
+            const int64_t i = t + static_cast<int64_t>(u) * k_norm_threads;
+            if (i >= n) break;  // with QX (n % 32 == 0) the same for the whole warp
+            const float nv = v[u] * scale;
+            y[i]           = nv;
+            float zv       = nv;
+            if constexpr (FUSED) {
+                zv   = nv * wv[u];
+                z[i] = zv;
+            }
+            if constexpr (QX) quantize_warp(zv, row * n + i, p.xq, p.xds);
+        }
+        return;
+    }
+    // Long rows: four elements per thread per step, all loads before the stores.
+    for (int64_t i0 = t; i0 < n; i0 += 4 * static_cast<int64_t>(k_norm_threads)) {
+        float xv[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int64_t i = i0 + u * static_cast<int64_t>(blockDim.x);
+            const int64_t i = i0 + u * static_cast<int64_t>(k_norm_threads);
             xv[u]           = i < n ? x[i] : 0.0f;
             if constexpr (FUSED) wv[u] = i < n ? wr[wn == n ? i : i % wn] : 0.0f;
         }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int64_t i = i0 + u * static_cast<int64_t>(blockDim.x);
-            if (i >= n) break;  // with QX (n % 32 == 0) the same for the whole warp
-            const float v = xv[u] * scale;
-            y[i]          = v;
-            float zv      = v;
+            const int64_t i = i0 + u * static_cast<int64_t>(k_norm_threads);
+            if (i >= n) break;
+            const float nv = xv[u] * scale;
+            y[i]           = nv;
+            float zv       = nv;
             if constexpr (FUSED) {
-                zv   = v * wv[u];
+                zv   = nv * wv[u];
                 z[i] = zv;
             }
             if constexpr (QX) quantize_warp(zv, row * n + i, p.xq, p.xds);
@@ -119,6 +160,7 @@ __global__ void rms_norm_kernel(norm_args p) {
 
 template <bool IS_MUL>
 __global__ void binary_kernel(cu_tensor a, cu_tensor b, cu_tensor dst, int64_t n) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         int64_t i0, i1, i2, i3;
         unflatten(idx, dst.ne, i0, i1, i2, i3);
@@ -130,6 +172,7 @@ __global__ void binary_kernel(cu_tensor a, cu_tensor b, cu_tensor dst, int64_t n
 
 template <bool QX>
 __global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n, int8_t * xq, float2 * xds) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         int64_t i0, i1, i2, i3;
         unflatten(idx, dst.ne, i0, i1, i2, i3);
@@ -142,6 +185,7 @@ __global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n
 
 // SWIGLU over contiguous tensors (prefill): flat indices, no per-element 64-bit divisions.
 __global__ void swiglu_flat_kernel(const float * g, const float * u, float * dst, int64_t n) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         const float x = g[idx];
         dst[idx]      = x / (1.0f + expf(-x)) * u[idx];
@@ -149,6 +193,7 @@ __global__ void swiglu_flat_kernel(const float * g, const float * u, float * dst
 }
 
 __global__ void scale_kernel(cu_tensor src, cu_tensor dst, float s, int64_t n) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         int64_t i0, i1, i2, i3;
         unflatten(idx, dst.ne, i0, i1, i2, i3);
@@ -218,12 +263,12 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     qx = p.xq != nullptr;
     const unsigned g = static_cast<unsigned>(rows);
     // (ADD, FUSED, QX): the combinations the stream asks for.
-    if (add && mul && qx) rms_norm_kernel<true, true, true><<<g, k_norm_threads, 0, ctx.stream>>>(p);
-    else if (add && mul) rms_norm_kernel<true, true, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
-    else if (add) rms_norm_kernel<true, false, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
-    else if (mul && qx) rms_norm_kernel<false, true, true><<<g, k_norm_threads, 0, ctx.stream>>>(p);
-    else if (mul) rms_norm_kernel<false, true, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
-    else rms_norm_kernel<false, false, false><<<g, k_norm_threads, 0, ctx.stream>>>(p);
+    if (add && mul && qx) cu_launch(ctx, rms_norm_kernel<true, true, true>, g, k_norm_threads, 0, p);
+    else if (add && mul) cu_launch(ctx, rms_norm_kernel<true, true, false>, g, k_norm_threads, 0, p);
+    else if (add) cu_launch(ctx, rms_norm_kernel<true, false, false>, g, k_norm_threads, 0, p);
+    else if (mul && qx) cu_launch(ctx, rms_norm_kernel<false, true, true>, g, k_norm_threads, 0, p);
+    else if (mul) cu_launch(ctx, rms_norm_kernel<false, true, false>, g, k_norm_threads, 0, p);
+    else cu_launch(ctx, rms_norm_kernel<false, false, false>, g, k_norm_threads, 0, p);
     const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm" : mul ? "rms_norm + mul" : "rms_norm");
     if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
     return st;
@@ -231,13 +276,13 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
 
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const int64_t n = ember_nelements(dst);
-    binary_kernel<true><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n);
+    cu_launch(ctx, binary_kernel<true>, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n);
     return ember_cuda_check_launch("mul");
 }
 
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const int64_t n = ember_nelements(dst);
-    binary_kernel<false><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n);
+    cu_launch(ctx, binary_kernel<false>, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n);
     return ember_cuda_check_launch("add");
 }
 
@@ -251,15 +296,15 @@ ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, b
     void *        xds = nullptr;
     if (qx && dst->ne[0] % 32 == 0 && ember_is_contiguous(dst)) ember_cuda_qx_buffer(ctx, dst, &xq, &xds);
     if (xq) {
-        swiglu_kernel<true><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n, xq,
+        cu_launch(ctx, swiglu_kernel<true>, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n, xq,
                                                                            static_cast<float2 *>(xds));
     } else if (ember_is_contiguous(dst) && ember_is_contiguous(dst->src[0]) && ember_is_contiguous(dst->src[1]) &&
                ember_nelements(dst->src[0]) == n && ember_nelements(dst->src[1]) == n) {
-        swiglu_flat_kernel<<<elem_blocks(n), k_threads, 0, ctx.stream>>>(static_cast<const float *>(dst->src[0]->data),
+        cu_launch(ctx, swiglu_flat_kernel, elem_blocks(n), k_threads, 0, static_cast<const float *>(dst->src[0]->data),
                                                                          static_cast<const float *>(dst->src[1]->data),
                                                                          static_cast<float *>(dst->data), n);
     } else {
-        swiglu_kernel<false><<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n,
+        cu_launch(ctx, swiglu_kernel<false>, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n,
                                                                             nullptr, nullptr);
     }
     const ember_status st = ember_cuda_check_launch("swiglu");
@@ -269,6 +314,6 @@ ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, b
 
 ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const int64_t n = ember_nelements(dst);
-    scale_kernel<<<elem_blocks(n), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst), ember_get_op_param_f32(dst, 0), n);
+    cu_launch(ctx, scale_kernel, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst), ember_get_op_param_f32(dst, 0), n);
     return ember_cuda_check_launch("scale");
 }

@@ -25,6 +25,7 @@ unsigned grid_for(int64_t n) {
 
 template <int T>
 __global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int64_t n_items, __half * out) {
+    cu_pdl_begin();
     const int64_t nc = k / 32;
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / nc;
@@ -47,6 +48,7 @@ constexpr int k_dq_warps = k_threads / 32;
 template <int T, bool RP>
 __global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * w, int64_t w_nb1, int64_t nblk, int64_t g0, int64_t k,
                                                                   int64_t n_items, __half * out) {
+    cu_pdl_begin();
     __shared__ uint4 sbuf[k_dq_warps][32 * 4];
     const int     lane   = threadIdx.x % 32;
     const int     wi     = threadIdx.x / 32;
@@ -92,6 +94,7 @@ bool dq_coalesced() {
 // Weights in the CUDA layout (cuda-repack.h): rows g0 .. of the tensor's nblk blocks.
 template <int T>
 __global__ void dequant_f16_rp_kernel(const char * w, int64_t nblk, int64_t g0, int64_t k, int64_t n_items, __half * out) {
+    cu_pdl_begin();
     const int64_t nc = k / 32;
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         float v[32];
@@ -110,9 +113,9 @@ struct dequant_launch {
     template <int T> void operator()() const {
         const int64_t n = rows * (k / 32);
         if (dq_coalesced()) {
-            dequant_f16_co_kernel<T, false><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, 0, 0, k, n, out);
+            cu_launch(ctx, dequant_f16_co_kernel<T, false>, grid_for(n), k_threads, 0, w, w_nb1, 0, 0, k, n, out);
         } else {
-            dequant_f16_kernel<T><<<grid_for(n), k_threads, 0, ctx.stream>>>(w, w_nb1, k, n, out);
+            cu_launch(ctx, dequant_f16_kernel<T>, grid_for(n), k_threads, 0, w, w_nb1, k, n, out);
         }
     }
 };
@@ -122,6 +125,7 @@ struct dequant_launch {
 // more than the dequantization of the weight it multiplies).
 template <typename H>
 __global__ void convert_x_kernel(const char * x, int64_t x_nb1, int64_t k, int64_t m, H * out) {
+    cu_pdl_begin();
     for (int64_t c = blockIdx.y; c < m; c += gridDim.y) {
         const float * xc = reinterpret_cast<const float *>(x + c * x_nb1);
         H *           oc = out + c * k;
@@ -160,13 +164,13 @@ ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w
         __half *      o    = static_cast<__half *>(out);
         const bool    co   = dq_coalesced();
         if (w->type == EMBER_TYPE_Q4_0 && co) {
-            dequant_f16_co_kernel<EMBER_TYPE_Q4_0, true><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, 0, nblk, g0, w->ne[0], n, o);
+            cu_launch(ctx, dequant_f16_co_kernel<EMBER_TYPE_Q4_0, true>, grid_for(n), k_threads, 0, base, 0, nblk, g0, w->ne[0], n, o);
         } else if (w->type == EMBER_TYPE_Q8_0 && co) {
-            dequant_f16_co_kernel<EMBER_TYPE_Q8_0, true><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, 0, nblk, g0, w->ne[0], n, o);
+            cu_launch(ctx, dequant_f16_co_kernel<EMBER_TYPE_Q8_0, true>, grid_for(n), k_threads, 0, base, 0, nblk, g0, w->ne[0], n, o);
         } else if (w->type == EMBER_TYPE_Q4_0) {
-            dequant_f16_rp_kernel<EMBER_TYPE_Q4_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
+            cu_launch(ctx, dequant_f16_rp_kernel<EMBER_TYPE_Q4_0>, grid_for(n), k_threads, 0, base, nblk, g0, w->ne[0], n, o);
         } else if (w->type == EMBER_TYPE_Q8_0) {
-            dequant_f16_rp_kernel<EMBER_TYPE_Q8_0><<<grid_for(n), k_threads, 0, ctx.stream>>>(base, nblk, g0, w->ne[0], n, o);
+            cu_launch(ctx, dequant_f16_rp_kernel<EMBER_TYPE_Q8_0>, grid_for(n), k_threads, 0, base, nblk, g0, w->ne[0], n, o);
         } else {
             return EMBER_ERR_UNSUPPORTED;
         }
@@ -214,10 +218,10 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
             void *           xh    = ember_cuda_scratch(ctx, 0, static_cast<size_t>(k * m) * 2);
             if (!xh) return EMBER_ERR_OOM;
             if (bf16) {
-                convert_x_kernel<__nv_bfloat16><<<convert_grid(k, m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, m,
+                cu_launch(ctx, convert_x_kernel<__nv_bfloat16>, convert_grid(k, m), k_threads, 0, xm, (int64_t) x->nb[1], k, m,
                                                                                                   static_cast<__nv_bfloat16 *>(xh));
             } else {
-                convert_x_kernel<__half><<<convert_grid(k, m), k_threads, 0, ctx.stream>>>(xm, (int64_t) x->nb[1], k, m,
+                cu_launch(ctx, convert_x_kernel<__half>, convert_grid(k, m), k_threads, 0, xm, (int64_t) x->nb[1], k, m,
                                                                                           static_cast<__half *>(xh));
             }
             ember_status st = ember_cuda_check_launch("convert activations");

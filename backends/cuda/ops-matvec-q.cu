@@ -163,6 +163,7 @@ template <> struct mvq<EMBER_TYPE_Q6_K> {
 // x (F32, any strides) -> per vector v = col + ne1 (i2 + ne2 i3): k int8 values at xq + v k
 // and k / 32 (d, d * sum q) pairs at xds + v k / 32. 8 threads per block of 32, 4 values each.
 __global__ void __launch_bounds__(256) quantize_x_kernel(cu_tensor x, int64_t k, int8_t * xq, float2 * xds) {
+    cu_pdl_begin();
     const int64_t i     = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
     const int64_t v     = blockIdx.y;
     const int64_t col   = v % x.ne[1];
@@ -231,6 +232,12 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
     const char *   wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;  // tail rows: read, discard
+    // The block's weight rows into L2 while the kernel that makes x finishes.
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        for (int64_t o = 128 * tid; o < a.nblk * D::BYTES; o += 128 * k_threads) cu_prefetch_l2(wr[r] + o);
+    }
+    cu_pdl_begin();
     float     acc[R] = {};
     const int kqs    = D::VDR * (tid % tpb);
     const int nblk = static_cast<int>(a.nblk);
@@ -350,9 +357,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
         wd[r]           = a.wd + g * a.nb;
     }
     float acc[R] = {};
-    for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
-        uint4 w[U][R];
-        float dw[U][R];
+    uint4 w[U][R];
+    float dw[U][R];
+    const auto load = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
@@ -363,6 +370,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
                 dw[u][r] = ok ? __half2float(__ushort_as_half(__ldg(wd[r] + c / D::CPB))) : 0.0f;
             }
         }
+    };
+    load(lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
+        if (c0 != lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -420,8 +432,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;
     const int nchunk = static_cast<int>(a.nblk) * 8;
     float     acc[R] = {};
-    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
-        uint4 q[U][R], h[U][R];
+    uint4     q[U][R], h[U][R];
+    const auto load = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
@@ -433,6 +445,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
                 h[u][r]          = ok ? __ldg(reinterpret_cast<const uint4 *>(blk)) : make_uint4(0, 0, 0, 0);
             }
         }
+    };
+    load(lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
+        if (c0 != lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -497,9 +514,9 @@ template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * dst
     const int  r = a.n >= 4096 ? 2 : 1;
     const dim3 grid(cu_blocks(a.n, k_rp_warps * r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if (r == 2) {
-        mvr_kernel<T, 2, 4><<<grid, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+        cu_launch(ctx, mvr_kernel<T, 2, 4>, grid, 32 * k_rp_warps, 0, a);
     } else {
-        mvr_kernel<T, 1, 4><<<grid, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+        cu_launch(ctx, mvr_kernel<T, 1, 4>, grid, 32 * k_rp_warps, 0, a);
     }
     return ember_cuda_check_launch("mul_mat (matvec q, cuda layout)");
 }
@@ -550,9 +567,9 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, c
             const int  rk = a.n >= 4096 ? 2 : 1;
             const dim3 gk(cu_blocks(a.n, k_rp_warps * rk), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (rk == 2) {
-                mvk_kernel<2, 2><<<gk, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+                cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
-                mvk_kernel<1, 4><<<gk, 32 * k_rp_warps, 0, ctx.stream>>>(a);
+                cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
@@ -560,9 +577,9 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, c
     const int  r = rows_per_block();
     const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     switch (r) {
-        case 1: mvq_kernel<T, 1><<<grid, k_threads, 0, ctx.stream>>>(a); break;
-        case 4: mvq_kernel<T, 4><<<grid, k_threads, 0, ctx.stream>>>(a); break;
-        default: mvq_kernel<T, 2><<<grid, k_threads, 0, ctx.stream>>>(a); break;
+        case 1: cu_launch(ctx, mvq_kernel<T, 1>, grid, k_threads, 0, a); break;
+        case 4: cu_launch(ctx, mvq_kernel<T, 4>, grid, k_threads, 0, a); break;
+        default: cu_launch(ctx, mvq_kernel<T, 2>, grid, k_threads, 0, a); break;
     }
     return ember_cuda_check_launch("mul_mat (matvec q)");
 }
@@ -663,7 +680,7 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) 
     // made x) is still valid when x is the same tensor and no other node ran since.
     if (!qx_is(ctx, x, xq)) {
         const dim3 grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
-        quantize_x_kernel<<<grid, 256, 0, ctx.stream>>>(cu_desc(x), k, xq, xds);
+        cu_launch(ctx, quantize_x_kernel, grid, 256, 0, cu_desc(x), k, xq, xds);
         ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
         if (st != EMBER_OK) return st;
         ember_cuda_qx_set_valid(ctx, x, xq);

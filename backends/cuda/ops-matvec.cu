@@ -21,6 +21,7 @@ struct mv_args {
 
 template <int T, bool CHUNKED>
 __global__ void __launch_bounds__(32 * k_rows) matvec_kernel(mv_args a) {
+    cu_pdl_begin();
     const int64_t row = static_cast<int64_t>(blockIdx.x) * k_rows + threadIdx.y;
     if (row >= a.n) return;
     const int64_t col = blockIdx.y;
@@ -70,9 +71,9 @@ struct matvec_launch {
         const dim3 block(32, k_rows);
         constexpr bool is_float = T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16;
         if constexpr (is_float) {
-            matvec_kernel<T, false><<<grid, block, 0, ctx.stream>>>(a);
+            cu_launch(ctx, matvec_kernel<T, false>, grid, block, 0, a);
         } else {
-            matvec_kernel<T, true><<<grid, block, 0, ctx.stream>>>(a);
+            cu_launch(ctx, matvec_kernel<T, true>, grid, block, 0, a);
         }
     }
 };

@@ -7,6 +7,7 @@ namespace {
 
 __global__ void rope_kernel(cu_tensor src, cu_tensor dst, const char * pos, int64_t pos_nb0, const float * ff,
                             int32_t n_rot, int32_t mode, float theta_scale, float freq_scale, int64_t n_items) {
+    cu_pdl_begin();
     const int64_t head_dim = dst.ne[0];
     const int32_t half     = n_rot / 2;
     const int64_t tail     = head_dim - n_rot;
@@ -53,7 +54,7 @@ ember_status ember_cuda_rope(ember_cuda_ctx & ctx, ember_tensor * dst) {
     if (n_items == 0) return EMBER_OK;
     unsigned blocks = cu_blocks(n_items, 256);
     if (blocks > 65535u * 16u) blocks = 65535u * 16u;
-    rope_kernel<<<blocks, 256, 0, ctx.stream>>>(cu_desc(src), cu_desc(dst), static_cast<const char *>(pos->data),
+    cu_launch(ctx, rope_kernel, blocks, 256, 0, cu_desc(src), cu_desc(dst), static_cast<const char *>(pos->data),
                                                 static_cast<int64_t>(pos->nb[0]), ff ? static_cast<const float *>(ff->data) : nullptr,
                                                 n_rot, mode, theta_scale, freq_scale, n_items);
     return ember_cuda_check_launch("rope");

@@ -28,6 +28,7 @@ __device__ __forceinline__ void unflatten_row(const cu_tensor & t, int64_t r, in
 //
 template <int T>
 __global__ void get_rows_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_chunks_row, int64_t n_items, int * err) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / n_chunks_row;
         const int64_t c = idx % n_chunks_row;
@@ -50,6 +51,7 @@ __global__ void get_rows_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, i
 // Float tables whose rows are not whole chunks: one thread per element.
 template <int T>
 __global__ void get_rows_elem_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_items, int * err) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / dst.ne[0];
         const int64_t i = idx % dst.ne[0];
@@ -69,6 +71,7 @@ __global__ void get_rows_elem_kernel(cu_tensor table, cu_tensor ids, cu_tensor d
 // A table in the CUDA layout (cuda-repack.h; 2-D, Q4_0 or Q8_0).
 template <int T>
 __global__ void get_rows_rp_kernel(cu_tensor table, cu_tensor ids, cu_tensor dst, int64_t n_chunks_row, int64_t n_items, int * err) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / n_chunks_row;
         const int64_t c = idx % n_chunks_row;
@@ -97,16 +100,16 @@ struct get_rows_launch {
         if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
             if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // supports(): 2-D table
                 const int64_t nc = dst->ne[0] / 32;
-                get_rows_rp_kernel<T><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(table, ids, out, nc, rows * nc, ctx.d_error);
+                cu_launch(ctx, get_rows_rp_kernel<T>, grid_for(rows * nc), k_threads, 0, table, ids, out, nc, rows * nc, ctx.d_error);
                 return;
             }
         }
         if (dst->ne[0] % 32 == 0) {
             const int64_t nc = dst->ne[0] / 32;
-            get_rows_kernel<T><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(table, ids, out, nc, rows * nc, ctx.d_error);
+            cu_launch(ctx, get_rows_kernel<T>, grid_for(rows * nc), k_threads, 0, table, ids, out, nc, rows * nc, ctx.d_error);
         } else {
             if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
-                get_rows_elem_kernel<T><<<grid_for(rows * dst->ne[0]), k_threads, 0, ctx.stream>>>(table, ids, out, rows * dst->ne[0], ctx.d_error);
+                cu_launch(ctx, get_rows_elem_kernel<T>, grid_for(rows * dst->ne[0]), k_threads, 0, table, ids, out, rows * dst->ne[0], ctx.d_error);
             }
         }
     }
@@ -125,6 +128,7 @@ constexpr int64_t k_set_rows_smem = 8192;
 template <int T, bool SM>
 __global__ void set_rows_kernel(cu_tensor dst, cu_tensor rows, const char * idx, int64_t idx_nb0, int64_t blocks_row,
                                 int64_t n_items, int * err) {
+    cu_pdl_begin();
     constexpr int QK = cu_encoder<T>::QK;
     const int64_t m  = rows.ne[1];
     extern __shared__ int32_t sidx[];
@@ -163,10 +167,10 @@ struct set_rows_launch {
         const int64_t        n    = nb * rows->ne[1];
         if (n == 0) return;
         if (rows->ne[1] <= k_set_rows_smem) {
-            set_rows_kernel<T, true><<<grid_for(n), k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), ctx.stream>>>(
+            cu_launch(ctx, set_rows_kernel<T, true>, grid_for(n), k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), 
                 cu_desc(dst), cu_desc(rows), static_cast<const char *>(idx->data), static_cast<int64_t>(idx->nb[0]), nb, n, ctx.d_error);
         } else {
-            set_rows_kernel<T, false><<<grid_for(n), k_threads, 0, ctx.stream>>>(
+            cu_launch(ctx, set_rows_kernel<T, false>, grid_for(n), k_threads, 0, 
                 cu_desc(dst), cu_desc(rows), static_cast<const char *>(idx->data), static_cast<int64_t>(idx->nb[0]), nb, n, ctx.d_error);
         }
     }
@@ -178,6 +182,7 @@ struct set_rows_launch {
 //
 template <int TS, int TD>
 __global__ void cpy_chunk_kernel(cu_tensor src, cu_tensor dst, int64_t n_chunks_row, int64_t n_items) {
+    cu_pdl_begin();
     constexpr int QK = cu_encoder<TD>::QK;
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / n_chunks_row;
@@ -194,6 +199,7 @@ __global__ void cpy_chunk_kernel(cu_tensor src, cu_tensor dst, int64_t n_chunks_
 
 template <int TS, int TD>
 __global__ void cpy_elem_kernel(cu_tensor src, cu_tensor dst, int64_t n_items) {
+    cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / dst.ne[0];
         const int64_t i = idx % dst.ne[0];
@@ -211,10 +217,10 @@ template <int TS> struct cpy_dst_launch {
         const int64_t rows = ember_nrows(dst);
         if (dst->ne[0] % 32 == 0) {
             const int64_t nc = dst->ne[0] / 32;
-            cpy_chunk_kernel<TS, TD><<<grid_for(rows * nc), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst), nc, rows * nc);
+            cu_launch(ctx, cpy_chunk_kernel<TS, TD>, grid_for(rows * nc), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst), nc, rows * nc);
         } else {
             if constexpr ((TS == EMBER_TYPE_F32 || TS == EMBER_TYPE_F16 || TS == EMBER_TYPE_BF16) && cu_encoder<TD>::QK == 1) {
-                cpy_elem_kernel<TS, TD><<<grid_for(rows * dst->ne[0]), k_threads, 0, ctx.stream>>>(cu_desc(dst->src[0]), cu_desc(dst),
+                cu_launch(ctx, cpy_elem_kernel<TS, TD>, grid_for(rows * dst->ne[0]), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst),
                                                                                                rows * dst->ne[0]);
             }
         }
@@ -245,12 +251,13 @@ bool ember_cuda_type_has_chunks(ember_type t) {
     }
 }
 
+// The KV cache types (cu_dispatch_encode_type / cu_dispatch_elem_type).
 bool ember_cuda_type_has_encoder(ember_type t) {
-    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
 }
 
 bool ember_cuda_type_has_elem(ember_type t) {
-    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0;
+    return is_float_type(t) || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
 }
 
 bool ember_cuda_supports_cpy(const ember_tensor * dst) {

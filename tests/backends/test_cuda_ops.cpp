@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "backend.h"
+#include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
 #include "graph.h"
+#include "quant/ref/ref.h"
 
 namespace {
 
@@ -69,8 +72,9 @@ using builder = std::function<ember_tensor *(case_ctx &)>;
 
 // Runs the graph of `build` with every tensor in `dev`'s memory once per seed, on one stream,
 // the leaves refilled with that seed's data before each run (later runs on the CUDA stream
-// replay a recorded CUDA graph); returns the outputs as floats.
-std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & build, const std::vector<uint32_t> & seeds) {
+// replay a recorded CUDA graph); returns the outputs as floats (and their bytes in *raw).
+std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & build, const std::vector<uint32_t> & seeds,
+                                         std::vector<std::vector<uint8_t>> * raw = nullptr) {
     const uint32_t         seed = seeds.at(0);
     ember_graph            g;
     std::vector<leaf_data> leaves;
@@ -126,6 +130,7 @@ std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & bui
             ember_type_get_traits(out->type)->to_float(bytes.data() + r * out->nb[1], res.data() + r * out->ne[0], out->ne[0]);
         }
         results.push_back(std::move(res));
+        if (raw) raw->push_back(std::move(bytes));
     }
     ember_stream_free(s);
     ember_buffer_free(buf);
@@ -196,10 +201,73 @@ const ember_type k_weight_types[] = {EMBER_TYPE_F32,  EMBER_TYPE_F16,  EMBER_TYP
                                      // Ember's own types (row groups: NF4 headers, per-row FP8 scales)
                                      EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2,
                                      EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW};
-const ember_type k_kv_types[] = {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0};
+const ember_type k_kv_types[] = {EMBER_TYPE_F32,  EMBER_TYPE_F16,      EMBER_TYPE_BF16,
+                                 EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0,     EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2};
 
 bool is_float(ember_type t) {
     return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_BF16;
+}
+
+float bits_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+// Six blocks of 32 floats at the FP8 encoder's edges: block exponents on and just past a
+// boundary (amax = 448 * 2^k, 57344 * 2^k and one ulp above), rounding ties in the normal and
+// subnormal codes, +-0, NaN of both signs, +-inf (excluded from the block's amax, saturated),
+// float subnormals (an amax below 448 * 2^-127: exponent 0), and huge values next to tiny ones
+// (scaled into the float subnormals).
+std::vector<float> fp8_edge_values() {
+    std::vector<float> v;
+    const float        nan = std::nanf(""), inf = INFINITY;
+    // 0: amax 448 (E4M3 e = 127), ties of 3- and 2-bit mantissas, specials
+    for (float x : {448.0f, -1.0625f, 1.1875f, 1.125f, 2.5f, -2.75f, 0.0f, -0.0f, nan, -nan, inf, -inf, 464.0f, 1.0f / 512, 3.0f / 1024,
+                    1.0f / 1024, -1.0f / 1024, 5.0f / 4096, 0.001953125f, 7.0f, -15.5f, 240.0f, 248.0f, 232.0f, 0.3f, -0.7f, 100.0f, 1e-3f,
+                    -1e-5f, 1e-30f, 3.0f * 1024, 1.0f / 65536})
+        v.push_back(x);
+    // 1: amax one ulp above 448 * 2^10 (e = 138): ties at that scale, values that land on subnormal codes
+    v.push_back(bits_float(0x48e00001u));
+    for (int i = 1; i < 32; i++) v.push_back(std::ldexp(static_cast<float>(2 * i + 1), (i % 12) - 2) * (i % 3 ? 1.0f : -1.0f));
+    // 2: no finite nonzero value (e = 127): zeros, NaN, infinities
+    for (int i = 0; i < 32; i++) v.push_back(i % 7 == 3 ? nan : i % 7 == 5 ? -inf : i % 2 ? -0.0f : 0.0f);
+    // 3: float subnormals only (e = 0)
+    for (int i = 0; i < 32; i++) v.push_back(bits_float(static_cast<uint32_t>((i * 0x12345u) & 0x7fffffu) | (i % 2 ? 0x80000000u : 0u)));
+    // 4: near FLT_MAX next to small values
+    for (int i = 0; i < 32; i++) v.push_back(i == 0 ? FLT_MAX : i == 1 ? -3e38f : i % 2 ? std::ldexp(1.5f, -i * 4) : -std::ldexp(1.25f, 90 + i));
+    // 5: amax exactly 57344 * 2^-100 and 448 * 2^-100 (both boundaries), ties around them
+    v.push_back(std::ldexp(57344.0f, -100));
+    v.push_back(-std::ldexp(448.0f, -100));
+    for (int i = 2; i < 32; i++) v.push_back(std::ldexp(static_cast<float>(4 * i + 2), -100 + (i % 9)) * (i % 2 ? 1.0f : -1.0f));
+    return v;
+}
+
+// The reference encoder of FP8 type t over n floats.
+std::vector<uint8_t> fp8_ref_encode(ember_type t, const float * x, int64_t n) {
+    std::vector<uint8_t> b(static_cast<size_t>(n / 32 * sizeof(ember_block_fp8)));
+    if (t == EMBER_TYPE_FP8_E4M3) ember_ref_from_float_FP8_E4M3(x, b.data(), n);
+    else ember_ref_from_float_FP8_E5M2(x, b.data(), n);
+    return b;
+}
+
+std::vector<uint8_t> fp8_host_encode(bool e4m3, const float * x, int64_t n) {
+    std::vector<uint8_t> b(static_cast<size_t>(n / 32 * sizeof(ember_block_fp8)));
+    for (int64_t i = 0; i < n / 32; i++) {
+        ember_block_fp8 * blk = reinterpret_cast<ember_block_fp8 *>(b.data()) + i;
+        if (e4m3) cu_fp8_encode_block<true>(x + 32 * i, &blk->e, blk->qs);
+        else cu_fp8_encode_block<false>(x + 32 * i, &blk->e, blk->qs);
+    }
+    return b;
+}
+
+// Index of the first differing byte, or -1.
+int64_t first_diff(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b) {
+    if (a.size() != b.size()) return 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (a[i] != b[i]) return static_cast<int64_t>(i);
+    }
+    return -1;
 }
 
 }  // namespace
@@ -403,6 +471,33 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
         return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 4, 1), c.rand_leaf(EMBER_TYPE_F16, 64, 4, 1000),
                           c.rand_leaf(EMBER_TYPE_F16, 64, 4, 1000), nullptr, 0.125f);
     }, 1e-8);
+    // The decode kernel (ops-attention-decode.cu) at model shapes: GQA groups of 8 (8B: 32 heads
+    // over 4 KV heads here), several 32-key tiles per split at a long context with a ragged last
+    // tile, head size 256 (shared memory above 48 KiB), a group too large for it (the simple
+    // kernel's turn), and splits whose keys are all hidden.
+    struct dec_shape {
+        int64_t d, heads, kv_heads, n_kv, n_tok;
+        bool    hide_front;
+    };
+    for (const dec_shape & s : {dec_shape{128, 32, 4, 4133, 1, false}, dec_shape{128, 32, 8, 257, 2, true}, dec_shape{256, 8, 1, 300, 1, true},
+                                dec_shape{64, 64, 1, 90, 1, false}, dec_shape{96, 8, 8, 65, 1, false}}) {
+        for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0}) {
+            const std::string what = std::string("decode attn ") + ember_type_get_name(tk) + " d=" + std::to_string(s.d) + " heads " +
+                                     std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " n_kv=" + std::to_string(s.n_kv);
+            check_case(what, [=](case_ctx & c) {
+                std::vector<float> mv(static_cast<size_t>(s.n_kv * s.n_tok), 0.0f);
+                for (int64_t t = 0; t < s.n_tok; t++) {
+                    for (int64_t j = 0; j < s.n_kv; j++) {
+                        if ((s.hide_front && j < 150) || j > s.n_kv - s.n_tok + t) mv[t * s.n_kv + j] = -INFINITY;
+                        else if (j % 7 == 3) mv[t * s.n_kv + j] = -1.5f;  // finite additive values too
+                    }
+                }
+                return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, s.d, s.heads, s.n_tok), c.rand_leaf(tk, s.d, s.kv_heads, s.n_kv),
+                                  c.rand_leaf(tk, s.d, s.kv_heads, s.n_kv), c.f32_leaf(mv, s.n_kv, s.n_tok),
+                                  1.0f / std::sqrt(static_cast<float>(s.d)));
+            }, 1e-8);
+        }
+    }
     // A layer-like graph run four times on one stream with new data each time: the first run
     // is eager, the second records a CUDA graph, the others replay it (CUDA graphs are on unless
     // EMBER_CUDA_GRAPHS=0, read when a stream is made). And the same without graphs.
@@ -443,7 +538,8 @@ TEST_CASE("[cuda] prefill attention: tiles, GQA, masks") {
         {128, 4, 4, 33, 70, k_none},        {64, 8, 1, 17, 300, k_causal_hidden_rows}, {96, 6, 3, 40, 40, k_bias},
         {128, 8, 2, 64, 260, k_window},     {64, 2, 2, 130, 130, k_causal},      {80, 4, 2, 20, 20, k_causal},
     };
-    const ember_type kv_types[] = {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_F32, EMBER_TYPE_BF16, EMBER_TYPE_Q4_0};
+    const ember_type kv_types[] = {EMBER_TYPE_F16,  EMBER_TYPE_Q8_0,     EMBER_TYPE_F32,
+                                   EMBER_TYPE_BF16, EMBER_TYPE_Q4_0,     EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2};
     for (const shape & sh : shapes) {
         for (ember_type tk : kv_types) {
             if (tk != EMBER_TYPE_F16 && tk != EMBER_TYPE_Q8_0 && sh.d != 128) continue;  // every type once, at d = 128
@@ -597,6 +693,163 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
         ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 100, 1));
         return ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F16, 100, 40), h), ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 40), x2));
     }, 1e-5);
+}
+
+// The CUDA FP8 codec (cuda-fp8.h) compiled for the host: no GPU needed. The device build runs
+// the same source (with __fmul_rn / __fadd_rn for the multiplications and the rounding).
+TEST_CASE("[cuda] FP8 codec of the CUDA kernels matches quant/ref bit for bit (host build)") {
+    for (bool e4m3 : {true, false}) {
+        CAPTURE(e4m3);
+        // Every code decodes to the reference's value (NaN: same sign).
+        for (uint32_t c = 0; c < 256; c++) {
+            CAPTURE(c);
+            const float want = e4m3 ? ember_fp8_e4m3_to_float(static_cast<uint8_t>(c)) : ember_fp8_e5m2_to_float(static_cast<uint8_t>(c));
+            const float got  = e4m3 ? cu_fp8_decode<true>(c) : cu_fp8_decode<false>(c);
+            if (std::isnan(want)) {
+                CHECK(std::isnan(got));
+                CHECK(std::signbit(got) == std::signbit(want));
+            } else {
+                CHECK(got == want);
+                CHECK(std::signbit(got) == std::signbit(want));
+            }
+        }
+        // One value: every float whose low 16 bits are one of a few patterns (all exponents,
+        // the mantissa bits where FP8 rounds, so every tie and its neighbours), both signs.
+        int64_t bad = 0, n = 0;
+        for (uint32_t hi = 0; hi < 0x10000u; hi++) {
+            for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0xffffu}) {
+                const float x = bits_float(hi << 16 | lo);
+                const uint8_t want = e4m3 ? ember_float_to_fp8_e4m3(x) : ember_float_to_fp8_e5m2(x);
+                uint32_t      got;
+                if (std::isnan(x)) {
+                    got = (std::signbit(x) ? 0x80u : 0u) | 0x7fu;  // the block encoder's own NaN path
+                } else {
+                    const uint32_t sign = std::signbit(x) ? 0x80u : 0u;
+                    got = e4m3 ? cu_fp8_encode_abs<true>(std::fabs(x), sign) : cu_fp8_encode_abs<false>(std::fabs(x), sign);
+                }
+                if (got != want && bad++ < 5) MESSAGE("x = " << x << " (bits " << (hi << 16 | lo) << "): ref " << int(want) << ", cuda " << got);
+                n++;
+            }
+        }
+        CHECK(bad == 0);
+        CHECK(n == 5 * 65536);
+        // E8M0 scales.
+        for (uint32_t e = 0; e < 255; e++) CHECK(cu_fp8_e8m0_scale(e) == std::ldexp(1.0f, static_cast<int>(e) - 127));
+        CHECK(std::isnan(cu_fp8_e8m0_scale(255)));
+        // Whole blocks: the edge cases, then random blocks over many magnitudes.
+        const ember_type   t    = e4m3 ? EMBER_TYPE_FP8_E4M3 : EMBER_TYPE_FP8_E5M2;
+        std::vector<float> edge = fp8_edge_values();
+        REQUIRE(edge.size() % 32 == 0);
+        CHECK(first_diff(fp8_host_encode(e4m3, edge.data(), static_cast<int64_t>(edge.size())),
+                         fp8_ref_encode(t, edge.data(), static_cast<int64_t>(edge.size()))) == -1);
+        std::mt19937                          rng(7);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::uniform_int_distribution<int>    ex(-140, 120);
+        std::vector<float>                    x(32 * 4096);
+        for (size_t b = 0; b < x.size() / 32; b++) {
+            const int e0 = ex(rng);
+            for (size_t j = 0; j < 32; j++) {
+                float f = std::ldexp(u(rng), e0 + static_cast<int>(j % 5) * (b % 3 == 0 ? 7 : 1));
+                if (b % 5 == 1 && j == 9) f = std::ldexp(e4m3 ? 448.0f : 57344.0f, e0 / 2);  // amax on a boundary
+                if (b % 7 == 2) f = std::ldexp(std::round(f * 64.0f), -6);                   // coarse values: ties
+                x[32 * b + j] = f;
+            }
+        }
+        const int64_t d = first_diff(fp8_host_encode(e4m3, x.data(), static_cast<int64_t>(x.size())),
+                                     fp8_ref_encode(t, x.data(), static_cast<int64_t>(x.size())));
+        CAPTURE(d);
+        CHECK(d == -1);
+    }
+}
+
+// FP8 E4M3 / E5M2 KV caches: SET_ROWS and CPY write the reference encoder's bytes, attention
+// over them (decode with split keys, GQA; the tiled prefill kernel; mixed K/V types) matches
+// the CPU.
+TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attention") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const ember_type fp8[] = {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2};
+    for (ember_type t : fp8) {
+        const std::string name = ember_type_get_name(t);
+        CAPTURE(name);
+        // Edge values (NaN, infinities, ties, subnormals) and wide random ones, written to
+        // rows 5, 0, 5 (the last 5 wins); the rest of the cache keeps its bytes.
+        for (bool edge : {true, false}) {
+            CAPTURE(edge);
+            std::vector<std::vector<uint8_t>> want, got;
+            const builder set = [=](case_ctx & c) {
+                ember_tensor * dst = c.rand_leaf(t, 64, 12);
+                ember_tensor * src = edge ? c.f32_leaf(fp8_edge_values(), 64, 3) : c.rand_leaf(EMBER_TYPE_F32, 64, 3, 1, -3000.0f, 3000.0f);
+                return ember_set_rows(c.g, dst, src, c.i32_leaf({5, 0, 5}));
+            };
+            run_on_n(ember_registry_cpu_device(), set, {99}, &want);
+            run_on_n(cuda_device(), set, {99}, &got);
+            CHECK(first_diff(got.at(0), want.at(0)) == -1);
+            // CPY f32 -> FP8 uses the same encoder.
+            const builder cpy = [=](case_ctx & c) {
+                ember_tensor * src = edge ? c.f32_leaf(fp8_edge_values(), 64, 3) : c.rand_leaf(EMBER_TYPE_F32, 64, 3, 1, -3000.0f, 3000.0f);
+                return ember_cpy(c.g, src, t);
+            };
+            want.clear();
+            got.clear();
+            run_on_n(ember_registry_cpu_device(), cpy, {98}, &want);
+            run_on_n(cuda_device(), cpy, {98}, &got);
+            CHECK(first_diff(got.at(0), want.at(0)) == -1);
+        }
+        // Decode: one or two tokens, 32 query heads over 8 (GQA) or 32 KV heads, keys split
+        // across blocks (n_kv from 37 up to 2100), some keys hidden.
+        for (int64_t d : {64, 128}) {
+            for (int64_t n_kv : {37, 300, 2100}) {
+                for (int64_t n_head_kv : {8, 32}) {
+                    const std::string what = "decode attn " + name + " d=" + std::to_string(d) + " n_kv=" + std::to_string(n_kv) +
+                                             " kv heads " + std::to_string(n_head_kv);
+                    check_case(what, [=](case_ctx & c) {
+                        const int64_t      n_tok = n_kv % 2 ? 1 : 2;
+                        ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 32, n_tok);
+                        ember_tensor *     k     = c.rand_leaf(t, d, n_head_kv, n_kv, -2.0f, 2.0f);
+                        ember_tensor *     v     = c.rand_leaf(t, d, n_head_kv, n_kv);
+                        std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+                        for (int64_t j = 0; j < n_kv; j++) {
+                            if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
+                        }
+                        return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+                    }, 1e-8);
+                }
+            }
+        }
+        // Prefill (the tiled kernel: K and V of one type, >= 16 tokens), causal, GQA 4.
+        for (int64_t d : {64, 96, 128}) {
+            const std::string what = "prefill attn " + name + " d=" + std::to_string(d);
+            check_case(what, [=](case_ctx & c) {
+                const int64_t      n_tok = 40, n_kv = 90;
+                ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 8, n_tok);
+                ember_tensor *     k     = c.rand_leaf(t, d, 2, n_kv, -2.0f, 2.0f);
+                ember_tensor *     v     = c.rand_leaf(t, d, 2, n_kv);
+                std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+                for (int64_t tt = 0; tt < n_tok; tt++) {
+                    for (int64_t j = n_kv - n_tok + tt + 1; j < n_kv; j++) mv[static_cast<size_t>(tt * n_kv + j)] = -INFINITY;
+                }
+                return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+            }, 1e-8);
+        }
+    }
+    // Mixed K/V types (the simple kernel, decode and prefill).
+    const std::pair<ember_type, ember_type> mixed[] = {{EMBER_TYPE_FP8_E4M3, EMBER_TYPE_F16},
+                                                       {EMBER_TYPE_F16, EMBER_TYPE_FP8_E4M3},
+                                                       {EMBER_TYPE_Q8_0, EMBER_TYPE_FP8_E5M2},
+                                                       {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}};
+    for (const auto & kv : mixed) {
+        for (int64_t n_tok : {1, 20}) {
+            const std::string what = std::string("attn K ") + ember_type_get_name(kv.first) + ", V " + ember_type_get_name(kv.second) +
+                                     " n_tok=" + std::to_string(n_tok);
+            check_case(what, [=](case_ctx & c) {
+                return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 128, 8, n_tok), c.rand_leaf(kv.first, 128, 2, 500),
+                                  c.rand_leaf(kv.second, 128, 2, 500), nullptr, 0.088f);
+            }, 1e-8);
+        }
+    }
 }
 
 TEST_CASE("[cuda] device enumeration and buffers") {

@@ -17,6 +17,18 @@ PY
 md=$("$bench" -m "$model" -p 8 -n 2 -r 1)
 echo "$md" | grep -q "| pp8 |"
 echo "$md" | grep -q "| tg2 |"
+# -d (llama-bench's --n-depth): every test after N cached tokens; the context must hold them
+out=$("$bench" -m "$model" -p 8 -n 4 -d 0,40 -r 1 -t 1 -o json)
+python3 - "$out" <<'PY'
+import json, sys
+recs = json.loads(sys.argv[1])
+assert [(r["n_prompt"], r["n_gen"], r["n_depth"]) for r in recs] == [(8, 0, 0), (0, 4, 0), (8, 0, 40), (0, 4, 40)], recs
+assert all(r["avg_ts"] > 0 for r in recs)
+PY
+md=$("$bench" -m "$model" -p 8 -n 2 -d 300 -r 1 -t 1)
+echo "$md" | grep -q "| pp8 @ d300 |"
+echo "$md" | grep -q "| tg2 @ d300 |"
+if "$bench" -m "$model" -d x 2>/dev/null; then echo "a bad -d must fail"; exit 1; fi
 if "$bench" -m /nonexistent.gguf 2>/dev/null; then echo "a missing model must fail"; exit 1; fi
 if "$bench" -m "$model" -p x 2>/dev/null; then echo "a bad -p must fail"; exit 1; fi
 echo "ember-bench check passed"
