@@ -394,6 +394,15 @@ ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
 
 // Runs node i of g, fused with node i + 1 where that saves a launch; *used = nodes done.
 // EMBER_CUDA_FUSE=0: only the RMS_NORM + MUL fusion (no residual ADD, no quantized x), for comparisons.
+// EMBER_CUDA_MV_GROUP=0: every matvec its own launch.
+bool group_matvecs() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_GROUP");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 bool fuse_more() {
     static const bool on = [] {
         const char * e = std::getenv("EMBER_CUDA_FUSE");
@@ -402,9 +411,66 @@ bool fuse_more() {
     return on;
 }
 
+// Two ROPE nodes with the same positions, frequencies and parameters.
+bool rope_can_pair(const ember_tensor * a, const ember_tensor * b) {
+    if (b->op != EMBER_OP_ROPE || a->src[1] != b->src[1] || a->src[2] != b->src[2]) return false;
+    for (int p = 0; p < EMBER_MAX_OP_PARAMS; p++) {
+        if (a->op_params[p] != b->op_params[p]) return false;
+    }
+    return true;
+}
+
+// How far ahead compute_at looks for matvecs to join a launch (Q's view and RoPE, K's: ~6).
+constexpr int32_t k_hoist_window = 8;
+
+bool overlaps_mem(const ember_tensor * a, const ember_tensor * b) {
+    if (!a || !b || !a->data || !b->data) return false;
+    const char * a0 = static_cast<const char *>(a->data);
+    const char * b0 = static_cast<const char *>(b->data);
+    return a0 < b0 + ember_nbytes(b) && b0 < a0 + ember_nbytes(a);
+}
+
+// Whether node j may run before nodes i + 1 .. j - 1 (with node i and the group members so
+// far): none of those nodes writes j's inputs, reads or writes j's output (the allocator may
+// have given j memory that one of them uses), and j's output is not a group member's.
+bool is_hoisted(const ember_cuda_ctx & ctx, const ember_tensor * t) {
+    for (int h = 0; h < ctx.n_hoisted; h++) {
+        if (ctx.hoisted[h] == t) return true;
+    }
+    return false;
+}
+
+bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int32_t j, ember_tensor * const * grp, int n) {
+    const ember_tensor * c = g->nodes[j];
+    if (is_hoisted(ctx, c)) return false;
+    for (int m = 0; m < n; m++) {
+        if (overlaps_mem(c, grp[m])) return false;
+    }
+    for (int32_t k = i + 1; k < j; k++) {
+        const ember_tensor * b = g->nodes[k];
+        if (is_hoisted(ctx, b)) continue;  // it ran already
+        if (overlaps_mem(b, c)) return false;
+        for (int s = 0; s < EMBER_MAX_SRC; s++) {
+            if (b->src[s] == c || overlaps_mem(b->src[s], c)) return false;
+        }
+        if (b->op != EMBER_OP_VIEW && b->op != EMBER_OP_NONE) {
+            for (int s = 0; s < EMBER_MAX_SRC; s++) {
+                if (c->src[s] && overlaps_mem(b, c->src[s])) return false;
+            }
+        }
+    }
+    return true;
+}
+
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ember_tensor * node = g->nodes[i];
     *used               = 1;
+    for (int h = 0; h < ctx.n_hoisted; h++) {  // already run with an earlier matvec's launch
+        if (ctx.hoisted[h] == node) {
+            ctx.hoisted[h] = ctx.hoisted[--ctx.n_hoisted];
+            return EMBER_OK;
+        }
+    }
     // [ADD] RMS_NORM [MUL] in one kernel, which also quantizes the result for the integer
     // matvec right after it (the next node reads that tensor): one launch instead of up to four.
     ember_tensor * add  = nullptr;
@@ -426,6 +492,45 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
+    // Matvecs over one x (Q, K, V; gate, up) in one launch: one grid drain instead of up to
+    // three on the token's critical path. The graph's order (a depth-first walk from the
+    // logits) puts Q's view and RoPE between the Q and K matvecs, so later matvecs are hoisted
+    // here when that is safe (hoistable) and skipped when the walk reaches them.
+    if (is_matvec(node) && group_matvecs() && ember_cuda_mul_mat_vec_q_supported(node)) {
+        ember_tensor * grp[3] = {node, nullptr, nullptr};
+        int            n      = 1;
+        for (int32_t j = i + 1; j < end && j <= i + k_hoist_window && n < 3 && ctx.n_hoisted + n <= 6; j++) {
+            ember_tensor * c = g->nodes[j];
+            if (!is_matvec(c) || ember_nelements(c) == 0 || !ember_cuda_mul_mat_vec_q_can_group(node, c)) continue;
+            if (!hoistable(ctx, g, i, j, grp, n)) continue;
+            grp[n++] = c;
+        }
+        if (n > 1) {
+            for (int m = 1; m < n; m++) {
+                if (g->nodes[i + m] != grp[m]) ctx.hoisted[ctx.n_hoisted++] = grp[m];  // run now, skip later (at most 2 pending)
+            }
+            // The members right after node run now too: consume them as this step's nodes.
+            int32_t run = 1;
+            while (run < n && g->nodes[i + run] == grp[run]) run++;
+            *used = run;
+            return ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
+        }
+    }
+    // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted).
+    if ((node->op == EMBER_OP_ROPE || node->op == EMBER_OP_SET_ROWS) && fuse_more() && ctx.n_hoisted < 6) {
+        for (int32_t j = i + 1; j < end && j <= i + k_hoist_window; j++) {
+            ember_tensor * c  = g->nodes[j];
+            const bool     ok = node->op == EMBER_OP_ROPE ? rope_can_pair(node, c) : ember_cuda_set_rows_can_pair(node, c);
+            if (!ok || ember_nelements(c) == 0 || !hoistable(ctx, g, i, j, &node, 1)) continue;
+            if (j == i + 1) {
+                *used = 2;
+            } else {
+                ctx.hoisted[ctx.n_hoisted++] = c;
+            }
+            ctx.qx_valid = false;
+            return node->op == EMBER_OP_ROPE ? ember_cuda_rope_pair(ctx, node, c) : ember_cuda_set_rows_pair(ctx, node, c);
+        }
+    }
     // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.
     if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && is_matvec(g->nodes[i + 1]) && g->nodes[i + 1]->src[1] == node &&
         ember_cuda_mul_mat_vec_q_supported(g->nodes[i + 1])) {
@@ -619,6 +724,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         return EMBER_ERR_UNSUPPORTED;
     }
     c->cu.capturing = true;
+    c->cu.n_hoisted = 0;
     ember_status rs = EMBER_OK;
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
     c->cu.capturing = false;
@@ -678,7 +784,8 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
             if (node->src[j] && !node->src[j]->data) return EMBER_ERR_INTERNAL;
         }
     }
-    c->cu.qx_valid = false;  // x's memory may hold new data since the last call
+    c->cu.qx_valid  = false;  // x's memory may hold new data since the last call
+    c->cu.n_hoisted = 0;
     if (c->cu.prof) {  // the per-op timer: every node eagerly, between events
         op_profile * p  = static_cast<op_profile *>(c->cu.prof);
         const auto   t0 = std::chrono::steady_clock::now();

@@ -157,6 +157,30 @@ template <bool E4M3> CU_FP8_FN float cu_fp8_decode(uint32_t c) {
     return cu_fp8_float(s | static_cast<uint32_t>(e - F::bias + 127) << 23 | static_cast<uint32_t>(m) << (23 - F::mbits));
 }
 
+// Four FP8 codes (bytes of w) -> two pairs of f16 bits, codes 0/1 in lo and 2/3 in hi (low
+// code in the low half), for the decode attention kernel's tile decoder. E5M2 codes are the
+// top byte of the half, exactly. E4M3: the half with the code's sign, exponent and mantissa
+// bits (bias 15 instead of 7) is value / 256 for every finite code (subnormals included: both
+// formats' subnormals scale alike), so the caller multiplies by 256 (exact); the NaN codes
+// S.1111.111 become half NaNs here.
+template <bool E4M3> CU_FP8_FN void cu_fp8x4_half_bits(uint32_t w, uint32_t & lo, uint32_t & hi) {
+    const uint32_t p0 = (w & 0xffu) << 8 | (w & 0xff00u) << 16;   // codes 0, 1 at the top of each half
+    const uint32_t p1 = (w >> 8 & 0xff00u) | (w & 0xff000000u);  // codes 2, 3
+    if (E4M3) {
+        const auto conv = [](uint32_t x) {
+            uint32_t h = (x & 0x80008000u) | (x >> 1 & 0x3f803f80u);
+            if ((x & 0x7f00u) == 0x7f00u) h |= 0x7e00u;  // NaN: exponent 31, mantissa nonzero
+            if ((x & 0x7f000000u) == 0x7f000000u) h |= 0x7e000000u;
+            return h;
+        };
+        lo = conv(p0);
+        hi = conv(p1);
+    } else {
+        lo = p0;
+        hi = p1;
+    }
+}
+
 #undef CU_FP8_FN
 
 #endif  // EMBER_CUDA_FP8_H

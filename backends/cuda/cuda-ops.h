@@ -35,6 +35,11 @@ struct ember_cuda_ctx {
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
 
+    // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
+    // when the graph walk reaches them; emptied at the start of every graph_compute.
+    const ember_tensor * hoisted[8] = {};
+    int                  n_hoisted  = 0;
+
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
 
@@ -74,6 +79,7 @@ ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-rope.cu
 ember_status ember_cuda_rope(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_rope_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b);
 
 // ops-rows.cu
 bool         ember_cuda_type_has_chunks(ember_type t);    // 32-weight dequantizer (weights, GET_ROWS)
@@ -81,6 +87,10 @@ bool         ember_cuda_type_has_encoder(ember_type t);   // SET_ROWS / CPY dest
 bool         ember_cuda_type_has_elem(ember_type t);      // element reader (ATTN's K and V)
 ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
+// Two SET_ROWS (a layer's K and V cache writes) in one launch, when can_pair: one type, the
+// same index tensor, 2-D.
+bool         ember_cuda_set_rows_can_pair(const ember_tensor * a, const ember_tensor * b);
+ember_status ember_cuda_set_rows_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b);
 ember_status ember_cuda_cpy(ember_cuda_ctx & ctx, ember_tensor * dst);
 bool         ember_cuda_supports_cpy(const ember_tensor * dst);
 
@@ -98,6 +108,10 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst);
 // ops-matvec-q.cu: the integer (dp4a) matvec for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K weights
 bool         ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst);
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
+// Up to three consecutive matvecs over one x in one launch (Q, K, V; gate, up): can_group(a, b)
+// says whether b may join a's launch.
+bool         ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b);
+ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
 // Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks
 // of 32 int8 per vector of x, each with a float2 (d, d * sum q), d = max|x| / 127 rounded to
 // half. Kernels that produce x may write them and mark them valid for the next matvec.

@@ -1,139 +1,399 @@
 // ATTN for decode (a few query tokens against the KV cache): the keys of one KV head are cut
-// into splits, and a block of k_dec_threads threads takes one split of one KV head for every
-// query row that reads that head (the GQA group's heads x the tokens), so each K/V element is
-// read from memory once per step, not once per query head.
+// into splits, and a block of k_dec_threads threads takes one split of one KV head for up to
+// k_dec_rows query rows that read that head (the GQA group's heads x the tokens; more rows take
+// more blocks, gridDim.z), so each K/V element is read from memory once per step, not once per
+// query head.
 //
-// A block walks its split 32 keys at a time: the 32 K rows and V rows are dequantized into
-// shared memory by all threads at once (every load of a tile is in flight together: one memory
-// round trip per tile instead of one per key as in ops-attention.cu's attn_kernel, which took
-// ~10 us per layer at any context), then thread (row, key) computes a score from shared memory,
-// each warp keeps the online softmax of its rows, and thread (row, dims) accumulates P.V.
-// Several splits' unnormalized results, maxima and sums go to scratch memory and a second
-// kernel merges them; one split writes the output directly.
+// A block walks its split 32 keys (a tile) at a time. The raw bytes of tile t + 1's K and V
+// rows and mask values are copied into shared memory with cp.async (sm_80+; plain copies
+// below) while tile t is computed, so a block keeps a tile in flight: at 4k keys the kernel
+// would otherwise wait one memory round trip per tile. F16 and F32 tiles are read in place;
+// the other types are first decoded into float tiles (a pass over shared memory). Then:
+//   scores: thread (key = lane, dims quarter = warp) takes its K slice once for every query
+//           row (Q in shared memory, broadcast reads), the quarters summed through shared;
+//   softmax: warp per row, lane = key, online (max, sum, rescale) across tiles;
+//   P.V: thread (4 dims, key group) accumulates every row; the key groups are summed at the end.
+// Tile rows are padded by 16 bytes so lanes reading 16 bytes of 8 different keys hit distinct
+// banks. Several splits' unnormalized results, maxima and sums go to scratch memory and a
+// second kernel merges them; one split writes the output directly.
 //
 // Used when the head size is a multiple of 32 (up to EMBER_CUDA_ATTN_MAX_D), K and V share it
-// and their type (mixed caches take the simple kernel: one instantiation per type, not per pair),
-// the query rows of a block fit the registers (rows * d <= k_dec_threads * k_dec_acc) and the
-// K/V types are cache types (cu_dispatch_elem_type; each has a chunk decoder); else
-// ops-attention.cu's kernels run. EMBER_CUDA_ATTN_DEC=0: off.
+// and their type (mixed caches take the simple kernel: one instantiation per type, not per
+// pair), the type is a cache type (cu_dispatch_elem_type) and the rows are aligned for the
+// copies (16 bytes for F16/BF16/F32; the byte types copy the 4-byte words around each row, so
+// the tensor's memory must end on a 4-byte boundary); else ops-attention.cu's kernels run.
+// EMBER_CUDA_ATTN_DEC=0: off. EMBER_CUDA_ATTN_DEC_BLOCKS=n: aim at n blocks per SM (default 4)
+// when choosing the number of splits.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda-common.cuh"
 
 namespace {
 
 constexpr int k_dec_threads = 128;
+constexpr int k_dec_warps   = k_dec_threads / 32;
 constexpr int k_dec_keys    = 32;  // keys per tile
-constexpr int k_dec_acc     = 16;  // accumulator floats per thread: rows * d <= 2048
-constexpr int k_dec_rows    = 32;  // query rows per block, at most
+constexpr int k_dec_rows    = 8;   // query rows per block, at most
+constexpr int k_dec_stages  = 2;   // raw tile buffers: the one computed and the one in flight
+constexpr int k_dec_max_split = 1024;
 
 struct dec_args {
     cu_tensor q, k, v, mask, dst;
     bool      has_mask;
     float     scale;
-    int       group;    // query heads per KV head
-    int       n_rows;   // query rows of a block: group * tokens
-    int       n_split;  // splits of the keys
+    int       group;       // query heads per KV head
+    int       n_rows;      // query rows of a KV head: group * tokens
+    int       n_split;     // splits of the keys
     int       split_keys;
-    float *   part;     // n_split > 1: per (query row, split) d floats, then M and S
+    int       row_bytes;   // bytes of one K/V row (d elements)
+    int       slot_bytes;  // shared bytes of one raw K/V row (padded)
+    float *   part;        // n_split > 1: per (query row, split) d floats, then M and S
 };
 
-// Shared memory: K tile [32][d + 1] (the +1 keeps lanes of one key column on distinct banks),
-// V tile [32][d], q [rows][d], scores/probabilities [rows][32], M / S / rescale per row.
-inline size_t dec_smem_bytes(int d, int rows) {
-    return sizeof(float) * (static_cast<size_t>(k_dec_keys) * (d + 1) + static_cast<size_t>(k_dec_keys) * d + static_cast<size_t>(rows) * d +
-                            static_cast<size_t>(rows) * k_dec_keys + 3 * static_cast<size_t>(rows));
+template <int T> __host__ __device__ constexpr bool dec_direct() {  // computed from the raw tile (no decode pass)
+    return T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32;
+}
+template <int T> __host__ __device__ constexpr bool dec_copy16() {  // rows copied in 16-byte pieces
+    return T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32 || T == EMBER_TYPE_BF16;
 }
 
-template <int TK, int TV>
-__global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
-    extern __shared__ float sm[];
-    const int d      = static_cast<int>(a.q.ne[0]);
-    const int nc     = d / 32;  // chunks of 32 per row
-    const int rows   = a.n_rows;
-    float *   sK     = sm;                                 // [32][d + 1]
-    float *   sV     = sK + k_dec_keys * (d + 1);          // [32][d]
-    float *   sQ     = sV + k_dec_keys * d;                // [rows][d]
-    float *   sP     = sQ + rows * d;                      // [rows][32]
-    float *   sM     = sP + rows * k_dec_keys;             // [rows]
-    float *   sS     = sM + rows;                          // [rows]
-    float *   sR     = sS + rows;                          // [rows]: rescale of the accumulators
-    const int ik     = blockIdx.x;                         // KV head
-    const int split  = blockIdx.y;
-    const int tid    = threadIdx.x;
-    const int lane   = tid % 32, warp = tid / 32;
-    const int64_t n_kv = a.k.ne[2];
-    const int64_t j0   = static_cast<int64_t>(split) * a.split_keys;
-    const int64_t j1   = j0 + a.split_keys < n_kv ? j0 + a.split_keys : n_kv;
-    // Query row r: head ik * group + r % group of token r / group.
-    const auto q_head = [&](int r) { return static_cast<int64_t>(ik) * a.group + r % a.group; };
-    const auto q_tok  = [&](int r) { return static_cast<int64_t>(r / a.group); };
+// Raw slot of one K/V row: 16-byte copies need the row plus 16 bytes of padding; word copies
+// the words around the row (it may start mid-word), rounded to 16 bytes.
+inline int dec_slot_bytes(int T, int row_bytes) {
+    if (T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32 || T == EMBER_TYPE_BF16) return row_bytes + 16;
+    const int words = row_bytes / 4 + 2;
+    return (4 * words + 15) / 16 * 16 + 16;
+}
 
-    cu_pdl_begin();
-    for (int i = tid; i < rows * d; i += k_dec_threads) {
-        const int r = i / d, e = i % d;
-        sQ[i]       = reinterpret_cast<const float *>(a.q.data + q_head(r) * a.q.nb[1] + q_tok(r) * a.q.nb[2])[e] * a.scale;
-    }
-    for (int r = tid; r < rows; r += k_dec_threads) {
-        sM[r] = -INFINITY;
-        sS[r] = 0.0f;
-    }
-    // Accumulators: thread tid owns the (row, dim) pairs tid, tid + 128, ... of rows x d.
-    float acc[k_dec_acc];
-#pragma unroll
-    for (int u = 0; u < k_dec_acc; u++) acc[u] = 0.0f;
+// Shared memory layout (bytes), in order: raw stages [k_dec_stages][2 (K, V)][32][slot];
+// decoded tiles [2][32][d + 4] floats (non-direct types); both regions also hold the final sum
+// of the key groups [groups][rows][d] floats; Q [rows][d]; mask [stages][rows][32];
+// score quarters [4][rows][32]; probabilities [32][rows]; M, S, rescale [rows]; 16 bytes slack
+// (the decoder's word reads run up to 12 bytes past a row).
+struct dec_layout {
+    size_t stage, tile, q, mask, part, p, m, total;
+};
+__host__ __device__ inline dec_layout dec_layout_of(int T, int d, int slot_bytes) {
+    dec_layout L;
+    const bool direct = T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32;
+    L.stage           = 0;
+    L.tile            = static_cast<size_t>(k_dec_stages) * 2 * k_dec_keys * slot_bytes;
+    size_t end        = L.tile + (direct ? 0 : sizeof(float) * 2 * k_dec_keys * (d + 4));
+    const int groups  = k_dec_threads / (d / 4);
+    const size_t red  = sizeof(float) * groups * k_dec_rows * d;
+    end               = end > red ? end : red;
+    L.q               = (end + 15) / 16 * 16;
+    L.mask            = L.q + sizeof(float) * k_dec_rows * d;
+    L.part            = L.mask + sizeof(float) * k_dec_stages * k_dec_rows * k_dec_keys;
+    L.p               = L.part + sizeof(float) * k_dec_warps * k_dec_rows * k_dec_keys;
+    L.m               = L.p + sizeof(float) * k_dec_keys * k_dec_rows;
+    L.total           = L.m + sizeof(float) * 3 * k_dec_rows + 16;
+    return L;
+}
 
-    for (int64_t jt = j0; jt < j1; jt += k_dec_keys) {
-        const int nk = static_cast<int>(j1 - jt < k_dec_keys ? j1 - jt : k_dec_keys);
-        __syncthreads();  // the previous tile is used up
-        // K and V rows of the tile: item = (key, chunk), each a 32-value chunk.
-        for (int it = tid; it < k_dec_keys * nc; it += k_dec_threads) {
-            const int key = it / nc, c = it % nc;
-            float     yk[32], yv[32];
-            if (key < nk) {
-                cu_codec<TK>::chunk(a.k.data + ik * a.k.nb[1] + (jt + key) * a.k.nb[2], c, yk);
-                cu_codec<TV>::chunk(a.v.data + ik * a.v.nb[1] + (jt + key) * a.v.nb[2], c, yv);
-            } else {
+// cp.async (sm_80+): the copy lands in shared memory later, at cp_wait; plain copies below.
+__device__ __forceinline__ void dec_cp16(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+#endif
+}
+__device__ __forceinline__ void dec_cp4(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint32_t *>(dst) = *static_cast<const uint32_t *>(src);
+#endif
+}
+__device__ __forceinline__ void dec_cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most one group (the newest) is pending.
+__device__ __forceinline__ void dec_cp_wait1() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+#endif
+}
+
+// 8 bytes of shared memory at byte offset o of a 4-byte-aligned base: three aligned words.
+__device__ __forceinline__ uint2 dec_bytes8(const uint8_t * base, int o) {
+    const uint32_t * w  = reinterpret_cast<const uint32_t *>(base + (o & ~3));
+    const unsigned   sh = static_cast<unsigned>(o & 3) * 8;
+    const uint32_t   w0 = w[0], w1 = w[1], w2 = w[2];
+    return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
+}
+
+__device__ __forceinline__ float2 dec_half2(uint32_t h) {
+    return __half22float2(*reinterpret_cast<const __half2 *>(&h));
+}
+
+// Four FP8 codes to floats times s, as cu_fp8_block_elem (code value * scale, one rounding).
+template <bool E4M3> __device__ __forceinline__ void dec_fp8x4(uint32_t w, float s, float * y) {
+    uint32_t lo, hi;
+    float    post = 1.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    if constexpr (E4M3) {  // hardware conversion, exact (NaN codes give NaN)
+        const unsigned short w0 = static_cast<unsigned short>(w & 0xffffu), w1 = static_cast<unsigned short>(w >> 16);
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(w0));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(w1));
+    } else {
+        cu_fp8x4_half_bits<false>(w, lo, hi);
+    }
+#else
+    cu_fp8x4_half_bits<E4M3>(w, lo, hi);
+    if constexpr (E4M3) post = 256.0f;
+#endif
+    const float2 a = dec_half2(lo), b = dec_half2(hi);
+    y[0]           = a.x * post * s;
+    y[1]           = a.y * post * s;
+    y[2]           = b.x * post * s;
+    y[3]           = b.y * post * s;
+}
+
+// Decodes values [8 pc, 8 pc + 8) of a row whose raw bytes start at byte `off` of slot `raw`.
+template <int T> __device__ __forceinline__ void dec_piece(const uint8_t * raw, int off, int pc, float * y) {
+    if constexpr (T == EMBER_TYPE_BF16) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(raw + 16 * pc);
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-                for (int e = 0; e < 32; e++) yk[e] = yv[e] = 0.0f;
-            }
-#pragma unroll
-            for (int e = 0; e < 32; e++) {
-                sK[key * (d + 1) + 32 * c + e] = yk[e];
-                sV[key * d + 32 * c + e]       = yv[e];
-            }
+        for (int i = 0; i < 4; i++) {
+            y[2 * i]     = __uint_as_float(w[i] << 16);
+            y[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
         }
-        __syncthreads();
-        // Scores: thread (row, key) pairs; lanes are keys, so a warp reads one q row (broadcast)
-        // and 32 K rows (distinct banks thanks to the padding).
-        for (int it = tid; it < rows * k_dec_keys; it += k_dec_threads) {
-            const int r = it / k_dec_keys, key = it % k_dec_keys;
-            float     s = -INFINITY;
-            if (key < nk) {
-                const float mv = a.has_mask ? reinterpret_cast<const float *>(a.mask.data + q_tok(r) * a.mask.nb[1])[jt + key] : 0.0f;
-                if (mv != -INFINITY) {
-                    const float * qr = sQ + r * d;
-                    const float * kr = sK + key * (d + 1);
-                    float         t  = 0.0f;
-                    for (int e = 0; e < d; e++) t += qr[e] * kr[e];
-                    s = t + mv;
+    } else if constexpr (T == EMBER_TYPE_Q8_0) {
+        const int   b = off + 34 * (pc / 4);
+        const float d = cu_half(static_cast<ember_half>(raw[b] | raw[b + 1] << 8));
+        const uint2 q = dec_bytes8(raw, b + 2 + 8 * (pc % 4));
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            y[i]     = d * static_cast<float>(static_cast<int8_t>(q.x >> (8 * i)));
+            y[i + 4] = d * static_cast<float>(static_cast<int8_t>(q.y >> (8 * i)));
+        }
+    } else if constexpr (T == EMBER_TYPE_Q4_0) {
+        // Piece q of a block: bytes 8 (q % 2) .. + 8, low nibbles (q < 2) or high ones.
+        const int      b  = off + 18 * (pc / 4);
+        const float    d  = cu_half(static_cast<ember_half>(raw[b] | raw[b + 1] << 8));
+        const uint2    q  = dec_bytes8(raw, b + 2 + 8 * (pc % 2));
+        const unsigned sh = (pc % 4) / 2 * 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            y[i]     = d * static_cast<float>(static_cast<int>(q.x >> (8 * i + sh) & 0xfu) - 8);
+            y[i + 4] = d * static_cast<float>(static_cast<int>(q.y >> (8 * i + sh) & 0xfu) - 8);
+        }
+    } else {  // FP8_E4M3 / FP8_E5M2 blocks: E8M0 exponent, 32 codes
+        constexpr bool E4M3 = T == EMBER_TYPE_FP8_E4M3;
+        const int      b    = off + 33 * (pc / 4);
+        const float    s    = cu_fp8_e8m0_scale(raw[b]);
+        const uint2    q    = dec_bytes8(raw, b + 1 + 8 * (pc % 4));
+        dec_fp8x4<E4M3>(q.x, s, y);
+        dec_fp8x4<E4M3>(q.y, s, y + 4);
+    }
+}
+
+// 8 (or 4) consecutive values of row `key` of a compute tile, from element e.
+template <typename S> struct dec_tile;
+template <> struct dec_tile<float> {
+    static __device__ __forceinline__ void load8(const float * t, int stride, int key, int e, float * y) {
+        const float4 a = *reinterpret_cast<const float4 *>(t + key * stride + e);
+        const float4 b = *reinterpret_cast<const float4 *>(t + key * stride + e + 4);
+        y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w, y[4] = b.x, y[5] = b.y, y[6] = b.z, y[7] = b.w;
+    }
+    static __device__ __forceinline__ void load4(const float * t, int stride, int key, int e, float * y) {
+        const float4 a = *reinterpret_cast<const float4 *>(t + key * stride + e);
+        y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w;
+    }
+};
+template <> struct dec_tile<__half> {
+    static __device__ __forceinline__ void load8(const __half * t, int stride, int key, int e, float * y) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(t + key * stride + e);
+        float2      f;
+        f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
+        f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
+        f = dec_half2(u.z), y[4] = f.x, y[5] = f.y;
+        f = dec_half2(u.w), y[6] = f.x, y[7] = f.y;
+    }
+    static __device__ __forceinline__ void load4(const __half * t, int stride, int key, int e, float * y) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(t + key * stride + e);
+        float2      f;
+        f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
+        f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
+    }
+};
+
+template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
+    using S                  = typename std::conditional<T == EMBER_TYPE_F16, __half, float>::type;
+    constexpr bool direct    = dec_direct<T>();
+    extern __shared__ __align__(16) uint8_t smem[];
+    const int        d       = static_cast<int>(a.q.ne[0]);
+    const dec_layout L       = dec_layout_of(T, d, a.slot_bytes);
+    const int        slot    = a.slot_bytes;
+    float *          sTile   = reinterpret_cast<float *>(smem + L.tile);  // decoded K [32][d + 4], then V
+    float *          sQ      = reinterpret_cast<float *>(smem + L.q);     // [rows][d]
+    float *          sMask   = reinterpret_cast<float *>(smem + L.mask);  // [stages][rows][32]
+    float *          sPart   = reinterpret_cast<float *>(smem + L.part);  // [4][rows][32]
+    float *          sP      = reinterpret_cast<float *>(smem + L.p);     // [32][rows]
+    float *          sM      = reinterpret_cast<float *>(smem + L.m);     // [rows]
+    float *          sS      = sM + k_dec_rows;
+    float *          sR      = sS + k_dec_rows;
+    const int        ik      = blockIdx.x;  // KV head
+    const int        split   = blockIdx.y;
+    const int        r0      = blockIdx.z * k_dec_rows;  // first query row of the block
+    const int        nrows   = min(k_dec_rows, a.n_rows - r0);
+    const int        tid     = threadIdx.x;
+    const int        lane    = tid % 32, warp = tid / 32;
+    const int64_t    n_kv    = a.k.ne[2];
+    const int64_t    j0      = static_cast<int64_t>(split) * a.split_keys;
+    const int64_t    j1      = j0 + a.split_keys < n_kv ? j0 + a.split_keys : n_kv;
+    const int        n_tiles = j1 > j0 ? static_cast<int>((j1 - j0 + k_dec_keys - 1) / k_dec_keys) : 0;
+    const int        stride  = direct ? slot / static_cast<int>(sizeof(S)) : d + 4;  // compute tile row, elements
+    // Query row r of the block: head ik * group + rr % group of token rr / group, rr = r0 + r.
+    const auto q_head = [&](int r) { return static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group; };
+    const auto q_tok  = [&](int r) { return static_cast<int64_t>((r0 + r) / a.group); };
+    const char * kbase = a.k.data + ik * a.k.nb[1];
+    const char * vbase = a.v.data + ik * a.v.nb[1];
+
+    // Starts the copies of tile t into stage t % k_dec_stages (one cp.async group).
+    const auto issue = [&](int t) {
+        const int64_t jt = j0 + static_cast<int64_t>(t) * k_dec_keys;
+        const int     nk = static_cast<int>(j1 - jt < k_dec_keys ? j1 - jt : k_dec_keys);
+        uint8_t *     st = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
+        if constexpr (dec_copy16<T>()) {
+            const int cpr = a.row_bytes / 16;  // pieces per row
+            for (int i = tid; i < 2 * k_dec_keys * cpr; i += k_dec_threads) {
+                const int kv = i / (k_dec_keys * cpr), rem = i - kv * k_dec_keys * cpr, key = rem / cpr, c = rem - key * cpr;
+                if (key < nk) {
+                    const char * src = (kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2]) + 16 * c;
+                    dec_cp16(st + (kv * k_dec_keys + key) * slot + 16 * c, src);
                 }
             }
-            sP[it] = s;
+        } else {
+            const int nw = a.row_bytes / 4 + 2;  // words around a row, at most
+            for (int i = tid; i < 2 * k_dec_keys * nw; i += k_dec_threads) {
+                const int kv = i / (k_dec_keys * nw), rem = i - kv * k_dec_keys * nw, key = rem / nw, w = rem - key * nw;
+                if (key < nk) {
+                    const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
+                    const char * a0  = row - (reinterpret_cast<uintptr_t>(row) & 3);
+                    if (a0 + 4 * w < row + a.row_bytes) dec_cp4(st + (kv * k_dec_keys + key) * slot + 4 * w, a0 + 4 * w);
+                }
+            }
+        }
+        if (a.has_mask) {
+            float * sm = sMask + (t % k_dec_stages) * k_dec_rows * k_dec_keys;
+            for (int i = tid; i < nrows * k_dec_keys; i += k_dec_threads) {
+                const int r = i / k_dec_keys, key = i % k_dec_keys;
+                if (key < nk) dec_cp4(sm + i, reinterpret_cast<const float *>(a.mask.data + q_tok(r) * a.mask.nb[1]) + jt + key);
+            }
+        }
+        dec_cp_commit();
+    };
+
+    cu_pdl_begin();
+    if (n_tiles > 0) issue(0);
+    for (int i = tid; i < k_dec_rows * d; i += k_dec_threads) {
+        const int r = i / d, e = i % d;
+        sQ[i]       = r < nrows ? reinterpret_cast<const float *>(a.q.data + q_head(r) * a.q.nb[1] + q_tok(r) * a.q.nb[2])[e] * a.scale : 0.0f;
+    }
+    for (int i = tid; i < k_dec_keys * k_dec_rows; i += k_dec_threads) sP[i] = 0.0f;
+    if (tid < k_dec_rows) {
+        sM[tid] = -INFINITY;
+        sS[tid] = 0.0f;
+        sR[tid] = 1.0f;
+    }
+    // P.V: thread (4 dims qd, key group g), keys g, g + groups, ...; acc[row][dim].
+    const int nq     = d / 4;
+    const int groups = k_dec_threads / nq;
+    const int qd = tid % nq, g = tid / nq;
+    float     acc[k_dec_rows][4];
+#pragma unroll
+    for (int r = 0; r < k_dec_rows; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
+
+    for (int t = 0; t < n_tiles; t++) {
+        const int64_t jt = j0 + static_cast<int64_t>(t) * k_dec_keys;
+        const int     nk = static_cast<int>(j1 - jt < k_dec_keys ? j1 - jt : k_dec_keys);
+        if (t + 1 < n_tiles) issue(t + 1);
+        else dec_cp_commit();  // an empty group: wait1 below then covers tile t
+        dec_cp_wait1();
+        __syncthreads();  // tile t (and Q on the first pass) visible to all
+        const uint8_t * raw = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
+        const S *       sK;
+        const S *       sV;
+        if constexpr (direct) {
+            sK = reinterpret_cast<const S *>(raw);
+            sV = reinterpret_cast<const S *>(raw + k_dec_keys * slot);
+        } else {
+            // Decode pass: item (K/V, key, 8 values); lanes take consecutive pieces of a row. Each
+            // piece goes out as two float4 stores, the halves ordered by (pc / 4) % 2 so that the
+            // 8 lanes of a store phase cover all 32 banks.
+            const int ppr = d / 8;
+            for (int i = tid; i < 2 * k_dec_keys * ppr; i += k_dec_threads) {
+                const int kv = i / (k_dec_keys * ppr), rem = i - kv * k_dec_keys * ppr, key = rem / ppr, pc = rem - key * ppr;
+                if (key >= nk) continue;
+                const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
+                float        y[8];
+                dec_piece<T>(raw + (kv * k_dec_keys + key) * slot, static_cast<int>(reinterpret_cast<uintptr_t>(row) & 3), pc, y);
+                float *      out = sTile + (kv * k_dec_keys + key) * (d + 4) + 8 * pc;
+                const float4 lo = make_float4(y[0], y[1], y[2], y[3]), hi = make_float4(y[4], y[5], y[6], y[7]);
+                const bool   sw = (pc >> 2) & 1;
+                reinterpret_cast<float4 *>(out)[sw ? 1 : 0] = sw ? hi : lo;
+                reinterpret_cast<float4 *>(out)[sw ? 0 : 1] = sw ? lo : hi;
+            }
+            __syncthreads();
+            sK = reinterpret_cast<const S *>(sTile);
+            sV = reinterpret_cast<const S *>(sTile + k_dec_keys * (d + 4));
+        }
+        // Scores: thread (key = lane, quarter = warp of the dims), every row.
+        {
+            const int ds = d / 4, e0 = warp * ds;
+            float     sc[k_dec_rows];
+#pragma unroll
+            for (int r = 0; r < k_dec_rows; r++) sc[r] = 0.0f;
+            for (int e = e0; e < e0 + ds; e += 8) {
+                float kf[8];
+                dec_tile<S>::load8(sK, stride, lane, e, kf);
+#pragma unroll
+                for (int r = 0; r < k_dec_rows; r++) {
+                    if (r < nrows) {
+                        const float4 q0 = *reinterpret_cast<const float4 *>(sQ + r * d + e);
+                        const float4 q1 = *reinterpret_cast<const float4 *>(sQ + r * d + e + 4);
+                        sc[r] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] + q1.z * kf[6] +
+                                 q1.w * kf[7];
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < k_dec_rows; r++) {
+                if (r < nrows) sPart[(warp * k_dec_rows + r) * k_dec_keys + lane] = sc[r];
+            }
         }
         __syncthreads();
-        // Online softmax per row: warp w takes rows w, w + 4, ...; lane = key.
-        for (int r = warp; r < rows; r += k_dec_threads / 32) {
-            const float s  = sP[r * k_dec_keys + lane];
+        // Online softmax per row: warp w takes rows w, w + 4; lane = key.
+        for (int r = warp; r < nrows; r += k_dec_warps) {
+            float s = -INFINITY;
+            if (lane < nk) {
+                const float mv = a.has_mask ? sMask[((t % k_dec_stages) * k_dec_rows + r) * k_dec_keys + lane] : 0.0f;
+                if (mv != -INFINITY) {
+                    float dot = 0.0f;
+#pragma unroll
+                    for (int w = 0; w < k_dec_warps; w++) dot += sPart[(w * k_dec_rows + r) * k_dec_keys + lane];
+                    s = dot + mv;
+                }
+            }
             const float mt = cu_warp_max(s);
             const float mo = sM[r];
             const float mn = fmaxf(mo, mt);
             const float p  = mn == -INFINITY ? 0.0f : expf(s - mn);  // s = -INF gives 0
             const float ps = cu_warp_sum(p);
-            sP[r * k_dec_keys + lane] = p;
+            sP[lane * k_dec_rows + r] = p;
+            __syncwarp();
             if (lane == 0) {
                 const float f = mo == -INFINITY ? 0.0f : expf(mo - mn);
                 sR[r]         = f;
@@ -142,92 +402,129 @@ __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
             }
         }
         __syncthreads();
-        // P.V: thread tid's pairs (row, dim); consecutive threads read consecutive V dims.
+        // P.V: every row's 4 dims of thread qd over the keys of group g.
+        if (g < groups) {
 #pragma unroll
-        for (int u = 0; u < k_dec_acc; u++) {
-            const int i = tid + u * k_dec_threads;
-            if (i >= rows * d) break;
-            const int     r  = i / d, e = i % d;
-            const float * pr = sP + r * k_dec_keys;
-            float         s  = acc[u] * sR[r];
-            for (int key = 0; key < nk; key++) s += pr[key] * sV[key * d + e];
-            acc[u] = s;
+            for (int r = 0; r < k_dec_rows; r++) {
+                if (r < nrows) {
+                    const float f = sR[r];
+                    acc[r][0] *= f, acc[r][1] *= f, acc[r][2] *= f, acc[r][3] *= f;
+                }
+            }
+            for (int key = g; key < nk; key += groups) {
+                float vf[4];
+                dec_tile<S>::load4(sV, stride, key, 4 * qd, vf);
+                const float4 p0 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows);
+                const float4 p1 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows + 4);
+                const float  p[k_dec_rows] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+                for (int r = 0; r < k_dec_rows; r++) {
+                    if (r < nrows) {
+#pragma unroll
+                        for (int c = 0; c < 4; c++) acc[r][c] += p[r] * vf[c];
+                    }
+                }
+            }
+        }
+        __syncthreads();  // stage t % k_dec_stages and the tiles are free again
+    }
+    // Sum of the key groups through shared memory [groups][rows][d] (over the tile buffers).
+    float * red = reinterpret_cast<float *>(smem);
+    if (g < groups) {
+#pragma unroll
+        for (int r = 0; r < k_dec_rows; r++) {
+            if (r < nrows) *reinterpret_cast<float4 *>(red + (g * k_dec_rows + r) * d + 4 * qd) = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
         }
     }
     __syncthreads();
     // Out: the normalized rows (one split), or the split's partial result.
-#pragma unroll
-    for (int u = 0; u < k_dec_acc; u++) {
-        const int i = tid + u * k_dec_threads;
-        if (i >= rows * d) break;
+    for (int i = tid; i < nrows * d; i += k_dec_threads) {
         const int r = i / d, e = i % d;
+        float     v = 0.0f;
+        for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
         if (a.part) {
             const int64_t row = q_tok(r) * a.q.ne[1] + q_head(r);  // the merge kernel's row order
             float *       pr  = a.part + (row * a.n_split + split) * (d + 2);
-            pr[e]             = acc[u];
+            pr[e]             = v;
             if (e == 0) {
                 pr[d]     = sM[r];
                 pr[d + 1] = sS[r];
             }
         } else {
-            const float S = sS[r];
-            float *     y = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
-            y[e]          = S > 0.0f ? acc[u] / S : 0.0f;
+            const float Ssum = sS[r];
+            float *     y    = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
+            y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
         }
     }
 }
 
-// Merges the splits of each query row (one block per row): rescales each split to the row's
-// maximum; splits whose keys were all hidden (M = -INF) count for nothing.
+__device__ __forceinline__ float dec_block_reduce(float v, bool is_max, float * red) {
+    v = is_max ? cu_warp_max(v) : cu_warp_sum(v);
+    __syncthreads();  // red may still be read from a previous reduction
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float r = red[0];
+    for (unsigned w = 1; w < blockDim.x / 32; w++) r = is_max ? fmaxf(r, red[w]) : r + red[w];
+    return r;
+}
+
+// Merges the splits of each query row (one block of 128 threads per row): rescales each split
+// to the row's maximum; splits whose keys were all hidden (M = -INF) count for nothing. The
+// weights exp(M_s - M) are computed once per split (shared memory, n_split floats).
 __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d, int64_t n_head, cu_tensor dst) {
+    extern __shared__ float w[];
+    __shared__ float red[32];
     cu_pdl_begin();
     const int64_t row = blockIdx.x;
     const float * pr  = part + row * n_split * (d + 2);
-    float         Mg  = -INFINITY;
-    for (int s = 0; s < n_split; s++) Mg = fmaxf(Mg, pr[s * (d + 2) + d]);
-    float Sg = 0.0f;
-    for (int s = 0; s < n_split; s++) {
-        const float m = pr[s * (d + 2) + d];
-        if (m != -INFINITY) Sg += pr[s * (d + 2) + d + 1] * expf(m - Mg);
+    float         mx  = -INFINITY;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) mx = fmaxf(mx, pr[s * (d + 2) + d]);
+    const float Mg  = dec_block_reduce(mx, true, red);
+    float       sum = 0.0f;
+    for (int s = threadIdx.x; s < n_split; s += blockDim.x) {
+        const float m  = pr[s * (d + 2) + d];
+        const float ws = m == -INFINITY ? 0.0f : expf(m - Mg);
+        w[s]           = ws;
+        sum += ws * pr[s * (d + 2) + d + 1];
     }
+    const float Sg  = dec_block_reduce(sum, false, red);  // its barriers also publish w
     const float inv = Sg > 0.0f ? 1.0f / Sg : 0.0f;
     float *     y   = reinterpret_cast<float *>(dst.data + (row % n_head) * dst.nb[1] + (row / n_head) * dst.nb[2]);
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         float acc = 0.0f;
         for (int s = 0; s < n_split; s++) {
-            const float m = pr[s * (d + 2) + d];
-            if (m != -INFINITY) acc += pr[s * (d + 2) + i] * expf(m - Mg);
+            const float ws = w[s];
+            if (ws != 0.0f) acc += pr[s * (d + 2) + i] * ws;
         }
         y[i] = acc * inv;
     }
 }
 
-template <int TK> struct dec_v_launch {
+struct dec_launch {
     ember_cuda_ctx & ctx;
     dec_args &       a;
     dim3             grid;
-    size_t           smem;
+    int              d;
     ember_status &   st;
-    template <int TV> void operator()() const {
-        // Above 48 KiB of shared memory (head size 256, large GQA groups) the kernel must opt in.
+    template <int T> void operator()() const {
+        // Rows must suit the copies (16-byte pieces; the byte types' words need no alignment).
+        if (dec_copy16<T>()) {
+            const auto al = [](const cu_tensor & t) {
+                return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0;
+            };
+            if (!al(a.k) || !al(a.v)) return;
+        }
+        a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
+        const size_t smem   = dec_layout_of(T, d, a.slot_bytes).total;
+        // Above 48 KiB of shared memory the kernel must opt in.
         if (smem > 48 * 1024 &&
-            cudaFuncSetAttribute(attn_dec_kernel<TK, TV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+            cudaFuncSetAttribute(attn_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
             cudaGetLastError();
-            st = EMBER_ERR_UNSUPPORTED;
             return;
         }
-        cu_launch(ctx, attn_dec_kernel<TK, TV>, grid, k_dec_threads, smem, a);
+        cu_launch(ctx, attn_dec_kernel<T>, grid, k_dec_threads, smem, a);
         st = EMBER_OK;
     }
-};
-
-struct dec_k_launch {
-    ember_cuda_ctx & ctx;
-    dec_args &       a;
-    dim3             grid;
-    size_t           smem;
-    ember_status &   st;
-    template <int T> void operator()() const { dec_v_launch<T>{ctx, a, grid, smem, st}.template operator()<T>(); }
 };
 
 bool dec_enabled() {
@@ -238,7 +535,50 @@ bool dec_enabled() {
     return on;
 }
 
+// Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM.
+int dec_target_blocks(int device) {
+    static int per_sm = [] {
+        const char * e = std::getenv("EMBER_CUDA_ATTN_DEC_BLOCKS");
+        const int    v = e ? std::atoi(e) : 0;
+        return v > 0 ? std::min(v, 64) : 4;
+    }();
+    static int n_sm[16] = {};
+    int        sms      = device >= 0 && device < 16 ? n_sm[device] : 0;
+    if (sms == 0) {
+        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+            cudaGetLastError();
+            sms = 132;
+        }
+        if (device >= 0 && device < 16) n_sm[device] = sms;
+    }
+    return per_sm * sms;
+}
+
+// True when every aligned 4-byte word holding a byte of t lies in t's allocation: the word
+// copies of the byte types read up to 3 bytes around a row. Allocations start 256-aligned, so
+// only the end of the base tensor's memory matters.
+bool dec_words_in_bounds(const ember_tensor * t) {
+    const ember_tensor * b = t;
+    while (b->view_src) b = b->view_src;
+    return (reinterpret_cast<uintptr_t>(b->data) + ember_nbytes(b)) % 4 == 0;
+}
+
 }  // namespace
+
+// Bytes of one K/V row of d values (d % 32 == 0) of a cache type (cu_dispatch_elem_type's):
+// computed here, as libember-cuda.so may only call libember's EMBER_BACKEND_API functions.
+static int64_t kv_row_bytes(ember_type t, int64_t d) {
+    switch (t) {
+        case EMBER_TYPE_F32: return 4 * d;
+        case EMBER_TYPE_F16:
+        case EMBER_TYPE_BF16: return 2 * d;
+        case EMBER_TYPE_Q8_0: return d / 32 * static_cast<int64_t>(sizeof(ember_block_q8_0));
+        case EMBER_TYPE_Q4_0: return d / 32 * static_cast<int64_t>(sizeof(ember_block_q4_0));
+        case EMBER_TYPE_FP8_E4M3:
+        case EMBER_TYPE_FP8_E5M2: return d / 32 * static_cast<int64_t>(sizeof(ember_block_fp8));
+        default: return 0;
+    }
+}
 
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const ember_tensor * q    = dst->src[0];
@@ -250,26 +590,33 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
         q->ne[1] % k->ne[1] != 0 || q->ne[3] != 1 || k->ne[2] != v->ne[2] || k->ne[1] > 65535 || k->type != v->type) {
         return EMBER_ERR_UNSUPPORTED;
     }
-    const int64_t group = q->ne[1] / k->ne[1];
-    const int64_t rows  = group * q->ne[2];
-    if (rows > k_dec_rows || rows * d > static_cast<int64_t>(k_dec_threads) * k_dec_acc) return EMBER_ERR_UNSUPPORTED;
+    const bool copy16 = k->type == EMBER_TYPE_F16 || k->type == EMBER_TYPE_F32 || k->type == EMBER_TYPE_BF16;
+    if (!copy16 && (!dec_words_in_bounds(k) || !dec_words_in_bounds(v))) return EMBER_ERR_UNSUPPORTED;
+    if (mask && (reinterpret_cast<uintptr_t>(mask->data) % 4 != 0 || mask->nb[1] % 4 != 0)) return EMBER_ERR_UNSUPPORTED;
+    const int64_t group  = q->ne[1] / k->ne[1];
+    const int64_t rows   = group * q->ne[2];
+    const int64_t chunks = (rows + k_dec_rows - 1) / k_dec_rows;
+    if (chunks > 65535) return EMBER_ERR_UNSUPPORTED;
     const int64_t n_kv = k->ne[2];
     dec_args      a;
-    a.q        = cu_desc(q);
-    a.k        = cu_desc(k);
-    a.v        = cu_desc(v);
-    a.mask     = mask ? cu_desc(mask) : cu_tensor{};
-    a.has_mask = mask != nullptr;
-    a.dst      = cu_desc(dst);
-    a.scale    = ember_get_op_param_f32(dst, 0);
-    a.group    = static_cast<int>(group);
-    a.n_rows   = static_cast<int>(rows);
-    // Splits: about two blocks per SM over the KV heads, each split a whole number of tiles.
+    a.q         = cu_desc(q);
+    a.k         = cu_desc(k);
+    a.v         = cu_desc(v);
+    a.mask      = mask ? cu_desc(mask) : cu_tensor{};
+    a.has_mask  = mask != nullptr;
+    a.dst       = cu_desc(dst);
+    a.scale     = ember_get_op_param_f32(dst, 0);
+    a.group     = static_cast<int>(group);
+    a.n_rows    = static_cast<int>(rows);
+    a.row_bytes = static_cast<int>(kv_row_bytes(k->type, d));
+    // Splits: whole tiles, as few per block as fill the GPU to the target (then every block's
+    // tiles are in flight almost at once; long contexts give each block more tiles, pipelined).
     const int64_t tiles   = std::max<int64_t>(1, (n_kv + k_dec_keys - 1) / k_dec_keys);
-    int64_t       n_split = std::min<int64_t>(tiles, std::max<int64_t>(1, 264 / k->ne[1]));
-    n_split               = std::min<int64_t>(n_split, 65535);
-    const int64_t per     = (tiles + n_split - 1) / n_split;
-    n_split               = (tiles + per - 1) / per;
+    const int64_t units   = k->ne[1] * chunks;
+    const int64_t target  = dec_target_blocks(ctx.device);
+    int64_t       per     = std::max<int64_t>(1, (tiles * units + target - 1) / target);
+    per                   = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
+    const int64_t n_split = (tiles + per - 1) / per;
     a.n_split             = static_cast<int>(n_split);
     a.split_keys          = static_cast<int>(per * k_dec_keys);
     a.part                = nullptr;
@@ -278,14 +625,13 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
             ember_cuda_scratch(ctx, 1, static_cast<size_t>(q->ne[1] * q->ne[2] * n_split * (d + 2)) * sizeof(float)));
         if (!a.part) return EMBER_ERR_OOM;
     }
-    const size_t smem = dec_smem_bytes(static_cast<int>(d), static_cast<int>(rows));
-    const dim3   grid(static_cast<unsigned>(k->ne[1]), static_cast<unsigned>(n_split));
+    const dim3   grid(static_cast<unsigned>(k->ne[1]), static_cast<unsigned>(n_split), static_cast<unsigned>(chunks));
     ember_status st = EMBER_ERR_UNSUPPORTED;
-    cu_dispatch_elem_type(k->type, dec_k_launch{ctx, a, grid, smem, st});  // KV cache types: all have chunk()
+    cu_dispatch_elem_type(k->type, dec_launch{ctx, a, grid, static_cast<int>(d), st});  // KV cache types
     if (st != EMBER_OK) return st;
     if (n_split > 1) {
-        cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, 0, static_cast<const float *>(a.part),
-                  static_cast<int>(n_split), d, q->ne[1], cu_desc(dst));
+        cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * n_split,
+                  static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst));
     }
     return ember_cuda_check_launch("attn (decode)");
 }

@@ -19,6 +19,7 @@
 // with 16-byte loads; other Q4_0/Q8_0 tensors (and EMBER_CUDA_REPACK=0) use the GGUF path.
 // The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -200,6 +201,29 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(cu_tensor x, int64_t k,
     }
 }
 
+// Up to k_mv_group 2-D weight matrices over the same x in one launch (Q, K, V; gate, up):
+// matrix m takes blocks [blk0[m], blk0[m + 1]) of grid.x, and its rows go to y[m] (rows of
+// y_nb1 bytes per column). One launch and one grid drain instead of three.
+constexpr int k_mv_group = 3;
+
+struct mv_group {
+    int     nmat = 1;
+    int     blk0[k_mv_group + 1] = {};
+    const void * w[k_mv_group]  = {};  // weights (quants; mvr: the scales follow at wd[m])
+    const unsigned short * wd[k_mv_group] = {};
+    int64_t n[k_mv_group]       = {};
+    char *  y[k_mv_group]       = {};
+    int64_t y_nb1[k_mv_group]   = {};
+};
+
+// The matrix of this block (a select chain: no dynamic indexing of kernel parameters).
+template <typename T> __device__ __forceinline__ T mv_pick(const T (&v)[k_mv_group], int m) {
+    return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
+}
+__device__ __forceinline__ int mv_which(const mv_group & g, int bx) {
+    return g.nmat > 2 && bx >= g.blk0[2] ? 2 : g.nmat > 1 && bx >= g.blk0[1] ? 1 : 0;
+}
+
 struct mvq_args {
     const char *   w;
     int64_t        w_nb1, w_nb2, w_nb3;
@@ -209,6 +233,8 @@ struct mvq_args {
     int64_t        x_ne1, x_ne2;
     cu_tensor      y;
     int64_t        k, n, nblk;
+    bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
+    mv_group       grp;
 };
 
 template <int T, int R>
@@ -328,16 +354,26 @@ struct mvr_args {
     int64_t                x_ne1, x_ne2;
     cu_tensor              y;
     int                    nchunk, nb;
+    bool                   grouped;  // several matrices (mv_group); 2-D weights and x
+    mv_group               grp;
 };
 
 constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
 
 template <int T, int R, int U>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
-    using D             = mvr<T>;
-    const int     lane  = threadIdx.x % 32;
-    const int64_t row0  = (static_cast<int64_t>(blockIdx.x) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= a.n) return;  // no block-wide synchronization below
+    using D                 = mvr<T>;
+    const int     lane      = threadIdx.x % 32;
+    // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
+    const int     m         = a.grouped ? mv_which(a.grp, blockIdx.x) : 0;
+    const int     bx        = a.grouped ? blockIdx.x - a.grp.blk0[m] : blockIdx.x;
+    const uint4 * wq_base   = a.grouped ? static_cast<const uint4 *>(mv_pick(a.grp.w, m)) : a.wq;
+    const unsigned short * wd_base = a.grouped ? mv_pick(a.grp.wd, m) : a.wd;
+    const int64_t n         = a.grouped ? mv_pick(a.grp.n, m) : a.n;
+    char *        y_data    = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
+    const int64_t y_nb1     = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
+    const int64_t row0 = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
+    if (row0 >= n) return;  // no block-wide synchronization below
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0, wm = 0;
     if (gridDim.z > 1) {
@@ -352,9 +388,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     const unsigned short * wd[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int64_t g = wm * a.n + (row0 + r < a.n ? row0 + r : a.n - 1);  // tail rows: read, discard
-        wq[r]           = a.wq + g * a.nchunk;
-        wd[r]           = a.wd + g * a.nb;
+        const int64_t g = wm * n + (row0 + r < n ? row0 + r : n - 1);  // tail rows: read, discard
+        wq[r]           = wq_base + g * a.nchunk;
+        wd[r]           = wd_base + g * a.nb;
     }
     float acc[R] = {};
     uint4 w[U][R];
@@ -385,11 +421,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
             }
         }
     }
-    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+    float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const float s = cu_warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < a.n) yc[row0 + r] = s;
+        if (lane == 0 && row0 + r < n) yc[row0 + r] = s;
     }
 }
 
@@ -414,11 +450,19 @@ template <int R, int U>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
     const int     lane  = threadIdx.x % 32;
-    const int64_t row0  = (static_cast<int64_t>(blockIdx.x) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= a.n) return;
+    // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
+    const int     m      = a.grouped ? mv_which(a.grp, blockIdx.x) : 0;
+    const int     bx     = a.grouped ? blockIdx.x - a.grp.blk0[m] : blockIdx.x;
+    const char *  w_base = a.grouped ? static_cast<const char *>(mv_pick(a.grp.w, m)) : a.w;
+    const int64_t w_nb1  = a.grouped ? a.nblk * BYTES : a.w_nb1;
+    const int64_t n      = a.grouped ? mv_pick(a.grp.n, m) : a.n;
+    char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
+    const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
+    const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
+    if (row0 >= n) return;
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0;
-    const char *  wb = a.w;
+    const char *  wb = w_base;
     if (gridDim.z > 1) {
         i2 = blockIdx.z % a.x_ne2;
         i3 = blockIdx.z / a.x_ne2;
@@ -429,7 +473,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     const float2 * xds = a.xds + v * (a.k / 32);
     const char *   wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;
+    for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < n ? row0 + r : n - 1) * w_nb1;
     const int nchunk = static_cast<int>(a.nblk) * 8;
     float     acc[R] = {};
     uint4     q[U][R], h[U][R];
@@ -482,37 +526,68 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
             }
         }
     }
-    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+    float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const float s = cu_warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < a.n) yc[row0 + r] = s;
+        if (lane == 0 && row0 + r < n) yc[row0 + r] = s;
     }
 }
 
-template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * dst, const int8_t * xq, const float2 * xds) {
-    const ember_tensor * w  = dst->src[0];
-    const ember_tensor * x  = dst->src[1];
-    const int            qb = T == EMBER_TYPE_Q4_0 ? 16 : 32;
-    const int64_t        nb = w->ne[0] / 32;
+// Fills the group part of a launch over dsts[0 .. nd) (nd > 1: 2-D weights of one type, the
+// same x) for `per_block` rows per block; returns grid.x. One matrix: its own block count.
+inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp) {
+    g.nmat      = nd;
+    unsigned bx = 0;
+    for (int m = 0; m < nd; m++) {
+        const ember_tensor * w = dsts[m]->src[0];
+        g.blk0[m]              = static_cast<int>(bx);
+        g.w[m]                 = w->data;
+        if (rp) {
+            const int qb = w->type == EMBER_TYPE_Q4_0 ? 16 : 32;
+            g.wd[m]      = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * (w->ne[0] / 32) * qb);
+        }
+        g.n[m]     = w->ne[1];
+        g.y[m]     = static_cast<char *>(dsts[m]->data);
+        g.y_nb1[m] = static_cast<int64_t>(dsts[m]->nb[1]);
+        bx += cu_blocks(w->ne[1], per_block);
+    }
+    g.blk0[nd] = static_cast<int>(bx);
+    return bx;
+}
+
+inline int64_t mv_group_max_rows(ember_tensor * const * dsts, int nd) {
+    int64_t n = 0;
+    for (int m = 0; m < nd; m++) n = std::max<int64_t>(n, dsts[m]->src[0]->ne[1]);
+    return n;
+}
+
+template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const int8_t * xq, const float2 * xds) {
+    ember_tensor *       dst = dsts[0];
+    const ember_tensor * w   = dst->src[0];
+    const ember_tensor * x   = dst->src[1];
+    const int            qb  = T == EMBER_TYPE_Q4_0 ? 16 : 32;
+    const int64_t        nb  = w->ne[0] / 32;
     mvr_args             a;
-    a.wq     = static_cast<const uint4 *>(w->data);
-    a.wd     = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * nb * qb);
-    a.n      = w->ne[1];
-    a.w_ne2  = w->ne[2];
-    a.bcast2 = x->ne[2] / w->ne[2];
-    a.bcast3 = x->ne[3] / w->ne[3];
-    a.xq     = xq;
-    a.xds    = xds;
-    a.x_ne1  = x->ne[1];
-    a.x_ne2  = x->ne[2];
-    a.y      = cu_desc(dst);
-    a.nchunk = static_cast<int>(nb * qb / 16);
-    a.nb     = static_cast<int>(nb);
+    a.wq      = static_cast<const uint4 *>(w->data);
+    a.wd      = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * nb * qb);
+    a.n       = w->ne[1];
+    a.w_ne2   = w->ne[2];
+    a.bcast2  = x->ne[2] / w->ne[2];
+    a.bcast3  = x->ne[3] / w->ne[3];
+    a.xq      = xq;
+    a.xds     = xds;
+    a.x_ne1   = x->ne[1];
+    a.x_ne2   = x->ne[2];
+    a.y       = cu_desc(dst);
+    a.nchunk  = static_cast<int>(nb * qb / 16);
+    a.nb      = static_cast<int>(nb);
+    a.grouped = nd > 1;
     // Two rows per warp share the x loads; below 4096 rows one row per warp keeps more warps
     // (and more loads in flight) on the GPU.
-    const int  r = a.n >= 4096 ? 2 : 1;
-    const dim3 grid(cu_blocks(a.n, k_rp_warps * r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    const int      r  = mv_group_max_rows(dsts, nd) >= 4096 ? 2 : 1;
+    const unsigned bx = nd > 1 ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true) : cu_blocks(a.n, k_rp_warps * r);
+    const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if (r == 2) {
         cu_launch(ctx, mvr_kernel<T, 2, 4>, grid, 32 * k_rp_warps, 0, a);
     } else {
@@ -543,29 +618,37 @@ template <int T> bool aligned_for(const ember_tensor * w) {
     return (reinterpret_cast<uintptr_t>(w->data) & m) == 0 && (w->nb[1] & m) == 0 && (w->nb[2] & m) == 0 && (w->nb[3] & m) == 0;
 }
 
-template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, const int8_t * xq, const float2 * xds) {
-    const ember_tensor * w = dst->src[0];
-    const ember_tensor * x = dst->src[1];
+// Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
+bool q4k_wide_ok(const ember_tensor * w) {
+    return k_q4k_wide && w->type == EMBER_TYPE_Q4_K &&
+           ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
+}
+
+template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const int8_t * xq, const float2 * xds) {
+    ember_tensor *       dst = dsts[0];
+    const ember_tensor * w   = dst->src[0];
+    const ember_tensor * x   = dst->src[1];
     mvq_args             a;
-    a.w      = static_cast<const char *>(w->data);
-    a.w_nb1  = static_cast<int64_t>(w->nb[1]);
-    a.w_nb2  = static_cast<int64_t>(w->nb[2]);
-    a.w_nb3  = static_cast<int64_t>(w->nb[3]);
-    a.bcast2 = x->ne[2] / w->ne[2];
-    a.bcast3 = x->ne[3] / w->ne[3];
-    a.xq     = xq;
-    a.xds    = xds;
-    a.x_ne1  = x->ne[1];
-    a.x_ne2  = x->ne[2];
-    a.y      = cu_desc(dst);
-    a.k      = w->ne[0];
-    a.n      = w->ne[1];
-    a.nblk   = w->ne[0] / mvq<T>::QK;
+    a.w       = static_cast<const char *>(w->data);
+    a.w_nb1   = static_cast<int64_t>(w->nb[1]);
+    a.w_nb2   = static_cast<int64_t>(w->nb[2]);
+    a.w_nb3   = static_cast<int64_t>(w->nb[3]);
+    a.bcast2  = x->ne[2] / w->ne[2];
+    a.bcast3  = x->ne[3] / w->ne[3];
+    a.xq      = xq;
+    a.xds     = xds;
+    a.x_ne1   = x->ne[1];
+    a.x_ne2   = x->ne[2];
+    a.y       = cu_desc(dst);
+    a.k       = w->ne[0];
+    a.n       = w->ne[1];
+    a.nblk    = w->ne[0] / mvq<T>::QK;
+    a.grouped = nd > 1;  // only mvk_kernel takes groups (ember_cuda_mul_mat_vec_q_can_group)
     if constexpr (T == EMBER_TYPE_Q4_K) {
-        const uintptr_t m = 15;
-        if (k_q4k_wide && ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & m) == 0) {
-            const int  rk = a.n >= 4096 ? 2 : 1;
-            const dim3 gk(cu_blocks(a.n, k_rp_warps * rk), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+        if (q4k_wide_ok(w)) {
+            const int      rk = mv_group_max_rows(dsts, nd) >= 4096 ? 2 : 1;
+            const unsigned bx = nd > 1 ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false) : cu_blocks(a.n, k_rp_warps * rk);
+            const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (rk == 2) {
                 cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
@@ -574,6 +657,7 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * dst, c
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
     }
+    if (nd > 1) return EMBER_ERR_INTERNAL;
     const int  r = rows_per_block();
     const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     switch (r) {
@@ -602,19 +686,20 @@ struct aligned_probe {
 };
 
 struct launch_probe {
-    ember_cuda_ctx & ctx;
-    ember_tensor *   dst;
-    const int8_t *   xq;
-    const float2 *   xds;
-    ember_status &   st;
+    ember_cuda_ctx &       ctx;
+    ember_tensor * const * dsts;
+    int                    nd;
+    const int8_t *         xq;
+    const float2 *         xds;
+    ember_status &         st;
     template <int T> void operator()() const {
         if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
-            if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
-                st = launch_rp<T>(ctx, dst, xq, xds);
+            if (dsts[0]->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
+                st = launch_rp<T>(ctx, dsts, nd, xq, xds);
                 return;
             }
         }
-        st = launch<T>(ctx, dst, xq, xds);
+        st = launch<T>(ctx, dsts, nd, xq, xds);
     }
 };
 
@@ -667,8 +752,27 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
     }
 }
 
-ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    const ember_tensor * x  = dst->src[1];
+// Whether b can share a's launch (ember_cuda_mul_mat_vec_q_group): both integer matvecs over
+// the same x (one 2-D x: decode) with 2-D weights of one type and width, in the CUDA layout
+// (Q4_0 / Q8_0) or Q4_K with aligned rows, b not reading a.
+bool ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b) {
+    if (a->op != EMBER_OP_MUL_MAT || b->op != EMBER_OP_MUL_MAT || a->src[1] != b->src[1] || b->src[0] == a) return false;
+    const ember_tensor * wa = a->src[0];
+    const ember_tensor * wb = b->src[0];
+    const ember_tensor * x  = a->src[1];
+    if (wa->type != wb->type || wa->ne[0] != wb->ne[0] || wa->ne[2] * wa->ne[3] != 1 || wb->ne[2] * wb->ne[3] != 1 ||
+        x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) {
+        return false;
+    }
+    const bool rp = (wa->flags & wb->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
+    if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
+    if (overlaps(a, x) || overlaps(b, x) || overlaps(a, b)) return false;
+    return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
+}
+
+ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
+    const ember_tensor * x  = dsts[0]->src[1];
     const int64_t        k  = x->ne[0];
     const int64_t        nv = x->ne[1] * x->ne[2] * x->ne[3];
     int8_t *             xq = nullptr;
@@ -686,8 +790,14 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) 
         ember_cuda_qx_set_valid(ctx, x, xq);
     }
     ember_status st = EMBER_OK;
-    dispatch_q(dst->src[0]->type, launch_probe{ctx, dst, xq, xds, st});
+    dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, xq, xds, st});
     // A result written over x would make the copy stale.
-    if (overlaps(dst, x)) ctx.qx_valid = false;
+    for (int m = 0; m < nd; m++) {
+        if (overlaps(dsts[m], x)) ctx.qx_valid = false;
+    }
     return st;
+}
+
+ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    return ember_cuda_mul_mat_vec_q_group(ctx, &dst, 1);
 }

@@ -125,22 +125,32 @@ struct get_rows_launch {
 // of every row (O(rows^2 * blocks)); computing it once per row is the next step.
 constexpr int64_t k_set_rows_smem = 8192;
 
+// One SET_ROWS, or two of one type and index tensor (a layer's K and V cache writes) in one
+// launch: blocks [0, split) write a, the others b.
+struct set_rows_args {
+    cu_tensor dst, rows;
+    int64_t   blocks_row, n_items;
+};
+
 template <int T, bool SM>
-__global__ void set_rows_kernel(cu_tensor dst, cu_tensor rows, const char * idx, int64_t idx_nb0, int64_t blocks_row,
-                                int64_t n_items, int * err) {
+__global__ void set_rows_kernel(set_rows_args a0, set_rows_args a1, unsigned split, const char * idx, int64_t idx_nb0, int * err) {
     cu_pdl_begin();
-    constexpr int QK = cu_encoder<T>::QK;
-    const int64_t m  = rows.ne[1];
+    constexpr int       QK     = cu_encoder<T>::QK;
+    const bool          second = blockIdx.x >= split;
+    const set_rows_args a      = second ? a1 : a0;
+    const int64_t       bid    = second ? blockIdx.x - split : blockIdx.x;
+    const int64_t       nblk   = second ? gridDim.x - split : split;
+    const int64_t       m      = a.rows.ne[1];
     extern __shared__ int32_t sidx[];
     if constexpr (SM) {
         for (int64_t j = threadIdx.x; j < m; j += blockDim.x) sidx[j] = *reinterpret_cast<const int32_t *>(idx + j * idx_nb0);
         __syncthreads();
     }
-    for (int64_t it = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; it < n_items; it += (int64_t) gridDim.x * blockDim.x) {
-        const int64_t i  = it / blocks_row;
-        const int64_t b  = it % blocks_row;
+    for (int64_t it = bid * blockDim.x + threadIdx.x; it < a.n_items; it += nblk * blockDim.x) {
+        const int64_t i  = it / a.blocks_row;
+        const int64_t b  = it % a.blocks_row;
         const int32_t id = SM ? sidx[i] : *reinterpret_cast<const int32_t *>(idx + i * idx_nb0);
-        if (id < 0 || id >= dst.ne[1]) {
+        if (id < 0 || id >= a.dst.ne[1]) {
             if (b == 0) cu_set_error(err, EMBER_ERR_INTERNAL);
             continue;
         }
@@ -151,27 +161,38 @@ __global__ void set_rows_kernel(cu_tensor dst, cu_tensor rows, const char * idx,
             for (int64_t j = i + 1; j < m && !later; j++) later = *reinterpret_cast<const int32_t *>(idx + j * idx_nb0) == id;
         }
         if (later) continue;
-        const float * x = reinterpret_cast<const float *>(rows.data + i * rows.nb[1]) + b * QK;
-        cu_encoder<T>::block(x, dst.data + id * dst.nb[1] + b * dst.nb[0]);
+        const float * x = reinterpret_cast<const float *>(a.rows.data + i * a.rows.nb[1]) + b * QK;
+        cu_encoder<T>::block(x, a.dst.data + id * a.dst.nb[1] + b * a.dst.nb[0]);
     }
 }
 
 struct set_rows_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
+    ember_tensor *   dst2;  // or nullptr: same type, same index tensor and row count as dst
     template <int T> void operator()() const {
         constexpr int        QK   = cu_encoder<T>::QK;
         const ember_tensor * rows = dst->src[1];
         const ember_tensor * idx  = dst->src[2];
-        const int64_t        nb   = dst->ne[0] / QK;
-        const int64_t        n    = nb * rows->ne[1];
-        if (n == 0) return;
+        const auto           args = [](const ember_tensor * d) {
+            set_rows_args a;
+            a.dst        = cu_desc(d);
+            a.rows       = cu_desc(d->src[1]);
+            a.blocks_row = d->ne[0] / QK;
+            a.n_items    = a.blocks_row * d->src[1]->ne[1];
+            return a;
+        };
+        const set_rows_args a = args(dst);
+        const set_rows_args b = dst2 ? args(dst2) : a;
+        if (a.n_items == 0 && (!dst2 || b.n_items == 0)) return;
+        const unsigned na = grid_for(a.n_items), nb = dst2 ? grid_for(b.n_items) : 0;
+        const char *   ip = static_cast<const char *>(idx->data);
+        const int64_t  in = static_cast<int64_t>(idx->nb[0]);
         if (rows->ne[1] <= k_set_rows_smem) {
-            cu_launch(ctx, set_rows_kernel<T, true>, grid_for(n), k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), 
-                cu_desc(dst), cu_desc(rows), static_cast<const char *>(idx->data), static_cast<int64_t>(idx->nb[0]), nb, n, ctx.d_error);
+            cu_launch(ctx, set_rows_kernel<T, true>, na + nb, k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), a, b, na, ip, in,
+                      ctx.d_error);
         } else {
-            cu_launch(ctx, set_rows_kernel<T, false>, grid_for(n), k_threads, 0, 
-                cu_desc(dst), cu_desc(rows), static_cast<const char *>(idx->data), static_cast<int64_t>(idx->nb[0]), nb, n, ctx.d_error);
+            cu_launch(ctx, set_rows_kernel<T, false>, na + nb, k_threads, 0, a, b, na, ip, in, ctx.d_error);
         }
     }
 };
@@ -274,7 +295,17 @@ ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
 }
 
 ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    if (!cu_dispatch_encode_type(dst->type, set_rows_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_set_rows_pair(ctx, dst, nullptr);
+}
+
+bool ember_cuda_set_rows_can_pair(const ember_tensor * a, const ember_tensor * b) {
+    return a->op == EMBER_OP_SET_ROWS && b->op == EMBER_OP_SET_ROWS && a->type == b->type && a->src[2] == b->src[2] &&
+           a->src[1]->ne[1] == b->src[1]->ne[1] && a->src[1]->ne[2] * a->src[1]->ne[3] == 1 && b->src[1]->ne[2] * b->src[1]->ne[3] == 1 &&
+           a->ne[2] * a->ne[3] == 1 && b->ne[2] * b->ne[3] == 1;
+}
+
+ember_status ember_cuda_set_rows_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b) {
+    if (!cu_dispatch_encode_type(a->type, set_rows_launch{ctx, a, b})) return EMBER_ERR_UNSUPPORTED;
     return ember_cuda_check_launch("set_rows");
 }
 

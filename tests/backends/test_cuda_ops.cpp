@@ -450,6 +450,28 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
         ember_tensor * e  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_0, 1024, 64), x2);
         return ember_add(c.g, ember_add(c.g, a, b), ember_add(c.g, d, e));
     }, 1e-3);
+    // Matvecs over one x share a launch (Q, K, V; gate, up), the later ones hoisted past the
+    // nodes between them (here: each output's consumer, as Q's view and RoPE in a model):
+    // unequal row counts (block tails inside the grid), more than 4096 rows in one (2 rows per
+    // warp), a group of 3 with others between and a consecutive pair. Every row of every
+    // output reaches the result through an F32 product of its own.
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+        for (int64_t cols : {1, 3}) {
+            check_case(std::string("grouped matvecs ") + ember_type_get_name(t) + " cols=" + std::to_string(cols), [=](case_ctx & c) {
+                ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, cols);
+                ember_tensor * q   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 4160), x);
+                ember_tensor * k   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 72), x);
+                ember_tensor * v   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 136), x);
+                ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
+                                                              ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
+                                               ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
+                ember_tensor * h   = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 512), sum);
+                ember_tensor * gt  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+                ember_tensor * up  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+                return ember_add(c.g, sum, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 200, 64), ember_swiglu(c.g, gt, up)));
+            }, 1e-3);
+        }
+    }
     // Decode attention with the keys split across blocks (n_kv >= 128, few query rows); the
     // mask hides keys 0..199, so whole splits see no key, and a causal tail.
     for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
@@ -479,9 +501,13 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
         int64_t d, heads, kv_heads, n_kv, n_tok;
         bool    hide_front;
     };
+    // Also: 8B's 8 KV heads at 4096 keys (several tiles per split, pipelined), 24 query rows
+    // (three blocks of 8 rows per KV head), head size 32, one tile, and every KV cache type.
     for (const dec_shape & s : {dec_shape{128, 32, 4, 4133, 1, false}, dec_shape{128, 32, 8, 257, 2, true}, dec_shape{256, 8, 1, 300, 1, true},
-                                dec_shape{64, 64, 1, 90, 1, false}, dec_shape{96, 8, 8, 65, 1, false}}) {
-        for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0}) {
+                                dec_shape{64, 64, 1, 90, 1, false}, dec_shape{96, 8, 8, 65, 1, false}, dec_shape{128, 32, 8, 4096, 1, false},
+                                dec_shape{128, 32, 4, 1000, 3, true}, dec_shape{32, 4, 2, 20, 1, false}}) {
+        for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_BF16,
+                              EMBER_TYPE_F32}) {
             const std::string what = std::string("decode attn ") + ember_type_get_name(tk) + " d=" + std::to_string(s.d) + " heads " +
                                      std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " n_kv=" + std::to_string(s.n_kv);
             check_case(what, [=](case_ctx & c) {
@@ -497,6 +523,14 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
                                   1.0f / std::sqrt(static_cast<float>(s.d)));
             }, 1e-8);
         }
+    }
+    // 32768 keys once (many tiles per split), Q8_0 and F16 caches.
+    for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        check_case(std::string("decode attn ") + ember_type_get_name(tk) + " n_kv=32768", [=](case_ctx & c) {
+            const int64_t n_kv = 32768, d = 128;
+            return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, d, 32, 1), c.rand_leaf(tk, d, 8, n_kv, -2.0f, 2.0f), c.rand_leaf(tk, d, 8, n_kv),
+                              nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
+        }, 1e-8);
     }
     // A layer-like graph run four times on one stream with new data each time: the first run
     // is eager, the second records a CUDA graph, the others replay it (CUDA graphs are on unless
@@ -711,6 +745,22 @@ TEST_CASE("[cuda] FP8 codec of the CUDA kernels matches quant/ref bit for bit (h
             } else {
                 CHECK(got == want);
                 CHECK(std::signbit(got) == std::signbit(want));
+            }
+        }
+        // The decode attention kernel's pair decoder (cu_fp8x4_half_bits): four codes at a time
+        // (each code in every byte position), the halves times 256 for E4M3.
+        for (uint32_t c = 0; c < 256; c++) {
+            CAPTURE(c);
+            const float want = e4m3 ? ember_fp8_e4m3_to_float(static_cast<uint8_t>(c)) : ember_fp8_e5m2_to_float(static_cast<uint8_t>(c));
+            for (int pos = 0; pos < 4; pos++) {
+                const uint32_t w = (0x5a3c1e00u & ~(0xffu << (8 * pos))) | c << (8 * pos);
+                uint32_t       lo, hi;
+                if (e4m3) cu_fp8x4_half_bits<true>(w, lo, hi);
+                else cu_fp8x4_half_bits<false>(w, lo, hi);
+                const uint32_t h   = (pos < 2 ? lo : hi) >> (16 * (pos % 2)) & 0xffffu;
+                const float    got = ember_half_to_float(static_cast<ember_half>(h)) * (e4m3 ? 256.0f : 1.0f);
+                if (std::isnan(want)) CHECK(std::isnan(got));
+                else CHECK(got == want);
             }
         }
         // One value: every float whose low 16 bits are one of a few patterns (all exponents,
