@@ -33,6 +33,13 @@
 #                               units in registers (the kernel before the quarter-block one).
 #                               EMBER_VULKAN_DEFER_UPLOADS=0: every small input upload its own
 #                               submission and wait (not recorded into the next graph's).
+#                               Decode kernels (each one's default on, =0 / =units off):
+#                               EMBER_VULKAN_FUSE_GLU=0 (FFN gate + up + SWIGLU apart),
+#                               EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units (the
+#                               256-weight-unit kernels instead of the small-unit ones),
+#                               EMBER_VULKAN_MMV_LPR=32|64|128 (the most invocations per row),
+#                               EMBER_VULKAN_MMV_QQ_ROWS=1|2, EMBER_VULKAN_ATTN_SG=0 (attention
+#                               reductions through shared memory only).
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)

@@ -95,6 +95,69 @@ int type_rank(VkPhysicalDeviceType t) {
 
 void init_device_vtables(vk_device_ctx * dc);
 
+// Whether the prefill kernel on cooperative matrices (mul_mm_coop.comp: GL_NV_cooperative_matrix,
+// 16 x 8 x 16 f16 products into f32, subgroups of 32, up to 40 KiB of shared memory) can run on dc:
+// the build has its shaders, EMBER_VULKAN_COOPMAT is not 0, and the device has the extensions
+// (VK_NV_cooperative_matrix, VK_KHR_shader_float16_int8, VK_KHR_vulkan_memory_model), their
+// features and that shape. device_init enables them.
+bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
+#if defined(EMBER_VK_COOPMAT_NV) && defined(VK_NV_cooperative_matrix)
+    const char * env = std::getenv("EMBER_VULKAN_COOPMAT");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    if (dc->subgroup_size != 32 || dc->props.limits.maxComputeSharedMemorySize < 40960) return false;
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> exts(n);
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+    int found = 0;
+    for (const VkExtensionProperties & e : exts) {
+        found += std::strcmp(e.extensionName, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0 ||
+                 std::strcmp(e.extensionName, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) == 0 ||
+                 std::strcmp(e.extensionName, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME) == 0;
+    }
+    if (found != 3) return false;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
+    cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{};
+    f16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+    VkPhysicalDeviceVulkanMemoryModelFeaturesKHR mm{};
+    mm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &cm;
+    cm.pNext = &f16;
+    f16.pNext = &mm;
+    vkGetPhysicalDeviceFeatures2(dc->phys, &f2);
+    if (!cm.cooperativeMatrix || !f16.shaderFloat16 || !mm.vulkanMemoryModel) return false;
+    VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
+    cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &cp;
+    vkGetPhysicalDeviceProperties2(dc->phys, &p2);
+    if (!(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
+    auto shapes = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) vkGetInstanceProcAddr(
+        inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    if (!shapes || shapes(dc->phys, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkCooperativeMatrixPropertiesNV> list(n);
+    for (VkCooperativeMatrixPropertiesNV & p : list) p.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    if (shapes(dc->phys, &n, list.data()) != VK_SUCCESS) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        const VkCooperativeMatrixPropertiesNV & p = list[i];
+        if (p.MSize == 16 && p.NSize == 8 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+            p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+            p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV) {
+            return true;
+        }
+    }
+    return false;
+#else
+    (void) inst;
+    (void) dc;
+    return false;
+#endif
+}
+
 // Creates the instance and enumerates the devices; failures leave no devices (and say why once).
 void init_instance() {
     vk_instance_state & s = state();
@@ -175,6 +238,7 @@ void init_instance() {
                              (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                              (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) && sg.subgroupSize >= 1 &&
                              sg.subgroupSize <= 128;
+        dc->coopmat = detect_coopmat(s.instance, dc);
         init_device_vtables(dc);
         s.all.push_back(dc);
     }
@@ -345,6 +409,37 @@ static ember_status device_init(vk_device_ctx * dc) {
     di.sType                = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos    = &qi;
+#if defined(EMBER_VK_COOPMAT_NV) && defined(VK_NV_cooperative_matrix)
+    // The prefill kernel on cooperative matrices (detect_coopmat): its extensions and features;
+    // if the device is refused with them, it is made without (the tiled kernels then).
+    const char * coop_exts[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
+                                VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
+    cm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    cm.cooperativeMatrix = VK_TRUE;
+    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{};
+    f16.sType         = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+    f16.shaderFloat16 = VK_TRUE;
+    VkPhysicalDeviceVulkanMemoryModelFeaturesKHR mm{};
+    mm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR;
+    mm.vulkanMemoryModel = VK_TRUE;
+    cm.pNext             = &f16;
+    f16.pNext            = &mm;
+    if (dc->coopmat) {
+        di.pNext                   = &cm;
+        di.enabledExtensionCount   = 3;
+        di.ppEnabledExtensionNames = coop_exts;
+        if (vkCreateDevice(dc->phys, &di, nullptr, &dc->dev) != VK_SUCCESS) {
+            std::fprintf(stderr, "ember: vulkan: %s: no device with cooperative matrices; prefill without them\n", dc->name.c_str());
+            dc->coopmat                = false;
+            dc->dev                    = VK_NULL_HANDLE;
+            di.pNext                   = nullptr;
+            di.enabledExtensionCount   = 0;
+            di.ppEnabledExtensionNames = nullptr;
+        }
+    }
+    if (!dc->dev)
+#endif
     EMBER_VK_CHECK(vkCreateDevice(dc->phys, &di, nullptr, &dc->dev), "vkCreateDevice");
     vkGetDeviceQueue(dc->dev, dc->queue_family, 0, &dc->queue);
     ember_vk_pcache_load(dc);

@@ -43,6 +43,11 @@ struct vk_device_ctx {
     bool                       is_cpu = false;
     uint32_t                   subgroup_size  = 0;
     bool                       subgroup_arith = false;  // subgroupAdd in compute shaders
+    // Prefill products on the tensor cores (mul_mm_coop.comp): VK_NV_cooperative_matrix with
+    // the 16 x 8 x 16 f16 x f16 -> f32 shape, shaderFloat16 and the Vulkan memory model, all
+    // enabled at device creation. Found at enumeration; false when the build has no such
+    // shaders, with EMBER_VULKAN_COOPMAT=0, or when the device lacks any of them.
+    bool                       coopmat = false;
     ember_buffer_type          buft{};
     ember_device               device{};
 

@@ -56,6 +56,11 @@ bool word_rows(const ember_tensor * t) {
 
 constexpr uint32_t k_max_groups = 65535;
 
+bool env_is(const char * name, const char * value) {
+    const char * v = std::getenv(name);
+    return v && std::strcmp(v, value) == 0;
+}
+
 bool same_shape(const ember_tensor * a, const ember_tensor * b) {
     for (int d = 0; d < 4; d++) {
         if (a->ne[d] != b->ne[d]) return false;
@@ -307,10 +312,13 @@ bool can_fuse_rope(const vk_device_ctx * dc, const ember_tensor * mm, const embe
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
 // rope: the ROPE of (a view of) the result, done as it is written (can_fuse_rope() holds).
+// glu_out: the SWIGLU of `node` (the gate product) and another product of the same x (up),
+// written by one dispatch that computes both (can_fuse_glu() holds).
 ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember_tensor * glu = nullptr,
-                            const ember_tensor * rope = nullptr) {
+                            const ember_tensor * rope = nullptr, const ember_tensor * glu_out = nullptr) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
+    const ember_tensor * wu = glu_out ? glu_out->src[1]->src[0] : nullptr;  // the up weights
     const ember_tensor * x  = glu ? glu->src[0] : node->src[1];
     const int64_t        m  = x->ne[1];
     const int64_t        nbatch = x->ne[2] * x->ne[3];
@@ -318,11 +326,12 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     pc.u(w->ne[0]).u(w->ne[1]).u(m).u(x->ne[2]);
     pc.u(bind_of(dc, w).resid).u(w->nb[1]).u(w->nb[2]).u(w->nb[3]);
     pc.u(f32_off(bind_of(dc, x))).u(x->nb[1] / 4).u(x->nb[2] / 4).u(x->nb[3] / 4);
-    const ember_tensor * out = rope ? rope : node;
+    const ember_tensor * out = rope ? rope : glu_out ? glu_out : node;
     if (rope) pc.u(f32_off(bind_of(dc, rope))).u(rope->nb[2] / 4).u(0).u(0);  // column = token
+    else if (glu_out) pc.u(f32_off(bind_of(dc, glu_out))).u(glu_out->nb[1] / 4).u(glu_out->nb[2] / 4).u(glu_out->nb[3] / 4);
     else pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
     pc.u(x->ne[2] / w->ne[2]).u(x->ne[3] / w->ne[3]);
-    pc.u(glu ? f32_off(bind_of(dc, glu->src[1])) : 0);
+    pc.u(glu ? f32_off(bind_of(dc, glu->src[1])) : wu ? bind_of(dc, wu).resid : 0);
     const ember_tensor * pos = rope ? rope->src[1] : nullptr;
     const ember_tensor * ff  = rope ? rope->src[2] : nullptr;
     if (rope) {
@@ -334,7 +343,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     }
     const std::string t = tname(w->type);
     if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
-    if (rope && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if ((rope || glu_out) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
@@ -344,7 +353,12 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
             const char * v = std::getenv("EMBER_VULKAN_MMV_Q4_0");
             return v && std::strcmp(v, "units") == 0;
         }();
-        const bool        qq       = w->type == EMBER_TYPE_Q4_0 && !q4_units;
+        // Q8_0 by quarter blocks and Q6_K by 16 weights likewise, unless
+        // EMBER_VULKAN_MMV_Q8_0=units | EMBER_VULKAN_MMV_Q6_K=units (read at each recording,
+        // so that one process can compare the two: the tests do).
+        const bool qq = (w->type == EMBER_TYPE_Q4_0 && !q4_units) ||
+                        (w->type == EMBER_TYPE_Q8_0 && !env_is("EMBER_VULKAN_MMV_Q8_0", "units")) ||
+                        (w->type == EMBER_TYPE_Q6_K && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
         uint32_t lpr = 1;
         while (lpr < 32 && 2 * lpr * 256 <= (uint64_t) w->ne[0]) lpr *= 2;
         if (qq) lpr = 32;
@@ -356,7 +370,30 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         }();
         // Q4_0 by quarter blocks: 1 (H100 profile, 1B decode: FFN down 40 -> 30 us, Q
         // projection 14 -> 11 us; the 256-weight-unit kernels keep 2: Q6_K output 236 -> 331 us with 1).
-        uint32_t nr = nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 || qq ? 1 : 2;
+        // GLU: 1 output row per invocation while sizing the workgroups (then its 2 rows).
+        uint32_t nr = glu_out ? 1 : nr_env ? nr_env : w->type == EMBER_TYPE_Q8_0 || qq ? 1 : 2;
+        // The small-unit kernels of Q8_0 and Q6_K: 2 rows per invocation (each x load then
+        // serves both) for matrices of many rows (the output: H200, 1B decode: Q6_K 166 ->
+        // 146 us, Q8_0 136 -> 110 us), 1 for the others (enough invocations in flight).
+        // EMBER_VULKAN_MMV_QQ_ROWS=1|2: always 1 | 2 (read at each recording).
+        const uint64_t lanes32 = (uint64_t) w->ne[1] * (uint64_t) m * (uint64_t) nbatch * 32;
+        if (qq && !glu_out && !nr_env && w->type != EMBER_TYPE_Q4_0 && !env_is("EMBER_VULKAN_MMV_QQ_ROWS", "1") &&
+            (env_is("EMBER_VULKAN_MMV_QQ_ROWS", "2") || lanes32 >= 1024 * 1024)) {
+            nr = 2;
+        }
+        // Small units, few long rows (FFN down: 2048 rows of 8192): more invocations per
+        // row (64, 128: the row then spans subgroups, summed in shared memory), towards about
+        // as many in flight as a large GPU holds (132 multiprocessors x 2048), as long as
+        // each keeps 4 units or more. EMBER_VULKAN_MMV_LPR=32|64|128: the most per row
+        // (read at each recording; 32: the kernel before). 64 by default (H200, 1B decode
+        // tg128: Q4_0 470 / 543 / 512 t/s, Q8_0 500 / 561 / 546 with 32 / 64 / 128).
+        if (qq) {
+            const char *   lv     = std::getenv("EMBER_VULKAN_MMV_LPR");
+            const long     lmax   = lv ? std::strtol(lv, nullptr, 10) : 64;
+            const uint64_t units  = (uint64_t) w->ne[0] / (w->type == EMBER_TYPE_Q6_K ? 16 : 8);
+            const uint64_t lanes  = (uint64_t) w->ne[1] * (uint64_t) m * (uint64_t) nbatch;
+            while ((lmax == 64 || lmax == 128) && lpr < (uint32_t) lmax && lanes * lpr < 256 * 1024 && units >= 8ull * lpr) lpr *= 2;
+        }
         // Workgroups enough to fill a large GPU (a few per multiprocessor of an H100's 132)
         // also for the small matrices of a decode step (K and V projections: 512 rows of
         // 2048): smaller workgroups (down to a subgroup, at least LPR), then 1 row per
@@ -374,9 +411,12 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         while (!wg_env && wg / 2 >= wg_min && groups(wg, nr) < target) wg /= 2;
         if (!wg_env && !nr_env && nr == 2 && groups(wg, nr) < target) nr = 1;
         if (rope && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
-        const uint32_t    rows_per_group = wg / lpr * nr;
-        const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") + (glu ? "swiglu_" : rope ? "rope_" : "") + t;
-        return dispatch_items(sc, name, wg, {w, x, out, glu ? glu->src[1] : pos ? pos : out, ff ? ff : pos ? pos : out}, pc,
+        if (glu_out) nr = 2;            // row r of gate and of up
+        const uint32_t    rows_per_group = glu_out ? wg / lpr : wg / lpr * nr;
+        const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") +
+                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : "") + t;
+        const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
+        return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc,
                               (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), false, lpr,
                               nr);
     }
@@ -394,6 +434,16 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         return v && (v[0] == '0' || v[0] == '1') && v[1] == '\0' ? v[0] - '0' : -1;
     }();
     const uint64_t big_tiles = (uint64_t) ((w->ne[1] + 127) / 128) * (uint64_t) ((m + 127) / 128) * (uint64_t) nbatch;
+    if (dc->coopmat && w->type != EMBER_TYPE_F32) {
+        // On the tensor cores (mul_mm_coop.comp, f16 products into f32; F32 weights stay on
+        // mul_mm): 128 x 128 tiles where there are about as many as an H100 has
+        // multiprocessors (132), else 64 x 64; EMBER_VULKAN_MM_BIG=0|1 as above.
+        const bool     cbig = big_env >= 0 ? big_env == 1 : big_tiles >= 128;
+        const uint32_t ct   = cbig ? 128 : 64;
+        return dispatch(sc, (cbig ? "mul_mm_coop_" : "mul_mm_coop_s_") + t, 256, {w, x, node}, pc,
+                        static_cast<uint32_t>((w->ne[1] + ct - 1) / ct), static_cast<uint32_t>((m + ct - 1) / ct),
+                        static_cast<uint32_t>(nbatch));
+    }
     const bool     big       = big_env >= 0 ? big_env == 1 : big_tiles >= 256;
     const uint32_t bt        = big ? 128 : 64;
     return dispatch(sc, (big ? "mul_mm_big_" : "mul_mm_") + t, 256, {w, x, node}, pc, static_cast<uint32_t>((w->ne[1] + bt - 1) / bt),
@@ -430,8 +480,11 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(mask ? f32_off(bind_of(dc, mask)) : 0).u(mask ? mask->nb[1] / 4 : 0).u(mask ? 1 : 0);
     pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4);
     pc.f(ember_get_op_param_f32(node, 0));
-    // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp).
-    return dispatch_items(sc, "attn_" + tname(k->type) + "_" + tname(v->type), 256, {q, k, v, mask ? mask : q, node}, pc,
+    // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp). Subgroup
+    // reductions where the device has them, unless EMBER_VULKAN_ATTN_SG=0 (read at each
+    // recording).
+    const bool sg = dc->subgroup_arith && !env_is("EMBER_VULKAN_ATTN_SG", "0");
+    return dispatch_items(sc, std::string(sg ? "attn_sg_" : "attn_") + tname(k->type) + "_" + tname(v->type), 256, {q, k, v, mask ? mask : q, node}, pc,
                           q->ne[1] * q->ne[2]);
 }
 
@@ -482,6 +535,7 @@ struct unit {
     ember_tensor *     add = nullptr, *norm = nullptr, *mul = nullptr;
     ember_tensor *     glu = nullptr;   // SWIGLU fused into MUL_MAT `node`
     ember_tensor *     rope = nullptr;  // ROPE (of a view of) MUL_MAT `node` fused into it
+    ember_tensor *     glu_out = nullptr;  // SWIGLU of MUL_MAT `node` (gate) and another (up), one dispatch
     std::vector<range> rd, wr;          // what its bindings cover
     uint32_t           level    = 0;
     uint32_t           err_slot = 0;
@@ -517,6 +571,11 @@ void accesses(vk_stream_ctx * sc, unit & u) {
         u.wr = {range_of(dc, n)};
         return;
     }
+    if (u.glu_out) {
+        u.rd = {range_of(dc, n->src[0]), range_of(dc, n->src[1]), range_of(dc, u.glu_out->src[1]->src[0])};
+        u.wr = {range_of(dc, u.glu_out)};
+        return;
+    }
     if (u.rope) {
         u.rd = {range_of(dc, n->src[0]), range_of(dc, n->src[1]), range_of(dc, u.rope->src[1])};
         if (u.rope->src[2]) u.rd.push_back(range_of(dc, u.rope->src[2]));
@@ -542,6 +601,25 @@ bool read_elsewhere(const ember_graph * g, const ember_tensor * t, const ember_t
         }
     }
     return false;
+}
+
+// SWIGLU `glu` of MUL_MAT `gate` and MUL_MAT `up` (the FFN's gate and up projections of one
+// x, both on the decode fast path, weights of one type and layout), neither product read by
+// anything else: one dispatch computes both and writes the SWIGLU (mul_mat_vec_q.comp with
+// GLU_OUT). EMBER_VULKAN_FUSE_GLU=0 keeps them apart (to compare; read at each recording).
+bool can_fuse_glu(const vk_device_ctx * dc, const ember_graph * g, const ember_tensor * gate, const ember_tensor * up,
+                  const ember_tensor * glu) {
+    if (env_is("EMBER_VULKAN_FUSE_GLU", "0")) return false;
+    if (gate->op != EMBER_OP_MUL_MAT || up->op != EMBER_OP_MUL_MAT || glu->op != EMBER_OP_SWIGLU) return false;
+    if (glu->src[0] != gate || glu->src[1] != up || gate->src[1] != up->src[1] || ember_nelements(glu) == 0) return false;
+    const ember_tensor * wg = gate->src[0];
+    const ember_tensor * wu = up->src[0];
+    if (wg->type != wu->type || !same_shape(wg, wu) || !same_shape(gate, glu) || !same_shape(up, glu)) return false;
+    for (int d = 1; d < 4; d++) {
+        if (wg->nb[d] != wu->nb[d]) return false;
+    }
+    if (glu->nb[0] != 4 || !mmv_fast(dc, gate, nullptr) || !mmv_fast(dc, up, nullptr)) return false;
+    return !read_elsewhere(g, gate, glu) && !read_elsewhere(g, up, glu);
 }
 
 // ADD (no broadcast) whose result feeds RMS_NORM: one pass writes the sum and normalizes it.
@@ -589,11 +667,6 @@ bool norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
     return ok(d, a, one_row) && ok(d, b, one_row) && ok(d, w, false) && (!u.add || ok(d, u.add, false));
 }
 
-bool env_is(const char * name, const char * value) {
-    const char * v = std::getenv(name);
-    return v && std::strcmp(v, value) == 0;
-}
-
 }  // namespace
 
 ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end) {
@@ -630,6 +703,20 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                     u = unit();
                 }
             }
+        }
+        // MUL_MAT gate, MUL_MAT up, their SWIGLU (FFN gate and up): one dispatch.
+        if (!no_fuse && i + 2 < end && can_fuse_glu(sc->dc, g, n, g->nodes[i + 1], g->nodes[i + 2])) {
+            u.node    = n;
+            u.glu_out = g->nodes[i + 2];
+            accesses(sc, u);
+            // Every workgroup reads all of x: the result may not be written over it.
+            if (!overlap(u.rd, u.wr)) {
+                sc->n_fused++;
+                units.push_back(std::move(u));
+                i += 2;
+                continue;
+            }
+            u = unit();
         }
         // SWIGLU read only by the matrix-vector product after it (FFN down): made as read.
         if (!no_fuse && n->op == EMBER_OP_SWIGLU && i + 1 < end && ember_nelements(n) > 0) {
@@ -728,7 +815,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         pending      = true;
         sc->err_slot = u.err_slot;
         const ember_status st = u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
-                                : u.glu || u.rope ? record_mul_mat(sc, u.node, u.glu, u.rope)
+                                : u.glu || u.rope || u.glu_out ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out)
                                         : record_node(sc, u.node);
         if (st != EMBER_OK) return st;
         if (sc->profile) {
@@ -740,6 +827,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             if (u.mul) name += "+MUL";
             if (u.glu) name = "SWIGLU+" + name;
             if (u.rope) name += "+ROPE";
+            if (u.glu_out) name += "+MUL_MAT+SWIGLU";
             if (n->op == EMBER_OP_MUL_MAT) {
                 name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
                         std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");

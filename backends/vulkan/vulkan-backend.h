@@ -14,7 +14,11 @@
 // EMBER_VULKAN_BARRIERS=all (dispatches in graph order with a barrier after each, instead of
 // reordered by dependency level with barriers only between levels), EMBER_VULKAN_FUSE=0 (no
 // fused [ADD] RMS_NORM [MUL] or SWIGLU + MUL_MAT dispatch). EMBER_VULKAN_VALIDATE=sync also turns on the layer's
-// synchronization validation (missing or wrong barriers). EMBER_VULKAN_PROFILE=1: each
+// synchronization validation (missing or wrong barriers). EMBER_VULKAN_COOPMAT=0: prefill
+// products without cooperative matrices (VK_NV_cooperative_matrix, used when glslc and the
+// device both have it). EMBER_VULKAN_FUSE_GLU=0, EMBER_VULKAN_MMV_Q8_0=units,
+// EMBER_VULKAN_MMV_Q6_K=units, EMBER_VULKAN_MMV_LPR=32|64|128, EMBER_VULKAN_MMV_QQ_ROWS=1|2,
+// EMBER_VULKAN_ATTN_SG=0: decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
 // stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
 // before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H

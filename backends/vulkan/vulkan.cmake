@@ -39,6 +39,28 @@ ember_vk_shader(rms_norm_mul rms_norm.comp HAS_MUL=1)
 ember_vk_shader(add_rms_norm rms_norm.comp HAS_ADD=1)
 ember_vk_shader(add_rms_norm_mul rms_norm.comp HAS_ADD=1 HAS_MUL=1)
 ember_vk_shader(rope rope.comp)
+# Cooperative matrices (the prefill kernel on tensor cores, shaders/mul_mm_coop.comp): built
+# when this glslc compiles GL_NV_cooperative_matrix (Debian 12's does; it predates
+# GL_KHR_cooperative_matrix, which is only reported); the backend then uses them on devices
+# with VK_NV_cooperative_matrix (vk-backend.cpp).
+function(ember_vk_glslc_accepts out ext body)
+    set(src ${CMAKE_BINARY_DIR}/vk-probe-${out}.comp)
+    file(WRITE ${src} "#version 450\n#extension ${ext} : require\n#extension GL_KHR_memory_scope_semantics : require\n"
+                      "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+                      "layout(local_size_x = 32) in;\nlayout(binding = 0) buffer B { float b[]; };\n"
+                      "shared uvec4 s[64];\nvoid main() {\n${body}\n}\n")
+    execute_process(COMMAND ${EMBER_GLSLC} --target-env=vulkan1.1 -fshader-stage=compute ${src} -o ${src}.spv
+                    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    if(rc EQUAL 0)
+        set(${out} ON PARENT_SCOPE)
+    else()
+        set(${out} OFF PARENT_SCOPE)
+    endif()
+endfunction()
+ember_vk_glslc_accepts(EMBER_VK_GLSLC_COOPMAT_NV GL_NV_cooperative_matrix
+    "fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a; fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> x; fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> c = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0); coopMatLoadNV(a, s, 0, 5, false); coopMatLoadNV(x, s, 0, 5, true); c = coopMatMulAddNV(a, x, c); coopMatStoreNV(c, b, 0, 16, true);")
+ember_vk_glslc_accepts(EMBER_VK_GLSLC_COOPMAT_KHR GL_KHR_cooperative_matrix
+    "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, s, 0, 5, gl_CooperativeMatrixLayoutRowMajor);")
 # Types the dequantizing kernels read (shaders/dequant.glsl).
 set(EMBER_VK_DQ_TYPES F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
     INT4 INT4_G32 NF4 FP8_E4M3 FP8_E5M2 FP8_E4M3_ROW FP8_E5M2_ROW)
@@ -51,6 +73,11 @@ foreach(t ${EMBER_VK_DQ_TYPES})
     ember_vk_shader(mul_mat_vec_${lt}_nosg mul_mat_vec.comp TYPE=T_${t} SUBGROUP=0)
     ember_vk_shader(mul_mm_${lt} mul_mm.comp TYPE=T_${t})
     ember_vk_shader(mul_mm_big_${lt} mul_mm.comp TYPE=T_${t} TM=8)
+    if(EMBER_VK_GLSLC_COOPMAT_NV AND NOT t STREQUAL "F32")  # F32 weights stay in F32 (mul_mm)
+        # Steps of 64 k-values (H100, 1B pp512: 32 -> 64 made the FFN up product 302 -> 256 us).
+        ember_vk_shader(mul_mm_coop_${lt} mul_mm_coop.comp TYPE=T_${t} BM=128u BN=128u BK=64u)
+        ember_vk_shader(mul_mm_coop_s_${lt} mul_mm_coop.comp TYPE=T_${t} BM=64u BN=64u BK=64u)
+    endif()
 endforeach()
 # The decode fast path (shaders/mul_mat_vec_q.comp: 16-byte loads, several rows per workgroup).
 foreach(t Q4_0 Q8_0 Q4_K Q6_K)
@@ -58,11 +85,17 @@ foreach(t Q4_0 Q8_0 Q4_K Q6_K)
     ember_vk_shader(mul_mat_vec_q_${lt} mul_mat_vec_q.comp TYPE=T_${t})
     ember_vk_shader(mul_mat_vec_q_swiglu_${lt} mul_mat_vec_q.comp TYPE=T_${t} SWIGLU_X=1)
     ember_vk_shader(mul_mat_vec_q_rope_${lt} mul_mat_vec_q.comp TYPE=T_${t} ROPE_OUT=1)
+    ember_vk_shader(mul_mat_vec_q_glu_${lt} mul_mat_vec_q.comp TYPE=T_${t} GLU_OUT=1)
 endforeach()
-# Q4_0 by quarter blocks (QQ: coalesced word loads, few registers), the default for Q4_0.
-ember_vk_shader(mul_mat_vec_qq_q4_0 mul_mat_vec_q.comp TYPE=T_Q4_0 QQ=1)
-ember_vk_shader(mul_mat_vec_qq_swiglu_q4_0 mul_mat_vec_q.comp TYPE=T_Q4_0 QQ=1 SWIGLU_X=1)
-ember_vk_shader(mul_mat_vec_qq_rope_q4_0 mul_mat_vec_q.comp TYPE=T_Q4_0 QQ=1 ROPE_OUT=1)
+# Small units (QQ: coalesced word loads, few registers): Q4_0 and Q8_0 by quarter blocks,
+# Q6_K by 16 weights; the default for these types.
+foreach(t Q4_0 Q8_0 Q6_K)
+    string(TOLOWER ${t} lt)
+    ember_vk_shader(mul_mat_vec_qq_${lt} mul_mat_vec_q.comp TYPE=T_${t} QQ=1)
+    ember_vk_shader(mul_mat_vec_qq_swiglu_${lt} mul_mat_vec_q.comp TYPE=T_${t} QQ=1 SWIGLU_X=1)
+    ember_vk_shader(mul_mat_vec_qq_rope_${lt} mul_mat_vec_q.comp TYPE=T_${t} QQ=1 ROPE_OUT=1)
+    ember_vk_shader(mul_mat_vec_qq_glu_${lt} mul_mat_vec_q.comp TYPE=T_${t} QQ=1 GLU_OUT=1)
+endforeach()
 foreach(d ${EMBER_VK_CVT_TYPES})
     string(TOLOWER ${d} ld)
     ember_vk_shader(set_rows_${ld} convert.comp MODE=1 SRC_TYPE=T_F32 DST_TYPE=T_${d})
@@ -70,6 +103,7 @@ foreach(d ${EMBER_VK_CVT_TYPES})
         string(TOLOWER ${s} ls)
         ember_vk_shader(cpy_${ls}_${ld} convert.comp MODE=0 SRC_TYPE=T_${s} DST_TYPE=T_${d})
         ember_vk_shader(attn_${ls}_${ld} attn.comp K_TYPE=T_${s} V_TYPE=T_${d})
+        ember_vk_shader(attn_sg_${ls}_${ld} attn.comp K_TYPE=T_${s} V_TYPE=T_${d} SUBGROUP=1)
     endforeach()
 endforeach()
 
@@ -83,6 +117,9 @@ add_custom_command(OUTPUT ${EMBER_VK_SHADERS_CPP}
 file(GLOB EMBER_VK_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan/*.cpp)
 target_sources(ember_objs PRIVATE ${EMBER_VK_SOURCES} ${EMBER_VK_SHADERS_CPP})
 target_compile_definitions(ember_objs PRIVATE EMBER_HAVE_VULKAN)
+if(EMBER_VK_GLSLC_COOPMAT_NV)
+    target_compile_definitions(ember_objs PRIVATE EMBER_VK_COOPMAT_NV)  # mul_mm_coop_* shaders exist
+endif()
 target_compile_definitions(ember_static INTERFACE $<BUILD_INTERFACE:EMBER_HAVE_VULKAN>)  # the tests
 target_include_directories(ember_objs PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/backends/vulkan)
 target_link_libraries(ember_objs PUBLIC Vulkan::Vulkan)
@@ -91,4 +128,5 @@ target_link_libraries(ember PRIVATE Vulkan::Vulkan)
 target_link_libraries(ember_static PUBLIC $<BUILD_INTERFACE:Vulkan::Vulkan> $<INSTALL_INTERFACE:vulkan>)
 # ... and so do pkg-config users of the static library (ember.pc: Libs.private).
 string(APPEND EMBER_PC_LIBS_PRIVATE " -lvulkan")
-message(STATUS "ember: Vulkan backend ON (headers ${Vulkan_VERSION}, ${EMBER_GLSLC})")
+message(STATUS "ember: Vulkan backend ON (headers ${Vulkan_VERSION}, ${EMBER_GLSLC}; glslc cooperative matrices: "
+               "NV ${EMBER_VK_GLSLC_COOPMAT_NV}, KHR ${EMBER_VK_GLSLC_COOPMAT_KHR})")

@@ -208,6 +208,22 @@ int64_t test_row_len(ember_type t) {
 }
 const ember_type k_cvt_types[] = {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0};
 
+// Sets an environment switch of the backend (those it reads at each recording) for a scope,
+// then puts back what was there (value nullptr: unset).
+struct env_guard {
+    std::string name, old;
+    bool        had;
+    env_guard(const char * n, const char * value) : name(n), had(std::getenv(n) != nullptr) {
+        if (had) old = std::getenv(n);
+        if (value) setenv(n, value, 1);
+        else unsetenv(n);
+    }
+    ~env_guard() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
+};
+
 }  // namespace
 
 TEST_SUITE("vulkan") {
@@ -595,16 +611,56 @@ TEST_CASE("[vulkan] mul_mat for every weight type: vector and tiled kernels, bat
     }
 }
 
+// Prefill products big enough for both tile sizes of the kernels: on a device with
+// cooperative matrices (mul_mm_coop.comp: weights and x rounded to f16 in shared memory,
+// products into f32) 64 x 64 tiles for the first shape and 128 x 128 for the batched one
+// (128 tiles), partial tiles at every edge, weights broadcast over batches; elsewhere the same
+// shapes on mul_mm.comp. F16 rows of 197 and 200 weights: the last step short of 32 k-values,
+// and of a whole run of 8.
+TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device has them)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL}) {
+        CAPTURE(std::string(ember_type_get_name(t)));
+        const double  tol = t == EMBER_TYPE_F16 ? 1e-6 : 2e-4;
+        const int64_t k   = t == EMBER_TYPE_Q4_K || t == EMBER_TYPE_Q6_K ? 512 : 256;
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            return ember_mul_mat(g, new_input(g, in, t, k, 300, 1, 1, 70), new_input(g, in, EMBER_TYPE_F32, k, 260, 1, 1, 71));
+        }, tol);
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            return ember_mul_mat(g, new_input(g, in, t, k, 130, 4, 1, 72), new_input(g, in, EMBER_TYPE_F32, k, 130, 32, 1, 73));
+        }, tol);
+    }
+    for (int64_t k : {197, 200}) {
+        CAPTURE(k);
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_F16, k, 150, 1, 1, 74), new_input(g, in, EMBER_TYPE_F32, k, 90, 1, 1, 75));
+        }, 1e-6);
+    }
+}
+
 // The decode kernel of Q4_0, Q8_0, Q4_K and Q6_K (mul_mat_vec_q.comp: rows of 256-weight
 // units, 1 to 32 invocations per row; Q4_0 by quarter blocks, 32 invocations per row, unless
 // EMBER_VULKAN_MMV_Q4_0=units): rows of 3 units (Q6_K rows then start on 2 bytes mod 4
 // every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
 // units each), a row count that is not a multiple of the rows per workgroup, up to 4
 // columns, batches with broadcast weights.
+// Q8_0 and Q6_K both ways: small units (QQ, the default) and 256-weight units
+// (EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units). The small-unit kernels take up
+// to 128 invocations per row for few long rows (the 37 rows of 130 units here), or 32 and 2
+// rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2).
 TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     REQUIRE_VK();
     validation_guard vg;
+    for (const char * mode : {"qq", "units", "qq2"}) {
+    CAPTURE(mode);
+    const bool qq2 = std::strcmp(mode, "qq2") == 0;
+    env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
+    env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
+    env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
+    env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+        if (std::strcmp(mode, "qq") != 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
         for (int64_t k : {768, 17 * 256, 130 * 256}) {
             for (int64_t m : {1, 4}) {
                 CAPTURE(std::string(ember_type_get_name(t)));
@@ -627,6 +683,77 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
         compare([=](ember_graph & g, std::vector<input> & in) {  // batched, weights broadcast
             return ember_mul_mat(g, new_input(g, in, t, 512, 9, 2, 1, 62), new_input(g, in, EMBER_TYPE_F32, 512, 1, 4, 1, 63));
         }, 2e-4);
+    }
+    }
+}
+
+// The FFN's gate and up products of one x and their SWIGLU in one dispatch (mul_mat_vec_q.comp
+// with GLU_OUT, both matrices' row r by one invocation): every fast-path type (Q8_0 and Q6_K
+// also by 256-weight units), 1 and 3 columns, a row count that is not a multiple of the rows
+// per workgroup, rows of 3 units (Q6_K rows then start on 2 bytes mod 4 every other row);
+// with the down product after it, two dispatches for the whole FFN. Not fused: F16 (generic
+// kernel), a product that is read elsewhere too, EMBER_VULKAN_FUSE_GLU=0.
+TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
+                      !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats  st;
+    env_guard  eg("EMBER_VULKAN_FUSE_GLU", nullptr);
+    for (const char * mode : {"qq", "units"}) {
+        env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
+        env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
+        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
+            if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+            for (int64_t k : {768, 2048}) {
+                for (int64_t m : {1, 3}) {
+                    CAPTURE(mode);
+                    CAPTURE(std::string(ember_type_get_name(t)));
+                    CAPTURE(k);
+                    CAPTURE(m);
+                    compare([=](ember_graph & g, std::vector<input> & in) {
+                        ember_tensor * x    = new_input(g, in, EMBER_TYPE_F32, k, m, 1, 1, 120);
+                        ember_tensor * gate = ember_mul_mat(g, new_input(g, in, t, k, 301, 1, 1, 121), x);
+                        ember_tensor * up   = ember_mul_mat(g, new_input(g, in, t, k, 301, 1, 1, 122), x);
+                        return ember_swiglu(g, gate, up);
+                    }, 2e-4, &st);
+                    const bool fast = fuse && t != EMBER_TYPE_F16;
+                    CHECK(st.fused == (fast ? 1u : 0u));
+                    CHECK(st.dispatches == (fast ? 1u : 3u));
+                }
+            }
+        }
+    }
+    SUBCASE("the whole FFN: two dispatches") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x    = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 123);
+            ember_tensor * gate = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 1024, 1, 1, 124), x);
+            ember_tensor * up   = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 1024, 1, 1, 125), x);
+            return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, 1024, 512, 1, 1, 126), ember_swiglu(g, gate, up));
+        }, 2e-4, &st);
+        CHECK(st.fused == (fuse ? 1u : 0u));
+        CHECK(st.dispatches == (fuse ? 2u : 4u));
+    }
+    SUBCASE("the up product read elsewhere too: not fused") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x    = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 127);
+            ember_tensor * gate = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 128), x);
+            ember_tensor * up   = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 129), x);
+            return ember_add(g, ember_swiglu(g, gate, up), up);
+        }, 2e-4, &st);
+        CHECK(st.fused == 0u);
+        CHECK(st.dispatches == 4u);
+    }
+    SUBCASE("EMBER_VULKAN_FUSE_GLU=0: not fused") {
+        env_guard off("EMBER_VULKAN_FUSE_GLU", "0");
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x    = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 130);
+            ember_tensor * gate = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 256, 1, 1, 131), x);
+            ember_tensor * up   = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 256, 1, 1, 132), x);
+            return ember_swiglu(g, gate, up);
+        }, 2e-4, &st);
+        CHECK(st.fused == 0u);
+        CHECK(st.dispatches == 3u);
     }
 }
 
@@ -665,9 +792,14 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
     }
 }
 
+// Both ways of reducing a tile's max and sum: subgroup operations (where the device has them,
+// the default) and shared memory only (EMBER_VULKAN_ATTN_SG=0).
 TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache") {
     REQUIRE_VK();
     validation_guard vg;
+    for (const char * sg : {"1", "0"}) {
+    CAPTURE(sg);
+    env_guard es("EMBER_VULKAN_ATTN_SG", sg);
     const int64_t n_head = 4, n_head_kv = 2, n_tokens = 5;
     // {d, n_kv}: every type at 64, 100 (two key tiles); F16 also at head sizes that do not
     // divide the workgroup (80, 256: one key group) and more keys than a tile of the decode.
@@ -713,6 +845,7 @@ TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache
                 return ember_attn(g, q, k, v, mask, 0.125f);
             }, 1e-9);
         }
+    }
     }
 }
 

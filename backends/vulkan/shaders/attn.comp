@@ -9,8 +9,18 @@
 // invocation accumulating its dimensions (i, i + DW, ...) over its group's keys; the groups'
 // sums meet at the end. d <= 4 * WG. (Decode: 32 heads x 1 token are few workgroups for a
 // large GPU; short dot products and key groups cut the serial chain of each.)
+// SUBGROUP: the tile's max and sum by subgroup operations and one exchange through shared
+// memory (2 barriers each instead of 1 + log2(WG)): the serial chain of a tile is mostly
+// barriers when the keys are few (decode).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifndef SUBGROUP
+#define SUBGROUP 0
+#endif
+#if SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 layout(local_size_x_id = 0) in;
 
@@ -53,6 +63,15 @@ shared float sacc[4u * MAX_WG];  // the key groups' sums
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 float reduce_max(float v) {
+#if SUBGROUP
+    v = subgroupMax(v);
+    if (subgroupElect()) sred[gl_SubgroupID] = v;
+    barrier();
+    float m = sred[0];
+    for (uint s = 1u; s < gl_NumSubgroups; s++) m = max(m, sred[s]);
+    barrier();
+    return m;
+#endif
     const uint tid = gl_LocalInvocationID.x;
     sred[tid] = v;
     barrier();
@@ -66,6 +85,15 @@ float reduce_max(float v) {
 }
 
 float reduce_sum(float v) {
+#if SUBGROUP
+    v = subgroupAdd(v);
+    if (subgroupElect()) sred[gl_SubgroupID] = v;
+    barrier();
+    float t = sred[0];
+    for (uint s = 1u; s < gl_NumSubgroups; s++) t += sred[s];
+    barrier();
+    return t;
+#endif
     const uint tid = gl_LocalInvocationID.x;
     sred[tid] = v;
     barrier();

@@ -18,7 +18,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint LPR = 16u;  // invocations per row (1 to 32, divides the workgroup)
+layout(constant_id = 1) const uint LPR = 16u;  // invocations per row (a power of two up to the workgroup size)
 layout(constant_id = 2) const uint NR  = 1u;   // rows per invocation (1 or 2)
 
 layout(binding = 0) readonly buffer W { uint wb[]; };
@@ -44,6 +44,21 @@ layout(binding = 3) readonly buffer U4 { vec4 ub4[]; };
 layout(binding = 3) readonly buffer P { int pos[]; };
 layout(binding = 4) readonly buffer F { float ff[]; };
 #endif
+// GLU_OUT: the gate and up products of one x (binding 0: gate weights, binding 3: up weights,
+// same type and strides, up's resid u_off in bytes) in one dispatch, written as
+// silu(gate) * up (the FFN's SWIGLU): each invocation takes the same row of both matrices
+// (its two rows, NR = 2), every x value loaded once for both, and SWIGLU needs no dispatch
+// of its own nor is it recomputed by every workgroup of the down projection (SWIGLU_X).
+#ifndef GLU_OUT
+#define GLU_OUT 0
+#endif
+#if GLU_OUT
+layout(binding = 3) readonly buffer WU { uint ub[]; };
+layout(binding = 3) readonly buffer WU4 { uvec4 ub4[]; };
+#endif
+#if (GLU_OUT + SWIGLU_X + ROPE_OUT) > 1
+#error "mul_mat_vec_q.comp: one of GLU_OUT, SWIGLU_X, ROPE_OUT"
+#endif
 layout(binding = 2) writeonly buffer D { uint db[]; };
 
 layout(push_constant) uniform PC {
@@ -52,7 +67,7 @@ layout(push_constant) uniform PC {
     uint x_off, x_nb1, x_nb2, x_nb3;  // floats (multiples of 4 here)
     uint d_off, d_nb1, d_nb2, d_nb3;  // floats
     uint bcast2, bcast3;
-    uint u_off;  // floats (SWIGLU_X)
+    uint u_off;  // floats (SWIGLU_X); bytes (GLU_OUT: the up weights' resid)
     // ROPE_OUT: head_dim, head stride (floats; d_nb1 is then the column stride), n_rot,
     // positions (offset, stride in int32), frequency factors (offset, present), theta_scale,
     // freq_scale.
@@ -78,9 +93,26 @@ vec4 x4(uint xr, uint i) {
 #ifndef QQ
 #define QQ 0
 #endif
-#if QQ && TYPE != T_Q4_0
-#error "mul_mat_vec_q.comp: QQ is for Q4_0"
+#if QQ && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q6_K
+#error "mul_mat_vec_q.comp: QQ is for Q4_0, Q8_0 and Q6_K"
 #endif
+
+// Word i of the weights of row r (r a constant once the loops are unrolled): with GLU_OUT
+// row 1 is the up matrix's.
+uint wl(uint r, uint i) {
+#if GLU_OUT
+    return r == 0u ? wb[i] : ub[i];
+#else
+    return wb[i];
+#endif
+}
+uvec4 wl4(uint r, uint i) {
+#if GLU_OUT
+    return r == 0u ? wb4[i] : ub4[i];
+#else
+    return wb4[i];
+#endif
+}
 
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K
 #define UNIT_WORDS 36u  // 144 bytes
@@ -112,7 +144,7 @@ void load_unit(uint r, uint rb, uint u) {
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K || TYPE == T_Q8_0
     const uint ub = (rb + u * (UNIT_WORDS * 4u)) >> 4;
     [[unroll]] for (uint j = 0u; j < UNIT_WORDS / 4u; j++) {
-        const uvec4 v = wb4[ub + j];
+        const uvec4 v = wl4(r, ub + j);
         w[r][4u * j] = v.x;
         w[r][4u * j + 1u] = v.y;
         w[r][4u * j + 2u] = v.z;
@@ -124,9 +156,9 @@ void load_unit(uint r, uint rb, uint u) {
     const uint ub = rb + u * 210u;
     const uint wi = ub >> 2;
     const bool odd = (ub & 2u) != 0u;
-    uint prev = wb[wi];
+    uint prev = wl(r, wi);
     [[unroll]] for (uint j = 0u; j < UNIT_WORDS; j++) {
-        const uint next = j + 1u < UNIT_WORDS ? wb[wi + j + 1u] : 0u;
+        const uint next = j + 1u < UNIT_WORDS ? wl(r, wi + j + 1u) : 0u;
         w[r][j] = odd ? (prev >> 16) | (next << 16) : prev;
         prev = next;
     }
@@ -234,27 +266,45 @@ vec2 unit_dot(uvec2 rb, uint u, uint xr) {
 }
 
 #if QQ
-// QQ (Q4_0 only): the unit is a quarter of a block (8 weights: qs word q, its low nibbles
-// weights 4q..4q+3, its high ones 16+4q..16+4q+3), so that neighbouring invocations read
-// neighbouring words of the row and neighbouring vec4 of x (coalesced: a subgroup reads 8
-// blocks, 144 contiguous bytes, and 1 KiB of x per step), and little is held in registers
-// (many subgroups in flight). The block's scale is read by its 4 invocations (one word).
+// QQ: small units, so that neighbouring invocations read neighbouring words of the row and
+// neighbouring vec4 of x (coalesced), and little is held in registers (many subgroups in
+// flight). QU weights per unit:
+// Q4_0, Q8_0: a quarter of a block (8 weights), a subgroup reads 8 blocks (144 or 272
+// contiguous bytes) and 1 KiB of x per step; the block's scale is read by its 4 invocations.
+// Q6_K: 16 weights (4 of each of the 4 quarters of a half super-block: one word of each ql
+// half, one of qh), 16 invocations per super-block; super-blocks start on 2 bytes, so each
+// word is put together from two (neighbouring invocations read the same ones: L1 hits).
+#if TYPE == T_Q6_K
+#define QU 16u
+#else
+#define QU 8u
+#endif
+
+// The 32 bits at bytes 2..5 of (a, b) when s16, else a.
+uint funnel(uint a, uint b, bool s16) { return s16 ? (a >> 16) | (b << 16) : a; }
+vec4 i8v(uint q) {
+    const int v = int(q);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+
 vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
+    vec2 acc = vec2(0.0);
+#if TYPE == T_Q4_0
+    // Quarter q of a block: qs word q, its low nibbles weights 4q..4q+3, its high ones 16+4q..16+4q+3.
     const uint blk = u >> 2, q = u & 3u;
     const vec4 xl  = x4(xr, 32u * blk + 4u * q);
     const vec4 xh  = x4(xr, 32u * blk + 16u + 4u * q);
     const float sx = hsum(xl + xh);
-    vec2 acc = vec2(0.0);
     [[unroll]] for (uint r = 0u; r < NR; r++) {
         const uint bo = rb[r] + 18u * blk;  // even
         const uint i  = bo >> 2;
-        const uint w0 = wb[i];
-        const uint w1 = wb[i + q + 1u];
+        const uint w0 = wl(r, i);
+        const uint w1 = wl(r, i + q + 1u);
         // bo on a word: d in w0's low half, qs word q at bo + 2 + 4q: the high half of word
         // i + q and the low half of i + q + 1; else d in w0's high half, qs word q = word i + q + 1.
         uint qw, dh;
         if ((bo & 2u) == 0u) {
-            const uint wq = q == 0u ? w0 : wb[i + q];
+            const uint wq = q == 0u ? w0 : wl(r, i + q);
             qw = (wq >> 16) | (w1 << 16);
             dh = w0 & 0xffffu;
         } else {
@@ -263,6 +313,51 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
         }
         acc[r] = unpackHalf2x16(dh).x * (dot(lo4(qw), xl) + dot(hi4(qw), xh) - 8.0 * sx);
     }
+#elif TYPE == T_Q8_0
+    // Quarter q of a block (34 bytes: f16 d, 32 int8): bytes 2 + 8q .. 9 + 8q.
+    const uint blk = u >> 2, q = u & 3u;
+    const vec4 xa  = x4(xr, 32u * blk + 8u * q);
+    const vec4 xb  = x4(xr, 32u * blk + 8u * q + 4u);
+    [[unroll]] for (uint r = 0u; r < NR; r++) {
+        const uint bo  = rb[r] + 34u * blk;  // even
+        const bool odd = (bo & 2u) != 0u;    // d in the high half of its word, the bytes on words
+        const uint dw  = wl(r, bo >> 2);
+        const uint j   = (bo + 2u + 8u * q) >> 2;
+        const uint a = wl(r, j), b = wl(r, j + 1u), c = wl(r, j + (odd ? 1u : 2u));
+        const uint q0 = funnel(a, b, !odd), q1 = funnel(b, c, !odd);
+        acc[r] = unpackHalf2x16(odd ? dw >> 16 : dw).x * (dot(i8v(q0), xa) + dot(i8v(q1), xb));
+    }
+#else
+    // Q6_K: unit p = u % 16 of super-block u / 16: half h = p / 8, l = 4 (p % 8) .. + 3; its
+    // weights 128 h + 32 k + l for k = 0..3 (see unit_dot), scales 8 h + 2 k + l / 16.
+    const uint sb = u >> 4, p = u & 15u, h = p >> 3, j = p & 7u, jj = j >> 2;
+    const uint xo = 256u * sb + 128u * h + 4u * j;
+    vec4 xv[4];
+    [[unroll]] for (uint k = 0u; k < 4u; k++) xv[k] = x4(xr, xo + 32u * k);
+    [[unroll]] for (uint r = 0u; r < NR; r++) {
+        const uint bo = rb[r] + 210u * sb;  // even
+        const uint i  = bo >> 2;
+        const bool s  = (bo & 2u) != 0u;
+        const uint e  = s ? 1u : 0u;
+#define Q6W(o) funnel(wl(r, i + (o) / 4u), wl(r, i + (o) / 4u + e), s)
+        const uint L0 = Q6W(64u * h + 4u * j);
+        const uint L1 = Q6W(64u * h + 32u + 4u * j);
+        const uint C  = Q6W(128u + 32u * h + 4u * j);
+        const uint S0 = Q6W(192u + 8u * h);
+        const uint S1 = Q6W(196u + 8u * h);
+#undef Q6W
+        const uint dw = wl(r, i + 52u);  // d at byte 208
+        float t = 0.0;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            const uint L  = (k & 1u) == 0u ? L0 : L1;
+            const uint qb = ((L >> (4u * (k >> 1))) & 0x0f0f0f0fu) | (((C >> (2u * k)) & 0x03030303u) << 4);
+            const vec4 qv = vec4(uvec4(qb, qb >> 8, qb >> 16, qb >> 24) & 0xffu) - 32.0;
+            const float sc = float(bitfieldExtract(int(k < 2u ? S0 : S1), int(8u * ((2u * k + jj) & 3u)), 8));
+            t += sc * dot(qv, xv[k]);
+        }
+        acc[r] = unpackHalf2x16(s ? dw >> 16 : dw).x * t;
+    }
+#endif
     return acc;
 }
 #endif
@@ -270,7 +365,11 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
 void main() {
     const uint tid  = gl_LocalInvocationID.x;
     const uint lane = tid % LPR;
+#if GLU_OUT
+    const uint r0   = flat_group() * (gl_WorkGroupSize.x / LPR) + tid / LPR;  // row r0 of gate and of up
+#else
     const uint r0   = (flat_group() * (gl_WorkGroupSize.x / LPR) + tid / LPR) * NR;  // rows r0 .. r0 + NR - 1
+#endif
     const uint c    = gl_WorkGroupID.z % pc.m;
     const uint i2   = (gl_WorkGroupID.z / pc.m) % pc.x2;
     const uint i3   = gl_WorkGroupID.z / (pc.m * pc.x2);
@@ -278,11 +377,15 @@ void main() {
     if (r0 < pc.n) {
         const uint wm = pc.w_off + (i2 / pc.bcast2) * pc.w_nb2 + (i3 / pc.bcast3) * pc.w_nb3;
         // A second row past the end reads the first one again (its sum is not written).
+#if GLU_OUT
+        const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm - pc.w_off + pc.u_off + r0 * pc.w_nb1);
+#else
         const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm + (NR > 1u && r0 + 1u < pc.n ? r0 + 1u : r0) * pc.w_nb1);
+#endif
         const uint  xr = pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3;
 #if QQ
         // 4 quarters per step, their loads issued together.
-        const uint nu = pc.k / 8u;
+        const uint nu = pc.k / QU;
         uint       u  = lane;
         for (; u + 3u * LPR < nu; u += 4u * LPR) {
             const vec2 s0 = quarter_dot(rb, u, xr), s1 = quarter_dot(rb, u + LPR, xr);
@@ -332,6 +435,11 @@ void main() {
             }
             db[pc.d_off + c * pc.d_nb1 + (row / pc.hd) * pc.h_nb + i0] = floatBitsToUint(y);
         }
+    }
+#elif GLU_OUT
+    if (lane == 0u && r0 < pc.n) {
+        const float g = red[tid];
+        db[pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3 + r0] = floatBitsToUint(g / (1.0 + exp(-g)) * red2[tid]);
     }
 #else
     if (lane == 0u) {
