@@ -59,6 +59,19 @@ struct norm_args {
     float2 *  xds;
 };
 
+// Element i of a normalized row (nv): the norm, with FUSED the MUL's product by the weight wv,
+// with QX its quantized copy (flat index row_off + i).
+template <bool FUSED, bool QX>
+__device__ __forceinline__ void norm_out(const norm_args & p, float * y, float * z, int64_t row_off, int64_t i, float nv, float wv) {
+    y[i]     = nv;
+    float zv = nv;
+    if constexpr (FUSED) {
+        zv   = nv * wv;
+        z[i] = zv;
+    }
+    if constexpr (QX) quantize_warp(zv, row_off + i, p.xq, p.xds);
+}
+
 template <bool ADD, bool FUSED, bool QX>
 __global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
     cu_pdl_begin();
@@ -77,7 +90,7 @@ __global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
     // otherwise assume aliases them (a per-element loop waited ~600 ns per element pair: the
     // 4096-wide norm of an 8B model took 16 us).
     const bool regs = n <= static_cast<int64_t>(k_norm_vpt) * k_norm_threads;
-    float      v[k_norm_vpt], wv[k_norm_vpt];
+    float      v[k_norm_vpt], wv[k_norm_vpt] = {};
     float      ss = 0.0f;
     if (regs) {
 #pragma unroll
@@ -122,14 +135,7 @@ __global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
         for (int u = 0; u < k_norm_vpt; u++) {
             const int64_t i = t + static_cast<int64_t>(u) * k_norm_threads;
             if (i >= n) break;  // with QX (n % 32 == 0) the same for the whole warp
-            const float nv = v[u] * scale;
-            y[i]           = nv;
-            float zv       = nv;
-            if constexpr (FUSED) {
-                zv   = nv * wv[u];
-                z[i] = zv;
-            }
-            if constexpr (QX) quantize_warp(zv, row * n + i, p.xq, p.xds);
+            norm_out<FUSED, QX>(p, y, z, row * n, i, v[u] * scale, wv[u]);
         }
         return;
     }
@@ -146,14 +152,7 @@ __global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
         for (int u = 0; u < 4; u++) {
             const int64_t i = i0 + u * static_cast<int64_t>(k_norm_threads);
             if (i >= n) break;
-            const float nv = xv[u] * scale;
-            y[i]           = nv;
-            float zv       = nv;
-            if constexpr (FUSED) {
-                zv   = nv * wv[u];
-                z[i] = zv;
-            }
-            if constexpr (QX) quantize_warp(zv, row * n + i, p.xq, p.xds);
+            norm_out<FUSED, QX>(p, y, z, row * n, i, xv[u] * scale, wv[u]);
         }
     }
 }
