@@ -7,28 +7,31 @@
 // A block walks its split 32 keys (a tile) at a time. The raw bytes of tile t + 1's K and V
 // rows and mask values are copied into shared memory with cp.async (sm_80+; plain copies
 // below) while tile t is computed, so a block keeps a tile in flight: at 4k keys the kernel
-// would otherwise wait one memory round trip per tile. F16 and F32 tiles are read in place;
-// the other types are first decoded into float tiles (a pass over shared memory). Then:
+// would otherwise wait one memory round trip per tile. Every type is read in place from the
+// raw tile, decoded where it is used (no float copy of the tile: that took 33 KiB of shared
+// memory at d = 128, so only 3 blocks fit an SM, and a pass and a barrier per tile). Then:
 //   scores: thread (key = lane, dims quarter = warp) takes its K slice once for every query
 //           row (Q in shared memory, broadcast reads), the quarters summed through shared;
 //   softmax: warp per row, lane = key, online (max, sum, rescale) across tiles;
 //   P.V: thread (4 dims, key group) accumulates every row; the key groups are summed at the end.
-// Tile rows are padded by 16 bytes so lanes reading 16 bytes of 8 different keys hit distinct
-// banks. Several splits' unnormalized results, maxima and sums go to scratch memory and a
-// second kernel merges them; one split writes the output directly.
+// Rows of the 16-byte types are padded by 16 bytes so lanes reading 16 bytes of 8 different
+// keys hit distinct banks; the byte types' slots are an odd number of words, so 32 lanes
+// reading a word of 32 different keys hit 32 banks. Several splits' unnormalized results,
+// maxima and sums go to scratch memory and a second kernel merges them; one split writes the
+// output directly.
 //
 // Used when the head size is a multiple of 32 (up to EMBER_CUDA_ATTN_MAX_D), K and V share it
 // and their type (mixed caches take the simple kernel: one instantiation per type, not per
 // pair), the type is a cache type (cu_dispatch_elem_type) and the rows are aligned for the
 // copies (16 bytes for F16/BF16/F32; the byte types copy the 4-byte words around each row, so
 // the tensor's memory must end on a 4-byte boundary); else ops-attention.cu's kernels run.
-// EMBER_CUDA_ATTN_DEC=0: off. EMBER_CUDA_ATTN_DEC_BLOCKS=n: aim at n blocks per SM (default 4)
-// when choosing the number of splits.
+// EMBER_CUDA_ATTN_DEC=0: off. EMBER_CUDA_ATTN_DEC_BLOCKS=n: aim at n blocks per SM (default 4,
+// fewer where fewer fit, so the grid stays one wave) when choosing the number of splits.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
+#include <mutex>
 
 #include "cuda-common.cuh"
 
@@ -54,35 +57,29 @@ struct dec_args {
     float *   part;        // n_split > 1: per (query row, split) d floats, then M and S
 };
 
-template <int T> __host__ __device__ constexpr bool dec_direct() {  // computed from the raw tile (no decode pass)
-    return T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32;
-}
 template <int T> __host__ __device__ constexpr bool dec_copy16() {  // rows copied in 16-byte pieces
     return T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32 || T == EMBER_TYPE_BF16;
 }
 
 // Raw slot of one K/V row: 16-byte copies need the row plus 16 bytes of padding; word copies
-// the words around the row (it may start mid-word), rounded to 16 bytes.
+// the words around the row (it may start mid-word, and the decoders read a word past the one
+// holding its last byte), an odd number of them (bank-conflict free reads by key).
 inline int dec_slot_bytes(int T, int row_bytes) {
     if (T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32 || T == EMBER_TYPE_BF16) return row_bytes + 16;
-    const int words = row_bytes / 4 + 2;
-    return (4 * words + 15) / 16 * 16 + 16;
+    return 4 * ((row_bytes / 4 + 2) | 1);
 }
 
-// Shared memory layout (bytes), in order: raw stages [k_dec_stages][2 (K, V)][32][slot];
-// decoded tiles [2][32][d + 4] floats (non-direct types); both regions also hold the final sum
-// of the key groups [groups][rows][d] floats; Q [rows][d]; mask [stages][rows][32];
-// score quarters [4][rows][32]; probabilities [32][rows]; M, S, rescale [rows]; 16 bytes slack
-// (the decoder's word reads run up to 12 bytes past a row).
+// Shared memory layout (bytes), in order: raw stages [k_dec_stages][2 (K, V)][32][slot], which
+// also hold the final sum of the key groups [groups][rows][d] floats; Q [rows][d]; mask
+// [stages][rows][32]; score quarters [4][rows][32]; probabilities [32][rows]; M, S, rescale
+// [rows]; 16 bytes slack (the decoders' word reads run up to 8 bytes past a row's last word).
 struct dec_layout {
-    size_t stage, tile, q, mask, part, p, m, total;
+    size_t stage, q, mask, part, p, m, total;
 };
-__host__ __device__ inline dec_layout dec_layout_of(int T, int d, int slot_bytes) {
+__host__ __device__ inline dec_layout dec_layout_of(int d, int slot_bytes) {
     dec_layout L;
-    const bool direct = T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32;
     L.stage           = 0;
-    L.tile            = static_cast<size_t>(k_dec_stages) * 2 * k_dec_keys * slot_bytes;
-    size_t end        = L.tile + (direct ? 0 : sizeof(float) * 2 * k_dec_keys * (d + 4));
+    size_t end        = static_cast<size_t>(k_dec_stages) * 2 * k_dec_keys * slot_bytes;
     const int groups  = k_dec_threads / (d / 4);
     const size_t red  = sizeof(float) * groups * k_dec_rows * d;
     end               = end > red ? end : red;
@@ -199,44 +196,71 @@ template <int T> __device__ __forceinline__ void dec_piece(const uint8_t * raw, 
     }
 }
 
-// 8 (or 4) consecutive values of row `key` of a compute tile, from element e.
-template <typename S> struct dec_tile;
-template <> struct dec_tile<float> {
-    static __device__ __forceinline__ void load8(const float * t, int stride, int key, int e, float * y) {
-        const float4 a = *reinterpret_cast<const float4 *>(t + key * stride + e);
-        const float4 b = *reinterpret_cast<const float4 *>(t + key * stride + e + 4);
+// Values [e, e + 8) (e % 8 == 0) of a K/V row whose raw slot is `row`; `off`: where the row's
+// bytes start in the slot (byte types; 0 for the others).
+template <int T> __device__ __forceinline__ void dec_load8(const uint8_t * row, int off, int e, float * y) {
+    if constexpr (T == EMBER_TYPE_F32) {
+        const float4 a = *reinterpret_cast<const float4 *>(row + 4 * e);
+        const float4 b = *reinterpret_cast<const float4 *>(row + 4 * e + 16);
         y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w, y[4] = b.x, y[5] = b.y, y[6] = b.z, y[7] = b.w;
-    }
-    static __device__ __forceinline__ void load4(const float * t, int stride, int key, int e, float * y) {
-        const float4 a = *reinterpret_cast<const float4 *>(t + key * stride + e);
-        y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w;
-    }
-};
-template <> struct dec_tile<__half> {
-    static __device__ __forceinline__ void load8(const __half * t, int stride, int key, int e, float * y) {
-        const uint4 u = *reinterpret_cast<const uint4 *>(t + key * stride + e);
+    } else if constexpr (T == EMBER_TYPE_F16) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(row + 2 * e);
         float2      f;
         f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
         f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
         f = dec_half2(u.z), y[4] = f.x, y[5] = f.y;
         f = dec_half2(u.w), y[6] = f.x, y[7] = f.y;
+    } else {
+        dec_piece<T>(row, off, e / 8, y);
     }
-    static __device__ __forceinline__ void load4(const __half * t, int stride, int key, int e, float * y) {
-        const uint2 u = *reinterpret_cast<const uint2 *>(t + key * stride + e);
+}
+
+// 4 bytes of shared memory at byte offset o of a 4-byte-aligned base: two aligned words.
+__device__ __forceinline__ uint32_t dec_bytes4(const uint8_t * base, int o) {
+    const uint32_t * w = reinterpret_cast<const uint32_t *>(base + (o & ~3));
+    return __funnelshift_r(w[0], w[1], static_cast<unsigned>(o & 3) * 8);
+}
+
+// Values [e, e + 4) (e % 4 == 0) of a K/V row, as dec_load8.
+template <int T> __device__ __forceinline__ void dec_load4(const uint8_t * row, int off, int e, float * y) {
+    if constexpr (T == EMBER_TYPE_F32) {
+        const float4 a = *reinterpret_cast<const float4 *>(row + 4 * e);
+        y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w;
+    } else if constexpr (T == EMBER_TYPE_F16) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(row + 2 * e);
         float2      f;
         f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
         f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
+    } else if constexpr (T == EMBER_TYPE_BF16) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(row + 2 * e);
+        y[0] = __uint_as_float(u.x << 16), y[1] = __uint_as_float(u.x & 0xffff0000u);
+        y[2] = __uint_as_float(u.y << 16), y[3] = __uint_as_float(u.y & 0xffff0000u);
+    } else if constexpr (T == EMBER_TYPE_Q8_0) {
+        const int      b = off + 34 * (e / 32);
+        const float    d = cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+        const uint32_t q = dec_bytes4(row, b + 2 + e % 32);
+#pragma unroll
+        for (int i = 0; i < 4; i++) y[i] = d * static_cast<float>(static_cast<int8_t>(q >> (8 * i)));
+    } else if constexpr (T == EMBER_TYPE_Q4_0) {
+        // Values j < 16 of a block are the low nibbles of bytes j, the others the high nibbles
+        // of bytes j - 16.
+        const int      b  = off + 18 * (e / 32), j = e % 32;
+        const float    d  = cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+        const uint32_t q  = dec_bytes4(row, b + 2 + j % 16);
+        const unsigned sh = j / 16 * 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) y[i] = d * static_cast<float>(static_cast<int>(q >> (8 * i + sh) & 0xfu) - 8);
+    } else {  // FP8_E4M3 / FP8_E5M2
+        const int b = off + 33 * (e / 32);
+        dec_fp8x4<T == EMBER_TYPE_FP8_E4M3>(dec_bytes4(row, b + 1 + e % 32), cu_fp8_e8m0_scale(row[b]), y);
     }
-};
+}
 
 template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
-    using S                  = typename std::conditional<T == EMBER_TYPE_F16, __half, float>::type;
-    constexpr bool direct    = dec_direct<T>();
     extern __shared__ __align__(16) uint8_t smem[];
     const int        d       = static_cast<int>(a.q.ne[0]);
-    const dec_layout L       = dec_layout_of(T, d, a.slot_bytes);
+    const dec_layout L       = dec_layout_of(d, a.slot_bytes);
     const int        slot    = a.slot_bytes;
-    float *          sTile   = reinterpret_cast<float *>(smem + L.tile);  // decoded K [32][d + 4], then V
     float *          sQ      = reinterpret_cast<float *>(smem + L.q);     // [rows][d]
     float *          sMask   = reinterpret_cast<float *>(smem + L.mask);  // [stages][rows][32]
     float *          sPart   = reinterpret_cast<float *>(smem + L.part);  // [4][rows][32]
@@ -254,12 +278,17 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
     const int64_t    j0      = static_cast<int64_t>(split) * a.split_keys;
     const int64_t    j1      = j0 + a.split_keys < n_kv ? j0 + a.split_keys : n_kv;
     const int        n_tiles = j1 > j0 ? static_cast<int>((j1 - j0 + k_dec_keys - 1) / k_dec_keys) : 0;
-    const int        stride  = direct ? slot / static_cast<int>(sizeof(S)) : d + 4;  // compute tile row, elements
     // Query row r of the block: head ik * group + rr % group of token rr / group, rr = r0 + r.
     const auto q_head = [&](int r) { return static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group; };
     const auto q_tok  = [&](int r) { return static_cast<int64_t>((r0 + r) / a.group); };
     const char * kbase = a.k.data + ik * a.k.nb[1];
     const char * vbase = a.v.data + ik * a.v.nb[1];
+    // Byte types: where key j's row starts within its first word (only the low bits matter).
+    const auto row_off = [](const char * base, int64_t nb, int64_t j) {
+        if constexpr (dec_copy16<T>()) return 0;
+        const unsigned lo = static_cast<unsigned>(reinterpret_cast<uintptr_t>(base)) + static_cast<unsigned>(j) * static_cast<unsigned>(nb);
+        return static_cast<int>(lo & 3u);
+    };
 
     // Starts the copies of tile t into stage t % k_dec_stages (one cp.async group).
     const auto issue = [&](int t) {
@@ -324,41 +353,17 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
         dec_cp_wait1();
         __syncthreads();  // tile t (and Q on the first pass) visible to all
         const uint8_t * raw = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
-        const S *       sK;
-        const S *       sV;
-        if constexpr (direct) {
-            sK = reinterpret_cast<const S *>(raw);
-            sV = reinterpret_cast<const S *>(raw + k_dec_keys * slot);
-        } else {
-            // Decode pass: item (K/V, key, 8 values); lanes take consecutive pieces of a row. Each
-            // piece goes out as two float4 stores, the halves ordered by (pc / 4) % 2 so that the
-            // 8 lanes of a store phase cover all 32 banks.
-            const int ppr = d / 8;
-            for (int i = tid; i < 2 * k_dec_keys * ppr; i += k_dec_threads) {
-                const int kv = i / (k_dec_keys * ppr), rem = i - kv * k_dec_keys * ppr, key = rem / ppr, pc = rem - key * ppr;
-                if (key >= nk) continue;
-                const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
-                float        y[8];
-                dec_piece<T>(raw + (kv * k_dec_keys + key) * slot, static_cast<int>(reinterpret_cast<uintptr_t>(row) & 3), pc, y);
-                float *      out = sTile + (kv * k_dec_keys + key) * (d + 4) + 8 * pc;
-                const float4 lo = make_float4(y[0], y[1], y[2], y[3]), hi = make_float4(y[4], y[5], y[6], y[7]);
-                const bool   sw = (pc >> 2) & 1;
-                reinterpret_cast<float4 *>(out)[sw ? 1 : 0] = sw ? hi : lo;
-                reinterpret_cast<float4 *>(out)[sw ? 0 : 1] = sw ? lo : hi;
-            }
-            __syncthreads();
-            sK = reinterpret_cast<const S *>(sTile);
-            sV = reinterpret_cast<const S *>(sTile + k_dec_keys * (d + 4));
-        }
         // Scores: thread (key = lane, quarter = warp of the dims), every row.
         {
             const int ds = d / 4, e0 = warp * ds;
-            float     sc[k_dec_rows];
+            const uint8_t * krow = raw + lane * slot;
+            const int       koff = row_off(kbase, a.k.nb[2], jt + lane);
+            float           sc[k_dec_rows];
 #pragma unroll
             for (int r = 0; r < k_dec_rows; r++) sc[r] = 0.0f;
             for (int e = e0; e < e0 + ds; e += 8) {
                 float kf[8];
-                dec_tile<S>::load8(sK, stride, lane, e, kf);
+                dec_load8<T>(krow, koff, e, kf);
 #pragma unroll
                 for (int r = 0; r < k_dec_rows; r++) {
                     if (r < nrows) {
@@ -411,9 +416,10 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
                     acc[r][0] *= f, acc[r][1] *= f, acc[r][2] *= f, acc[r][3] *= f;
                 }
             }
+            const uint8_t * vraw = raw + k_dec_keys * slot;
             for (int key = g; key < nk; key += groups) {
                 float vf[4];
-                dec_tile<S>::load4(sV, stride, key, 4 * qd, vf);
+                dec_load4<T>(vraw + key * slot, row_off(vbase, a.v.nb[2], jt + key), 4 * qd, vf);
                 const float4 p0 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows);
                 const float4 p1 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows + 4);
                 const float  p[k_dec_rows] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
@@ -426,7 +432,7 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
                 }
             }
         }
-        __syncthreads();  // stage t % k_dec_stages and the tiles are free again
+        __syncthreads();  // stage t % k_dec_stages is free again
     }
     // Sum of the key groups through shared memory [groups][rows][d] (over the tile buffers).
     float * red = reinterpret_cast<float *>(smem);
@@ -500,33 +506,6 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
     }
 }
 
-struct dec_launch {
-    ember_cuda_ctx & ctx;
-    dec_args &       a;
-    dim3             grid;
-    int              d;
-    ember_status &   st;
-    template <int T> void operator()() const {
-        // Rows must suit the copies (16-byte pieces; the byte types' words need no alignment).
-        if (dec_copy16<T>()) {
-            const auto al = [](const cu_tensor & t) {
-                return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0;
-            };
-            if (!al(a.k) || !al(a.v)) return;
-        }
-        a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
-        const size_t smem   = dec_layout_of(T, d, a.slot_bytes).total;
-        // Above 48 KiB of shared memory the kernel must opt in.
-        if (smem > 48 * 1024 &&
-            cudaFuncSetAttribute(attn_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
-            cudaGetLastError();
-            return;
-        }
-        cu_launch(ctx, attn_dec_kernel<T>, grid, k_dec_threads, smem, a);
-        st = EMBER_OK;
-    }
-};
-
 bool dec_enabled() {
     static const bool on = [] {
         const char * e = std::getenv("EMBER_CUDA_ATTN_DEC");
@@ -535,8 +514,9 @@ bool dec_enabled() {
     return on;
 }
 
-// Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM.
-int dec_target_blocks(int device) {
+// Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM, at most `fit` (blocks that
+// fit an SM at once; 0: unknown).
+int dec_target_blocks(int device, int fit) {
     static int per_sm = [] {
         const char * e = std::getenv("EMBER_CUDA_ATTN_DEC_BLOCKS");
         const int    v = e ? std::atoi(e) : 0;
@@ -551,7 +531,7 @@ int dec_target_blocks(int device) {
         }
         if (device >= 0 && device < 16) n_sm[device] = sms;
     }
-    return per_sm * sms;
+    return (fit > 0 ? std::min(per_sm, fit) : per_sm) * sms;
 }
 
 // True when every aligned 4-byte word holding a byte of t lies in t's allocation: the word
@@ -562,6 +542,74 @@ bool dec_words_in_bounds(const ember_tensor * t) {
     while (b->view_src) b = b->view_src;
     return (reinterpret_cast<uintptr_t>(b->data) + ember_nbytes(b)) % 4 == 0;
 }
+
+// Blocks of attn_dec_kernel<T> that fit an SM with smem bytes of shared memory (cached: the
+// same few values come back every layer; the lock is only taken here).
+template <int T> int dec_blocks_per_sm(int device, size_t smem) {
+    static std::mutex m;
+    static int        c_dev = -1, c_blocks = 0;
+    static size_t     c_smem = 0;
+    std::lock_guard<std::mutex> lock(m);
+    if (c_dev != device || c_smem != smem) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T>, k_dec_threads, smem) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        c_dev = device, c_smem = smem, c_blocks = n;
+    }
+    return c_blocks;
+}
+
+struct dec_launch {
+    ember_cuda_ctx & ctx;
+    dec_args &       a;
+    int64_t          tiles;   // key tiles of a KV head
+    int64_t          units;   // KV heads x row chunks
+    dim3             grid;    // x, z set; y (splits) set here
+    int              d;
+    size_t           part_floats_per_split;
+    ember_status &   st;
+    template <int T> void operator()() const {
+        // Rows must suit the copies (16-byte pieces; the byte types' words need no alignment).
+        if (dec_copy16<T>()) {
+            const auto al = [](const cu_tensor & t) {
+                return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0;
+            };
+            if (!al(a.k) || !al(a.v)) return;
+        }
+        a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
+        const size_t smem   = dec_layout_of(d, a.slot_bytes).total;
+        // Above 48 KiB of shared memory the kernel must opt in.
+        if (smem > 48 * 1024 &&
+            cudaFuncSetAttribute(attn_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+            cudaGetLastError();
+            return;
+        }
+        // Splits: whole tiles, as few per block as fill the GPU to the target (then every
+        // block's tiles are in flight almost at once; long contexts give each block more tiles,
+        // pipelined). The target counts only the blocks that fit at once, so that the grid is
+        // one wave, not one and a bit.
+        const int64_t target = dec_target_blocks(ctx.device, dec_blocks_per_sm<T>(ctx.device, smem));
+        int64_t       per    = std::max<int64_t>(1, (tiles * units + target - 1) / target);
+        per                  = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
+        const int64_t n_split = (tiles + per - 1) / per;
+        a.n_split            = static_cast<int>(n_split);
+        a.split_keys         = static_cast<int>(per * k_dec_keys);
+        a.part               = nullptr;
+        if (n_split > 1) {
+            a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n_split) * part_floats_per_split * sizeof(float)));
+            if (!a.part) {
+                st = EMBER_ERR_OOM;
+                return;
+            }
+        }
+        dim3 g = grid;
+        g.y    = static_cast<unsigned>(n_split);
+        cu_launch(ctx, attn_dec_kernel<T>, g, k_dec_threads, smem, a);
+        st = EMBER_OK;
+    }
+};
 
 }  // namespace
 
@@ -609,26 +657,13 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
     a.group     = static_cast<int>(group);
     a.n_rows    = static_cast<int>(rows);
     a.row_bytes = static_cast<int>(kv_row_bytes(k->type, d));
-    // Splits: whole tiles, as few per block as fill the GPU to the target (then every block's
-    // tiles are in flight almost at once; long contexts give each block more tiles, pipelined).
-    const int64_t tiles   = std::max<int64_t>(1, (n_kv + k_dec_keys - 1) / k_dec_keys);
-    const int64_t units   = k->ne[1] * chunks;
-    const int64_t target  = dec_target_blocks(ctx.device);
-    int64_t       per     = std::max<int64_t>(1, (tiles * units + target - 1) / target);
-    per                   = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
-    const int64_t n_split = (tiles + per - 1) / per;
-    a.n_split             = static_cast<int>(n_split);
-    a.split_keys          = static_cast<int>(per * k_dec_keys);
-    a.part                = nullptr;
-    if (n_split > 1) {
-        a.part = static_cast<float *>(
-            ember_cuda_scratch(ctx, 1, static_cast<size_t>(q->ne[1] * q->ne[2] * n_split * (d + 2)) * sizeof(float)));
-        if (!a.part) return EMBER_ERR_OOM;
-    }
-    const dim3   grid(static_cast<unsigned>(k->ne[1]), static_cast<unsigned>(n_split), static_cast<unsigned>(chunks));
-    ember_status st = EMBER_ERR_UNSUPPORTED;
-    cu_dispatch_elem_type(k->type, dec_launch{ctx, a, grid, static_cast<int>(d), st});  // KV cache types
+    const int64_t tiles = std::max<int64_t>(1, (n_kv + k_dec_keys - 1) / k_dec_keys);
+    const dim3    grid(static_cast<unsigned>(k->ne[1]), 1, static_cast<unsigned>(chunks));
+    ember_status  st = EMBER_ERR_UNSUPPORTED;
+    cu_dispatch_elem_type(k->type, dec_launch{ctx, a, tiles, k->ne[1] * chunks, grid, static_cast<int>(d),
+                                              static_cast<size_t>(q->ne[1] * q->ne[2] * (d + 2)), st});  // KV cache types
     if (st != EMBER_OK) return st;
+    const int64_t n_split = a.n_split;
     if (n_split > 1) {
         cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * n_split,
                   static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst));
