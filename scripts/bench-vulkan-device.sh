@@ -39,7 +39,12 @@
 #                               256-weight-unit kernels instead of the small-unit ones),
 #                               EMBER_VULKAN_MMV_LPR=32|64|128 (the most invocations per row),
 #                               EMBER_VULKAN_MMV_QQ_ROWS=1|2, EMBER_VULKAN_ATTN_SG=0 (attention
-#                               reductions through shared memory only).
+#                               reductions through shared memory only),
+#                               EMBER_VULKAN_FUSE_KV=0 (K/V products and their SET_ROWS into
+#                               the F16 cache apart), EMBER_VULKAN_MMV_SG=0 (small-unit decode
+#                               products: row sums through shared memory only, no subgroupAdd),
+#                               EMBER_VULKAN_NORM_SG=0 (RMS norm: shared-memory reduction, norm
+#                               weights loaded after it).
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)

@@ -157,9 +157,10 @@ struct vk_stream_ctx {
 };
 constexpr uint32_t k_vk_err_slots = 64;
 
-// Every pipeline has the same layout: 5 storage buffers (binding 0..4) and 128 bytes of
-// push constants.
-constexpr uint32_t k_vk_bindings   = 5;
+// Every pipeline has the same layout: 7 storage buffers (binding 0..6; most shaders use the
+// first few, the decode products that write into the KV cache all 7) and 128 bytes of push
+// constants.
+constexpr uint32_t k_vk_bindings   = 7;
 constexpr uint32_t k_vk_push_words = 32;
 // The fake base address of every device buffer: tensor->data - base is the byte offset.
 constexpr uintptr_t k_vk_base = 0x1000;
@@ -181,7 +182,8 @@ bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf
 // vk-ops.cpp
 bool         ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op);
 // Records nodes [begin, end) of g into sc->cb: some node groups fused into one dispatch
-// ([ADD] RMS_NORM [MUL]; SWIGLU + the decode MUL_MAT that reads it), the dispatches ordered by dependency level (each after every
+// ([ADD] RMS_NORM [MUL]; SWIGLU + the decode MUL_MAT that reads it; the K and V products
+// with their SET_ROWS into an F16 cache), the dispatches ordered by dependency level (each after every
 // earlier one whose buffer ranges it reads or writes, or that reads what it writes) with a
 // barrier only between levels. EMBER_VULKAN_BARRIERS=all: graph order and a barrier after
 // every dispatch; EMBER_VULKAN_FUSE=0: no fusion (both to compare).

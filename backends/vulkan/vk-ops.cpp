@@ -162,11 +162,11 @@ struct push {
 };
 
 // Binds `ts` (nullptr: the last tensor given), pushes `pc` and dispatches; the barriers
-// between dispatches are planned by ember_vk_record_range. err_flag: binding 4 is the
-// dispatch's slot of the stream's error words.
+// between dispatches are planned by ember_vk_record_range. err_flag: binding err_binding (4
+// unless told) is the dispatch's slot of the stream's error words.
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
                       const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
-                      uint32_t spec1 = 0, uint32_t spec2 = 0) {
+                      uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
     ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline, spec1, spec2);
@@ -182,7 +182,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         const ember_tensor * t = i < list.size() && list[i] ? list[i] : list.back();
         const binding        b = bind_of(dc, t);
         infos[i]               = {b.buffer, b.offset, b.range};
-        if (err_flag && i == 4) infos[i] = {sc->err_buf, sc->err_slot * sc->err_stride, 4};
+        if (err_flag && i == err_binding) infos[i] = {sc->err_buf, sc->err_slot * sc->err_stride, 4};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -203,10 +203,10 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
 // One workgroup per item, folded into x and y (shaders read flat_group()).
 ember_status dispatch_items(vk_stream_ctx * sc, const std::string & shader, uint32_t wg,
                             std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1,
-                            bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0) {
+                            bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4) {
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(items, k_max_groups));
     const uint32_t gy = static_cast<uint32_t>((items + gx - 1) / gx);
-    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2);
+    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding);
 }
 
 // Grid-stride kernels: enough groups of `wg` for n items, at most 65535.
@@ -249,7 +249,10 @@ ember_status record_rms_norm(vk_stream_ctx * sc, ember_tensor * add, ember_tenso
     pc.u(f32_off(bind_of(dc, s))).u(s->nb[1] / 4).u(s->nb[2] / 4).u(s->nb[3] / 4);
     pc.u(f32_off(bind_of(dc, out))).u(out->nb[1] / 4).u(out->nb[2] / 4).u(out->nb[3] / 4);
     pc.f(ember_get_op_param_f32(norm, 0));
-    const std::string shader = std::string(add ? "add_" : "") + "rms_norm" + (mul ? "_mul" : "");
+    // Subgroup reduction, weights loaded early (rms_norm.comp SUBGROUP) where the device has
+    // subgroup arithmetic, unless EMBER_VULKAN_NORM_SG=0 (read at each recording, to compare).
+    const bool        sg     = dc->subgroup_arith && !env_is("EMBER_VULKAN_NORM_SG", "0");
+    const std::string shader = std::string(add ? "add_" : "") + "rms_norm" + (mul ? "_mul" : "") + (sg ? "_sg" : "");
     return dispatch_items(sc, shader, 256, {a, b, w, s, out}, pc, ember_nrows(norm));
 }
 
@@ -310,12 +313,41 @@ bool can_fuse_rope(const vk_device_ctx * dc, const ember_tensor * mm, const embe
     return pos->ne[0] == mm->ne[1] && pos->nb[0] % 4 == 0;
 }
 
+// Whether SET_ROWS `set` stores `vals` (the result of decode MUL_MAT `mm`, or the ROPE of a
+// view of it) as they are, whole columns into whole rows of an F16 cache, so that the product
+// can write the cache itself (mul_mat_vec_q.comp with KV_OUT): the K and V projections of a
+// decode step. `vals` is `mm`, or a VIEW of ROPE `rope` flattening its heads back into columns.
+// EMBER_VULKAN_FUSE_KV=0 keeps the SET_ROWS apart (to compare; read at each recording).
+bool can_fuse_kv(const vk_device_ctx * dc, const ember_tensor * mm, const ember_tensor * rope, const ember_tensor * vals,
+                 const ember_tensor * set) {
+    if (env_is("EMBER_VULKAN_FUSE_KV", "0")) return false;
+    if (set->op != EMBER_OP_SET_ROWS || set->type != EMBER_TYPE_F16 || set->src[1] != vals || ember_nelements(set) == 0) return false;
+    if (!mmv_fast(dc, mm, nullptr) || mm->ne[0] % 2 != 0 || mm->ne[2] != 1 || mm->ne[3] != 1) return false;
+    const ember_tensor * x = mm->src[1];
+    if (x->ne[2] != 1 || x->ne[3] != 1) return false;
+    if (rope) {
+        if (vals->op != EMBER_OP_VIEW || vals->view_src != rope || vals->view_offs != 0) return false;
+        if (rope->nb[1] != (size_t) rope->ne[0] * 4 || rope->nb[2] != rope->nb[1] * (size_t) rope->ne[1]) return false;
+        if (vals->ne[0] != mm->ne[0] || vals->ne[1] != mm->ne[1] || vals->nb[1] != rope->nb[2]) return false;
+    } else if (vals != mm) {
+        return false;
+    }
+    // Whole columns into whole cache rows, rows and the cache on 4 bytes (F16 pairs as words).
+    if (set->ne[0] != mm->ne[0] || set->ne[2] != 1 || set->ne[3] != 1 || set->nb[0] != 2) return false;
+    if (set->nb[1] % 4 != 0 || bind_of(dc, set).resid % 4 != 0) return false;
+    const ember_tensor * idx = set->src[2];
+    return idx->ne[0] == mm->ne[1] && idx->nb[0] % 4 == 0 && vals->ne[2] == 1 && vals->ne[3] == 1;
+}
+
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
 // rope: the ROPE of (a view of) the result, done as it is written (can_fuse_rope() holds).
 // glu_out: the SWIGLU of `node` (the gate product) and another product of the same x (up),
 // written by one dispatch that computes both (can_fuse_glu() holds).
+// kv: the SET_ROWS that stores the result (rope's, when given) into an F16 cache, done by the
+// product itself (can_fuse_kv() holds).
 ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember_tensor * glu = nullptr,
-                            const ember_tensor * rope = nullptr, const ember_tensor * glu_out = nullptr) {
+                            const ember_tensor * rope = nullptr, const ember_tensor * glu_out = nullptr,
+                            const ember_tensor * kv = nullptr) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
     const ember_tensor * wu = glu_out ? glu_out->src[1]->src[0] : nullptr;  // the up weights
@@ -326,8 +358,9 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     pc.u(w->ne[0]).u(w->ne[1]).u(m).u(x->ne[2]);
     pc.u(bind_of(dc, w).resid).u(w->nb[1]).u(w->nb[2]).u(w->nb[3]);
     pc.u(f32_off(bind_of(dc, x))).u(x->nb[1] / 4).u(x->nb[2] / 4).u(x->nb[3] / 4);
-    const ember_tensor * out = rope ? rope : glu_out ? glu_out : node;
-    if (rope) pc.u(f32_off(bind_of(dc, rope))).u(rope->nb[2] / 4).u(0).u(0);  // column = token
+    const ember_tensor * out = kv ? kv : rope ? rope : glu_out ? glu_out : node;
+    if (kv) pc.u(bind_of(dc, kv).resid).u(kv->nb[1]).u(0).u(0);  // bytes; the row is idx[column]
+    else if (rope) pc.u(f32_off(bind_of(dc, rope))).u(rope->nb[2] / 4).u(0).u(0);  // column = token
     else if (glu_out) pc.u(f32_off(bind_of(dc, glu_out))).u(glu_out->nb[1] / 4).u(glu_out->nb[2] / 4).u(glu_out->nb[3] / 4);
     else pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
     pc.u(x->ne[2] / w->ne[2]).u(x->ne[3] / w->ne[3]);
@@ -341,9 +374,14 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         pc.u(ff ? f32_off(bind_of(dc, ff)) : 0).u(ff ? 1 : 0);
         pc.f(std::pow(ember_get_op_param_f32(rope, 2), -2.0f / (float) n_rot)).f(ember_get_op_param_f32(rope, 3));
     }
+    const ember_tensor * idx = kv ? kv->src[2] : nullptr;
+    if (kv) {
+        pc.n = 28;  // after the ROPE words (unused without rope)
+        pc.u(f32_off(bind_of(dc, idx))).u(idx->nb[0] / 4).u(kv->ne[1]);
+    }
     const std::string t = tname(w->type);
     if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
-    if ((rope || glu_out) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if ((rope || glu_out || kv) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
@@ -410,12 +448,21 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         const uint32_t     wg_min = std::max<uint32_t>({lpr, 32, std::min<uint32_t>(dc->subgroup_size, 128)});
         while (!wg_env && wg / 2 >= wg_min && groups(wg, nr) < target) wg /= 2;
         if (!wg_env && !nr_env && nr == 2 && groups(wg, nr) < target) nr = 1;
-        if (rope && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
+        if ((rope || kv) && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
         if (glu_out) nr = 2;            // row r of gate and of up
         const uint32_t    rows_per_group = glu_out ? wg / lpr : wg / lpr * nr;
+        // Subgroup reductions (SG_RED) in the small-unit kernels where the device has
+        // subgroup arithmetic, unless EMBER_VULKAN_MMV_SG=0 (read at each recording).
+        const bool        sg   = qq && dc->subgroup_arith && !env_is("EMBER_VULKAN_MMV_SG", "0");
         const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") +
-                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : "") + t;
+                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : "") + (kv ? "kv_" : "") + t + (sg ? "_sg" : "");
         const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
+        if (kv) {
+            // Bindings 5 and 6: the row indices and this dispatch's error slot.
+            return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc,
+                                  (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), true, lpr,
+                                  nr, 6);
+        }
         return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc,
                               (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), false, lpr,
                               nr);
@@ -536,6 +583,7 @@ struct unit {
     ember_tensor *     glu = nullptr;   // SWIGLU fused into MUL_MAT `node`
     ember_tensor *     rope = nullptr;  // ROPE (of a view of) MUL_MAT `node` fused into it
     ember_tensor *     glu_out = nullptr;  // SWIGLU of MUL_MAT `node` (gate) and another (up), one dispatch
+    ember_tensor *     kv = nullptr;       // SET_ROWS of MUL_MAT `node` (or of `rope`) into an F16 cache, fused
     std::vector<range> rd, wr;          // what its bindings cover
     uint32_t           level    = 0;
     uint32_t           err_slot = 0;
@@ -574,6 +622,13 @@ void accesses(vk_stream_ctx * sc, unit & u) {
     if (u.glu_out) {
         u.rd = {range_of(dc, n->src[0]), range_of(dc, n->src[1]), range_of(dc, u.glu_out->src[1]->src[0])};
         u.wr = {range_of(dc, u.glu_out)};
+        return;
+    }
+    if (u.kv) {
+        u.rd = {range_of(dc, n->src[0]), range_of(dc, n->src[1]), range_of(dc, u.kv->src[2])};
+        if (u.rope) u.rd.push_back(range_of(dc, u.rope->src[1]));
+        if (u.rope && u.rope->src[2]) u.rd.push_back(range_of(dc, u.rope->src[2]));
+        u.wr = {range_of(dc, u.kv), {sc->err_buf, u.err_slot * sc->err_stride, u.err_slot * sc->err_stride + 4}};
         return;
     }
     if (u.rope) {
@@ -737,6 +792,38 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                 u = unit();
             }
         }
+        // MUL_MAT, its VIEW as heads, their ROPE, the VIEW of that as columns, its SET_ROWS into
+        // an F16 cache (K projection); MUL_MAT and its SET_ROWS (V projection): written into
+        // the cache by the product.
+        if (!no_fuse && n->op == EMBER_OP_MUL_MAT) {
+            int32_t        last = -1;
+            ember_tensor * rope = nullptr;
+            if (i + 4 < end && can_fuse_rope(sc->dc, n, g->nodes[i + 1], g->nodes[i + 2]) &&
+                can_fuse_kv(sc->dc, n, g->nodes[i + 2], g->nodes[i + 3], g->nodes[i + 4]) && !read_elsewhere(g, n, g->nodes[i + 1]) &&
+                !read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2]) && !read_elsewhere(g, g->nodes[i + 2], g->nodes[i + 3]) &&
+                !read_elsewhere(g, g->nodes[i + 3], g->nodes[i + 4])) {
+                last = i + 4;
+                rope = g->nodes[i + 2];
+            } else if (i + 1 < end && can_fuse_kv(sc->dc, n, nullptr, n, g->nodes[i + 1]) && !read_elsewhere(g, n, g->nodes[i + 1])) {
+                last = i + 1;
+            }
+            if (last >= 0) {
+                u.node     = n;
+                u.rope     = rope;
+                u.kv       = g->nodes[last];
+                u.err      = true;
+                u.err_slot = next_slot++ % k_vk_err_slots;
+                accesses(sc, u);
+                // Every workgroup reads all of x: the cache may not lie over it.
+                if (!overlap(u.rd, u.wr)) {
+                    sc->n_fused++;
+                    units.push_back(std::move(u));
+                    i = last;
+                    continue;
+                }
+                u = unit();
+            }
+        }
         // MUL_MAT, its VIEW as heads, their ROPE (Q and K projections): rotated as written.
         if (!no_fuse && n->op == EMBER_OP_MUL_MAT && i + 2 < end && can_fuse_rope(sc->dc, n, g->nodes[i + 1], g->nodes[i + 2]) &&
             !read_elsewhere(g, n, g->nodes[i + 1]) && !read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2])) {
@@ -815,7 +902,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         pending      = true;
         sc->err_slot = u.err_slot;
         const ember_status st = u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
-                                : u.glu || u.rope || u.glu_out ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out)
+                                : u.glu || u.rope || u.glu_out || u.kv ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out, u.kv)
                                         : record_node(sc, u.node);
         if (st != EMBER_OK) return st;
         if (sc->profile) {
@@ -828,6 +915,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             if (u.glu) name = "SWIGLU+" + name;
             if (u.rope) name += "+ROPE";
             if (u.glu_out) name += "+MUL_MAT+SWIGLU";
+            if (u.kv) name += "+SET_ROWS";
             if (n->op == EMBER_OP_MUL_MAT) {
                 name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
                         std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");

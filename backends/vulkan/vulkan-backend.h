@@ -18,7 +18,8 @@
 // products without cooperative matrices (VK_NV_cooperative_matrix, used when glslc and the
 // device both have it). EMBER_VULKAN_FUSE_GLU=0, EMBER_VULKAN_MMV_Q8_0=units,
 // EMBER_VULKAN_MMV_Q6_K=units, EMBER_VULKAN_MMV_LPR=32|64|128, EMBER_VULKAN_MMV_QQ_ROWS=1|2,
-// EMBER_VULKAN_ATTN_SG=0: decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
+// EMBER_VULKAN_ATTN_SG=0, EMBER_VULKAN_FUSE_KV=0 (K/V projections not written straight into
+// an F16 cache), EMBER_VULKAN_MMV_SG=0, EMBER_VULKAN_NORM_SG=0: decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
 // stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
 // before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H

@@ -290,11 +290,17 @@ TEST_CASE("[vulkan] rms_norm") {
     REQUIRE_VK();
     validation_guard vg;
     // 4096: every element held in registers (16 per invocation); 5000: the rest read again.
-    for (int64_t n : {257, 64, 4096, 5000}) {
-        CAPTURE(n);
-        compare([n](ember_graph & g, std::vector<input> & in) {
-            return ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 10), 1e-5f);
-        }, 1e-10);
+    // Both reductions: subgroup (the default where the device has subgroup arithmetic) and
+    // shared memory (EMBER_VULKAN_NORM_SG=0).
+    for (const char * sg : {(const char *) nullptr, "0"}) {
+        env_guard eg("EMBER_VULKAN_NORM_SG", sg);
+        CAPTURE(sg != nullptr);
+        for (int64_t n : {257, 64, 4096, 5000}) {
+            CAPTURE(n);
+            compare([n](ember_graph & g, std::vector<input> & in) {
+                return ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 1, 10), 1e-5f);
+            }, 1e-10);
+        }
     }
 }
 
@@ -306,7 +312,9 @@ TEST_CASE("[vulkan] fused add + rms_norm + mul") {
     validation_guard vg;
     const bool       fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0);
     rec_stats        st;
-    for (int64_t n : {2048, 257, 4608}) {
+    // Odd n: the shared-memory reduction (EMBER_VULKAN_NORM_SG=0), even n: the default.
+    for (int64_t n : {2048, 257, 4608, 2049, 4609}) {
+        env_guard eg("EMBER_VULKAN_NORM_SG", n % 2 == 1 ? "0" : nullptr);
         CAPTURE(n);
         // The sum read again.
         compare([n](ember_graph & g, std::vector<input> & in) {
@@ -415,6 +423,94 @@ TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
             ember_tensor * r = ember_rope(g, ember_view(g, y, 64, 4, 1), new_ids(g, in, {9}), nullptr, 64, EMBER_ROPE_NORMAL, 10000.0f, 1.0f);
             return ember_add(g, ember_view(g, r, 256, 1), y);
         }, 2e-4, &st);
+        CHECK(st.fused == 0u);
+    }
+}
+
+// The K projection (product, ROPE, SET_ROWS of its columns) and the V projection (product,
+// SET_ROWS) of a decode step into an F16 cache: each one dispatch that writes the cache
+// (mul_mat_vec_q.comp with KV_OUT), unless EMBER_VULKAN_FUSE_KV=0 or fusion is off. A repeated
+// index: the later column wins; an index out of range: reported, as by SET_ROWS.
+TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V projections)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse_env = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
+                          !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats  st;
+    auto k_proj = [](ember_type t, int64_t m, int64_t n_head, int32_t n_rot, std::vector<int32_t> ids) {
+        return [=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y = ember_mul_mat(g, new_input(g, in, t, 512, 64 * n_head, 1, 1, 120), new_input(g, in, EMBER_TYPE_F32, 512, m, 1, 1, 121));
+            std::vector<int32_t> p = {17, 300, 4095};
+            p.resize((size_t) m);
+            ember_tensor * f = nullptr;
+            if (n_rot == 32) {
+                f = g.new_tensor(EMBER_TYPE_F32, n_rot / 2);
+                in.push_back({f, random_f32((size_t) n_rot / 2, 122, 1.0f, 8.0f), {}, {}});
+            }
+            ember_tensor * r     = ember_rope(g, ember_view(g, y, 64, n_head, m), new_ids(g, in, p), f, n_rot, EMBER_ROPE_NORMAL, 10000.0f,
+                                              f ? 0.5f : 1.0f);
+            ember_tensor * cache = new_input(g, in, EMBER_TYPE_F16, 64 * n_head, 12, 1, 1, 123);
+            return ember_set_rows(g, cache, ember_view(g, r, 64 * n_head, m), new_ids(g, in, ids));
+        };
+    };
+    auto v_proj = [](ember_type t, int64_t m, int64_t rows, std::vector<int32_t> ids) {
+        return [=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y     = ember_mul_mat(g, new_input(g, in, t, 512, rows, 1, 1, 124), new_input(g, in, EMBER_TYPE_F32, 512, m, 1, 1, 125));
+            ember_tensor * cache = new_input(g, in, EMBER_TYPE_F16, rows, 12, 1, 1, 126);
+            return ember_set_rows(g, cache, y, new_ids(g, in, ids));
+        };
+    };
+    for (const char * kv_env : {(const char *) nullptr, "0"}) {
+        env_guard  eg("EMBER_VULKAN_FUSE_KV", kv_env);
+        const bool fuse = fuse_env && !kv_env;
+        CAPTURE(fuse);
+        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+            CAPTURE(std::string(ember_type_get_name(t)));
+            for (int64_t m : {1, 3}) {
+                CAPTURE(m);
+                const std::vector<int32_t> ids = m == 1 ? std::vector<int32_t>{7} : std::vector<int32_t>{5, 2, 5};  // 5 twice: the last wins
+                for (int32_t n_rot : {64, 32}) {
+                    for (int64_t n_head : {8, 2}) {  // 2 heads: fewer rows than one workgroup's
+                        CAPTURE(n_rot);
+                        CAPTURE(n_head);
+                        compare(k_proj(t, m, n_head, n_rot, ids), 2e-4, &st);
+                        CHECK(st.dispatches == (fuse ? 1u : fuse_env ? 2u : 3u));
+                    }
+                }
+                for (int64_t rows : {512, 128, 32}) {
+                    CAPTURE(rows);
+                    compare(v_proj(t, m, rows, ids), 2e-4, &st);
+                    CHECK(st.dispatches == (fuse ? 1u : 2u));
+                    CHECK(st.fused == (fuse ? 1u : 0u));
+                }
+            }
+        }
+        for (int32_t bad : {12, -1}) {
+            CAPTURE(bad);
+            for (const builder & b : {builder(k_proj(EMBER_TYPE_Q4_0, 3, 8, 64, {4, bad, 0})), builder(v_proj(EMBER_TYPE_Q8_0, 3, 256, {4, bad, 0}))}) {
+                ember_status       sc = EMBER_OK, sv = EMBER_OK;
+                std::vector<float> ref = run_on(ember_registry_cpu_device(), b, nullptr, nullptr, &sc);
+                std::vector<float> got = run_on(vk_device(), b, nullptr, nullptr, &sv);
+                CHECK(sc == EMBER_ERR_INTERNAL);
+                CHECK(sv == EMBER_ERR_INTERNAL);
+                CHECK(nmse(ref, got) < 2e-4);
+            }
+        }
+    }
+    SUBCASE("an F32 cache: not fused") {
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 127), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 128));
+            return ember_set_rows(g, new_input(g, in, EMBER_TYPE_F32, 256, 4, 1, 1, 129), y, new_ids(g, in, {1}));
+        }, 2e-4, &st);
+        CHECK(st.dispatches == 2u);
+    }
+    SUBCASE("the product read twice: not fused") {
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 130), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 131));
+            ember_tensor * s = ember_set_rows(g, new_input(g, in, EMBER_TYPE_F16, 256, 4, 1, 1, 132), y, new_ids(g, in, {1}));
+            return ember_add(g, ember_get_rows(g, s, new_ids(g, in, {1})), y);
+        }, 2e-4, &st);
+        CHECK(st.dispatches == 4u);
         CHECK(st.fused == 0u);
     }
 }
@@ -652,15 +748,18 @@ TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device
 TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     REQUIRE_VK();
     validation_guard vg;
-    for (const char * mode : {"qq", "units", "qq2"}) {
+    // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
+    for (const char * mode : {"qq", "units", "qq2", "nosg"}) {
     CAPTURE(mode);
-    const bool qq2 = std::strcmp(mode, "qq2") == 0;
+    const bool qq2  = std::strcmp(mode, "qq2") == 0;
+    const bool nosg = std::strcmp(mode, "nosg") == 0;
     env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
     env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
     env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
     env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
+    env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
-        if (std::strcmp(mode, "qq") != 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+        if (std::strcmp(mode, "qq") != 0 && !nosg && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
         for (int64_t k : {768, 17 * 256, 130 * 256}) {
             for (int64_t m : {1, 4}) {
                 CAPTURE(std::string(ember_type_get_name(t)));

@@ -16,6 +16,18 @@
 // stretch of the row (and of x, which every row of the workgroup shares through the cache).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+// SG_RED: a row's LPR partial sums added by subgroupAdd, then the row's subgroups' sums
+// through shared memory (1 barrier instead of 1 + log2(LPR); the small-unit kernels give each
+// invocation only a few quarters of a decode row, so the reduction is much of their time).
+// Used when LPR is a multiple of the subgroup size (rows of whole subgroups, invocations
+// numbered subgroup by subgroup as on every driver seen); otherwise the shared-memory steps.
+#ifndef SG_RED
+#define SG_RED 0
+#endif
+#if SG_RED
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint LPR = 16u;  // invocations per row (a power of two up to the workgroup size)
@@ -59,6 +71,23 @@ layout(binding = 3) readonly buffer WU4 { uvec4 ub4[]; };
 #if (GLU_OUT + SWIGLU_X + ROPE_OUT) > 1
 #error "mul_mat_vec_q.comp: one of GLU_OUT, SWIGLU_X, ROPE_OUT"
 #endif
+// KV_OUT: the result (with ROPE_OUT: rotated) is not written as F32 but stored as F16 into row
+// idx[c] of a KV cache (SET_ROWS of the K and V projections: one dispatch and one barrier
+// level less per layer). Binding 2 is the cache (d_off, d_nb1 in bytes), binding 5 the row
+// indices (int32 per column), binding 6 the dispatch's error word, set like SET_ROWS's when an
+// index is out of range (nothing is written then); a column whose index appears again in a
+// later column is skipped (the last one wins). Rows come in (even, odd) pairs inside a
+// workgroup, packed into one 32-bit word (the host checks that n is even).
+#ifndef KV_OUT
+#define KV_OUT 0
+#endif
+#if KV_OUT
+#if GLU_OUT || SWIGLU_X
+#error "mul_mat_vec_q.comp: KV_OUT goes with ROPE_OUT only"
+#endif
+layout(binding = 5) readonly buffer KI { int kv_idx[]; };
+layout(binding = 6) writeonly buffer KE { uint kv_err[]; };
+#endif
 layout(binding = 2) writeonly buffer D { uint db[]; };
 
 layout(push_constant) uniform PC {
@@ -73,10 +102,15 @@ layout(push_constant) uniform PC {
     // freq_scale.
     uint hd, h_nb, n_rot, p_off, p_nb0, f_off, has_ff;
     float theta_scale, freq_scale;
+    // KV_OUT: row indices (offset, stride in int32), rows of the cache.
+    uint i_off, i_nb0, d_nrows;
 } pc;
 
 shared float red[256], red2[256];
-#if ROPE_OUT
+#if SG_RED
+shared float sgp[256], sgp2[256];  // subgroup sums
+#endif
+#if ROPE_OUT || KV_OUT
 shared float tot[256];  // the workgroup's row sums (its first row is even)
 #endif
 
@@ -398,18 +432,78 @@ void main() {
         for (uint u = lane; u < nu; u += LPR) sum += unit_dot(rb, u, xr);
 #endif
     }
-    red[tid]  = sum.x;
-    red2[tid] = sum.y;
-    barrier();
-    // The LPR partial sums of a row, in log2(LPR) steps: its total lands at its lane 0.
-    for (uint h = LPR / 2u; h > 0u; h >>= 1) {
-        if (lane < h) {
-            red[tid] += red[tid + h];
-            red2[tid] += red2[tid + h];
+#if SG_RED
+    // gl_SubgroupSize is the same for the whole workgroup: the branch is uniform (barriers).
+    // A row's subgroups are tid / gl_SubgroupSize: invocations are assumed numbered subgroup
+    // by subgroup (the tests would catch a driver that does otherwise).
+    if (LPR % gl_SubgroupSize == 0u) {
+        const float sx = subgroupAdd(sum.x), sy = subgroupAdd(sum.y);
+        if (subgroupElect()) {
+            sgp[gl_SubgroupID]  = sx;
+            sgp2[gl_SubgroupID] = sy;
         }
         barrier();
+        if (lane == 0u) {
+            const uint s0 = tid / gl_SubgroupSize;
+            float      tx = 0.0, ty = 0.0;
+            for (uint k = 0u; k < LPR / gl_SubgroupSize; k++) {
+                tx += sgp[s0 + k];
+                ty += sgp2[s0 + k];
+            }
+            red[tid]  = tx;  // where the epilogues read a row's total (only its lane 0 reads it)
+            red2[tid] = ty;
+        }
+    } else
+#endif
+    {
+        red[tid]  = sum.x;
+        red2[tid] = sum.y;
+        barrier();
+        // The LPR partial sums of a row, in log2(LPR) steps: its total lands at its lane 0.
+        for (uint h = LPR / 2u; h > 0u; h >>= 1) {
+            if (lane < h) {
+                red[tid] += red[tid + h];
+                red2[tid] += red2[tid + h];
+            }
+            barrier();
+        }
     }
+#if KV_OUT
+    const uint lr0 = (tid / LPR) * NR;  // local row of r0
+    if (lane == 0u) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            tot[lr0 + r] = r == 0u ? red[tid] : red2[tid];
+        }
+    }
+    barrier();
+    const int id   = kv_idx[pc.i_off + c * pc.i_nb0];
+    bool      keep = id >= 0 && uint(id) < pc.d_nrows;  // never write outside the cache
+    if (!keep && tid == 0u) kv_err[0] = 1u;
+    for (uint j = c + 1u; j < pc.m; j++) {
+        if (kv_idx[pc.i_off + j * pc.i_nb0] == id) keep = false;  // a later column wins
+    }
+    if (lane == 0u && keep) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            const uint row = r0 + r;
+            if (row >= pc.n) break;
+            if ((row & 1u) != 0u) continue;  // written with the even row before it
+            const uint lr = lr0 + r;
+            vec2       y  = vec2(tot[lr], tot[lr + 1u]);
 #if ROPE_OUT
+            const uint i0 = row % pc.hd;
+            if (i0 < pc.n_rot) {
+                const uint  p      = i0 / 2u;
+                const float ps     = float(pos[pc.p_off + c * pc.p_nb0]);
+                const float factor = pc.has_ff != 0u ? ff[pc.f_off + p] : 1.0;
+                const float th     = pc.freq_scale * ((ps * pow(pc.theta_scale, float(p))) / factor);
+                const float cs = cos(th), sn = sin(th);
+                y = vec2(y.x * cs - y.y * sn, y.x * sn + y.y * cs);
+            }
+#endif
+            db[(pc.d_off + uint(id) * pc.d_nb1 + row * 2u) >> 2] = packHalf2x16(y);
+        }
+    }
+#elif ROPE_OUT
     const uint lr0 = (tid / LPR) * NR;  // local row of r0
     if (lane == 0u) {
         [[unroll]] for (uint r = 0u; r < NR; r++) {

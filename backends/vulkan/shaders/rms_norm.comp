@@ -7,8 +7,19 @@
 //            divide the row's), the MUL after the norm; the plain norm is then not written.
 // Each invocation reads back in the second pass only the elements it wrote in the first, so
 // s may be the memory of a or b (an in-place ADD).
+// SUBGROUP: the sum of squares by subgroupAdd and one exchange through shared memory (1
+// barrier instead of 1 + log2(WG)), and the norm weights of the first pass's elements loaded
+// with a and b, before the reduction (one memory round trip less on the serial chain: the
+// decode norms are one workgroup each, their time is latency).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifndef SUBGROUP
+#define SUBGROUP 0
+#endif
+#if SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 #ifndef HAS_ADD
 #define HAS_ADD 0
@@ -67,6 +78,13 @@ void main() {
     // kept in registers for the second pass: a row of 4096 takes two memory round trips, not
     // one per element (the decode norms are latency-bound: one workgroup per row).
     float xv[PER];
+#if HAS_MUL && SUBGROUP
+    float wv[PER];
+    [[unroll]] for (uint k = 0u; k < PER; k++) {
+        const uint i = tid + k * wg;
+        wv[k]        = i < pc.ne0 ? uintBitsToFloat(w[wb + i]) : 0.0;
+    }
+#endif
     [[unroll]] for (uint k = 0u; k < PER; k++) {
         const uint i = tid + k * wg;
         xv[k]        = 0.0;
@@ -93,6 +111,14 @@ void main() {
 #endif
         sum += x * x;
     }
+#if SUBGROUP
+    sum = subgroupAdd(sum);
+    if (subgroupElect()) red[gl_SubgroupID] = sum;
+    barrier();
+    float tot = 0.0;
+    for (uint sg = 0u; sg < gl_NumSubgroups; sg++) tot += red[sg];
+    const float scale = 1.0 / sqrt(tot / float(pc.ne0) + pc.eps);
+#else
     red[tid] = sum;
     barrier();
     for (uint h = wg / 2u; h > 0u; h >>= 1) {
@@ -100,7 +126,8 @@ void main() {
         barrier();
     }
     const float scale = 1.0 / sqrt(red[0] / float(pc.ne0) + pc.eps);
-#if HAS_MUL
+#endif
+#if HAS_MUL && !SUBGROUP
     float wv[PER];
     [[unroll]] for (uint k = 0u; k < PER; k++) {
         const uint i = tid + k * wg;
