@@ -78,6 +78,8 @@ if [ "$mode" = pack ]; then
     # libxxhash: the device image may not have it.
     xx=$(ldd "$build/bin/ember-bench" | awk '/libxxhash/ {print $3}')
     [ -n "$xx" ] && cp -L "$xx" "$out/lib/"
+    # Without symbols: the pack and the tracked tree must fit the 64 MiB a device call carries.
+    strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
     if ! ls .gl/*.deb >/dev/null 2>&1; then
         mkdir -p .gl /tmp/amd64/partial
         o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
