@@ -665,7 +665,9 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
     if (st != EMBER_OK) return st;
     const int64_t n_split = a.n_split;
     if (n_split > 1) {
-        cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * n_split,
+        // The weights w[n_split], padded: compute-sanitizer saw the unrolled loop's loads run up
+        // to 3 floats past w's end (results never use them).
+        cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * ((n_split + 3) / 4 * 4 + 4),
                   static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst));
     }
     return ember_cuda_check_launch("attn (decode)");
