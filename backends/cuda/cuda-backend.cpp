@@ -423,13 +423,6 @@ bool rope_can_pair(const ember_tensor * a, const ember_tensor * b) {
 // How far ahead compute_at looks for matvecs to join a launch (Q's view and RoPE, K's: ~6).
 constexpr int32_t k_hoist_window = 8;
 
-bool overlaps_mem(const ember_tensor * a, const ember_tensor * b) {
-    if (!a || !b || !a->data || !b->data) return false;
-    const char * a0 = static_cast<const char *>(a->data);
-    const char * b0 = static_cast<const char *>(b->data);
-    return a0 < b0 + ember_nbytes(b) && b0 < a0 + ember_nbytes(a);
-}
-
 // Whether node j may run before nodes i + 1 .. j - 1 (with node i and the group members so
 // far): none of those nodes writes j's inputs, reads or writes j's output (the allocator may
 // have given j memory that one of them uses), and j's output is not a group member's.
@@ -444,18 +437,18 @@ bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int
     const ember_tensor * c = g->nodes[j];
     if (is_hoisted(ctx, c)) return false;
     for (int m = 0; m < n; m++) {
-        if (overlaps_mem(c, grp[m])) return false;
+        if (ember_cuda_overlaps(c, grp[m])) return false;
     }
     for (int32_t k = i + 1; k < j; k++) {
         const ember_tensor * b = g->nodes[k];
         if (is_hoisted(ctx, b)) continue;  // it ran already
-        if (overlaps_mem(b, c)) return false;
+        if (ember_cuda_overlaps(b, c)) return false;
         for (int s = 0; s < EMBER_MAX_SRC; s++) {
-            if (b->src[s] == c || overlaps_mem(b->src[s], c)) return false;
+            if (b->src[s] == c || ember_cuda_overlaps(b->src[s], c)) return false;
         }
         if (b->op != EMBER_OP_VIEW && b->op != EMBER_OP_NONE) {
             for (int s = 0; s < EMBER_MAX_SRC; s++) {
-                if (c->src[s] && overlaps_mem(b, c->src[s])) return false;
+                if (c->src[s] && ember_cuda_overlaps(b, c->src[s])) return false;
             }
         }
     }

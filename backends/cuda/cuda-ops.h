@@ -52,6 +52,15 @@ struct ember_cuda_ctx {
     void * prof = nullptr;
 };
 
+// Whether the memory of a and b overlaps (false when either is null or has no memory): the
+// hazard checks of the fusions (cuda-backend.cpp) and of the quantized-x reuse (ops-matvec-q.cu).
+inline bool ember_cuda_overlaps(const ember_tensor * a, const ember_tensor * b) {
+    if (!a || !b || !a->data || !b->data) return false;
+    const char * a0 = static_cast<const char *>(a->data);
+    const char * b0 = static_cast<const char *>(b->data);
+    return a0 < b0 + ember_nbytes(b) && b0 < a0 + ember_nbytes(a);
+}
+
 // With the per-op timer on (and not recording a graph): the GPU time since the previous mark
 // is counted under `label` (launchers mark their sub-steps, e.g. dequantize vs GEMM).
 void ember_cuda_prof_mark(ember_cuda_ctx & ctx, const char * label);

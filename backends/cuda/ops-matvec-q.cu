@@ -703,12 +703,6 @@ struct launch_probe {
     }
 };
 
-bool overlaps(const ember_tensor * a, const ember_tensor * b) {
-    const char * a0 = static_cast<const char *>(a->data);
-    const char * b0 = static_cast<const char *>(b->data);
-    return a0 < b0 + ember_nbytes(b) && b0 < a0 + ember_nbytes(a);
-}
-
 }  // namespace
 
 bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
@@ -766,7 +760,7 @@ bool ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tens
     }
     const bool rp = (wa->flags & wb->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
     if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
-    if (overlaps(a, x) || overlaps(b, x) || overlaps(a, b)) return false;
+    if (ember_cuda_overlaps(a, x) || ember_cuda_overlaps(b, x) || ember_cuda_overlaps(a, b)) return false;
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
 
@@ -793,7 +787,7 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
     dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, xq, xds, st});
     // A result written over x would make the copy stale.
     for (int m = 0; m < nd; m++) {
-        if (overlaps(dsts[m], x)) ctx.qx_valid = false;
+        if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
     }
     return st;
 }

@@ -736,6 +736,18 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     for (int32_t i = begin; i < end; i++) {
         unit           u;
         ember_tensor * n = g->nodes[i];
+        // Keeps the fused unit u (nodes i .. last) when its memory check passed, else starts u
+        // over for the next candidate.
+        const auto keep = [&](bool ok, int32_t last) {
+            if (!ok) {
+                u = unit();
+                return false;
+            }
+            sc->n_fused++;
+            units.push_back(std::move(u));
+            i = last;
+            return true;
+        };
         if (!no_fuse) {
             int32_t j = i;
             if (i + 1 < end && can_fuse_add_norm(n, g->nodes[i + 1])) {
@@ -749,13 +761,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                     u.norm = norm;
                     u.mul  = mul;
                     accesses(sc, u);
-                    if (norm_alias_safe(sc->dc, u)) {
-                        sc->n_fused++;
-                        units.push_back(std::move(u));
-                        i = j + (mul ? 1 : 0);
-                        continue;
-                    }
-                    u = unit();
+                    if (keep(norm_alias_safe(sc->dc, u), j + (mul ? 1 : 0))) continue;
                 }
             }
         }
@@ -765,13 +771,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             u.glu_out = g->nodes[i + 2];
             accesses(sc, u);
             // Every workgroup reads all of x: the result may not be written over it.
-            if (!overlap(u.rd, u.wr)) {
-                sc->n_fused++;
-                units.push_back(std::move(u));
-                i += 2;
-                continue;
-            }
-            u = unit();
+            if (keep(!overlap(u.rd, u.wr), i + 2)) continue;
         }
         // SWIGLU read only by the matrix-vector product after it (FFN down): made as read.
         if (!no_fuse && n->op == EMBER_OP_SWIGLU && i + 1 < end && ember_nelements(n) > 0) {
@@ -783,13 +783,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                 accesses(sc, u);
                 // Every workgroup reads all of gate and up: the product may not be written
                 // over them (the graph allocator may give it their memory once SWIGLU read them).
-                if (!overlap(u.rd, u.wr)) {
-                    sc->n_fused++;
-                    units.push_back(std::move(u));
-                    i++;
-                    continue;
-                }
-                u = unit();
+                if (keep(!overlap(u.rd, u.wr), i + 1)) continue;
             }
         }
         // MUL_MAT, its VIEW as heads, their ROPE, the VIEW of that as columns, its SET_ROWS into
@@ -815,13 +809,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                 u.err_slot = next_slot++ % k_vk_err_slots;
                 accesses(sc, u);
                 // Every workgroup reads all of x: the cache may not lie over it.
-                if (!overlap(u.rd, u.wr)) {
-                    sc->n_fused++;
-                    units.push_back(std::move(u));
-                    i = last;
-                    continue;
-                }
-                u = unit();
+                if (keep(!overlap(u.rd, u.wr), last)) continue;
             }
         }
         // MUL_MAT, its VIEW as heads, their ROPE (Q and K projections): rotated as written.
@@ -831,13 +819,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             u.rope = g->nodes[i + 2];
             accesses(sc, u);
             // Every workgroup reads all of x: the result may not be written over it.
-            if (!overlap(u.rd, u.wr)) {
-                sc->n_fused++;
-                units.push_back(std::move(u));
-                i += 2;
-                continue;
-            }
-            u = unit();
+            if (keep(!overlap(u.rd, u.wr), i + 2)) continue;
         }
         u.node = n;
         if ((n->op == EMBER_OP_GET_ROWS || n->op == EMBER_OP_SET_ROWS) && ember_nelements(n) > 0) {
