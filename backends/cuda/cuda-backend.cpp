@@ -373,9 +373,26 @@ bool is_matvec(const ember_tensor * node) {
     return node->op == EMBER_OP_MUL_MAT && node->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS;
 }
 
+// Whether running `node` may make the quantized activations in scratch slot 0 stale: it
+// writes over the activations they were made from, or it uses slot 0 itself (the prefill
+// MUL_MAT). A matvec checks its own result (ops-matvec-q.cu). RoPE and the cache writes
+// between a layer's Q, K and V matvecs keep the copy.
+bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
+    if (!ctx.qx_valid) return false;
+    if (node->op == EMBER_OP_MUL_MAT) return !is_matvec(node);
+    ember_tensor x;
+    std::memset(&x, 0, sizeof(x));
+    x.type = EMBER_TYPE_F32;
+    x.data = const_cast<void *>(ctx.qx_data);
+    for (int d = 0; d < 4; d++) {
+        x.ne[d] = ctx.qx_ne[d];
+        x.nb[d] = static_cast<size_t>(ctx.qx_nb[d]);
+    }
+    return ember_cuda_overlaps(node, &x);
+}
+
 ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
-    // Any node but a matvec may overwrite the activations a matvec quantized.
-    if (!is_matvec(node)) ctx.qx_valid = false;
+    if (clobbers_qx(ctx, node)) ctx.qx_valid = false;
     switch (node->op) {
         case EMBER_OP_GET_ROWS: return ember_cuda_get_rows(ctx, node);
         case EMBER_OP_RMS_NORM: return ember_cuda_rms_norm(ctx, node);
@@ -455,6 +472,115 @@ bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int
     return true;
 }
 
+// EMBER_CUDA_MV_EPI=0: RoPE and the KV cache writes as their own kernels (no matvec epilogues).
+bool mv_epilogues() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_EPI");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+// Whether a node after index i other than `except` reads t (consumers follow producers), or
+// t is a graph output: then a fused kernel must still write it.
+bool read_elsewhere(const ember_graph * g, int32_t i, const ember_tensor * t, const ember_tensor * except) {
+    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
+    for (size_t k = static_cast<size_t>(i) + 1; k < g->nodes.size(); k++) {
+        const ember_tensor * n = g->nodes[k];
+        if (n == except) continue;
+        if (n->view_src == t) return true;
+        for (int s = 0; s < EMBER_MAX_SRC; s++) {
+            if (n->src[s] == t) return true;
+        }
+    }
+    return false;
+}
+
+// The unit (ember_cuda_mv_unit) of the matvec at node i: MUL_MAT [VIEW ROPE] [VIEW] [SET_ROWS],
+// as the graph builder orders a layer's Q (matvec, view, rope), K (+ view, set_rows) and V
+// (matvec, set_rows). Returns the node after the unit, or i when nothing follows to fuse.
+int32_t match_unit(const ember_graph * g, int32_t i, int32_t end, ember_cuda_mv_unit * u) {
+    ember_tensor * mm = g->nodes[i];
+    *u                = ember_cuda_mv_unit{};
+    u->mm             = mm;
+    if (!is_matvec(mm)) return i;
+    int32_t j = i + 1;
+    if (j + 1 < end && g->nodes[j]->op == EMBER_OP_VIEW && g->nodes[j]->src[0] == mm && g->nodes[j + 1]->op == EMBER_OP_ROPE &&
+        g->nodes[j + 1]->src[0] == g->nodes[j]) {
+        ember_cuda_mv_unit c = *u;
+        c.rope               = g->nodes[j + 1];
+        c.write_mm           = read_elsewhere(g, i, mm, g->nodes[j]) || read_elsewhere(g, j, g->nodes[j], c.rope);
+        if (ember_cuda_mv_unit_ok(c)) {
+            *u = c;
+            j += 2;
+        }
+    }
+    const ember_tensor * rows = u->rope ? u->rope : mm;
+    int32_t              k    = j;
+    if (u->rope && k < end && g->nodes[k]->op == EMBER_OP_VIEW && g->nodes[k]->src[0] == u->rope) rows = g->nodes[k++];
+    if (k < end && g->nodes[k]->op == EMBER_OP_SET_ROWS && g->nodes[k]->src[1] == rows) {
+        ember_cuda_mv_unit c = *u;
+        c.set_rows           = g->nodes[k];
+        if (ember_cuda_mv_unit_ok(c)) {
+            *u = c;
+            j  = k + 1;
+        }
+    }
+    return j;
+}
+
+// Whether the writes of units [0, n) touch none of their reads and none of each other.
+bool units_independent(const ember_cuda_mv_unit * u, int n) {
+    const ember_tensor * wr[3 * 3];
+    const ember_tensor * rd[1 + 3 * 3];
+    int                  nw = 0, nr = 0;
+    rd[nr++] = u[0].mm->src[1];
+    for (int m = 0; m < n; m++) {
+        if (u[m].write_mm) wr[nw++] = u[m].mm;
+        if (u[m].rope) {
+            wr[nw++] = u[m].rope;
+            rd[nr++] = u[m].rope->src[1];
+            rd[nr++] = u[m].rope->src[2];
+        }
+        if (u[m].set_rows) {
+            wr[nw++] = u[m].set_rows;
+            rd[nr++] = u[m].set_rows->src[2];
+        }
+    }
+    for (int a = 0; a < nw; a++) {
+        for (int b = 0; b < nr; b++) {
+            if (ember_cuda_overlaps(wr[a], rd[b])) return false;
+        }
+        for (int b = a + 1; b < nw; b++) {
+            if (ember_cuda_overlaps(wr[a], wr[b])) return false;
+        }
+    }
+    return true;
+}
+
+// A layer's Q, K and V units in one launch (each unit's nodes are consecutive, views may sit
+// between units): *used = the nodes done, 0 when there is nothing to fuse at node i.
+ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
+    *used = 0;
+    ember_cuda_mv_unit u[3];
+    int32_t            next = match_unit(g, i, end, &u[0]);
+    int                n    = 1;
+    bool               epi  = u[0].rope || u[0].set_rows;
+    while (n < 3 && group_matvecs()) {
+        int32_t k = next;
+        while (k < end && (g->nodes[k]->op == EMBER_OP_VIEW || g->nodes[k]->op == EMBER_OP_NONE)) k++;
+        if (k >= end || !is_matvec(g->nodes[k]) || !ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[k])) break;
+        const int32_t after = match_unit(g, k, end, &u[n]);
+        if (!units_independent(u, n + 1)) break;
+        epi = epi || u[n].rope || u[n].set_rows;
+        n++;
+        next = after;
+    }
+    if (!epi || !units_independent(u, n)) return EMBER_OK;
+    *used = next - i;
+    return ember_cuda_mul_mat_vec_q_units(ctx, u, n);
+}
+
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ember_tensor * node = g->nodes[i];
     *used               = 1;
@@ -485,6 +611,16 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
+    // A matvec with the RoPE and KV cache write after it done by its store, with the next
+    // such units (a layer's Q, K, V) in the same launch.
+    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node)) {
+        int32_t            n  = 0;
+        const ember_status st = run_units(ctx, g, i, end, &n);
+        if (st != EMBER_OK || n > 0) {
+            *used = n > 0 ? n : 1;
+            return st;
+        }
+    }
     // Matvecs over one x (Q, K, V; gate, up) in one launch: one grid drain instead of up to
     // three on the token's critical path. The graph's order (a depth-first walk from the
     // logits) puts Q's view and RoPE between the Q and K matvecs, so later matvecs are hoisted
@@ -506,6 +642,7 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
             int32_t run = 1;
             while (run < n && g->nodes[i + run] == grp[run]) run++;
             *used = run;
+            // Ember's types in the CUDA ext layout group the same way (ops-matvec-ext.cu).
             return ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
         }
     }
@@ -520,7 +657,7 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
             } else {
                 ctx.hoisted[ctx.n_hoisted++] = c;
             }
-            ctx.qx_valid = false;
+            if (clobbers_qx(ctx, node) || clobbers_qx(ctx, c)) ctx.qx_valid = false;
             return node->op == EMBER_OP_ROPE ? ember_cuda_rope_pair(ctx, node, c) : ember_cuda_set_rows_pair(ctx, node, c);
         }
     }

@@ -120,7 +120,21 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
 // Up to three consecutive matvecs over one x in one launch (Q, K, V; gate, up): can_group(a, b)
 // says whether b may join a's launch.
 bool         ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b);
+bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tensor * b);
 ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
+// A decode matvec and the nodes after it that its store does (cuda-backend.cpp finds them,
+// ops-matvec-q.cu runs them): RoPE over a reshape of its result (Q, K: the warp's two rows are
+// a rotated pair) and/or SET_ROWS of the (rotated) rows into an F32/F16/BF16 KV cache (K, V).
+// A layer's Q, K and V units go in one launch: one grid drain instead of up to seven kernels.
+struct ember_cuda_mv_unit {
+    ember_tensor * mm       = nullptr;
+    ember_tensor * rope     = nullptr;  // ROPE over a view of mm, or nullptr
+    ember_tensor * set_rows = nullptr;  // SET_ROWS of the rope's (or mm's) rows, or nullptr
+    bool           write_mm = true;     // mm's own result is stored (false: only the rope reads it)
+};
+bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
+ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);
+ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units);
 // Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks
 // of 32 int8 per vector of x, each with a float2 (d, d * sum q), d = max|x| / 127 rounded to
 // half. Kernels that produce x may write them and mark them valid for the next matvec.

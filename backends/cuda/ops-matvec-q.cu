@@ -206,6 +206,28 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(cu_tensor x, int64_t k,
 // y_nb1 bytes per column). One launch and one grid drain instead of three.
 constexpr int k_mv_group = 3;
 
+// What a matrix of a group does with its rows besides storing them (ember_cuda_mv_unit: the
+// nodes after a Q/K/V projection fused into its store): RoPE over pairs of rows (R == 2: a
+// warp's two rows are a rotated pair) and/or a copy of the (rotated) rows into row idx[col]
+// of a KV cache of F32/F16/BF16 elements. The arithmetic is rope_kernel's and
+// set_rows_kernel's, so the fused and separate paths give the same bits.
+struct mv_epi {
+    int           rope = -1;  // -1: none, else EMBER_ROPE_NORMAL or EMBER_ROPE_NEOX
+    int           hd   = 0;   // head size (= n_rot)
+    float         theta_scale = 1.0f, freq_scale = 1.0f;
+    const char *  pos     = nullptr;  // I32 position of each column
+    int64_t       pos_nb0 = 0;
+    const float * ff      = nullptr;  // frequency factors or nullptr
+    char *        ry      = nullptr;  // rope result: element (dim, head, col) at dim 4 + head ry_nb1 + col ry_nb2
+    int64_t       ry_nb1 = 0, ry_nb2 = 0;
+    bool          write_y = true;  // the plain product too (mv_group::y)
+    char *        cache   = nullptr;  // SET_ROWS destination or nullptr
+    int           cache_type = 0;
+    int64_t       cache_nb1 = 0, cache_rows = 0;
+    const char *  idx     = nullptr;  // I32 cache row of each column
+    int64_t       idx_nb0 = 0;
+};
+
 struct mv_group {
     int     nmat = 1;
     int     blk0[k_mv_group + 1] = {};
@@ -214,6 +236,9 @@ struct mv_group {
     int64_t n[k_mv_group]       = {};
     char *  y[k_mv_group]       = {};
     int64_t y_nb1[k_mv_group]   = {};
+    int     neox_hd[k_mv_group] = {};  // NEOX RoPE fused: the head size (rows paired hd / 2 apart), else 0
+    bool    has_epi             = false;
+    mv_epi  epi[k_mv_group];
 };
 
 // The matrix of this block (a select chain: no dynamic indexing of kernel parameters).
@@ -222,6 +247,78 @@ template <typename T> __device__ __forceinline__ T mv_pick(const T (&v)[k_mv_gro
 }
 __device__ __forceinline__ int mv_which(const mv_group & g, int bx) {
     return g.nmat > 2 && bx >= g.blk0[2] ? 2 : g.nmat > 1 && bx >= g.blk0[1] ? 1 : 0;
+}
+
+// The weight rows of a warp whose first row (in the plain order) is row0: row0 + r, or with a
+// fused NEOX RoPE (R == 2) the pair (head hd + j, head hd + j + hd / 2) of pair index row0 / 2.
+template <int R> __device__ __forceinline__ void mv_rows(int64_t row0, int neox_hd, int64_t (&rows)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = row0 + r;
+    if (R == 2 && neox_hd > 0) {
+        const int64_t p = row0 / 2, half = neox_hd / 2;
+        rows[0]         = (p / half) * neox_hd + p % half;
+        rows[R - 1]     = rows[0] + half;
+    }
+}
+
+// Lane 0's store of a warp's R row sums s (rows `rows` of n) for column col, through e.
+template <int R>
+__device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, int64_t y_nb1, int64_t n, int64_t col, const int64_t (&rows)[R],
+                                             float (&s)[R], int * err) {
+    if (e.write_y) {
+        float * yc = reinterpret_cast<float *>(y_data + col * y_nb1);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (rows[r] < n) yc[rows[r]] = s[r];
+        }
+    }
+    if (R == 2 && e.rope >= 0 && rows[R - 1] < n) {
+        const int32_t p    = *reinterpret_cast<const int32_t *>(e.pos + col * e.pos_nb0);
+        const int64_t dim0 = rows[0] % e.hd, head = rows[0] / e.hd;
+        const int     i    = static_cast<int>(e.rope == EMBER_ROPE_NEOX ? dim0 : dim0 / 2);
+        const float   th   = e.freq_scale * ((static_cast<float>(p) * powf(e.theta_scale, static_cast<float>(i))) / (e.ff ? e.ff[i] : 1.0f));
+        float         sn, cs;
+        sincosf(th, &sn, &cs);
+        const float x0 = s[0], x1 = s[R - 1];
+        s[0]           = x0 * cs - x1 * sn;
+        s[R - 1]       = x0 * sn + x1 * cs;
+        char * ry      = e.ry + head * e.ry_nb1 + col * e.ry_nb2;
+#pragma unroll
+        for (int r = 0; r < R; r++) *reinterpret_cast<float *>(ry + (rows[r] % e.hd) * 4) = s[r];
+    }
+    if (e.cache) {
+        const int32_t id = *reinterpret_cast<const int32_t *>(e.idx + col * e.idx_nb0);
+        if (id < 0 || id >= e.cache_rows) {
+            cu_set_error(err, EMBER_ERR_INTERNAL);
+            return;
+        }
+        char * row = e.cache + id * e.cache_nb1;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (rows[r] >= n) continue;
+            if (e.cache_type == EMBER_TYPE_F16) {
+                cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
+            } else if (e.cache_type == EMBER_TYPE_BF16) {
+                cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
+            } else {
+                cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
+            }
+        }
+    }
+}
+
+// The store of matrix m of a group with epilogues (a select chain on m: the parameters are
+// read in place, never copied to a local array).
+template <int R>
+__device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_t n, int64_t col, const int64_t (&rows)[R], float (&s)[R],
+                                               int * err) {
+    if (m == 0) {
+        mv_store_epi<R>(g.epi[0], g.y[0], g.y_nb1[0], n, col, rows, s, err);
+    } else if (m == 1) {
+        mv_store_epi<R>(g.epi[1], g.y[1], g.y_nb1[1], n, col, rows, s, err);
+    } else {
+        mv_store_epi<R>(g.epi[2], g.y[2], g.y_nb1[2], n, col, rows, s, err);
+    }
 }
 
 struct mvq_args {
@@ -235,6 +332,7 @@ struct mvq_args {
     int64_t        k, n, nblk;
     bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
     mv_group       grp;
+    int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
 template <int T, int R>
@@ -356,6 +454,7 @@ struct mvr_args {
     int                    nchunk, nb;
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
+    int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
 constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
@@ -374,6 +473,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     const int64_t y_nb1     = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0 = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
     if (row0 >= n) return;  // no block-wide synchronization below
+    int64_t rows[R];
+    mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0, wm = 0;
     if (gridDim.z > 1) {
@@ -388,7 +489,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     const unsigned short * wd[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int64_t g = wm * n + (row0 + r < n ? row0 + r : n - 1);  // tail rows: read, discard
+        const int64_t g = wm * n + (rows[r] < n ? rows[r] : n - 1);  // tail rows: read, discard
         wq[r]           = wq_base + g * a.nchunk;
         wd[r]           = wd_base + g * a.nb;
     }
@@ -421,12 +522,139 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
             }
         }
     }
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
+    if (lane != 0) return;
+    if (a.grouped && a.grp.has_epi) {
+        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
+        return;
+    }
     float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const float s = cu_warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < n) yc[row0 + r] = s;
+        if (rows[r] < n) yc[rows[r]] = s[r];
     }
+}
+
+// The streaming variant of mvr_kernel (EMBER_CUDA_MV_STREAM=1 turns it on; see mv_stream): a grid of
+// resident blocks only (sized by the occupancy query), each warp walking a strided list of row
+// groups (R rows each, several matrices of a group in one index space) as one flat stream of
+// steps (a step: the R rows' 16-byte chunks c .. c + 31 of one lane group). Weight chunks go
+// global -> shared memory through cp.async, S steps ahead: the bytes in flight do not sit in
+// registers, so each lane keeps S R 16-byte loads outstanding across row boundaries, instead of
+// one round of loads per short-lived block (mvr_kernel: a 4096-wide Q4_0 row is one round, so
+// every warp waited one full memory latency and exited). Each lane reads back only the chunks
+// it copied itself: no barrier. The scales ride along in registers, loaded at issue.
+__device__ __forceinline__ void mvs_cp16(void * smem, const void * src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
+#else
+    *static_cast<uint4 *>(smem) = ok ? *static_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void mvs_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void mvs_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+template <int T, int R, int S>
+__global__ void __launch_bounds__(32 * k_rp_warps) mvs_kernel(mvr_args a, int n_groups, int n_warps) {
+    using D = mvr<T>;
+    __shared__ uint4 ring[k_rp_warps][S][R][32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int wg   = blockIdx.x * k_rp_warps + warp;
+    const int spr  = (a.nchunk + 31) / 32;  // steps per row group
+    const int mine = wg < n_groups ? (n_groups - 1 - wg) / n_warps + 1 : 0;
+    const int64_t n_items = static_cast<int64_t>(mine) * spr;
+    const int64_t col     = blockIdx.y;
+    // Row group g (global) -> its matrix, rows and row pointers.
+    const auto where = [&](int g, int & m, int64_t (&rows)[R], int64_t & n) {
+        m                 = a.grouped ? mv_which(a.grp, g) : 0;
+        const int64_t lg  = a.grouped ? g - a.grp.blk0[m] : g;
+        n                 = a.grouped ? mv_pick(a.grp.n, m) : a.n;
+        mv_rows<R>(lg * R, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
+    };
+    unsigned short dws[S][R];
+    int            iss_g = wg, iss_k = 0;  // the next step to issue
+    const auto issue = [&](int st, int64_t it) {
+        if (it < n_items) {
+            int     m;
+            int64_t rows[R], n;
+            where(iss_g, m, rows, n);
+            const uint4 *          wq_base = a.grouped ? static_cast<const uint4 *>(mv_pick(a.grp.w, m)) : a.wq;
+            const unsigned short * wd_base = a.grouped ? mv_pick(a.grp.wd, m) : a.wd;
+            const int              c       = iss_k * 32 + lane;
+            const bool             ok      = c < a.nchunk;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int64_t row = rows[r] < n ? rows[r] : n - 1;  // tail rows: read, discard
+                mvs_cp16(&ring[warp][st][r][lane], wq_base + row * a.nchunk + (ok ? c : 0), ok);
+                dws[st][r] = ok ? __ldg(wd_base + row * a.nb + c / D::CPB) : static_cast<unsigned short>(0);
+            }
+            if (++iss_k == spr) {
+                iss_k = 0;
+                iss_g += n_warps;
+            }
+        }
+        mvs_commit();  // an empty group past the end keeps the wait counts uniform
+    };
+#pragma unroll
+    for (int st = 0; st < S; st++) issue(st, st);  // weights only: before waiting for x
+    cu_pdl_begin();
+    const int8_t * xq  = a.xq + col * a.nb * 32;
+    const float2 * xds = a.xds + col * a.nb;
+    float acc[R] = {};
+    int   cur_g = wg, cur_k = 0;
+    for (int64_t base = 0; base < n_items; base += S) {
+#pragma unroll
+        for (int st = 0; st < S; st++) {
+            const int64_t it = base + st;
+            if (it >= n_items) break;
+            mvs_wait<S - 1>();
+            const int c = cur_k * 32 + lane;
+            if (c < a.nchunk) {
+                const typename D::xs x = D::load_x(xq, xds, c);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += D::dot(ring[warp][st][r][lane], __half2float(__ushort_as_half(dws[st][r])), x);
+            }
+            issue(st, it + S);
+            if (++cur_k == spr) {  // the group's last step: its rows are done
+                float s[R];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    s[r]   = cu_warp_sum(acc[r]);
+                    acc[r] = 0.0f;
+                }
+                if (lane == 0) {
+                    int     m;
+                    int64_t rows[R], n;
+                    where(cur_g, m, rows, n);
+                    if (a.grouped && a.grp.has_epi) {
+                        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
+                    } else {
+                        char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
+                        const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
+                        float *       yc     = reinterpret_cast<float *>(y_data + col * y_nb1);
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            if (rows[r] < n) yc[rows[r]] = s[r];
+                        }
+                    }
+                }
+                cur_k = 0;
+                cur_g += n_warps;
+            }
+        }
+    }
+    mvs_wait<0>();
 }
 
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
@@ -460,6 +688,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
     if (row0 >= n) return;
+    int64_t rows[R];
+    mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0;
     const char *  wb = w_base;
@@ -473,7 +703,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     const float2 * xds = a.xds + v * (a.k / 32);
     const char *   wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < n ? row0 + r : n - 1) * w_nb1;
+    for (int r = 0; r < R; r++) wr[r] = wb + (rows[r] < n ? rows[r] : n - 1) * w_nb1;
     const int nchunk = static_cast<int>(a.nblk) * 8;
     float     acc[R] = {};
     uint4     q[U][R], h[U][R];
@@ -526,20 +756,62 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
             }
         }
     }
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
+    if (lane != 0) return;
+    if (a.grouped && a.grp.has_epi) {
+        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
+        return;
+    }
     float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const float s = cu_warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < n) yc[row0 + r] = s;
+        if (rows[r] < n) yc[rows[r]] = s[r];
     }
 }
 
+// The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
+mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
+    mv_epi e;
+    e.write_y = u.write_mm;
+    if (u.rope) {
+        const ember_tensor * pos = u.rope->src[1];
+        const ember_tensor * ff  = u.rope->src[2];
+        e.rope        = u.rope->op_params[1];
+        e.hd          = static_cast<int>(u.rope->ne[0]);
+        e.theta_scale = powf(ember_get_op_param_f32(u.rope, 2), -2.0f / static_cast<float>(u.rope->op_params[0]));
+        e.freq_scale  = ember_get_op_param_f32(u.rope, 3);
+        e.pos         = static_cast<const char *>(pos->data);
+        e.pos_nb0     = static_cast<int64_t>(pos->nb[0]);
+        e.ff          = ff ? static_cast<const float *>(ff->data) : nullptr;
+        e.ry          = static_cast<char *>(u.rope->data);
+        e.ry_nb1      = static_cast<int64_t>(u.rope->nb[1]);
+        e.ry_nb2      = static_cast<int64_t>(u.rope->nb[2]);
+    }
+    if (u.set_rows) {
+        const ember_tensor * idx = u.set_rows->src[2];
+        e.cache      = static_cast<char *>(u.set_rows->data);
+        e.cache_type = u.set_rows->type;
+        e.cache_nb1  = static_cast<int64_t>(u.set_rows->nb[1]);
+        e.cache_rows = u.set_rows->ne[1];
+        e.idx        = static_cast<const char *>(idx->data);
+        e.idx_nb0    = static_cast<int64_t>(idx->nb[0]);
+    }
+    return e;
+}
+
 // Fills the group part of a launch over dsts[0 .. nd) (nd > 1: 2-D weights of one type, the
-// same x) for `per_block` rows per block; returns grid.x. One matrix: its own block count.
-inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp) {
+// same x; or units with epilogues) for `per_block` rows per block; returns grid.x.
+inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp, const ember_cuda_mv_unit * units) {
     g.nmat      = nd;
+    g.has_epi   = units != nullptr;
     unsigned bx = 0;
     for (int m = 0; m < nd; m++) {
+        if (units) {
+            g.epi[m]     = mv_epi_of(units[m]);
+            g.neox_hd[m] = g.epi[m].rope == EMBER_ROPE_NEOX ? g.epi[m].hd : 0;
+        }
         const ember_tensor * w = dsts[m]->src[0];
         g.blk0[m]              = static_cast<int>(bx);
         g.w[m]                 = w->data;
@@ -556,13 +828,52 @@ inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd,
     return bx;
 }
 
-inline int64_t mv_group_max_rows(ember_tensor * const * dsts, int nd) {
+// Rows per warp: 2 from 4096 rows (two rows share the x loads), or when a fused RoPE pairs
+// them; below, one row per warp keeps more warps (and more loads in flight) on the GPU.
+inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
+    for (int m = 0; units && m < nd; m++) {
+        if (units[m].rope) return 2;
+    }
     int64_t n = 0;
     for (int m = 0; m < nd; m++) n = std::max<int64_t>(n, dsts[m]->src[0]->ne[1]);
-    return n;
+    return n >= 4096 ? 2 : 1;
 }
 
-template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const int8_t * xq, const float2 * xds) {
+// EMBER_CUDA_MV_STREAM=1: the CUDA-layout matvecs through mvs_kernel instead of mvr_kernel.
+// Off by default: on the H200 it was slower (8B Q4_0 tg128 265 vs 311 t/s, Q8_0 228 vs 240;
+// 1B Q8_0 746 vs 892), the resident grid leaving no room for the next kernel's early start.
+bool mv_stream() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_STREAM");
+        return e && std::strcmp(e, "1") == 0;
+    }();
+    return on;
+}
+
+constexpr int k_mvs_stages = 4;
+
+// mvs_kernel over `groups` row groups: as many blocks as fit on the GPU at once (or fewer, when
+// there are fewer groups than warps).
+template <int T, int R> ember_status launch_stream(ember_cuda_ctx & ctx, const mvr_args & a, int groups, unsigned cols) {
+    static int per_sm = -1, n_sm = 0, dev = -1;  // one device per process is the common case; re-queried on a change
+    if (per_sm < 0 || dev != ctx.device) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mvs_kernel<T, R, k_mvs_stages>, 32 * k_rp_warps, 0) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, ctx.device) != cudaSuccess) {
+            per_sm = -1;
+            return ember_cuda_check_launch("mul_mat (matvec stream: occupancy query)");
+        }
+        dev = ctx.device;
+    }
+    const int      want   = (groups + k_rp_warps - 1) / k_rp_warps;
+    const int      blocks = std::max(1, std::min(want, per_sm * n_sm));
+    const dim3     grid(static_cast<unsigned>(blocks), cols, 1);
+    cu_launch(ctx, mvs_kernel<T, R, k_mvs_stages>, grid, 32 * k_rp_warps, 0, a, groups, blocks * k_rp_warps);
+    return ember_cuda_check_launch("mul_mat (matvec stream, cuda layout)");
+}
+
+template <int T>
+ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
+                       const float2 * xds) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -582,11 +893,15 @@ template <int T> ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * con
     a.y       = cu_desc(dst);
     a.nchunk  = static_cast<int>(nb * qb / 16);
     a.nb      = static_cast<int>(nb);
-    a.grouped = nd > 1;
-    // Two rows per warp share the x loads; below 4096 rows one row per warp keeps more warps
-    // (and more loads in flight) on the GPU.
-    const int      r  = mv_group_max_rows(dsts, nd) >= 4096 ? 2 : 1;
-    const unsigned bx = nd > 1 ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true) : cu_blocks(a.n, k_rp_warps * r);
+    a.grouped = nd > 1 || units;
+    a.err     = ctx.d_error;
+    const int r = mv_rows_per_warp(dsts, nd, units);
+    if (mv_stream() && x->ne[2] * x->ne[3] == 1 && w->ne[2] * w->ne[3] == 1) {
+        const int groups = static_cast<int>(a.grouped ? mv_group_fill(a.grp, dsts, nd, r, true, units) : cu_blocks(a.n, r));
+        if (r == 2) return launch_stream<T, 2>(ctx, a, groups, static_cast<unsigned>(x->ne[1]));
+        return launch_stream<T, 1>(ctx, a, groups, static_cast<unsigned>(x->ne[1]));
+    }
+    const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if (r == 2) {
         cu_launch(ctx, mvr_kernel<T, 2, 4>, grid, 32 * k_rp_warps, 0, a);
@@ -624,7 +939,9 @@ bool q4k_wide_ok(const ember_tensor * w) {
            ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
 }
 
-template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const int8_t * xq, const float2 * xds) {
+template <int T>
+ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
+                    const float2 * xds) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -643,11 +960,12 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const 
     a.k       = w->ne[0];
     a.n       = w->ne[1];
     a.nblk    = w->ne[0] / mvq<T>::QK;
-    a.grouped = nd > 1;  // only mvk_kernel takes groups (ember_cuda_mul_mat_vec_q_can_group)
+    a.grouped = nd > 1 || units;  // only mvk_kernel takes groups and epilogues (ember_cuda_mul_mat_vec_q_can_group)
+    a.err     = ctx.d_error;
     if constexpr (T == EMBER_TYPE_Q4_K) {
         if (q4k_wide_ok(w)) {
-            const int      rk = mv_group_max_rows(dsts, nd) >= 4096 ? 2 : 1;
-            const unsigned bx = nd > 1 ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false) : cu_blocks(a.n, k_rp_warps * rk);
+            const int      rk = mv_rows_per_warp(dsts, nd, units);
+            const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (rk == 2) {
                 cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
@@ -657,7 +975,7 @@ template <int T> ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const 
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
     }
-    if (nd > 1) return EMBER_ERR_INTERNAL;
+    if (a.grouped) return EMBER_ERR_INTERNAL;
     const int  r = rows_per_block();
     const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     switch (r) {
@@ -686,20 +1004,21 @@ struct aligned_probe {
 };
 
 struct launch_probe {
-    ember_cuda_ctx &       ctx;
-    ember_tensor * const * dsts;
-    int                    nd;
+    ember_cuda_ctx &           ctx;
+    ember_tensor * const *     dsts;
+    int                        nd;
+    const ember_cuda_mv_unit * units;  // or nullptr: plain stores
     const int8_t *         xq;
     const float2 *         xds;
     ember_status &         st;
     template <int T> void operator()() const {
         if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
             if (dsts[0]->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
-                st = launch_rp<T>(ctx, dsts, nd, xq, xds);
+                st = launch_rp<T>(ctx, dsts, nd, units, xq, xds);
                 return;
             }
         }
-        st = launch<T>(ctx, dsts, nd, xq, xds);
+        st = launch<T>(ctx, dsts, nd, units, xq, xds);
     }
 };
 
@@ -750,6 +1069,14 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
 // the same x (one 2-D x: decode) with 2-D weights of one type and width, in the CUDA layout
 // (Q4_0 / Q8_0) or Q4_K with aligned rows, b not reading a.
 bool ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b) {
+    if (!ember_cuda_mul_mat_vec_q_can_share(a, b)) return false;
+    const ember_tensor * x = a->src[1];
+    return !ember_cuda_overlaps(a, x) && !ember_cuda_overlaps(b, x) && !ember_cuda_overlaps(a, b);
+}
+
+// The shape and type conditions of ember_cuda_mul_mat_vec_q_can_group, without its memory
+// checks (units check the memory they really write: ember_cuda_mv_unit).
+bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tensor * b) {
     if (a->op != EMBER_OP_MUL_MAT || b->op != EMBER_OP_MUL_MAT || a->src[1] != b->src[1] || b->src[0] == a) return false;
     const ember_tensor * wa = a->src[0];
     const ember_tensor * wb = b->src[0];
@@ -760,11 +1087,65 @@ bool ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tens
     }
     const bool rp = (wa->flags & wb->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
     if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
-    if (ember_cuda_overlaps(a, x) || ember_cuda_overlaps(b, x) || ember_cuda_overlaps(a, b)) return false;
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
 
+// Whether the store of mm can do the work of `rope` (over a reshape of mm) and/or `set_rows`
+// (of the rotated rows, or of mm's rows): mm a decode matvec of mvr_kernel / mvk_kernel (the
+// kernels with epilogues), 2-D, one x column when a cache row is written (two columns with
+// one index would race; the separate SET_ROWS keeps the last), RoPE over whole heads.
+bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
+    const ember_tensor * mm = u.mm;
+    if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
+    const ember_tensor * w = mm->src[0];
+    const ember_tensor * x = mm->src[1];
+    if (!(w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && !q4k_wide_ok(w)) return false;
+    if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
+    if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
+    const ember_tensor * rows_src = mm;
+    if (u.rope) {
+        const ember_tensor * r  = u.rope;
+        const ember_tensor * v  = r->src[0];
+        const int64_t        hd = r->ne[0];
+        if (r->op != EMBER_OP_ROPE || v->data != mm->data || r->type != EMBER_TYPE_F32 || v->type != EMBER_TYPE_F32) return false;
+        if (r->op_params[1] != EMBER_ROPE_NORMAL && r->op_params[1] != EMBER_ROPE_NEOX) return false;
+        if (r->op_params[0] != hd || hd % 2 != 0 || hd <= 0 || mm->ne[0] % hd != 0) return false;
+        if (v->ne[0] != hd || v->ne[1] * hd != mm->ne[0] || v->ne[2] != mm->ne[1] || v->ne[3] != 1) return false;
+        if (v->nb[0] != 4 || v->nb[1] != static_cast<size_t>(4 * hd) || v->nb[2] != mm->nb[1]) return false;
+        if (r->nb[0] != 4 || r->ne[1] != v->ne[1] || r->ne[2] != v->ne[2] || r->ne[3] != 1) return false;
+        if (r->src[1]->type != EMBER_TYPE_I32 || (r->src[2] && r->src[2]->type != EMBER_TYPE_F32)) return false;
+        rows_src = r;
+    } else if (!u.write_mm) {
+        return false;
+    }
+    if (u.set_rows) {
+        const ember_tensor * sr   = u.set_rows;
+        const ember_tensor * rows = sr->src[1];
+        if (sr->op != EMBER_OP_SET_ROWS || x->ne[1] != 1 || sr->src[2]->type != EMBER_TYPE_I32) return false;
+        if (sr->type != EMBER_TYPE_F16 && sr->type != EMBER_TYPE_F32 && sr->type != EMBER_TYPE_BF16) return false;
+        if (sr->src[0]->type != sr->type || sr->ne[0] != mm->ne[0] || sr->nb[0] != (sr->type == EMBER_TYPE_F32 ? 4u : 2u)) return false;
+        // The rows are mm's or the rope's, as one contiguous vector per column.
+        if (rows->data != rows_src->data || rows->ne[0] != mm->ne[0] || rows->ne[1] != mm->ne[1] || rows->nb[0] != 4 ||
+            rows->nb[1] != static_cast<size_t>(4 * mm->ne[0]) || (u.rope && u.rope->nb[1] != static_cast<size_t>(4 * u.rope->ne[0]))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Units over one x in one launch (up to k_mv_group; the caller checked the hazards).
+ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd) {
+    if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
+    ember_tensor * dsts[k_mv_group];
+    for (int m = 0; m < nd; m++) dsts[m] = units[m].mm;
+    return ember_cuda_mul_mat_vec_q_run(ctx, dsts, nd, units);
+}
+
 ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    return ember_cuda_mul_mat_vec_q_run(ctx, dsts, nd, nullptr);
+}
+
+ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
     const ember_tensor * x  = dsts[0]->src[1];
     const int64_t        k  = x->ne[0];
@@ -784,10 +1165,11 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
         ember_cuda_qx_set_valid(ctx, x, xq);
     }
     ember_status st = EMBER_OK;
-    dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, xq, xds, st});
+    dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st});
     // A result written over x would make the copy stale.
     for (int m = 0; m < nd; m++) {
         if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
+        if (units && (ember_cuda_overlaps(units[m].rope, x) || ember_cuda_overlaps(units[m].set_rows, x))) ctx.qx_valid = false;
     }
     return st;
 }

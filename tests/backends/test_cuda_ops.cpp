@@ -680,6 +680,76 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
     }
 }
 
+// A layer's Q/K/V projections as the graph builder orders them (Q: matvec, view, rope; K: the
+// same, then a view and SET_ROWS into the cache; V: matvec, SET_ROWS), read by decode attention
+// and an output projection. On the GPU the RoPE and the cache writes run in the matvecs' store
+// (ember_cuda_mv_unit), all three in one launch: NORMAL and NEOX pairs, frequency factors,
+// F16/F32/BF16 caches (a Q8_0 cache keeps its SET_ROWS), a Q product also read elsewhere (its
+// plain rows stored too), more than 4096 Q rows and a cache row in the middle of the cache.
+struct qkv_case {
+    ember_type wt;
+    ember_type cache;
+    int32_t    mode;
+    bool       ff;
+    bool       q_read_elsewhere;
+    int64_t    n_head, n_head_kv, hd;
+};
+
+ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
+    const int64_t n_embd = 512, n_kv = 12, row = 7;
+    ember_graph & g      = c.g;
+    ember_tensor * x     = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, -2.0f, 2.0f);
+    ember_tensor * pos   = c.i32_leaf({row + 1000});
+    ember_tensor * idx   = c.i32_leaf({static_cast<int32_t>(row)});
+    ember_tensor * ff    = nullptr;
+    if (p.ff) {
+        std::vector<float> f(static_cast<size_t>(p.hd / 2));
+        for (size_t i = 0; i < f.size(); i++) f[i] = 1.0f + 0.25f * static_cast<float>(i % 5);
+        ff = c.f32_leaf(f, p.hd / 2, 1);
+    }
+    ember_tensor * q_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head), x);
+    ember_tensor * k_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head_kv), x);
+    ember_tensor * v_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head_kv), x);
+    ember_tensor * q    = ember_rope(g, ember_view(g, q_mm, p.hd, p.n_head, 1), pos, ff, static_cast<int32_t>(p.hd), p.mode, 10000.0f, 1.0f);
+    ember_tensor * k    = ember_rope(g, ember_view(g, k_mm, p.hd, p.n_head_kv, 1), pos, ff, static_cast<int32_t>(p.hd), p.mode, 10000.0f, 1.0f);
+    ember_tensor * kc   = c.rand_leaf(p.cache, p.hd * p.n_head_kv, n_kv);
+    ember_tensor * vc   = c.rand_leaf(p.cache, p.hd * p.n_head_kv, n_kv);
+    ember_tensor * k_all = ember_set_rows(g, kc, ember_view(g, k, p.hd * p.n_head_kv, 1), idx);
+    ember_tensor * v_all = ember_set_rows(g, vc, v_mm, idx);
+    const int64_t  kv_ne[4] = {p.hd, p.n_head_kv, n_kv, 1};
+    const size_t   k_nb[4]  = {kc->nb[0], ember_row_size(p.cache, p.hd), kc->nb[1], kc->nb[1] * n_kv};
+    const size_t   v_nb[4]  = {vc->nb[0], ember_row_size(p.cache, p.hd), vc->nb[1], vc->nb[1] * n_kv};
+    ember_tensor * o = ember_attn(g, q, ember_view_strided(g, k_all, kv_ne, k_nb, 0), ember_view_strided(g, v_all, kv_ne, v_nb, 0), nullptr,
+                                  1.0f / std::sqrt(static_cast<float>(p.hd)));
+    o                = ember_view(g, o, p.hd * p.n_head, 1);
+    if (p.q_read_elsewhere) o = ember_add(g, o, ember_scale(g, q_mm, 0.01f));
+    return ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, p.hd * p.n_head, 64), o);
+}
+
+TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their store") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    std::vector<qkv_case> cases;
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+        for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
+            cases.push_back({wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64});
+            cases.push_back({wt, EMBER_TYPE_F32, mode, true, true, 4, 4, 128});
+        }
+    }
+    cases.push_back({EMBER_TYPE_Q4_0, EMBER_TYPE_BF16, EMBER_ROPE_NEOX, true, false, 8, 2, 64});
+    cases.push_back({EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_ROPE_NORMAL, false, false, 8, 2, 64});
+    cases.push_back({EMBER_TYPE_Q8_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 40, 8, 128});  // 5120 Q rows
+    cases.push_back({EMBER_TYPE_Q4_1, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64});  // no epilogue kernel
+    for (const qkv_case & p : cases) {
+        const std::string what = std::string("qkv epilogue ") + ember_type_get_name(p.wt) + " cache " + ember_type_get_name(p.cache) +
+                                 " mode " + std::to_string(p.mode) + (p.ff ? " ff" : "") + (p.q_read_elsewhere ? " q read twice" : "") +
+                                 " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
+        check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
+    }
+}
+
 TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
