@@ -321,6 +321,25 @@ __device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_
     }
 }
 
+// The end of a warp's rows: the lanes' partial sums reduced, lane 0 storing them through the
+// group's epilogues (epi) or plainly into the column's output yc (rows past n dropped).
+template <int R>
+__device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool epi, const mv_group & g, int m, int64_t n, int64_t col,
+                                          const int64_t (&rows)[R], float * yc, int * err) {
+    float s[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
+    if (lane != 0) return;
+    if (epi) {
+        mv_store_group<R>(g, m, n, col, rows, s, err);
+        return;
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (rows[r] < n) yc[rows[r]] = s[r];
+    }
+}
+
 struct mvq_args {
     const char *   w;
     int64_t        w_nb1, w_nb2, w_nb3;
@@ -522,19 +541,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
             }
         }
     }
-    float s[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
-    if (lane != 0) return;
-    if (a.grouped && a.grp.has_epi) {
-        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
-        return;
-    }
-    float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        if (rows[r] < n) yc[rows[r]] = s[r];
-    }
+    mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
+                 reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
 // The streaming variant of mvr_kernel (EMBER_CUDA_MV_STREAM=1 turns it on; see mv_stream): a grid of
@@ -627,28 +635,15 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvs_kernel(mvr_args a, int n_
             }
             issue(st, it + S);
             if (++cur_k == spr) {  // the group's last step: its rows are done
-                float s[R];
+                int     m;
+                int64_t rows[R], n;
+                where(cur_g, m, rows, n);
+                char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
+                const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
+                mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows, reinterpret_cast<float *>(y_data + col * y_nb1),
+                             a.err);
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    s[r]   = cu_warp_sum(acc[r]);
-                    acc[r] = 0.0f;
-                }
-                if (lane == 0) {
-                    int     m;
-                    int64_t rows[R], n;
-                    where(cur_g, m, rows, n);
-                    if (a.grouped && a.grp.has_epi) {
-                        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
-                    } else {
-                        char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
-                        const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
-                        float *       yc     = reinterpret_cast<float *>(y_data + col * y_nb1);
-#pragma unroll
-                        for (int r = 0; r < R; r++) {
-                            if (rows[r] < n) yc[rows[r]] = s[r];
-                        }
-                    }
-                }
+                for (int r = 0; r < R; r++) acc[r] = 0.0f;
                 cur_k = 0;
                 cur_g += n_warps;
             }
@@ -756,19 +751,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
             }
         }
     }
-    float s[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
-    if (lane != 0) return;
-    if (a.grouped && a.grp.has_epi) {
-        mv_store_group<R>(a.grp, m, n, col, rows, s, a.err);
-        return;
-    }
-    float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        if (rows[r] < n) yc[rows[r]] = s[r];
-    }
+    mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
+                 reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
 // The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
