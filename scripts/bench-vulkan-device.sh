@@ -44,7 +44,11 @@
 #                               the F16 cache apart), EMBER_VULKAN_MMV_SG=0 (small-unit decode
 #                               products: row sums through shared memory only, no subgroupAdd),
 #                               EMBER_VULKAN_NORM_SG=0 (RMS norm: shared-memory reduction, norm
-#                               weights loaded after it).
+#                               weights loaded after it), EMBER_VULKAN_FUSE_NORM=0 (the O and FFN
+#                               down products, their residual ADD and the next RMS_NORM + MUL
+#                               apart instead of one dispatch whose last workgroup does the norm),
+#                               EMBER_VULKAN_ATTN_RANGE=0 (attention over every key of the cache
+#                               view, not only up to the last one the mask shows).
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)

@@ -984,6 +984,11 @@ static void vk_stream_free(ember_stream * s) {
         vkDestroyBuffer(sc->dc->dev, sc->err_buf, nullptr);
         mem_free(sc->dc, sc->err_blk, sc->err_off, sc->err_alloc, sc->dc->blocks);
     }
+    if (sc->cnt_buf) {
+        std::lock_guard<std::mutex> lock(sc->dc->mutex);
+        vkDestroyBuffer(sc->dc->dev, sc->cnt_buf, nullptr);
+        mem_free(sc->dc, sc->cnt_blk, sc->cnt_off, sc->cnt_alloc, sc->dc->blocks);
+    }
     profile_print(sc);
     for (vk_recording & rc : sc->recs) {
         for (VkDescriptorPool p : rc.desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
@@ -1224,7 +1229,36 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
     if (!eb.block->mapped) return EMBER_ERR_INTERNAL;  // host-visible memory is always mapped
     sc->err_ptr = reinterpret_cast<volatile uint32_t *>(static_cast<char *>(eb.block->mapped) + eb.offset);
     for (uint32_t i = 0; i < k_vk_err_slots; i++) sc->err_ptr[i * (sc->err_stride / 4)] = 0;
-    return EMBER_OK;
+    // The counters of the fused product + norm dispatches: in device memory (atomics on
+    // host memory would cross the bus), zeroed once; each dispatch leaves its word at zero.
+    vk_buffer_ctx cb;
+    {
+        std::lock_guard<std::mutex> lock(dc->mutex);
+        sc->cnt_scratch       = (k_vk_cnt_slots * sc->err_stride + 255) / 256 * 256;
+        const ember_status st = create_buffer(dc, sc->cnt_scratch + k_vk_norm_max * 4, dc->mem_type_device, dc->device_mem_mapped,
+                                              dc->blocks, &cb);
+        if (st != EMBER_OK) return st;
+    }
+    sc->cnt_buf   = cb.buffer;
+    sc->cnt_blk   = cb.block;
+    sc->cnt_off   = cb.offset;
+    sc->cnt_alloc = cb.alloc;
+    if (cb.block->mapped) {
+        std::memset(static_cast<char *>(cb.block->mapped) + cb.offset, 0, cb.size);
+        return EMBER_OK;
+    }
+    std::lock_guard<std::mutex> xlock(dc->xfer_mutex);
+    ember_status st = flush_uploads(dc);
+    if (st == EMBER_OK) st = xfer_begin(dc);
+    if (st != EMBER_OK) return st;
+    vkCmdFillBuffer(dc->xfer_cb, sc->cnt_buf, 0, VK_WHOLE_SIZE, 0u);
+    VkMemoryBarrier mb{};
+    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(dc->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr,
+                         0, nullptr);
+    return xfer_submit(dc);
 }
 
 //

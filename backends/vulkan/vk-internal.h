@@ -154,13 +154,25 @@ struct vk_stream_ctx {
     volatile uint32_t *           err_ptr = nullptr;
     VkDeviceSize                  err_stride = 4;
     uint32_t                      err_slot   = 0;  // the slot of the dispatch being recorded
+    // Device-local words (err_stride bytes apart, zero between dispatches) that the workgroups
+    // of a decode product fused with the norm after it (mul_mat_vec_q.comp NORM_OUT) count
+    // themselves done on, so that the last one does the norm: one slot per such dispatch of a
+    // recording (dispatches that share a slot are ordered by their data: the residual stream);
+    // after them (at cnt_scratch) the product rows those dispatches hand to their last
+    // workgroup (k_vk_norm_max floats; the planner orders such dispatches, which all write it).
+    VkBuffer                      cnt_buf = VK_NULL_HANDLE;
+    VkDeviceSize                  cnt_scratch = 0;
+    vk_mem_block *                cnt_blk = nullptr;
+    VkDeviceSize                  cnt_off = 0, cnt_alloc = 0;
 };
 constexpr uint32_t k_vk_err_slots = 64;
+constexpr uint32_t k_vk_cnt_slots = 256;
+constexpr uint32_t k_vk_norm_max  = 8192;  // the longest row a fused product + norm normalizes
 
-// Every pipeline has the same layout: 7 storage buffers (binding 0..6; most shaders use the
-// first few, the decode products that write into the KV cache all 7) and 128 bytes of push
+// Every pipeline has the same layout: 8 storage buffers (binding 0..7; most shaders use the
+// first few, the decode products fused with the norm after them all 8) and 128 bytes of push
 // constants.
-constexpr uint32_t k_vk_bindings   = 7;
+constexpr uint32_t k_vk_bindings   = 8;
 constexpr uint32_t k_vk_push_words = 32;
 // The fake base address of every device buffer: tensor->data - base is the byte offset.
 constexpr uintptr_t k_vk_base = 0x1000;
@@ -183,7 +195,8 @@ bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf
 bool         ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op);
 // Records nodes [begin, end) of g into sc->cb: some node groups fused into one dispatch
 // ([ADD] RMS_NORM [MUL]; SWIGLU + the decode MUL_MAT that reads it; the K and V products
-// with their SET_ROWS into an F16 cache), the dispatches ordered by dependency level (each after every
+// with their SET_ROWS into an F16 cache; the O and FFN down products with the residual ADD and
+// the RMS_NORM + MUL after them), the dispatches ordered by dependency level (each after every
 // earlier one whose buffer ranges it reads or writes, or that reads what it writes) with a
 // barrier only between levels. EMBER_VULKAN_BARRIERS=all: graph order and a barrier after
 // every dispatch; EMBER_VULKAN_FUSE=0: no fusion (both to compare).

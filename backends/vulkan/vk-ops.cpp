@@ -166,7 +166,7 @@ struct push {
 // unless told) is the dispatch's slot of the stream's error words.
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
                       const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
-                      uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4) {
+                      uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4, int32_t cnt_slot = -1) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
     ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline, spec1, spec2);
@@ -183,6 +183,10 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         const binding        b = bind_of(dc, t);
         infos[i]               = {b.buffer, b.offset, b.range};
         if (err_flag && i == err_binding) infos[i] = {sc->err_buf, sc->err_slot * sc->err_stride, 4};
+        // cnt_slot >= 0 (mul_mat_vec_q.comp NORM_OUT): binding 7 is that counter word, binding 2
+        // the scratch rows.
+        if (cnt_slot >= 0 && i == 7) infos[i] = {sc->cnt_buf, (VkDeviceSize) cnt_slot * sc->err_stride, 4};
+        if (cnt_slot >= 0 && i == 2) infos[i] = {sc->cnt_buf, sc->cnt_scratch, k_vk_norm_max * 4};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -203,10 +207,11 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
 // One workgroup per item, folded into x and y (shaders read flat_group()).
 ember_status dispatch_items(vk_stream_ctx * sc, const std::string & shader, uint32_t wg,
                             std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1,
-                            bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4) {
+                            bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4,
+                            int32_t cnt_slot = -1) {
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(items, k_max_groups));
     const uint32_t gy = static_cast<uint32_t>((items + gx - 1) / gx);
-    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding);
+    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding, cnt_slot);
 }
 
 // Grid-stride kernels: enough groups of `wg` for n items, at most 65535.
@@ -345,9 +350,12 @@ bool can_fuse_kv(const vk_device_ctx * dc, const ember_tensor * mm, const ember_
 // written by one dispatch that computes both (can_fuse_glu() holds).
 // kv: the SET_ROWS that stores the result (rope's, when given) into an F16 cache, done by the
 // product itself (can_fuse_kv() holds).
+// nadd, nnorm, nmul: the residual ADD of the result, its RMS_NORM and the MUL by the norm
+// weight, done by the product (can_fuse_mm_norm() holds; the counter word cnt_slot).
 ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember_tensor * glu = nullptr,
                             const ember_tensor * rope = nullptr, const ember_tensor * glu_out = nullptr,
-                            const ember_tensor * kv = nullptr) {
+                            const ember_tensor * kv = nullptr, const ember_tensor * nadd = nullptr,
+                            const ember_tensor * nnorm = nullptr, const ember_tensor * nmul = nullptr, int32_t cnt_slot = -1) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
     const ember_tensor * wu = glu_out ? glu_out->src[1]->src[0] : nullptr;  // the up weights
@@ -360,6 +368,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     pc.u(f32_off(bind_of(dc, x))).u(x->nb[1] / 4).u(x->nb[2] / 4).u(x->nb[3] / 4);
     const ember_tensor * out = kv ? kv : rope ? rope : glu_out ? glu_out : node;
     if (kv) pc.u(bind_of(dc, kv).resid).u(kv->nb[1]).u(0).u(0);  // bytes; the row is idx[column]
+    else if (nadd) pc.u(0).u(0).u(0).u(0);  // the stream's scratch rows, one column
     else if (rope) pc.u(f32_off(bind_of(dc, rope))).u(rope->nb[2] / 4).u(0).u(0);  // column = token
     else if (glu_out) pc.u(f32_off(bind_of(dc, glu_out))).u(glu_out->nb[1] / 4).u(glu_out->nb[2] / 4).u(glu_out->nb[3] / 4);
     else pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
@@ -374,6 +383,13 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         pc.u(ff ? f32_off(bind_of(dc, ff)) : 0).u(ff ? 1 : 0);
         pc.f(std::pow(ember_get_op_param_f32(rope, 2), -2.0f / (float) n_rot)).f(ember_get_op_param_f32(rope, 3));
     }
+    const ember_tensor * res = nadd ? (nadd->src[0] == node ? nadd->src[1] : nadd->src[0]) : nullptr;  // the residual
+    const ember_tensor * nw  = nmul ? nmul->src[1] : nullptr;
+    if (nadd) {
+        if (!nnorm || !nmul || cnt_slot < 0) return EMBER_ERR_INTERNAL;
+        pc.u(f32_off(bind_of(dc, res))).u(f32_off(bind_of(dc, nw))).u(f32_off(bind_of(dc, nmul))).f(ember_get_op_param_f32(nnorm, 0));
+        pc.u(f32_off(bind_of(dc, nadd)));
+    }
     const ember_tensor * idx = kv ? kv->src[2] : nullptr;
     if (kv) {
         pc.n = 28;  // after the ROPE words (unused without rope)
@@ -381,7 +397,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     }
     const std::string t = tname(w->type);
     if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
-    if ((rope || glu_out || kv) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if ((rope || glu_out || kv || nadd) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
@@ -448,6 +464,9 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         const uint32_t     wg_min = std::max<uint32_t>({lpr, 32, std::min<uint32_t>(dc->subgroup_size, 128)});
         while (!wg_env && wg / 2 >= wg_min && groups(wg, nr) < target) wg /= 2;
         if (!wg_env && !nr_env && nr == 2 && groups(wg, nr) < target) nr = 1;
+        // NORM_OUT: the last workgroup holds the whole row, at most 8 vec4 per invocation.
+        while (nadd && wg < 256 && (uint64_t) w->ne[1] > 32ull * wg) wg *= 2;
+        if (nadd && (uint64_t) w->ne[1] > 32ull * wg) return EMBER_ERR_INTERNAL;  // the planner checked it
         if ((rope || kv) && wg == lpr) nr = 2;  // rows of a workgroup come in (even, odd) pairs
         if (glu_out) nr = 2;            // row r of gate and of up
         const uint32_t    rows_per_group = glu_out ? wg / lpr : wg / lpr * nr;
@@ -455,8 +474,14 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         // subgroup arithmetic, unless EMBER_VULKAN_MMV_SG=0 (read at each recording).
         const bool        sg   = qq && dc->subgroup_arith && !env_is("EMBER_VULKAN_MMV_SG", "0");
         const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") +
-                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : "") + (kv ? "kv_" : "") + t + (sg ? "_sg" : "");
+                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : nadd ? "norm_" : "") + (kv ? "kv_" : "") + t +
+                                 (sg ? "_sg" : "");
         const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
+        if (nadd) {
+            // Bindings 3..7: the residual, the norm weight, the sum, the normalized result, the counter.
+            return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, (w->ne[1] + rows_per_group - 1) / rows_per_group, 1,
+                                  false, lpr, nr, 4, cnt_slot);
+        }
         if (kv) {
             // Bindings 5 and 6: the row indices and this dispatch's error slot.
             return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc,
@@ -527,6 +552,9 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(mask ? f32_off(bind_of(dc, mask)) : 0).u(mask ? mask->nb[1] / 4 : 0).u(mask ? 1 : 0);
     pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4);
     pc.f(ember_get_op_param_f32(node, 0));
+    // Keys past the last one the mask shows skipped (the shader scans the mask row first),
+    // unless EMBER_VULKAN_ATTN_RANGE=0 (read at each recording, to compare).
+    pc.u(env_is("EMBER_VULKAN_ATTN_RANGE", "0") ? 0 : 1);
     // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp). Subgroup
     // reductions where the device has them, unless EMBER_VULKAN_ATTN_SG=0 (read at each
     // recording).
@@ -584,6 +612,8 @@ struct unit {
     ember_tensor *     rope = nullptr;  // ROPE (of a view of) MUL_MAT `node` fused into it
     ember_tensor *     glu_out = nullptr;  // SWIGLU of MUL_MAT `node` (gate) and another (up), one dispatch
     ember_tensor *     kv = nullptr;       // SET_ROWS of MUL_MAT `node` (or of `rope`) into an F16 cache, fused
+    bool               mm_norm = false;    // MUL_MAT `node`, then ADD `add`, RMS_NORM `norm`, MUL `mul`: one dispatch
+    int32_t            cnt_slot = -1;      // its counter word (vk_stream_ctx::cnt_buf)
     std::vector<range> rd, wr;          // what its bindings cover
     uint32_t           level    = 0;
     uint32_t           err_slot = 0;
@@ -600,6 +630,14 @@ void accesses(vk_stream_ctx * sc, unit & u) {
     const vk_device_ctx * dc = sc->dc;
     u.rd.clear();
     u.wr.clear();
+    if (u.mm_norm) {
+        const ember_tensor * res = u.add->src[0] == u.node ? u.add->src[1] : u.add->src[0];
+        u.rd = {range_of(dc, u.node->src[0]), range_of(dc, u.node->src[1]), range_of(dc, res), range_of(dc, u.mul->src[1])};
+        const VkDeviceSize c = (VkDeviceSize) u.cnt_slot * sc->err_stride;
+        u.wr = {range_of(dc, u.add), range_of(dc, u.mul), {sc->cnt_buf, c, c + 4},
+                {sc->cnt_buf, sc->cnt_scratch, sc->cnt_scratch + k_vk_norm_max * 4}};
+        return;
+    }
     if (u.norm) {
         const ember_tensor * x = u.add ? u.add : u.norm;
         if (u.add) {
@@ -722,6 +760,42 @@ bool norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
     return ok(d, a, one_row) && ok(d, b, one_row) && ok(d, w, false) && (!u.add || ok(d, u.add, false));
 }
 
+// Whether MUL_MAT `mm` (decode fast path, one column), the residual ADD `add` of its result,
+// that sum's RMS_NORM `norm` and the MUL `mul` by a norm weight row (the O or FFN down
+// projection and the norm after it) can be one dispatch (mul_mat_vec_q.comp NORM_OUT): the
+// product and the norm read by nothing else (the sum may be: it is written), every tensor
+// one contiguous row. EMBER_VULKAN_FUSE_NORM=0 keeps them apart (to compare; read at each
+// recording).
+bool can_fuse_mm_norm(const vk_device_ctx * dc, const ember_graph * g, const ember_tensor * mm, const ember_tensor * add,
+                      const ember_tensor * norm, const ember_tensor * mul) {
+    if (env_is("EMBER_VULKAN_FUSE_NORM", "0")) return false;
+    if (mm->op != EMBER_OP_MUL_MAT || add->op != EMBER_OP_ADD || (add->src[0] == mm) == (add->src[1] == mm)) return false;
+    if (!can_fuse_add_norm(add, norm) || !can_fuse_norm_mul(g, norm, mul)) return false;
+    if (!mmv_fast(dc, mm, nullptr) || ember_nrows(mm) != 1 || ember_nrows(mm->src[1]) != 1 || ember_nrows(mm->src[0]) != mm->ne[0])
+        return false;
+    const ember_tensor * res = add->src[0] == mm ? add->src[1] : add->src[0];
+    const ember_tensor * nw  = mul->src[1];
+    // The last workgroup (256 invocations at most) holds the row as vec4, 8 per invocation.
+    if (ember_nrows(nw) != 1 || ember_nrows(add) != 1 || mm->ne[0] % 4 != 0 || mm->ne[0] > k_vk_norm_max) return false;
+    for (const ember_tensor * t : {res, nw, add, mul}) {
+        if (t->nb[0] != 4 || bind_of(dc, t).resid % 16 != 0) return false;
+    }
+    return !read_elsewhere(g, mm, add);
+}
+
+// Whether the fused product + norm `u` may write where it reads. Every workgroup reads x and
+// its rows of the weights, then writes its rows of the product into the stream's scratch rows
+// (the MUL_MAT's own memory may lie over x: the graph allocator reuses operands that die at a
+// node), then counts itself done; the last one reads the product, the residual and the norm
+// weight, and writes the sum and the result only after all its loads. So the sum and the
+// result may lie over anything read, except the norm weight, but not over each other.
+bool mm_norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
+    const ember_tensor * w  = u.node->src[0];
+    const ember_tensor * nw = u.mul->src[1];
+    auto ov = [&](const ember_tensor * a, const ember_tensor * b) { return overlap({range_of(dc, a)}, {range_of(dc, b)}); };
+    return !ov(u.add, nw) && !ov(u.add, w) && !ov(u.mul, nw) && !ov(u.mul, w) && !ov(u.add, u.mul);
+}
+
 }  // namespace
 
 ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end) {
@@ -732,7 +806,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     // Units: nodes, fused where the fused kernel does the same work in one dispatch.
     std::vector<unit> units;
     units.reserve(static_cast<size_t>(end - begin));
-    uint32_t next_slot = 0;
+    uint32_t next_slot = 0, next_cnt = 0;
     for (int32_t i = begin; i < end; i++) {
         unit           u;
         ember_tensor * n = g->nodes[i];
@@ -748,6 +822,19 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             i = last;
             return true;
         };
+        // MUL_MAT, the residual ADD of it, RMS_NORM, MUL (O or FFN down projection and the
+        // next norm): one dispatch, whose last workgroup does the norm.
+        if (!no_fuse && i + 3 < end &&
+            can_fuse_mm_norm(sc->dc, g, n, g->nodes[i + 1], g->nodes[i + 2], g->nodes[i + 3])) {
+            u.node     = n;
+            u.add      = g->nodes[i + 1];
+            u.norm     = g->nodes[i + 2];
+            u.mul      = g->nodes[i + 3];
+            u.mm_norm  = true;
+            u.cnt_slot = static_cast<int32_t>(next_cnt++ % k_vk_cnt_slots);
+            accesses(sc, u);
+            if (keep(mm_norm_alias_safe(sc->dc, u), i + 3)) continue;
+        }
         if (!no_fuse) {
             int32_t j = i;
             if (i + 1 < end && can_fuse_add_norm(n, g->nodes[i + 1])) {
@@ -883,17 +970,19 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         level        = u.level;
         pending      = true;
         sc->err_slot = u.err_slot;
-        const ember_status st = u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
+        const ember_status st = u.mm_norm ? record_mul_mat(sc, u.node, nullptr, nullptr, nullptr, nullptr, u.add, u.norm, u.mul, u.cnt_slot)
+                                : u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
                                 : u.glu || u.rope || u.glu_out || u.kv ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out, u.kv)
                                         : record_node(sc, u.node);
         if (st != EMBER_OK) return st;
         if (sc->profile) {
             vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
             // The kernel and, for products, the weight shape.
-            const ember_tensor * n    = u.norm ? u.norm : u.node;
+            const ember_tensor * n    = u.norm && !u.mm_norm ? u.norm : u.node;
             std::string          name = std::string(ember_op_name(n->op));
-            if (u.add) name = "ADD+" + name;
-            if (u.mul) name += "+MUL";
+            if (u.mm_norm) name += "+ADD+RMS_NORM+MUL";
+            if (u.add && !u.mm_norm) name = "ADD+" + name;
+            if (u.mul && !u.mm_norm) name += "+MUL";
             if (u.glu) name = "SWIGLU+" + name;
             if (u.rope) name += "+ROPE";
             if (u.glu_out) name += "+MUL_MAT+SWIGLU";

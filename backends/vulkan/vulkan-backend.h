@@ -19,7 +19,10 @@
 // device both have it). EMBER_VULKAN_FUSE_GLU=0, EMBER_VULKAN_MMV_Q8_0=units,
 // EMBER_VULKAN_MMV_Q6_K=units, EMBER_VULKAN_MMV_LPR=32|64|128, EMBER_VULKAN_MMV_QQ_ROWS=1|2,
 // EMBER_VULKAN_ATTN_SG=0, EMBER_VULKAN_FUSE_KV=0 (K/V projections not written straight into
-// an F16 cache), EMBER_VULKAN_MMV_SG=0, EMBER_VULKAN_NORM_SG=0: decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
+// an F16 cache), EMBER_VULKAN_MMV_SG=0, EMBER_VULKAN_NORM_SG=0, EMBER_VULKAN_FUSE_NORM=0 (the O and
+// FFN down products, their residual ADD and the next RMS_NORM + MUL not one dispatch),
+// EMBER_VULKAN_ATTN_RANGE=0 (attention visits every key of the cache view, not only those up
+// to the last one the mask shows): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
 // stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
 // before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H
@@ -53,7 +56,8 @@ int         ember_vulkan_pipeline_cache_state(ember_device * dev);
 bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused);
 
 // The last command buffer the stream recorded: its dispatches, the barriers between them, and
-// the node groups it fused into one dispatch ([ADD] RMS_NORM [MUL], SWIGLU + MUL_MAT). False for other streams.
+// the node groups it fused into one dispatch ([ADD] RMS_NORM [MUL], SWIGLU + MUL_MAT, MUL_MAT + ADD +
+// RMS_NORM + MUL, ...). False for other streams.
 bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispatches, uint32_t * barriers, uint32_t * fused);
 
 #endif  // EMBER_VULKAN_BACKEND_H

@@ -856,6 +856,116 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
     }
 }
 
+// The decode product of the O or FFN down projection, the residual ADD of it, RMS_NORM and
+// MUL by the norm weight in one dispatch (mul_mat_vec_q.comp NORM_OUT: the last workgroup to
+// finish does the norm): every fast-path type, row counts that are and are not a multiple of
+// the rows per workgroup, the residual as either operand of the ADD, the sum read again
+// (the residual stream); two such units chained, and run three times on one stream (each
+// dispatch leaves its counter at zero for the next run). Not fused: a row count that is not
+// a multiple of 4 (vec4 rows), 3 columns, the product read elsewhere, F16 weights (generic
+// kernel), EMBER_VULKAN_FUSE_NORM=0.
+TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the next norm)") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0);
+    const bool mmv  = fuse && !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats  st;
+    env_guard  eg("EMBER_VULKAN_FUSE_NORM", nullptr);
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
+        for (int64_t k : {512, 2048}) {
+            for (int64_t n : {2048, 300, 301}) {
+                for (bool res_first : {true, false}) {
+                    CAPTURE(std::string(ember_type_get_name(t)));
+                    CAPTURE(k);
+                    CAPTURE(n);
+                    CAPTURE(res_first);
+                    compare([=](ember_graph & g, std::vector<input> & in) {
+                        ember_tensor * x   = new_input(g, in, EMBER_TYPE_F32, k, 1, 1, 1, 140);
+                        ember_tensor * res = new_input(g, in, EMBER_TYPE_F32, n, 1, 1, 1, 141);
+                        ember_tensor * mm  = ember_mul_mat(g, new_input(g, in, t, k, n, 1, 1, 142), x);
+                        ember_tensor * s   = res_first ? ember_add(g, res, mm) : ember_add(g, mm, res);
+                        ember_tensor * y   = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, n, 1, 1, 1, 143));
+                        return ember_add(g, y, s);
+                    }, 2e-4, &st);
+                    const bool fast = mmv && t != EMBER_TYPE_F16 && n % 4 == 0;
+                    // Fused: the product + norm, the last ADD. Else the product, ADD + RMS_NORM + MUL, the last ADD.
+                    CHECK(st.fused == (fuse ? 1u : 0u));
+                    CHECK(st.dispatches == (fast ? 2u : fuse ? 3u : 5u));
+                }
+            }
+        }
+    }
+    const auto chain = [](uint32_t xseed) {
+        return [xseed](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, 1024, 1);
+            in.push_back({x, random_f32(1024, xseed), {}, {}});
+            ember_tensor * s = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 145);
+            ember_tensor * h = x;
+            for (int l = 0; l < 2; l++) {
+                ember_tensor * w = new_input(g, in, l ? EMBER_TYPE_Q8_0 : EMBER_TYPE_Q4_0, l ? 512 : 1024, 512, 1, 1, 146 + l);
+                s = ember_add(g, s, ember_mul_mat(g, w, h));
+                h = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 148 + l));
+            }
+            return h;
+        };
+    };
+    SUBCASE("two chained, run three times on one stream") {
+        dev_run            r;
+        std::vector<input> ins;
+        ember_tensor *     out = chain(150)(r.g, ins);
+        r.g.build_forward(out);
+        size_t total = 0;
+        for (ember_tensor & t : r.g.arena) total += t.view_src ? 0 : (ember_nbytes(&t) + 255) / 256 * 256;
+        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(vk_device()), total, &r.buf) == EMBER_OK);
+        size_t offs = 0;
+        for (ember_tensor & t : r.g.arena) {
+            if (t.view_src) continue;
+            ember_buffer_place_tensor(r.buf, &t, offs);
+            offs += (ember_nbytes(&t) + 255) / 256 * 256;
+        }
+        ember_stream_params p = {1};
+        REQUIRE(ember_device_init_stream(vk_device(), &p, &r.stream) == EMBER_OK);
+        for (uint32_t seed : {150u, 151u, 152u}) {
+            CAPTURE(seed);
+            ins[0].f = random_f32(1024, seed);  // x: new values, same tensor
+            for (const input & in : ins) set_input(in);
+            REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+            r.stream->iface.synchronize(r.stream);
+            rec_stats rs;
+            REQUIRE(ember_vulkan_stream_last_recording(r.stream, &rs.dispatches, &rs.barriers, &rs.fused));
+            CHECK(rs.dispatches == (mmv ? 2u : fuse ? 4u : 8u));
+            const std::vector<float> ref = run_on(ember_registry_cpu_device(), chain(seed));
+            CHECK(nmse(ref, ember_test::get_f32(out)) < 2e-4);
+        }
+    }
+    SUBCASE("3 columns: the norm fused alone") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * mm = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 153), new_input(g, in, EMBER_TYPE_F32, 512, 3, 1, 1, 154));
+            ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 3, 1, 1, 155), mm);
+            return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 156));
+        }, 2e-4, &st);
+        CHECK(st.dispatches == (fuse ? 2u : 4u));
+    }
+    SUBCASE("the product read elsewhere too: not fused with the norm") {
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * mm = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 157), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 158));
+            ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 159), mm);
+            ember_tensor * y  = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 160));
+            return ember_add(g, y, mm);
+        }, 2e-4, &st);
+        CHECK(st.dispatches == (fuse ? 3u : 5u));
+    }
+    SUBCASE("EMBER_VULKAN_FUSE_NORM=0: not fused") {
+        env_guard off("EMBER_VULKAN_FUSE_NORM", "0");
+        compare([=](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * mm = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 256, 1, 1, 161), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 162));
+            ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 163), mm);
+            return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 164));
+        }, 2e-4, &st);
+        CHECK(st.dispatches == (fuse ? 2u : 4u));
+    }
+}
+
 TEST_CASE("[vulkan] set_rows into every cache type, repeated index last wins") {
     REQUIRE_VK();
     validation_guard vg;
@@ -945,6 +1055,29 @@ TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache
             }, 1e-9);
         }
     }
+    }
+    // A decode-like mask over a padded cache: the keys after the last visible one hidden (not
+    // visited unless EMBER_VULKAN_ATTN_RANGE=0), a hidden stretch before it (visited), and a
+    // row that hides everything (zeros).
+    for (const char * range : {(const char *) nullptr, "0"}) {
+        CAPTURE(range ? range : "default");
+        env_guard er("EMBER_VULKAN_ATTN_RANGE", range);
+        compare([](ember_graph & g, std::vector<input> & in) {
+            const int64_t  d = 64, n_kv = 300, nt = 3;
+            ember_tensor * q = new_input(g, in, EMBER_TYPE_F32, d, 4, nt, 1, 25);
+            ember_tensor * k = new_input(g, in, EMBER_TYPE_F16, d, 2, n_kv, 1, 26);
+            ember_tensor * v = new_input(g, in, EMBER_TYPE_F16, d, 2, n_kv, 1, 27);
+            ember_tensor * mask = g.new_tensor(EMBER_TYPE_F32, n_kv, nt);
+            std::vector<float> m((size_t) (n_kv * nt), 0.0f);
+            const int64_t last[nt] = {69, 130, -1};
+            for (int64_t t = 0; t < nt; t++) {
+                for (int64_t j = 0; j < n_kv; j++) {
+                    if (j > last[t] || (j >= 10 && j < 20)) m[(size_t) (t * n_kv + j)] = -INFINITY;
+                }
+            }
+            in.push_back({mask, m, {}, {}});
+            return ember_attn(g, q, k, v, mask, 0.125f);
+        }, 1e-9);
     }
 }
 

@@ -51,6 +51,9 @@ layout(push_constant) uniform PC {
     uint has_mask;
     uint d_off, d_nb1, d_nb2;  // floats
     float scale;
+    // Keys after the last one the mask shows are not visited (the mask row is scanned first:
+    // a decode step's causal mask hides the padded end of the cache, n_kv rounded up to 256).
+    uint mask_end;
 } pc;
 
 #define MAX_WG 256u
@@ -126,10 +129,20 @@ void main() {
     for (uint i = tid; i < pc.d; i += wg) sq[i] = uintBitsToFloat(qb[qrow + i]);
     barrier();
 
+    // The keys to visit: up to the last one the mask shows (mask_end), else all.
+    uint n_end = pc.n_kv;
+    if (pc.has_mask != 0u && pc.mask_end != 0u) {
+        float last = 0.0;  // one past the last visible key this invocation saw
+        for (uint j = tid; j < pc.n_kv; j += wg) {
+            if (uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) != NEG_INF) last = float(j + 1u);
+        }
+        n_end = uint(reduce_max(last));
+    }
+
     float M = NEG_INF;
     float S = 0.0;
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-    for (uint j0 = 0u; j0 < pc.n_kv; j0 += kt) {
+    for (uint j0 = 0u; j0 < n_end; j0 += kt) {
         const uint j = j0 + kj;
         bool  live = false;
         float mv   = 0.0;

@@ -88,7 +88,36 @@ layout(binding = 3) readonly buffer WU4 { uvec4 ub4[]; };
 layout(binding = 5) readonly buffer KI { int kv_idx[]; };
 layout(binding = 6) writeonly buffer KE { uint kv_err[]; };
 #endif
+// NORM_OUT: the product is an operand of a residual ADD whose sum RMS_NORM normalizes and MUL
+// scales by the norm weight (the O and FFN down projections of a decode step with the norm
+// after them: one dispatch and one barrier level less each). Each workgroup writes its rows of
+// the product (binding 2: the stream's scratch rows, d_off 0) and counts itself
+// done on the dispatch's counter (binding 7, zero between dispatches); the workgroup that counts
+// last (every other one's rows written and visible: coherent stores, a buffer memory barrier
+// before each count) reads the product and the residual (binding 3) into registers, adds them,
+// normalizes, and only then writes the sum (binding 5: the ADD's result, read by later residual
+// ADDs) and sum / rms * weight (binding 6; the norm weight at binding 4), so that these may lie
+// over anything it or the other workgroups read, x included (the graph allocator reuses the
+// attention output for the sum). One column; n a multiple of 4 and at most NORM_V vec4 per
+// invocation, every offset a multiple of 4 floats (the host checks them).
+#ifndef NORM_OUT
+#define NORM_OUT 0
+#endif
+#if NORM_OUT
+#if GLU_OUT || SWIGLU_X || ROPE_OUT || KV_OUT
+#error "mul_mat_vec_q.comp: NORM_OUT goes alone"
+#endif
+#define NORM_V 8u
+layout(binding = 2) coherent buffer D { uint db[]; };
+layout(binding = 2) coherent buffer D4 { vec4 db4[]; };
+layout(binding = 3) readonly buffer R4 { vec4 rs4[]; };
+layout(binding = 4) readonly buffer NW4 { vec4 nw4[]; };
+layout(binding = 5) writeonly buffer S4 { vec4 sb4[]; };
+layout(binding = 6) writeonly buffer O4 { vec4 ob4[]; };
+layout(binding = 7) coherent buffer CNT { uint cnt[]; };
+#else
 layout(binding = 2) writeonly buffer D { uint db[]; };
+#endif
 
 layout(push_constant) uniform PC {
     uint k, n, m, x2;
@@ -100,13 +129,24 @@ layout(push_constant) uniform PC {
     // ROPE_OUT: head_dim, head stride (floats; d_nb1 is then the column stride), n_rot,
     // positions (offset, stride in int32), frequency factors (offset, present), theta_scale,
     // freq_scale.
+#if NORM_OUT
+    // NORM_OUT: the residual, the norm weight, the normalized result (floats), epsilon, the sum.
+    uint r_off, nw_off, o_off;
+    float eps;
+    uint s_off;
+    uint unused_[4];
+#else
     uint hd, h_nb, n_rot, p_off, p_nb0, f_off, has_ff;
     float theta_scale, freq_scale;
+#endif
     // KV_OUT: row indices (offset, stride in int32), rows of the cache.
     uint i_off, i_nb0, d_nrows;
 } pc;
 
 shared float red[256], red2[256];
+#if NORM_OUT
+shared bool is_last;
+#endif
 #if SG_RED
 shared float sgp[256], sgp2[256];  // subgroup sums
 #endif
@@ -530,6 +570,58 @@ void main() {
             db[pc.d_off + c * pc.d_nb1 + (row / pc.hd) * pc.h_nb + i0] = floatBitsToUint(y);
         }
     }
+#elif NORM_OUT
+    if (lane == 0u) {
+        [[unroll]] for (uint r = 0u; r < NR; r++) {
+            const uint row = r0 + r;
+            if (row >= pc.n) break;
+            db[pc.d_off + row] = floatBitsToUint(r == 0u ? red[tid] : red2[tid]);
+        }
+    }
+    // Every row of this workgroup written and made visible, then counted.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) {
+        const uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;
+        is_last = atomicAdd(cnt[0], 1u) == groups - 1u;
+    }
+    barrier();
+    if (!is_last) return;  // shared: uniform in the workgroup
+    memoryBarrierBuffer();
+    // The last workgroup: every load issued before any is used (a few round trips, not n).
+    const uint wgs = gl_WorkGroupSize.x, nv = pc.n / 4u;
+    vec4       sv[NORM_V];
+    [[unroll]] for (uint j = 0u; j < NORM_V; j++) {
+        const uint v = tid + j * wgs;
+        sv[j]        = v < nv ? db4[pc.d_off / 4u + v] + rs4[pc.r_off / 4u + v] : vec4(0.0);
+    }
+    float ss = 0.0;
+    [[unroll]] for (uint j = 0u; j < NORM_V; j++) ss += dot(sv[j], sv[j]);
+#if SG_RED
+    ss = subgroupAdd(ss);
+    if (subgroupElect()) sgp[gl_SubgroupID] = ss;
+    barrier();
+    float tot = 0.0;
+    for (uint k = 0u; k < gl_NumSubgroups; k++) tot += sgp[k];
+#else
+    red[tid] = ss;
+    barrier();
+    for (uint h = wgs / 2u; h > 0u; h >>= 1) {
+        if (tid < h) red[tid] += red[tid + h];
+        barrier();
+    }
+    const float tot = red[0];
+#endif
+    // Every load of the workgroup is done (its values were summed): the outputs may overwrite them.
+    const float scale = 1.0 / sqrt(tot / float(pc.n) + pc.eps);
+    [[unroll]] for (uint j = 0u; j < NORM_V; j++) {
+        const uint v = tid + j * wgs;
+        if (v < nv) {
+            sb4[pc.s_off / 4u + v] = sv[j];
+            ob4[pc.o_off / 4u + v] = sv[j] * scale * nw4[pc.nw_off / 4u + v];
+        }
+    }
+    if (tid == 0u) cnt[0] = 0u;  // for the next dispatch that counts on this word
 #elif GLU_OUT
     if (lane == 0u && r0 < pc.n) {
         const float g = red[tid];
