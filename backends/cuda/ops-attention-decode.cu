@@ -27,6 +27,15 @@
 // the tensor's memory must end on a 4-byte boundary); else ops-attention.cu's kernels run.
 // EMBER_CUDA_ATTN_DEC=0: off. EMBER_CUDA_ATTN_DEC_BLOCKS=n: aim at n blocks per SM (default 4,
 // fewer where fewer fit, so the grid stays one wave) when choosing the number of splits.
+//
+// At 4k keys the kernel is bound by issued instructions, not by memory (ncu on an H200, 8B
+// shape: 16% of DRAM bandwidth with an F16 cache, 7% with Q8_0; 4 warps per scheduler, ~60%
+// issue slots busy), so the quantized caches, half the bytes, were slower than F16. The second
+// version (kernel template V = 1, the default; EMBER_CUDA_ATTN_DEC_FAST=0 the first) cuts
+// instructions: copies with no division per copy, Q8_0/Q4_0 values to floats
+// by a byte permute and a subtraction instead of I2F (a quarter-rate conversion), K's block
+// scale applied once per 8-value dot product, Q loaded and results stored row by row.
+// EMBER_CUDA_ATTN_DEC_FAST=2: as 1, FP8 E4M3 decoded by bit moves instead of cvt (slower).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -256,7 +265,108 @@ template <int T> __device__ __forceinline__ void dec_load4(const uint8_t * row, 
     }
 }
 
-template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
+// The decoders of the second version (V >= 1, EMBER_CUDA_ATTN_DEC_FAST): values without the
+// block's scale (the caller multiplies a dot product or the values by it once) and no
+// int-to-float or FP8 conversion-unit instructions where plain arithmetic does: an I2F runs at
+// a quarter of the FMA rate or less on sm_80/90 and made Q8_0/Q4_0 decode compute-bound.
+// Four signed bytes to floats, exact: 0x4b0000uu is the float 2^23 + uu, uu = byte ^ 0x80.
+__device__ __forceinline__ void dec_i8x4(uint32_t w, float * y) {
+    const uint32_t u = w ^ 0x80808080u;
+    y[0]             = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5440)) - 8388736.0f;
+    y[1]             = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5441)) - 8388736.0f;
+    y[2]             = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5442)) - 8388736.0f;
+    y[3]             = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5443)) - 8388736.0f;
+}
+// Four nibbles (bytes 0..15) minus 8, exact, as dec_i8x4.
+__device__ __forceinline__ void dec_u4x4(uint32_t u, float * y) {
+    y[0] = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5440)) - 8388616.0f;
+    y[1] = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5441)) - 8388616.0f;
+    y[2] = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5442)) - 8388616.0f;
+    y[3] = __uint_as_float(__byte_perm(u, 0x4b00u, 0x5443)) - 8388616.0f;
+}
+// Four FP8 codes to floats (the code values, no block scale). HW: the sm_89+ pair conversion
+// for E4M3 (V == 1); else the bit move of cu_fp8x4_half_bits, E4M3 then times 256 in half
+// precision (exact: the moved value is at most 1.875, the code value at most 448; NaN stays).
+template <bool E4M3, bool HW> __device__ __forceinline__ void dec_fp8x4_u(uint32_t w, float * y) {
+    uint32_t lo, hi;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    if constexpr (E4M3 && HW) {
+        const unsigned short w0 = static_cast<unsigned short>(w & 0xffffu), w1 = static_cast<unsigned short>(w >> 16);
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(w0));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(w1));
+    } else
+#endif
+    {
+        cu_fp8x4_half_bits<E4M3>(w, lo, hi);
+        if constexpr (E4M3) {
+            const __half2 k256 = __floats2half2_rn(256.0f, 256.0f);
+            __half2       l    = __hmul2(*reinterpret_cast<const __half2 *>(&lo), k256);
+            __half2       h    = __hmul2(*reinterpret_cast<const __half2 *>(&hi), k256);
+            lo                 = *reinterpret_cast<const uint32_t *>(&l);
+            hi                 = *reinterpret_cast<const uint32_t *>(&h);
+        }
+    }
+    const float2 a = dec_half2(lo), b = dec_half2(hi);
+    y[0] = a.x, y[1] = a.y, y[2] = b.x, y[3] = b.y;
+}
+
+template <int T> __host__ __device__ constexpr bool dec_scaled() {  // block types: values times a block scale
+    return T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
+}
+
+// dec_load8 without the block scale, returned (1 for the plain types).
+template <int T, int V> __device__ __forceinline__ float dec_load8_u(const uint8_t * row, int off, int e, float * y) {
+    if constexpr (!dec_scaled<T>()) {
+        dec_load8<T>(row, off, e, y);
+        return 1.0f;
+    } else if constexpr (T == EMBER_TYPE_Q8_0) {
+        const unsigned pc = static_cast<unsigned>(e) / 8u, b = static_cast<unsigned>(off) + 34u * (pc / 4u);
+        const uint2    q  = dec_bytes8(row, static_cast<int>(b + 2u + 8u * (pc % 4u)));
+        dec_i8x4(q.x, y);
+        dec_i8x4(q.y, y + 4);
+        return cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+    } else if constexpr (T == EMBER_TYPE_Q4_0) {
+        const unsigned pc = static_cast<unsigned>(e) / 8u, b = static_cast<unsigned>(off) + 18u * (pc / 4u);
+        const uint2    q  = dec_bytes8(row, static_cast<int>(b + 2u + 8u * (pc % 2u)));
+        const unsigned sh = (pc % 4u) / 2u * 4u;
+        dec_u4x4(q.x >> sh & 0x0f0f0f0fu, y);
+        dec_u4x4(q.y >> sh & 0x0f0f0f0fu, y + 4);
+        return cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+    } else {
+        const unsigned pc = static_cast<unsigned>(e) / 8u, b = static_cast<unsigned>(off) + 33u * (pc / 4u);
+        const uint2    q  = dec_bytes8(row, static_cast<int>(b + 1u + 8u * (pc % 4u)));
+        dec_fp8x4_u<T == EMBER_TYPE_FP8_E4M3, V == 1>(q.x, y);
+        dec_fp8x4_u<T == EMBER_TYPE_FP8_E4M3, V == 1>(q.y, y + 4);
+        return cu_fp8_e8m0_scale(row[b]);
+    }
+}
+
+// dec_load4 with the new decoders (the block scale applied to the 4 values).
+template <int T, int V> __device__ __forceinline__ void dec_load4_v(const uint8_t * row, int off, int e, float * y) {
+    if constexpr (!dec_scaled<T>()) {
+        dec_load4<T>(row, off, e, y);
+    } else {
+        float s;
+        if constexpr (T == EMBER_TYPE_Q8_0) {
+            const unsigned u = static_cast<unsigned>(e), b = static_cast<unsigned>(off) + 34u * (u / 32u);
+            dec_i8x4(dec_bytes4(row, static_cast<int>(b + 2u + u % 32u)), y);
+            s = cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+        } else if constexpr (T == EMBER_TYPE_Q4_0) {
+            const unsigned u = static_cast<unsigned>(e), b = static_cast<unsigned>(off) + 18u * (u / 32u), j = u % 32u;
+            dec_u4x4(dec_bytes4(row, static_cast<int>(b + 2u + j % 16u)) >> (j / 16u * 4u) & 0x0f0f0f0fu, y);
+            s = cu_half(static_cast<ember_half>(row[b] | row[b + 1] << 8));
+        } else {
+            const unsigned u = static_cast<unsigned>(e), b = static_cast<unsigned>(off) + 33u * (u / 32u);
+            dec_fp8x4_u<T == EMBER_TYPE_FP8_E4M3, V == 1>(dec_bytes4(row, static_cast<int>(b + 1u + u % 32u)), y);
+            s = cu_fp8_e8m0_scale(row[b]);
+        }
+        y[0] *= s, y[1] *= s, y[2] *= s, y[3] *= s;
+    }
+}
+
+// V: 0 the first version's copies and decoders, 1 the second's (EMBER_CUDA_ATTN_DEC_FAST; 2:
+// FP8 E4M3 by bit moves instead of the conversion instruction).
+template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
     extern __shared__ __align__(16) uint8_t smem[];
     const int        d       = static_cast<int>(a.q.ne[0]);
     const dec_layout L       = dec_layout_of(d, a.slot_bytes);
@@ -290,11 +400,54 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
         return static_cast<int>(lo & 3u);
     };
 
+    // V >= 1: each thread's copies walk (row, piece) from (tid / per_row, tid % per_row) by
+    // k_dec_threads items at a time, with no division per copy: the first version's two
+    // divisions by a run-time value per copy cost more than decoding the piece. (Warp-wide rows,
+    // lanes over one row's pieces, measured slower for the byte types: 8B Q8_0 26.3 against
+    // 25.7 us per layer, 1B 21.8 against 19.6.) The mask rows a thread copies are found once.
+    const int per_row = dec_copy16<T>() ? a.row_bytes / 16 : a.row_bytes / 4 + 2;
+    const int c_r0    = tid / per_row, c_p0 = tid - c_r0 * per_row;
+    const int c_dr    = k_dec_threads / per_row, c_dp = k_dec_threads - c_dr * per_row;
+    const float * m_row[k_dec_rows * k_dec_keys / k_dec_threads];
+#pragma unroll
+    for (int i = 0; i < k_dec_rows * k_dec_keys / k_dec_threads; i++) {
+        const int r = (tid + i * k_dec_threads) / k_dec_keys;
+        m_row[i]    = a.has_mask && r < nrows ? reinterpret_cast<const float *>(a.mask.data + q_tok(r) * a.mask.nb[1]) + tid % k_dec_keys : nullptr;
+    }
+
     // Starts the copies of tile t into stage t % k_dec_stages (one cp.async group).
     const auto issue = [&](int t) {
         const int64_t jt = j0 + static_cast<int64_t>(t) * k_dec_keys;
         const int     nk = static_cast<int>(j1 - jt < k_dec_keys ? j1 - jt : k_dec_keys);
         uint8_t *     st = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
+        if constexpr (V >= 1) {
+            int r = c_r0, pc = c_p0;
+            for (int i = tid; i < 2 * k_dec_keys * per_row; i += k_dec_threads) {
+                const int kv = r / k_dec_keys, key = r % k_dec_keys;
+                if (key < nk) {
+                    const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
+                    uint8_t *    dst = st + r * slot;
+                    if constexpr (dec_copy16<T>()) {
+                        dec_cp16(dst + 16 * pc, row + 16 * pc);
+                    } else {
+                        const char * a0 = row - (reinterpret_cast<uintptr_t>(row) & 3);
+                        if (a0 + 4 * pc < row + a.row_bytes) dec_cp4(dst + 4 * pc, a0 + 4 * pc);
+                    }
+                }
+                pc += c_dp;
+                r += c_dr;
+                if (pc >= per_row) pc -= per_row, r++;
+            }
+            if (a.has_mask) {
+                float * sm = sMask + (t % k_dec_stages) * k_dec_rows * k_dec_keys;
+#pragma unroll
+                for (int i = 0; i < k_dec_rows * k_dec_keys / k_dec_threads; i++) {
+                    if (m_row[i] && tid % k_dec_keys < nk) dec_cp4(sm + tid + i * k_dec_threads, m_row[i] + jt);
+                }
+            }
+            dec_cp_commit();
+            return;
+        }
         if constexpr (dec_copy16<T>()) {
             const int cpr = a.row_bytes / 16;  // pieces per row
             for (int i = tid; i < 2 * k_dec_keys * cpr; i += k_dec_threads) {
@@ -327,9 +480,18 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
 
     cu_pdl_begin();
     if (n_tiles > 0) issue(0);
-    for (int i = tid; i < k_dec_rows * d; i += k_dec_threads) {
-        const int r = i / d, e = i % d;
-        sQ[i]       = r < nrows ? reinterpret_cast<const float *>(a.q.data + q_head(r) * a.q.nb[1] + q_tok(r) * a.q.nb[2])[e] * a.scale : 0.0f;
+    if constexpr (V >= 1) {  // row by row: no divisions per element (they cost more than the loads)
+        int tok = r0 / a.group, h = r0 - tok * a.group;
+        for (int r = 0; r < k_dec_rows; r++) {
+            const float * qr = reinterpret_cast<const float *>(a.q.data + (static_cast<int64_t>(ik) * a.group + h) * a.q.nb[1] + tok * a.q.nb[2]);
+            for (int e = tid; e < d; e += k_dec_threads) sQ[r * d + e] = r < nrows ? qr[e] * a.scale : 0.0f;
+            if (++h == a.group) h = 0, tok++;
+        }
+    } else {
+        for (int i = tid; i < k_dec_rows * d; i += k_dec_threads) {
+            const int r = i / d, e = i % d;
+            sQ[i]       = r < nrows ? reinterpret_cast<const float *>(a.q.data + q_head(r) * a.q.nb[1] + q_tok(r) * a.q.nb[2])[e] * a.scale : 0.0f;
+        }
     }
     for (int i = tid; i < k_dec_keys * k_dec_rows; i += k_dec_threads) sP[i] = 0.0f;
     if (tid < k_dec_rows) {
@@ -363,14 +525,18 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
             for (int r = 0; r < k_dec_rows; r++) sc[r] = 0.0f;
             for (int e = e0; e < e0 + ds; e += 8) {
                 float kf[8];
-                dec_load8<T>(krow, koff, e, kf);
+                float ks = 1.0f;
+                if constexpr (V >= 1) ks = dec_load8_u<T, V>(krow, koff, e, kf);
+                else dec_load8<T>(krow, koff, e, kf);
 #pragma unroll
                 for (int r = 0; r < k_dec_rows; r++) {
                     if (r < nrows) {
                         const float4 q0 = *reinterpret_cast<const float4 *>(sQ + r * d + e);
                         const float4 q1 = *reinterpret_cast<const float4 *>(sQ + r * d + e + 4);
-                        sc[r] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] + q1.z * kf[6] +
-                                 q1.w * kf[7];
+                        const float  t8 = q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
+                                         q1.z * kf[6] + q1.w * kf[7];
+                        if constexpr (V >= 1 && dec_scaled<T>()) sc[r] = fmaf(ks, t8, sc[r]);  // the block scale once
+                        else sc[r] += t8;
                     }
                 }
             }
@@ -419,7 +585,8 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
             const uint8_t * vraw = raw + k_dec_keys * slot;
             for (int key = g; key < nk; key += groups) {
                 float vf[4];
-                dec_load4<T>(vraw + key * slot, row_off(vbase, a.v.nb[2], jt + key), 4 * qd, vf);
+                if constexpr (V >= 1) dec_load4_v<T, V>(vraw + key * slot, row_off(vbase, a.v.nb[2], jt + key), 4 * qd, vf);
+                else dec_load4<T>(vraw + key * slot, row_off(vbase, a.v.nb[2], jt + key), 4 * qd, vf);
                 const float4 p0 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows);
                 const float4 p1 = *reinterpret_cast<const float4 *>(sP + key * k_dec_rows + 4);
                 const float  p[k_dec_rows] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
@@ -444,22 +611,46 @@ template <int T> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kerne
     }
     __syncthreads();
     // Out: the normalized rows (one split), or the split's partial result.
-    for (int i = tid; i < nrows * d; i += k_dec_threads) {
-        const int r = i / d, e = i % d;
-        float     v = 0.0f;
-        for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
-        if (a.part) {
-            const int64_t row = q_tok(r) * a.q.ne[1] + q_head(r);  // the merge kernel's row order
-            float *       pr  = a.part + (row * a.n_split + split) * (d + 2);
-            pr[e]             = v;
-            if (e == 0) {
-                pr[d]     = sM[r];
-                pr[d + 1] = sS[r];
+    if constexpr (V >= 1) {  // row by row, as Q was loaded
+        int tok = r0 / a.group, h = r0 - tok * a.group;
+        for (int r = 0; r < nrows; r++) {
+            const int64_t head = static_cast<int64_t>(ik) * a.group + h;
+            for (int e = tid; e < d; e += k_dec_threads) {
+                float v = 0.0f;
+                for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
+                if (a.part) {
+                    float * pr = a.part + ((tok * a.q.ne[1] + head) * a.n_split + split) * (d + 2);  // the merge kernel's row order
+                    pr[e]      = v;
+                    if (e == 0) {
+                        pr[d]     = sM[r];
+                        pr[d + 1] = sS[r];
+                    }
+                } else {
+                    const float Ssum = sS[r];
+                    float *     y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
+                    y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
+                }
             }
-        } else {
-            const float Ssum = sS[r];
-            float *     y    = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
-            y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
+            if (++h == a.group) h = 0, tok++;
+        }
+    } else {
+        for (int i = tid; i < nrows * d; i += k_dec_threads) {
+            const int r = i / d, e = i % d;
+            float     v = 0.0f;
+            for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
+            if (a.part) {
+                const int64_t row = q_tok(r) * a.q.ne[1] + q_head(r);  // the merge kernel's row order
+                float *       pr  = a.part + (row * a.n_split + split) * (d + 2);
+                pr[e]             = v;
+                if (e == 0) {
+                    pr[d]     = sM[r];
+                    pr[d + 1] = sS[r];
+                }
+            } else {
+                const float Ssum = sS[r];
+                float *     y    = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
+                y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
+            }
         }
     }
 }
@@ -514,6 +705,16 @@ bool dec_enabled() {
     return on;
 }
 
+// The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
+// copies and decoders, 2 FP8 E4M3 decoded by bit moves; default 1.
+int dec_version() {
+    static const int v = [] {
+        const char * e = std::getenv("EMBER_CUDA_ATTN_DEC_FAST");
+        return e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0) ? e[0] - '0' : 1;
+    }();
+    return v;
+}
+
 // Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM, at most `fit` (blocks that
 // fit an SM at once; 0: unknown).
 int dec_target_blocks(int device, int fit) {
@@ -545,14 +746,14 @@ bool dec_words_in_bounds(const ember_tensor * t) {
 
 // Blocks of attn_dec_kernel<T> that fit an SM with smem bytes of shared memory (cached: the
 // same few values come back every layer; the lock is only taken here).
-template <int T> int dec_blocks_per_sm(int device, size_t smem) {
+template <int T, int V> int dec_blocks_per_sm(int device, size_t smem) {
     static std::mutex m;
     static int        c_dev = -1, c_blocks = 0;
     static size_t     c_smem = 0;
     std::lock_guard<std::mutex> lock(m);
     if (c_dev != device || c_smem != smem) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T>, k_dec_threads, smem) != cudaSuccess) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, V>, k_dec_threads, smem) != cudaSuccess) {
             cudaGetLastError();
             n = 0;
         }
@@ -571,6 +772,14 @@ struct dec_launch {
     size_t           part_floats_per_split;
     ember_status &   st;
     template <int T> void operator()() const {
+        const int v = dec_version();
+        if (v == 0) return run<T, 0>();
+        if constexpr (T == EMBER_TYPE_FP8_E4M3) {
+            if (v == 2) return run<T, 2>();
+        }
+        run<T, 1>();
+    }
+    template <int T, int V> void run() const {
         // Rows must suit the copies (16-byte pieces; the byte types' words need no alignment).
         if (dec_copy16<T>()) {
             const auto al = [](const cu_tensor & t) {
@@ -582,7 +791,7 @@ struct dec_launch {
         const size_t smem   = dec_layout_of(d, a.slot_bytes).total;
         // Above 48 KiB of shared memory the kernel must opt in.
         if (smem > 48 * 1024 &&
-            cudaFuncSetAttribute(attn_dec_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+            cudaFuncSetAttribute(attn_dec_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
             cudaGetLastError();
             return;
         }
@@ -590,7 +799,7 @@ struct dec_launch {
         // block's tiles are in flight almost at once; long contexts give each block more tiles,
         // pipelined). The target counts only the blocks that fit at once, so that the grid is
         // one wave, not one and a bit.
-        const int64_t target = dec_target_blocks(ctx.device, dec_blocks_per_sm<T>(ctx.device, smem));
+        const int64_t target = dec_target_blocks(ctx.device, dec_blocks_per_sm<T, V>(ctx.device, smem));
         int64_t       per    = std::max<int64_t>(1, (tiles * units + target - 1) / target);
         per                  = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
         const int64_t n_split = (tiles + per - 1) / per;
@@ -606,7 +815,7 @@ struct dec_launch {
         }
         dim3 g = grid;
         g.y    = static_cast<unsigned>(n_split);
-        cu_launch(ctx, attn_dec_kernel<T>, g, k_dec_threads, smem, a);
+        cu_launch(ctx, attn_dec_kernel<T, V>, g, k_dec_threads, smem, a);
         st = EMBER_OK;
     }
 };
