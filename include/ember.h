@@ -295,6 +295,16 @@ typedef struct ember_context_params {
     int32_t              type_v;           /* V cache type: same choices as type_k                     */
     ember_abort_callback abort_callback;   /* NULL (default) = never abort; polled between compute steps */
     void *               abort_user_data;  /* passed to abort_callback                                 */
+    /* Added later (an older, smaller struct_size keeps the defaults): */
+    int32_t              device_top_k;     /* 0 (default) = off: every output row is n_vocab logits.
+                                              k > 0: the decode graph ends with a top-k on the
+                                              device, so only the best k ids and values of each
+                                              output row reach the host (k above n_vocab keeps
+                                              n_vocab); read them with ember_get_top_k and sample
+                                              with ember_sampler_sample (see there: exact for
+                                              greedy and top_k <= k chains); ember_get_logits
+                                              then fails. The CUDA backend runs k <= 64 on the
+                                              GPU; larger k, and other devices, on the CPU      */
 } ember_context_params;
 
 EMBER_API ember_context_params ember_context_default_params(void);
@@ -310,6 +320,8 @@ EMBER_API uint32_t     ember_context_n_ctx(const ember_context * ctx);
 EMBER_API uint32_t     ember_context_n_batch(const ember_context * ctx);
 EMBER_API uint32_t     ember_context_n_ubatch(const ember_context * ctx);
 EMBER_API int32_t      ember_context_n_threads(const ember_context * ctx);
+/* Candidates kept per output row (device_top_k, at most n_vocab); 0 when full logits are kept. */
+EMBER_API int32_t      ember_context_device_top_k(const ember_context * ctx);
 EMBER_API ember_status ember_context_set_n_threads(ember_context * ctx, int32_t n_threads);
 
 //
@@ -347,12 +359,20 @@ static inline ember_batch ember_batch_one(const int32_t * tokens, int32_t n_toke
 EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * batch);
 
 /* Logits of the last successful ember_decode: one row of n_vocab floats per token that
- * asked for logits, in batch order. Owned by the context, valid until the next decode. */
+ * asked for logits, in batch order. Owned by the context, valid until the next decode.
+ * NULL (with a last error) when the context keeps only the top-k candidates (device_top_k). */
 EMBER_API const float * ember_get_logits(ember_context * ctx);
 /* Row of the i-th token of the last batch (i = -1 is the batch's last token, counting
- * tokens, not rows), or NULL (with a last error) when that token did not ask for logits
- * or i is out of range. */
+ * tokens, not rows), or NULL (with a last error) when that token did not ask for logits,
+ * i is out of range, or the context keeps only the top-k candidates (device_top_k). */
 EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i);
+/* The best candidates of the i-th token's output row (i as in ember_get_logits_ith), best
+ * first: the highest logits, equal logits by ascending token id, a NaN logit ranked above
+ * everything (so a row holding NaN shows one). Writes min(n, kept) token ids to ids and their
+ * logits to vals (vals may be NULL), where kept is device_top_k, or n_vocab when the context
+ * keeps full logits (then the candidates are found on the host). Returns the number written,
+ * or -1 with a last error (NULL context or ids, n < 1, no such row). */
+EMBER_API int32_t       ember_get_top_k(ember_context * ctx, int32_t i, int32_t * ids, float * vals, int32_t n);
 /* Number of logits rows from the last decode. */
 EMBER_API int32_t       ember_n_outputs(const ember_context * ctx);
 
@@ -510,7 +530,13 @@ EMBER_API ember_status ember_sampler_create_logit_bias(int32_t n_vocab, const em
  * is the batch's last token) and accepts it into every link (penalty history). Returns the
  * token, or -1 with the last error: NULL sampler or context, no such row (the message of
  * ember_get_logits_ith), a NaN logit, or no token left to pick (every logit -inf, e.g. all
- * banned). */
+ * banned).
+ * With device_top_k = K the sampler runs on the K candidates the context kept, and gives the
+ * token the full row would give (same seed, same draws) when its outcome depends only on the
+ * best K: a chain (or link) that starts with greedy, temp <= 0, or top_k(k) with 0 < k <= K,
+ * whatever follows (e.g. top_k 40 -> top_p -> min_p -> temp -> dist with K >= 40). Any other
+ * sampler (one starting with penalties, logit bias, temp > 0, top_p, ... or top_k above K)
+ * is refused: -1 with a last error saying so (EMBER_ERR_UNSUPPORTED), never a guess. */
 EMBER_API int32_t      ember_sampler_sample(ember_sampler * s, ember_context * ctx, int32_t i);
 /* The same over a caller's logits row (n_vocab floats, n_vocab > 0); backend independent. */
 EMBER_API int32_t      ember_sampler_sample_logits(ember_sampler * s, const float * logits, int32_t n_vocab);

@@ -41,6 +41,12 @@ template <typename F> ember_status ember_api_guarded(F && f) {
     }
 }
 
+// Row of the i-th token of ctx's last batch (i < 0 counts from its end) among its outputs, or
+// -1 with the last error set (fn names the entry point) when i is out of range or that token
+// asked for no logits.
+struct ember_context;
+int32_t ember_api_output_row(const ember_context * ctx, int32_t i, const char * fn);
+
 // snprintf-style copy: writes at most buf_size bytes (NUL-terminated when buf_size > 0) and
 // returns the full length.
 inline int32_t ember_api_copy_out(const std::string & s, char * buf, size_t buf_size) {

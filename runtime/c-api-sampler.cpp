@@ -5,6 +5,7 @@
 
 #include "ember.h"
 #include "runtime/c-api-internal.h"
+#include "runtime/context.h"
 #include "runtime/sampler.h"
 
 namespace {
@@ -98,9 +99,17 @@ EMBER_API int32_t ember_sampler_sample(ember_sampler * s, ember_context * ctx, i
     return guarded_token([&](int32_t & token) -> ember_status {
         if (!s) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_sampler_sample: sampler is NULL");
         if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_sampler_sample: context is NULL");
+        const int32_t n_vocab = static_cast<int32_t>(ctx->model.hp.n_vocab);
+        if (ctx->top_k > 0) {  // only the device's top-k candidates came back
+            const int32_t row = ember_api_output_row(ctx, i, "ember_sampler_sample");
+            if (row < 0) return EMBER_ERR_INVALID_ARG;  // the message is set
+            const size_t off = static_cast<size_t>(row) * ctx->top_k;
+            token            = s->sample_top(&ctx->top_ids[off], &ctx->top_vals[off], ctx->top_k, n_vocab);
+            return EMBER_OK;
+        }
         const float * row = ember_get_logits_ith(ctx, i);
         if (!row) return EMBER_ERR_INVALID_ARG;  // ember_get_logits_ith set the message
-        token = s->sample(row, ember_model_n_vocab(ember_context_model(ctx)));
+        token = s->sample(row, n_vocab);
         return EMBER_OK;
     });
 }

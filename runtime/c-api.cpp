@@ -1,11 +1,14 @@
 // The C ABI. The only file that catches exceptions: every entry point maps them to a status
 // and the thread-local last-error message.
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "ember.h"
 #include "runtime/c-api-internal.h"
@@ -51,6 +54,18 @@ ember_status ember_api_fail(ember_status st, const char * fmt, ...) {
     va_end(ap);
     t_last_error = buf;
     return st;
+}
+
+int32_t ember_api_output_row(const ember_context * ctx, int32_t i, const char * fn) {
+    // The rows of the last batch; negative i counts from the end of the batch.
+    const int32_t n_batch_tokens = ctx->last_batch_size;
+    if (i < 0) i += n_batch_tokens;
+    if (i < 0 || i >= n_batch_tokens) {
+        return ember_api_fail(EMBER_ERR_INVALID_ARG, "%s: index out of range (the last batch had %d tokens)", fn, n_batch_tokens), -1;
+    }
+    const int32_t row = ctx->output_row[i];
+    if (row < 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "%s: token %d did not ask for logits", fn, i), -1;
+    return row;
 }
 
 #define EMBER_CHECK_ARG(cond, ...)                                  \
@@ -275,6 +290,7 @@ EMBER_CTX_QUERY(uint32_t, ember_context_n_ctx, 0, ctx->params.n_ctx)
 EMBER_CTX_QUERY(uint32_t, ember_context_n_batch, 0, ctx->params.n_batch)
 EMBER_CTX_QUERY(uint32_t, ember_context_n_ubatch, 0, ctx->params.n_ubatch)
 EMBER_CTX_QUERY(int32_t, ember_context_n_threads, -1, ctx->params.n_threads)
+EMBER_CTX_QUERY(int32_t, ember_context_device_top_k, -1, ctx->top_k)
 EMBER_CTX_QUERY(int32_t, ember_n_outputs, -1, ctx->n_outputs)
 EMBER_CTX_QUERY(int32_t, ember_kv_cache_used, -1, static_cast<int32_t>(ctx->kv.used()))
 
@@ -295,23 +311,66 @@ EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * bat
     });
 }
 
+// Why there is no logits row to give: the context keeps the top-k candidates only.
+static const float * no_logits_kept(const ember_context * ctx, const char * fn) {
+    ember_api_fail(EMBER_ERR_UNSUPPORTED,
+                   "%s: the context keeps only the best %d candidates of each row (device_top_k = %d), not the logits: "
+                   "read them with ember_get_top_k, or create the context with device_top_k = 0",
+                   fn, ctx->top_k, ctx->params.device_top_k);
+    return nullptr;
+}
+
 EMBER_API const float * ember_get_logits(ember_context * ctx) {
     if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: context is NULL"), nullptr;
     if (ctx->n_outputs == 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: the last decode produced no logits"), nullptr;
+    if (ctx->top_k > 0) return no_logits_kept(ctx, "ember_get_logits");
     return ctx->logits.data();
 }
 
 EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i) {
     if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: context is NULL"), nullptr;
-    // The rows of the last batch; negative i counts from the end of the batch.
-    const int32_t n_batch_tokens = ctx->last_batch_size;
-    if (i < 0) i += n_batch_tokens;
-    if (i < 0 || i >= n_batch_tokens) {
-        return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: index out of range (the last batch had %d tokens)", n_batch_tokens), nullptr;
-    }
-    const int32_t row = ctx->output_row[i];
-    if (row < 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: token %d did not ask for logits", i), nullptr;
+    const int32_t row = ember_api_output_row(ctx, i, "ember_get_logits_ith");
+    if (row < 0) return nullptr;
+    if (ctx->top_k > 0) return no_logits_kept(ctx, "ember_get_logits_ith");
     return ctx->logits.data() + static_cast<size_t>(row) * ctx->model.hp.n_vocab;
+}
+
+EMBER_API int32_t ember_get_top_k(ember_context * ctx, int32_t i, int32_t * ids, float * vals, int32_t n) {
+    if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: context is NULL"), -1;
+    if (!ids) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: ids is NULL"), -1;
+    if (n < 1) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: n = %d must be at least 1", n), -1;
+    const int32_t row = ember_api_output_row(ctx, i, "ember_get_top_k");
+    if (row < 0) return -1;
+    if (ctx->top_k > 0) {
+        const int32_t m   = std::min(n, ctx->top_k);
+        const size_t  off = static_cast<size_t>(row) * ctx->top_k;
+        std::memcpy(ids, &ctx->top_ids[off], static_cast<size_t>(m) * sizeof(int32_t));
+        if (vals) std::memcpy(vals, &ctx->top_vals[off], static_cast<size_t>(m) * sizeof(float));
+        return m;
+    }
+    // Full logits kept: the same order, found here (NaN first, then by value, then by id).
+    const int32_t n_vocab = static_cast<int32_t>(ctx->model.hp.n_vocab);
+    const float * x       = ctx->logits.data() + static_cast<size_t>(row) * n_vocab;
+    const int32_t m       = std::min(n, n_vocab);
+    int32_t       st      = -1;
+    const ember_status rs = ember_api_guarded([&]() -> ember_status {
+        std::vector<int32_t> order(static_cast<size_t>(n_vocab));
+        for (int32_t t = 0; t < n_vocab; t++) order[t] = t;
+        const auto before = [x](int32_t a, int32_t b) {
+            const bool na = std::isnan(x[a]), nb = std::isnan(x[b]);
+            if (na != nb) return na;
+            if (!na && x[a] != x[b]) return x[a] > x[b];
+            return a < b;
+        };
+        std::partial_sort(order.begin(), order.begin() + m, order.end(), before);
+        for (int32_t j = 0; j < m; j++) {
+            ids[j] = order[j];
+            if (vals) vals[j] = x[order[j]];
+        }
+        st = m;
+        return EMBER_OK;
+    });
+    return rs == EMBER_OK ? st : -1;
 }
 
 //

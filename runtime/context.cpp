@@ -39,6 +39,8 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
     params.n_batch  = std::min(params.n_batch, params.n_ctx);
     params.n_ubatch = std::min(params.n_ubatch, params.n_batch);
     if (params.n_threads == 0) params.n_threads = default_threads();
+    if (params.device_top_k < 0) ember_throw(EMBER_ERR_INVALID_ARG, "device_top_k = %d must be >= 0 (0 = off)", params.device_top_k);
+    top_k = static_cast<int32_t>(std::min<uint32_t>(static_cast<uint32_t>(params.device_top_k), hp.n_vocab));
 
     for (int32_t t : {params.type_k, params.type_v}) {
         if (!kv_type_ok(t)) {
@@ -91,6 +93,7 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
     output_row.resize(params.n_batch);
     cells_.reserve(params.n_ubatch);
     out_ids_.resize(params.n_ubatch);
+    if (top_k > 0) top_raw_.resize(static_cast<size_t>(params.n_ubatch) * 2 * top_k);
 
     // Plan the worst case now, so no later micro-batch grows the compute buffers.
     cached_graph worst;
@@ -125,6 +128,14 @@ void ember_context::build(cached_graph & cg) {
     try {
         cg.logits = model.arch->build_graph(bc);
         cg.g->build_forward(cg.logits);
+        if (top_k > 0) {
+            // Only the candidates leave the device; the logits become scratch memory.
+            cg.top = ember_top_k(*cg.g, cg.logits, top_k);
+            cg.top->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+            cg.logits->flags &= ~static_cast<uint32_t>(EMBER_TENSOR_FLAG_OUTPUT);
+            ember_set_name(cg.top, "logits top-k");
+            cg.g->build_forward(cg.top);
+        }
         // Calibration hook: activations read by weight matmuls must survive the compute (the
         // planner would reuse their memory); a view's memory belongs to its owner.
         if (observe_mul_mat) {
@@ -208,7 +219,12 @@ void ember_context::decode(const ember_batch & b) {
     last_batch_size = 0;
     n_outputs       = 0;
     for (uint32_t i = 0; i < n; i++) output_row[i] = want_[i] ? n_outputs++ : -1;
-    logits.resize(static_cast<size_t>(n_outputs) * n_vocab);
+    if (top_k > 0) {
+        top_ids.resize(static_cast<size_t>(n_outputs) * top_k);
+        top_vals.resize(static_cast<size_t>(n_outputs) * top_k);
+    } else {
+        logits.resize(static_cast<size_t>(n_outputs) * n_vocab);
+    }
 
     int32_t row = 0;
     for (uint32_t u0 = 0; u0 < n; u0 += params.n_ubatch) {
@@ -251,7 +267,16 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
                 if (node->op == EMBER_OP_MUL_MAT && (node->src[0]->flags & EMBER_TENSOR_FLAG_WEIGHT)) observe_mul_mat(node->src[0], node->src[1]);
             }
         }
-        if (!discard) {
+        if (!discard && top_k > 0) {
+            const size_t k = static_cast<size_t>(top_k);
+            ember_tensor_get(cg.top, top_raw_.data(), 0, n_out * 2 * k * sizeof(int32_t));
+            for (uint32_t r = 0; r < n_out; r++) {
+                const int32_t * src = &top_raw_[r * 2 * k];
+                const size_t    dst = (static_cast<size_t>(out_row0) + r) * k;
+                std::memcpy(&top_ids[dst], src, k * sizeof(int32_t));
+                std::memcpy(&top_vals[dst], src + k, k * sizeof(float));  // value bits
+            }
+        } else if (!discard) {
             ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
                              static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
         }

@@ -27,7 +27,12 @@ struct ember_context {
     ember_context_params params;
     ember_kv_cache       kv;
 
-    std::vector<float>   logits;       // [n_outputs, n_vocab]
+    std::vector<float>   logits;       // [n_outputs, n_vocab]; empty when top_k > 0
+    // params.device_top_k, at most n_vocab: the decode graph ends with TOP_K and only these
+    // come back (0 = full logits rows).
+    int32_t              top_k = 0;
+    std::vector<int32_t> top_ids;      // [n_outputs, top_k] best first
+    std::vector<float>   top_vals;     // [n_outputs, top_k]
     std::vector<int32_t> output_row;   // per token of the last batch: its logits row or -1
     int32_t              n_outputs = 0;
     int32_t              last_batch_size = 0;  // tokens in the last successful batch
@@ -47,6 +52,7 @@ struct ember_context {
         std::unique_ptr<ember_graph> g;
         ember_graph_inputs           in;
         ember_tensor *               logits   = nullptr;
+        ember_tensor *               top      = nullptr;  // TOP_K of the logits (top_k > 0), the graph's output
         uint64_t                     last_use = 0;
     };
     cached_graph & graph_for(uint32_t n_tokens, uint32_t n_outputs, uint32_t n_kv);
@@ -60,6 +66,7 @@ struct ember_context {
 
     // Per-batch scratch, sized at creation.
     std::vector<int32_t> tokens_, pos_, seq_, cells_, out_ids_;
+    std::vector<int32_t> top_raw_;  // one micro-batch's TOP_K rows: k ids then k value bits each
     std::vector<int8_t>  want_;
 };
 

@@ -176,18 +176,69 @@ int32_t ember_sampler::sample(const float * logits, int32_t n) {
         cur.data    = cand_.data();
         cur.size    = nv;
         cur.n_vocab = n;
-        apply(cur);
-        if (cur.size == 0 || cur.selected >= static_cast<int64_t>(cur.size)) {
-            ember_throw(EMBER_ERR_INTERNAL, "sampler %s: selected candidate %lld of %zu", name(), static_cast<long long>(cur.selected),
-                        cur.size);
-        }
-        size_t sel = cur.selected >= 0 ? static_cast<size_t>(cur.selected) : ember_candidates_argmax(cur);
-        if (cur.selected < 0 && cur.data[sel].logit == -INFINITY) throw_nothing_to_sample(name());
-        token = cur.data[sel].id;
+        token       = pick(cur);
     }
     accept(token);
     n_vocab = n;
     return token;
+}
+
+int32_t ember_sampler::pick(ember_candidates & cur) {
+    apply(cur);
+    if (cur.size == 0 || cur.selected >= static_cast<int64_t>(cur.size)) {
+        ember_throw(EMBER_ERR_INTERNAL, "sampler %s: selected candidate %lld of %zu", name(), static_cast<long long>(cur.selected), cur.size);
+    }
+    size_t sel = cur.selected >= 0 ? static_cast<size_t>(cur.selected) : ember_candidates_argmax(cur);
+    if (cur.selected < 0 && cur.data[sel].logit == -INFINITY) throw_nothing_to_sample(name());
+    return cur.data[sel].id;
+}
+
+int32_t ember_sampler::sample_top(const int32_t * ids, const float * vals, int32_t n_kept, int32_t n) {
+    if (!ids || !vals) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: candidate ids or values are NULL", name());
+    if (n <= 0) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: n_vocab = %d must be positive", name(), n);
+    if (n_kept < 1 || n_kept > n) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: %d candidates of a row of %d", name(), n_kept, n);
+    const int64_t need = candidates_needed();
+    if (n_kept < n && (need < 1 || need > n_kept)) {
+        ember_throw(EMBER_ERR_UNSUPPORTED,
+                    "sampler %s cannot run on the best %d candidates the context kept of %d (device_top_k): its result depends "
+                    "on %s; start the chain with greedy or top_k(k <= %d), or use device_top_k = 0",
+                    name(), n_kept, n, need < 1 ? "the whole logits row" : "more candidates than were kept", n_kept);
+    }
+    const size_t nk = static_cast<size_t>(n_kept);
+    if (need < 1 || need > n_kept) {
+        // Every token was kept, but this sampler may depend on the candidates' order (dist
+        // draws in candidate order): give it the row itself.
+        row_.assign(nk, 0.0f);
+        for (size_t i = 0; i < nk; i++) {
+            if (ids[i] < 0 || ids[i] >= n) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: candidate id %d is not in [0, %d)", name(), ids[i], n);
+            row_[static_cast<size_t>(ids[i])] = vals[i];
+        }
+        return sample(row_.data(), n);
+    }
+    if (cand_.capacity() < nk) cand_.reserve(nk);
+    cand_.resize(nk);
+    for (size_t i = 0; i < nk; i++) {
+        if (ids[i] < 0 || ids[i] >= n) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: candidate id %d is not in [0, %d)", name(), ids[i], n);
+        // TOP_K ranks NaN first: a row holding NaN always shows one here.
+        if (std::isnan(vals[i])) ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: logit of token %d is NaN", name(), ids[i]);
+        if (i > 0 && !ember_candidate_before(ember_candidate{ids[i - 1], vals[i - 1], 0.0f}, ember_candidate{ids[i], vals[i], 0.0f})) {
+            ember_throw(EMBER_ERR_INVALID_ARG, "sampler %s: candidates %zu and %zu are not in descending order", name(), i - 1, i);
+        }
+        cand_[i] = ember_candidate{ids[i], vals[i], 0.0f};
+    }
+    ember_candidates cur;
+    cur.data    = cand_.data();
+    cur.size    = nk;
+    cur.n_vocab = n;
+    cur.sorted  = true;  // as the full row's candidates are right after a top-k link
+    const int32_t token = pick(cur);
+    accept(token);
+    n_vocab = n;
+    return token;
+}
+
+int64_t ember_sampler_chain::candidates_needed() const {
+    return links.empty() ? 1 : links.front()->candidates_needed();  // an empty chain takes the argmax
 }
 
 //

@@ -81,11 +81,25 @@ struct ember_sampler {
     int32_t sample(const float * logits, int32_t n_vocab);
     const ember_candidate * candidate_buffer() const { return cand_.data(); }  // for tests
 
+    // How many of a row's best candidates decide what this sampler picks: 1 for greedy and
+    // temp <= 0, k for top-k (k > 0), -1 when it may need any token of the row (the default:
+    // penalties and logit bias move tokens up, temp > 0 may round ties apart, the p-filters
+    // need the whole distribution). A chain answers for its first link.
+    virtual int64_t candidates_needed() const { return -1; }
+    // sample() over only the best n_kept candidates of a row of n_vocab (ids and values best
+    // first, as TOP_K gives them): the same token, draws and history as sample() on the full
+    // row whenever candidates_needed() is in [1, n_kept] or n_kept == n_vocab. Otherwise
+    // throws EMBER_ERR_UNSUPPORTED saying why; a NaN value throws as sample() does.
+    int32_t sample_top(const int32_t * ids, const float * vals, int32_t n_kept, int32_t n_vocab);
+
     ember_sampler * parent  = nullptr;  // the chain that owns this sampler, or nullptr
     int32_t         n_vocab = 0;        // row size of the last sample() on this sampler, 0 = none yet
 
   private:
+    int32_t pick(ember_candidates & cur);  // apply, then the selected candidate or the argmax
+
     std::vector<ember_candidate> cand_;
+    std::vector<float>           row_;  // sample_top with every token kept: the row rebuilt
 };
 
 struct ember_sampler_chain : ember_sampler {
@@ -95,6 +109,7 @@ struct ember_sampler_chain : ember_sampler {
     void         reset() override;
     bool         is_chain() const override { return true; }
     bool         greedy_first() const override { return !links.empty() && links.front()->greedy_first(); }
+    int64_t      candidates_needed() const override;
 
     // Takes s (freed if this throws). Throws when s already has a parent or is this chain or
     // one of its ancestors.
@@ -108,6 +123,7 @@ struct ember_sampler_greedy : ember_sampler {
     const char * name() const override { return "greedy"; }
     void         apply(ember_candidates & cur) override;
     bool         greedy_first() const override { return true; }
+    int64_t      candidates_needed() const override { return 1; }
 };
 
 // One draw from the softmax of the candidates, in their current order: the first candidate
@@ -127,6 +143,7 @@ struct ember_sampler_temp : ember_sampler {
     explicit ember_sampler_temp(float temp);  // temp finite
     const char * name() const override { return "temp"; }
     void         apply(ember_candidates & cur) override;
+    int64_t      candidates_needed() const override { return temp <= 0.0f ? 1 : -1; }
 
     float temp;
 };
@@ -136,6 +153,7 @@ struct ember_sampler_top_k : ember_sampler {
     explicit ember_sampler_top_k(int32_t k_) : k(k_) {}
     const char * name() const override { return "top-k"; }
     void         apply(ember_candidates & cur) override;
+    int64_t      candidates_needed() const override { return k > 0 ? k : -1; }
 
     int32_t k;
 };

@@ -2,7 +2,7 @@
 // Uses nothing but include/ember.h.
 //
 //   ember-bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
-//               [--ctk TYPE] [--ctv TYPE] [-ub N] [-o md|json]
+//               [--ctk TYPE] [--ctv TYPE] [-ub N] [--device-top-k N] [-o md|json]
 //   ember-bench --probe [-t THREADS]     memory read bandwidth of this machine
 //
 // Decode rows also give the weight bytes read per second (ember_model_decode_bytes x t/s),
@@ -13,6 +13,10 @@
 // after a one-token prompt. Tokens are random ids (fixed seed), as llama-bench does.
 // -d N (llama-bench's --n-depth): each run first fills the cache with N prompt tokens, not
 // timed, so pp and tg are measured at that depth ("pp512 @ d4096", "tg128 @ d4096").
+// --device-top-k N: contexts keep only the best N candidates per row (device_top_k), computed
+// where the logits are, and each decode step reads just the greedy token id with
+// ember_get_top_k ("tg128 top-k1"; JSON "device_top_k"). Without it a step copies the whole
+// logits row to the host (inside ember_decode) and reads nothing; neither samples on the host.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,6 +43,7 @@ struct options {
     std::string              device;
     std::string              ctk = "f16", ctv = "f16";
     std::string              output = "md";
+    int32_t                  device_top_k = 0;
     bool                     probe  = false;
 };
 
@@ -54,6 +59,8 @@ void usage(FILE * f) {
                  "  --device NAME      cpu, cuda, cuda:1, vulkan:0, ... (default: best available)\n"
                  "  -ngl N             layers to offload (default: all)\n"
                  "  --ctk T, --ctv T   KV cache types (default f16)\n"
+                 "  --device-top-k N   keep only the best N candidates per output row, found on the device;\n"
+                 "                     decode then reads just the token id (default 0 = full logits rows)\n"
                  "  -o md|json         output format (default md)\n"
                  "  --probe            measure memory read bandwidth with -t threads, no model needed\n");
 }
@@ -113,6 +120,9 @@ int parse_args(int argc, char ** argv, options & o) {
             ok = need() && (o.ctk = val, true);
         } else if (a == "--ctv" || a == "-ctv") {
             ok = need() && (o.ctv = val, true);
+        } else if (a == "--device-top-k") {
+            std::vector<int32_t> v;
+            ok = need() && parse_list(val, v) && v.size() == 1 && (o.device_top_k = v[0], true);
         } else if (a == "-o" || a == "--output") {
             ok = need() && (o.output = val, o.output == "md" || o.output == "json");
         } else {
@@ -162,7 +172,7 @@ std::vector<int32_t> random_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
 
 // One timed run; returns tokens/s, or a negative value on error. The depth fill goes in
 // batches of at most n_batch tokens and is not timed.
-double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t n_gen, int32_t n_depth, int32_t n_batch) {
+double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t n_gen, int32_t n_depth, int32_t n_batch, bool read_id) {
     ember_kv_cache_clear(ctx);
     if (n_depth > 0) {
         std::vector<int32_t> toks = random_tokens(n_depth, n_vocab, 11);
@@ -186,6 +196,8 @@ double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t 
     for (int32_t i = 0; i < n_gen; i++) {
         b = ember_batch_one(&toks[i], 1);
         if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+        int32_t id = -1;  // the greedy token: what a generation loop would feed back
+        if (read_id && ember_get_top_k(ctx, -1, &id, nullptr, 1) != 1) return -1;
     }
     return n_gen / (now_s() - t0);
 }
@@ -319,6 +331,7 @@ int main(int argc, char ** argv) {
             cp.n_threads            = threads;
             cp.type_k               = type_k;
             cp.type_v               = type_v;
+            cp.device_top_k         = o.device_top_k;
             ember_context * ctx     = nullptr;
             if (ember_context_create(model, &cp, &ctx) != EMBER_OK) {
                 std::fprintf(stderr, "ember-bench: cannot create a context: %s\n", ember_last_error());
@@ -331,7 +344,7 @@ int main(int argc, char ** argv) {
             r.n_depth   = t.n_depth;
             r.n_threads = ember_context_n_threads(ctx);
             for (int32_t rep = 0; rep <= o.reps; rep++) {
-                const double ts = run_once(ctx, n_vocab, t.n_prompt, t.n_gen, t.n_depth, n_batch);
+                const double ts = run_once(ctx, n_vocab, t.n_prompt, t.n_gen, t.n_depth, n_batch, o.device_top_k > 0);
                 if (ts < 0) {
                     std::fprintf(stderr, "ember-bench: decode failed: %s\n", ember_last_error());
                     ember_context_free(ctx);
@@ -368,6 +381,7 @@ int main(int argc, char ** argv) {
             std::printf("    \"n_ubatch\": %d,\n", o.n_ubatch);
             std::printf("    \"type_k\": \"%s\",\n    \"type_v\": \"%s\",\n", o.ctk.c_str(), o.ctv.c_str());
             std::printf("    \"n_gpu_layers\": %d,\n", o.n_gpu_layers);
+            std::printf("    \"device_top_k\": %d,\n", o.device_top_k);
             std::printf("    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n", r.n_prompt, r.n_gen, r.n_depth);
             std::printf("    \"samples_ts\": [");
             for (size_t j = 0; j < r.ts.size(); j++) std::printf("%s%.4f", j ? ", " : "", r.ts[j]);
@@ -385,6 +399,7 @@ int main(int argc, char ** argv) {
             if (r.n_prompt > 0) std::snprintf(test, sizeof(test), "pp%d", r.n_prompt);
             else std::snprintf(test, sizeof(test), "tg%d", r.n_gen);
             if (r.n_depth > 0) std::snprintf(test + std::strlen(test), sizeof(test) - std::strlen(test), " @ d%d", r.n_depth);
+            if (o.device_top_k > 0) std::snprintf(test + std::strlen(test), sizeof(test) - std::strlen(test), " top-k%d", o.device_top_k);
             char gbs[32] = "";
             if (r.n_gen > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s |", r.mean() * decode_bytes / 1e9);
             else std::snprintf(gbs, sizeof(gbs), " |");

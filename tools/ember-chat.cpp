@@ -44,6 +44,7 @@ struct options {
     uint32_t    seed           = 0;
     bool        seed_set       = false;
     std::string ctk = "f16", ctv = "f16";
+    int32_t     device_top_k   = 0;  // > 0: only the best N candidates per step come back from the device
     bool        verbose = false;
 };
 
@@ -63,6 +64,9 @@ void usage(FILE * f) {
                  "  --repeat-penalty R      (default 1.1; 1 = off), over the last 64 tokens\n"
                  "  --seed N                random seed (default: random)\n"
                  "  --ctk TYPE, --ctv TYPE  KV cache types: f16 (default), f32, q8_0, q4_0\n"
+                 "  --device-top-k N        only the best N candidates of each step leave the device, not the\n"
+                 "                          logits (default 0 = off); needs --repeat-penalty 1 and --top-k <= N\n"
+                 "                          (or --temp 0): sampling is then exactly as with full logits\n"
                  "  -ngl, --n-gpu-layers N  layers to offload (default: all), with --device\n"
                  "  --device NAME           cpu, cuda, cuda:1, vulkan:0, ...\n"
                  "  --chat-template NAME    use a built-in template (llama3, chatml, mistral, gemma, phi3)\n"
@@ -141,6 +145,8 @@ int parse_args(int argc, char ** argv, options & o) {
             ok = (v = next("--min-p")) && parse_float(v, o.min_p) && o.min_p >= 0 && o.min_p <= 1;
         } else if (a == "--repeat-penalty") {
             ok = (v = next("--repeat-penalty")) && parse_float(v, o.repeat_penalty) && o.repeat_penalty > 0;
+        } else if (a == "--device-top-k") {
+            ok = (v = next("--device-top-k")) && parse_int(v, o.device_top_k) && o.device_top_k >= 0;
         } else if (a == "--seed") {
             int32_t s = 0;
             ok        = (v = next("--seed")) && parse_int(v, s);
@@ -154,6 +160,15 @@ int parse_args(int argc, char ** argv, options & o) {
             if (v) std::fprintf(stderr, "ember-chat: bad value '%s' for %s\n", v, a.c_str());
             return 1;
         }
+    }
+    // The sampler runs on the kept candidates only when they decide its pick (ember.h,
+    // ember_sampler_sample): say so now rather than fail at the first token.
+    if (o.device_top_k > 0 && (o.repeat_penalty != 1.0f || (o.temp > 0.0f && (o.top_k <= 0 || o.top_k > o.device_top_k)))) {
+        std::fprintf(stderr,
+                     "ember-chat: --device-top-k %d keeps only %d candidates per token; sampling needs --repeat-penalty 1 "
+                     "(penalties can lift any token) and --top-k between 1 and %d, or --temp 0\n",
+                     o.device_top_k, o.device_top_k, o.device_top_k);
+        return 1;
     }
     return 0;
 }
@@ -517,6 +532,7 @@ int main(int argc, char ** argv) {
     cp.type_k               = ember_type_from_name(o.ctk.c_str());
     cp.type_v               = ember_type_from_name(o.ctv.c_str());
     cp.abort_callback       = abort_decode;
+    cp.device_top_k         = o.device_top_k;
     if (cp.type_k < 0 || cp.type_v < 0) {
         std::fprintf(stderr, "ember-chat: unknown KV cache type '%s'\n", (cp.type_k < 0 ? o.ctk : o.ctv).c_str());
         return 1;

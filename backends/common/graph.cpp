@@ -377,3 +377,16 @@ ember_tensor * ember_scale(ember_graph & g, ember_tensor * a, float s) {
     ember_set_op_param_f32(t, 0, s);
     return t;
 }
+
+ember_tensor * ember_top_k(ember_graph & g, ember_tensor * a, int32_t k) {
+    require_type("top_k", "input", a, EMBER_TYPE_F32);
+    if (a->ne[0] > INT32_MAX) graph_fail("top_k: rows of %s are too long for I32 indices", shape_str(a).s);
+    if (k < 1 || k > a->ne[0]) {
+        graph_fail("top_k: k = %d must be in [1, row length %" PRId64 "] for %s", k, a->ne[0], shape_str(a).s);
+    }
+    const int64_t  ne[4] = {2 * static_cast<int64_t>(k), a->ne[1], a->ne[2], a->ne[3]};
+    ember_tensor * t     = new_node(g, EMBER_OP_TOP_K, EMBER_TYPE_I32, ne);
+    t->src[0]            = a;
+    t->op_params[0]      = k;
+    return t;
+}

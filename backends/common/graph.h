@@ -47,6 +47,8 @@ ember_tensor * ember_set_rows(ember_graph & g, ember_tensor * dst, ember_tensor 
 ember_tensor * ember_attn(ember_graph & g, ember_tensor * q, ember_tensor * k, ember_tensor * v, ember_tensor * mask, float scale);
 ember_tensor * ember_cpy(ember_graph & g, ember_tensor * a, ember_type type);
 ember_tensor * ember_scale(ember_graph & g, ember_tensor * a, float s);
+// The k largest values of each row of a and their indices (ops.def TOP_K): I32 [2k, rows...].
+ember_tensor * ember_top_k(ember_graph & g, ember_tensor * a, int32_t k);
 
 // RoPE modes (GGUF conventions).
 constexpr int32_t EMBER_ROPE_NORMAL = 0;  // rotate adjacent pairs (2i, 2i+1): llama

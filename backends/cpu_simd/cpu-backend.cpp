@@ -24,7 +24,7 @@
 //
 // Kernel table
 //
-static_assert(EMBER_OP_COUNT == 13, "EMBER_OP_COUNT changed: add the new op to the CPU kernel table");
+static_assert(EMBER_OP_COUNT == 14, "EMBER_OP_COUNT changed: add the new op to the CPU kernel table");
 
 static const ember_cpu_op k_cpu_ops[EMBER_OP_COUNT] = {
     /* NONE     */ {nullptr, nullptr, nullptr},
@@ -40,6 +40,7 @@ static const ember_cpu_op k_cpu_ops[EMBER_OP_COUNT] = {
     /* ATTN     */ {ember_cpu_attn_tiled, ember_cpu_attn_tiled_work_size, ember_cpu_supports_attn},
     /* CPY      */ {ember_cpu_cpy, ember_cpu_cpy_work_size, ember_cpu_supports_cpy},
     /* SCALE    */ {ember_cpu_scale, nullptr, ember_cpu_supports_f32},
+    /* TOP_K    */ {ember_cpu_top_k, ember_cpu_top_k_work_size, ember_cpu_supports_top_k},
 };
 
 static bool cpu_supports(const ember_tensor * op) {

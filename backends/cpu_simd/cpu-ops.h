@@ -153,4 +153,9 @@ void   ember_cpu_attn_tiled_with(const ember_cpu_compute_params * p, ember_tenso
                                  const ember_cpu_kernel_table * kt);
 size_t ember_cpu_attn_tiled_work_size(const ember_tensor * dst, int n_threads);
 
+// ops-topk.cpp
+void   ember_cpu_top_k(const ember_cpu_compute_params * p, ember_tensor * dst);
+size_t ember_cpu_top_k_work_size(const ember_tensor * dst, int n_threads);
+bool   ember_cpu_supports_top_k(const ember_tensor * dst);
+
 #endif  // EMBER_CPU_OPS_H

@@ -365,6 +365,7 @@ bool supports(const ember_tensor * op) {
             return is_f32(op) && is_f32(s0) && ember_cuda_type_has_elem(s1->type) && ember_cuda_type_has_elem(op->src[2]->type) &&
                    (!op->src[3] || is_f32(op->src[3])) && s0->ne[0] <= EMBER_CUDA_ATTN_MAX_D;
         case EMBER_OP_CPY: return ember_cuda_supports_cpy(op);
+        case EMBER_OP_TOP_K: return ember_cuda_supports_top_k(op);
         default: return false;
     }
 }
@@ -405,6 +406,7 @@ ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
         case EMBER_OP_ATTN: return ember_cuda_attn(ctx, node);
         case EMBER_OP_CPY: return ember_cuda_cpy(ctx, node);
         case EMBER_OP_SCALE: return ember_cuda_scale(ctx, node);
+        case EMBER_OP_TOP_K: return ember_cuda_top_k(ctx, node);
         default: return EMBER_ERR_UNSUPPORTED;
     }
 }

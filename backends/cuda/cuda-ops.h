@@ -147,4 +147,9 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wdata, int64_t r0,
                                     int64_t r1, void * out);
 
+// ops-topk.cu: TOP_K for k <= EMBER_CUDA_TOPK_MAX_K (larger k runs on the CPU); scratch slot 1
+constexpr int32_t EMBER_CUDA_TOPK_MAX_K = 64;
+bool         ember_cuda_supports_top_k(const ember_tensor * dst);
+ember_status ember_cuda_top_k(ember_cuda_ctx & ctx, ember_tensor * dst);
+
 #endif  // EMBER_CUDA_OPS_H

@@ -28,6 +28,15 @@ PY
 md=$("$bench" -m "$model" -p 8 -n 2 -d 300 -r 1 -t 1)
 echo "$md" | grep -q "| pp8 @ d300 |"
 echo "$md" | grep -q "| tg2 @ d300 |"
+# --device-top-k: decode reads only the token id; the JSON and the test name say so
+out=$("$bench" -m "$model" -p 0 -n 4 -r 1 -t 1 --device-top-k 1 -o json)
+python3 - "$out" <<'PY'
+import json, sys
+recs = json.loads(sys.argv[1])
+assert len(recs) == 1 and recs[0]["device_top_k"] == 1 and recs[0]["avg_ts"] > 0, recs
+PY
+"$bench" -m "$model" -p 0 -n 2 -r 1 -t 1 --device-top-k 1 | grep -q "| tg2 top-k1 |"
+if "$bench" -m "$model" --device-top-k x 2>/dev/null; then echo "a bad --device-top-k must fail"; exit 1; fi
 if "$bench" -m "$model" -d x 2>/dev/null; then echo "a bad -d must fail"; exit 1; fi
 if "$bench" -m /nonexistent.gguf 2>/dev/null; then echo "a missing model must fail"; exit 1; fi
 if "$bench" -m "$model" -p x 2>/dev/null; then echo "a bad -p must fail"; exit 1; fi

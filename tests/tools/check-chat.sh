@@ -27,7 +27,16 @@ a=$("$chat" -m "$model" -p "In the beginning" --seed 7 -n 16 2>/dev/null)
 b=$("$chat" -m "$model" -p "In the beginning" --seed 7 -n 16 2>/dev/null)
 [ "$a" = "$b" ] || { echo "same seed, different output"; exit 1; }
 
-# Bad input: clear messages, non-zero exits, no crash.
+# --device-top-k: only the best N candidates leave the device; greedy and a seeded top-k chain
+# give exactly the full-logits answers, and settings it cannot serve are refused up front.
+c=$("$chat" -m "$model" -p "And God said unto Moses, Behold" --temp 0 --repeat-penalty 1 -n 32 --ctk f32 --ctv f32 --device-top-k 1 2>/dev/null)
+[ "$c" = "$want" ] || { echo "--device-top-k 1 greedy output differs: [$c]"; exit 1; }
+a=$("$chat" -m "$model" -p "In the beginning" --seed 7 --repeat-penalty 1 -n 16 2>/dev/null)
+c=$("$chat" -m "$model" -p "In the beginning" --seed 7 --repeat-penalty 1 -n 16 --device-top-k 40 2>/dev/null)
+[ "$a" = "$c" ] || { echo "--device-top-k 40 sampled output differs"; echo "[$a]"; echo "[$c]"; exit 1; }
+if "$chat" -m "$model" -p hi --device-top-k 8 2>"$tmp/err"; then echo "--device-top-k 8 with --top-k 40 accepted"; exit 1; fi
+grep -q "repeat-penalty 1" "$tmp/err"
+
 if "$chat" -m "$tmp/missing.gguf" -p hi 2>"$tmp/err"; then echo "missing model accepted"; exit 1; fi
 grep -q "cannot load model" "$tmp/err"
 if "$chat" -m "$model" --temp x 2>"$tmp/err"; then echo "bad --temp accepted"; exit 1; fi

@@ -37,7 +37,8 @@ class ModelParams(ctypes.Structure):
 class ContextParams(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("n_ctx", c_uint32), ("n_batch", c_uint32), ("n_ubatch", c_uint32),
                 ("n_seq_max", c_uint32), ("n_threads", c_int32), ("type_k", c_int32), ("type_v", c_int32),
-                ("abort_callback", AbortCallback), ("abort_user_data", c_void_p)]
+                ("abort_callback", AbortCallback), ("abort_user_data", c_void_p),
+                ("device_top_k", c_int32)]  # added later: ember_context_params.device_top_k (0 = off)
 
 
 class Batch(ctypes.Structure):
