@@ -568,17 +568,41 @@ ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t
     int32_t            next = match_unit(g, i, end, &u[0]);
     int                n    = 1;
     bool               epi  = u[0].rope || u[0].set_rows;
+    ember_tensor * hoist = nullptr;  // a plain matvec run early, past nodes it does not touch
     while (n < 3 && group_matvecs()) {
         int32_t k = next;
         while (k < end && (g->nodes[k]->op == EMBER_OP_VIEW || g->nodes[k]->op == EMBER_OP_NONE)) k++;
-        if (k >= end || !is_matvec(g->nodes[k]) || !ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[k])) break;
-        const int32_t after = match_unit(g, k, end, &u[n]);
-        if (!units_independent(u, n + 1)) break;
-        epi = epi || u[n].rope || u[n].set_rows;
+        if (k < end && is_matvec(g->nodes[k]) && ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[k])) {
+            const int32_t after = match_unit(g, k, end, &u[n]);
+            if (!units_independent(u, n + 1)) break;
+            epi = epi || u[n].rope || u[n].set_rows;
+            n++;
+            next = after;
+            continue;
+        }
+        // With a quantized KV cache K's SET_ROWS stays a kernel of its own, between the K and V
+        // matvecs: V's matvec joins the launch when it can run before the nodes between.
+        int32_t j = k;
+        while (j < end && j < k + k_hoist_window && !is_matvec(g->nodes[j])) j++;
+        if (j >= end || !is_matvec(g->nodes[j]) || !ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[j]) || ctx.n_hoisted >= 6 ||
+            is_hoisted(ctx, g->nodes[j]) || match_unit(g, j, end, &u[n]) != j || !units_independent(u, n + 1)) {
+            break;
+        }
+        const ember_tensor * c  = g->nodes[j];
+        bool                 ok = true;
+        for (int32_t b = k; b < j && ok; b++) {
+            const ember_tensor * t = g->nodes[b];
+            if (t->op == EMBER_OP_VIEW || t->op == EMBER_OP_NONE || is_hoisted(ctx, t)) continue;
+            ok = !ember_cuda_overlaps(t, c);
+            for (int s = 0; s < EMBER_MAX_SRC && ok; s++) ok = t->src[s] != c && !ember_cuda_overlaps(t->src[s], c) && !ember_cuda_overlaps(t, c->src[s]);
+        }
+        if (!ok) break;
+        hoist = g->nodes[j];
         n++;
-        next = after;
+        break;
     }
     if (!epi || !units_independent(u, n)) return EMBER_OK;
+    if (hoist) ctx.hoisted[ctx.n_hoisted++] = hoist;  // run now, skipped when the walk reaches it
     *used = next - i;
     return ember_cuda_mul_mat_vec_q_units(ctx, u, n);
 }

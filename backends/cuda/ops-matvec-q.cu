@@ -1083,7 +1083,8 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    if (!(w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && !q4k_wide_ok(w)) return false;
+    const bool rp = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0);
+    if (!rp && !q4k_wide_ok(w)) return false;
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;
@@ -1149,7 +1150,8 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
         ember_cuda_qx_set_valid(ctx, x, xq);
     }
     ember_status st = EMBER_OK;
-    dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st});
+    // A type without a kernel here (the callers check first) must not pass as done.
+    if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st})) return EMBER_ERR_UNSUPPORTED;
     // A result written over x would make the copy stale.
     for (int m = 0; m < nd; m++) {
         if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
