@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
 #include "cuda-repack.h"
 
@@ -639,7 +640,7 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
     // A matvec with the RoPE and KV cache write after it done by its store, with the next
     // such units (a layer's Q, K, V) in the same launch.
-    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node)) {
+    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node) && !ember_cuda_ext_layout(node->src[0])) {
         int32_t            n  = 0;
         const ember_status st = run_units(ctx, g, i, end, &n);
         if (st != EMBER_OK || n > 0) {
@@ -669,7 +670,7 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
             while (run < n && g->nodes[i + run] == grp[run]) run++;
             *used = run;
             // Ember's types in the CUDA ext layout group the same way (ops-matvec-ext.cu).
-            return ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
+            return ember_cuda_ext_layout(node->src[0]) ? ember_cuda_mul_mat_vec_ext(ctx, grp, n) : ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
         }
     }
     // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted).

@@ -12,12 +12,34 @@ int ember_cuda_repack_qbytes(ember_type t) {
     }
 }
 
+bool ember_cuda_repack_is_ext(ember_type t) {
+    switch (t) {
+        case EMBER_TYPE_INT4:
+        case EMBER_TYPE_INT4_G32:
+        case EMBER_TYPE_NF4:
+        case EMBER_TYPE_FP8_E4M3:
+        case EMBER_TYPE_FP8_E5M2:
+        case EMBER_TYPE_FP8_E4M3_ROW:
+        case EMBER_TYPE_FP8_E5M2_ROW: return true;
+        default: return false;
+    }
+}
+
+namespace {
+
+bool env_off(const char * name) {
+    const char * e = std::getenv(name);
+    return e && std::strcmp(e, "0") == 0;
+}
+
+}  // namespace
+
 bool ember_cuda_repack_wanted(const ember_tensor * t) {
-    static const bool off = [] {
-        const char * e = std::getenv("EMBER_CUDA_REPACK");
-        return e && std::strcmp(e, "0") == 0;
-    }();
-    if (off || !(t->flags & EMBER_TENSOR_FLAG_WEIGHT) || t->view_src || !ember_cuda_repack_qbytes(t->type)) return false;
+    static const bool off     = env_off("EMBER_CUDA_REPACK");
+    static const bool ext_off = env_off("EMBER_CUDA_EXT_MV");
+    if (off || !(t->flags & EMBER_TENSOR_FLAG_WEIGHT) || t->view_src) return false;
+    const bool ext = ember_cuda_repack_is_ext(t->type);
+    if (ext ? ext_off : !ember_cuda_repack_qbytes(t->type)) return false;
     return t->ne[0] % 32 == 0 && ember_nelements(t) > 0 && ember_is_contiguous(t);
 }
 
@@ -38,9 +60,84 @@ template <size_t QB> void unrepack_blocks(size_t n, const uint8_t * q, const uin
     }
 }
 
+// Ember's types (cuda-repack.h): one walk over the GGUF rows for both directions, moving each
+// piece between its GGUF place (g) and its place in the ext layout (l); fixed sizes where they
+// are known so the copies compile to moves.
+template <bool PACK> struct mover {
+    template <size_t N> static void fixed(uint8_t * g, uint8_t * l) {
+        if (PACK) std::memcpy(l, g, N);
+        else std::memcpy(g, l, N);
+    }
+    static void any(uint8_t * g, uint8_t * l, size_t n) {
+        if (PACK) std::memcpy(l, g, n);
+        else std::memcpy(g, l, n);
+    }
+};
+
+// gguf: the GGUF bytes (read when PACK, written otherwise); lay: the ext layout.
+template <bool PACK> void walk_ext(ember_type t, int64_t rows, int64_t k, uint8_t * gguf, uint8_t * lay) {
+    using M         = mover<PACK>;
+    const size_t  R = static_cast<size_t>(rows);
+    switch (t) {
+        case EMBER_TYPE_INT4:
+        case EMBER_TYPE_INT4_G32: {
+            const bool   g128 = t == EMBER_TYPE_INT4;
+            const size_t G = g128 ? 128 : 32, QB = G / 2, n = R * static_cast<size_t>(k / static_cast<int64_t>(G));
+            uint8_t *    q = lay, *dz = lay + n * QB;
+            for (size_t i = 0; i < n; i++, gguf += 4 + QB) {
+                M::template fixed<4>(gguf, dz + 4 * i);
+                if (g128) M::template fixed<64>(gguf + 4, q + 64 * i);
+                else M::template fixed<16>(gguf + 4, q + 16 * i);
+            }
+            break;
+        }
+        case EMBER_TYPE_NF4: {
+            const size_t nb = static_cast<size_t>(k / 64), ng = (nb + 255) / 256;
+            uint8_t *    q = lay, *hd = lay + R * nb * 32, *aq = hd + R * ng * 8;
+            for (size_t r = 0; r < R; r++) {
+                for (size_t b = 0; b < nb; b++) {
+                    if (b % 256 == 0) {
+                        M::template fixed<8>(gguf, hd + 8 * (r * ng + b / 256));
+                        gguf += 8;
+                    }
+                    M::template fixed<1>(gguf, aq + r * nb + b);
+                    M::template fixed<32>(gguf + 1, q + 32 * (r * nb + b));
+                    gguf += 33;
+                }
+            }
+            break;
+        }
+        case EMBER_TYPE_FP8_E4M3:
+        case EMBER_TYPE_FP8_E5M2: {
+            const size_t n = R * static_cast<size_t>(k / 32);
+            uint8_t *    q = lay, *e = lay + n * 32;
+            for (size_t i = 0; i < n; i++, gguf += 33) {
+                M::template fixed<1>(gguf, e + i);
+                M::template fixed<32>(gguf + 1, q + 32 * i);
+            }
+            break;
+        }
+        case EMBER_TYPE_FP8_E4M3_ROW:
+        case EMBER_TYPE_FP8_E5M2_ROW: {
+            const size_t kk = static_cast<size_t>(k);
+            uint8_t *    q = lay, *sc = lay + R * kk;
+            for (size_t r = 0; r < R; r++, gguf += 4 + kk) {
+                M::template fixed<4>(gguf, sc + 4 * r);
+                M::any(gguf + 4, q + kk * r, kk);
+            }
+            break;
+        }
+        default: break;
+    }
+}
+
 }  // namespace
 
 void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst) {
+    if (ember_cuda_repack_is_ext(t)) {
+        walk_ext<true>(t, rows, k, const_cast<uint8_t *>(static_cast<const uint8_t *>(src)), static_cast<uint8_t *>(dst));
+        return;
+    }
     const size_t    qb = static_cast<size_t>(ember_cuda_repack_qbytes(t));
     const size_t    n  = static_cast<size_t>(rows * (k / 32));  // blocks
     const uint8_t * s  = static_cast<const uint8_t *>(src);
@@ -50,6 +147,10 @@ void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, 
 }
 
 void ember_cuda_unrepack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst) {
+    if (ember_cuda_repack_is_ext(t)) {
+        walk_ext<false>(t, rows, k, static_cast<uint8_t *>(dst), const_cast<uint8_t *>(static_cast<const uint8_t *>(src)));
+        return;
+    }
     const size_t    qb = static_cast<size_t>(ember_cuda_repack_qbytes(t));
     const size_t    n  = static_cast<size_t>(rows * (k / 32));
     const uint8_t * q  = static_cast<const uint8_t *>(src);

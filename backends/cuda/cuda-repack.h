@@ -9,6 +9,19 @@
 // The size is unchanged. Every row of quants starts at a multiple of 16 bytes, so the decode
 // matvec reads weights with 16-byte coalesced loads (a block's 2-byte scale broke that in the
 // GGUF layout). Host-only C++; the device side reads it in cuda-common.cuh (cu_rp_*).
+//
+// Ember's own types (the "ext" layout, read by ops-matvec-ext.cu; cuda-repack-ext.cuh is its
+// device side), R rows of k weights, all arrays row-major over (row, block), each from the end
+// of the one before it (the first 16-byte aligned and a multiple of 16 bytes long):
+//
+//   INT4 / INT4_G32 (G = 128 / 32, nb = k / G): quants nb G/2 bytes per row (each block's qs),
+//                   then the blocks' (d, z) fp16 pairs, 4 bytes each
+//   NF4 (nb = k / 64, ng = ceil(nb / 256)): quants 32 bytes per block, then the group headers
+//                   (fp32 scale2, fp32 offset; 8 bytes each, ng per row), then the absmax_q bytes
+//   FP8_E4M3 / FP8_E5M2 (nb = k / 32): quants 32 bytes per block, then the exponent bytes e
+//   FP8_E4M3_ROW / FP8_E5M2_ROW: the k codes of each row, then the fp32 row scales
+//
+// EMBER_CUDA_EXT_MV=0 leaves these types in their GGUF layout (the generic, slow matvec).
 #ifndef EMBER_CUDA_REPACK_H
 #define EMBER_CUDA_REPACK_H
 
@@ -19,6 +32,10 @@
 
 // Quant bytes per 32-weight block in the CUDA layout, or 0 when the type is not repacked.
 int ember_cuda_repack_qbytes(ember_type t);
+
+// Whether t is one of Ember's types that have the ext layout (the type alone; EMBER_CUDA_EXT_MV
+// is not consulted).
+bool ember_cuda_repack_is_ext(ember_type t);
 
 // Whether a whole-tensor upload of t is converted: a contiguous, non-view weight of a
 // repacked type (EMBER_CUDA_REPACK=0 turns the conversion off, for comparisons).

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-matvec-ext.h"
 
 namespace {
 
@@ -159,6 +160,7 @@ ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w
     if (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
         const char *  base = static_cast<const char *>(w->data);
         const int64_t g0   = (wdata - base) / static_cast<int64_t>(w->nb[1]) + r0;  // contiguous: matrices are row ranges
+        if (ember_cuda_ext_layout(w)) return ember_cuda_ext_dequant_f16(ctx, w, g0, r1 - r0, out);  // Ember's types
         const int64_t nblk = ember_nrows(w) * (w->ne[0] / 32);
         const int64_t n    = (r1 - r0) * (w->ne[0] / 32);
         __half *      o    = static_cast<__half *>(out);

@@ -3,8 +3,10 @@
 // matrices. Quantized rows are read 32 weights (one chunk) per lane step, float rows one
 // element per lane step (coalesced). Activations stay F32 (the CPU rounds them to the
 // weight's vec_dot_type first; the difference is within the conformance tolerances).
-// This is the generic path, for the types without an integer kernel in ops-matvec-q.cu.
+// This is the generic path, for the types without an integer kernel in ops-matvec-q.cu (or,
+// for Ember's own types, in ops-matvec-ext.cu).
 #include "cuda-common.cuh"
+#include "cuda-matvec-ext.h"
 
 namespace {
 
@@ -84,6 +86,10 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const ember_tensor * x = dst->src[1];
     if (x->ne[1] > 65535 || x->ne[2] * x->ne[3] > 65535) return EMBER_ERR_UNSUPPORTED;
     if (ember_nelements(dst) == 0) return EMBER_OK;
+    // Ember's types in the CUDA ext layout: ops-matvec-ext.cu (the only reader of that layout).
+    if (ember_cuda_ext_layout(dst->src[0])) {
+        return ember_cuda_mul_mat_vec_ext_supported(dst) ? ember_cuda_mul_mat_vec_ext(ctx, &dst, 1) : EMBER_ERR_UNSUPPORTED;
+    }
     if (ember_cuda_mul_mat_vec_q_supported(dst)) return ember_cuda_mul_mat_vec_q(ctx, dst);
     if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) return EMBER_ERR_UNSUPPORTED;  // only the kernel above reads it
     ctx.qx_valid = false;

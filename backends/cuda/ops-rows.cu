@@ -2,6 +2,7 @@
 // into a cache), CPY (any decodable type to any encodable type). One thread per 32-element
 // chunk when a side is quantized, else one thread per element.
 #include "cuda-common.cuh"
+#include "cuda-matvec-ext.h"
 
 namespace {
 
@@ -290,6 +291,7 @@ bool ember_cuda_supports_cpy(const ember_tensor * dst) {
 
 ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
     if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (ember_cuda_ext_layout(dst->src[0])) return ember_cuda_ext_get_rows(ctx, dst);  // Ember's types, CUDA layout
     if (!cu_dispatch_chunk_type(dst->src[0]->type, get_rows_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
     return ember_cuda_check_launch("get_rows");
 }

@@ -1,0 +1,26 @@
+// Ember's own weight types (INT4, INT4_G32, NF4, FP8_E4M3/E5M2 and their _ROW forms) in the
+// CUDA ext layout (cuda-repack.h): the decode matvec, the F16 dequantizer of the prefill GEMM
+// and GET_ROWS (ops-matvec-ext.cu). Host-only C++.
+#ifndef EMBER_CUDA_MATVEC_EXT_H
+#define EMBER_CUDA_MATVEC_EXT_H
+
+#include "cuda-ops.h"
+
+// Whether t's memory holds an ext-layout weight (flagged EMBER_TENSOR_FLAG_CUDA_REPACKED, of
+// an Ember type).
+bool ember_cuda_ext_layout(const ember_tensor * t);
+
+// The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
+// three, 2-D weights of one type and width over the same 2-D x, as
+// ember_cuda_mul_mat_vec_q_can_group allows) run in one launch.
+bool         ember_cuda_mul_mat_vec_ext_supported(const ember_tensor * dst);
+ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
+
+// Rows [g0, g0 + rows) of the whole tensor w (ext layout; rows counted over all its matrices)
+// to F16, rows of ne[0] elements at out.
+ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out);
+
+// GET_ROWS from a 2-D table in the ext layout (F32 result).
+ember_status ember_cuda_ext_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
+
+#endif  // EMBER_CUDA_MATVEC_EXT_H

@@ -1,0 +1,732 @@
+// Ember's own weight types in the CUDA ext layout (cuda-repack.h): the decode matvec, the F16
+// dequantizer of the prefill GEMM and GET_ROWS.
+//
+// The matvec follows mvr_kernel (ops-matvec-q.cu): each warp computes R rows on its own, its
+// lanes reading consecutive 16-byte chunks of a row's quants (a warp load covers 512
+// contiguous bytes), U chunks per lane and row loaded before any is used (U R 16-byte loads in
+// flight per lane), the first ones before cu_pdl_begin() (weights only), the block scales from
+// their own arrays alongside; a warp shuffle sums each row. Per type:
+// - INT4 / INT4_G32: a chunk is one 32-weight run (Q4_0's nibble order); dot products with
+//   __dp4a on the 8-bit activations (quantize_x below, the format of ops-matvec-q.cu, reused
+//   across matvecs over the same x): per run d (ds.x sum q q8 - z ds.y), ds = (d8, d8 sum q8).
+// - NF4: a chunk is half of a 64-weight block's bytes (16 weights from each of its two halves);
+//   the codebook is looked up 8 nibbles at a time with byte permutes from an int8 copy,
+//   round(127 NF4[q]) (the rounding moves a weight by at most 0.4% of its block's absmax; the
+//   CPU rounds the activations to 8 bits anyway), and multiplied with __dp4a; the block absmax
+//   is DYN[absmax_q] scale2 + offset as the reference computes it (DYN in shared memory).
+// - FP8 (block and row scales): a chunk is 16 codes, converted to half pairs (hardware cvt for
+//   E4M3, byte moves for E5M2) and to float, multiplied with the float activations (the CPU's
+//   FP8 dot product takes them unrounded too).
+// EMBER_CUDA_EXT_MV=0 (cuda-repack.cpp) keeps these weights in the GGUF layout and on the
+// generic matvec, for comparisons.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "cuda-common.cuh"
+#include "cuda-matvec-ext.h"
+#include "cuda-repack.h"
+
+namespace {
+
+constexpr int k_warps = 4;  // warps per block of the matvec
+constexpr int k_group = 3;  // matrices per launch (Q, K, V; gate, up)
+
+// The arrays of one tensor in the ext layout.
+struct ext_layout {
+    const uint8_t * q = nullptr;  // quants, rows of rowq bytes
+    const uint8_t * s = nullptr;  // per block: INT4 (d, z) halves; NF4 absmax_q; FP8 e. _ROW: fp32 per row
+    const uint8_t * h = nullptr;  // NF4 group headers (scale2, offset), ng per row
+    int64_t         rowq = 0;
+    int             nb = 0, ng = 0;
+};
+
+ext_layout layout_of(const ember_tensor * w) {
+    ext_layout     l;
+    const int64_t  R = ember_nrows(w), k = w->ne[0];
+    const uint8_t * base = static_cast<const uint8_t *>(w->data);
+    l.q                  = base;
+    switch (w->type) {
+        case EMBER_TYPE_INT4:
+            l.nb   = static_cast<int>(k / 128);
+            l.rowq = l.nb * 64;
+            break;
+        case EMBER_TYPE_INT4_G32:
+            l.nb   = static_cast<int>(k / 32);
+            l.rowq = l.nb * 16;
+            break;
+        case EMBER_TYPE_NF4:
+            l.nb   = static_cast<int>(k / 64);
+            l.ng   = (l.nb + 255) / 256;
+            l.rowq = l.nb * 32;
+            break;
+        default:  // FP8, block or row scales
+            l.nb   = static_cast<int>(k / 32);
+            l.rowq = k;
+            break;
+    }
+    if (w->type == EMBER_TYPE_NF4) {
+        l.h = base + R * l.rowq;
+        l.s = l.h + R * l.ng * 8;
+    } else {
+        l.s = base + R * l.rowq;
+    }
+    return l;
+}
+
+__host__ __device__ constexpr bool is_row(int T) {
+    return T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
+}
+__host__ __device__ constexpr bool is_e4m3(int T) {
+    return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
+}
+
+//
+// Activations
+//
+// Where a matvec reads x: the 8-bit copy (xq, xds: ops-matvec-q.cu's format) or the floats.
+struct x_src {
+    const int8_t * q;
+    const float2 * ds;
+    const float *  f;
+    bool           f16al;  // f is 16-byte aligned (float4 loads)
+};
+
+// int8 copy of a 32-weight run (INT4): the run's 32 values and its (d, d sum q).
+struct x_run {
+    int4   lo, hi;
+    float2 ds;
+};
+__device__ __forceinline__ x_run load_x_run(const x_src & x, int c) {
+    const int4 * p = reinterpret_cast<const int4 *>(x.q + 32 * static_cast<int64_t>(c));
+    return {__ldg(p), __ldg(p + 1), __ldg(x.ds + c)};
+}
+
+// NF4 chunk c: 16 values from each half of block c / 2 and the two halves' d.
+struct x_nf4 {
+    int4  lo, hi;
+    float dlo, dhi;
+};
+__device__ __forceinline__ x_nf4 load_x_nf4(const x_src & x, int c) {
+    const int64_t  b = c >> 1;
+    const int8_t * p = x.q + 64 * b + 16 * (c & 1);
+    return {__ldg(reinterpret_cast<const int4 *>(p)), __ldg(reinterpret_cast<const int4 *>(p + 32)), __ldg(x.ds + 2 * b).x,
+            __ldg(x.ds + 2 * b + 1).x};
+}
+
+// FP8 chunk c: the 16 floats it multiplies.
+struct x_f16 {
+    float v[16];
+};
+__device__ __forceinline__ x_f16 load_x_f(const x_src & x, int c) {
+    x_f16         r;
+    const float * p = x.f + 16 * static_cast<int64_t>(c);
+    if (x.f16al) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 t = __ldg(reinterpret_cast<const float4 *>(p) + i);
+            r.v[4 * i]     = t.x;
+            r.v[4 * i + 1] = t.y;
+            r.v[4 * i + 2] = t.z;
+            r.v[4 * i + 3] = t.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; i++) r.v[i] = __ldg(p + i);
+    }
+    return r;
+}
+
+//
+// The int8 NF4 codebook, round(127 NF4[q]), as four little-endian words, and its lookup.
+//
+constexpr uint32_t pack4(int a, int b, int c, int d) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(a)) | static_cast<uint32_t>(static_cast<uint8_t>(b)) << 8 |
+           static_cast<uint32_t>(static_cast<uint8_t>(c)) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(d)) << 24;
+}
+constexpr uint32_t k_nf4_t0 = pack4(-127, -88, -67, -50), k_nf4_t1 = pack4(-36, -23, -12, 0);
+constexpr uint32_t k_nf4_t2 = pack4(10, 20, 31, 43), k_nf4_t3 = pack4(56, 71, 92, 127);
+constexpr float    k_nf4_inv = 1.0f / 127.0f;
+
+// The table values of the 8 nibbles of w: .x those of the low nibbles of bytes 0..3 (in byte
+// order), .y those of the high nibbles. __byte_perm reads 3 bits of each selector nibble:
+// entries 0-7 and 8-15 are looked up separately and bit 3 picks between them.
+__device__ __forceinline__ int2 nf4_lookup(uint32_t w) {
+    const uint32_t pick = 0x32103210u | ((w & 0x88888888u) >> 1);
+    uint32_t       t[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const uint32_t s  = w >> (16 * i);
+        const uint32_t lo = __byte_perm(k_nf4_t0, k_nf4_t1, s);
+        const uint32_t hi = __byte_perm(k_nf4_t2, k_nf4_t3, s);
+        t[i]              = __byte_perm(lo, hi, pick >> (16 * i));
+    }
+    return make_int2(static_cast<int>(__byte_perm(t[0], t[1], 0x6420)), static_cast<int>(__byte_perm(t[0], t[1], 0x7531)));
+}
+
+//
+// FP8: 16 codes (a chunk) times 16 floats.
+//
+template <bool E4M3> __device__ __forceinline__ float2 fp8x2(uint32_t two) {  // codes in the low 16 bits
+    if constexpr (E4M3) {
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+        return __half22float2(__half2(h));
+    } else {
+        const uint32_t b = __byte_perm(two, 0u, 0x1404);  // each code as the top byte of a half
+        return __half22float2(*reinterpret_cast<const __half2 *>(&b));
+    }
+}
+
+template <bool E4M3> __device__ __forceinline__ float fp8_dot16(const uint4 & w, const x_f16 & x) {
+    const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
+    float          s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 a = fp8x2<E4M3>(wd[j]);
+        const float2 b = fp8x2<E4M3>(wd[j] >> 16);
+        s0             = fmaf(a.x, x.v[4 * j], s0);
+        s1             = fmaf(a.y, x.v[4 * j + 1], s1);
+        s0             = fmaf(b.x, x.v[4 * j + 2], s0);
+        s1             = fmaf(b.y, x.v[4 * j + 3], s1);
+    }
+    return s0 + s1;
+}
+
+//
+// Per type: the 16-byte chunk's scale data (sc, loaded with the
+// weights), its activations and its dot product.
+//
+template <int T> struct mx;
+
+template <int G> struct mx_int4 {
+    static constexpr int CPB = G / 32;
+    using sc_t               = uint32_t;  // (d, z) halves
+    using xs_t               = x_run;
+    static __device__ __forceinline__ sc_t load_sc(const uint8_t * s, const uint8_t *, int64_t g, int nb, int, int c) {
+        return __ldg(reinterpret_cast<const unsigned *>(s) + g * nb + c / CPB);
+    }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run(x, c); }
+    static __device__ __forceinline__ float dot(const uint4 & w, sc_t sc, const xs_t & x, const float *) {
+        int s = 0;
+        s     = __dp4a(static_cast<int>(w.x & 0x0f0f0f0fu), x.lo.x, s);
+        s     = __dp4a(static_cast<int>((w.x >> 4) & 0x0f0f0f0fu), x.hi.x, s);
+        s     = __dp4a(static_cast<int>(w.y & 0x0f0f0f0fu), x.lo.y, s);
+        s     = __dp4a(static_cast<int>((w.y >> 4) & 0x0f0f0f0fu), x.hi.y, s);
+        s     = __dp4a(static_cast<int>(w.z & 0x0f0f0f0fu), x.lo.z, s);
+        s     = __dp4a(static_cast<int>((w.z >> 4) & 0x0f0f0f0fu), x.hi.z, s);
+        s     = __dp4a(static_cast<int>(w.w & 0x0f0f0f0fu), x.lo.w, s);
+        s     = __dp4a(static_cast<int>((w.w >> 4) & 0x0f0f0f0fu), x.hi.w, s);
+        const float d = cu_half(static_cast<ember_half>(sc & 0xffffu));
+        const float z = cu_half(static_cast<ember_half>(sc >> 16));
+        return d * (x.ds.x * static_cast<float>(s) - z * x.ds.y);
+    }
+};
+template <> struct mx<EMBER_TYPE_INT4> : mx_int4<128> {};
+template <> struct mx<EMBER_TYPE_INT4_G32> : mx_int4<32> {};
+
+template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
+    struct sc_t {
+        uint32_t aq;
+        float2   hd;  // scale2, offset
+    };
+    using xs_t = x_nf4;
+    // (The absmax computed here instead, one register instead of three, measured 6% slower on
+    // the 8B shape: the table lookup then waits for the scale loads before the weights are used.)
+    static __device__ __forceinline__ sc_t load_sc(const uint8_t * s, const uint8_t * h, int64_t g, int nb, int ng, int c) {
+        const int b = c >> 1;
+        return {__ldg(s + g * nb + b), __ldg(reinterpret_cast<const float2 *>(h) + g * ng + (b >> 8))};
+    }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4(x, c); }
+    static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
+        int        slo = 0, shi = 0;
+        const int2 t0 = nf4_lookup(w.x), t1 = nf4_lookup(w.y), t2 = nf4_lookup(w.z), t3 = nf4_lookup(w.w);
+        slo           = __dp4a(t0.x, x.lo.x, slo);
+        shi           = __dp4a(t0.y, x.hi.x, shi);
+        slo           = __dp4a(t1.x, x.lo.y, slo);
+        shi           = __dp4a(t1.y, x.hi.y, shi);
+        slo           = __dp4a(t2.x, x.lo.z, slo);
+        shi           = __dp4a(t2.y, x.hi.z, shi);
+        slo           = __dp4a(t3.x, x.lo.w, slo);
+        shi           = __dp4a(t3.y, x.hi.w, shi);
+        const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as the CPU: no FMA
+        return absmax * k_nf4_inv * (x.dlo * static_cast<float>(slo) + x.dhi * static_cast<float>(shi));
+    }
+};
+
+template <int T> struct mx_fp8 {  // 2 chunks per block
+    using sc_t               = uint32_t;  // block: e; row: unused
+    using xs_t               = x_f16;
+    static __device__ __forceinline__ sc_t load_sc(const uint8_t * s, const uint8_t *, int64_t g, int nb, int, int c) {
+        if constexpr (is_row(T)) return 0;
+        else return __ldg(s + g * nb + (c >> 1));
+    }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_f(x, c); }
+    static __device__ __forceinline__ float dot(const uint4 & w, sc_t sc, const xs_t & x, const float *) {
+        const float s = fp8_dot16<is_e4m3(T)>(w, x);
+        if constexpr (is_row(T)) return s;  // the row scale multiplies the row's sum
+        else return s * cu_fp8_e8m0_scale(sc);
+    }
+};
+template <> struct mx<EMBER_TYPE_FP8_E4M3> : mx_fp8<EMBER_TYPE_FP8_E4M3> {};
+template <> struct mx<EMBER_TYPE_FP8_E5M2> : mx_fp8<EMBER_TYPE_FP8_E5M2> {};
+template <> struct mx<EMBER_TYPE_FP8_E4M3_ROW> : mx_fp8<EMBER_TYPE_FP8_E4M3_ROW> {};
+template <> struct mx<EMBER_TYPE_FP8_E5M2_ROW> : mx_fp8<EMBER_TYPE_FP8_E5M2_ROW> {};
+
+struct mvx_args {
+    // Up to k_group matrices of one type and width (blocks [blk0[m], blk0[m + 1]) of grid.x);
+    // one matrix may be batched (grid.z, broadcast as MUL_MAT does).
+    int             nmat;
+    int             blk0[k_group + 1];
+    const uint8_t * q[k_group];
+    const uint8_t * s[k_group];
+    const uint8_t * h[k_group];
+    int64_t         n[k_group];
+    char *          y[k_group];
+    int64_t         y_nb1[k_group];
+    int64_t         y_nb2, y_nb3;
+    int64_t         w_ne2, bcast2, bcast3;
+    int64_t         rowq, k;
+    int             nb, ng, nchunk;
+    const int8_t *  xq;
+    const float2 *  xds;
+    const char *    xf;
+    int64_t         x_nb1, x_nb2, x_nb3;
+    int64_t         x_ne1, x_ne2;
+    bool            xal;
+};
+
+// A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
+template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], int m) {
+    return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
+}
+
+// Registers (ptxas, sm_90, two rows per warp): INT4 89, NF4 164, FP8 118. Limiting them
+// (__launch_bounds__ with 4-5 blocks per SM: NF4 123, FP8 90) measured no faster on the 8B
+// shape (FP8 4% slower, NF4 level) and 2% either way on the 1B one, so there is no limit.
+template <int T, int R, int U>
+__global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
+    using D = mx<T>;
+    __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
+    if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
+        for (int i = threadIdx.x; i < 256; i += 32 * k_warps) dyn[i] = cu_nf4_dyn.v[i];
+        __syncthreads();
+    }
+    const int lane = threadIdx.x % 32;
+    // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
+    const int       m      = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
+                             : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
+    const int       bx     = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
+    const uint8_t * wq     = pick(a.q, m);
+    const uint8_t * ws     = pick(a.s, m);
+    const uint8_t * wh     = pick(a.h, m);
+    const int64_t   n      = pick(a.n, m);
+    char *          y_data = pick(a.y, m);
+    const int64_t   y_nb1  = pick(a.y_nb1, m);
+    const int64_t   row0   = (static_cast<int64_t>(bx) * k_warps + threadIdx.x / 32) * R;
+    if (row0 >= n) return;  // no block-wide synchronization below
+    const int64_t col = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const int64_t v = col + a.x_ne1 * blockIdx.z;
+    x_src         xs;
+    xs.q     = a.xq ? a.xq + v * a.k : nullptr;
+    xs.ds    = a.xds ? a.xds + v * (a.k / 32) : nullptr;
+    xs.f     = a.xf ? reinterpret_cast<const float *>(a.xf + col * a.x_nb1 + i2 * a.x_nb2 + i3 * a.x_nb3) : nullptr;
+    xs.f16al = a.xal;
+    const uint4 * wr[R];
+    int64_t       gr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        gr[r] = wm * n + (row0 + r < n ? row0 + r : n - 1);  // tail rows: read, discard
+        wr[r] = reinterpret_cast<const uint4 *>(wq + gr[r] * a.rowq);
+    }
+    const int nchunk = a.nchunk, nb = a.nb, ng = a.ng;
+    float     rs[R];  // _ROW: the row scales
+#pragma unroll
+    for (int r = 0; r < R; r++) rs[r] = is_row(T) ? __ldg(reinterpret_cast<const float *>(ws) + gr[r]) : 1.0f;
+    float                acc[R] = {};
+    uint4                w[U][R];
+    typename D::sc_t     sc[U][R];
+    const auto           load = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int  c  = c0 + 32 * u;
+            const bool ok = c < nchunk;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                w[u][r]  = ok ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+                sc[u][r] = ok ? D::load_sc(ws, wh, gr[r], nb, ng, c) : typename D::sc_t{};
+            }
+        }
+    };
+    load(lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
+        if (c0 != lane) load(c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c < nchunk) {
+                const typename D::xs_t x = D::load_x(xs, c);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += D::dot(w[u][r], sc[u][r], x, dyn);
+            }
+        }
+    }
+    float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = cu_warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < n) yc[row0 + r] = is_row(T) ? s * rs[r] : s;
+    }
+}
+
+// x (F32, any strides) -> the 8-bit copy of ops-matvec-q.cu (its quantize_x_kernel, the same
+// arithmetic: the CPU's Q8_0 activations): per vector v = col + ne1 (i2 + ne2 i3), k int8 at
+// xq + v k and k / 32 (d, d sum q) pairs at xds + v k / 32. 8 threads per block of 32.
+__global__ void __launch_bounds__(256) quantize_x_ext_kernel(cu_tensor x, int64_t k, int8_t * xq, float2 * xds) {
+    cu_pdl_begin();
+    const int64_t i     = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+    const int64_t v     = blockIdx.y;
+    const int64_t col   = v % x.ne[1];
+    const int64_t i2    = (v / x.ne[1]) % x.ne[2];
+    const int64_t i3    = v / (x.ne[1] * x.ne[2]);
+    const bool    valid = i < k;
+    float         f[4]  = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (valid) {
+        const float * xr = reinterpret_cast<const float *>(x.data + col * x.nb[1] + i2 * x.nb[2] + i3 * x.nb[3]) + i;
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[j] = xr[j];
+    }
+    float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d  = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int         q[4], sum = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        q[j] = static_cast<int>(roundf(__fmul_rn(f[j], id)));
+        sum += q[j];
+    }
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (!valid) return;
+    const int packed = (q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (q[3] & 0xff) << 24;
+    *reinterpret_cast<int *>(xq + v * k + i) = packed;
+    if (threadIdx.x % 8 == 0) {
+        const float dh              = __half2float(__float2half_rn(d));
+        xds[v * (k / 32) + i / 32] = make_float2(dh, dh * static_cast<float>(sum));
+    }
+}
+
+// Whether the 8-bit copy in scratch slot 0 is that of x (ops-matvec-q.cu's test, same fields).
+bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
+    if (!ctx.qx_valid || ctx.qx_data != x->data || ctx.qx_buf != xq) return false;
+    for (int i = 0; i < 4; i++) {
+        if (ctx.qx_ne[i] != x->ne[i] || ctx.qx_nb[i] != static_cast<int64_t>(x->nb[i])) return false;
+    }
+    return true;
+}
+
+template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, mvx_args & a) {
+    int64_t nmax = 0;
+    for (int m = 0; m < nd; m++) nmax = std::max<int64_t>(nmax, dsts[m]->src[0]->ne[1]);
+    // Two rows per warp share the x loads; below 4096 rows one row per warp keeps more warps
+    // (and loads in flight) on the GPU.
+    const int R  = nmax >= 4096 ? 2 : 1;
+    unsigned  bx = 0;
+    for (int m = 0; m < nd; m++) {
+        a.blk0[m] = static_cast<int>(bx);
+        bx += cu_blocks(dsts[m]->src[0]->ne[1], k_warps * R);
+    }
+    a.blk0[nd]               = static_cast<int>(bx);
+    const ember_tensor * x   = dsts[0]->src[1];
+    const dim3           grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    if (R == 2) {
+        cu_launch(ctx, mvx_kernel<T, 2, 4>, grid, 32 * k_warps, 0, a);
+    } else {
+        cu_launch(ctx, mvx_kernel<T, 1, 4>, grid, 32 * k_warps, 0, a);
+    }
+    return ember_cuda_check_launch("mul_mat (matvec, ember types)");
+}
+
+template <typename F> bool dispatch_ext(ember_type t, F && f) {
+    switch (t) {
+        case EMBER_TYPE_INT4: f.template operator()<EMBER_TYPE_INT4>(); return true;
+        case EMBER_TYPE_INT4_G32: f.template operator()<EMBER_TYPE_INT4_G32>(); return true;
+        case EMBER_TYPE_NF4: f.template operator()<EMBER_TYPE_NF4>(); return true;
+        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
+        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
+        case EMBER_TYPE_FP8_E4M3_ROW: f.template operator()<EMBER_TYPE_FP8_E4M3_ROW>(); return true;
+        case EMBER_TYPE_FP8_E5M2_ROW: f.template operator()<EMBER_TYPE_FP8_E5M2_ROW>(); return true;
+        default: return false;
+    }
+}
+
+struct mvx_probe {
+    ember_cuda_ctx &       ctx;
+    ember_tensor * const * dsts;
+    int                    nd;
+    mvx_args &             a;
+    ember_status &         st;
+    template <int T> void operator()() const { st = launch_mvx<T>(ctx, dsts, nd, a); }
+};
+
+//
+// Dequantization of one 32-weight chunk (prefill, GET_ROWS): weights [32 c, 32 c + 32) of
+// row g of the tensor, as cu_codec<T>::chunk does for the GGUF bytes.
+//
+struct ext_dev {
+    const uint8_t * q;
+    const uint8_t * s;
+    const uint8_t * h;
+    int64_t         rowq;
+    int             nb, ng;
+};
+
+ext_dev dev_of(const ember_tensor * w) {
+    const ext_layout l = layout_of(w);
+    return {l.q, l.s, l.h, l.rowq, l.nb, l.ng};
+}
+
+template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, int64_t g, int64_t c, float * y) {
+    const uint8_t * row = L.q + g * L.rowq;
+    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
+        constexpr int runs = T == EMBER_TYPE_INT4 ? 4 : 1;
+        union {
+            uint4   v;
+            uint8_t b[16];
+        } q;
+        q.v              = *reinterpret_cast<const uint4 *>(row + 16 * c);
+        const uint32_t dz = reinterpret_cast<const uint32_t *>(L.s)[g * L.nb + c / runs];
+        const float    d  = cu_half(static_cast<ember_half>(dz & 0xffffu));
+        const float    z  = cu_half(static_cast<ember_half>(dz >> 16));
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            y[i]      = d * (static_cast<float>(q.b[i] & 0x0f) - z);
+            y[i + 16] = d * (static_cast<float>(q.b[i] >> 4) - z);
+        }
+    } else if constexpr (T == EMBER_TYPE_NF4) {
+        const int64_t b = c / 2;
+        union {
+            uint4   v[2];
+            uint8_t b[32];
+        } q;
+        q.v[0]              = reinterpret_cast<const uint4 *>(row + 32 * b)[0];
+        q.v[1]              = reinterpret_cast<const uint4 *>(row + 32 * b)[1];
+        const float2 hd     = reinterpret_cast<const float2 *>(L.h)[g * L.ng + b / 256];
+        const float  s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[L.s[g * L.nb + b]], hd.x), hd.y);
+        const int    sh     = static_cast<int>(c % 2) * 4;
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(q.b[i] >> sh) & 0xf] * s;
+    } else {
+        union {
+            uint4   v[2];
+            uint8_t b[32];
+        } q;
+        q.v[0]        = reinterpret_cast<const uint4 *>(row + 32 * c)[0];
+        q.v[1]        = reinterpret_cast<const uint4 *>(row + 32 * c)[1];
+        const float s = is_row(T) ? reinterpret_cast<const float *>(L.s)[g] : cu_fp8_e8m0_scale(L.s[g * L.nb + c]);
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[i] = cu_fp8<is_e4m3(T)>(q.b[i]) * s;
+    }
+}
+
+constexpr int      k_dq_threads = 256;
+constexpr int      k_dq_warps   = k_dq_threads / 32;
+constexpr unsigned k_max_blocks = 65535u * 16u;
+
+unsigned grid_for(int64_t n, int per_block) {
+    const unsigned b = cu_blocks(n, per_block);
+    return b < k_max_blocks ? b : k_max_blocks;
+}
+
+// Rows g0 .. of the tensor to F16: each lane one 32-weight chunk, the warp's 32 chunks (2 KiB,
+// contiguous in the output) out through shared memory as 16-byte stores (as ops-matmul.cu's
+// dequant_f16_co_kernel).
+template <int T>
+__global__ void __launch_bounds__(k_dq_threads) dequant_ext_kernel(ext_dev L, int64_t g0, int64_t nc, int64_t n_items, __half * out) {
+    cu_pdl_begin();
+    __shared__ uint4 sbuf[k_dq_warps][32 * 4];
+    const int     lane   = threadIdx.x % 32;
+    const int     wi     = threadIdx.x / 32;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * k_dq_threads;
+    for (int64_t base = (static_cast<int64_t>(blockIdx.x) * k_dq_warps + wi) * 32; base < n_items; base += stride) {
+        const int64_t idx = base + lane;
+        if (idx < n_items) {
+            float v[32];
+            ext_chunk<T>(L, g0 + idx / nc, idx % nc, v);
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                union {
+                    uint4   u;
+                    __half2 h[4];
+                } pk;
+#pragma unroll
+                for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[8 * q + 2 * j], v[8 * q + 2 * j + 1]);
+                sbuf[wi][lane * 4 + q] = pk.u;
+            }
+        }
+        __syncwarp();
+        const int64_t left = n_items - base;
+        const int     n4   = 4 * static_cast<int>(left < 32 ? left : 32);
+        uint4 *       o    = reinterpret_cast<uint4 *>(out + base * 32);
+        for (int q = lane; q < n4; q += 32) o[q] = sbuf[wi][q];
+        __syncwarp();
+    }
+}
+
+// GET_ROWS from a 2-D table: one thread per 32-weight chunk of a destination row.
+template <int T>
+__global__ void get_rows_ext_kernel(ext_dev L, int64_t n_table, cu_tensor ids, cu_tensor dst, int64_t nc, int64_t n_items, int * err) {
+    cu_pdl_begin();
+    for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n_items;
+         idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        const int64_t r  = idx / nc;
+        const int64_t c  = idx % nc;
+        const int64_t i1 = r % dst.ne[1];
+        const int64_t i2 = (r / dst.ne[1]) % dst.ne[2];
+        const int64_t i3 = r / (dst.ne[1] * dst.ne[2]);
+        const int32_t id = *reinterpret_cast<const int32_t *>(ids.data + i1 * ids.nb[0] + i2 * ids.nb[1] + i3 * ids.nb[2]);
+        float *       y  = reinterpret_cast<float *>(dst.data + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3]) + 32 * c;
+        if (id < 0 || id >= n_table) {
+            for (int j = 0; j < 32; j++) y[j] = 0.0f;
+            cu_set_error(err, EMBER_ERR_INTERNAL);
+            continue;
+        }
+        float v[32];
+        ext_chunk<T>(L, id, c, v);
+#pragma unroll
+        for (int j = 0; j < 32; j++) y[j] = v[j];
+    }
+}
+
+struct dequant_probe {
+    ember_cuda_ctx & ctx;
+    ext_dev          L;
+    int64_t          g0, nc, n;
+    __half *         out;
+    template <int T> void operator()() const {
+        cu_launch(ctx, dequant_ext_kernel<T>, grid_for(n, k_dq_threads), k_dq_threads, 0, L, g0, nc, n, out);
+    }
+};
+
+struct get_rows_probe {
+    ember_cuda_ctx & ctx;
+    ember_tensor *   dst;
+    template <int T> void operator()() const {
+        const ember_tensor * table = dst->src[0];
+        const int64_t        nc    = dst->ne[0] / 32;
+        const int64_t        n     = ember_nrows(dst) * nc;
+        cu_launch(ctx, get_rows_ext_kernel<T>, grid_for(n, k_dq_threads), k_dq_threads, 0, dev_of(table), table->ne[1],
+                  cu_desc(dst->src[1]), cu_desc(dst), nc, n, ctx.d_error);
+    }
+};
+
+}  // namespace
+
+bool ember_cuda_ext_layout(const ember_tensor * t) {
+    return (t->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && ember_cuda_repack_is_ext(t->type);
+}
+
+bool ember_cuda_mul_mat_vec_ext_supported(const ember_tensor * dst) {
+    const ember_tensor * w = dst->src[0];
+    const ember_tensor * x = dst->src[1];
+    if (!ember_cuda_ext_layout(w) || w->view_src || x->type != EMBER_TYPE_F32) return false;
+    const ext_layout l = layout_of(w);
+    return x->ne[1] <= 65535 && x->ne[1] * x->ne[2] * x->ne[3] <= 65535 && x->ne[2] * x->ne[3] <= 65535 && l.rowq / 16 < INT32_MAX / 2 &&
+           w->ne[0] % 32 == 0;
+}
+
+ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    if (nd < 1 || nd > k_group) return EMBER_ERR_INVALID_ARG;
+    const ember_tensor * w0 = dsts[0]->src[0];
+    const ember_tensor * x  = dsts[0]->src[1];
+    for (int m = 0; m < nd; m++) {
+        const ember_tensor * w = dsts[m]->src[0];
+        if (!ember_cuda_mul_mat_vec_ext_supported(dsts[m]) || w->type != w0->type || w->ne[0] != w0->ne[0] || dsts[m]->src[1] != x) {
+            return EMBER_ERR_INTERNAL;
+        }
+        if (nd > 1 && (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1)) return EMBER_ERR_INTERNAL;
+    }
+    mvx_args         a{};
+    const ext_layout l0 = layout_of(w0);
+    a.nmat              = nd;
+    for (int m = 0; m < nd; m++) {
+        const ext_layout l = layout_of(dsts[m]->src[0]);
+        a.q[m]             = l.q;
+        a.s[m]             = l.s;
+        a.h[m]             = l.h;
+        a.n[m]             = dsts[m]->src[0]->ne[1];
+        a.y[m]             = static_cast<char *>(dsts[m]->data);
+        a.y_nb1[m]         = static_cast<int64_t>(dsts[m]->nb[1]);
+    }
+    a.y_nb2  = static_cast<int64_t>(dsts[0]->nb[2]);
+    a.y_nb3  = static_cast<int64_t>(dsts[0]->nb[3]);
+    a.w_ne2  = w0->ne[2];
+    a.bcast2 = x->ne[2] / w0->ne[2];
+    a.bcast3 = x->ne[3] / w0->ne[3];
+    a.rowq   = l0.rowq;
+    a.k      = w0->ne[0];
+    a.nb     = l0.nb;
+    a.ng     = l0.ng;
+    a.nchunk = static_cast<int>(l0.rowq / 16);
+    a.x_ne1  = x->ne[1];
+    a.x_ne2  = x->ne[2];
+    const bool fl = w0->type != EMBER_TYPE_INT4 && w0->type != EMBER_TYPE_INT4_G32 && w0->type != EMBER_TYPE_NF4;
+    if (fl) {  // FP8: the float activations as they are
+        a.xf    = static_cast<const char *>(x->data);
+        a.x_nb1 = static_cast<int64_t>(x->nb[1]);
+        a.x_nb2 = static_cast<int64_t>(x->nb[2]);
+        a.x_nb3 = static_cast<int64_t>(x->nb[3]);
+        a.xal   = ((reinterpret_cast<uintptr_t>(x->data) | x->nb[1] | x->nb[2] | x->nb[3]) & 15) == 0;
+        ctx.qx_valid = false;  // a result may overwrite the tensor of the 8-bit copy
+    } else {
+        int8_t * xq  = nullptr;
+        void *   xdv = nullptr;
+        ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
+        if (!xq) return EMBER_ERR_OOM;
+        float2 * xds = static_cast<float2 *>(xdv);
+        // The 8-bit copy of x from the previous matvec (or the fused RMS_NORM + MUL or SWIGLU
+        // that made x) is still valid when x is the same tensor and no other node ran since.
+        if (!qx_is(ctx, x, xq)) {
+            const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
+            const dim3    grid(cu_blocks(x->ne[0] / 4, 256), static_cast<unsigned>(nv));
+            cu_launch(ctx, quantize_x_ext_kernel, grid, 256, 0, cu_desc(x), x->ne[0], xq, xds);
+            const ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
+            if (st != EMBER_OK) return st;
+            ember_cuda_qx_set_valid(ctx, x, xq);
+        }
+        a.xq  = xq;
+        a.xds = xds;
+    }
+    ember_status st = EMBER_ERR_UNSUPPORTED;
+    dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, a, st});
+    for (int m = 0; m < nd; m++) {
+        if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;  // a result written over x
+    }
+    return st;
+}
+
+ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {
+    if (rows <= 0) return EMBER_OK;
+    if (!ember_cuda_ext_layout(w)) return EMBER_ERR_INTERNAL;
+    const int64_t nc = w->ne[0] / 32;
+    if (!dispatch_ext(w->type, dequant_probe{ctx, dev_of(w), g0, nc, rows * nc, static_cast<__half *>(out)})) {
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    return ember_cuda_check_launch("dequantize to f16 (ember types, cuda layout)");
+}
+
+ember_status ember_cuda_ext_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    const ember_tensor * table = dst->src[0];
+    if (ember_nelements(dst) == 0) return EMBER_OK;
+    if (!ember_cuda_ext_layout(table) || table->ne[2] * table->ne[3] != 1 || dst->ne[0] % 32 != 0) return EMBER_ERR_UNSUPPORTED;
+    if (!dispatch_ext(table->type, get_rows_probe{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
+    return ember_cuda_check_launch("get_rows (ember types, cuda layout)");
+}
