@@ -2,9 +2,10 @@
 // type per device, and a stream per context (a cudaStream_t with its cuBLAS handle and
 // scratch memory). Kernels live in ops-*.cu (cuda-ops.h).
 //
-// Weights: Q4_0 and Q8_0 model weights are converted to the CUDA layout when uploaded
-// (cuda-repack.h; set_tensor, get_tensor gives the GGUF bytes back), and only the ops that
-// understand it (MUL_MAT, GET_ROWS) are offered for them.
+// Weights: Q4_0, Q8_0 and Ember's own types (INT4, INT4_G32, NF4, FP8 E4M3/E5M2 and their _ROW
+// forms) are converted to the CUDA layout when uploaded as model weights (cuda-repack.h;
+// set_tensor, get_tensor gives the GGUF bytes back), and only the ops that understand it
+// (MUL_MAT, GET_ROWS) are offered for them.
 //
 // Synchronization: graph_compute waits for its kernels before returning (caps.async = 0: the
 // scheduler synchronizes after every split anyway, and the kernels' data-error flag must be
