@@ -121,6 +121,10 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
 // says whether b may join a's launch.
 bool         ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b);
 bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tensor * b);
+// The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
+// now unless the one in scratch slot 0 is still x's.
+struct float2;
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds);
 ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
 // A decode matvec and the nodes after it that its store does (cuda-backend.cpp finds them,
 // ops-matvec-q.cu runs them): RoPE over a reshape of its result (Q, K: the warp's two rows are

@@ -7,7 +7,7 @@
 // flight per lane), the first ones before cu_pdl_begin() (weights only), the block scales from
 // their own arrays alongside; a warp shuffle sums each row. Per type:
 // - INT4 / INT4_G32: a chunk is one 32-weight run (Q4_0's nibble order); dot products with
-//   __dp4a on the 8-bit activations (quantize_x below, the format of ops-matvec-q.cu, reused
+//   __dp4a on the 8-bit activations (ember_cuda_quantized_x, the format of ops-matvec-q.cu, reused
 //   across matvecs over the same x): per run d (ds.x sum q q8 - z ds.y), ds = (d8, d8 sum q8).
 // - NF4: a chunk is half of a 64-weight block's bytes (16 weights from each of its two halves);
 //   the codebook is looked up 8 nibbles at a time with byte permutes from an int8 copy,
@@ -385,54 +385,6 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     }
 }
 
-// x (F32, any strides) -> the 8-bit copy of ops-matvec-q.cu (its quantize_x_kernel, the same
-// arithmetic: the CPU's Q8_0 activations): per vector v = col + ne1 (i2 + ne2 i3), k int8 at
-// xq + v k and k / 32 (d, d sum q) pairs at xds + v k / 32. 8 threads per block of 32.
-__global__ void __launch_bounds__(256) quantize_x_ext_kernel(cu_tensor x, int64_t k, int8_t * xq, float2 * xds) {
-    cu_pdl_begin();
-    const int64_t i     = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
-    const int64_t v     = blockIdx.y;
-    const int64_t col   = v % x.ne[1];
-    const int64_t i2    = (v / x.ne[1]) % x.ne[2];
-    const int64_t i3    = v / (x.ne[1] * x.ne[2]);
-    const bool    valid = i < k;
-    float         f[4]  = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (valid) {
-        const float * xr = reinterpret_cast<const float *>(x.data + col * x.nb[1] + i2 * x.nb[2] + i3 * x.nb[3]) + i;
-#pragma unroll
-        for (int j = 0; j < 4; j++) f[j] = xr[j];
-    }
-    float amax = fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3])));
-#pragma unroll
-    for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d  = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    int         q[4], sum = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        q[j] = static_cast<int>(roundf(__fmul_rn(f[j], id)));
-        sum += q[j];
-    }
-#pragma unroll
-    for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (!valid) return;
-    const int packed = (q[0] & 0xff) | (q[1] & 0xff) << 8 | (q[2] & 0xff) << 16 | (q[3] & 0xff) << 24;
-    *reinterpret_cast<int *>(xq + v * k + i) = packed;
-    if (threadIdx.x % 8 == 0) {
-        const float dh              = __half2float(__float2half_rn(d));
-        xds[v * (k / 32) + i / 32] = make_float2(dh, dh * static_cast<float>(sum));
-    }
-}
-
-// Whether the 8-bit copy in scratch slot 0 is that of x (ops-matvec-q.cu's test, same fields).
-bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
-    if (!ctx.qx_valid || ctx.qx_data != x->data || ctx.qx_buf != xq) return false;
-    for (int i = 0; i < 4; i++) {
-        if (ctx.qx_ne[i] != x->ne[i] || ctx.qx_nb[i] != static_cast<int64_t>(x->nb[i])) return false;
-    }
-    return true;
-}
-
 template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, mvx_args & a) {
     int64_t nmax = 0;
     for (int m = 0; m < nd; m++) nmax = std::max<int64_t>(nmax, dsts[m]->src[0]->ne[1]);
@@ -687,21 +639,10 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
         a.xal   = ((reinterpret_cast<uintptr_t>(x->data) | x->nb[1] | x->nb[2] | x->nb[3]) & 15) == 0;
         ctx.qx_valid = false;  // a result may overwrite the tensor of the 8-bit copy
     } else {
-        int8_t * xq  = nullptr;
-        void *   xdv = nullptr;
-        ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
-        if (!xq) return EMBER_ERR_OOM;
-        float2 * xds = static_cast<float2 *>(xdv);
-        // The 8-bit copy of x from the previous matvec (or the fused RMS_NORM + MUL or SWIGLU
-        // that made x) is still valid when x is the same tensor and no other node ran since.
-        if (!qx_is(ctx, x, xq)) {
-            const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
-            const dim3    grid(cu_blocks(x->ne[0] / 4, 256), static_cast<unsigned>(nv));
-            cu_launch(ctx, quantize_x_ext_kernel, grid, 256, 0, cu_desc(x), x->ne[0], xq, xds);
-            const ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
-            if (st != EMBER_OK) return st;
-            ember_cuda_qx_set_valid(ctx, x, xq);
-        }
+        int8_t *           xq  = nullptr;
+        float2 *           xds = nullptr;
+        const ember_status qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);  // ops-matvec-q.cu
+        if (qs != EMBER_OK) return qs;
         a.xq  = xq;
         a.xds = xds;
     }

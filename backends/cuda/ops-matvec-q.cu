@@ -1130,25 +1130,36 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
     return ember_cuda_mul_mat_vec_q_run(ctx, dsts, nd, nullptr);
 }
 
-ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
-    if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
-    const ember_tensor * x  = dsts[0]->src[1];
-    const int64_t        k  = x->ne[0];
-    const int64_t        nv = x->ne[1] * x->ne[2] * x->ne[3];
-    int8_t *             xq = nullptr;
-    void *               xdv = nullptr;
+// The 8-bit copy of x in scratch slot 0 (ember_cuda_qx_buffer), made now unless the copy there
+// is still x's: the previous matvec's, or the one the fused RMS_NORM + MUL or SWIGLU that made x
+// wrote (valid while x is the same tensor and nothing wrote over it since).
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out) {
+    int8_t * xq  = nullptr;
+    void *   xdv = nullptr;
     ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
     if (!xq) return EMBER_ERR_OOM;
     float2 * xds = static_cast<float2 *>(xdv);
-    // The quantized copy of x from the previous matvec (or the fused RMS_NORM + MUL that
-    // made x) is still valid when x is the same tensor and no other node ran since.
     if (!qx_is(ctx, x, xq)) {
-        const dim3 grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
+        const int64_t k  = x->ne[0];
+        const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
+        const dim3    grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
         cu_launch(ctx, quantize_x_kernel, grid, 256, 0, cu_desc(x), k, xq, xds);
-        ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
+        const ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
         if (st != EMBER_OK) return st;
         ember_cuda_qx_set_valid(ctx, x, xq);
     }
+    *xq_out  = xq;
+    *xds_out = xds;
+    return EMBER_OK;
+}
+
+ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
+    if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
+    const ember_tensor * x   = dsts[0]->src[1];
+    int8_t *             xq  = nullptr;
+    float2 *             xds = nullptr;
+    const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);
+    if (qs != EMBER_OK) return qs;
     ember_status st = EMBER_OK;
     // A type without a kernel here (the callers check first) must not pass as done.
     if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st})) return EMBER_ERR_UNSUPPORTED;
