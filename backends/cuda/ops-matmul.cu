@@ -57,30 +57,15 @@ __global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * 
     const int64_t stride = (int64_t) gridDim.x * k_threads;
     for (int64_t base = ((int64_t) blockIdx.x * k_dq_warps + wi) * 32; base < n_items; base += stride) {
         const int64_t idx = base + lane;
+        float         v[32];
         if (idx < n_items) {
-            float v[32];
             if constexpr (RP) {
                 cu_rp_chunk<T>(w, nblk, g0 * nc + idx, v);
             } else {
                 cu_codec<T>::chunk(w + (idx / nc) * w_nb1, idx % nc, v);
             }
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                union {
-                    uint4   u;
-                    __half2 h[4];
-                } pk;
-#pragma unroll
-                for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[8 * q + 2 * j], v[8 * q + 2 * j + 1]);
-                sbuf[wi][lane * 4 + q] = pk.u;
-            }
         }
-        __syncwarp();
-        const int64_t left = n_items - base;
-        const int     n4   = 4 * static_cast<int>(left < 32 ? left : 32);
-        uint4 *       o    = reinterpret_cast<uint4 *>(out + base * 32);
-        for (int q = lane; q < n4; q += 32) o[q] = sbuf[wi][q];
-        __syncwarp();
+        cu_warp_store_f16_chunks(sbuf[wi], lane, v, idx < n_items, out, base, n_items - base);
     }
 }
 
