@@ -1,0 +1,199 @@
+// The CUDA backend tests' harness (test_cuda_*.cpp): seeded random leaves, a graph run on one
+// device with every tensor in that device's memory (once per seed, later runs replaying a
+// recorded CUDA graph), and CPU-against-GPU comparisons by NMSE. Test-only code: everything is
+// in an unnamed namespace, one copy per test file.
+#ifndef EMBER_TESTS_CUDA_TEST_UTIL_H
+#define EMBER_TESTS_CUDA_TEST_UTIL_H
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "graph.h"
+
+namespace {
+
+struct leaf_data {
+    ember_tensor *       t;
+    std::vector<uint8_t> bytes;
+};
+
+struct case_ctx {
+    ember_graph &            g;
+    std::vector<leaf_data> & leaves;
+    std::mt19937             rng;
+
+    // A leaf of `type` holding uniform values in [lo, hi), encoded with the type's codec.
+    ember_tensor * rand_leaf(ember_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, float lo = -1.0f, float hi = 1.0f) {
+        ember_tensor *                        t = g.new_tensor(type, ne0, ne1, ne2);
+        std::vector<float>                    v(static_cast<size_t>(ne0 * ne1 * ne2));
+        std::uniform_real_distribution<float> u(lo, hi);
+        for (float & x : v) x = u(rng);
+        std::vector<uint8_t> b(ember_nbytes(t));
+        const int64_t        rows = ne1 * ne2;
+        for (int64_t r = 0; r < rows; r++) {
+            ember_type_get_traits(type)->from_float(v.data() + r * ne0, b.data() + r * t->nb[1], ne0);
+        }
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+    // A random leaf flagged as a model weight: the CUDA backend converts Q4_0 and Q8_0 ones
+    // to its own layout when they are uploaded (cuda-repack.h); the CPU ignores the flag.
+    ember_tensor * weight_leaf(ember_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1) {
+        ember_tensor * t = rand_leaf(type, ne0, ne1, ne2);
+        t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        return t;
+    }
+    ember_tensor * i32_leaf(const std::vector<int32_t> & ids) {
+        ember_tensor *       t = g.new_tensor(EMBER_TYPE_I32, static_cast<int64_t>(ids.size()));
+        std::vector<uint8_t> b(ids.size() * 4);
+        std::memcpy(b.data(), ids.data(), b.size());
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+    ember_tensor * f32_leaf(const std::vector<float> & v, int64_t ne0, int64_t ne1) {
+        ember_tensor *       t = g.new_tensor(EMBER_TYPE_F32, ne0, ne1);
+        std::vector<uint8_t> b(v.size() * 4);
+        std::memcpy(b.data(), v.data(), b.size());
+        leaves.push_back({t, std::move(b)});
+        return t;
+    }
+};
+
+using builder = std::function<ember_tensor *(case_ctx &)>;
+
+// Runs the graph of `build` with every tensor in `dev`'s memory once per seed, on one stream,
+// the leaves refilled with that seed's data before each run (later runs on the CUDA stream
+// replay a recorded CUDA graph); returns the outputs as floats (and their bytes in *raw).
+inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & build, const std::vector<uint32_t> & seeds,
+                                         std::vector<std::vector<uint8_t>> * raw = nullptr) {
+    const uint32_t         seed = seeds.at(0);
+    ember_graph            g;
+    std::vector<leaf_data> leaves;
+    case_ctx               cc{g, leaves, std::mt19937(seed)};
+    ember_tensor *         out = build(cc);
+    g.build_forward(out);
+
+    ember_buffer_type * buft  = ember_device_buffer_type(dev);
+    const size_t        align = ember_buffer_type_alignment(buft);
+    size_t              total = 0;
+    for (ember_tensor & t : g.arena) {
+        if (!t.view_src) total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
+    size_t offs = 0;
+    for (ember_tensor & t : g.arena) {
+        if (t.view_src) continue;
+        ember_buffer_place_tensor(buf, &t, offs);
+        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    for (ember_tensor & t : g.arena) {
+        if (!t.view_src) continue;
+        t.buffer = t.view_src->buffer;
+        t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
+    }
+    buf->iface.clear(buf, 0);
+    for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
+
+    ember_stream_params sp{};
+    sp.n_threads     = 2;
+    ember_stream * s = nullptr;
+    REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
+    std::vector<std::vector<float>> results;
+    for (size_t run = 0; run < seeds.size(); run++) {
+        if (run > 0) {  // the same builder with another seed: same shapes, new values
+            ember_graph            g2;
+            std::vector<leaf_data> leaves2;
+            case_ctx               cc2{g2, leaves2, std::mt19937(seeds[run])};
+            build(cc2);
+            REQUIRE(leaves2.size() == leaves.size());
+            for (size_t i = 0; i < leaves.size(); i++) ember_tensor_set(leaves[i].t, leaves2[i].bytes.data(), 0, leaves2[i].bytes.size());
+        }
+        const ember_status st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
+        s->iface.synchronize(s);
+        CHECK(st == EMBER_OK);
+
+        std::vector<uint8_t> bytes(ember_nbytes(out));
+        ember_tensor_get(out, bytes.data(), 0, bytes.size());
+        std::vector<float> res(static_cast<size_t>(ember_nelements(out)));
+        const int64_t      rows = ember_nrows(out);
+        for (int64_t r = 0; r < rows; r++) {
+            ember_type_get_traits(out->type)->to_float(bytes.data() + r * out->nb[1], res.data() + r * out->ne[0], out->ne[0]);
+        }
+        results.push_back(std::move(res));
+        if (raw) raw->push_back(std::move(bytes));
+    }
+    ember_stream_free(s);
+    ember_buffer_free(buf);
+    return results;
+}
+
+inline std::vector<float> run_on(ember_device * dev, const builder & build, uint32_t seed) {
+    return run_on_n(dev, build, {seed})[0];
+}
+
+inline double nmse(const std::vector<float> & got, const std::vector<float> & want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        const double d = static_cast<double>(got[i]) - want[i];
+        num += d * d;
+        den += static_cast<double>(want[i]) * want[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+inline ember_device * cuda_device() {
+    return ember_registry_find_device("cuda");
+}
+
+inline void check_case(const std::string & what, const builder & build, double tol, uint32_t seed = 1234) {
+    CAPTURE(what);
+    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, seed);
+    const std::vector<float> got  = run_on(cuda_device(), build, seed);
+    REQUIRE(got.size() == want.size());
+    bool finite = true;
+    for (float v : got) finite = finite && std::isfinite(v);
+    CHECK(finite);
+    const double e = nmse(got, want);
+    CAPTURE(e);
+    CHECK(e < tol);
+}
+
+// Runs `build` on the CPU and on the GPU for each seed in turn (one stream each) and compares.
+inline void check_runs(const std::string & what, const builder & build, double tol, const std::vector<uint32_t> & seeds = {1234}) {
+    CAPTURE(what);
+    const auto want = run_on_n(ember_registry_cpu_device(), build, seeds);
+    const auto got  = run_on_n(cuda_device(), build, seeds);
+    REQUIRE(got.size() == want.size());
+    for (size_t r = 0; r < got.size(); r++) {
+        CAPTURE(r);
+        REQUIRE(got[r].size() == want[r].size());
+        bool finite = true;
+        for (float v : got[r]) finite = finite && std::isfinite(v);
+        CHECK(finite);
+        const double e = nmse(got[r], want[r]);
+        CAPTURE(e);
+        CHECK(e < tol);
+        if (r > 0) CHECK(got[r] != got[r - 1]);  // new data gave new results (not a stale replay)
+    }
+}
+
+inline void set_env(const char * name, const char * value) {
+#ifdef _WIN32
+    _putenv_s(name, value);
+#else
+    setenv(name, value, 1);
+#endif
+}
+
+}  // namespace
+
+#endif  // EMBER_TESTS_CUDA_TEST_UTIL_H
