@@ -88,6 +88,30 @@ struct dev_run {
         ember_stream_free(stream);
         ember_buffer_free(buf);
     }
+    // Every tensor of g in one buffer of dev (views pointed into their sources), and a stream.
+    void place(ember_device * dev) {
+        ember_buffer_type * buft  = ember_device_buffer_type(dev);
+        const size_t        align = ember_buffer_type_alignment(buft);
+        size_t              total = 0;
+        for (ember_tensor & t : g.arena) {
+            if (!t.view_src) total += (ember_nbytes(&t) + align - 1) / align * align;
+        }
+        REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
+        size_t offs = 0;
+        for (ember_tensor & t : g.arena) {
+            if (t.view_src) continue;
+            ember_buffer_place_tensor(buf, &t, offs);
+            offs += (ember_nbytes(&t) + align - 1) / align * align;
+        }
+        for (ember_tensor & t : g.arena) {
+            if (t.view_src) {
+                t.buffer = t.view_src->buffer;
+                t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
+            }
+        }
+        ember_stream_params p = {1};
+        REQUIRE(ember_device_init_stream(dev, &p, &stream) == EMBER_OK);
+    }
 };
 
 // Runs the graph of `b` on dev and returns the output as floats (to_float for other types).
@@ -104,28 +128,8 @@ std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * ou
     ember_tensor *     out = b(r.g, ins);
     r.g.build_forward(out);
     CHECK_MESSAGE(ember_device_supports_op(dev, out), ember_device_get_name(dev), " does not support ", ember_op_name(out->op));
-    ember_buffer_type * buft  = ember_device_buffer_type(dev);
-    const size_t        align = ember_buffer_type_alignment(buft);
-    size_t              total = 0;
-    for (ember_tensor & t : r.g.arena) {
-        if (!t.view_src) total += (ember_nbytes(&t) + align - 1) / align * align;
-    }
-    REQUIRE(ember_buffer_type_alloc(buft, total, &r.buf) == EMBER_OK);
-    size_t offs = 0;
-    for (ember_tensor & t : r.g.arena) {
-        if (t.view_src) continue;
-        ember_buffer_place_tensor(r.buf, &t, offs);
-        offs += (ember_nbytes(&t) + align - 1) / align * align;
-    }
-    for (ember_tensor & t : r.g.arena) {
-        if (t.view_src) {
-            t.buffer = t.view_src->buffer;
-            t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
-        }
-    }
+    r.place(dev);
     for (const input & in : ins) set_input(in);
-    ember_stream_params p = {1};
-    REQUIRE(ember_device_init_stream(dev, &p, &r.stream) == EMBER_OK);
     const ember_status st = r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size());
     if (status) {
         *status = st;
@@ -914,17 +918,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
         std::vector<input> ins;
         ember_tensor *     out = chain(150)(r.g, ins);
         r.g.build_forward(out);
-        size_t total = 0;
-        for (ember_tensor & t : r.g.arena) total += t.view_src ? 0 : (ember_nbytes(&t) + 255) / 256 * 256;
-        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(vk_device()), total, &r.buf) == EMBER_OK);
-        size_t offs = 0;
-        for (ember_tensor & t : r.g.arena) {
-            if (t.view_src) continue;
-            ember_buffer_place_tensor(r.buf, &t, offs);
-            offs += (ember_nbytes(&t) + 255) / 256 * 256;
-        }
-        ember_stream_params p = {1};
-        REQUIRE(ember_device_init_stream(vk_device(), &p, &r.stream) == EMBER_OK);
+        r.place(vk_device());
         for (uint32_t seed : {150u, 151u, 152u}) {
             CAPTURE(seed);
             ins[0].f = random_f32(1024, seed);  // x: new values, same tensor
@@ -1197,17 +1191,7 @@ TEST_CASE("[vulkan] command buffers are reused while the graph is unchanged") {
     std::vector<input> ins;
     ember_tensor *     out = b(r.g, ins);
     r.g.build_forward(out);
-    size_t total = 0;
-    for (ember_tensor & t : r.g.arena) total += t.view_src ? 0 : (ember_nbytes(&t) + 255) / 256 * 256;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(vk_device()), total, &r.buf) == EMBER_OK);
-    size_t offs = 0;
-    for (ember_tensor & t : r.g.arena) {
-        if (t.view_src) continue;
-        ember_buffer_place_tensor(r.buf, &t, offs);
-        offs += (ember_nbytes(&t) + 255) / 256 * 256;
-    }
-    ember_stream_params p = {1};
-    REQUIRE(ember_device_init_stream(vk_device(), &p, &r.stream) == EMBER_OK);
+    r.place(vk_device());
     uint64_t rec0 = 0, reuse0 = 0, rec = 0, reuse = 0;
     REQUIRE(ember_vulkan_stream_stats(r.stream, &rec0, &reuse0));
     std::vector<float> first;
