@@ -18,6 +18,9 @@
 #
 #   EMBER_BENCH_SHAPES="1b 8b"  EMBER_BENCH_TYPES="Q4_0 Q8_0 Q4_K_M"  EMBER_BENCH_REPS=3
 #   EMBER_BENCH_SKIP_TESTS=1    skip the op tests
+#   EMBER_VK_PACK_FIXTURES=1    (pack) the Vulkan model tests' fixtures in the pack and the
+#                               programs xz-compressed: carry [".vkbench", ".gl"] runs the model
+#                               tests on the GPU too, without .devdata
 #   EMBER_BENCH_VARIANTS="EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1
 #                         EMBER_VULKAN_BARRIERS=all EMBER_VULKAN_FUSE=0"
 #                               (the default) extra decode-only rows, each with that environment
@@ -84,6 +87,19 @@ if [ "$mode" = pack ]; then
     [ -n "$xx" ] && cp -L "$xx" "$out/lib/"
     # Without symbols: the pack and the tracked tree must fit the 64 MiB a device call carries.
     strip --strip-unneeded "$out"/bin/* "$out"/lib/* 2>/dev/null || true
+    # EMBER_VK_PACK_FIXTURES=1: also the fixtures the Vulkan model tests read (from
+    # EMBER_DATA_DIR, default ../shared), and bin/ + lib/ as one xz tarball (unpacked by `run`):
+    # the plain pack, .devdata and the tree (30 MB with the default model) do not fit together.
+    if [ "${EMBER_VK_PACK_FIXTURES:-0}" = 1 ]; then
+        data=${EMBER_DATA_DIR:-$root/../shared}
+        mkdir -p "$out/fixtures/models"
+        cp "$data/fixtures/models/manifest.json" "$data/fixtures/models/README.md" "$out/fixtures/models/"
+        for n in $(grep -oh '"tiny-[a-z0-9]*-[A-Za-z0-9_]*"' tests/models/test_vulkan_models.cpp tests/backends/test_vulkan_ops.cpp | tr -d '"' | sort -u); do
+            cp "$data/fixtures/models/$n".* "$out/fixtures/models/" || exit 1
+        done
+        chmod -R u+w "$out/fixtures"  # copies of read-only files: the next pack removes them
+        tar -C "$out" -cJf "$out/pack.tar.xz" bin lib && rm -rf "$out/bin" "$out/lib"
+    fi
     if ! ls .gl/*.deb >/dev/null 2>&1; then
         mkdir -p .gl /tmp/amd64/partial
         o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
@@ -104,6 +120,13 @@ fi
     exit 2
 }
 pkg=$(cd "$pkg" && pwd) || exit 1
+# A pack made with EMBER_VK_PACK_FIXTURES=1: programs in a tarball, fixtures beside it.
+if [ -f "$pkg/pack.tar.xz" ]; then
+    unpacked=/tmp/ember-vk-pack
+    rm -rf "$unpacked" && mkdir -p "$unpacked" && tar -C "$unpacked" -xJf "$pkg/pack.tar.xz" || exit 1
+    [ -d "$pkg/fixtures/models" ] && ln -sfn "$pkg/fixtures" "$unpacked/fixtures"
+    pkg=$unpacked
+fi
 bin=$pkg/bin
 export LD_LIBRARY_PATH=$pkg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 dir=${EMBER_BENCH_DIR:-/tmp/ember-bench-vk}
@@ -149,6 +172,7 @@ if [ "${EMBER_BENCH_SKIP_TESTS:-0}" != 1 ]; then
     stamp "Vulkan op tests"
     data=()
     [ -d "$root/.devdata/fixtures/models" ] && data=(--data-dir "$root/.devdata")  # holds fixtures/models
+    [ -d "$pkg/fixtures/models" ] && data=(--data-dir "$pkg")                      # the pack's own
     "$bin/test-backends" -ts=vulkan "${data[@]}" >"$logs/test-backends-vulkan.log" 2>&1
     say "test-backends [vulkan]: rc=$? $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/test-backends-vulkan.log" | tr '\n' ' ')"
     if [ ${#data[@]} -gt 0 ]; then
