@@ -41,6 +41,7 @@
 
 #include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
+#include "cuda-plan.h"
 #include "cuda-repack.h"
 
 namespace {
@@ -373,7 +374,7 @@ bool supports(const ember_tensor * op) {
 }
 
 bool is_matvec(const ember_tensor * node) {
-    return node->op == EMBER_OP_MUL_MAT && node->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS;
+    return ember_cuda_is_matvec(node);
 }
 
 // Whether running `node` may make the quantized activations in scratch slot 0 stale: it
@@ -442,7 +443,7 @@ bool rope_can_pair(const ember_tensor * a, const ember_tensor * b) {
 }
 
 // How far ahead compute_at looks for matvecs to join a launch (Q's view and RoPE, K's: ~6).
-constexpr int32_t k_hoist_window = 8;
+constexpr int32_t k_hoist_window = EMBER_CUDA_HOIST_WINDOW;
 
 // Whether node j may run before nodes i + 1 .. j - 1 (with node i and the group members so
 // far): none of those nodes writes j's inputs, reads or writes j's output (the allocator may
@@ -485,128 +486,19 @@ bool mv_epilogues() {
     return on;
 }
 
-// Whether a node after index i other than `except` reads t (consumers follow producers), or
-// t is a graph output: then a fused kernel must still write it.
-bool read_elsewhere(const ember_graph * g, int32_t i, const ember_tensor * t, const ember_tensor * except) {
-    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
-    for (size_t k = static_cast<size_t>(i) + 1; k < g->nodes.size(); k++) {
-        const ember_tensor * n = g->nodes[k];
-        if (n == except) continue;
-        if (n->view_src == t) return true;
-        for (int s = 0; s < EMBER_MAX_SRC; s++) {
-            if (n->src[s] == t) return true;
-        }
-    }
-    return false;
-}
-
-// The unit (ember_cuda_mv_unit) of the matvec at node i: MUL_MAT [VIEW ROPE] [VIEW] [SET_ROWS],
-// as the graph builder orders a layer's Q (matvec, view, rope), K (+ view, set_rows) and V
-// (matvec, set_rows). Returns the node after the unit, or i when nothing follows to fuse.
-int32_t match_unit(const ember_graph * g, int32_t i, int32_t end, ember_cuda_mv_unit * u) {
-    ember_tensor * mm = g->nodes[i];
-    *u                = ember_cuda_mv_unit{};
-    u->mm             = mm;
-    if (!is_matvec(mm)) return i;
-    int32_t j = i + 1;
-    if (j + 1 < end && g->nodes[j]->op == EMBER_OP_VIEW && g->nodes[j]->src[0] == mm && g->nodes[j + 1]->op == EMBER_OP_ROPE &&
-        g->nodes[j + 1]->src[0] == g->nodes[j]) {
-        ember_cuda_mv_unit c = *u;
-        c.rope               = g->nodes[j + 1];
-        c.write_mm           = read_elsewhere(g, i, mm, g->nodes[j]) || read_elsewhere(g, j, g->nodes[j], c.rope);
-        if (ember_cuda_mv_unit_ok(c)) {
-            *u = c;
-            j += 2;
-        }
-    }
-    const ember_tensor * rows = u->rope ? u->rope : mm;
-    int32_t              k    = j;
-    if (u->rope && k < end && g->nodes[k]->op == EMBER_OP_VIEW && g->nodes[k]->src[0] == u->rope) rows = g->nodes[k++];
-    if (k < end && g->nodes[k]->op == EMBER_OP_SET_ROWS && g->nodes[k]->src[1] == rows) {
-        ember_cuda_mv_unit c = *u;
-        c.set_rows           = g->nodes[k];
-        if (ember_cuda_mv_unit_ok(c)) {
-            *u = c;
-            j  = k + 1;
-        }
-    }
-    return j;
-}
-
-// Whether the writes of units [0, n) touch none of their reads and none of each other.
-bool units_independent(const ember_cuda_mv_unit * u, int n) {
-    const ember_tensor * wr[3 * 3];
-    const ember_tensor * rd[1 + 3 * 3];
-    int                  nw = 0, nr = 0;
-    rd[nr++] = u[0].mm->src[1];
-    for (int m = 0; m < n; m++) {
-        if (u[m].write_mm) wr[nw++] = u[m].mm;
-        if (u[m].rope) {
-            wr[nw++] = u[m].rope;
-            rd[nr++] = u[m].rope->src[1];
-            rd[nr++] = u[m].rope->src[2];
-        }
-        if (u[m].set_rows) {
-            wr[nw++] = u[m].set_rows;
-            rd[nr++] = u[m].set_rows->src[2];
-        }
-    }
-    for (int a = 0; a < nw; a++) {
-        for (int b = 0; b < nr; b++) {
-            if (ember_cuda_overlaps(wr[a], rd[b])) return false;
-        }
-        for (int b = a + 1; b < nw; b++) {
-            if (ember_cuda_overlaps(wr[a], wr[b])) return false;
-        }
-    }
-    return true;
-}
-
-// A layer's Q, K and V units in one launch (each unit's nodes are consecutive, views may sit
-// between units): *used = the nodes done, 0 when there is nothing to fuse at node i.
+// A layer's Q, K and V units in one launch (cuda-plan.h finds them): *used = the nodes done, 0
+// when there is nothing to fuse at node i.
 ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     *used = 0;
-    ember_cuda_mv_unit u[3];
-    int32_t            next = match_unit(g, i, end, &u[0]);
-    int                n    = 1;
-    bool               epi  = u[0].rope || u[0].set_rows;
-    ember_tensor * hoist = nullptr;  // a plain matvec run early, past nodes it does not touch
-    while (n < 3 && group_matvecs()) {
-        int32_t k = next;
-        while (k < end && (g->nodes[k]->op == EMBER_OP_VIEW || g->nodes[k]->op == EMBER_OP_NONE)) k++;
-        if (k < end && is_matvec(g->nodes[k]) && ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[k])) {
-            const int32_t after = match_unit(g, k, end, &u[n]);
-            if (!units_independent(u, n + 1)) break;
-            epi = epi || u[n].rope || u[n].set_rows;
-            n++;
-            next = after;
-            continue;
-        }
-        // With a quantized KV cache K's SET_ROWS stays a kernel of its own, between the K and V
-        // matvecs: V's matvec joins the launch when it can run before the nodes between.
-        int32_t j = k;
-        while (j < end && j < k + k_hoist_window && !is_matvec(g->nodes[j])) j++;
-        if (j >= end || !is_matvec(g->nodes[j]) || !ember_cuda_mul_mat_vec_q_can_share(u[0].mm, g->nodes[j]) || ctx.n_hoisted >= 6 ||
-            is_hoisted(ctx, g->nodes[j]) || match_unit(g, j, end, &u[n]) != j || !units_independent(u, n + 1)) {
-            break;
-        }
-        const ember_tensor * c  = g->nodes[j];
-        bool                 ok = true;
-        for (int32_t b = k; b < j && ok; b++) {
-            const ember_tensor * t = g->nodes[b];
-            if (t->op == EMBER_OP_VIEW || t->op == EMBER_OP_NONE || is_hoisted(ctx, t)) continue;
-            ok = !ember_cuda_overlaps(t, c);
-            for (int s = 0; s < EMBER_MAX_SRC && ok; s++) ok = t->src[s] != c && !ember_cuda_overlaps(t->src[s], c) && !ember_cuda_overlaps(t, c->src[s]);
-        }
-        if (!ok) break;
-        hoist = g->nodes[j];
-        n++;
-        break;
-    }
-    if (!epi || !units_independent(u, n)) return EMBER_OK;
-    if (hoist) ctx.hoisted[ctx.n_hoisted++] = hoist;  // run now, skipped when the walk reaches it
-    *used = next - i;
-    return ember_cuda_mul_mat_vec_q_units(ctx, u, n);
+    ember_cuda_plan_hooks hooks;
+    hooks.unit_ok   = ember_cuda_mv_unit_ok;
+    hooks.can_share = ember_cuda_mul_mat_vec_q_can_share;
+    hooks.group     = group_matvecs();
+    const ember_cuda_unit_plan p = ember_cuda_plan_units(g, i, end, ctx.hoisted, ctx.n_hoisted, hooks);
+    if (p.n == 0) return EMBER_OK;
+    if (p.hoist) ctx.hoisted[ctx.n_hoisted++] = p.hoist;  // run now, skipped when the walk reaches it
+    *used = p.next - i;
+    return ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
 }
 
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {

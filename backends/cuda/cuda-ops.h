@@ -134,7 +134,8 @@ struct ember_cuda_mv_unit {
     ember_tensor * mm       = nullptr;
     ember_tensor * rope     = nullptr;  // ROPE over a view of mm, or nullptr
     ember_tensor * set_rows = nullptr;  // SET_ROWS of the rope's (or mm's) rows, or nullptr
-    bool           write_mm = true;     // mm's own result is stored (false: only the rope reads it)
+    bool           write_mm   = true;   // mm's own result is stored (false: only the rope or SET_ROWS reads it)
+    bool           write_rope = true;   // the rope's result is stored (false: only the SET_ROWS reads it)
 };
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
 ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);

@@ -282,9 +282,11 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
         const float x0 = s[0], x1 = s[R - 1];
         s[0]           = x0 * cs - x1 * sn;
         s[R - 1]       = x0 * sn + x1 * cs;
-        char * ry      = e.ry + head * e.ry_nb1 + col * e.ry_nb2;
+        if (e.ry) {
+            char * ry = e.ry + head * e.ry_nb1 + col * e.ry_nb2;
 #pragma unroll
-        for (int r = 0; r < R; r++) *reinterpret_cast<float *>(ry + (rows[r] % e.hd) * 4) = s[r];
+            for (int r = 0; r < R; r++) *reinterpret_cast<float *>(ry + (rows[r] % e.hd) * 4) = s[r];
+        }
     }
     if (e.cache) {
         const int32_t id = *reinterpret_cast<const int32_t *>(e.idx + col * e.idx_nb0);
@@ -769,7 +771,7 @@ mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
         e.pos         = static_cast<const char *>(pos->data);
         e.pos_nb0     = static_cast<int64_t>(pos->nb[0]);
         e.ff          = ff ? static_cast<const float *>(ff->data) : nullptr;
-        e.ry          = static_cast<char *>(u.rope->data);
+        e.ry          = u.write_rope ? static_cast<char *>(u.rope->data) : nullptr;
         e.ry_nb1      = static_cast<int64_t>(u.rope->nb[1]);
         e.ry_nb2      = static_cast<int64_t>(u.rope->nb[2]);
     }
@@ -1100,9 +1102,10 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
         if (r->nb[0] != 4 || r->ne[1] != v->ne[1] || r->ne[2] != v->ne[2] || r->ne[3] != 1) return false;
         if (r->src[1]->type != EMBER_TYPE_I32 || (r->src[2] && r->src[2]->type != EMBER_TYPE_F32)) return false;
         rows_src = r;
-    } else if (!u.write_mm) {
+    } else if (!u.write_mm && !u.set_rows) {
         return false;
     }
+    if (u.rope && !u.write_rope && !u.set_rows) return false;
     if (u.set_rows) {
         const ember_tensor * sr   = u.set_rows;
         const ember_tensor * rows = sr->src[1];

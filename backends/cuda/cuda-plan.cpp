@@ -1,0 +1,149 @@
+// The planner of the CUDA backend's decode matvec units (cuda-plan.h): plain C++ over the graph,
+// no CUDA, so the tests run it on CPU graphs with their own hooks.
+#include "cuda-plan.h"
+
+namespace {
+
+bool hoisted_in(const ember_tensor * const * hoisted, int n_hoisted, const ember_tensor * t) {
+    for (int h = 0; h < n_hoisted; h++) {
+        if (hoisted[h] == t) return true;
+    }
+    return false;
+}
+
+// Whether a node after index i other than `except` reads t (consumers follow producers), or
+// t is a graph output: then a fused kernel must still write it.
+bool read_elsewhere(const ember_graph * g, int32_t i, const ember_tensor * t, const ember_tensor * except) {
+    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
+    for (size_t k = static_cast<size_t>(i) + 1; k < g->nodes.size(); k++) {
+        const ember_tensor * n = g->nodes[k];
+        if (n == except) continue;
+        if (n->view_src == t) return true;
+        for (int s = 0; s < EMBER_MAX_SRC; s++) {
+            if (n->src[s] == t) return true;
+        }
+    }
+    return false;
+}
+
+// The unit (ember_cuda_mv_unit) of the matvec at node i: MUL_MAT [VIEW ROPE] [VIEW] [SET_ROWS],
+// as the graph builder orders a layer's Q (matvec, view, rope), K (+ view, set_rows) and V
+// (matvec, set_rows). Returns the node after the unit (i + 1: nothing after it fused).
+int32_t match_unit(const ember_graph * g, int32_t i, int32_t end, ember_cuda_mv_unit * u, const ember_cuda_plan_hooks & h) {
+    ember_tensor * mm = g->nodes[i];
+    *u                = ember_cuda_mv_unit{};
+    u->mm             = mm;
+    if (!ember_cuda_is_matvec(mm)) return i;
+    int32_t j = i + 1;
+    if (j + 1 < end && g->nodes[j]->op == EMBER_OP_VIEW && g->nodes[j]->src[0] == mm && g->nodes[j + 1]->op == EMBER_OP_ROPE &&
+        g->nodes[j + 1]->src[0] == g->nodes[j]) {
+        ember_cuda_mv_unit c = *u;
+        c.rope               = g->nodes[j + 1];
+        c.write_mm           = read_elsewhere(g, i, mm, g->nodes[j]) || read_elsewhere(g, j, g->nodes[j], c.rope);
+        if (h.unit_ok(c)) {
+            *u = c;
+            j += 2;
+        }
+    }
+    const ember_tensor * rows = u->rope ? u->rope : mm;
+    int32_t              k    = j;
+    if (u->rope && k < end && g->nodes[k]->op == EMBER_OP_VIEW && g->nodes[k]->src[0] == u->rope) rows = g->nodes[k++];
+    if (k < end && g->nodes[k]->op == EMBER_OP_SET_ROWS && g->nodes[k]->src[1] == rows) {
+        ember_cuda_mv_unit c = *u;
+        c.set_rows           = g->nodes[k];
+        // What only the SET_ROWS reads is not stored: the allocator may already have given its
+        // memory to the next unit's product (V's on top of K's rotated rows).
+        const ember_tensor * stored    = u->rope ? u->rope : mm;  // rows is it or a reshape of it
+        const bool           rows_read = read_elsewhere(g, i, rows, c.set_rows) || (rows != stored && read_elsewhere(g, i, stored, rows));
+        if (u->rope) {
+            c.write_rope = rows_read;
+        } else {
+            c.write_mm = rows_read;
+        }
+        if (h.unit_ok(c)) {
+            *u = c;
+            j  = k + 1;
+        }
+    }
+    return j;
+}
+
+// Whether the writes of units [0, n) touch none of their reads and none of each other.
+bool units_independent(const ember_cuda_mv_unit * u, int n) {
+    const ember_tensor * wr[3 * 3];
+    const ember_tensor * rd[1 + 3 * 3];
+    int                  nw = 0, nr = 0;
+    rd[nr++] = u[0].mm->src[1];
+    for (int m = 0; m < n; m++) {
+        if (u[m].write_mm) wr[nw++] = u[m].mm;
+        if (u[m].rope) {
+            if (u[m].write_rope) wr[nw++] = u[m].rope;
+            rd[nr++] = u[m].rope->src[1];
+            rd[nr++] = u[m].rope->src[2];
+        }
+        if (u[m].set_rows) {
+            wr[nw++] = u[m].set_rows;
+            rd[nr++] = u[m].set_rows->src[2];
+        }
+    }
+    for (int a = 0; a < nw; a++) {
+        for (int b = 0; b < nr; b++) {
+            if (ember_cuda_overlaps(wr[a], rd[b])) return false;
+        }
+        for (int b = a + 1; b < nw; b++) {
+            if (ember_cuda_overlaps(wr[a], wr[b])) return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+bool ember_cuda_is_matvec(const ember_tensor * node) {
+    return node->op == EMBER_OP_MUL_MAT && node->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS;
+}
+
+ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
+                                           const ember_cuda_plan_hooks & h) {
+    ember_cuda_unit_plan p;
+    ember_cuda_mv_unit * u = p.u;
+    int32_t            next = match_unit(g, i, end, &u[0], h);
+    int                n    = 1;
+    bool               epi  = u[0].rope || u[0].set_rows;
+    while (n < 3 && h.group) {
+        int32_t k = next;
+        while (k < end && (g->nodes[k]->op == EMBER_OP_VIEW || g->nodes[k]->op == EMBER_OP_NONE)) k++;
+        if (k < end && ember_cuda_is_matvec(g->nodes[k]) && h.can_share(u[0].mm, g->nodes[k])) {
+            const int32_t after = match_unit(g, k, end, &u[n], h);
+            if (!units_independent(u, n + 1)) break;
+            epi = epi || u[n].rope || u[n].set_rows;
+            n++;
+            next = after;
+            continue;
+        }
+        // With a quantized KV cache K's SET_ROWS stays a kernel of its own, between the K and V
+        // matvecs: V's matvec joins the launch when it can run before the nodes between.
+        int32_t j = k;
+        while (j < end && j < k + EMBER_CUDA_HOIST_WINDOW && !ember_cuda_is_matvec(g->nodes[j])) j++;
+        if (j >= end || !ember_cuda_is_matvec(g->nodes[j]) || !h.can_share(u[0].mm, g->nodes[j]) || n_hoisted >= 6 ||
+            hoisted_in(hoisted, n_hoisted, g->nodes[j]) || match_unit(g, j, end, &u[n], h) != j + 1 || !units_independent(u, n + 1)) {
+            break;
+        }
+        const ember_tensor * c  = g->nodes[j];
+        bool                 ok = true;
+        for (int32_t b = k; b < j && ok; b++) {
+            const ember_tensor * t = g->nodes[b];
+            if (t->op == EMBER_OP_VIEW || t->op == EMBER_OP_NONE || hoisted_in(hoisted, n_hoisted, t)) continue;
+            ok = !ember_cuda_overlaps(t, c);
+            for (int s = 0; s < EMBER_MAX_SRC && ok; s++) ok = t->src[s] != c && !ember_cuda_overlaps(t->src[s], c) && !ember_cuda_overlaps(t, c->src[s]);
+        }
+        if (!ok) break;
+        p.hoist = g->nodes[j];
+        n++;
+        break;
+    }
+    if (!epi || !units_independent(u, n)) return ember_cuda_unit_plan{};
+    p.n    = n;
+    p.next = next;
+    return p;
+}

@@ -1,0 +1,39 @@
+// Which nodes of a decode graph the CUDA backend's matvec units (ember_cuda_mv_unit, cuda-ops.h)
+// take: a matvec with the RoPE and KV cache write after it, and a layer's Q, K and V in one
+// launch. Plain C++, no CUDA: cuda-backend.cpp runs it with the kernels' checks as hooks, and
+// the tests run it on CPU graphs (test_cuda_plan.cpp), so a planner that stops finding the
+// units fails in CI, not only in a benchmark.
+#ifndef EMBER_CUDA_PLAN_H
+#define EMBER_CUDA_PLAN_H
+
+#include <cstdint>
+
+#include "cuda-ops.h"
+#include "graph.h"
+
+// How far ahead a matvec looks for a partner to run with it (past K's SET_ROWS and views).
+constexpr int32_t EMBER_CUDA_HOIST_WINDOW = 8;
+
+struct ember_cuda_plan_hooks {
+    bool (*unit_ok)(const ember_cuda_mv_unit & u);                  // a kernel can do this unit
+    bool (*can_share)(const ember_tensor * a, const ember_tensor * b);  // one launch may hold both
+    bool group = true;  // several units per launch (EMBER_CUDA_MV_GROUP)
+};
+
+struct ember_cuda_unit_plan {
+    ember_cuda_mv_unit u[3];
+    int                n     = 0;        // units in the launch; 0: nothing to fuse at the node
+    int32_t            next  = 0;        // the node after the last of the consecutive units
+    ember_tensor *     hoist = nullptr;  // a later plain matvec run early with them (u[n - 1])
+};
+
+// A matvec: MUL_MAT of at most EMBER_CUDA_MATVEC_MAX_COLS columns.
+bool ember_cuda_is_matvec(const ember_tensor * node);
+
+// The units from matvec node i of g on, within [i, end) (the range being run; `hoisted`: nodes
+// already run early, to be skipped). Units are returned only when one of them fuses something
+// and their writes touch none of their reads or each other.
+ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
+                                           const ember_cuda_plan_hooks & h);
+
+#endif  // EMBER_CUDA_PLAN_H

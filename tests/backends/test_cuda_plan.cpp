@@ -1,0 +1,162 @@
+// The CUDA backend's decode planner (backends/cuda/cuda-plan.h) on graphs laid out by the real
+// graph allocator, on the CPU: runs in every build, GPU or not. A layer's Q, K and V products
+// are ordered as the graph builder orders them, and the allocator gives K's and V's products
+// the memory of Q's (free once Q's RoPE has run): session 4's grouping was refused as a hazard
+// by exactly that and nothing failed. Here the units must be found: Q with its RoPE, K with
+// RoPE and cache write, V with its cache write, all three in one launch; with a cache type the
+// store cannot write, V's matvec still joins (run early past K's SET_ROWS).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "alloc.h"
+#include "backend.h"
+#include "backends/cuda/cuda-plan.h"
+#include "graph.h"
+
+namespace {
+
+struct layer_nodes {
+    ember_tensor *q_mm, *k_mm, *v_mm, *q_rope, *k_rope, *k_set, *v_set;
+};
+
+// Two layers of attention over a residual stream, as ember_build_attn lays them out.
+ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<layer_nodes> & layers) {
+    const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = 8;
+    ember_tensor * x   = g.new_tensor(EMBER_TYPE_F32, n_embd, 1);
+    ember_tensor * pos = g.new_tensor(EMBER_TYPE_I32, 1);
+    ember_tensor * idx = g.new_tensor(EMBER_TYPE_I32, 1);
+    for (int il = 0; il < 2; il++) {
+        layer_nodes    L;
+        ember_tensor * h = ember_rms_norm(g, x, 1e-5f);
+        L.q_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head), h);
+        L.k_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head_kv), h);
+        L.v_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head_kv), h);
+        L.q_rope = ember_rope(g, ember_view(g, L.q_mm, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        L.k_rope = ember_rope(g, ember_view(g, L.k_mm, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        ember_tensor * kc = g.new_tensor(cache_type, hd * n_head_kv, n_kv);
+        ember_tensor * vc = g.new_tensor(cache_type, hd * n_head_kv, n_kv);
+        L.k_set           = ember_set_rows(g, kc, ember_view(g, L.k_rope, hd * n_head_kv, 1), idx);
+        L.v_set           = ember_set_rows(g, vc, L.v_mm, idx);
+        const int64_t  ne[4] = {hd, n_head_kv, n_kv, 1};
+        const size_t   kb[4] = {kc->nb[0], ember_row_size(cache_type, hd), kc->nb[1], kc->nb[1] * n_kv};
+        ember_tensor * o     = ember_attn(g, L.q_rope, ember_view_strided(g, L.k_set, ne, kb, 0), ember_view_strided(g, L.v_set, ne, kb, 0),
+                                          nullptr, 0.125f);
+        o                    = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, hd * n_head, n_embd), ember_view(g, o, hd * n_head, 1));
+        x                    = ember_add(g, x, o);
+        layers.push_back(L);
+    }
+    return x;
+}
+
+// The kernels' side, as the CUDA backend has it: the store writes F16 caches, not Q8_0 ones;
+// one launch holds matvecs over one x with weights of one type.
+bool unit_ok(const ember_cuda_mv_unit & u) {
+    return !u.set_rows || u.set_rows->type == EMBER_TYPE_F16;
+}
+bool can_share(const ember_tensor * a, const ember_tensor * b) {
+    return a->src[1] == b->src[1] && a->src[0]->type == b->src[0]->type;
+}
+
+}  // namespace
+
+TEST_SUITE("backends") {
+TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one launch, on allocator-placed graphs") {
+    for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        const std::string cache_name = ember_type_get_name(cache);
+        CAPTURE(cache_name);
+        ember_graph              g;
+        std::vector<layer_nodes> layers;
+        g.build_forward(build_layers(g, cache, layers));
+        // As the runtime has it: weights, inputs and KV caches in buffers of their own, the
+        // intermediate results placed by the graph allocator (memory reused once read).
+        ember_buffer_type * buft  = ember_device_buffer_type(ember_registry_cpu_device());
+        size_t              total = 0;
+        for (ember_tensor * t : g.leafs) total += (ember_nbytes(t) + 255) / 256 * 256;
+        ember_buffer * leaves = nullptr;
+        REQUIRE(ember_buffer_type_alloc(buft, total, &leaves) == EMBER_OK);
+        size_t offs = 0;
+        for (ember_tensor * t : g.leafs) {
+            ember_buffer_place_tensor(leaves, t, offs);
+            offs += (ember_nbytes(t) + 255) / 256 * 256;
+        }
+        ember_gallocr alloc({buft});
+        REQUIRE(alloc.alloc_graph(&g, std::vector<int>(g.nodes.size(), 0), 0) == EMBER_OK);
+        // The case that matters: products placed where earlier ones of the layer were (V's on K's
+        // rotated rows here), which a plan writing every intermediate result could not group.
+        bool reused = false;
+        for (const layer_nodes & L : layers) {
+            reused = reused || ember_cuda_overlaps(L.v_mm, L.k_rope) || ember_cuda_overlaps(L.k_mm, L.q_mm) || ember_cuda_overlaps(L.v_mm, L.q_mm);
+        }
+        CHECK(reused);
+
+        ember_cuda_plan_hooks h;
+        h.unit_ok   = unit_ok;
+        h.can_share = can_share;
+        std::vector<ember_cuda_unit_plan> plans;
+        const ember_tensor *              hoisted[8] = {};
+        int                               n_hoisted  = 0;
+        const int32_t                     end        = static_cast<int32_t>(g.nodes.size());
+        for (int32_t i = 0; i < end; i++) {
+            if (!ember_cuda_is_matvec(g.nodes[i])) continue;
+            bool skip = false;
+            for (int k = 0; k < n_hoisted; k++) skip = skip || hoisted[k] == g.nodes[i];
+            if (skip) continue;
+            const ember_cuda_unit_plan p = ember_cuda_plan_units(&g, i, end, hoisted, n_hoisted, h);
+            if (p.n == 0) continue;
+            plans.push_back(p);
+            if (p.hoist) hoisted[n_hoisted++] = p.hoist;
+            i = p.next - 1;
+        }
+        // A layer whose V did not join runs V as a plan of its own only if it fuses something
+        // (a Q8_0 cache: no), so one plan per layer either way.
+        REQUIRE(plans.size() == layers.size());
+        for (size_t l = 0; l < layers.size(); l++) {
+            CAPTURE(l);
+            const ember_cuda_unit_plan & p = plans[l];
+            const layer_nodes &          L = layers[l];
+            // With a Q8_0 cache K's SET_ROWS runs after the launch and reads K's rotated rows: V's
+            // product may run early only where it does not land on them.
+            const bool v_on_k = cache != EMBER_TYPE_F16 && ember_cuda_overlaps(L.v_mm, L.k_rope);
+            if (v_on_k) {
+                CHECK(p.n == 2);
+                CHECK(p.hoist == nullptr);
+                continue;
+            }
+            REQUIRE(p.n == 3);
+            CHECK(p.u[0].mm == L.q_mm);
+            CHECK(p.u[0].rope == L.q_rope);
+            CHECK(p.u[0].set_rows == nullptr);
+            CHECK_FALSE(p.u[0].write_mm);  // only the RoPE reads Q's product
+            CHECK(p.u[1].mm == L.k_mm);
+            CHECK(p.u[1].rope == L.k_rope);
+            CHECK_FALSE(p.u[1].write_mm);
+            CHECK(p.u[0].write_rope);  // attention reads Q's rotated rows
+            CHECK(p.u[2].mm == L.v_mm);
+            CHECK(p.u[2].rope == nullptr);
+            if (cache == EMBER_TYPE_F16) {  // only the cache rows are written for K and V
+                CHECK(p.u[1].set_rows == L.k_set);
+                CHECK_FALSE(p.u[1].write_rope);
+                CHECK(p.u[2].set_rows == L.v_set);
+                CHECK_FALSE(p.u[2].write_mm);
+                CHECK(p.hoist == nullptr);
+            } else {  // the SET_ROWS stay nodes of their own; V's matvec runs early with Q and K
+                CHECK(p.u[1].set_rows == nullptr);
+                CHECK(p.u[2].set_rows == nullptr);
+                CHECK(p.u[2].write_mm);
+                CHECK(p.hoist == L.v_mm);
+            }
+        }
+        // One launch per unit when grouping is off.
+        h.group                        = false;
+        const ember_cuda_unit_plan one = ember_cuda_plan_units(&g, static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), layers[0].q_mm) - g.nodes.begin()),
+                                                               end, hoisted, 0, h);
+        CHECK(one.n == 1);
+        CHECK(one.u[0].rope == layers[0].q_rope);
+        ember_buffer_free(leaves);
+    }
+}
+}
