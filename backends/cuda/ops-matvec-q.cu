@@ -323,7 +323,7 @@ __device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_
     }
 }
 
-// The end of a warp's rows: the lanes' partial sums reduced, lane 0 storing them through the
+// The end of a warp's rows (mvr_kernel, mvk_kernel): the lanes' partial sums reduced, lane 0 storing them through the
 // group's epilogues (epi) or plainly into the column's output yc (rows past n dropped).
 template <int R>
 __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool epi, const mv_group & g, int m, int64_t n, int64_t col,
@@ -547,113 +547,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
-// The streaming variant of mvr_kernel (EMBER_CUDA_MV_STREAM=1 turns it on; see mv_stream): a grid of
-// resident blocks only (sized by the occupancy query), each warp walking a strided list of row
-// groups (R rows each, several matrices of a group in one index space) as one flat stream of
-// steps (a step: the R rows' 16-byte chunks c .. c + 31 of one lane group). Weight chunks go
-// global -> shared memory through cp.async, S steps ahead: the bytes in flight do not sit in
-// registers, so each lane keeps S R 16-byte loads outstanding across row boundaries, instead of
-// one round of loads per short-lived block (mvr_kernel: a 4096-wide Q4_0 row is one round, so
-// every warp waited one full memory latency and exited). Each lane reads back only the chunks
-// it copied itself: no barrier. The scales ride along in registers, loaded at issue.
-__device__ __forceinline__ void mvs_cp16(void * smem, const void * src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-#else
-    *static_cast<uint4 *>(smem) = ok ? *static_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
-#endif
-}
-__device__ __forceinline__ void mvs_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void mvs_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-template <int T, int R, int S>
-__global__ void __launch_bounds__(32 * k_rp_warps) mvs_kernel(mvr_args a, int n_groups, int n_warps) {
-    using D = mvr<T>;
-    __shared__ uint4 ring[k_rp_warps][S][R][32];
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int wg   = blockIdx.x * k_rp_warps + warp;
-    const int spr  = (a.nchunk + 31) / 32;  // steps per row group
-    const int mine = wg < n_groups ? (n_groups - 1 - wg) / n_warps + 1 : 0;
-    const int64_t n_items = static_cast<int64_t>(mine) * spr;
-    const int64_t col     = blockIdx.y;
-    // Row group g (global) -> its matrix, rows and row pointers.
-    const auto where = [&](int g, int & m, int64_t (&rows)[R], int64_t & n) {
-        m                 = a.grouped ? mv_which(a.grp, g) : 0;
-        const int64_t lg  = a.grouped ? g - a.grp.blk0[m] : g;
-        n                 = a.grouped ? mv_pick(a.grp.n, m) : a.n;
-        mv_rows<R>(lg * R, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
-    };
-    unsigned short dws[S][R];
-    int            iss_g = wg, iss_k = 0;  // the next step to issue
-    const auto issue = [&](int st, int64_t it) {
-        if (it < n_items) {
-            int     m;
-            int64_t rows[R], n;
-            where(iss_g, m, rows, n);
-            const uint4 *          wq_base = a.grouped ? static_cast<const uint4 *>(mv_pick(a.grp.w, m)) : a.wq;
-            const unsigned short * wd_base = a.grouped ? mv_pick(a.grp.wd, m) : a.wd;
-            const int              c       = iss_k * 32 + lane;
-            const bool             ok      = c < a.nchunk;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int64_t row = rows[r] < n ? rows[r] : n - 1;  // tail rows: read, discard
-                mvs_cp16(&ring[warp][st][r][lane], wq_base + row * a.nchunk + (ok ? c : 0), ok);
-                dws[st][r] = ok ? __ldg(wd_base + row * a.nb + c / D::CPB) : static_cast<unsigned short>(0);
-            }
-            if (++iss_k == spr) {
-                iss_k = 0;
-                iss_g += n_warps;
-            }
-        }
-        mvs_commit();  // an empty group past the end keeps the wait counts uniform
-    };
-#pragma unroll
-    for (int st = 0; st < S; st++) issue(st, st);  // weights only: before waiting for x
-    cu_pdl_begin();
-    const int8_t * xq  = a.xq + col * a.nb * 32;
-    const float2 * xds = a.xds + col * a.nb;
-    float acc[R] = {};
-    int   cur_g = wg, cur_k = 0;
-    for (int64_t base = 0; base < n_items; base += S) {
-#pragma unroll
-        for (int st = 0; st < S; st++) {
-            const int64_t it = base + st;
-            if (it >= n_items) break;
-            mvs_wait<S - 1>();
-            const int c = cur_k * 32 + lane;
-            if (c < a.nchunk) {
-                const typename D::xs x = D::load_x(xq, xds, c);
-#pragma unroll
-                for (int r = 0; r < R; r++) acc[r] += D::dot(ring[warp][st][r][lane], __half2float(__ushort_as_half(dws[st][r])), x);
-            }
-            issue(st, it + S);
-            if (++cur_k == spr) {  // the group's last step: its rows are done
-                int     m;
-                int64_t rows[R], n;
-                where(cur_g, m, rows, n);
-                char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
-                const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
-                mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows, reinterpret_cast<float *>(y_data + col * y_nb1),
-                             a.err);
-#pragma unroll
-                for (int r = 0; r < R; r++) acc[r] = 0.0f;
-                cur_k = 0;
-                cur_g += n_warps;
-            }
-        }
-    }
-    mvs_wait<0>();
-}
-
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
@@ -825,38 +718,6 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
     return n >= 4096 ? 2 : 1;
 }
 
-// EMBER_CUDA_MV_STREAM=1: the CUDA-layout matvecs through mvs_kernel instead of mvr_kernel.
-// Off by default: on the H200 it was slower (8B Q4_0 tg128 265 vs 311 t/s, Q8_0 228 vs 240;
-// 1B Q8_0 746 vs 892), the resident grid leaving no room for the next kernel's early start.
-bool mv_stream() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_STREAM");
-        return e && std::strcmp(e, "1") == 0;
-    }();
-    return on;
-}
-
-constexpr int k_mvs_stages = 4;
-
-// mvs_kernel over `groups` row groups: as many blocks as fit on the GPU at once (or fewer, when
-// there are fewer groups than warps).
-template <int T, int R> ember_status launch_stream(ember_cuda_ctx & ctx, const mvr_args & a, int groups, unsigned cols) {
-    static int per_sm = -1, n_sm = 0, dev = -1;  // one device per process is the common case; re-queried on a change
-    if (per_sm < 0 || dev != ctx.device) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mvs_kernel<T, R, k_mvs_stages>, 32 * k_rp_warps, 0) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, ctx.device) != cudaSuccess) {
-            per_sm = -1;
-            return ember_cuda_check_launch("mul_mat (matvec stream: occupancy query)");
-        }
-        dev = ctx.device;
-    }
-    const int      want   = (groups + k_rp_warps - 1) / k_rp_warps;
-    const int      blocks = std::max(1, std::min(want, per_sm * n_sm));
-    const dim3     grid(static_cast<unsigned>(blocks), cols, 1);
-    cu_launch(ctx, mvs_kernel<T, R, k_mvs_stages>, grid, 32 * k_rp_warps, 0, a, groups, blocks * k_rp_warps);
-    return ember_cuda_check_launch("mul_mat (matvec stream, cuda layout)");
-}
-
 template <int T>
 ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
                        const float2 * xds) {
@@ -881,12 +742,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     a.nb      = static_cast<int>(nb);
     a.grouped = nd > 1 || units;
     a.err     = ctx.d_error;
-    const int r = mv_rows_per_warp(dsts, nd, units);
-    if (mv_stream() && x->ne[2] * x->ne[3] == 1 && w->ne[2] * w->ne[3] == 1) {
-        const int groups = static_cast<int>(a.grouped ? mv_group_fill(a.grp, dsts, nd, r, true, units) : cu_blocks(a.n, r));
-        if (r == 2) return launch_stream<T, 2>(ctx, a, groups, static_cast<unsigned>(x->ne[1]));
-        return launch_stream<T, 1>(ctx, a, groups, static_cast<unsigned>(x->ne[1]));
-    }
+    const int      r  = mv_rows_per_warp(dsts, nd, units);
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if (r == 2) {
