@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-repack.h"
 
 namespace {
 
@@ -650,6 +651,12 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
+// The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
+const unsigned short * rp_scales(const ember_tensor * w) {
+    return reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) +
+                                                    ember_nrows(w) * (w->ne[0] / 32) * ember_cuda_repack_qbytes(w->type));
+}
+
 // The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
 mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
     mv_epi e;
@@ -694,10 +701,7 @@ inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd,
         const ember_tensor * w = dsts[m]->src[0];
         g.blk0[m]              = static_cast<int>(bx);
         g.w[m]                 = w->data;
-        if (rp) {
-            const int qb = w->type == EMBER_TYPE_Q4_0 ? 16 : 32;
-            g.wd[m]      = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * (w->ne[0] / 32) * qb);
-        }
+        if (rp) g.wd[m] = rp_scales(w);
         g.n[m]     = w->ne[1];
         g.y[m]     = static_cast<char *>(dsts[m]->data);
         g.y_nb1[m] = static_cast<int64_t>(dsts[m]->nb[1]);
@@ -724,11 +728,11 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
-    const int            qb  = T == EMBER_TYPE_Q4_0 ? 16 : 32;
+    const int            qb  = ember_cuda_repack_qbytes(w->type);
     const int64_t        nb  = w->ne[0] / 32;
     mvr_args             a;
     a.wq      = static_cast<const uint4 *>(w->data);
-    a.wd      = reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) + ember_nrows(w) * nb * qb);
+    a.wd      = rp_scales(w);
     a.n       = w->ne[1];
     a.w_ne2   = w->ne[2];
     a.bcast2  = x->ne[2] / w->ne[2];
