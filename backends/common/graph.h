@@ -50,6 +50,23 @@ ember_tensor * ember_scale(ember_graph & g, ember_tensor * a, float s);
 // The k largest values of each row of a and their indices (ops.def TOP_K): I32 [2k, rows...].
 ember_tensor * ember_top_k(ember_graph & g, ember_tensor * a, int32_t k);
 
+// Whether a node of g other than `reader` reads t (as a source or through a view of it), or t
+// is a graph output: a backend that fuses t's producer with its reader must then still store t.
+// Consumers follow producers in g->nodes, so the scan may start at index `from` (t's own or
+// later). Inline: the backend modules (libember-cuda.so) call it too.
+inline bool ember_graph_read_elsewhere(const ember_graph * g, const ember_tensor * t, const ember_tensor * reader, size_t from = 0) {
+    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
+    for (size_t k = from; k < g->nodes.size(); k++) {
+        const ember_tensor * n = g->nodes[k];
+        if (n == reader || n == t) continue;
+        if (n->view_src == t) return true;
+        for (const ember_tensor * s : n->src) {
+            if (s == t) return true;
+        }
+    }
+    return false;
+}
+
 // RoPE modes (GGUF conventions).
 constexpr int32_t EMBER_ROPE_NORMAL = 0;  // rotate adjacent pairs (2i, 2i+1): llama
 constexpr int32_t EMBER_ROPE_NEOX   = 2;  // rotate pairs (i, i + n_rot/2): qwen2, qwen3

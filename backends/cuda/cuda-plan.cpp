@@ -11,21 +11,6 @@ bool hoisted_in(const ember_tensor * const * hoisted, int n_hoisted, const ember
     return false;
 }
 
-// Whether a node after index i other than `except` reads t (consumers follow producers), or
-// t is a graph output: then a fused kernel must still write it.
-bool read_elsewhere(const ember_graph * g, int32_t i, const ember_tensor * t, const ember_tensor * except) {
-    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
-    for (size_t k = static_cast<size_t>(i) + 1; k < g->nodes.size(); k++) {
-        const ember_tensor * n = g->nodes[k];
-        if (n == except) continue;
-        if (n->view_src == t) return true;
-        for (int s = 0; s < EMBER_MAX_SRC; s++) {
-            if (n->src[s] == t) return true;
-        }
-    }
-    return false;
-}
-
 // The unit (ember_cuda_mv_unit) of the matvec at node i: MUL_MAT [VIEW ROPE] [VIEW] [SET_ROWS],
 // as the graph builder orders a layer's Q (matvec, view, rope), K (+ view, set_rows) and V
 // (matvec, set_rows). Returns the node after the unit (i + 1: nothing after it fused).
@@ -39,7 +24,7 @@ int32_t match_unit(const ember_graph * g, int32_t i, int32_t end, ember_cuda_mv_
         g->nodes[j + 1]->src[0] == g->nodes[j]) {
         ember_cuda_mv_unit c = *u;
         c.rope               = g->nodes[j + 1];
-        c.write_mm           = read_elsewhere(g, i, mm, g->nodes[j]) || read_elsewhere(g, j, g->nodes[j], c.rope);
+        c.write_mm           = ember_graph_read_elsewhere(g, mm, g->nodes[j], i + 1) || ember_graph_read_elsewhere(g, g->nodes[j], c.rope, j + 1);
         if (h.unit_ok(c)) {
             *u = c;
             j += 2;
@@ -54,7 +39,7 @@ int32_t match_unit(const ember_graph * g, int32_t i, int32_t end, ember_cuda_mv_
         // What only the SET_ROWS reads is not stored: the allocator may already have given its
         // memory to the next unit's product (V's on top of K's rotated rows).
         const ember_tensor * stored    = u->rope ? u->rope : mm;  // rows is it or a reshape of it
-        const bool           rows_read = read_elsewhere(g, i, rows, c.set_rows) || (rows != stored && read_elsewhere(g, i, stored, rows));
+        const bool rows_read = ember_graph_read_elsewhere(g, rows, c.set_rows, i + 1) || (rows != stored && ember_graph_read_elsewhere(g, stored, rows, i + 1));
         if (u->rope) {
             c.write_rope = rows_read;
         } else {

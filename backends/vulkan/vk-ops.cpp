@@ -683,19 +683,6 @@ void accesses(vk_stream_ctx * sc, unit & u) {
     if (u.err) u.wr.push_back({sc->err_buf, u.err_slot * sc->err_stride, u.err_slot * sc->err_stride + 4});
 }
 
-// Whether t is read by a node of g other than `reader`, or by the host.
-bool read_elsewhere(const ember_graph * g, const ember_tensor * t, const ember_tensor * reader) {
-    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
-    for (const ember_tensor * n : g->nodes) {
-        if (n == reader || n == t) continue;
-        if (n->view_src == t) return true;
-        for (const ember_tensor * s : n->src) {
-            if (s == t) return true;
-        }
-    }
-    return false;
-}
-
 // SWIGLU `glu` of MUL_MAT `gate` and MUL_MAT `up` (the FFN's gate and up projections of one
 // x, both on the decode fast path, weights of one type and layout), neither product read by
 // anything else: one dispatch computes both and writes the SWIGLU (mul_mat_vec_q.comp with
@@ -712,7 +699,7 @@ bool can_fuse_glu(const vk_device_ctx * dc, const ember_graph * g, const ember_t
         if (wg->nb[d] != wu->nb[d]) return false;
     }
     if (glu->nb[0] != 4 || !mmv_fast(dc, gate, nullptr) || !mmv_fast(dc, up, nullptr)) return false;
-    return !read_elsewhere(g, gate, glu) && !read_elsewhere(g, up, glu);
+    return !ember_graph_read_elsewhere(g, gate, glu) && !ember_graph_read_elsewhere(g, up, glu);
 }
 
 // ADD (no broadcast) whose result feeds RMS_NORM: one pass writes the sum and normalizes it.
@@ -729,7 +716,7 @@ bool can_fuse_norm_mul(const ember_graph * g, const ember_tensor * norm, const e
     for (int d = 1; d < 4; d++) {
         if (w->ne[d] <= 0 || norm->ne[d] % w->ne[d] != 0) return false;
     }
-    return !read_elsewhere(g, norm, mul);
+    return !ember_graph_read_elsewhere(g, norm, mul);
 }
 
 // Whether the fused [ADD] RMS_NORM [MUL] `u` may write where it reads (the graph allocator
@@ -780,7 +767,7 @@ bool can_fuse_mm_norm(const vk_device_ctx * dc, const ember_graph * g, const emb
     for (const ember_tensor * t : {res, nw, add, mul}) {
         if (t->nb[0] != 4 || bind_of(dc, t).resid % 16 != 0) return false;
     }
-    return !read_elsewhere(g, mm, add);
+    return !ember_graph_read_elsewhere(g, mm, add);
 }
 
 // Whether the fused product + norm `u` may write where it reads. Every workgroup reads x and
@@ -864,7 +851,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         if (!no_fuse && n->op == EMBER_OP_SWIGLU && i + 1 < end && ember_nelements(n) > 0) {
             ember_tensor * mm = g->nodes[i + 1];
             if (mm->op == EMBER_OP_MUL_MAT && mm->src[1] == n && ember_nelements(mm) > 0 && mmv_fast(sc->dc, mm, n) &&
-                !read_elsewhere(g, n, mm)) {
+                !ember_graph_read_elsewhere(g, n, mm)) {
                 u.node = mm;
                 u.glu  = n;
                 accesses(sc, u);
@@ -880,12 +867,12 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             int32_t        last = -1;
             ember_tensor * rope = nullptr;
             if (i + 4 < end && can_fuse_rope(sc->dc, n, g->nodes[i + 1], g->nodes[i + 2]) &&
-                can_fuse_kv(sc->dc, n, g->nodes[i + 2], g->nodes[i + 3], g->nodes[i + 4]) && !read_elsewhere(g, n, g->nodes[i + 1]) &&
-                !read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2]) && !read_elsewhere(g, g->nodes[i + 2], g->nodes[i + 3]) &&
-                !read_elsewhere(g, g->nodes[i + 3], g->nodes[i + 4])) {
+                can_fuse_kv(sc->dc, n, g->nodes[i + 2], g->nodes[i + 3], g->nodes[i + 4]) && !ember_graph_read_elsewhere(g, n, g->nodes[i + 1]) &&
+                !ember_graph_read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2]) && !ember_graph_read_elsewhere(g, g->nodes[i + 2], g->nodes[i + 3]) &&
+                !ember_graph_read_elsewhere(g, g->nodes[i + 3], g->nodes[i + 4])) {
                 last = i + 4;
                 rope = g->nodes[i + 2];
-            } else if (i + 1 < end && can_fuse_kv(sc->dc, n, nullptr, n, g->nodes[i + 1]) && !read_elsewhere(g, n, g->nodes[i + 1])) {
+            } else if (i + 1 < end && can_fuse_kv(sc->dc, n, nullptr, n, g->nodes[i + 1]) && !ember_graph_read_elsewhere(g, n, g->nodes[i + 1])) {
                 last = i + 1;
             }
             if (last >= 0) {
@@ -901,7 +888,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         }
         // MUL_MAT, its VIEW as heads, their ROPE (Q and K projections): rotated as written.
         if (!no_fuse && n->op == EMBER_OP_MUL_MAT && i + 2 < end && can_fuse_rope(sc->dc, n, g->nodes[i + 1], g->nodes[i + 2]) &&
-            !read_elsewhere(g, n, g->nodes[i + 1]) && !read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2])) {
+            !ember_graph_read_elsewhere(g, n, g->nodes[i + 1]) && !ember_graph_read_elsewhere(g, g->nodes[i + 1], g->nodes[i + 2])) {
             u.node = n;
             u.rope = g->nodes[i + 2];
             accesses(sc, u);
