@@ -15,6 +15,33 @@
 
 namespace ember_test {
 
+// Places every tensor of g's arena that owns memory (no view_src) at aligned offsets of one
+// fresh buffer of dev's buffer type, then points views into their sources. The caller owns
+// (and frees) the buffer.
+inline ember_buffer * place_graph(ember_graph & g, ember_device * dev) {
+    ember_buffer_type * buft  = ember_device_buffer_type(dev);
+    const size_t        align = ember_buffer_type_alignment(buft);
+    size_t              total = 0;
+    for (ember_tensor & t : g.arena) {
+        if (t.view_src) continue;
+        total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
+    size_t offs = 0;
+    for (ember_tensor & t : g.arena) {
+        if (t.view_src) continue;
+        ember_buffer_place_tensor(buf, &t, offs);
+        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
+    }
+    for (ember_tensor & t : g.arena) {
+        if (!t.view_src) continue;
+        t.buffer = t.view_src->buffer;
+        t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
+    }
+    return buf;
+}
+
 // One graph, its tensors in one CPU buffer, and a CPU stream.
 struct cpu_graph {
     ember_graph    g;
@@ -32,30 +59,11 @@ struct cpu_graph {
     cpu_graph(const cpu_graph &)             = delete;
     cpu_graph & operator=(const cpu_graph &) = delete;
 
-    // Places every tensor of the arena that owns memory (no view_src) at aligned offsets of
-    // one fresh buffer, then points views into their sources.
+    // Every tensor of the graph in one fresh CPU buffer (place_graph).
     void alloc() {
-        ember_buffer_type * buft  = ember_device_buffer_type(ember_registry_cpu_device());
-        const size_t        align = ember_buffer_type_alignment(buft);
-        size_t              total = 0;
-        for (ember_tensor & t : g.arena) {
-            if (t.view_src) continue;
-            total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-        }
         ember_buffer_free(buf);
         buf = nullptr;
-        REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
-        size_t offs = 0;
-        for (ember_tensor & t : g.arena) {
-            if (t.view_src) continue;
-            ember_buffer_place_tensor(buf, &t, offs);
-            offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-        }
-        for (ember_tensor & t : g.arena) {
-            if (!t.view_src) continue;
-            t.buffer = t.view_src->buffer;
-            t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
-        }
+        buf = place_graph(g, ember_registry_cpu_device());
     }
 
     // Every node of the graph.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend-test-util.h"
 #include "backend.h"
 #include "graph.h"
 
@@ -81,25 +82,7 @@ inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builde
     ember_tensor *         out = build(cc);
     g.build_forward(out);
 
-    ember_buffer_type * buft  = ember_device_buffer_type(dev);
-    const size_t        align = ember_buffer_type_alignment(buft);
-    size_t              total = 0;
-    for (ember_tensor & t : g.arena) {
-        if (!t.view_src) total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    }
-    ember_buffer * buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
-    size_t offs = 0;
-    for (ember_tensor & t : g.arena) {
-        if (t.view_src) continue;
-        ember_buffer_place_tensor(buf, &t, offs);
-        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    }
-    for (ember_tensor & t : g.arena) {
-        if (!t.view_src) continue;
-        t.buffer = t.view_src->buffer;
-        t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
-    }
+    ember_buffer * buf = ember_test::place_graph(g, dev);
     buf->iface.clear(buf, 0);
     for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
 

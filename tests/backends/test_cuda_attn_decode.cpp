@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend-test-util.h"
 #include "backend.h"
 #include "graph.h"
 
@@ -46,17 +47,7 @@ double time_chain(ember_device * dev, const attn_shape & s, ember_type kv, int64
     }
     g.build_forward(x);
 
-    ember_buffer_type * buft  = ember_device_buffer_type(dev);
-    const size_t        align = ember_buffer_type_alignment(buft);
-    size_t              total = 0;
-    for (ember_tensor & t : g.arena) total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    ember_buffer * buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
-    size_t offs = 0;
-    for (ember_tensor & t : g.arena) {
-        ember_buffer_place_tensor(buf, &t, offs);
-        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    }
+    ember_buffer * buf = ember_test::place_graph(g, dev);
     buf->iface.clear(buf, 0);
 
     // One random cache (values in [-1, 1) encoded as kv), copied into every layer's K and V.

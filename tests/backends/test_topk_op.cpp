@@ -206,17 +206,7 @@ std::vector<int32_t> cuda_top_k(const std::vector<float> & data, int64_t n, int6
         g.build_forward(outs.back());
     }
     for (ember_tensor * t : g.nodes) REQUIRE(ember_device_supports_op(dev, t));
-    ember_buffer_type * buft  = ember_device_buffer_type(dev);
-    const size_t        align = ember_buffer_type_alignment(buft);
-    size_t              total = 0;
-    for (ember_tensor & t : g.arena) total += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    ember_buffer * buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
-    size_t offs = 0;
-    for (ember_tensor & t : g.arena) {
-        ember_buffer_place_tensor(buf, &t, offs);
-        offs += (ember_buffer_type_alloc_size(buft, &t) + align - 1) / align * align;
-    }
+    ember_buffer * buf = ember_test::place_graph(g, dev);
     ember_tensor_set(a, data.data(), 0, data.size() * 4);
     ember_stream_params sp{};
     ember_stream *      s = nullptr;

@@ -88,27 +88,9 @@ struct dev_run {
         ember_stream_free(stream);
         ember_buffer_free(buf);
     }
-    // Every tensor of g in one buffer of dev (views pointed into their sources), and a stream.
+    // Every tensor of g in one buffer of dev (ember_test::place_graph), and a stream.
     void place(ember_device * dev) {
-        ember_buffer_type * buft  = ember_device_buffer_type(dev);
-        const size_t        align = ember_buffer_type_alignment(buft);
-        size_t              total = 0;
-        for (ember_tensor & t : g.arena) {
-            if (!t.view_src) total += (ember_nbytes(&t) + align - 1) / align * align;
-        }
-        REQUIRE(ember_buffer_type_alloc(buft, total, &buf) == EMBER_OK);
-        size_t offs = 0;
-        for (ember_tensor & t : g.arena) {
-            if (t.view_src) continue;
-            ember_buffer_place_tensor(buf, &t, offs);
-            offs += (ember_nbytes(&t) + align - 1) / align * align;
-        }
-        for (ember_tensor & t : g.arena) {
-            if (t.view_src) {
-                t.buffer = t.view_src->buffer;
-                t.data   = static_cast<char *>(t.view_src->data) + t.view_offs;
-            }
-        }
+        buf = ember_test::place_graph(g, dev);
         ember_stream_params p = {1};
         REQUIRE(ember_device_init_stream(dev, &p, &stream) == EMBER_OK);
     }
