@@ -158,6 +158,41 @@ bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
 #endif
 }
 
+// Whether dc has VK_KHR_shader_integer_dot_product with its feature (mul_mat_vec_q.comp QX_DOT),
+// unless EMBER_VULKAN_IDOT=0; fast: the packed signed 4 x 8-bit form is accelerated.
+bool detect_idot(const vk_device_ctx * dc, bool * fast) {
+    *fast = false;
+#if defined(VK_KHR_shader_integer_dot_product)
+    const char * env = std::getenv("EMBER_VULKAN_IDOT");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> exts(n);
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+    bool found = false;
+    for (const VkExtensionProperties & e : exts) found |= std::strcmp(e.extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) == 0;
+    if (!found) return false;
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR f{};
+    f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &f;
+    vkGetPhysicalDeviceFeatures2(dc->phys, &f2);
+    if (!f.shaderIntegerDotProduct) return false;
+    VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR p{};
+    p.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &p;
+    vkGetPhysicalDeviceProperties2(dc->phys, &p2);
+    *fast = p.integerDotProduct4x8BitPackedSignedAccelerated;
+    return true;
+#else
+    (void) dc;
+    return false;
+#endif
+}
+
 // Creates the instance and enumerates the devices; failures leave no devices (and say why once).
 void init_instance() {
     vk_instance_state & s = state();
@@ -239,6 +274,7 @@ void init_instance() {
                              (sg.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) && sg.subgroupSize >= 1 &&
                              sg.subgroupSize <= 128;
         dc->coopmat = detect_coopmat(s.instance, dc);
+        dc->idot    = detect_idot(dc, &dc->idot_fast);
         init_device_vtables(dc);
         s.all.push_back(dc);
     }
@@ -409,38 +445,57 @@ static ember_status device_init(vk_device_ctx * dc) {
     di.sType                = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos    = &qi;
+    // Optional extensions and their features, chained in front of di.pNext: the prefill
+    // kernel on cooperative matrices (detect_coopmat) and the integer dot products of the
+    // decode products (detect_idot). If the device is refused with them, it is made without
+    // the cooperative matrices (the tiled kernels then), then without both.
+    while (!dc->dev) {
+        std::vector<const char *> exts;
+        void *                    chain = nullptr;
 #if defined(EMBER_VK_COOPMAT_NV) && defined(VK_NV_cooperative_matrix)
-    // The prefill kernel on cooperative matrices (detect_coopmat): its extensions and features;
-    // if the device is refused with them, it is made without (the tiled kernels then).
-    const char * coop_exts[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
-                                VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME};
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
-    cm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-    cm.cooperativeMatrix = VK_TRUE;
-    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{};
-    f16.sType         = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
-    f16.shaderFloat16 = VK_TRUE;
-    VkPhysicalDeviceVulkanMemoryModelFeaturesKHR mm{};
-    mm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR;
-    mm.vulkanMemoryModel = VK_TRUE;
-    cm.pNext             = &f16;
-    f16.pNext            = &mm;
-    if (dc->coopmat) {
-        di.pNext                   = &cm;
-        di.enabledExtensionCount   = 3;
-        di.ppEnabledExtensionNames = coop_exts;
-        if (vkCreateDevice(dc->phys, &di, nullptr, &dc->dev) != VK_SUCCESS) {
+        VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
+        cm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+        cm.cooperativeMatrix = VK_TRUE;
+        VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{};
+        f16.sType         = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+        f16.shaderFloat16 = VK_TRUE;
+        VkPhysicalDeviceVulkanMemoryModelFeaturesKHR mm{};
+        mm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES_KHR;
+        mm.vulkanMemoryModel = VK_TRUE;
+        if (dc->coopmat) {
+            exts.insert(exts.end(), {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
+                                     VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME});
+            cm.pNext  = &f16;
+            f16.pNext = &mm;
+            mm.pNext  = chain;
+            chain     = &cm;
+        }
+#endif
+#if defined(VK_KHR_shader_integer_dot_product)
+        VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{};
+        idf.sType                   = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
+        idf.shaderIntegerDotProduct = VK_TRUE;
+        if (dc->idot) {
+            exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+            idf.pNext = chain;
+            chain     = &idf;
+        }
+#endif
+        di.pNext                   = chain;
+        di.enabledExtensionCount   = (uint32_t) exts.size();
+        di.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
+        const VkResult r           = vkCreateDevice(dc->phys, &di, nullptr, &dc->dev);
+        if (r == VK_SUCCESS) break;
+        dc->dev = VK_NULL_HANDLE;
+        if (exts.empty()) EMBER_VK_CHECK(r, "vkCreateDevice");
+        if (dc->coopmat) {
             std::fprintf(stderr, "ember: vulkan: %s: no device with cooperative matrices; prefill without them\n", dc->name.c_str());
-            dc->coopmat                = false;
-            dc->dev                    = VK_NULL_HANDLE;
-            di.pNext                   = nullptr;
-            di.enabledExtensionCount   = 0;
-            di.ppEnabledExtensionNames = nullptr;
+            dc->coopmat = false;
+        } else {
+            std::fprintf(stderr, "ember: vulkan: %s: no device with integer dot products; decode without them\n", dc->name.c_str());
+            dc->idot = false;
         }
     }
-    if (!dc->dev)
-#endif
-    EMBER_VK_CHECK(vkCreateDevice(dc->phys, &di, nullptr, &dc->dev), "vkCreateDevice");
     vkGetDeviceQueue(dc->dev, dc->queue_family, 0, &dc->queue);
     ember_vk_pcache_load(dc);
 
@@ -1420,6 +1475,15 @@ int ember_vulkan_pipeline_cache_state(ember_device * dev) {
     if (ember_vk_ensure_init(dc) != EMBER_OK) return EMBER_VK_PCACHE_OFF;
     std::lock_guard<std::mutex> lock(dc->mutex);
     return dc->pcache_state;
+}
+
+bool ember_vulkan_integer_dot(ember_device * dev, bool * accelerated) {
+    if (accelerated) *accelerated = false;
+    if (!dev || dev->reg != &g_vk_reg) return false;
+    vk_device_ctx * dc = dctx(dev);
+    if (ember_vk_ensure_init(dc) != EMBER_OK) return false;  // device creation may drop the feature
+    if (accelerated) *accelerated = dc->idot && dc->idot_fast;
+    return dc->idot;
 }
 
 bool ember_vulkan_validation_enabled() { return instance().validation; }

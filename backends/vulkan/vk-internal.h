@@ -43,6 +43,11 @@ struct vk_device_ctx {
     bool                       is_cpu = false;
     uint32_t                   subgroup_size  = 0;
     bool                       subgroup_arith = false;  // subgroupAdd in compute shaders
+    // The decode products' byte dot products as SPV_KHR_integer_dot_product instructions
+    // (mul_mat_vec_q.comp QX_DOT): VK_KHR_shader_integer_dot_product and its feature, enabled at
+    // device creation. False with EMBER_VULKAN_IDOT=0 or when the device lacks them.
+    bool                       idot = false;
+    bool                       idot_fast = false;  // 4x8-bit packed signed dot product accelerated (informative)
     // Prefill products on the tensor cores (mul_mm_coop.comp): VK_NV_cooperative_matrix with
     // the 16 x 8 x 16 f16 x f16 -> f32 shape, shaderFloat16 and the Vulkan memory model, all
     // enabled at device creation. Found at enumeration; false when the build has no such

@@ -344,6 +344,62 @@ bool can_fuse_kv(const vk_device_ctx * dc, const ember_tensor * mm, const ember_
     return idx->ne[0] == mm->ne[1] && idx->nb[0] % 4 == 0 && vals->ne[2] == 1 && vals->ne[3] == 1;
 }
 
+// The decode kernels' variant part of a shader name (vulkan.cmake).
+std::string name_variant(const ember_tensor * glu, const ember_tensor * rope, const ember_tensor * glu_out, const ember_tensor * kv,
+                         const ember_tensor * nadd) {
+    return std::string(glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : nadd ? "norm_" : "") + (kv ? "kv_" : "");
+}
+
+// mul_mat_vec_q.comp QX: the longest x row (QX_MAXK) and the shared memory it takes, rounded up.
+constexpr uint64_t k_qx_maxk   = 16384;
+constexpr uint32_t k_qx_shared = 32768;
+
+// The QX decode product (record_mul_mat decided it; its arguments as there, the push
+// constants made). Invocations per row: 32 (a subgroup on NVIDIA: rows summed by subgroupAdd);
+// 2 rows each for Q4_0 and Q8_0, 1 for Q4_K (every x load from shared memory serves the rows;
+// GLU: row r of gate and of up; ROPE, KV: 2); workgroups of 128 (the x quantization of each
+// workgroup is shared by its rows), smaller while there would be fewer than 256 of them (small
+// matrices: K, V). Switches (read at each recording, to compare in one process):
+// EMBER_VULKAN_MMV_QX_ROWS=1|2 (rows per invocation), EMBER_VULKAN_MMV_QX_WG=64|128|256 (that
+// workgroup size), EMBER_VULKAN_MMV_QX_LPR=16|64 (invocations per row).
+ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, const ember_tensor * w,
+                               const ember_tensor * x, const ember_tensor * out, const push & pc, const ember_tensor * glu,
+                               const ember_tensor * wu, const ember_tensor * pos, const ember_tensor * ff, const ember_tensor * idx,
+                               const ember_tensor * res, const ember_tensor * nw, const ember_tensor * nadd, const ember_tensor * nmul,
+                               int32_t cnt_slot, int64_t cols) {
+    vk_device_ctx * dc  = sc->dc;
+    const char *    lv  = std::getenv("EMBER_VULKAN_MMV_QX_LPR");
+    const long      lpe = lv ? std::strtol(lv, nullptr, 10) : 0;
+    const uint32_t  lpr = lpe == 16 || lpe == 64 ? (uint32_t) lpe : 32;
+    const char *    wv  = std::getenv("EMBER_VULKAN_MMV_QX_WG");
+    const long      wge = wv ? std::strtol(wv, nullptr, 10) : 0;
+    // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
+    // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
+    const bool      r1  = env_is("EMBER_VULKAN_MMV_QX_ROWS", "1") || (w->type == EMBER_TYPE_Q4_K && !env_is("EMBER_VULKAN_MMV_QX_ROWS", "2"));
+    uint32_t        nr  = r1 && variant != "glu_" ? 1 : 2;
+    if (variant.find("rope_") != std::string::npos || variant.find("kv_") != std::string::npos) nr = 2;  // (even, odd) row pairs
+    const uint32_t rows_per_inv = variant == "glu_" ? 1 : nr;  // output rows
+    const auto     groups       = [&](uint32_t g) { return (w->ne[1] + g / lpr * rows_per_inv - 1) / (g / lpr * rows_per_inv); };
+    // 128 (H200, 8B tg128: Q4_0 172 vs 164 t/s with 256, Q4_K_M 149 vs 137).
+    uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : 128;
+    while (wge == 0 && wg / 2 >= std::max<uint32_t>(lpr, 64) && (uint64_t) groups(wg) * (uint64_t) cols < 256) wg /= 2;
+    // NORM_OUT: the last workgroup holds the whole row, at most 8 vec4 per invocation.
+    while (nadd && wg < 256 && (uint64_t) w->ne[1] > 32ull * wg) wg *= 2;
+    if (nadd && (uint64_t) w->ne[1] > 32ull * wg) return EMBER_ERR_INTERNAL;  // the planner checked it
+    const bool        dp   = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
+    const std::string name = "mul_mat_vec_qx_" + variant + tname(w->type) + (dp ? "_dp" : "");
+    const uint64_t    ng   = groups(wg);
+    if (nadd) {
+        return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot);
+    }
+    if (idx) {
+        return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc, ng,
+                              static_cast<uint32_t>(cols), true, lpr, nr, 6);
+    }
+    const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
+    return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc, ng, static_cast<uint32_t>(cols), false, lpr, nr);
+}
+
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
 // rope: the ROPE of (a view of) the result, done as it is written (can_fuse_rope() holds).
 // glu_out: the SWIGLU of `node` (the gate product) and another product of the same x (up),
@@ -413,6 +469,21 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         const bool qq = (w->type == EMBER_TYPE_Q4_0 && !q4_units) ||
                         (w->type == EMBER_TYPE_Q8_0 && !env_is("EMBER_VULKAN_MMV_Q8_0", "units")) ||
                         (w->type == EMBER_TYPE_Q6_K && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
+        // x quantized to 8 bits per workgroup and integer products (QX, mul_mat_vec_q.comp):
+        // the default for Q4_0 and Q4_K where the device has subgroup arithmetic (the shaders'
+        // reductions) and the shared memory, with the byte dot products in single instructions
+        // where it has integer dot products (H200 tg128: 8B Q4_0 149 -> 167 t/s, Q4_K_M 121 ->
+        // 137..149, 1B Q4_K_M 428 -> 562, Q4_0 571 -> 587). Q8_0 only with
+        // EMBER_VULKAN_MMV_QX=all (1B Q8_0 638 -> 541: slower). EMBER_VULKAN_MMV_QX=0: the float
+        // kernels above for all; =nodot: QX for all three, the dot products unpacked (read at
+        // each recording).
+        const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
+        const bool   qx8 = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
+        const bool qx = (w->type == EMBER_TYPE_Q4_0 || (w->type == EMBER_TYPE_Q8_0 && qx8) || w->type == EMBER_TYPE_Q4_K) &&
+                        dc->subgroup_arith && (uint64_t) w->ne[0] <= k_qx_maxk &&
+                        dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared && !env_is("EMBER_VULKAN_MMV_QX", "0");
+        if (qx) return record_mul_mat_qx(sc, name_variant(glu, rope, glu_out, kv, nadd), w, x, out, pc, glu, wu, pos, ff,
+                                         idx, res, nw, nadd, nmul, cnt_slot, m * nbatch);
         uint32_t lpr = 1;
         while (lpr < 32 && 2 * lpr * 256 <= (uint64_t) w->ne[0]) lpr *= 2;
         if (qq) lpr = 32;
@@ -473,8 +544,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         // Subgroup reductions (SG_RED) in the small-unit kernels where the device has
         // subgroup arithmetic, unless EMBER_VULKAN_MMV_SG=0 (read at each recording).
         const bool        sg   = qq && dc->subgroup_arith && !env_is("EMBER_VULKAN_MMV_SG", "0");
-        const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") +
-                                 (glu ? "swiglu_" : rope ? "rope_" : glu_out ? "glu_" : nadd ? "norm_" : "") + (kv ? "kv_" : "") + t +
+        const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") + name_variant(glu, rope, glu_out, kv, nadd) + t +
                                  (sg ? "_sg" : "");
         const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
         if (nadd) {

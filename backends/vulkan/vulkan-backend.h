@@ -51,6 +51,11 @@ bool    ember_vulkan_validation_enabled();
 std::string ember_vulkan_pipeline_cache_file(ember_device * dev);
 int         ember_vulkan_pipeline_cache_state(ember_device * dev);
 
+// Whether the decode products use integer dot product instructions on this device
+// (VK_KHR_shader_integer_dot_product; EMBER_VULKAN_IDOT=0 off), and whether the device says
+// the packed signed 8-bit form is accelerated. False for other devices.
+bool ember_vulkan_integer_dot(ember_device * dev, bool * accelerated);
+
 // Graph ranges a Vulkan stream recorded into command buffers, and those it submitted again
 // unchanged (EMBER_VULKAN_NO_CMD_REUSE=1 turns reuse off). False for other streams.
 bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused);

@@ -225,7 +225,10 @@ TEST_CASE("[vulkan] device lookup by name and index") {
     CHECK(ember_vulkan_find_device("cuda") == nullptr);
     ember_device_props props;
     vk_device()->iface.get_props(vk_device(), &props);
+    bool idot_fast = false;
+    const bool idot = ember_vulkan_integer_dot(vk_device(), &idot_fast);
     MESSAGE("Vulkan device " << name << ": " << std::string(props.description) << ", subgroup " << props.caps.subgroup_size
+                             << std::string(idot ? idot_fast ? ", integer dot products (accelerated)" : ", integer dot products" : "")
                              << std::string(ember_vulkan_validation_enabled() ? ", validation on" : ""));
 }
 
@@ -337,8 +340,12 @@ TEST_CASE("[vulkan] fused swiglu + mul_mat (FFN down)") {
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
+    // Q4_0, Q8_0, Q4_K: the QX kernels (EMBER_VULKAN_MMV_QX=all), then the float ones (=0).
+    for (const char * qx : {"all", "0"}) {
+    env_guard eq("EMBER_VULKAN_MMV_QX", qx);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
         for (int64_t m : {1, 3}) {
+            CAPTURE(std::string(qx));
             CAPTURE(std::string(ember_type_get_name(t)));
             CAPTURE(m);
             compare([=](ember_graph & g, std::vector<input> & in) {
@@ -350,6 +357,7 @@ TEST_CASE("[vulkan] fused swiglu + mul_mat (FFN down)") {
             CHECK(st.fused == (fast ? 1u : 0u));
             CHECK(st.dispatches == (fast ? 1u : 2u));
         }
+    }
     }
     compare([=](ember_graph & g, std::vector<input> & in) {  // the SWIGLU read twice
         ember_tensor * h = ember_swiglu(g, new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 103), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 104));
@@ -370,10 +378,13 @@ TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
+    for (const char * qx : {"all", "0"}) {  // the QX kernels (Q4_0, Q8_0, Q4_K), then the float ones
+    env_guard eq("EMBER_VULKAN_MMV_QX", qx);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         for (int64_t m : {1, 3}) {
             for (int32_t n_rot : {64, 32}) {
                 for (int64_t n_head : {8, 2}) {  // 2 heads: fewer rows than one workgroup's
+                    CAPTURE(std::string(qx));
                     CAPTURE(std::string(ember_type_get_name(t)));
                     CAPTURE(m);
                     CAPTURE(n_rot);
@@ -395,6 +406,7 @@ TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
                 }
             }
         }
+    }
     }
     SUBCASE("neox: not fused") {
         compare([=](ember_graph & g, std::vector<input> & in) {
@@ -446,9 +458,13 @@ TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V pr
             return ember_set_rows(g, cache, y, new_ids(g, in, ids));
         };
     };
+    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all), then the float ones (=0).
+    for (const char * qx : {"all", "0"})
     for (const char * kv_env : {(const char *) nullptr, "0"}) {
+        env_guard  eq("EMBER_VULKAN_MMV_QX", qx);
         env_guard  eg("EMBER_VULKAN_FUSE_KV", kv_env);
         const bool fuse = fuse_env && !kv_env;
+        CAPTURE(std::string(qx));
         CAPTURE(fuse);
         for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
             CAPTURE(std::string(ember_type_get_name(t)));
@@ -735,18 +751,33 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
-    for (const char * mode : {"qq", "units", "qq2", "nosg"}) {
-    CAPTURE(mode);
+    // The QX kernels (x quantized to 8 bits, integer products: Q4_0, Q4_K by default, Q8_0 too
+    // with EMBER_VULKAN_MMV_QX=all; rows up to 16384 long, the 130-unit rows on the float
+    // kernels): "qx" (=all) with integer dot product instructions where the device has them,
+    // "qx_nodot" without (EMBER_VULKAN_MMV_QX=nodot),
+    // "qx_r1" 1 row per invocation, 16 invocations per row (EMBER_VULKAN_MMV_QX_ROWS=1,
+    // EMBER_VULKAN_MMV_QX_LPR=16), "qx_64" 64 per row in workgroups of 64, 2 rows each (Q4_K
+    // too: EMBER_VULKAN_MMV_QX_ROWS=2). The other modes
+    // the float kernels (EMBER_VULKAN_MMV_QX=0).
+    for (const char * mode : {"qx", "qx_nodot", "qx_r1", "qx_64", "qq", "units", "qq2", "nosg"}) {
+    CAPTURE(std::string(mode));
     const bool qq2  = std::strcmp(mode, "qq2") == 0;
     const bool nosg = std::strcmp(mode, "nosg") == 0;
+    const bool qx   = std::strncmp(mode, "qx", 2) == 0;
+    env_guard eq("EMBER_VULKAN_MMV_QX", !qx ? "0" : std::strcmp(mode, "qx_nodot") == 0 ? "nodot" : "all");
+    env_guard eqr("EMBER_VULKAN_MMV_QX_ROWS", std::strcmp(mode, "qx_r1") == 0 ? "1" : std::strcmp(mode, "qx_64") == 0 ? "2" : nullptr);
+    env_guard eql("EMBER_VULKAN_MMV_QX_LPR", std::strcmp(mode, "qx_r1") == 0 ? "16" : std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
+    env_guard eqw("EMBER_VULKAN_MMV_QX_WG", std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
     env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
     env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
     env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
     env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
     env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
-        if (std::strcmp(mode, "qq") != 0 && !nosg && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-        for (int64_t k : {768, 17 * 256, 130 * 256}) {
+        if (std::strcmp(mode, "qq") != 0 && !nosg && !qx && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+        if (qx && t == EMBER_TYPE_Q6_K && std::strcmp(mode, "qx") != 0) continue;  // no QX kernel: as in qq
+        for (int64_t k : {768, 17 * 256, 64 * 256, 130 * 256}) {
+            if (k == 64 * 256 && !qx) continue;  // the longest QX row
             for (int64_t m : {1, 4}) {
                 CAPTURE(std::string(ember_type_get_name(t)));
                 CAPTURE(k);
@@ -785,11 +816,16 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
                       !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
     env_guard  eg("EMBER_VULKAN_FUSE_GLU", nullptr);
-    for (const char * mode : {"qq", "units"}) {
+    // qx: the QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all); qq, units: the float ones
+    // (EMBER_VULKAN_MMV_QX=0).
+    for (const char * mode : {"qx", "qq", "units"}) {
+        const bool qx = std::strcmp(mode, "qx") == 0;
+        env_guard eq("EMBER_VULKAN_MMV_QX", qx ? "all" : "0");
         env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
         env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
         for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
             if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+            if (qx && (t == EMBER_TYPE_Q6_K || t == EMBER_TYPE_F16)) continue;  // as in qq
             for (int64_t k : {768, 2048}) {
                 for (int64_t m : {1, 3}) {
                     CAPTURE(mode);
@@ -857,8 +893,13 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
     const bool mmv  = fuse && !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
     env_guard  eg("EMBER_VULKAN_FUSE_NORM", nullptr);
+    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all), then the float ones (=0).
+    for (const char * qx : {"all", "0"}) {
+    env_guard eq("EMBER_VULKAN_MMV_QX", qx);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
+        if (std::strcmp(qx, "0") == 0 && (t == EMBER_TYPE_Q6_K || t == EMBER_TYPE_F16)) continue;  // no QX kernel: done in the first pass
         for (int64_t k : {512, 2048}) {
+            CAPTURE(std::string(qx));
             for (int64_t n : {2048, 300, 301}) {
                 for (bool res_first : {true, false}) {
                     CAPTURE(std::string(ember_type_get_name(t)));
@@ -880,6 +921,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
                 }
             }
         }
+    }
     }
     const auto chain = [](uint32_t xseed) {
         return [xseed](ember_graph & g, std::vector<input> & in) {

@@ -170,6 +170,50 @@ vec4 x4(uint xr, uint i) {
 #if QQ && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q6_K
 #error "mul_mat_vec_q.comp: QQ is for Q4_0, Q8_0 and Q6_K"
 #endif
+// QX: x quantized once per workgroup to 8-bit blocks of 32 (a scale d and d * the sum of
+// the integers per block, as Q8_1) in shared memory, and the products in integers: a block of
+// 32 weights costs 8 four-way byte dot products and two 16-byte shared loads of x instead of
+// 32 conversions, 32 multiply-adds and 128 bytes of x loaded per row (the float kernels are
+// bound by that work, not by the weight bytes: 8B decode, Q4_0 read at half Q8_0's bytes per
+// second). Unit: one block (Q4_0, Q8_0) or one 32-weight sub-block (Q4_K); the first units'
+// weights are loaded before x is quantized, so that their latency overlaps it. x rows up to
+// QX_MAXK values (the host checks it and the shared memory). QX_DOT: the byte dot products
+// as SPV_KHR_integer_dot_product instructions (OpSDot, packed 4 x 8 bits; the host uses these
+// shaders only on devices with that feature), else unpacked and multiplied.
+#ifndef QX
+#define QX 0
+#endif
+#ifndef QX_DOT
+#define QX_DOT 0
+#endif
+#if QX && QQ
+#error "mul_mat_vec_q.comp: QX or QQ"
+#endif
+#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K
+#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0 and Q4_K"
+#endif
+#if QX
+#define QX_MAXK 16384u
+#define QX_U 4u  // units per invocation per step (their loads issued together)
+shared uvec4 xq[QX_MAXK / 16u];  // block b: xq[2b], xq[2b + 1] (32 int8)
+shared vec2  xds[QX_MAXK / 32u]; // block b: (d, d * sum of its integers)
+#if QX_DOT
+#extension GL_EXT_spirv_intrinsics : require
+// OpSDotKHR (4450) of two 32-bit words as 4 x int8 (PackedVectorFormat4x8Bit = 0);
+// capabilities DotProductKHR (6019), DotProductInput4x8BitPackedKHR (6018).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4(int a, int b, spirv_literal int fmt);
+int dot4(uint a, uint b) { return sdot4(int(a), int(b), 0); }
+#else
+int dot4(uint a, uint b) {
+    const ivec4 va = ivec4(bitfieldExtract(int(a), 0, 8), bitfieldExtract(int(a), 8, 8), bitfieldExtract(int(a), 16, 8),
+                           bitfieldExtract(int(a), 24, 8));
+    const ivec4 vb = ivec4(bitfieldExtract(int(b), 0, 8), bitfieldExtract(int(b), 8, 8), bitfieldExtract(int(b), 16, 8),
+                           bitfieldExtract(int(b), 24, 8));
+    return (va.x * vb.x + va.y * vb.y) + (va.z * vb.z + va.w * vb.w);
+}
+#endif
+#endif
 
 // Word i of the weights of row r (r a constant once the loops are unrolled): with GLU_OUT
 // row 1 is the up matrix's.
@@ -436,6 +480,106 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
 }
 #endif
 
+#if QX
+#if TYPE == T_Q4_0
+#define QX_WORDS 5u  // the words over an 18-byte block (it starts on an even byte)
+#elif TYPE == T_Q8_0
+#define QX_WORDS 9u  // over a 34-byte block
+#else
+#define QX_WORDS 12u  // Q4_K: d, dmin and the 12 scale bytes; the 32 bytes of the sub-block's nibbles
+#endif
+// The words of unit u of the row at byte rb (ready for qx_dot).
+void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
+#if TYPE == T_Q4_K
+    const uint sb = (rb + 144u * (u >> 3)) >> 4;  // super-blocks start on 16 bytes (the host checks)
+    const uvec4 h = wl4(r, sb), a = wl4(r, sb + 1u + 2u * ((u & 7u) >> 1)), b = wl4(r, sb + 2u + 2u * ((u & 7u) >> 1));
+    v[0] = h.x; v[1] = h.y; v[2] = h.z; v[3] = h.w;
+    v[4] = a.x; v[5] = a.y; v[6] = a.z; v[7] = a.w;
+    v[8] = b.x; v[9] = b.y; v[10] = b.z; v[11] = b.w;
+#else
+#if TYPE == T_Q4_0
+    const uint bo = rb + 18u * u;
+#else
+    const uint bo = rb + 34u * u;
+#endif
+    const uint i = bo >> 2;
+    [[unroll]] for (uint j = 0u; j < QX_WORDS; j++) v[j] = wl(r, i + j);
+    // Realigned: v[0] holds d in its low half, v[1..] the quants from their first byte.
+    if ((bo & 2u) == 0u) {
+        [[unroll]] for (uint j = QX_WORDS - 1u; j > 0u; j--) v[j] = (v[j - 1u] >> 16) | (v[j] << 16);
+    } else {
+        v[0] >>= 16;
+    }
+#endif
+}
+
+// The dot product of unit u (words v, from qx_load) with the quantized x.
+float qx_dot(const uint v[QX_WORDS], uint u) {
+#if TYPE == T_Q4_K
+    // Sub-block u is x block u.
+    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
+    const vec2  xd = xds[u];
+    const uint  j  = u & 7u, sh = 4u * (j & 1u);
+    int         s  = dot4((v[4] >> sh) & 0x0f0f0f0fu, x0.x) + dot4((v[5] >> sh) & 0x0f0f0f0fu, x0.y) +
+             dot4((v[6] >> sh) & 0x0f0f0f0fu, x0.z) + dot4((v[7] >> sh) & 0x0f0f0f0fu, x0.w);
+    s += dot4((v[8] >> sh) & 0x0f0f0f0fu, x1.x) + dot4((v[9] >> sh) & 0x0f0f0f0fu, x1.y) +
+         dot4((v[10] >> sh) & 0x0f0f0f0fu, x1.z) + dot4((v[11] >> sh) & 0x0f0f0f0fu, x1.w);
+    // The 6-bit scale and min of sub-block j (bytes 4..15 of the super-block: v[1..3]).
+    const uint b4j = (v[1u + (j >> 2)] >> (8u * (j & 3u))) & 0xffu;  // byte 4 + j (j < 4: the scale)
+    uint       sc, mn;
+    if (j < 4u) {
+        sc = b4j & 63u;
+        mn = (v[2u] >> (8u * j)) & 63u;  // byte 8 + j
+    } else {
+        const uint s4 = (v[3u] >> (8u * (j - 4u))) & 0xffu;  // byte 8 + j
+        sc = (s4 & 15u) | (((v[1u] >> (8u * (j - 4u))) & 0xffu) >> 6 << 4);  // byte j - 4 + 4 = j: v[1] bytes
+        mn = (s4 >> 4) | ((b4j >> 6) << 4);
+    }
+    const vec2 dm = unpackHalf2x16(v[0]);
+    return dm.x * float(sc) * xd.x * float(s) - dm.y * float(mn) * xd.y;
+#elif TYPE == T_Q4_0
+    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
+    const vec2  xd = xds[u];
+    const int   s  = dot4(v[1] & 0x0f0f0f0fu, x0.x) + dot4(v[2] & 0x0f0f0f0fu, x0.y) + dot4(v[3] & 0x0f0f0f0fu, x0.z) +
+                  dot4(v[4] & 0x0f0f0f0fu, x0.w) + dot4((v[1] >> 4) & 0x0f0f0f0fu, x1.x) +
+                  dot4((v[2] >> 4) & 0x0f0f0f0fu, x1.y) + dot4((v[3] >> 4) & 0x0f0f0f0fu, x1.z) +
+                  dot4((v[4] >> 4) & 0x0f0f0f0fu, x1.w);
+    return unpackHalf2x16(v[0]).x * (xd.x * float(s) - 8.0 * xd.y);
+#else
+    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
+    const int   s  = dot4(v[1], x0.x) + dot4(v[2], x0.y) + dot4(v[3], x0.z) + dot4(v[4], x0.w) + dot4(v[5], x1.x) +
+                  dot4(v[6], x1.y) + dot4(v[7], x1.z) + dot4(v[8], x1.w);
+    return unpackHalf2x16(v[0]).x * xds[u].x * float(s);
+#endif
+}
+
+// x from float xr (k values) into xq / xds, block by block over the workgroup.
+void qx_quantize(uint xr) {
+    const uint nb = pc.k / 32u;
+    for (uint b = gl_LocalInvocationID.x; b < nb; b += gl_WorkGroupSize.x) {
+        vec4  xv[8];
+        float amax = 0.0;
+        [[unroll]] for (uint j = 0u; j < 8u; j++) {
+            xv[j] = x4(xr, 32u * b + 4u * j);
+            const vec4 a = abs(xv[j]);
+            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        }
+        const float d  = amax / 127.0;
+        const float id = d > 0.0 ? 1.0 / d : 0.0;
+        int         sum = 0;
+        uint        q[8];
+        [[unroll]] for (uint j = 0u; j < 8u; j++) {
+            const ivec4 qi = ivec4(round(xv[j] * id));
+            sum += (qi.x + qi.y) + (qi.z + qi.w);
+            q[j] = (uint(qi.x) & 0xffu) | ((uint(qi.y) & 0xffu) << 8) | ((uint(qi.z) & 0xffu) << 16) | (uint(qi.w) << 24);
+        }
+        xq[2u * b]      = uvec4(q[0], q[1], q[2], q[3]);
+        xq[2u * b + 1u] = uvec4(q[4], q[5], q[6], q[7]);
+        xds[b]          = vec2(d, d * float(sum));
+    }
+}
+#endif
+
 void main() {
     const uint tid  = gl_LocalInvocationID.x;
     const uint lane = tid % LPR;
@@ -448,6 +592,44 @@ void main() {
     const uint i2   = (gl_WorkGroupID.z / pc.m) % pc.x2;
     const uint i3   = gl_WorkGroupID.z / (pc.m * pc.x2);
     vec2       sum  = vec2(0.0);
+#if QX
+    {
+        const bool live = r0 < pc.n;
+        const uint wm   = pc.w_off + (i2 / pc.bcast2) * pc.w_nb2 + (i3 / pc.bcast3) * pc.w_nb3;
+#if GLU_OUT
+        const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm - pc.w_off + pc.u_off + r0 * pc.w_nb1);
+#else
+        const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm + (NR > 1u && r0 + 1u < pc.n ? r0 + 1u : r0) * pc.w_nb1);
+#endif
+        const uint nu = pc.k / 32u;
+        // Units lane + LPR * (QX_U * s + j): their words, the first step's loaded before x.
+        uint v[QX_U][2][QX_WORDS];
+        [[unroll]] for (uint j = 0u; j < QX_U; j++) {
+            const uint u = lane + LPR * j;
+            [[unroll]] for (uint r = 0u; r < NR; r++) {
+                if (live && u < nu) qx_load(r, rb[r], u, v[j][r]);
+            }
+        }
+        qx_quantize(pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3);
+        barrier();
+        if (live) {
+            for (uint u0 = lane; u0 < nu; u0 += QX_U * LPR) {
+                [[unroll]] for (uint j = 0u; j < QX_U; j++) {
+                    const uint u = u0 + LPR * j;
+                    if (u < nu) {
+                        [[unroll]] for (uint r = 0u; r < NR; r++) sum[r] += qx_dot(v[j][r], u);
+                    }
+                }
+                [[unroll]] for (uint j = 0u; j < QX_U; j++) {
+                    const uint u = u0 + LPR * (QX_U + j);
+                    [[unroll]] for (uint r = 0u; r < NR; r++) {
+                        if (u < nu) qx_load(r, rb[r], u, v[j][r]);
+                    }
+                }
+            }
+        }
+    }
+#else
     if (r0 < pc.n) {
         const uint wm = pc.w_off + (i2 / pc.bcast2) * pc.w_nb2 + (i3 / pc.bcast3) * pc.w_nb3;
         // A second row past the end reads the first one again (its sum is not written).
@@ -472,6 +654,7 @@ void main() {
         for (uint u = lane; u < nu; u += LPR) sum += unit_dot(rb, u, xr);
 #endif
     }
+#endif
 #if SG_RED
     // gl_SubgroupSize is the same for the whole workgroup: the branch is uniform (barriers).
     // A row's subgroups are tid / gl_SubgroupSize: invocations are assumed numbered subgroup
