@@ -581,6 +581,20 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
             return node->op == EMBER_OP_ROPE ? ember_cuda_rope_pair(ctx, node, c) : ember_cuda_set_rows_pair(ctx, node, c);
         }
     }
+    // Decode attention quantizing its output for the O matvec (ATTN, VIEW, MUL_MAT): one launch
+    // less per layer. The view must be dst's memory as contiguous rows of heads x d floats.
+    if (node->op == EMBER_OP_ATTN && fuse_more() && i + 2 < end) {
+        const ember_tensor * view = g->nodes[i + 1];
+        const ember_tensor * o    = g->nodes[i + 2];
+        const bool           ok   = view->op == EMBER_OP_VIEW && view->src[0] == node && view->data == node->data && is_matvec(o) &&
+                         o->src[1] == view && ember_cuda_mul_mat_vec_q_supported(o) && node->type == EMBER_TYPE_F32 &&
+                         ember_is_contiguous(node) && ember_is_contiguous(view) && view->ne[0] == node->ne[0] * node->ne[1] &&
+                         view->ne[1] == node->ne[2] && view->ne[2] * view->ne[3] == 1 && node->ne[3] == 1 && view->ne[0] % 32 == 0;
+        if (ok) {
+            ctx.qx_valid = false;
+            return ember_cuda_attn(ctx, node, view);
+        }
+    }
     // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.
     if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && is_matvec(g->nodes[i + 1]) && g->nodes[i + 1]->src[1] == node &&
         ember_cuda_mul_mat_vec_q_supported(g->nodes[i + 1])) {

@@ -117,6 +117,27 @@ __device__ __forceinline__ float cu_warp_max(float v) {
     return v;
 }
 
+// The integer matvec's quantized activations (ops-matvec-q.cu), made by the kernel that
+// produces x instead of a separate launch (the fused RMS_NORM, SWIGLU, decode attention): each
+// lane holds element idx of a block of 32 (flat index in x, rows of ne[0] % 32 == 0; every lane
+// of the warp calls it), quantized with quantize_x_kernel's arithmetic.
+__device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * xq, float2 * xds) {
+    float amax = fabsf(z);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d  = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(z, id)));
+    int         sq = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    xq[idx] = static_cast<int8_t>(q);
+    if (threadIdx.x % 32 == 0) {
+        const float dh = __half2float(__float2half_rn(d));
+        xds[idx / 32]  = make_float2(dh, dh * static_cast<float>(sq));
+    }
+}
+
 // The IQ4_NL / IQ4_XS grid.
 __device__ __forceinline__ int cu_iq4nl_value(int q) {
     const int8_t v[16] = EMBER_IQ4NL_VALUES;

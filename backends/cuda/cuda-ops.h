@@ -105,10 +105,13 @@ bool         ember_cuda_supports_cpy(const ember_tensor * dst);
 
 // ops-attention.cu
 constexpr int64_t EMBER_CUDA_ATTN_MAX_D = 256;
-ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst);
+// qx_of: a contiguous 2-D view of dst that the next (integer) matvec reads; the decode kernel
+// then also writes its quantized copy (ember_cuda_qx_buffer) and marks it valid. Other paths
+// leave it to the matvec.
+ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);
 // ops-attention-decode.cu: the decode kernel (few query tokens; one block per KV head and
 // split of the keys). EMBER_ERR_UNSUPPORTED when the shapes or types do not suit it.
-ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst);
+ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);
 
 // ops-matvec.cu: m (columns of x) <= EMBER_CUDA_MATVEC_MAX_COLS
 constexpr int64_t EMBER_CUDA_MATVEC_MAX_COLS = 8;

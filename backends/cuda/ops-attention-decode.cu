@@ -64,6 +64,9 @@ struct dec_args {
     int       row_bytes;   // bytes of one K/V row (d elements)
     int       slot_bytes;  // shared bytes of one raw K/V row (padded)
     float *   part;        // n_split > 1: per (query row, split) d floats, then M and S
+    int8_t *  xq;          // or nullptr: the output's quantized copy for the O matvec (cu_quantize_warp),
+    float2 *  xds;         //   element e of head h of token t at flat index t xk + h d + e
+    int64_t   xk;
 };
 
 template <int T> __host__ __device__ constexpr bool dec_copy16() {  // rows copied in 16-byte pieces
@@ -628,7 +631,9 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                 } else {
                     const float Ssum = sS[r];
                     float *     y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
-                    y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
+                    const float o    = Ssum > 0.0f ? v / Ssum : 0.0f;
+                    y[e]             = o;
+                    if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);  // d % 32 == 0: warp-uniform
                 }
             }
             if (++h == a.group) h = 0, tok++;
@@ -649,7 +654,9 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
             } else {
                 const float Ssum = sS[r];
                 float *     y    = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
-                y[e]             = Ssum > 0.0f ? v / Ssum : 0.0f;
+                const float o    = Ssum > 0.0f ? v / Ssum : 0.0f;
+                y[e]             = o;
+                if (a.xq) cu_quantize_warp(o, q_tok(r) * a.xk + static_cast<int64_t>(q_head(r)) * d + e, a.xq, a.xds);
             }
         }
     }
@@ -668,7 +675,7 @@ __device__ __forceinline__ float dec_block_reduce(float v, bool is_max, float * 
 // Merges the splits of each query row (one block of 128 threads per row): rescales each split
 // to the row's maximum; splits whose keys were all hidden (M = -INF) count for nothing. The
 // weights exp(M_s - M) are computed once per split (shared memory, n_split floats).
-__global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d, int64_t n_head, cu_tensor dst) {
+__global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d, int64_t n_head, cu_tensor dst, int8_t * xq, float2 * xds) {
     extern __shared__ float w[];
     __shared__ float red[32];
     cu_pdl_begin();
@@ -694,6 +701,7 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
             if (ws != 0.0f) acc += pr[s * (d + 2) + i] * ws;
         }
         y[i] = acc * inv;
+        if (xq) cu_quantize_warp(acc * inv, row * d + i, xq, xds);  // rows (token, head) in x's order; d % 32 == 0
     }
 }
 
@@ -837,7 +845,7 @@ static int64_t kv_row_bytes(ember_type t, int64_t d) {
     }
 }
 
-ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
+ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
     const ember_tensor * q    = dst->src[0];
     const ember_tensor * k    = dst->src[1];
     const ember_tensor * v    = dst->src[2];
@@ -866,6 +874,15 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
     a.group     = static_cast<int>(group);
     a.n_rows    = static_cast<int>(rows);
     a.row_bytes = static_cast<int>(kv_row_bytes(k->type, d));
+    a.xq        = nullptr;
+    a.xds       = nullptr;
+    a.xk        = d * q->ne[1];
+    if (qx_of) {
+        void * xds = nullptr;
+        ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own
+        a.xds = static_cast<float2 *>(xds);
+        if (!a.xq) qx_of = nullptr;
+    }
     const int64_t tiles = std::max<int64_t>(1, (n_kv + k_dec_keys - 1) / k_dec_keys);
     const dim3    grid(static_cast<unsigned>(k->ne[1]), 1, static_cast<unsigned>(chunks));
     ember_status  st = EMBER_ERR_UNSUPPORTED;
@@ -877,7 +894,9 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst) {
         // The weights w[n_split], padded: compute-sanitizer saw the unrolled loop's loads run up
         // to 3 floats past w's end (results never use them).
         cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * ((n_split + 3) / 4 * 4 + 4),
-                  static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst));
+                  static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst), a.xq, a.xds);
     }
-    return ember_cuda_check_launch("attn (decode)");
+    const ember_status ls = ember_cuda_check_launch("attn (decode)");
+    if (ls == EMBER_OK && qx_of) ember_cuda_qx_set_valid(ctx, qx_of, a.xq);
+    return ls;
 }

@@ -495,7 +495,7 @@ struct attn_k_launch {
 
 }  // namespace
 
-ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst) {
+ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
     const ember_tensor * q = dst->src[0];
     if (q->ne[0] > EMBER_CUDA_ATTN_MAX_D || q->ne[1] * q->ne[2] > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
     if (q->ne[1] * q->ne[2] == 0) return EMBER_OK;
@@ -513,7 +513,7 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst) {
         st = EMBER_OK;  // fall back to the simple kernel
     }
     if (q->ne[2] < k_fa_min_tokens) {  // decode: ops-attention-decode.cu, when it takes these shapes
-        st = ember_cuda_attn_decode(ctx, dst);
+        st = ember_cuda_attn_decode(ctx, dst, qx_of);
         if (st != EMBER_ERR_UNSUPPORTED) return st;
         st = EMBER_OK;
     }

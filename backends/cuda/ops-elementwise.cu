@@ -25,32 +25,12 @@ __device__ __forceinline__ float * at(const cu_tensor & t, int64_t i0, int64_t i
 constexpr int k_norm_threads = 1024;
 constexpr int k_norm_vpt     = 8;
 
-// The integer matvec's quantized activations (ops-matvec-q.cu), made by the kernel that
-// produces x instead of a separate launch: each lane holds element idx of a warp-wide block of
-// 32 (rows of ne[0] % 32 == 0), quantized with quantize_x_kernel's arithmetic.
-__device__ __forceinline__ void quantize_warp(float z, int64_t idx, int8_t * xq, float2 * xds) {
-    float amax = fabsf(z);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d  = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int   q  = static_cast<int>(roundf(__fmul_rn(z, id)));
-    int         sq = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-    xq[idx] = static_cast<int8_t>(q);
-    if (threadIdx.x % 32 == 0) {
-        const float dh = __half2float(__float2half_rn(d));
-        xds[idx / 32]  = make_float2(dh, dh * static_cast<float>(sq));
-    }
-}
-
 // RMS_NORM, with fusions that each save a launch and a pass over the row:
 // - ADD: the residual ADD before the norm (src = a + b, written for its other readers, and
 //   the norm's input): p.src is the ADD's result, p.a and p.b its operands (same shapes).
 // - FUSED: the MUL that follows (mul = norm * w, w broadcast as in MUL's binary_kernel); the
 //   norm is still written for its other readers.
-// - QX: the quantized copy of the MUL's result (quantize_warp); needs ne[0] % 32 == 0: a warp
+// - QX: the quantized copy of the MUL's result (cu_quantize_warp); needs ne[0] % 32 == 0: a warp
 //   then holds 32 consecutive elements in each step.
 struct norm_args {
     cu_tensor a, b, src, dst, w, mul;
@@ -69,7 +49,7 @@ __device__ __forceinline__ void norm_out(const norm_args & p, float * y, float *
         zv   = nv * wv;
         z[i] = zv;
     }
-    if constexpr (QX) quantize_warp(zv, row_off + i, p.xq, p.xds);
+    if constexpr (QX) cu_quantize_warp(zv, row_off + i, p.xq, p.xds);
 }
 
 template <bool ADD, bool FUSED, bool QX>
@@ -178,7 +158,7 @@ __global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n
         const float x = *at(g, i0, i1, i2, i3);
         const float z = x / (1.0f + expf(-x)) * *at(u, i0, i1, i2, i3);
         *at(dst, i0, i1, i2, i3) = z;
-        if constexpr (QX) quantize_warp(z, idx, xq, xds);
+        if constexpr (QX) cu_quantize_warp(z, idx, xq, xds);
     }
 }
 

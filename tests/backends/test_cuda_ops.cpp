@@ -627,6 +627,33 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
     }, 1e-5);
 }
 
+TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // ATTN, VIEW, MUL_MAT as a layer has them: the attention kernel (or its split merge, for the
+    // long caches) writes the quantized copy the O matvec reads, instead of a quantize launch.
+    // One and two tokens (two columns of x), GQA, keys split across blocks from a few hundred on.
+    for (ember_type kv : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+            for (int64_t n_kv : {40, 2100}) {
+                for (int64_t n_tok : {1, 2}) {
+                    const int64_t     d = 128, n_head = 8, n_head_kv = 2;
+                    const std::string what = std::string("attn + O matvec, cache ") + ember_type_get_name(kv) + ", weights " +
+                                             ember_type_get_name(wt) + ", n_kv=" + std::to_string(n_kv) + ", tokens " + std::to_string(n_tok);
+                    check_runs(what, [=](case_ctx & c) {
+                        ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, n_tok);
+                        ember_tensor * o = ember_attn(c.g, q, c.rand_leaf(kv, d, n_head_kv, n_kv, -2.0f, 2.0f), c.rand_leaf(kv, d, n_head_kv, n_kv),
+                                                      nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
+                        return ember_mul_mat(c.g, c.weight_leaf(wt, d * n_head, 256), ember_view(c.g, o, d * n_head, n_tok));
+                    }, 1e-4, {5, 6});
+                }
+            }
+        }
+    }
+}
+
 // The CUDA FP8 codec (cuda-fp8.h) compiled for the host: no GPU needed. The device build runs
 // the same source (with __fmul_rn / __fadd_rn for the multiplications and the rounding).
 TEST_CASE("[cuda] FP8 codec of the CUDA kernels matches quant/ref bit for bit (host build)") {
