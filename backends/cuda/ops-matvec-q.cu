@@ -481,7 +481,9 @@ struct mvr_args {
 
 constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
 
-template <int T, int R, int U>
+// P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
+// register buffers), so a lane always has U R loads in flight, not only at each step's start.
+template <int T, int R, int U, bool P>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
     const int     lane      = threadIdx.x % 32;
@@ -516,32 +518,45 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
         wd[r]           = wd_base + g * a.nb;
     }
     float acc[R] = {};
-    uint4 w[U][R];
-    float dw[U][R];
-    const auto load = [&](int c0) {
+    uint4 w[P ? 2 : 1][U][R];
+    float dw[P ? 2 : 1][U][R];
+    const auto load = [&](int b, int c0) {  // b: a constant after inlining (register arrays)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
             const bool ok = c < a.nchunk;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                w[u][r]  = ok ? __ldcs(wq[r] + c) : make_uint4(0, 0, 0, 0);
-                dw[u][r] = ok ? __half2float(__ushort_as_half(__ldg(wd[r] + c / D::CPB))) : 0.0f;
+                w[b][u][r]  = ok ? __ldcs(wq[r] + c) : make_uint4(0, 0, 0, 0);
+                dw[b][u][r] = ok ? __half2float(__ushort_as_half(__ldg(wd[r] + c / D::CPB))) : 0.0f;
             }
         }
     };
-    load(lane);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
-    for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
-        if (c0 != lane) load(c0);
+    const auto math = [&](int b, int c0) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c < a.nchunk) {
                 const typename D::xs x = D::load_x(xq, xds, c);
 #pragma unroll
-                for (int r = 0; r < R; r++) acc[r] += D::dot(w[u][r], dw[u][r], x);
+                for (int r = 0; r < R; r++) acc[r] += D::dot(w[b][u][r], dw[b][u][r], x);
             }
+        }
+    };
+    load(0, lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    if constexpr (P) {
+        for (int c0 = lane; c0 < a.nchunk; c0 += 64 * U) {
+            load(P ? 1 : 0, c0 + 32 * U);
+            math(0, c0);
+            if (c0 + 32 * U >= a.nchunk) break;
+            load(0, c0 + 64 * U);
+            math(P ? 1 : 0, c0 + 32 * U);
+        }
+    } else {
+        for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
+            if (c0 != lane) load(0, c0);
+            math(0, c0);
         }
     }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
@@ -711,9 +726,21 @@ inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd,
     return bx;
 }
 
-// Rows per warp: 2 when a fused RoPE pairs them, else 1: more warps, and more loads in flight,
-// beat two rows sharing their x loads (H200 tg128: 8B Q4_0 334 -> 339, 1B 1020 -> 1042 t/s).
-// EMBER_CUDA_MV_PAIR=1: two rows per warp from 4096 rows, as before.
+// EMBER_CUDA_MV_PIPE=0: no second register buffer for Q4_0 rows longer than one step
+// (mvr_kernel P). Q8_0 runs without it: H200 8B tg128 Q4_0 329 -> 343 t/s with it, Q8_0
+// 257 -> 244 (one call).
+bool mv_pipe() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_PIPE");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+// Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
+// more warps, and more loads in flight, beat two rows sharing their x loads (H200 tg128: 8B Q4_0
+// 334 -> 339, 1B 1020 -> 1042); but 2 from 4096 rows for Q4_K (8B Q4_K_M 248 -> 270: its block
+// headers are shared by the pair). EMBER_CUDA_MV_PAIR=1: the Q4_K rule for every type.
 inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     for (int m = 0; units && m < nd; m++) {
         if (units[m].rope) return 2;
@@ -722,7 +749,7 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
         const char * e = std::getenv("EMBER_CUDA_MV_PAIR");
         return e && std::strcmp(e, "1") == 0;
     }();
-    if (!pair) return 1;
+    if (!pair && (dsts[0]->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED)) return 1;
     int64_t n = 0;
     for (int m = 0; m < nd; m++) n = std::max<int64_t>(n, dsts[m]->src[0]->ne[1]);
     return n >= 4096 ? 2 : 1;
@@ -755,10 +782,13 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const int      r  = mv_rows_per_warp(dsts, nd, units);
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if (r == 2) {
-        cu_launch(ctx, mvr_kernel<T, 2, 4>, grid, 32 * k_rp_warps, 0, a);
+        cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
+    } else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) {
+        cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
     } else {
-        cu_launch(ctx, mvr_kernel<T, 1, 4>, grid, 32 * k_rp_warps, 0, a);
+        cu_launch(ctx, mvr_kernel<T, 1, 4, false>, grid, 32 * k_rp_warps, 0, a);
     }
     return ember_cuda_check_launch("mul_mat (matvec q, cuda layout)");
 }

@@ -448,12 +448,13 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
     }
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         const std::string tn = ember_type_get_name(t);
-        // Row counts: one row per warp (67, 1) and two (4100: a tail warp), widths whose chunk
-        // count is not a multiple of the 128 a warp loads per step.
+        // Row counts: several blocks (67, 4100: a tail warp) and one row, widths whose chunk
+        // count is not a multiple of the 128 a warp loads per step, rows of several steps
+        // (loaded one step ahead: mvr_kernel P) with an odd and an even count of steps.
         for (int64_t n : {67, 1, 4100}) {
-            for (int64_t k : {2048, 4096 + 32 * 5, 32}) {
+            for (int64_t k : {2048, 4096 + 32 * 5, 32, 14336 + 32 * 3}) {
                 for (int64_t m : {1, 3}) {
-                    if (n == 4100 && (k == 32 || m == 3)) continue;
+                    if (n == 4100 && (k == 32 || k > 5000 || m == 3)) continue;
                     check_case("cuda layout matvec " + tn + " k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                [=](case_ctx & c) {
                                    return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
