@@ -155,6 +155,12 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wdata, int64_t r0,
                                     int64_t r1, void * out);
 
+// ops-matmul-q.cu: y = w x on tensor cores for a quantized weight matrix (wm: its first row,
+// a matrix of w), x as m rows of w->ne[0] F16 values, y rows ldy floats apart (sm_80+);
+// EMBER_ERR_UNSUPPORTED when the type, layout or GPU is not covered (the caller falls back).
+ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wm, const void * xh, int64_t m, void * y,
+                                  int64_t ldy);
+
 // ops-topk.cu: TOP_K for k <= EMBER_CUDA_TOPK_MAX_K (larger k runs on the CPU); scratch slot 1
 constexpr int32_t EMBER_CUDA_TOPK_MAX_K = 64;
 bool         ember_cuda_supports_top_k(const ember_tensor * dst);

@@ -1,9 +1,9 @@
 // MUL_MAT for many columns (prefill), the simplest correct way: cuBLAS GemmEx with F32
 // accumulation. F32 weights multiply F32 activations as they are; F16 and BF16 weights are
 // used in place with the activations converted to the same type; quantized weights are
-// dequantized to F16 by slabs of rows into scratch memory (at most k_slab_bytes) with the
-// activations converted to F16. The tensor-core MMQ kernels of PERFORMANCE.md section 3 are
-// later work.
+// dequantized to F16 by slabs of rows into scratch memory (at most k_slab_bytes) for cuBLAS, with
+// the activations converted to F16; EMBER_CUDA_MMQ=1 sends them to the tensor-core kernel of
+// ops-matmul-q.cu instead (see mmq_enabled).
 #include <cublas_v2.h>
 
 #include <cstdio>
@@ -75,6 +75,15 @@ bool dq_coalesced() {
         return !e || std::strcmp(e, "0") != 0;
     }();
     return on;
+}
+
+// EMBER_CUDA_MMQ=1: quantized weights go to the tensor-core kernel of ops-matmul-q.cu; unset or
+// 0: dequantize + cuBLAS (read at every call: tests compare the two). Off by default for now:
+// on an H200 the kernel measured slower than dequantize + cuBLAS (pp512 1B Q4_0 45.8k vs 58.8k
+// t/s, 1B Q4_K_M 24.2k vs 59.2k, 8B Q4_0 9.0k vs 11.6k): its per-chunk float decode bounds it.
+bool mmq_enabled() {
+    const char * e = std::getenv("EMBER_CUDA_MMQ");
+    return e && std::strcmp(e, "1") == 0;
 }
 
 // Weights in the CUDA layout (cuda-repack.h): rows g0 .. of the tensor's nblk blocks.
@@ -224,7 +233,17 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 continue;
             }
 
-            // Quantized: slabs of rows dequantized to F16.
+            // Quantized: with EMBER_CUDA_MMQ=1 the tensor-core kernel that dequantizes tiles in
+            // shared memory (ops-matmul-q.cu); otherwise, and for types it does not read and GPUs
+            // before sm_80, slabs of rows dequantized to F16 for cuBLAS.
+            if (mmq_enabled()) {
+                st = ember_cuda_mul_mat_q(ctx, w, wm, xh, m, ym, ldc);
+                if (st != EMBER_ERR_UNSUPPORTED) {
+                    if (st != EMBER_OK) return st;
+                    ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: tensor-core GEMM (quantized weight)");
+                    continue;
+                }
+            }
             int64_t slab = static_cast<int64_t>(k_slab_bytes / (static_cast<size_t>(k) * 2));
             if (slab < 1) slab = 1;
             if (slab > n) slab = n;

@@ -1,0 +1,433 @@
+// MUL_MAT for many columns (prefill) with a quantized weight: a tensor-core GEMM that
+// dequantizes the weight tile by tile into shared memory (no F16 copy of the weight in global
+// memory, no cuBLAS), issue 6 item 3.
+//
+// y[t][r] = sum_k W[r][k] x[t][k], the activations x already converted to F16 ([m][k],
+// ops-matmul.cu's convert_x_kernel). A block computes BM weight rows x BN tokens, walking k in
+// steps of BK = 64 (two 32-weight chunks per row):
+// - the weight tile: each thread decodes one 32-weight chunk with the type's own chunk
+//   dequantizer (cu_codec<T>::chunk for the GGUF layout, cu_rp_chunk for the CUDA layout of
+//   Q4_0 / Q8_0, cuda-common.cuh), rounds it to F16 and stores 64 bytes into shared memory; the
+//   chunk of step s + 1 is decoded into registers while the tensor cores work on step s, and the
+//   weight bytes of step s + 2 are prefetched into L2;
+// - the activation tile: 16-byte cp.async copies into the other of two stages (zero-filled past
+//   m and k);
+// - the products: ldmatrix + mma.sync.m16n8k16 (F16 x F16 -> F32), the tokens as mma's A operand
+//   (rows of 16), the weight rows as B (columns of 8), so each thread's accumulator pairs are two
+//   adjacent weight rows: float2 stores into y's rows (dst->nb[1] apart).
+// Shared-memory rows are padded to 72 halves (144 bytes): the 8 rows an ldmatrix reads fall in
+// distinct banks. Two tile shapes: 128 x 128 (8 warps, 32 rows x 64 tokens each) when the
+// output has enough tiles to fill the GPU, else 64 x 64 (4 warps, 32 x 32): the 1B model's
+// 2048-row matrices at 512 tokens are 64 big tiles for 132 SMs. EMBER_CUDA_MMQ_TILE=128|64
+// forces one.
+//
+// Opt-in for now (EMBER_CUDA_MMQ=1, ops-matmul.cu): on an H200 it measured slower than
+// dequantize + cuBLAS (pp512 1B Q4_0 45.8k vs 58.8k t/s, 1B Q4_K_M 24.2k vs 59.2k, 8B Q4_0 9.0k vs
+// 11.6k; the 128 tile 9.4k on 8B; without the k split 1B Q4_0 38.4k). The likely limit is issue
+// slots: each thread decodes a 32-weight chunk through floats (~150-250 instructions, K-quants
+// more) per 64 mma per warp. Next: decode to half2 directly (Q4_0/Q8_0: magic-number tricks),
+// K-quant scales once per super-block, larger token tiles (the decode per mma halves with BN 256).
+//
+// sm_80 and later (cp.async, m16n8k16); older GPUs keep the dequantize + cuBLAS path
+// (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Ember's own types in the CUDA ext
+// layout (INT4, NF4, FP8: ops-matvec-ext.cu) are not read here yet; in the GGUF layout they are.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda-common.cuh"
+#include "cuda-matvec-ext.h"
+#include "cuda-repack.h"
+
+namespace {
+
+constexpr int BK  = 64;      // k per pipeline step: two 32-weight chunks per row
+constexpr int LDS = BK + 8;  // shared-memory row, in halves (padded: conflict-free ldmatrix)
+
+// Where the weight matrix's rows are (one matrix of a possibly batched weight).
+struct mmq_args {
+    const char *   w;      // GGUF layout: the matrix's first row
+    int64_t        w_nb1;  // its row stride
+    const char *   base;   // CUDA layout: the tensor's data
+    int64_t        nblk;   // CUDA layout: blocks in the whole tensor
+    int64_t        g0;     // CUDA layout: the matrix's first row, counted over the tensor
+    int64_t        cbytes; // bytes per 32 weights (prefetch addresses)
+    int64_t        nc;     // 32-weight chunks per row (k / 32)
+    int64_t        k, n, m;
+    const __half * x;      // [m][k]
+    float *        y;      // y[t * ldy + r]
+    int64_t        ldy;
+    bool           y2;     // float2 stores are aligned
+    int            kper;   // k steps per split (blockIdx.z): all of them when there is one split
+    float *        part;   // several splits: split z's sums at part + z m n, rows of n
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t smem_addr(const void * p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(p));
+}
+
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+#endif
+
+// BM weight rows x BN tokens per block; WR x WT warps, each TR = BM / WR rows x TT = BN / WT tokens.
+template <int BM, int BN, int WR, int WT> struct mmq_shape {
+    static constexpr int NT  = WR * WT * 32;
+    static constexpr int TR  = BM / WR, TT = BN / WT;
+    static constexpr int MI  = TT / 16, NJ = TR / 8;     // mma tiles per warp (tokens, rows)
+    static constexpr int CPT = BM * (BK / 32) / NT;     // weight chunks a thread decodes per step
+    static constexpr int SPT = BN * (BK / 8) / NT;      // 16-byte activation copies per thread per step
+    static constexpr int SMEM = 2 * (BM + BN) * LDS * 2;  // two stages, bytes
+    static_assert(NJ % 2 == 0 && MI >= 1 && CPT >= 1 && SPT >= 1 && BM * (BK / 32) % NT == 0 && BN * (BK / 8) % NT == 0,
+                  "tile shape");
+};
+
+template <int T, bool RP, int BM, int BN, int WR, int WT, bool PIPE>
+__global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(const mmq_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    using S = mmq_shape<BM, BN, WR, WT>;
+    extern __shared__ uint4 mmq_smem[];
+    __half * sx = reinterpret_cast<__half *>(mmq_smem);  // [2][BN][LDS]
+    __half * sw = sx + 2 * BN * LDS;                     // [2][BM][LDS]
+    constexpr uint32_t XST = BN * LDS * 2, WST = BM * LDS * 2;  // bytes per stage
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int wr = warp % WR, wt = warp / WR;
+    const int n0 = static_cast<int>(blockIdx.x) * BM, m0 = static_cast<int>(blockIdx.y) * BN;
+    const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
+    const int nkt = min((nc + 1) / 2 - kt0, a.kper);  // this split's steps
+
+    // The weight chunks this thread decodes: chunk h[i] (0 or 1) of each step of row wrow[i].
+    uint32_t     wreg[S::CPT][16];
+    int64_t      wrow[S::CPT];  // GGUF layout: byte offset of the row; CUDA layout: its first block
+    bool         wok[S::CPT];
+    int          wh[S::CPT];
+    uint32_t     wdst[S::CPT];  // shared-memory byte offset in stage 0
+#pragma unroll
+    for (int i = 0; i < S::CPT; i++) {
+        const int idx = tid + S::NT * i;
+        const int r   = n0 + idx / 2;
+        wok[i]        = r < a.n;
+        wh[i]         = idx % 2;
+        wrow[i]       = RP ? (a.g0 + r) * a.nc : r * a.w_nb1;
+        wdst[i]       = smem_addr(sw + (idx / 2) * LDS + 32 * (idx % 2));
+    }
+    const auto load_w = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < S::CPT; i++) {
+            const int c = 2 * (kt0 + kt) + wh[i];
+            float     v[32];
+            if (wok[i] && c < nc) {
+                if constexpr (RP) cu_rp_chunk<T>(a.base, a.nblk, wrow[i] + c, v);
+                else cu_codec<T>::chunk(a.w + wrow[i], c, v);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 32; j++) v[j] = 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < 16; j++) wreg[i][j] = pack_half2(v[2 * j], v[2 * j + 1]);
+        }
+    };
+    const auto store_w = [&](int st) {
+#pragma unroll
+        for (int i = 0; i < S::CPT; i++) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(wdst[i] + st * WST + 16 * q), "r"(wreg[i][4 * q]),
+                             "r"(wreg[i][4 * q + 1]), "r"(wreg[i][4 * q + 2]), "r"(wreg[i][4 * q + 3])
+                             : "memory");
+            }
+        }
+    };
+    const auto prefetch_w = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < S::CPT; i++) {
+            const int c = 2 * (kt0 + kt) + wh[i];
+            if (wok[i] && c < nc) cu_prefetch_l2(RP ? a.base + (wrow[i] + c) * a.cbytes : a.w + wrow[i] + c * a.cbytes);
+        }
+    };
+
+    // The activation copies of this thread: tokens xt0 + (NT / 8) i, 8 halves at k offset 8 seg.
+    const int      seg = tid % 8, xt0 = tid / 8;
+    const __half * xsrc = a.x + static_cast<int64_t>(m0 + xt0) * a.k + 8 * seg;
+    const uint32_t xdst = smem_addr(sx + xt0 * LDS + 8 * seg);
+    const auto     load_x = [&](int kt, int st) {
+        const int  kk  = BK * (kt0 + kt);
+        const bool kok = kk + 8 * seg < a.k;
+#pragma unroll
+        for (int i = 0; i < S::SPT; i++) {
+            constexpr int step = S::NT / 8;
+            const bool    ok   = kok && m0 + xt0 + step * i < a.m;
+            const __half * src = ok ? xsrc + static_cast<int64_t>(step * i) * a.k + kk : a.x;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(xdst + st * XST + step * i * LDS * 2), "l"(src),
+                         "r"(ok ? 16 : 0)
+                         : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+
+    float acc[S::MI][S::NJ][4];
+#pragma unroll
+    for (int i = 0; i < S::MI; i++) {
+#pragma unroll
+        for (int j = 0; j < S::NJ; j++) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+        }
+    }
+    // ldmatrix addresses of this lane: A (tokens) rows lane % 16, k half lane / 16; B (weight
+    // rows) matrices lane / 8: rows + 8 for matrices 2 and 3, k + 8 for 1 and 3.
+    const uint32_t xa = smem_addr(sx + (wt * S::TT + lane % 16) * LDS + 8 * (lane / 16));
+    const uint32_t wa = smem_addr(sw + (wr * S::TR + 8 * (lane / 16) + lane % 8) * LDS + 8 * (lane / 8 % 2));
+    const auto     compute = [&](int st) {
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ks++) {
+            uint32_t bf[S::NJ][2];  // all B fragments, then A one m16 tile at a time (registers)
+#pragma unroll
+            for (int j = 0; j < S::NJ / 2; j++) {
+                uint32_t r4[4];
+                ldsm_x4(r4, wa + st * WST + (16 * j * LDS + 16 * ks) * 2);
+                bf[2 * j][0]     = r4[0];
+                bf[2 * j][1]     = r4[1];
+                bf[2 * j + 1][0] = r4[2];
+                bf[2 * j + 1][1] = r4[3];
+            }
+#pragma unroll
+            for (int i = 0; i < S::MI; i++) {
+                uint32_t af[4];
+                ldsm_x4(af, xa + st * XST + (16 * i * LDS + 16 * ks) * 2);
+#pragma unroll
+                for (int j = 0; j < S::NJ; j++) mma_16816(acc[i][j], af, bf[j][0], bf[j][1]);
+            }
+        }
+    };
+
+    load_w(0);  // weights only: before waiting for the kernel that made x
+    if (nkt > 1) prefetch_w(1);
+    cu_pdl_begin();
+    load_x(0, 0);
+    store_w(0);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    for (int kt = 0; kt < nkt; kt++) {
+        const int  st   = kt % 2;
+        const bool more = kt + 1 < nkt;
+        if (more) {
+            load_x(kt + 1, st ^ 1);
+            if (kt + 2 < nkt) prefetch_w(kt + 2);
+            if (PIPE) load_w(kt + 1);
+        }
+        compute(st);
+        if (more) {
+            if (!PIPE) load_w(kt + 1);
+            store_w(st ^ 1);
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads();
+    }
+
+    // Accumulator (i, j): tokens 16 i + lane / 4 (+ 8), rows 8 j + 2 (lane % 4) (+ 1).
+    const int     r0 = n0 + wr * S::TR + 2 * (lane % 4), t0 = m0 + wt * S::TT + lane / 4;
+    const bool    split = gridDim.z > 1;
+    float * const y     = split ? a.part + blockIdx.z * a.m * a.n : a.y;
+    const int64_t ldy   = split ? a.n : a.ldy;
+    const bool    y2    = split ? a.n % 2 == 0 : a.y2;
+#pragma unroll
+    for (int i = 0; i < S::MI; i++) {
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int t = t0 + 16 * i + 8 * hh;
+            if (t >= a.m) continue;
+            float * yt = y + static_cast<int64_t>(t) * ldy;
+#pragma unroll
+            for (int j = 0; j < S::NJ; j++) {
+                const int r = r0 + 8 * j;
+                if (y2 && r + 1 < a.n) {
+                    *reinterpret_cast<float2 *>(yt + r) = make_float2(acc[i][j][2 * hh], acc[i][j][2 * hh + 1]);
+                } else {
+                    if (r < a.n) yt[r] = acc[i][j][2 * hh];
+                    if (r + 1 < a.n) yt[r + 1] = acc[i][j][2 * hh + 1];
+                }
+            }
+        }
+    }
+#else
+    (void) a;  // sm_75 and older: never launched (ember_cuda_mul_mat_q checks the device)
+#endif
+}
+
+// y[t][r] = the sum of the splits' partial sums, in split order (the same result every run).
+__global__ void mmq_reduce_kernel(const float * part, int splits, int64_t m, int64_t n, float * y, int64_t ldy) {
+    cu_pdl_begin();
+    const int64_t t = blockIdx.y;
+    for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n; r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+        float s = 0.0f;
+        for (int z = 0; z < splits; z++) s += part[(z * m + t) * n + r];
+        y[t * ldy + r] = s;
+    }
+}
+
+// Sets a kernel's dynamic shared-memory limit (above the 48 KiB default) once per device; `done`
+// is that kernel's own set of devices (every instantiation has the same function type, so the
+// caller keeps one per kernel).
+bool allow_smem(const void * kernel, std::atomic<uint64_t> & done, int device, int bytes) {
+    const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+    if (bit && (done.load(std::memory_order_relaxed) & bit)) return true;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) return false;
+    done.fetch_or(bit, std::memory_order_relaxed);
+    return true;
+}
+
+struct dev_info {
+    int sms = 0, major = 0;
+};
+dev_info device_info(int device) {
+    static dev_info cache[64];
+    static std::atomic<uint64_t> known{0};
+    if (device < 0 || device >= 64) return {};
+    if (known.load(std::memory_order_acquire) >> device & 1) return cache[device];
+    dev_info d;
+    if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        return {};
+    }
+    cache[device] = d;
+    known.fetch_or(uint64_t{1} << device, std::memory_order_release);
+    return d;
+}
+
+// 0: choose by size; else the BM forced by EMBER_CUDA_MMQ_TILE (read at every call: tests
+// run both shapes).
+int forced_tile() {
+    const char * e = std::getenv("EMBER_CUDA_MMQ_TILE");
+    return e ? std::atoi(e) : 0;
+}
+
+// EMBER_CUDA_MMQ_PIPE=0: the weight chunks of the next step are decoded after the products of
+// this one, not before (fewer registers, the load latency not hidden by this warp's products).
+bool pipelined() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MMQ_PIPE");
+        return !e || std::strcmp(e, "0") != 0;
+    }();
+    return on;
+}
+
+// EMBER_CUDA_MMQ_SPLIT=N: split k in N parts (1: never); unset: when the tiles are fewer than
+// the SMs.
+int forced_split() {
+    const char * e = std::getenv("EMBER_CUDA_MMQ_SPLIT");
+    return e ? std::atoi(e) : 0;
+}
+
+template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(ember_cuda_ctx & ctx, mmq_args a, int sms) {
+    using S     = mmq_shape<BM, BN, WR, WT>;
+    static std::atomic<uint64_t> smem_set[2];  // per kernel below: devices whose limit is raised
+    const bool                   pipe   = pipelined();
+    auto                         kernel = pipe ? mmq_kernel<T, RP, BM, BN, WR, WT, true> : mmq_kernel<T, RP, BM, BN, WR, WT, false>;
+    if (!allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) return EMBER_ERR_UNSUPPORTED;
+    const unsigned gx = cu_blocks(a.n, BM), gy = cu_blocks(a.m, BN);
+    // Split k when the tiles would leave SMs idle (the 1B model's 2048-row matrices): each split
+    // writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up.
+    const int nkt    = static_cast<int>((a.nc + 1) / 2);
+    int       splits = forced_split();
+    if (splits <= 0) {
+        const int64_t tiles = static_cast<int64_t>(gx) * gy;
+        splits              = tiles >= sms ? 1 : static_cast<int>((2 * sms + tiles - 1) / tiles);
+    }
+    splits = std::max(1, std::min({splits, 8, nkt / 4}));
+    a.kper = (nkt + splits - 1) / splits;
+    splits = (nkt + a.kper - 1) / a.kper;
+    if (splits > 1) {
+        a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(splits) * a.m * a.n * sizeof(float)));
+        if (!a.part) {
+            splits = 1;
+            a.kper = nkt;
+        }
+    }
+    cu_launch(ctx, kernel, dim3(gx, gy, splits), S::NT, S::SMEM, a);
+    if (splits > 1) {
+        const ember_status st = ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
+        if (st != EMBER_OK) return st;
+        cu_launch(ctx, mmq_reduce_kernel, dim3(std::min(cu_blocks(a.n, 256), 64u), static_cast<unsigned>(a.m)), 256, 0,
+                  static_cast<const float *>(a.part), splits, a.m, a.n, a.y, a.ldy);
+    }
+    return ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
+}
+
+// Big: 128 rows x 128 tokens, 8 warps; small: 64 rows x 128 tokens, 4 warps (both 32 x 64 per
+// warp: the same products per decoded weight).
+struct mmq_probe {
+    ember_cuda_ctx & ctx;
+    const mmq_args & a;
+    bool             rp;
+    bool             big;
+    int              sms;
+    ember_status &   st;
+    template <int T> void operator()() const {
+        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
+            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
+        } else if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
+            if (rp) st = big ? launch<T, true, 128, 128, 4, 2>(ctx, a, sms) : launch<T, true, 64, 128, 2, 2>(ctx, a, sms);
+            else st = big ? launch<T, false, 128, 128, 4, 2>(ctx, a, sms) : launch<T, false, 64, 128, 2, 2>(ctx, a, sms);
+        } else {
+            st = big ? launch<T, false, 128, 128, 4, 2>(ctx, a, sms) : launch<T, false, 64, 128, 2, 2>(ctx, a, sms);
+        }
+    }
+};
+
+}  // namespace
+
+ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wm, const void * xh, int64_t m, void * y,
+                                  int64_t ldy) {
+    const int64_t k = w->ne[0], n = w->ne[1];
+    if (k % 32 != 0 || n <= 0 || m <= 0) return EMBER_ERR_UNSUPPORTED;
+    const dev_info di = device_info(ctx.device);
+    if (di.major < 8 || m > 65535) return EMBER_ERR_UNSUPPORTED;
+    const bool repacked = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
+    if (repacked && ember_cuda_ext_layout(w)) return EMBER_ERR_UNSUPPORTED;  // Ember's types in the ext layout: not yet
+    if (repacked && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
+
+    mmq_args a{};
+    a.w     = wm;
+    a.w_nb1 = static_cast<int64_t>(w->nb[1]);
+    a.nc    = k / 32;
+    a.k     = k;
+    a.n     = n;
+    a.m     = m;
+    a.x     = static_cast<const __half *>(xh);
+    a.y     = static_cast<float *>(y);
+    a.ldy   = ldy;
+    a.y2    = ((reinterpret_cast<uintptr_t>(y) % 8) | (ldy % 2)) == 0;
+    if (repacked) {
+        a.base   = static_cast<const char *>(w->data);
+        a.g0     = (wm - a.base) / a.w_nb1;  // contiguous: matrices are row ranges
+        a.nblk   = ember_nrows(w) * a.nc;
+        a.cbytes = ember_cuda_repack_qbytes(w->type);
+    } else {
+        a.cbytes = a.w_nb1 / a.nc;  // a whole row's bytes: NF4's group headers are spread, fine for prefetching
+    }
+    // The big tile when it still gives every SM two blocks (or when forced).
+    const int64_t big_tiles = static_cast<int64_t>(cu_blocks(n, 128)) * cu_blocks(m, 128);
+    const int     ft        = forced_tile();
+    const bool    big       = ft == 128 || (ft != 64 && big_tiles >= 2 * static_cast<int64_t>(di.sms));
+    ember_status  st        = EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, repacked, big, di.sms, st})) return EMBER_ERR_UNSUPPORTED;
+    return st;
+}

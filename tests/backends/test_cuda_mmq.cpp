@@ -1,0 +1,122 @@
+// The tensor-core prefill GEMM for quantized weights (backends/cuda/ops-matmul-q.cu): MUL_MAT
+// with many columns, every quantized weight type, in the CUDA layout (weights flagged at upload:
+// Q4_0 / Q8_0 converted; Ember's types in the ext layout fall back to dequantize + cuBLAS) and in
+// the GGUF layout, both tile shapes (EMBER_CUDA_MMQ_TILE), token counts and row counts that are
+// not multiples of the tiles, widths with an odd number of 32-weight chunks (a half k step), and
+// a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
+// dequantize + cuBLAS path on the GPU (EMBER_CUDA_MMQ=1 against 0; same F16 operands, F32 sums: only the
+// summation order differs), also with k split in parts (EMBER_CUDA_MMQ_SPLIT). Skips with a message when there is no CUDA device.
+#ifdef EMBER_HAVE_CUDA
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "cuda-test-util.h"
+#include "graph.h"
+
+namespace {
+
+const ember_type k_types[] = {EMBER_TYPE_Q4_0,   EMBER_TYPE_Q4_1,     EMBER_TYPE_Q5_0,     EMBER_TYPE_Q5_1,     EMBER_TYPE_Q8_0,
+                              EMBER_TYPE_Q2_K,   EMBER_TYPE_Q3_K,     EMBER_TYPE_Q4_K,     EMBER_TYPE_Q5_K,     EMBER_TYPE_Q6_K,
+                              EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS,   EMBER_TYPE_INT4,     EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4,
+                              EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW};
+
+struct shape {
+    int64_t k, n, m;
+};
+
+// Per type: an odd chunk count where the block allows it (3 blocks), rows not a multiple of 64
+// or 128 (odd: scalar stores), tokens from below one tile to several tiles with a tail.
+// NF4 in the GGUF layout: 4 blocks, not 3 (cu_codec<NF4> reads a row's fp32 header, so its
+// rows, 8 + 33 per block bytes, must be 4-byte aligned).
+std::vector<shape> shapes(ember_type t) {
+    const int64_t b  = ember_type_get_traits(t)->block_size;
+    const int64_t kb = b * (b >= 128 ? 4 : 8);
+    const int64_t ko = b * (t == EMBER_TYPE_NF4 ? 4 : 3);
+    return {{ko, 201, 130}, {kb, 200, 600}, {kb, 72, 9}, {ko, 136, 17}};
+}
+
+// Restores an environment switch at scope exit.
+struct env_guard {
+    const char * name;
+    std::string  restore;
+    env_guard(const char * n, const char * v, const char * back) : name(n), restore(back) { set_env(n, v); }
+    ~env_guard() { set_env(name, restore.c_str()); }
+};
+
+}  // namespace
+
+TEST_SUITE("backends") {
+
+TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, odd shapes, both tiles") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    env_guard on("EMBER_CUDA_MMQ", "1", "0");
+    for (ember_type t : k_types) {
+        const std::string tn = ember_type_get_name(t);
+        for (const char * tile : {"64", "128"}) {
+            env_guard g("EMBER_CUDA_MMQ_TILE", tile, "0");
+            for (bool cuda_layout : {true, false}) {
+                for (const shape & s : shapes(t)) {
+                    const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
+                                             " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + " m=" + std::to_string(s.m);
+                    // The CPU rounds activations to the weight's vec_dot_type (Q8_0, Q8_K...), the GPU to F16.
+                    check_case(what, [=](case_ctx & c) {
+                        ember_tensor * w = cuda_layout ? c.weight_leaf(t, s.k, s.n) : c.rand_leaf(t, s.k, s.n);
+                        return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, s.k, s.m, 1, -3.0f, 3.0f));
+                    }, 1e-3);
+                }
+            }
+        }
+        // A weight batched over ne[2], broadcast over x's ne[2] (each weight matrix twice).
+        check_case("mmq batched broadcast " + tn, [=](case_ctx & c) {
+            const int64_t k = ember_type_get_traits(t)->block_size * 2;
+            return ember_mul_mat(c.g, c.weight_leaf(t, k, 72, 2), c.rand_leaf(EMBER_TYPE_F32, k, 70, 4, -3.0f, 3.0f));
+        }, 1e-3);
+    }
+}
+
+TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (ember_type t : k_types) {
+        const int64_t b = ember_type_get_traits(t)->block_size;
+        // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
+        const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
+        for (const char * tile : {"64", "128"}) {
+            for (const char * split : {"1", "3", "0"}) {
+                env_guard     g("EMBER_CUDA_MMQ_TILE", tile, "0");
+                env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
+                const builder build = [=](case_ctx & c) {
+                    return ember_mul_mat(c.g, c.rand_leaf(t, k, 300, 1), c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
+                };
+                std::vector<float> got, old;
+                {
+                    env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                    got = run_on(cuda_device(), build, 7);
+                }
+                {
+                    env_guard off("EMBER_CUDA_MMQ", "0", "0");
+                    old = run_on(cuda_device(), build, 7);
+                }
+                REQUIRE(got.size() == old.size());
+                const double      e    = nmse(got, old);
+                const std::string what = std::string(ember_type_get_name(t)) + " tile " + tile + " split " + split;
+                CAPTURE(what);
+                CAPTURE(e);
+                CHECK(e < 1e-9);
+            }
+        }
+    }
+}
+
+}  // TEST_SUITE
+
+#endif  // EMBER_HAVE_CUDA
