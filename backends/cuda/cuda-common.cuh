@@ -522,8 +522,16 @@ template <> struct cu_codec<EMBER_TYPE_NF4> {
     static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
         const int64_t   blk = c / 2, g = blk / 256;
         const char *    hdr = row + g * (8 + 256 * 33);
-        const float     scale2 = *reinterpret_cast<const float *>(hdr);
-        const float     offset = *reinterpret_cast<const float *>(hdr + 4);
+        // Rows of an odd number of 33-byte blocks put the next row's header off 4-byte
+        // alignment: its floats are read byte by byte (a float load there is a sticky
+        // misaligned-address fault).
+        const auto      f32 = [](const char * p) {
+            const uint8_t * u = reinterpret_cast<const uint8_t *>(p);
+            return __uint_as_float(static_cast<uint32_t>(u[0]) | static_cast<uint32_t>(u[1]) << 8 | static_cast<uint32_t>(u[2]) << 16 |
+                                   static_cast<uint32_t>(u[3]) << 24);
+        };
+        const float     scale2 = f32(hdr);
+        const float     offset = f32(hdr + 4);
         const uint8_t * b      = reinterpret_cast<const uint8_t *>(hdr + 8) + (blk % 256) * 33;
         const float     s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[b[0]], scale2), offset);  // as the CPU: no FMA
         const int       sh     = (c % 2) * 4;

@@ -628,6 +628,24 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
     }, 1e-5);
 }
 
+TEST_CASE("[cuda] NF4 rows of an odd number of blocks (unaligned row headers)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // 192 weights = 3 blocks of 33 bytes after an 8-byte header: 107-byte rows, so every other
+    // row's header floats sit off 4-byte alignment. GGUF layout (not flagged as a weight).
+    check_case("nf4 get_rows, 107-byte rows", [](case_ctx & c) {
+        return ember_get_rows(c.g, c.rand_leaf(EMBER_TYPE_NF4, 192, 7), c.i32_leaf({1, 6, 3, 0}));
+    }, 1e-12);
+    check_case("nf4 matvec, 107-byte rows", [](case_ctx & c) {
+        return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 192, 9), c.rand_leaf(EMBER_TYPE_F32, 192, 2));
+    }, 1e-5);
+    check_case("nf4 prefill, 107-byte rows", [](case_ctx & c) {
+        return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 192, 9), c.rand_leaf(EMBER_TYPE_F32, 192, 20));
+    }, 1e-3);
+}
+
 TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
