@@ -640,7 +640,7 @@ TEST_CASE("[cuda] NF4 rows of an odd number of blocks (unaligned row headers)") 
     }, 1e-12);
     check_case("nf4 matvec, 107-byte rows", [](case_ctx & c) {
         return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 192, 9), c.rand_leaf(EMBER_TYPE_F32, 192, 2));
-    }, 1e-5);
+    }, 1e-4);  // the CPU rounds x to 8 bits (H200: 1.8e-5)
     check_case("nf4 prefill, 107-byte rows", [](case_ctx & c) {
         return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 192, 9), c.rand_leaf(EMBER_TYPE_F32, 192, 20));
     }, 1e-3);
