@@ -54,11 +54,14 @@
 #                               view, not only up to the last one the mask shows).
 #                               EMBER_VULKAN_MMV_QX=0 (Q4_0, Q4_K decode products on the
 #                               float kernels above instead of x quantized to 8 bits per
-#                               workgroup and integer products), =all (Q8_0 too), =nodot (all
-#                               three, the integer products without dot product instructions),
+#                               workgroup and integer products), =all (Q8_0, Q6_K too), =nodot (all
+#                               four, the integer products without dot product instructions),
 #                               EMBER_VULKAN_MMV_QX_ROWS=1|2, EMBER_VULKAN_MMV_QX_WG=64|128|256,
 #                               EMBER_VULKAN_MMV_QX_LPR=16|64 (rows per invocation, workgroup
 #                               size, invocations per row of those kernels).
+#                               EMBER_VULKAN_MMV_QX_PRE=0 (those kernels quantize x in every
+#                               workgroup instead of reading it quantized once per product
+#                               input by a quantize_x dispatch that Q, K, V share).
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)

@@ -1290,7 +1290,8 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
     {
         std::lock_guard<std::mutex> lock(dc->mutex);
         sc->cnt_scratch       = (k_vk_cnt_slots * sc->err_stride + 255) / 256 * 256;
-        const ember_status st = create_buffer(dc, sc->cnt_scratch + k_vk_norm_max * 4, dc->mem_type_device, dc->device_mem_mapped,
+        sc->xq_base           = (sc->cnt_scratch + k_vk_norm_max * 4 + 255) / 256 * 256;  // slots on 256 bytes
+        const ember_status st = create_buffer(dc, sc->xq_base + (VkDeviceSize) k_vk_xq_slots * k_vk_xq_slot, dc->mem_type_device, dc->device_mem_mapped,
                                               dc->blocks, &cb);
         if (st != EMBER_OK) return st;
     }
@@ -1467,6 +1468,11 @@ bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispat
     *barriers   = sctx(stream)->n_barriers;
     *fused      = sctx(stream)->n_fused;
     return true;
+}
+
+uint32_t ember_vulkan_stream_x_quantizations(ember_stream * stream) {
+    if (!stream || stream->iface.graph_compute != vk_stream_graph_compute) return 0;
+    return sctx(stream)->n_xq;
 }
 
 int ember_vulkan_pipeline_cache_state(ember_device * dev) {

@@ -165,14 +165,22 @@ struct vk_stream_ctx {
     // recording (dispatches that share a slot are ordered by their data: the residual stream);
     // after them (at cnt_scratch) the product rows those dispatches hand to their last
     // workgroup (k_vk_norm_max floats; the planner orders such dispatches, which all write it).
+    // After the scratch rows (at xq_base): k_vk_xq_slots slots of k_vk_xq_slot bytes, each
+    // one decode activation row quantized to 8 bits (quantize_x.comp) for the QX_PRE products
+    // that read it; the planner hands them out in turn per recording (ember_vk_record_range).
     VkBuffer                      cnt_buf = VK_NULL_HANDLE;
-    VkDeviceSize                  cnt_scratch = 0;
+    VkDeviceSize                  cnt_scratch = 0, xq_base = 0;
+    int32_t                       xq_slot = -1;  // the slot of the product being recorded (-1: none)
+    uint32_t                      n_xq    = 0;   // quantize_x dispatches of the last recording (in n_dispatches)
     vk_mem_block *                cnt_blk = nullptr;
     VkDeviceSize                  cnt_off = 0, cnt_alloc = 0;
 };
 constexpr uint32_t k_vk_err_slots = 64;
 constexpr uint32_t k_vk_cnt_slots = 256;
 constexpr uint32_t k_vk_norm_max  = 8192;  // the longest row a fused product + norm normalizes
+constexpr uint32_t k_vk_xq_slots  = 8;
+constexpr uint32_t k_vk_xq_maxk   = 16384;  // the longest quantized row (mul_mat_vec_q.comp QX_MAXK)
+constexpr uint32_t k_vk_xq_slot   = k_vk_xq_maxk + k_vk_xq_maxk / 32 * 8;  // int8 values, then (d, d * sum) per 32
 
 // Every pipeline has the same layout: 8 storage buffers (binding 0..7; most shaders use the
 // first few, the decode products fused with the norm after them all 8) and 128 bytes of push
@@ -203,8 +211,9 @@ bool         ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op);
 // with their SET_ROWS into an F16 cache; the O and FFN down products with the residual ADD and
 // the RMS_NORM + MUL after them), the dispatches ordered by dependency level (each after every
 // earlier one whose buffer ranges it reads or writes, or that reads what it writes) with a
-// barrier only between levels. EMBER_VULKAN_BARRIERS=all: graph order and a barrier after
-// every dispatch; EMBER_VULKAN_FUSE=0: no fusion (both to compare).
+// barrier only between levels; before the first QX product of each decode x, a dispatch that
+// quantizes x once for all of them (quantize_x.comp). EMBER_VULKAN_BARRIERS=all: graph order
+// and a barrier after every dispatch; EMBER_VULKAN_FUSE=0: no fusion (both to compare).
 ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end);
 
 #endif  // EMBER_VK_INTERNAL_H

@@ -163,10 +163,12 @@ struct push {
 
 // Binds `ts` (nullptr: the last tensor given), pushes `pc` and dispatches; the barriers
 // between dispatches are planned by ember_vk_record_range. err_flag: binding err_binding (4
-// unless told) is the dispatch's slot of the stream's error words.
+// unless told) is the dispatch's slot of the stream's error words. xq_slot >= 0: binding 1 is
+// that slot of quantized x (vk_stream_ctx::xq_base).
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
                       const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
-                      uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4, int32_t cnt_slot = -1) {
+                      uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4, int32_t cnt_slot = -1,
+                      int32_t xq_slot = -1) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
     ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline, spec1, spec2);
@@ -187,6 +189,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         // the scratch rows.
         if (cnt_slot >= 0 && i == 7) infos[i] = {sc->cnt_buf, (VkDeviceSize) cnt_slot * sc->err_stride, 4};
         if (cnt_slot >= 0 && i == 2) infos[i] = {sc->cnt_buf, sc->cnt_scratch, k_vk_norm_max * 4};
+        if (xq_slot >= 0 && i == 1) infos[i] = {sc->cnt_buf, sc->xq_base + (VkDeviceSize) xq_slot * k_vk_xq_slot, k_vk_xq_slot};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -208,10 +211,10 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
 ember_status dispatch_items(vk_stream_ctx * sc, const std::string & shader, uint32_t wg,
                             std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1,
                             bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4,
-                            int32_t cnt_slot = -1) {
+                            int32_t cnt_slot = -1, int32_t xq_slot = -1) {
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(items, k_max_groups));
     const uint32_t gy = static_cast<uint32_t>((items + gx - 1) / gx);
-    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding, cnt_slot);
+    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding, cnt_slot, xq_slot);
 }
 
 // Grid-stride kernels: enough groups of `wg` for n items, at most 65535.
@@ -351,8 +354,46 @@ std::string name_variant(const ember_tensor * glu, const ember_tensor * rope, co
 }
 
 // mul_mat_vec_q.comp QX: the longest x row (QX_MAXK) and the shared memory it takes, rounded up.
-constexpr uint64_t k_qx_maxk   = 16384;
+constexpr uint64_t k_qx_maxk   = k_vk_xq_maxk;
 constexpr uint32_t k_qx_shared = 32768;
+
+// Whether a decode product (mmv_fast() holds) of weights w goes to the QX kernels: x quantized
+// to 8 bits per workgroup and integer products (mul_mat_vec_q.comp), the default for Q4_0 and
+// Q4_K where the device has subgroup arithmetic (the shaders' reductions) and the shared
+// memory, with the byte dot products in single instructions where it has integer dot products
+// (H200 tg128: 8B Q4_0 149 -> 167 t/s, Q4_K_M 121 -> 137..149, 1B Q4_K_M 428 -> 562, Q4_0 571
+// -> 587). Q8_0 and Q6_K only with EMBER_VULKAN_MMV_QX=all (1B Q8_0 638 -> 541: slower; Q6_K,
+// x quantized once beforehand: H200 8B tg128 Q4_0 (its output) 208.9 -> 203.8 t/s, Q4_K_M
+// (output, V, half the FFN down) 171.9 -> 170.4, within the noise but no gain).
+// EMBER_VULKAN_MMV_QX=0: the float kernels for all; =nodot: QX for all four, the dot products
+// unpacked (read at each recording).
+bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
+    const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
+    const bool   all = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
+    return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || (all && (w->type == EMBER_TYPE_Q8_0 || w->type == EMBER_TYPE_Q6_K))) &&
+           dc->subgroup_arith &&
+           (uint64_t) w->ne[0] <= k_qx_maxk && dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared &&
+           !env_is("EMBER_VULKAN_MMV_QX", "0");
+}
+
+// Whether the QX product `node` (x one column, not made by a fused SWIGLU) reads x quantized
+// beforehand (quantize_x.comp: once per x for every product that reads it, the QX_PRE
+// kernels) rather than quantizing it in each workgroup. EMBER_VULKAN_MMV_QX_PRE=0: never
+// (read at each recording).
+bool mmv_qx_pre(const vk_device_ctx * dc, const ember_tensor * node) {
+    if (node->op != EMBER_OP_MUL_MAT || env_is("EMBER_VULKAN_MMV_QX_PRE", "0")) return false;
+    const ember_tensor * x = node->src[1];
+    return ember_nrows(x) == 1 && x->nb[0] == 4 && mmv_fast(dc, node, nullptr) && mmv_qx(dc, node->src[0]);
+}
+
+// quantize_x.comp: x (one row of k floats) into slot `slot` of the stream's quantized rows.
+ember_status record_quantize_x(vk_stream_ctx * sc, const ember_tensor * x, int32_t slot) {
+    push pc;
+    pc.u(x->ne[0]).u(f32_off(bind_of(sc->dc, x)));
+    sc->n_xq++;
+    return dispatch(sc, "quantize_x", 256, {x}, pc, static_cast<uint32_t>((x->ne[0] / 4 + 255) / 256), 1, 1, false, 0, 0, 4, -1,
+                    slot);
+}
 
 // The QX decode product (record_mul_mat decided it; its arguments as there, the push
 // constants made). Invocations per row: 32 (a subgroup on NVIDIA: rows summed by subgroupAdd);
@@ -375,7 +416,9 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     const long      wge = wv ? std::strtol(wv, nullptr, 10) : 0;
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
     // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
-    const bool      r1  = env_is("EMBER_VULKAN_MMV_QX_ROWS", "1") || (w->type == EMBER_TYPE_Q4_K && !env_is("EMBER_VULKAN_MMV_QX_ROWS", "2"));
+    // Q6_K (18 words per unit) 1 row too.
+    const bool      r1  = env_is("EMBER_VULKAN_MMV_QX_ROWS", "1") ||
+                    ((w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q6_K) && !env_is("EMBER_VULKAN_MMV_QX_ROWS", "2"));
     uint32_t        nr  = r1 && variant != "glu_" ? 1 : 2;
     if (variant.find("rope_") != std::string::npos || variant.find("kv_") != std::string::npos) nr = 2;  // (even, odd) row pairs
     const uint32_t rows_per_inv = variant == "glu_" ? 1 : nr;  // output rows
@@ -387,17 +430,20 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     while (nadd && wg < 256 && (uint64_t) w->ne[1] > 32ull * wg) wg *= 2;
     if (nadd && (uint64_t) w->ne[1] > 32ull * wg) return EMBER_ERR_INTERNAL;  // the planner checked it
     const bool        dp   = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
-    const std::string name = "mul_mat_vec_qx_" + variant + tname(w->type) + (dp ? "_dp" : "");
+    // x quantized beforehand into the stream's slot (the planner's quantize_x dispatch).
+    const int32_t     xs   = glu || cols != 1 ? -1 : sc->xq_slot;
+    const std::string name = (xs >= 0 ? "mul_mat_vec_qxp_" : "mul_mat_vec_qx_") + variant + tname(w->type) + (dp ? "_dp" : "");
     const uint64_t    ng   = groups(wg);
     if (nadd) {
-        return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot);
+        return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot, xs);
     }
     if (idx) {
         return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc, ng,
-                              static_cast<uint32_t>(cols), true, lpr, nr, 6);
+                              static_cast<uint32_t>(cols), true, lpr, nr, 6, -1, xs);
     }
     const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
-    return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc, ng, static_cast<uint32_t>(cols), false, lpr, nr);
+    return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc, ng, static_cast<uint32_t>(cols), false, lpr, nr,
+                          4, -1, xs);
 }
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
@@ -469,20 +515,8 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         const bool qq = (w->type == EMBER_TYPE_Q4_0 && !q4_units) ||
                         (w->type == EMBER_TYPE_Q8_0 && !env_is("EMBER_VULKAN_MMV_Q8_0", "units")) ||
                         (w->type == EMBER_TYPE_Q6_K && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
-        // x quantized to 8 bits per workgroup and integer products (QX, mul_mat_vec_q.comp):
-        // the default for Q4_0 and Q4_K where the device has subgroup arithmetic (the shaders'
-        // reductions) and the shared memory, with the byte dot products in single instructions
-        // where it has integer dot products (H200 tg128: 8B Q4_0 149 -> 167 t/s, Q4_K_M 121 ->
-        // 137..149, 1B Q4_K_M 428 -> 562, Q4_0 571 -> 587). Q8_0 only with
-        // EMBER_VULKAN_MMV_QX=all (1B Q8_0 638 -> 541: slower). EMBER_VULKAN_MMV_QX=0: the float
-        // kernels above for all; =nodot: QX for all three, the dot products unpacked (read at
-        // each recording).
-        const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
-        const bool   qx8 = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
-        const bool qx = (w->type == EMBER_TYPE_Q4_0 || (w->type == EMBER_TYPE_Q8_0 && qx8) || w->type == EMBER_TYPE_Q4_K) &&
-                        dc->subgroup_arith && (uint64_t) w->ne[0] <= k_qx_maxk &&
-                        dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared && !env_is("EMBER_VULKAN_MMV_QX", "0");
-        if (qx) return record_mul_mat_qx(sc, name_variant(glu, rope, glu_out, kv, nadd), w, x, out, pc, glu, wu, pos, ff,
+        // x quantized to 8 bits and integer products (QX, mmv_qx()).
+        if (mmv_qx(dc, w)) return record_mul_mat_qx(sc, name_variant(glu, rope, glu_out, kv, nadd), w, x, out, pc, glu, wu, pos, ff,
                                          idx, res, nw, nadd, nmul, cnt_slot, m * nbatch);
         uint32_t lpr = 1;
         while (lpr < 32 && 2 * lpr * 256 <= (uint64_t) w->ne[0]) lpr *= 2;
@@ -684,6 +718,8 @@ struct unit {
     ember_tensor *     kv = nullptr;       // SET_ROWS of MUL_MAT `node` (or of `rope`) into an F16 cache, fused
     bool               mm_norm = false;    // MUL_MAT `node`, then ADD `add`, RMS_NORM `norm`, MUL `mul`: one dispatch
     int32_t            cnt_slot = -1;      // its counter word (vk_stream_ctx::cnt_buf)
+    const ember_tensor * xq_src = nullptr;  // quantize_x of this x into slot xq_slot (no node)
+    int32_t            xq_slot = -1;        // that slot; for a QX_PRE product: the slot it reads
     std::vector<range> rd, wr;          // what its bindings cover
     uint32_t           level    = 0;
     uint32_t           err_slot = 0;
@@ -700,6 +736,12 @@ void accesses(vk_stream_ctx * sc, unit & u) {
     const vk_device_ctx * dc = sc->dc;
     u.rd.clear();
     u.wr.clear();
+    if (u.xq_src) {
+        const VkDeviceSize o = sc->xq_base + (VkDeviceSize) u.xq_slot * k_vk_xq_slot;
+        u.rd = {range_of(dc, u.xq_src)};
+        u.wr = {{sc->cnt_buf, o, o + k_vk_xq_slot}};
+        return;
+    }
     if (u.mm_norm) {
         const ember_tensor * res = u.add->src[0] == u.node ? u.add->src[1] : u.add->src[0];
         u.rd = {range_of(dc, u.node->src[0]), range_of(dc, u.node->src[1]), range_of(dc, res), range_of(dc, u.mul->src[1])};
@@ -974,6 +1016,41 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         units.push_back(std::move(u));
     }
 
+    // x quantized once for the QX_PRE products (mmv_qx_pre()): a quantize_x unit before the
+    // first product of each x, into the next of the stream's slots in turn, and the slot read
+    // by every product of that x (Q, K and V share one). The slot's range orders a unit that
+    // takes it again after the readers of what it held before.
+    sc->n_xq = 0;
+    {
+        std::vector<unit>                 with;
+        std::vector<const ember_tensor *> held(k_vk_xq_slots, nullptr);  // the x each slot holds
+        uint32_t                          next = 0;
+        with.reserve(units.size() + 16);
+        for (unit & u : units) {
+            if (u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node)) {
+                const ember_tensor * x = u.node->src[1];
+                int32_t              s = -1;
+                for (uint32_t j = 0; j < k_vk_xq_slots; j++) {
+                    if (held[j] == x) s = static_cast<int32_t>(j);
+                }
+                if (s < 0) {
+                    s       = static_cast<int32_t>(next++ % k_vk_xq_slots);
+                    held[s] = x;
+                    unit q;
+                    q.xq_src  = x;
+                    q.xq_slot = s;
+                    accesses(sc, q);
+                    with.push_back(std::move(q));
+                }
+                const VkDeviceSize o = sc->xq_base + (VkDeviceSize) s * k_vk_xq_slot;
+                u.xq_slot            = s;
+                u.rd.push_back({sc->cnt_buf, o, o + k_vk_xq_slot});
+            }
+            with.push_back(std::move(u));
+        }
+        units.swap(with);
+    }
+
     // Levels: a unit runs after every earlier one it conflicts with (read after write, write
     // after write, write after read); units of one level run with no barrier between them.
     for (size_t j = 0; j < units.size(); j++) {
@@ -1027,12 +1104,18 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         level        = u.level;
         pending      = true;
         sc->err_slot = u.err_slot;
-        const ember_status st = u.mm_norm ? record_mul_mat(sc, u.node, nullptr, nullptr, nullptr, nullptr, u.add, u.norm, u.mul, u.cnt_slot)
+        sc->xq_slot  = u.xq_slot;
+        const ember_status st = u.xq_src ? record_quantize_x(sc, u.xq_src, u.xq_slot)
+                                : u.mm_norm ? record_mul_mat(sc, u.node, nullptr, nullptr, nullptr, nullptr, u.add, u.norm, u.mul, u.cnt_slot)
                                 : u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
                                 : u.glu || u.rope || u.glu_out || u.kv ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out, u.kv)
                                         : record_node(sc, u.node);
+        sc->xq_slot = -1;
         if (st != EMBER_OK) return st;
-        if (sc->profile) {
+        if (sc->profile && u.xq_src) {
+            vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
+            rc->qnames.push_back("QUANTIZE_X " + std::to_string(u.xq_src->ne[0]));
+        } else if (sc->profile) {
             vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
             // The kernel and, for products, the weight shape.
             const ember_tensor * n    = u.norm && !u.mm_norm ? u.norm : u.node;

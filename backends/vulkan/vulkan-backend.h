@@ -22,7 +22,9 @@
 // an F16 cache), EMBER_VULKAN_MMV_SG=0, EMBER_VULKAN_NORM_SG=0, EMBER_VULKAN_FUSE_NORM=0 (the O and
 // FFN down products, their residual ADD and the next RMS_NORM + MUL not one dispatch),
 // EMBER_VULKAN_ATTN_RANGE=0 (attention visits every key of the cache view, not only those up
-// to the last one the mask shows): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
+// to the last one the mask shows), EMBER_VULKAN_MMV_QX=0 (no integer-dot QX products),
+// EMBER_VULKAN_MMV_QX_PRE=0 (QX products quantize x in every workgroup instead of reading it
+// quantized once per input): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
 // stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
 // before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H
@@ -64,5 +66,8 @@ bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint6
 // the node groups it fused into one dispatch ([ADD] RMS_NORM [MUL], SWIGLU + MUL_MAT, MUL_MAT + ADD +
 // RMS_NORM + MUL, ...). False for other streams.
 bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispatches, uint32_t * barriers, uint32_t * fused);
+// Of those dispatches, how many quantized a decode product's x once for the QX_PRE products
+// that read it (EMBER_VULKAN_MMV_QX_PRE=0: none, every workgroup quantizes x itself).
+uint32_t ember_vulkan_stream_x_quantizations(ember_stream * stream);
 
 #endif  // EMBER_VULKAN_BACKEND_H

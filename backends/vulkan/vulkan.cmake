@@ -127,8 +127,8 @@ endforeach()
 # x quantized to 8 bits in shared memory and integer products (QX): Q4_0, Q8_0, Q4_K, the
 # default for them where the device has subgroup arithmetic; "_dp" with the byte dot products
 # as SPV_KHR_integer_dot_product instructions (glslang's GL_EXT_spirv_intrinsics: Debian 12's
-# glslc has no GL_EXT_integer_dot_product), for devices with that feature.
-foreach(t Q4_0 Q8_0 Q4_K)
+# glslc has no GL_EXT_integer_dot_product), for devices with that feature. Q6_K too.
+foreach(t Q4_0 Q8_0 Q4_K Q6_K)
     string(TOLOWER ${t} lt)
     foreach(v "" swiglu_ rope_ glu_ kv_ rope_kv_ norm_)
         set(defs QX=1 SG_RED=1)
@@ -147,8 +147,14 @@ foreach(t Q4_0 Q8_0 Q4_K)
         endif()
         ember_vk_shader(mul_mat_vec_qx_${v}${lt} mul_mat_vec_q.comp TYPE=T_${t} ${defs})
         ember_vk_shader(mul_mat_vec_qx_${v}${lt}_dp mul_mat_vec_q.comp TYPE=T_${t} ${defs} QX_DOT=1)
+        # "qxp": x quantized beforehand, once per product input (quantize_x.comp, QX_PRE).
+        if(NOT v STREQUAL "swiglu_")
+            ember_vk_shader(mul_mat_vec_qxp_${v}${lt} mul_mat_vec_q.comp TYPE=T_${t} ${defs} QX_PRE=1)
+            ember_vk_shader(mul_mat_vec_qxp_${v}${lt}_dp mul_mat_vec_q.comp TYPE=T_${t} ${defs} QX_PRE=1 QX_DOT=1)
+        endif()
     endforeach()
 endforeach()
+ember_vk_shader(quantize_x quantize_x.comp)
 foreach(d ${EMBER_VK_CVT_TYPES})
     string(TOLOWER ${d} ld)
     ember_vk_shader(set_rows_${ld} convert.comp MODE=1 SRC_TYPE=T_F32 DST_TYPE=T_${d})

@@ -99,8 +99,10 @@ struct dev_run {
 // Runs the graph of `b` on dev and returns the output as floats (to_float for other types).
 // status: where the graph's status goes (otherwise it must be EMBER_OK).
 // The recording of a Vulkan run (ember_vulkan_stream_last_recording).
+// xq: of the dispatches, the x quantizations of QX_PRE products (checks of the other
+// dispatches count dispatches - xq).
 struct rec_stats {
-    uint32_t dispatches = 0, barriers = 0, fused = 0;
+    uint32_t dispatches = 0, barriers = 0, fused = 0, xq = 0;
 };
 
 std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * out_type = nullptr,
@@ -119,7 +121,10 @@ std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * ou
         REQUIRE(st == EMBER_OK);
     }
     r.stream->iface.synchronize(r.stream);
-    if (stats) REQUIRE(ember_vulkan_stream_last_recording(r.stream, &stats->dispatches, &stats->barriers, &stats->fused));
+    if (stats) {
+        REQUIRE(ember_vulkan_stream_last_recording(r.stream, &stats->dispatches, &stats->barriers, &stats->fused));
+        stats->xq = ember_vulkan_stream_x_quantizations(r.stream);
+    }
     // The output (for SET_ROWS: the whole destination it is a view of).
     std::vector<uint8_t> bytes(ember_nbytes(out));
     ember_tensor_get(out, bytes.data(), 0, bytes.size());
@@ -312,14 +317,14 @@ TEST_CASE("[vulkan] fused add + rms_norm + mul") {
             return ember_add(g, y, s);
         }, 1e-10, &st);
         CHECK(st.fused == (fuse ? 1u : 0u));
-        CHECK(st.dispatches == (fuse ? 2u : 4u));
+        CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
         // rms_norm + mul, the weight broadcast over two dims.
         compare([n](ember_graph & g, std::vector<input> & in) {
             ember_tensor * w = new_input(g, in, EMBER_TYPE_F32, n, 3, 1, 1, 84);
             return ember_mul(g, ember_rms_norm(g, new_input(g, in, EMBER_TYPE_F32, n, 3, 2, 2, 83), 1e-5f), w);
         }, 1e-10, &st);
         CHECK(st.fused == (fuse ? 1u : 0u));
-        CHECK(st.dispatches == (fuse ? 1u : 2u));
+        CHECK(st.dispatches - st.xq == (fuse ? 1u : 2u));
         // add + rms_norm fused; the norm read by two nodes, so its mul is not.
         compare([n](ember_graph & g, std::vector<input> & in) {
             ember_tensor * s    = ember_add(g, new_input(g, in, EMBER_TYPE_F32, n, 4, 1, 1, 85), new_input(g, in, EMBER_TYPE_F32, n, 4, 1, 1, 86));
@@ -327,7 +332,7 @@ TEST_CASE("[vulkan] fused add + rms_norm + mul") {
             return ember_add(g, ember_mul(g, norm, new_input(g, in, EMBER_TYPE_F32, n, 1, 1, 1, 87)), norm);
         }, 1e-10, &st);
         CHECK(st.fused == (fuse ? 1u : 0u));
-        CHECK(st.dispatches == (fuse ? 3u : 4u));
+        CHECK(st.dispatches - st.xq == (fuse ? 3u : 4u));
     }
 }
 
@@ -355,7 +360,7 @@ TEST_CASE("[vulkan] fused swiglu + mul_mat (FFN down)") {
             }, 2e-4, &st);
             const bool fast = fuse && t != EMBER_TYPE_F16;
             CHECK(st.fused == (fast ? 1u : 0u));
-            CHECK(st.dispatches == (fast ? 1u : 2u));
+            CHECK(st.dispatches - st.xq == (fast ? 1u : 2u));
         }
     }
     }
@@ -365,7 +370,7 @@ TEST_CASE("[vulkan] fused swiglu + mul_mat (FFN down)") {
         return ember_add(g, y, h);
     }, 2e-4, &st);
     CHECK(st.fused == 0u);
-    CHECK(st.dispatches == 3u);
+    CHECK(st.dispatches - st.xq == 3u);
 }
 
 // ROPE (mode 0) of the heads of a decode matrix-vector product done as the product writes
@@ -378,8 +383,11 @@ TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
-    for (const char * qx : {"all", "0"}) {  // the QX kernels (Q4_0, Q8_0, Q4_K), then the float ones
-    env_guard eq("EMBER_VULKAN_MMV_QX", qx);
+    // The QX kernels (Q4_0, Q8_0, Q4_K: x quantized once beforehand for one column, then per
+    // workgroup: "wg", EMBER_VULKAN_MMV_QX_PRE=0), then the float ones.
+    for (const char * qx : {"all", "wg", "0"}) {
+    env_guard eq("EMBER_VULKAN_MMV_QX", std::strcmp(qx, "wg") == 0 ? "all" : qx);
+    env_guard ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(qx, "wg") == 0 ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         for (int64_t m : {1, 3}) {
             for (int32_t n_rot : {64, 32}) {
@@ -402,7 +410,7 @@ TEST_CASE("[vulkan] fused mul_mat + rope (Q, K projections)") {
                         return ember_rope(g, ember_view(g, y, 64, n_head, m), pos, f, n_rot, EMBER_ROPE_NORMAL, 10000.0f, f ? 0.5f : 1.0f);
                     }, 2e-4, &st);
                     CHECK(st.fused == (fuse ? 1u : 0u));
-                    CHECK(st.dispatches == (fuse ? 1u : 2u));
+                    CHECK(st.dispatches - st.xq == (fuse ? 1u : 2u));
                 }
             }
         }
@@ -458,10 +466,12 @@ TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V pr
             return ember_set_rows(g, cache, y, new_ids(g, in, ids));
         };
     };
-    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all), then the float ones (=0).
-    for (const char * qx : {"all", "0"})
+    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all; "wg": x quantized per
+    // workgroup, EMBER_VULKAN_MMV_QX_PRE=0), then the float ones (=0).
+    for (const char * qx : {"all", "wg", "0"})
     for (const char * kv_env : {(const char *) nullptr, "0"}) {
-        env_guard  eq("EMBER_VULKAN_MMV_QX", qx);
+        env_guard  eq("EMBER_VULKAN_MMV_QX", std::strcmp(qx, "wg") == 0 ? "all" : qx);
+        env_guard  ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(qx, "wg") == 0 ? "0" : nullptr);
         env_guard  eg("EMBER_VULKAN_FUSE_KV", kv_env);
         const bool fuse = fuse_env && !kv_env;
         CAPTURE(std::string(qx));
@@ -476,13 +486,13 @@ TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V pr
                         CAPTURE(n_rot);
                         CAPTURE(n_head);
                         compare(k_proj(t, m, n_head, n_rot, ids), 2e-4, &st);
-                        CHECK(st.dispatches == (fuse ? 1u : fuse_env ? 2u : 3u));
+                        CHECK(st.dispatches - st.xq == (fuse ? 1u : fuse_env ? 2u : 3u));
                     }
                 }
                 for (int64_t rows : {512, 128, 32}) {
                     CAPTURE(rows);
                     compare(v_proj(t, m, rows, ids), 2e-4, &st);
-                    CHECK(st.dispatches == (fuse ? 1u : 2u));
+                    CHECK(st.dispatches - st.xq == (fuse ? 1u : 2u));
                     CHECK(st.fused == (fuse ? 1u : 0u));
                 }
             }
@@ -504,7 +514,7 @@ TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V pr
             ember_tensor * y = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 512, 256, 1, 1, 127), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 128));
             return ember_set_rows(g, new_input(g, in, EMBER_TYPE_F32, 256, 4, 1, 1, 129), y, new_ids(g, in, {1}));
         }, 2e-4, &st);
-        CHECK(st.dispatches == 2u);
+        CHECK(st.dispatches - st.xq == 2u);
     }
     SUBCASE("the product read twice: not fused") {
         compare([](ember_graph & g, std::vector<input> & in) {
@@ -512,7 +522,7 @@ TEST_CASE("[vulkan] fused mul_mat (+ rope) + set_rows into an F16 cache (K, V pr
             ember_tensor * s = ember_set_rows(g, new_input(g, in, EMBER_TYPE_F16, 256, 4, 1, 1, 132), y, new_ids(g, in, {1}));
             return ember_add(g, ember_get_rows(g, s, new_ids(g, in, {1})), y);
         }, 2e-4, &st);
-        CHECK(st.dispatches == 4u);
+        CHECK(st.dispatches - st.xq == 4u);
         CHECK(st.fused == 0u);
     }
 }
@@ -536,8 +546,8 @@ TEST_CASE("[vulkan] barriers between dependency levels only") {
             ember_tensor * v = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_F16, 512, 64, 1, 1, 93), x);
             return ember_add(g, ember_add(g, q, k), v);
         }, 2e-4, &st);
-        CHECK(st.dispatches == 5u);
-        CHECK(st.barriers == (all ? 4u : 2u));
+        CHECK(st.dispatches - st.xq == 5u);
+        CHECK(st.barriers == (all ? 4u : 2u) + st.xq);  // q after the quantization of x (QX_PRE)
     }
     SUBCASE("get_rows, set_rows into the same table, get_rows again") {
         compare([](ember_graph & g, std::vector<input> & in) {
@@ -547,7 +557,7 @@ TEST_CASE("[vulkan] barriers between dependency levels only") {
             ember_tensor * r2    = ember_get_rows(g, set, new_ids(g, in, {1, 5}));
             return ember_add(g, r1, r2);
         }, 1e-12, &st);
-        CHECK(st.dispatches == 4u);
+        CHECK(st.dispatches - st.xq == 4u);
         CHECK(st.barriers == 3u);
     }
 }
@@ -751,20 +761,23 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
-    // The QX kernels (x quantized to 8 bits, integer products: Q4_0, Q4_K by default, Q8_0 too
-    // with EMBER_VULKAN_MMV_QX=all; rows up to 16384 long, the 130-unit rows on the float
+    // The QX kernels (x quantized to 8 bits, integer products: Q4_0, Q4_K by default, Q8_0 and
+    // Q6_K too with EMBER_VULKAN_MMV_QX=all; rows up to 16384 long, the 130-unit rows on the float
     // kernels): "qx" (=all) with integer dot product instructions where the device has them,
     // "qx_nodot" without (EMBER_VULKAN_MMV_QX=nodot),
     // "qx_r1" 1 row per invocation, 16 invocations per row (EMBER_VULKAN_MMV_QX_ROWS=1,
     // EMBER_VULKAN_MMV_QX_LPR=16), "qx_64" 64 per row in workgroups of 64, 2 rows each (Q4_K
     // too: EMBER_VULKAN_MMV_QX_ROWS=2). The other modes
     // the float kernels (EMBER_VULKAN_MMV_QX=0).
-    for (const char * mode : {"qx", "qx_nodot", "qx_r1", "qx_64", "qq", "units", "qq2", "nosg"}) {
+    // "qx_wg": x quantized per workgroup also for one column (EMBER_VULKAN_MMV_QX_PRE=0; else
+    // once beforehand, quantize_x.comp).
+    for (const char * mode : {"qx", "qx_wg", "qx_nodot", "qx_r1", "qx_64", "qq", "units", "qq2", "nosg"}) {
     CAPTURE(std::string(mode));
     const bool qq2  = std::strcmp(mode, "qq2") == 0;
     const bool nosg = std::strcmp(mode, "nosg") == 0;
     const bool qx   = std::strncmp(mode, "qx", 2) == 0;
     env_guard eq("EMBER_VULKAN_MMV_QX", !qx ? "0" : std::strcmp(mode, "qx_nodot") == 0 ? "nodot" : "all");
+    env_guard epre("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(mode, "qx_wg") == 0 ? "0" : nullptr);
     env_guard eqr("EMBER_VULKAN_MMV_QX_ROWS", std::strcmp(mode, "qx_r1") == 0 ? "1" : std::strcmp(mode, "qx_64") == 0 ? "2" : nullptr);
     env_guard eql("EMBER_VULKAN_MMV_QX_LPR", std::strcmp(mode, "qx_r1") == 0 ? "16" : std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
     env_guard eqw("EMBER_VULKAN_MMV_QX_WG", std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
@@ -775,16 +788,19 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
         if (std::strcmp(mode, "qq") != 0 && !nosg && !qx && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-        if (qx && t == EMBER_TYPE_Q6_K && std::strcmp(mode, "qx") != 0) continue;  // no QX kernel: as in qq
         for (int64_t k : {768, 17 * 256, 64 * 256, 130 * 256}) {
             if (k == 64 * 256 && !qx) continue;  // the longest QX row
             for (int64_t m : {1, 4}) {
                 CAPTURE(std::string(ember_type_get_name(t)));
                 CAPTURE(k);
                 CAPTURE(m);
+                rec_stats st;
                 compare([=](ember_graph & g, std::vector<input> & in) {
                     return ember_mul_mat(g, new_input(g, in, t, k, 37, 1, 1, 60), new_input(g, in, EMBER_TYPE_F32, k, m, 1, 1, 61));
-                }, 2e-4);
+                }, 2e-4, &st);
+                // One column of the QX kernels: x quantized once beforehand (unless qx_wg).
+                const bool pre = qx && std::strcmp(mode, "qx_wg") != 0 && m == 1 && k <= 64 * 256;
+                CHECK(st.xq == (pre ? 1u : 0u));
             }
         }
         CAPTURE(std::string(ember_type_get_name(t)));
@@ -809,6 +825,45 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
 // per workgroup, rows of 3 units (Q6_K rows then start on 2 bytes mod 4 every other row);
 // with the down product after it, two dispatches for the whole FFN. Not fused: F16 (generic
 // kernel), a product that is read elsewhere too, EMBER_VULKAN_FUSE_GLU=0.
+// x quantized once (quantize_x.comp) for every QX product of one column that reads it:
+// Q, K, V of one x (Q4_0 with rope, Q4_K into an F16 cache, Q4_0 plain) share one
+// quantization; twelve products of twelve inputs take twelve, more than the stream's slots
+// (each slot taken again only after the products that read it). EMBER_VULKAN_MMV_QX_PRE=0:
+// none (every workgroup quantizes x).
+TEST_CASE("[vulkan] decode products: x quantized once per input") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool qx = !(std::getenv("EMBER_VULKAN_MMV_QX") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_QX"), "0") == 0) &&
+                    !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
+    rec_stats st;
+    for (const char * pre_env : {(const char *) nullptr, "0"}) {
+        env_guard  ep("EMBER_VULKAN_MMV_QX_PRE", pre_env);
+        const bool pre = qx && !pre_env;
+        CAPTURE(pre);
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * x     = new_input(g, in, EMBER_TYPE_F32, 1024, 1, 1, 1, 170);
+            ember_tensor * q     = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 1024, 128, 1, 1, 171), x);
+            ember_tensor * qr    = ember_rope(g, ember_view(g, q, 64, 2, 1), new_ids(g, in, {7}), nullptr, 64, EMBER_ROPE_NORMAL, 10000.0f, 1.0f);
+            ember_tensor * k     = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_K, 1024, 128, 1, 1, 172), x);
+            ember_tensor * kc    = ember_set_rows(g, new_input(g, in, EMBER_TYPE_F16, 128, 4, 1, 1, 173), k, new_ids(g, in, {2}));
+            ember_tensor * v     = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, 1024, 128, 1, 1, 174), x);
+            return ember_add(g, ember_add(g, ember_view(g, qr, 128, 1), ember_get_rows(g, kc, new_ids(g, in, {2}))), v);
+        }, 2e-4, &st);
+        CHECK(st.xq == (pre ? 1u : 0u));
+        compare([](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * s = nullptr;
+            for (uint32_t i = 0; i < 12; i++) {
+                ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 180 + 2 * i);
+                ember_tensor * y = ember_mul_mat(g, new_input(g, in, i % 2 ? EMBER_TYPE_Q4_K : EMBER_TYPE_Q4_0, 512, 64, 1, 1, 181 + 2 * i), x);
+                s                = s ? ember_add(g, s, y) : y;
+            }
+            return s;
+        }, 2e-4, &st);
+        CHECK(st.xq == (pre ? 12u : 0u));
+        CHECK(st.dispatches - st.xq == 23u);
+    }
+}
+
 TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
     REQUIRE_VK();
     validation_guard vg;
@@ -818,14 +873,16 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
     env_guard  eg("EMBER_VULKAN_FUSE_GLU", nullptr);
     // qx: the QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all); qq, units: the float ones
     // (EMBER_VULKAN_MMV_QX=0).
-    for (const char * mode : {"qx", "qq", "units"}) {
-        const bool qx = std::strcmp(mode, "qx") == 0;
+    // qx_wg: the same, x quantized per workgroup also for one column (EMBER_VULKAN_MMV_QX_PRE=0).
+    for (const char * mode : {"qx", "qx_wg", "qq", "units"}) {
+        const bool qx = std::strncmp(mode, "qx", 2) == 0;
         env_guard eq("EMBER_VULKAN_MMV_QX", qx ? "all" : "0");
+        env_guard ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(mode, "qx_wg") == 0 ? "0" : nullptr);
         env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
         env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
         for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
             if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-            if (qx && (t == EMBER_TYPE_Q6_K || t == EMBER_TYPE_F16)) continue;  // as in qq
+            if (qx && t == EMBER_TYPE_F16) continue;  // as in qq
             for (int64_t k : {768, 2048}) {
                 for (int64_t m : {1, 3}) {
                     CAPTURE(mode);
@@ -840,7 +897,7 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
                     }, 2e-4, &st);
                     const bool fast = fuse && t != EMBER_TYPE_F16;
                     CHECK(st.fused == (fast ? 1u : 0u));
-                    CHECK(st.dispatches == (fast ? 1u : 3u));
+                    CHECK(st.dispatches - st.xq == (fast ? 1u : 3u));
                 }
             }
         }
@@ -853,7 +910,7 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
             return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, 1024, 512, 1, 1, 126), ember_swiglu(g, gate, up));
         }, 2e-4, &st);
         CHECK(st.fused == (fuse ? 1u : 0u));
-        CHECK(st.dispatches == (fuse ? 2u : 4u));
+        CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
     }
     SUBCASE("the up product read elsewhere too: not fused") {
         compare([=](ember_graph & g, std::vector<input> & in) {
@@ -863,7 +920,7 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
             return ember_add(g, ember_swiglu(g, gate, up), up);
         }, 2e-4, &st);
         CHECK(st.fused == 0u);
-        CHECK(st.dispatches == 4u);
+        CHECK(st.dispatches - st.xq == 4u);
     }
     SUBCASE("EMBER_VULKAN_FUSE_GLU=0: not fused") {
         env_guard off("EMBER_VULKAN_FUSE_GLU", "0");
@@ -874,7 +931,7 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
             return ember_swiglu(g, gate, up);
         }, 2e-4, &st);
         CHECK(st.fused == 0u);
-        CHECK(st.dispatches == 3u);
+        CHECK(st.dispatches - st.xq == 3u);
     }
 }
 
@@ -893,11 +950,13 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
     const bool mmv  = fuse && !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
     env_guard  eg("EMBER_VULKAN_FUSE_NORM", nullptr);
-    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all), then the float ones (=0).
-    for (const char * qx : {"all", "0"}) {
-    env_guard eq("EMBER_VULKAN_MMV_QX", qx);
+    // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all; "wg": x quantized per
+    // workgroup, EMBER_VULKAN_MMV_QX_PRE=0), then the float ones (=0).
+    for (const char * qx : {"all", "wg", "0"}) {
+    env_guard eq("EMBER_VULKAN_MMV_QX", std::strcmp(qx, "wg") == 0 ? "all" : qx);
+    env_guard ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(qx, "wg") == 0 ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
-        if (std::strcmp(qx, "0") == 0 && (t == EMBER_TYPE_Q6_K || t == EMBER_TYPE_F16)) continue;  // no QX kernel: done in the first pass
+        if (std::strcmp(qx, "all") != 0 && t == EMBER_TYPE_F16) continue;  // no QX kernel: done in the first pass
         for (int64_t k : {512, 2048}) {
             CAPTURE(std::string(qx));
             for (int64_t n : {2048, 300, 301}) {
@@ -917,7 +976,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
                     const bool fast = mmv && t != EMBER_TYPE_F16 && n % 4 == 0;
                     // Fused: the product + norm, the last ADD. Else the product, ADD + RMS_NORM + MUL, the last ADD.
                     CHECK(st.fused == (fuse ? 1u : 0u));
-                    CHECK(st.dispatches == (fast ? 2u : fuse ? 3u : 5u));
+                    CHECK(st.dispatches - st.xq == (fast ? 2u : fuse ? 3u : 5u));
                 }
             }
         }
@@ -951,7 +1010,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
             r.stream->iface.synchronize(r.stream);
             rec_stats rs;
             REQUIRE(ember_vulkan_stream_last_recording(r.stream, &rs.dispatches, &rs.barriers, &rs.fused));
-            CHECK(rs.dispatches == (mmv ? 2u : fuse ? 4u : 8u));
+            CHECK(rs.dispatches - ember_vulkan_stream_x_quantizations(r.stream) == (mmv ? 2u : fuse ? 4u : 8u));
             const std::vector<float> ref = run_on(ember_registry_cpu_device(), chain(seed));
             CHECK(nmse(ref, ember_test::get_f32(out)) < 2e-4);
         }
@@ -962,7 +1021,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
             ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 3, 1, 1, 155), mm);
             return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 156));
         }, 2e-4, &st);
-        CHECK(st.dispatches == (fuse ? 2u : 4u));
+        CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
     }
     SUBCASE("the product read elsewhere too: not fused with the norm") {
         compare([=](ember_graph & g, std::vector<input> & in) {
@@ -971,7 +1030,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
             ember_tensor * y  = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 160));
             return ember_add(g, y, mm);
         }, 2e-4, &st);
-        CHECK(st.dispatches == (fuse ? 3u : 5u));
+        CHECK(st.dispatches - st.xq == (fuse ? 3u : 5u));
     }
     SUBCASE("EMBER_VULKAN_FUSE_NORM=0: not fused") {
         env_guard off("EMBER_VULKAN_FUSE_NORM", "0");
@@ -980,7 +1039,7 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
             ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 163), mm);
             return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 164));
         }, 2e-4, &st);
-        CHECK(st.dispatches == (fuse ? 2u : 4u));
+        CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
     }
 }
 

@@ -175,7 +175,7 @@ vec4 x4(uint xr, uint i) {
 // 32 weights costs 8 four-way byte dot products and two 16-byte shared loads of x instead of
 // 32 conversions, 32 multiply-adds and 128 bytes of x loaded per row (the float kernels are
 // bound by that work, not by the weight bytes: 8B decode, Q4_0 read at half Q8_0's bytes per
-// second). Unit: one block (Q4_0, Q8_0) or one 32-weight sub-block (Q4_K); the first units'
+// second). Unit: one block (Q4_0, Q8_0) or one 32-weight sub-block (Q4_K, Q6_K); the first units'
 // weights are loaded before x is quantized, so that their latency overlaps it. x rows up to
 // QX_MAXK values (the host checks it and the shared memory). QX_DOT: the byte dot products
 // as SPV_KHR_integer_dot_product instructions (OpSDot, packed 4 x 8 bits; the host uses these
@@ -189,14 +189,32 @@ vec4 x4(uint xr, uint i) {
 #if QX && QQ
 #error "mul_mat_vec_q.comp: QX or QQ"
 #endif
-#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K
-#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0 and Q4_K"
+#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K
+#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K and Q6_K"
+#endif
+// QX_PRE: x already quantized (quantize_x.comp, once per product input, into a scratch slot
+// bound at binding 1 instead of the float x): read from there, through the cache, with no
+// quantization, shared memory or barrier before the products (one column; no SWIGLU_X).
+#ifndef QX_PRE
+#define QX_PRE 0
+#endif
+#if QX_PRE && (!QX || SWIGLU_X)
+#error "mul_mat_vec_q.comp: QX_PRE goes with QX, without SWIGLU_X"
 #endif
 #if QX
 #define QX_MAXK 16384u
 #define QX_U 4u  // units per invocation per step (their loads issued together)
+#if QX_PRE
+layout(binding = 1) readonly buffer XQG { uvec4 xqg[]; };  // block b: xqg[2b], xqg[2b + 1]
+layout(binding = 1) readonly buffer XDG { vec2 xdg[]; };   // block b: xdg[k / 8 + b]
+#define XQ(i) xqg[i]
+#define XDS(b) xdg[pc.k / 8u + (b)]
+#else
 shared uvec4 xq[QX_MAXK / 16u];  // block b: xq[2b], xq[2b + 1] (32 int8)
 shared vec2  xds[QX_MAXK / 32u]; // block b: (d, d * sum of its integers)
+#define XQ(i) xq[i]
+#define XDS(b) xds[b]
+#endif
 #if QX_DOT
 #extension GL_EXT_spirv_intrinsics : require
 // OpSDotKHR (4450) of two 32-bit words as 4 x int8 (PackedVectorFormat4x8Bit = 0);
@@ -485,12 +503,34 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
 #define QX_WORDS 5u  // the words over an 18-byte block (it starts on an even byte)
 #elif TYPE == T_Q8_0
 #define QX_WORDS 9u  // over a 34-byte block
-#else
+#elif TYPE == T_Q4_K
 #define QX_WORDS 12u  // Q4_K: d, dmin and the 12 scale bytes; the 32 bytes of the sub-block's nibbles
+#else
+#define QX_WORDS 18u  // Q6_K: the 32 bytes of low bits and of high bits, the 2 scales, d
 #endif
 // The words of unit u of the row at byte rb (ready for qx_dot).
 void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
-#if TYPE == T_Q4_K
+#if TYPE == T_Q6_K
+    // Super-blocks of 210 bytes (on even bytes): ql[128], qh[64], 16 int8 scales, f16 d. The
+    // sub-block j = 4n + p of 32 weights: ql bytes 64n + 32(p & 1) .. + 31 (nibble p >> 1), qh
+    // bytes 32n .. + 31 (bits 2p, 2p + 1), scales 8n + 2p (weights 0..15), + 1 (16..31).
+    const uint base = rb + 210u * (u >> 3);
+    const uint j = u & 7u, n = j >> 2, p = j & 3u;
+    const uint ol = base + 64u * n + 32u * (p & 1u), oh = base + 128u + 32u * n;
+    uint       a[9], b[9];
+    [[unroll]] for (uint i = 0u; i < 9u; i++) {
+        a[i] = wl(r, (ol >> 2) + i);
+        b[i] = wl(r, (oh >> 2) + i);
+    }
+    const bool odd = (base & 2u) != 0u;  // ol, oh: base + multiples of 32
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        v[i]      = odd ? (a[i] >> 16) | (a[i + 1u] << 16) : a[i];
+        v[8u + i] = odd ? (b[i] >> 16) | (b[i + 1u] << 16) : b[i];
+    }
+    const uint os = base + 192u + 8u * n + 2u * p, od = base + 208u;
+    v[16] = wl(r, os >> 2) >> (8u * (os & 2u));
+    v[17] = wl(r, od >> 2) >> (8u * (od & 2u));
+#elif TYPE == T_Q4_K
     const uint sb = (rb + 144u * (u >> 3)) >> 4;  // super-blocks start on 16 bytes (the host checks)
     const uvec4 h = wl4(r, sb), a = wl4(r, sb + 1u + 2u * ((u & 7u) >> 1)), b = wl4(r, sb + 2u + 2u * ((u & 7u) >> 1));
     v[0] = h.x; v[1] = h.y; v[2] = h.z; v[3] = h.w;
@@ -515,10 +555,26 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
 
 // The dot product of unit u (words v, from qx_load) with the quantized x.
 float qx_dot(const uint v[QX_WORDS], uint u) {
-#if TYPE == T_Q4_K
+#if TYPE == T_Q6_K
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
+    const uint  p = u & 3u, shl = 4u * (p >> 1), shh = 2u * p;
+    int         s0 = 0, s1 = 0;  // weights 0..15, 16..31 (a scale each)
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        // The 6-bit values minus 32 as signed bytes: bit 5 flipped, and where it is then set
+        // (the value was below 32) bits 6 and 7 too.
+        const uint q  = ((v[i] >> shl) & 0x0f0f0f0fu) | (((v[8u + i] >> shh) & 0x03030303u) << 4);
+        const uint t  = q ^ 0x20202020u;
+        const uint sg = t & 0x20202020u;
+        const int  d  = dot4(t | (sg << 1) | (sg << 2), i < 4u ? x0[i & 3u] : x1[i & 3u]);
+        if (i < 4u) s0 += d;
+        else s1 += d;
+    }
+    const float sc0 = float(bitfieldExtract(int(v[16]), 0, 8)), sc1 = float(bitfieldExtract(int(v[16]), 8, 8));
+    return unpackHalf2x16(v[17]).x * XDS(u).x * (sc0 * float(s0) + sc1 * float(s1));
+#elif TYPE == T_Q4_K
     // Sub-block u is x block u.
-    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
-    const vec2  xd = xds[u];
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
+    const vec2  xd = XDS(u);
     const uint  j  = u & 7u, sh = 4u * (j & 1u);
     int         s  = dot4((v[4] >> sh) & 0x0f0f0f0fu, x0.x) + dot4((v[5] >> sh) & 0x0f0f0f0fu, x0.y) +
              dot4((v[6] >> sh) & 0x0f0f0f0fu, x0.z) + dot4((v[7] >> sh) & 0x0f0f0f0fu, x0.w);
@@ -538,21 +594,22 @@ float qx_dot(const uint v[QX_WORDS], uint u) {
     const vec2 dm = unpackHalf2x16(v[0]);
     return dm.x * float(sc) * xd.x * float(s) - dm.y * float(mn) * xd.y;
 #elif TYPE == T_Q4_0
-    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
-    const vec2  xd = xds[u];
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
+    const vec2  xd = XDS(u);
     const int   s  = dot4(v[1] & 0x0f0f0f0fu, x0.x) + dot4(v[2] & 0x0f0f0f0fu, x0.y) + dot4(v[3] & 0x0f0f0f0fu, x0.z) +
                   dot4(v[4] & 0x0f0f0f0fu, x0.w) + dot4((v[1] >> 4) & 0x0f0f0f0fu, x1.x) +
                   dot4((v[2] >> 4) & 0x0f0f0f0fu, x1.y) + dot4((v[3] >> 4) & 0x0f0f0f0fu, x1.z) +
                   dot4((v[4] >> 4) & 0x0f0f0f0fu, x1.w);
     return unpackHalf2x16(v[0]).x * (xd.x * float(s) - 8.0 * xd.y);
 #else
-    const uvec4 x0 = xq[2u * u], x1 = xq[2u * u + 1u];
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
     const int   s  = dot4(v[1], x0.x) + dot4(v[2], x0.y) + dot4(v[3], x0.z) + dot4(v[4], x0.w) + dot4(v[5], x1.x) +
                   dot4(v[6], x1.y) + dot4(v[7], x1.z) + dot4(v[8], x1.w);
-    return unpackHalf2x16(v[0]).x * xds[u].x * float(s);
+    return unpackHalf2x16(v[0]).x * XDS(u).x * float(s);
 #endif
 }
 
+#if !QX_PRE
 // x from float xr (k values) into xq / xds, block by block over the workgroup.
 void qx_quantize(uint xr) {
     const uint nb = pc.k / 32u;
@@ -578,6 +635,7 @@ void qx_quantize(uint xr) {
         xds[b]          = vec2(d, d * float(sum));
     }
 }
+#endif
 #endif
 
 void main() {
@@ -610,8 +668,10 @@ void main() {
                 if (live && u < nu) qx_load(r, rb[r], u, v[j][r]);
             }
         }
+#if !QX_PRE
         qx_quantize(pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3);
         barrier();
+#endif
         if (live) {
             for (uint u0 = lane; u0 < nu; u0 += QX_U * LPR) {
                 [[unroll]] for (uint j = 0u; j < QX_U; j++) {
