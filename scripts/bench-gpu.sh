@@ -27,7 +27,9 @@
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #
 # Dependencies: a .devdata folder (carried to the device machine) with deps/ (libxxhash,
-# doctest's CMake config) and fixtures/models; without it the system's are used. Logs and a
+# doctest's CMake config) and fixtures/models; without it the system's are used. The tree plus
+# all of .devdata is over what a call carries: scripts/device-pack.sh makes a small clean copy
+# (HEAD, your changed files, deps, the fixtures of a few types) to run this from. Logs and a
 # summary go to $OUT when set (the device tool's output folder), else to $EMBER_BENCH_DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A clean copy of the tree for a call on the lent GPU machine (the `run` tool), in .devpack/:
+# the committed tree (HEAD, without models/), the working-tree versions of the files named on
+# the command line, the dependencies of .devdata/deps and, with EMBER_PACK_FIXTURES="Q4_0 Q8_0",
+# the fixture models of those weight types. Run the call from it:
+#
+#     scripts/device-pack.sh backends/cuda/ops-matvec-q.cu tests/backends/test_cuda_ops.cpp
+#     run(command="cd .devpack && scripts/bench-gpu.sh ...", carry=[".devpack"])
+#
+# Why: a call carries the whole working tree, so several engineers' unfinished edits travel
+# with it (one that breaks the CUDA module's link spoils everyone's benchmark), and the tree
+# (~30 MB, mostly the default model) plus all of .devdata (~35 MB of fixtures) is over the
+# 64 MiB a call may carry. The pack is ~5 MB, ~25 MB with four fixture types.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pack=.devpack
+rm -rf "$pack"
+mkdir -p "$pack"
+git archive HEAD -- . ':(exclude)models' | tar -x -C "$pack"
+for f in "$@"; do
+    [ -f "$f" ] || { echo "device-pack: no file $f" >&2; exit 1; }
+    mkdir -p "$pack/$(dirname "$f")"
+    cp "$f" "$pack/$f"
+done
+if [ -d .devdata/deps ]; then
+    mkdir -p "$pack/.devdata"
+    cp -r .devdata/deps "$pack/.devdata/"
+fi
+if [ -n "${EMBER_PACK_FIXTURES:-}" ]; then
+    src=.devdata/fixtures/models
+    [ -d "$src" ] || src=../shared/fixtures/models
+    mkdir -p "$pack/.devdata/fixtures/models"
+    cp "$src/README.md" "$src/manifest.json" "$pack/.devdata/fixtures/models/"
+    for q in $EMBER_PACK_FIXTURES; do
+        ls "$src"/tiny-*-"$q".* >/dev/null 2>&1 || { echo "device-pack: no fixtures of type $q" >&2; exit 1; }
+        cp "$src"/tiny-*-"$q".* "$pack/.devdata/fixtures/models/"
+    done
+fi
+grep -qx "$pack" .git/info/exclude 2>/dev/null || echo "$pack" >>.git/info/exclude
+du -sh "$pack"
