@@ -547,11 +547,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     cu_pdl_begin();
     if constexpr (P) {
         for (int c0 = lane; c0 < a.nchunk; c0 += 64 * U) {
-            load(P ? 1 : 0, c0 + 32 * U);
+            load(1, c0 + 32 * U);
             math(0, c0);
             if (c0 + 32 * U >= a.nchunk) break;
             load(0, c0 + 64 * U);
-            math(P ? 1 : 0, c0 + 32 * U);
+            math(1, c0 + 32 * U);
         }
     } else {
         for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
