@@ -613,52 +613,35 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         }
     }
     __syncthreads();
-    // Out: the normalized rows (one split), or the split's partial result.
+    // Out: the normalized rows (one split), or the split's partial result. Element e of query
+    // row r, which is head `head` of token `tok`:
+    const auto out = [&](int r, int e, int64_t tok, int64_t head) {
+        float v = 0.0f;
+        for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
+        if (a.part) {
+            float * pr = a.part + ((tok * a.q.ne[1] + head) * a.n_split + split) * (d + 2);  // the merge kernel's row order
+            pr[e]      = v;
+            if (e == 0) {
+                pr[d]     = sM[r];
+                pr[d + 1] = sS[r];
+            }
+        } else {
+            const float Ssum = sS[r];
+            float *     y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
+            const float o    = Ssum > 0.0f ? v / Ssum : 0.0f;
+            y[e]             = o;
+            if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);  // d % 32 == 0: warp-uniform
+        }
+    };
     if constexpr (V >= 1) {  // row by row, as Q was loaded
         int tok = r0 / a.group, h = r0 - tok * a.group;
         for (int r = 0; r < nrows; r++) {
             const int64_t head = static_cast<int64_t>(ik) * a.group + h;
-            for (int e = tid; e < d; e += k_dec_threads) {
-                float v = 0.0f;
-                for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
-                if (a.part) {
-                    float * pr = a.part + ((tok * a.q.ne[1] + head) * a.n_split + split) * (d + 2);  // the merge kernel's row order
-                    pr[e]      = v;
-                    if (e == 0) {
-                        pr[d]     = sM[r];
-                        pr[d + 1] = sS[r];
-                    }
-                } else {
-                    const float Ssum = sS[r];
-                    float *     y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
-                    const float o    = Ssum > 0.0f ? v / Ssum : 0.0f;
-                    y[e]             = o;
-                    if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);  // d % 32 == 0: warp-uniform
-                }
-            }
+            for (int e = tid; e < d; e += k_dec_threads) out(r, e, tok, head);
             if (++h == a.group) h = 0, tok++;
         }
     } else {
-        for (int i = tid; i < nrows * d; i += k_dec_threads) {
-            const int r = i / d, e = i % d;
-            float     v = 0.0f;
-            for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
-            if (a.part) {
-                const int64_t row = q_tok(r) * a.q.ne[1] + q_head(r);  // the merge kernel's row order
-                float *       pr  = a.part + (row * a.n_split + split) * (d + 2);
-                pr[e]             = v;
-                if (e == 0) {
-                    pr[d]     = sM[r];
-                    pr[d + 1] = sS[r];
-                }
-            } else {
-                const float Ssum = sS[r];
-                float *     y    = reinterpret_cast<float *>(a.dst.data + q_head(r) * a.dst.nb[1] + q_tok(r) * a.dst.nb[2]);
-                const float o    = Ssum > 0.0f ? v / Ssum : 0.0f;
-                y[e]             = o;
-                if (a.xq) cu_quantize_warp(o, q_tok(r) * a.xk + static_cast<int64_t>(q_head(r)) * d + e, a.xq, a.xds);
-            }
-        }
+        for (int i = tid; i < nrows * d; i += k_dec_threads) out(i / d, i % d, q_tok(i / d), q_head(i / d));
     }
 }
 
