@@ -11,7 +11,7 @@
 #   EMBER_BENCH_SKIP_TESTS=1 / EMBER_BENCH_SKIP_BUILD=1     skip those steps
 #   EMBER_BENCH_MEMCHECK=1     also run the CUDA tests under compute-sanitizer memcheck
 #   EMBER_BENCH_VARIANTS="EMBER_CUDA_GRAPHS=0 EMBER_CUDA_MV_ROWS=2"   extra decode-only rows,
-#                                                  each with that environment setting
+#                                                  each with that environment setting (A=1,B=2: both)
 #       (EMBER_CUDA_REPACK=0: Q4_0/Q8_0 weights kept in the GGUF layout; EMBER_CUDA_FUSE=0: no
 #       ADD + RMS_NORM or quantizer fusions: the "before" rows of those changes)
 #       EMBER_BENCH_VARIANT_PP=1: the variants' rows also measure pp512 (prefill switches:
@@ -23,6 +23,8 @@
 #                              ember-bench -d) with an F16 KV cache and each listed KV type
 #                              (--ctk/--ctv names), each as a fraction of the F16 row (issue 6:
 #                              quantized KV decode within 5% of F16 KV at 4k context)
+#   EMBER_BENCH_PROFILE=ncu-gemm  Nsight Compute sections of the first pp512 GEMM launches
+#                              (EMBER_BENCH_NCU_SKIP, _COUNT): tensor-core kernel vs cuBLAS
 #   EMBER_BENCH_PROFILE=ncu    and also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #
@@ -223,6 +225,21 @@ for name, a in sorted(agg.items(), key=lambda x: -x[1][1]):
 PY
 }
 
+# Nsight Compute sections (speed of light, tensor pipe, issue slots, warp stalls, occupancy) of
+# the first prefill GEMM launches of a pp512 step (EMBER_BENCH_PROFILE=ncu-gemm): the tensor-core
+# kernel for quantized weights (EMBER_CUDA_MMQ=1) and cuBLAS over the dequantized copy.
+profile_gemm() {  # shape type file
+    local k
+    for k in mmq cublas; do
+        local env=(EMBER_CUDA_MMQ=1) re="regex:mmq_kernel"
+        [ $k = cublas ] && env=(EMBER_CUDA_MMQ=0) re="regex:gemm|sm90|cutlass"
+        env "${env[@]}" timeout 200 ncu --kernel-name "$re" --launch-skip "${EMBER_BENCH_NCU_SKIP:-0}" --launch-count "${EMBER_BENCH_NCU_COUNT:-4}" \
+            --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
+            --section LaunchStats "$build/bin/ember-bench" -m "$3" -p 512 -n 0 -r 1 --device cuda >"$logs/ncu-gemm-$1-$2-$k.log" 2>&1 || true
+        say "ncu $k $1 $2: $(grep -cE '^  [a-z_].*\(' "$logs/ncu-gemm-$1-$2-$k.log") kernels in ncu-gemm-$1-$2-$k.log"
+    done
+}
+
 say ""
 say "| shape | quant | variant | test | Ember t/s | llama.cpp H200 t/s | weights read | of measured bw | llama.cpp of H200 bw |"
 say "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
@@ -236,13 +253,14 @@ for shape in $shapes; do
             }
         fi
         bench "$shape" "$q" "$file" default
-        for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" "$v"; done
+        for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" ${v//,/ }; done
         [ -n "${EMBER_BENCH_KV:-}" ] && kv_depth "$shape" "$q" "$file"
-        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ]; then
+        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-gemm ]; then
             op_profile "$shape" "$q" "$file" default
-            for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" "$v"; done
+            for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" ${v//,/ }; done
         fi
         [ "${EMBER_BENCH_PROFILE:-0}" = ncu ] && profile "$shape" "$q" "$file"
+        [ "${EMBER_BENCH_PROFILE:-0}" = ncu-gemm ] && profile_gemm "$shape" "$q" "$file"
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done

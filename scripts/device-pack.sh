@@ -22,6 +22,21 @@ for f in "$@"; do
     mkdir -p "$pack/$(dirname "$f")"
     cp "$f" "$pack/$f"
 done
+# .devdata/deps: what the device image lacks for the build and tests (libxxhash, doctest's
+# header and CMake config), made here from Debian's packages when missing (a fresh machine).
+if [ ! -d .devdata/deps ] && [ -f /usr/include/xxhash.h ] && [ -f /usr/lib/cmake/doctest/doctestConfig.cmake ]; then
+    d=.devdata/deps
+    mkdir -p $d/include $d/lib/pkgconfig $d/lib/cmake
+    cp /usr/include/xxhash.h /usr/include/xxh3.h $d/include/
+    cp -r /usr/include/doctest $d/include/
+    cp /usr/lib/x86_64-linux-gnu/libxxhash.a $d/lib/  # static: nothing to find at run time there
+    printf 'prefix=${pcfiledir}/../..\nincludedir=${prefix}/include\nlibdir=${prefix}/lib\n\nName: xxhash\nDescription: xxhash\nVersion: 0.8.1\nLibs: -L${libdir} -lxxhash\nCflags: -I${includedir}\n' \
+        >$d/lib/pkgconfig/libxxhash.pc
+    cp -r /usr/lib/cmake/doctest $d/lib/cmake/
+    sed -i 's|set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
+        $d/lib/cmake/doctest/doctestTargets.cmake
+    grep -qx ".devdata" .git/info/exclude 2>/dev/null || echo ".devdata" >>.git/info/exclude
+fi
 if [ -d .devdata/deps ]; then
     mkdir -p "$pack/.devdata"
     cp -r .devdata/deps "$pack/.devdata/"
