@@ -251,6 +251,7 @@ for shape in $shapes; do
                 say "| $shape | $q | model generation failed (make-model.log) |"
                 continue
             }
+            sync  # the new file's dirty pages written out now, not by the kernel while the bench runs
         fi
         bench "$shape" "$q" "$file" default
         for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" ${v//,/ }; done

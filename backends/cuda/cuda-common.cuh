@@ -723,4 +723,251 @@ template <int T> __device__ __forceinline__ void cu_rp_chunk(const char * base, 
     }
 }
 
+
+//
+// Chunk dequantizers to F16 pairs, for the prefill operands (the tensor-core GEMM's shared-memory
+// tiles, ops-matmul-q.cu, and the F16 copies for cuBLAS, ops-matmul.cu; both use these, so the
+// two paths multiply the same F16 weights): h[i] holds weights 2i and 2i + 1 of the chunk as a
+// half2 (low half first). The default rounds cu_codec<T>::chunk's floats; Q4_0, Q8_0, Q4_K and
+// Q6_K decode in half2 arithmetic: a level q (0..255) is placed under the F16 exponent of 1024
+// by a byte permute (0x6400 | q is 1024 + q exactly), 1024 + offset is subtracted (exact), and
+// one multiply (or fma) by the F16 scale rounds once. Q4_0 and Q8_0 give the same bits as the
+// float decoder rounded to F16 (d * q is exact in float); the K-quants round the sub-block scale
+// d * sc (and min) to F16 first, within an F16 ulp of the float decoder.
+//
+__device__ __forceinline__ __half2 cu_h2_bits(uint32_t u) {
+    return *reinterpret_cast<const __half2 *>(&u);
+}
+__device__ __forceinline__ uint32_t cu_h2_u32(__half2 h) {
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+// Bytes 0, 1 (sel 0x4140) or 2, 3 (0x4342) of u as the low bytes of two F16 of exponent 1024.
+template <uint32_t SEL> __device__ __forceinline__ __half2 cu_h2_levels(uint32_t u) {
+    return cu_h2_bits(__byte_perm(u, 0x64646464u, SEL));
+}
+
+// Four bytes of 4-bit levels (low nibbles of w >> sh) minus `off`, times d: h[0..1].
+__device__ __forceinline__ void cu_h2_nibbles(uint32_t w, int sh, __half2 off, __half2 d, uint32_t * h) {
+    const uint32_t t = (w >> sh) & 0x0f0f0f0fu;
+    h[0]             = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(t), off), d));
+    h[1]             = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), d));
+}
+
+// The 4 bytes at p (2-byte aligned) as a little-endian word.
+__device__ __forceinline__ uint32_t cu_load_u32_a2(const uint8_t * p) {
+    const uint16_t * q = reinterpret_cast<const uint16_t *>(p);
+    return static_cast<uint32_t>(q[0]) | static_cast<uint32_t>(q[1]) << 16;
+}
+
+// Each has fetch (the chunk's bytes into registers: `raw`) and decode (raw to F16 pairs), so a
+// kernel can issue the loads of its next chunk, work, and decode after they arrived; chunk is
+// both. The default's raw is only the address: decode loads and decodes through floats.
+template <int T> struct cu_codec_h2 {
+    struct raw {
+        const char * row;
+        int64_t      c;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        r.row = row;
+        r.c   = c;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        float v[32];
+        cu_codec<T>::chunk(r.row, r.c, v);
+#pragma unroll
+        for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(v[2 * i], v[2 * i + 1]));
+    }
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
+        raw r;
+        fetch(row, c, r);
+        decode(r, h);
+    }
+};
+
+// Q4_0: 16 bytes of levels, byte j holding weights j (low nibble) and j + 16 (high).
+__device__ __forceinline__ void cu_q4_0_h2(const uint32_t (&w)[4], __half dh, uint32_t (&h)[16]) {
+    const __half2 d = __half2half2(dh), off = cu_h2_bits(0x64086408u);  // 1032: 1024 + 8
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        cu_h2_nibbles(w[q], 0, off, d, h + 2 * q);
+        cu_h2_nibbles(w[q], 4, off, d, h + 8 + 2 * q);
+    }
+}
+
+// Q8_0: 32 signed bytes, flipped to 0..255 (x ^ 0x80 = x + 128).
+__device__ __forceinline__ void cu_q8_0_h2(const uint32_t (&w)[8], __half dh, uint32_t (&h)[16]) {
+    const __half2 d = __half2half2(dh), off = cu_h2_bits(0x64806480u);  // 1152: 1024 + 128
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const uint32_t u = w[q] ^ 0x80808080u;
+        h[2 * q]         = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(u), off), d));
+        h[2 * q + 1]     = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(u), off), d));
+    }
+}
+
+// The block-32 types with their levels in NW words after a 2-byte scale (18 and 34 bytes: 2-byte aligned).
+template <int NW> struct cu_raw_b32 {
+    uint32_t w[NW];
+    uint16_t d;
+};
+
+template <> struct cu_codec_h2<EMBER_TYPE_Q4_0> {
+    using raw = cu_raw_b32<4>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q4_0 * b = reinterpret_cast<const ember_block_q4_0 *>(row) + c;
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = cu_load_u32_a2(b->qs + 4 * q);
+        r.d = b->d;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q4_0_h2(r.w, __ushort_as_half(r.d), h); }
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
+        raw r;
+        fetch(row, c, r);
+        decode(r, h);
+    }
+};
+
+template <> struct cu_codec_h2<EMBER_TYPE_Q8_0> {
+    using raw = cu_raw_b32<8>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q8_0 * b = reinterpret_cast<const ember_block_q8_0 *>(row) + c;
+#pragma unroll
+        for (int q = 0; q < 8; q++) r.w[q] = cu_load_u32_a2(reinterpret_cast<const uint8_t *>(b->qs) + 4 * q);
+        r.d = b->d;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q8_0_h2(r.w, __ushort_as_half(r.d), h); }
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
+        raw r;
+        fetch(row, c, r);
+        decode(r, h);
+    }
+};
+
+// Q4_K: sub-block s's 32 levels are the low (s even) or high nibbles of qs[32 (s / 2) ..];
+// x = (d sc) q - (dmin m) as one F16 fma.
+template <> struct cu_codec_h2<EMBER_TYPE_Q4_K> {
+    struct raw {
+        uint32_t w[8];
+        __half2  dl, ml;  // d sc, -dmin m
+        int      sh;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q4_k * b = reinterpret_cast<const ember_block_q4_k *>(row) + c / 8;
+        const int                s = static_cast<int>(c % 8);
+        const uint8_t *          qs = b->qs + 32 * (s / 2);  // 4-byte aligned when the row is (144-byte blocks)
+        if ((reinterpret_cast<uintptr_t>(qs) & 3) == 0) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) r.w[q] = reinterpret_cast<const uint32_t *>(qs)[q];
+        } else {
+#pragma unroll
+            for (int q = 0; q < 8; q++) r.w[q] = cu_load_u32_a2(qs + 4 * q);
+        }
+        int sc, m;
+        cu_k4_scale_min(b->scales, s, sc, m);
+        r.dl = __float2half2_rn(cu_half(b->d) * static_cast<float>(sc));
+        r.ml = __float2half2_rn(-cu_half(b->dmin) * static_cast<float>(m));
+        r.sh = (s % 2) * 4;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        const __half2 off = cu_h2_bits(0x64006400u);
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const uint32_t t = (r.w[q] >> r.sh) & 0x0f0f0f0fu;
+            h[2 * q]         = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4140>(t), off), r.dl, r.ml));
+            h[2 * q + 1]     = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), r.dl, r.ml));
+        }
+    }
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
+        raw r;
+        fetch(row, c, r);
+        decode(r, h);
+    }
+};
+
+// Q6_K: chunk s = 4 half + g: low nibbles of ql[64 half + 32 (g & 1) + l] (high nibbles for
+// g >= 2), bits 2g, 2g + 1 of qh[32 half + l] above them, level - 32 times d scales[2s + l / 16].
+template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
+    struct raw {
+        uint32_t ql[8], qh[8];
+        __half2  d0, d1;
+        int      sl, sh;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q6_k * b    = reinterpret_cast<const ember_block_q6_k *>(row) + c / 8;  // 210 bytes: 2-byte aligned
+        const int                s    = static_cast<int>(c % 8);
+        const int                half = s / 4, g = s % 4;
+        const uint8_t *          ql   = b->ql + 64 * half + 32 * (g & 1);
+        const uint8_t *          qh   = b->qh + 32 * half;
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            r.ql[q] = cu_load_u32_a2(ql + 4 * q);
+            r.qh[q] = cu_load_u32_a2(qh + 4 * q);
+        }
+        const float d = cu_half(b->d);
+        r.d0          = __float2half2_rn(d * static_cast<float>(b->scales[2 * s]));
+        r.d1          = __float2half2_rn(d * static_cast<float>(b->scales[2 * s + 1]));
+        r.sl          = g < 2 ? 0 : 4;
+        r.sh          = 2 * g;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        const __half2 off = cu_h2_bits(0x64206420u);  // 1056: 1024 + 32
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const uint32_t t  = ((r.ql[q] >> r.sl) & 0x0f0f0f0fu) | ((r.qh[q] >> r.sh & 0x03030303u) << 4);
+            const __half2  dq = q < 4 ? r.d0 : r.d1;
+            h[2 * q]          = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(t), off), dq));
+            h[2 * q + 1]      = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), dq));
+        }
+    }
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
+        raw r;
+        fetch(row, c, r);
+        decode(r, h);
+    }
+};
+
+// The CUDA layout's chunk (cu_rp_chunk) as F16 pairs: 16-byte loads of the levels.
+template <int T> struct cu_rp_h2 {
+    static_assert(T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0, "CUDA layout: Q4_0 and Q8_0 only");
+    static constexpr int QB = T == EMBER_TYPE_Q4_0 ? 16 : 32;
+    struct raw {
+        union {
+            uint4    v[QB / 16];
+            uint32_t w[QB / 4];
+        } q;
+        uint16_t d;
+    };
+    static __device__ __forceinline__ void fetch(const char * base, int64_t nblk, int64_t blk, raw & r) {
+        const uint4 * qp = reinterpret_cast<const uint4 *>(base + blk * QB);
+#pragma unroll
+        for (int i = 0; i < QB / 16; i++) r.q.v[i] = qp[i];
+        r.d = reinterpret_cast<const ember_half *>(base + nblk * QB)[blk];
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        if constexpr (T == EMBER_TYPE_Q4_0) cu_q4_0_h2(r.q.w, __ushort_as_half(r.d), h);
+        else cu_q8_0_h2(r.q.w, __ushort_as_half(r.d), h);
+    }
+};
+
+template <int T> __device__ __forceinline__ void cu_rp_chunk_h2(const char * base, int64_t nblk, int64_t blk, uint32_t (&h)[16]) {
+    typename cu_rp_h2<T>::raw r;
+    cu_rp_h2<T>::fetch(base, nblk, blk, r);
+    cu_rp_h2<T>::decode(r, h);
+}
+
+// cu_warp_store_f16_chunks for chunks already in F16 pairs.
+__device__ __forceinline__ void cu_warp_store_h2_chunks(uint4 * sbuf, int lane, const uint32_t (&h)[16], bool valid, __half * out,
+                                                        int64_t base, int64_t left) {
+    if (valid) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) sbuf[lane * 4 + q] = make_uint4(h[4 * q], h[4 * q + 1], h[4 * q + 2], h[4 * q + 3]);
+    }
+    __syncwarp();
+    const int n4 = 4 * static_cast<int>(left < 32 ? left : 32);
+    uint4 *   o  = reinterpret_cast<uint4 *>(out + base * 32);
+    for (int q = lane; q < n4; q += 32) o[q] = sbuf[q];
+    __syncwarp();
+}
+
 #endif  // EMBER_CUDA_COMMON_CUH

@@ -5,11 +5,11 @@
 // y[t][r] = sum_k W[r][k] x[t][k], the activations x already converted to F16 ([m][k],
 // ops-matmul.cu's convert_x_kernel). A block computes BM weight rows x BN tokens, walking k in
 // steps of BK = 64 (two 32-weight chunks per row):
-// - the weight tile: each thread decodes one 32-weight chunk with the type's own chunk
-//   dequantizer (cu_codec<T>::chunk for the GGUF layout, cu_rp_chunk for the CUDA layout of
-//   Q4_0 / Q8_0, cuda-common.cuh), rounds it to F16 and stores 64 bytes into shared memory; the
-//   chunk of step s + 1 is decoded into registers while the tensor cores work on step s, and the
-//   weight bytes of step s + 2 are prefetched into L2;
+// - the weight tile: each thread fetches the bytes of one 32-weight chunk (the type's
+//   cu_codec_h2 for the GGUF layout, cu_rp_h2 for the CUDA layout of Q4_0 / Q8_0,
+//   cuda-common.cuh) before the products of the step before, decodes them to F16 pairs after
+//   those products (Q4_0, Q8_0, Q4_K, Q6_K in half2 arithmetic; the other types through floats)
+//   and stores 64 bytes into shared memory; the weight bytes of step s + 2 are prefetched into L2;
 // - the activation tile: 16-byte cp.async copies into the other of two stages (zero-filled past
 //   m and k);
 // - the products: ldmatrix + mma.sync.m16n8k16 (F16 x F16 -> F32), the tokens as mma's A operand
@@ -21,23 +21,28 @@
 // 2048-row matrices at 512 tokens are 64 big tiles for 132 SMs. EMBER_CUDA_MMQ_TILE=128|64
 // forces one.
 //
-// Opt-in for now (EMBER_CUDA_MMQ=1, ops-matmul.cu): on an H200 it measured slower than
-// dequantize + cuBLAS (pp512 1B Q4_0 45.8k vs 58.8k t/s, 1B Q4_K_M 24.2k vs 59.2k, 8B Q4_0 9.0k vs
-// 11.6k; the 128 tile 9.4k on 8B; without the k split 1B Q4_0 38.4k). The likely limit is issue
-// slots: each thread decodes a 32-weight chunk through floats (~150-250 instructions, K-quants
-// more) per 64 mma per warp. Next: decode to half2 directly (Q4_0/Q8_0: magic-number tricks),
-// K-quant scales once per super-block, larger token tiles (the decode per mma halves with BN 256).
+// On Hopper (sm_90a code in the module) the wgmma kernel of ops-matmul-wgmma.cu runs instead
+// (EMBER_CUDA_MMQ_WG=0: this one). Opt-in for now (EMBER_CUDA_MMQ=1, ops-matmul.cu): on an H200
+// (session 7, pp512 t/s) wgmma / this kernel / dequantize + cuBLAS: 1B Q4_0 52.0k / 46.3k / 61.0k,
+// 1B Q8_0 49.9k / 45.0k / 61.2k, 1B Q4_K_M 37.2k / 37.3k / 59.1k, 8B Q4_0 11.5k / 10.0k / 11.8k,
+// 8B Q8_0 11.1k / 9.3k / 10.6k, 8B Q4_K_M 7.0k / 6.7k / 11.1k. Decoding in half2 instead of
+// floats took this kernel's K-quants from 24k to 37k (1B Q4_K_M) and Q4_0 not at all: ncu shows
+// it latency-bound (issue slots 29%, tensor pipe 30%, 3 warps per scheduler), where cuBLAS's
+// wgmma kernel takes 12.6 us for the 1B model's 2048 x 2048 x 512 product against its 31 us.
+// The K-quants' chunk fetches (14-35 narrow loads, one row per thread) look like their limit.
 //
 // sm_80 and later (cp.async, m16n8k16); older GPUs keep the dequantize + cuBLAS path
 // (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Ember's own types in the CUDA ext
 // layout (INT4, NF4, FP8: ops-matvec-ext.cu) are not read here yet; in the GGUF layout they are.
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda-common.cuh"
 #include "cuda-matvec-ext.h"
+#include "cuda-mmq.h"
 #include "cuda-repack.h"
 
 namespace {
@@ -45,23 +50,6 @@ namespace {
 constexpr int BK  = 64;      // k per pipeline step: two 32-weight chunks per row
 constexpr int LDS = BK + 8;  // shared-memory row, in halves (padded: conflict-free ldmatrix)
 
-// Where the weight matrix's rows are (one matrix of a possibly batched weight).
-struct mmq_args {
-    const char *   w;      // GGUF layout: the matrix's first row
-    int64_t        w_nb1;  // its row stride
-    const char *   base;   // CUDA layout: the tensor's data
-    int64_t        nblk;   // CUDA layout: blocks in the whole tensor
-    int64_t        g0;     // CUDA layout: the matrix's first row, counted over the tensor
-    int64_t        cbytes; // bytes per 32 weights (prefetch addresses)
-    int64_t        nc;     // 32-weight chunks per row (k / 32)
-    int64_t        k, n, m;
-    const __half * x;      // [m][k]
-    float *        y;      // y[t * ldy + r]
-    int64_t        ldy;
-    bool           y2;     // float2 stores are aligned
-    int            kper;   // k steps per split (blockIdx.z): all of them when there is one split
-    float *        part;   // several splits: split z's sums at part + z m n, rows of n
-};
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ __forceinline__ uint32_t smem_addr(const void * p) {
@@ -74,16 +62,14 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t p) {
                  : "r"(p));
 }
 
+// Not volatile: no side effects, so the compiler may schedule the products around the (volatile,
+// ordered) shared-memory loads instead of issuing each right behind the fragment load it needs.
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
 #endif
 
 // BM weight rows x BN tokens per block; WR x WT warps, each TR = BM / WR rows x TT = BN / WT tokens.
@@ -114,11 +100,16 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
     const int nkt = min((nc + 1) / 2 - kt0, a.kper);  // this split's steps
 
     // The weight chunks this thread decodes: chunk h[i] (0 or 1) of each step of row wrow[i].
+    // fetch_w loads a step's bytes into wraw (issued before the products of the step before, so
+    // they arrive meanwhile), decode_w turns them into F16 pairs in wreg (after the products).
+    using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+    typename WC::raw wraw[S::CPT];
     uint32_t     wreg[S::CPT][16];
     int64_t      wrow[S::CPT];  // GGUF layout: byte offset of the row; CUDA layout: its first block
     bool         wok[S::CPT];
     int          wh[S::CPT];
     uint32_t     wdst[S::CPT];  // shared-memory byte offset in stage 0
+    bool         wgo[S::CPT];   // the fetched chunk exists
 #pragma unroll
     for (int i = 0; i < S::CPT; i++) {
         const int idx = tid + S::NT * i;
@@ -128,20 +119,26 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         wrow[i]       = RP ? (a.g0 + r) * a.nc : r * a.w_nb1;
         wdst[i]       = smem_addr(sw + (idx / 2) * LDS + 32 * (idx % 2));
     }
-    const auto load_w = [&](int kt) {
+    const auto fetch_w = [&](int kt) {
 #pragma unroll
         for (int i = 0; i < S::CPT; i++) {
             const int c = 2 * (kt0 + kt) + wh[i];
-            float     v[32];
-            if (wok[i] && c < nc) {
-                if constexpr (RP) cu_rp_chunk<T>(a.base, a.nblk, wrow[i] + c, v);
-                else cu_codec<T>::chunk(a.w + wrow[i], c, v);
+            wgo[i]      = wok[i] && c < nc;
+            if (wgo[i]) {
+                if constexpr (RP) WC::fetch(a.base, a.nblk, wrow[i] + c, wraw[i]);
+                else WC::fetch(a.w + wrow[i], c, wraw[i]);
+            }
+        }
+    };
+    const auto decode_w = [&]() {
+#pragma unroll
+        for (int i = 0; i < S::CPT; i++) {
+            if (wgo[i]) {
+                WC::decode(wraw[i], wreg[i]);
             } else {
 #pragma unroll
-                for (int j = 0; j < 32; j++) v[j] = 0.0f;
+                for (int j = 0; j < 16; j++) wreg[i][j] = 0u;
             }
-#pragma unroll
-            for (int j = 0; j < 16; j++) wreg[i][j] = pack_half2(v[2 * j], v[2 * j + 1]);
         }
     };
     const auto store_w = [&](int st) {
@@ -218,10 +215,11 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         }
     };
 
-    load_w(0);  // weights only: before waiting for the kernel that made x
+    fetch_w(0);  // weights only: before waiting for the kernel that made x
     if (nkt > 1) prefetch_w(1);
     cu_pdl_begin();
     load_x(0, 0);
+    decode_w();
     store_w(0);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
@@ -231,11 +229,12 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         if (more) {
             load_x(kt + 1, st ^ 1);
             if (kt + 2 < nkt) prefetch_w(kt + 2);
-            if (PIPE) load_w(kt + 1);
+            if (PIPE) fetch_w(kt + 1);
         }
         compute(st);
         if (more) {
-            if (!PIPE) load_w(kt + 1);
+            if (!PIPE) fetch_w(kt + 1);
+            decode_w();
             store_w(st ^ 1);
         }
         asm volatile("cp.async.wait_all;" ::: "memory");
@@ -319,8 +318,8 @@ int forced_tile() {
     return e ? std::atoi(e) : 0;
 }
 
-// EMBER_CUDA_MMQ_PIPE=0: the weight chunks of the next step are decoded after the products of
-// this one, not before (fewer registers, the load latency not hidden by this warp's products).
+// EMBER_CUDA_MMQ_PIPE=0: the weight chunks of the next step are fetched after the products of
+// this one, not before (their load latency not hidden by this warp's products).
 bool pipelined() {
     static const bool on = [] {
         const char * e = std::getenv("EMBER_CUDA_MMQ_PIPE");
@@ -336,15 +335,10 @@ int forced_split() {
     return e ? std::atoi(e) : 0;
 }
 
-template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(ember_cuda_ctx & ctx, mmq_args a, int sms) {
-    using S     = mmq_shape<BM, BN, WR, WT>;
-    static std::atomic<uint64_t> smem_set[2];  // per kernel below: devices whose limit is raised
-    const bool                   pipe   = pipelined();
-    auto                         kernel = pipe ? mmq_kernel<T, RP, BM, BN, WR, WT, true> : mmq_kernel<T, RP, BM, BN, WR, WT, false>;
-    if (!allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) return EMBER_ERR_UNSUPPORTED;
-    const unsigned gx = cu_blocks(a.n, BM), gy = cu_blocks(a.m, BN);
-    // Split k when the tiles would leave SMs idle (the 1B model's 2048-row matrices): each split
-    // writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up.
+// Split k when the tiles would leave SMs idle (the 1B model's 2048-row matrices): each split
+// writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up. Sets a.kper and
+// a.part; returns the number of splits.
+int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, int sms) {
     const int nkt    = static_cast<int>((a.nc + 1) / 2);
     int       splits = forced_split();
     if (splits <= 0) {
@@ -361,7 +355,10 @@ template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(em
             a.kper = nkt;
         }
     }
-    cu_launch(ctx, kernel, dim3(gx, gy, splits), S::NT, S::SMEM, a);
+    return splits;
+}
+
+ember_status reduce_splits(ember_cuda_ctx & ctx, const mmq_args & a, int splits) {
     if (splits > 1) {
         const ember_status st = ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
         if (st != EMBER_OK) return st;
@@ -369,6 +366,24 @@ template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(em
                   static_cast<const float *>(a.part), splits, a.m, a.n, a.y, a.ldy);
     }
     return ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
+}
+
+template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(ember_cuda_ctx & ctx, mmq_args a, int sms) {
+    using S     = mmq_shape<BM, BN, WR, WT>;
+    static std::atomic<uint64_t> smem_set[2];  // per kernel below: devices whose limit is raised
+    const bool                   pipe   = pipelined();
+    auto                         kernel = pipe ? mmq_kernel<T, RP, BM, BN, WR, WT, true> : mmq_kernel<T, RP, BM, BN, WR, WT, false>;
+    if (!allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) return EMBER_ERR_UNSUPPORTED;
+    const unsigned gx = cu_blocks(a.n, BM), gy = cu_blocks(a.m, BN);
+    const int      splits = plan_splits(ctx, a, gx, gy, sms);
+    cu_launch(ctx, kernel, dim3(gx, gy, splits), S::NT, S::SMEM, a);
+    return reduce_splits(ctx, a, splits);
+}
+
+// EMBER_CUDA_MMQ_WG=0: the mma.sync kernel on Hopper too (read at every call: tests run both).
+bool wgmma_wanted() {
+    const char * e = std::getenv("EMBER_CUDA_MMQ_WG");
+    return !e || std::strcmp(e, "0") != 0;
 }
 
 // Big: 128 rows x 128 tokens, 8 warps; small: 64 rows x 128 tokens, 4 warps (both 32 x 64 per
@@ -422,6 +437,13 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
         a.cbytes = ember_cuda_repack_qbytes(w->type);
     } else {
         a.cbytes = a.w_nb1 / a.nc;  // a whole row's bytes: NF4's group headers are spread, fine for prefetching
+    }
+    // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), 128 x 128 tiles.
+    if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
+        const unsigned gx = cu_blocks(n, k_mmq_wg_rows), gy = cu_blocks(m, k_mmq_wg_tokens);
+        const int      splits = plan_splits(ctx, a, gx, gy, di.sms);
+        const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, repacked, a, dim3(gx, gy, splits));
+        if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }
     // The big tile when it still gives every SM two blocks (or when forced).
     const int64_t big_tiles = static_cast<int64_t>(cu_blocks(n, 128)) * cu_blocks(m, 128);

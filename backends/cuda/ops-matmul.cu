@@ -31,11 +31,11 @@ __global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
         const int64_t r = idx / nc;
         const int64_t c = idx % nc;
-        float         v[32];
-        cu_codec<T>::chunk(w + r * w_nb1, c, v);
-        __half * o = out + r * k + 32 * c;
+        uint32_t      h[16];
+        cu_codec_h2<T>::chunk(w + r * w_nb1, c, h);
+        __half2 * o = reinterpret_cast<__half2 *>(out + r * k + 32 * c);
 #pragma unroll
-        for (int j = 0; j < 32; j++) o[j] = __float2half_rn(v[j]);
+        for (int j = 0; j < 16; j++) o[j] = cu_h2_bits(h[j]);
     }
 }
 
@@ -57,15 +57,15 @@ __global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * 
     const int64_t stride = (int64_t) gridDim.x * k_threads;
     for (int64_t base = ((int64_t) blockIdx.x * k_dq_warps + wi) * 32; base < n_items; base += stride) {
         const int64_t idx = base + lane;
-        float         v[32];
+        uint32_t      h[16];
         if (idx < n_items) {
             if constexpr (RP) {
-                cu_rp_chunk<T>(w, nblk, g0 * nc + idx, v);
+                cu_rp_chunk_h2<T>(w, nblk, g0 * nc + idx, h);
             } else {
-                cu_codec<T>::chunk(w + (idx / nc) * w_nb1, idx % nc, v);
+                cu_codec_h2<T>::chunk(w + (idx / nc) * w_nb1, idx % nc, h);
             }
         }
-        cu_warp_store_f16_chunks(sbuf[wi], lane, v, idx < n_items, out, base, n_items - base);
+        cu_warp_store_h2_chunks(sbuf[wi], lane, h, idx < n_items, out, base, n_items - base);
     }
 }
 
@@ -77,10 +77,11 @@ bool dq_coalesced() {
     return on;
 }
 
-// EMBER_CUDA_MMQ=1: quantized weights go to the tensor-core kernel of ops-matmul-q.cu; unset or
-// 0: dequantize + cuBLAS (read at every call: tests compare the two). Off by default for now:
-// on an H200 the kernel measured slower than dequantize + cuBLAS (pp512 1B Q4_0 45.8k vs 58.8k
-// t/s, 1B Q4_K_M 24.2k vs 59.2k, 8B Q4_0 9.0k vs 11.6k): its per-chunk float decode bounds it.
+// EMBER_CUDA_MMQ=1: quantized weights go to the tensor-core kernels of ops-matmul-q.cu (wgmma on
+// Hopper, mma.sync before); unset or 0: dequantize + cuBLAS (read at every call: tests compare
+// the two). Off by default for now: on an H200 dequantize + cuBLAS is faster for most models
+// (pp512 1B Q4_0 61.0k vs 52.0k t/s, 1B Q4_K_M 59.1k vs 37.2k, 8B Q4_0 11.8k vs 11.5k), the
+// numbers in ops-matmul-q.cu.
 bool mmq_enabled() {
     const char * e = std::getenv("EMBER_CUDA_MMQ");
     return e && std::strcmp(e, "1") == 0;
@@ -92,11 +93,11 @@ __global__ void dequant_f16_rp_kernel(const char * w, int64_t nblk, int64_t g0, 
     cu_pdl_begin();
     const int64_t nc = k / 32;
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n_items; idx += (int64_t) gridDim.x * blockDim.x) {
-        float v[32];
-        cu_rp_chunk<T>(w, nblk, g0 * nc + idx, v);  // rows g0 .. are consecutive blocks
-        __half * o = out + idx * 32;
+        uint32_t h[16];
+        cu_rp_chunk_h2<T>(w, nblk, g0 * nc + idx, h);  // rows g0 .. are consecutive blocks
+        __half2 * o = reinterpret_cast<__half2 *>(out + idx * 32);
 #pragma unroll
-        for (int j = 0; j < 32; j++) o[j] = __float2half_rn(v[j]);
+        for (int j = 0; j < 16; j++) o[j] = cu_h2_bits(h[j]);
     }
 }
 

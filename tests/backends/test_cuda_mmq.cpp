@@ -1,7 +1,8 @@
 // The tensor-core prefill GEMM for quantized weights (backends/cuda/ops-matmul-q.cu): MUL_MAT
 // with many columns, every quantized weight type, in the CUDA layout (weights flagged at upload:
 // Q4_0 / Q8_0 converted; Ember's types in the ext layout fall back to dequantize + cuBLAS) and in
-// the GGUF layout, both tile shapes (EMBER_CUDA_MMQ_TILE), token counts and row counts that are
+// the GGUF layout, both tile shapes of the mma.sync kernel (EMBER_CUDA_MMQ_TILE) and the wgmma
+// kernel of Hopper (EMBER_CUDA_MMQ_WG, ops-matmul-wgmma.cu), token counts and row counts that are
 // not multiples of the tiles, widths with an odd number of 32-weight chunks (a half k step), and
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
 // dequantize + cuBLAS path on the GPU (EMBER_CUDA_MMQ=1 against 0; same F16 operands, F32 sums: only the
@@ -59,8 +60,12 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
     env_guard on("EMBER_CUDA_MMQ", "1", "0");
     for (ember_type t : k_types) {
         const std::string tn = ember_type_get_name(t);
-        for (const char * tile : {"64", "128"}) {
-            env_guard g("EMBER_CUDA_MMQ_TILE", tile, "0");
+        // tile 64 / 128: the mma.sync kernel (EMBER_CUDA_MMQ_WG=0); "wg": the wgmma kernel on
+        // Hopper (elsewhere the mma.sync kernel again)
+        for (const char * tile : {"64", "128", "wg"}) {
+            const bool wg = std::string(tile) == "wg";
+            env_guard  g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
+            env_guard  gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
             for (bool cuda_layout : {true, false}) {
                 for (const shape & s : shapes(t)) {
                     const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
@@ -90,9 +95,11 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t b = ember_type_get_traits(t)->block_size;
         // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
-        for (const char * tile : {"64", "128"}) {
+        for (const char * tile : {"64", "128", "wg"}) {
             for (const char * split : {"1", "3", "0"}) {
-                env_guard     g("EMBER_CUDA_MMQ_TILE", tile, "0");
+                const bool    wg = std::string(tile) == "wg";
+                env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
+                env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = [=](case_ctx & c) {
                     return ember_mul_mat(c.g, c.rand_leaf(t, k, 300, 1), c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));

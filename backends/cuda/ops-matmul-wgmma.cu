@@ -1,0 +1,271 @@
+// MUL_MAT for many columns (prefill) with a quantized weight on Hopper (sm_90a): the tensor-core
+// GEMM of ops-matmul-q.cu with warpgroup MMA (wgmma) instead of mma.sync, issue 6 item 3.
+//
+// A block of 256 threads (two warpgroups) computes 128 weight rows x 128 tokens, k in steps of
+// 64 (one 128-byte row of F16 per weight row and per token), two stages in shared memory:
+// - the activation tile (128 tokens x 64 halves): 16-byte cp.async copies (zero past m and k);
+// - the weight tile (128 rows x 64 halves): each thread fetches one 32-weight chunk's bytes,
+//   and decodes them to F16 pairs (cu_codec_h2 / cu_rp_h2, cuda-common.cuh: the same F16
+//   weights as the dequantize + cuBLAS path) into the other stage while the tensor cores work
+//   on this one (wgmma is asynchronous: issued, then waited for after the decode);
+// - both tiles in the 128-byte swizzled K-major layout wgmma reads through matrix descriptors
+//   (16-byte piece p of row r at r * 128 + (p ^ r % 8) * 16, tiles 1024-byte aligned);
+// - warpgroup g multiplies tokens 64 g .. 64 g + 63 (A, m64) by all 128 rows (B, n128), four
+//   m64n128k16 per step into 64 F32 accumulators per thread; each thread's pairs are two
+//   adjacent weight rows of one token: float2 stores into y's rows.
+// k may be split over blockIdx.z (the partial sums are added by ops-matmul-q.cu's reduce).
+//
+// Built for sm_90a only (CMakeLists.txt: this file's 90 is 90a); elsewhere the kernel is empty
+// and ember_cuda_mmq_wg_available says no, found by running a probe kernel.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "cuda-common.cuh"
+#include "cuda-mmq.h"
+#include "cuda-repack.h"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define EMBER_MMQ_WG 1
+#endif
+
+namespace {
+
+constexpr int WG_NT     = 256;          // two warpgroups
+constexpr int TILE      = 128 * 128;    // bytes of one 128 x 64-half tile
+constexpr int WG_SMEM   = 4 * TILE + 1024;  // x and w, two stages each, and the alignment slack
+
+#ifdef EMBER_MMQ_WG
+__device__ __forceinline__ uint32_t wg_saddr(const void * p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Matrix descriptor of a K-major tile with the 128-byte swizzle: start address, leading byte
+// offset 16 (unused for this layout), 1024 bytes between groups of 8 rows.
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
+    return static_cast<uint64_t>((saddr & 0x3ffff) >> 4) | static_cast<uint64_t>(1) << 16 |
+           static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(1) << 62;
+}
+
+// D (64 tokens x 128 rows, F32) += A (64 x 16, descriptor da) * B (128 x 16, descriptor db)^T.
+__device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(1));
+}
+#endif
+
+template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
+#ifdef EMBER_MMQ_WG
+    extern __shared__ uint8_t wg_smem_raw[];
+    // Tiles 1024-byte aligned in the shared window (the swizzle pattern repeats every 1024 bytes).
+    const uint32_t raw0 = wg_saddr(wg_smem_raw);
+    const uint32_t s0   = (raw0 + 1023u) & ~1023u;
+    const uint32_t sx   = s0;              // x stages: sx + st * TILE
+    const uint32_t sw   = s0 + 2 * TILE;   // w stages
+
+    const int tid = threadIdx.x, lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
+    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * 128;
+    const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
+    const int nkt = min((nc + 1) / 2 - kt0, a.kper);
+
+    // The weight chunk of this thread: chunk wh (0 or 1) of each step of row wr.
+    using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+    typename WC::raw wraw;
+    uint32_t         wreg[16];
+    const int        wr   = tid / 2, wh = tid % 2;
+    const bool       wok  = n0 + wr < a.n;
+    const int64_t    wrow = RP ? (a.g0 + n0 + wr) * a.nc : static_cast<int64_t>(n0 + wr) * a.w_nb1;
+    bool             wgo  = false;
+    const auto fetch_w = [&](int kt) {
+        const int c = 2 * (kt0 + kt) + wh;
+        wgo         = wok && c < nc;
+        if (wgo) {
+            if constexpr (RP) WC::fetch(a.base, a.nblk, wrow + c, wraw);
+            else WC::fetch(a.w + wrow, c, wraw);
+        }
+    };
+    const auto prefetch_w = [&](int kt) {
+        const int c = 2 * (kt0 + kt) + wh;
+        if (wok && c < nc) cu_prefetch_l2(RP ? a.base + (wrow + c) * a.cbytes : a.w + wrow + c * a.cbytes);
+    };
+    const auto decode_store_w = [&](int st) {
+        if (wgo) {
+            WC::decode(wraw, wreg);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 16; j++) wreg[j] = 0u;
+        }
+        const uint32_t rowa = sw + st * TILE + wr * 128;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const uint32_t dst = rowa + (((4 * wh + q) ^ (wr % 8)) << 4);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(wreg[4 * q]), "r"(wreg[4 * q + 1]),
+                         "r"(wreg[4 * q + 2]), "r"(wreg[4 * q + 3])
+                         : "memory");
+        }
+    };
+
+    // The activation copies of this thread: tokens tid / 8 + 32 i, 16-byte piece tid % 8.
+    const int seg = tid % 8, xt0 = tid / 8;
+    const auto load_x = [&](int kt, int st) {
+        const int  kk  = 64 * (kt0 + kt);
+        const bool kok = kk + 8 * seg < a.k;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int      t   = xt0 + 32 * i;
+            const bool     ok  = kok && m0 + t < a.m;
+            const __half * src = ok ? a.x + static_cast<int64_t>(m0 + t) * a.k + kk + 8 * seg : a.x;
+            const uint32_t dst = sx + st * TILE + t * 128 + ((seg ^ (t % 8)) << 4);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+
+    fetch_w(0);  // weights only: before waiting for the kernel that made x
+    if (nkt > 1) prefetch_w(1);
+    cu_pdl_begin();
+    load_x(0, 0);
+    decode_store_w(0);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic-proxy writes, seen by wgmma
+    __syncthreads();
+    for (int kt = 0; kt < nkt; kt++) {
+        const int  st   = kt % 2;
+        const bool more = kt + 1 < nkt;
+        if (more) {
+            load_x(kt + 1, st ^ 1);
+            if (kt + 2 < nkt) prefetch_w(kt + 2);
+            fetch_w(kt + 1);
+        }
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        const uint32_t xa = sx + st * TILE + wgi * 64 * 128, wa = sw + st * TILE;
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        if (more) decode_store_w(st ^ 1);  // the CUDA cores decode while the tensor cores multiply
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+    }
+
+    // Accumulator 4 j + 2 i + e: token 16 wq + lane / 4 + 8 i of this warpgroup's 64, row
+    // 8 j + 2 (lane % 4) + e.
+    const bool    split = gridDim.z > 1;
+    float * const y     = split ? a.part + blockIdx.z * a.m * a.n : a.y;
+    const int64_t ldy   = split ? a.n : a.ldy;
+    const bool    y2    = split ? a.n % 2 == 0 : a.y2;
+    const int     r0    = n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = m0 + 64 * wgi + 16 * wq + lane / 4 + 8 * i;
+        if (t >= a.m) continue;
+        float * yt = y + static_cast<int64_t>(t) * ldy;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int   r  = r0 + 8 * j;
+            const float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
+            if (y2 && r + 1 < a.n) {
+                *reinterpret_cast<float2 *>(yt + r) = make_float2(v0, v1);
+            } else {
+                if (r < a.n) yt[r] = v0;
+                if (r + 1 < a.n) yt[r + 1] = v1;
+            }
+        }
+    }
+#else
+    (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
+#endif
+}
+
+__global__ void mmq_wg_probe_kernel(int * out) {
+#ifdef EMBER_MMQ_WG
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+struct wg_probe {
+    ember_cuda_ctx & ctx;
+    const mmq_args & a;
+    bool             rp;
+    dim3             grid;
+    ember_status &   st;
+    template <int T> void operator()() const {
+        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
+            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
+        } else {
+            constexpr bool can_rp = T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0;
+            if (rp && !can_rp) {
+                st = EMBER_ERR_UNSUPPORTED;
+                return;
+            }
+            static std::atomic<uint64_t> smem_set[2];  // devices whose shared-memory limit is raised, per kernel
+            const auto kernel = [&] {
+                if constexpr (can_rp) return rp ? mmq_wg_kernel<T, true> : mmq_wg_kernel<T, false>;
+                else return mmq_wg_kernel<T, false>;
+            }();
+            std::atomic<uint64_t> & done = smem_set[rp ? 1 : 0];
+            const uint64_t          bit  = ctx.device >= 0 && ctx.device < 64 ? uint64_t{1} << ctx.device : 0;
+            if (!bit || !(done.load(std::memory_order_relaxed) & bit)) {
+                if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM) !=
+                    cudaSuccess) {
+                    st = EMBER_ERR_UNSUPPORTED;
+                    return;
+                }
+                done.fetch_or(bit, std::memory_order_relaxed);
+            }
+            cu_launch(ctx, kernel, grid, WG_NT, WG_SMEM, a);
+            st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
+        }
+    }
+};
+
+}  // namespace
+
+bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx) {
+    static std::atomic<uint64_t> known{0}, yes{0};
+    if (ctx.device < 0 || ctx.device >= 64) return false;
+    const uint64_t bit = uint64_t{1} << ctx.device;
+    if (known.load(std::memory_order_acquire) & bit) return (yes.load(std::memory_order_relaxed) & bit) != 0;
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device) != cudaSuccess) return false;
+    bool ok = false;
+    if (major == 9) {
+        if (ctx.capturing) return false;  // no synchronization inside a capture: ask later
+        int * d = nullptr;
+        int   h = 0;
+        if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) {
+            cudaGetLastError();
+            return false;
+        }
+        mmq_wg_probe_kernel<<<1, 1, 0, ctx.stream>>>(d);
+        ok = cudaMemcpyAsync(&h, d, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream) == cudaSuccess &&
+             cudaStreamSynchronize(ctx.stream) == cudaSuccess && h == 1;
+        cudaFree(d);
+        cudaGetLastError();  // a probe that could not run leaves no error behind: the answer is no
+    }
+    if (ok) yes.fetch_or(bit, std::memory_order_relaxed);
+    known.fetch_or(bit, std::memory_order_release);
+    return ok;
+}
+
+ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, bool rp, const mmq_args & a, dim3 grid) {
+    ember_status st = EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(static_cast<ember_type>(t), wg_probe{ctx, a, rp, grid, st})) return EMBER_ERR_UNSUPPORTED;
+    return st;
+}
