@@ -62,6 +62,9 @@
 #                               EMBER_VULKAN_MMV_QX_PRE=0 (those kernels quantize x in every
 #                               workgroup instead of reading it quantized once per product
 #                               input by a quantize_x dispatch that Q, K, V share).
+#                               EMBER_VULKAN_MMV_QX_OUT=1|noglu (opt-in): that copy written by
+#                               the dispatch that makes x (product + norm, ATTN, and with =1
+#                               gate + up + SWIGLU) instead of a quantize_x dispatch.
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)
@@ -85,7 +88,8 @@ if [ "$mode" = pack ]; then
         echo "$build: build$missing first (cmake --build $build --target ...)" >&2
         exit 1
     }
-    grep -q EMBER_HAVE_VULKAN "$build/CMakeFiles/ember_objs.dir/flags.make" 2>/dev/null || {
+    # (flags.make: Makefile generators; build.ninja: Ninja)
+    grep -qs EMBER_HAVE_VULKAN "$build/CMakeFiles/ember_objs.dir/flags.make" "$build/build.ninja" || {
         echo "$build was configured without the Vulkan backend (EMBER_VULKAN=ON)" >&2
         exit 1
     }

@@ -1291,8 +1291,8 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
         std::lock_guard<std::mutex> lock(dc->mutex);
         sc->cnt_scratch       = (k_vk_cnt_slots * sc->err_stride + 255) / 256 * 256;
         sc->xq_base           = (sc->cnt_scratch + k_vk_norm_max * 4 + 255) / 256 * 256;  // slots on 256 bytes
-        const ember_status st = create_buffer(dc, sc->xq_base + (VkDeviceSize) k_vk_xq_slots * k_vk_xq_slot, dc->mem_type_device, dc->device_mem_mapped,
-                                              dc->blocks, &cb);
+        sc->xq_bcnt           = sc->xq_base + (VkDeviceSize) k_vk_xq_slots * k_vk_xq_slot;  // on 256 bytes too
+        const ember_status st = create_buffer(dc, sc->xq_bcnt + k_vk_xq_bcnt, dc->mem_type_device, dc->device_mem_mapped, dc->blocks, &cb);
         if (st != EMBER_OK) return st;
     }
     sc->cnt_buf   = cb.buffer;

@@ -168,9 +168,15 @@ struct vk_stream_ctx {
     // After the scratch rows (at xq_base): k_vk_xq_slots slots of k_vk_xq_slot bytes, each
     // one decode activation row quantized to 8 bits (quantize_x.comp) for the QX_PRE products
     // that read it; the planner hands them out in turn per recording (ember_vk_record_range).
+    // Slot 0 lies right after the scratch rows: the fused product + norm dispatches that write
+    // their result's quantized copy themselves (EMBER_VULKAN_MMV_QX_OUT) bind both as one range.
+    // After the slots (at xq_bcnt): k_vk_xq_maxk / 32 words, one per 32-value block of a
+    // quantized row, that the workgroups of a fused gate + up + SWIGLU dispatch count themselves
+    // done on, so that the last one of a block quantizes it (zero between dispatches).
     VkBuffer                      cnt_buf = VK_NULL_HANDLE;
-    VkDeviceSize                  cnt_scratch = 0, xq_base = 0;
+    VkDeviceSize                  cnt_scratch = 0, xq_base = 0, xq_bcnt = 0;
     int32_t                       xq_slot = -1;  // the slot of the product being recorded (-1: none)
+    int32_t                       xq_out  = -1;  // the slot the dispatch being recorded writes its result's copy to (-1: none)
     uint32_t                      n_xq    = 0;   // quantize_x dispatches of the last recording (in n_dispatches)
     vk_mem_block *                cnt_blk = nullptr;
     VkDeviceSize                  cnt_off = 0, cnt_alloc = 0;
@@ -181,6 +187,7 @@ constexpr uint32_t k_vk_norm_max  = 8192;  // the longest row a fused product + 
 constexpr uint32_t k_vk_xq_slots  = 8;
 constexpr uint32_t k_vk_xq_maxk   = 16384;  // the longest quantized row (mul_mat_vec_q.comp QX_MAXK)
 constexpr uint32_t k_vk_xq_slot   = k_vk_xq_maxk + k_vk_xq_maxk / 32 * 8;  // int8 values, then (d, d * sum) per 32
+constexpr uint32_t k_vk_xq_bcnt   = k_vk_xq_maxk / 32 * 4;  // the block counters' bytes
 
 // Every pipeline has the same layout: 8 storage buffers (binding 0..7; most shaders use the
 // first few, the decode products fused with the norm after them all 8) and 128 bytes of push

@@ -190,6 +190,17 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
         if (cnt_slot >= 0 && i == 7) infos[i] = {sc->cnt_buf, (VkDeviceSize) cnt_slot * sc->err_stride, 4};
         if (cnt_slot >= 0 && i == 2) infos[i] = {sc->cnt_buf, sc->cnt_scratch, k_vk_norm_max * 4};
         if (xq_slot >= 0 && i == 1) infos[i] = {sc->cnt_buf, sc->xq_base + (VkDeviceSize) xq_slot * k_vk_xq_slot, k_vk_xq_slot};
+        // sc->xq_out >= 0 (the dispatch writes its result's quantized copy into that slot): with
+        // cnt_slot (the fused product + norm) binding 2 runs on over slot 0 after the scratch
+        // rows; else binding 5 is the slot and binding 6 the block counters (fused gate + up,
+        // ATTN).
+        if (sc->xq_out >= 0 && cnt_slot >= 0 && i == 2) {
+            infos[i] = {sc->cnt_buf, sc->cnt_scratch, sc->xq_base + k_vk_xq_slot - sc->cnt_scratch};
+        }
+        if (sc->xq_out >= 0 && cnt_slot < 0 && i == 5) {
+            infos[i] = {sc->cnt_buf, sc->xq_base + (VkDeviceSize) sc->xq_out * k_vk_xq_slot, k_vk_xq_slot};
+        }
+        if (sc->xq_out >= 0 && cnt_slot < 0 && i == 6) infos[i] = {sc->cnt_buf, sc->xq_bcnt, k_vk_xq_bcnt};
         writes[i]              = {};
         writes[i].sType        = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
         writes[i].dstSet       = set;
@@ -476,6 +487,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     else pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
     pc.u(x->ne[2] / w->ne[2]).u(x->ne[3] / w->ne[3]);
     pc.u(glu ? f32_off(bind_of(dc, glu->src[1])) : wu ? bind_of(dc, wu).resid : 0);
+    if (glu_out) pc.u(sc->xq_out >= 0 ? 1 : 0);  // the result's quantized copy into slot xq_out (binding 5)
     const ember_tensor * pos = rope ? rope->src[1] : nullptr;
     const ember_tensor * ff  = rope ? rope->src[2] : nullptr;
     if (rope) {
@@ -491,6 +503,9 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         if (!nnorm || !nmul || cnt_slot < 0) return EMBER_ERR_INTERNAL;
         pc.u(f32_off(bind_of(dc, res))).u(f32_off(bind_of(dc, nw))).u(f32_off(bind_of(dc, nmul))).f(ember_get_op_param_f32(nnorm, 0));
         pc.u(f32_off(bind_of(dc, nadd)));
+        // The normalized result's quantized copy into slot 0, which binding 2 runs on over.
+        if (sc->xq_out > 0) return EMBER_ERR_INTERNAL;  // the planner gives these slot 0
+        pc.u(sc->xq_out == 0 ? 1 : 0).u((sc->xq_base - sc->cnt_scratch) / 4);
     }
     const ember_tensor * idx = kv ? kv->src[2] : nullptr;
     if (kv) {
@@ -659,6 +674,7 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     // Keys past the last one the mask shows skipped (the shader scans the mask row first),
     // unless EMBER_VULKAN_ATTN_RANGE=0 (read at each recording, to compare).
     pc.u(env_is("EMBER_VULKAN_ATTN_RANGE", "0") ? 0 : 1);
+    pc.u(sc->xq_out >= 0 ? 1 : 0);  // the output's quantized copy into slot xq_out (binding 5)
     // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp). Subgroup
     // reductions where the device has them, unless EMBER_VULKAN_ATTN_SG=0 (read at each
     // recording).
@@ -720,6 +736,7 @@ struct unit {
     int32_t            cnt_slot = -1;      // its counter word (vk_stream_ctx::cnt_buf)
     const ember_tensor * xq_src = nullptr;  // quantize_x of this x into slot xq_slot (no node)
     int32_t            xq_slot = -1;        // that slot; for a QX_PRE product: the slot it reads
+    int32_t            xq_out  = -1;        // the slot it writes its result's quantized copy to (qx_out_of())
     std::vector<range> rd, wr;          // what its bindings cover
     uint32_t           level    = 0;
     uint32_t           err_slot = 0;
@@ -895,6 +912,41 @@ bool mm_norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
     return !ov(u.add, nw) && !ov(u.add, w) && !ov(u.mul, nw) && !ov(u.mul, w) && !ov(u.add, u.mul);
 }
 
+// The tensor whose memory t reads as it is: t, or what t views from its start with the same
+// elements, contiguous both (the attention output that the O projection reads as one row).
+const ember_tensor * xq_root(const ember_tensor * t) {
+    while (t->op == EMBER_OP_VIEW && t->view_src && t->view_offs == 0 && ember_is_contiguous(t) &&
+           ember_is_contiguous(t->view_src) && ember_nelements(t) == ember_nelements(t->view_src)) {
+        t = t->view_src;
+    }
+    return t;
+}
+
+// The result that unit u can write a quantized copy of itself (quantize_x.comp's layout, into
+// a slot of the stream) as it makes it, or null: the fused product + norm (its normalized
+// result; mul_mat_vec_q.comp NORM_OUT), the fused gate + up + SWIGLU (GLU_OUT) and ATTN
+// (attn.comp), for one contiguous row of whole 32-value blocks. Opt-in (read at each
+// recording): EMBER_VULKAN_MMV_QX_OUT=1 all three, =noglu the product + norm and ATTN only;
+// unset or 0: none, every copy made by a quantize_x dispatch. Not the default: H200, 8B tg128
+// (2 reps, a noisy run: the old path measured 8% / 40% below the previous session's) Q4_0
+// 182.7 +- 3.8 t/s with all three vs 191.9 +- 7.2 without, Q4_K_M 100.8 +- 12.3 vs 104.6 +-
+// 7.5, with 125 / 109 fewer dispatches and barriers per token. Suspect: the memory barrier
+// and atomic at the end of every gate + up workgroup (=noglu avoids them; not measured yet).
+const ember_tensor * qx_out_of(const unit & u, bool glu) {
+    const ember_tensor * t = u.mm_norm ? u.mul : u.glu_out ? (glu ? u.glu_out : nullptr)
+                             : u.node && u.node->op == EMBER_OP_ATTN && !u.norm && !u.glu && !u.rope && !u.kv ? u.node : nullptr;
+    if (!t || ember_nelements(t) == 0 || !ember_is_contiguous(t) || ember_nelements(t) % 32 != 0 ||
+        ember_nelements(t) > (int64_t) k_vk_xq_maxk) {
+        return nullptr;
+    }
+    if (t->op == EMBER_OP_ATTN) {  // one token, heads of whole blocks
+        const ember_tensor * q = t->src[0];
+        if (q->ne[2] != 1 || q->ne[3] != 1 || t->ne[0] % 32 != 0 || t->ne[0] != q->ne[0] || t->ne[1] != q->ne[1]) return nullptr;
+        return t;
+    }
+    return ember_nrows(t) == 1 ? t : nullptr;
+}
+
 }  // namespace
 
 ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end) {
@@ -1020,31 +1072,57 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     // first product of each x, into the next of the stream's slots in turn, and the slot read
     // by every product of that x (Q, K and V share one). The slot's range orders a unit that
     // takes it again after the readers of what it held before.
+    // Where the unit that makes x can write that copy itself as it makes x (qx_out_of()), it
+    // does, and no quantize_x unit is needed: the fused product + norm into slot 0 (bound with
+    // its scratch rows), the others into the next slot in turn (then slots 1 ..).
+    // Opt-in (qx_out_of()); without it quantize_x units only, slots 0 .. in turn.
     sc->n_xq = 0;
     {
+        const bool                        qx_glu = env_is("EMBER_VULKAN_MMV_QX_OUT", "1");
+        const bool                        qx_out = qx_glu || env_is("EMBER_VULKAN_MMV_QX_OUT", "noglu");
+        const uint32_t                    first  = qx_out ? 1 : 0;  // slots taken in turn
         std::vector<unit>                 with;
-        std::vector<const ember_tensor *> held(k_vk_xq_slots, nullptr);  // the x each slot holds
+        std::vector<const ember_tensor *> held(k_vk_xq_slots, nullptr);  // the x each slot holds (xq_root())
+        std::vector<const ember_tensor *> wanted;                          // the x of every QX_PRE product
         uint32_t                          next = 0;
+        const auto is_pre = [&](const unit & u) {
+            return u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node);
+        };
+        for (const unit & u : units) {
+            if (qx_out && is_pre(u)) wanted.push_back(xq_root(u.node->src[1]));
+        }
+        const auto slot_range = [&](int32_t s) {
+            const VkDeviceSize o = sc->xq_base + (VkDeviceSize) s * k_vk_xq_slot;
+            return range{sc->cnt_buf, o, o + k_vk_xq_slot};
+        };
         with.reserve(units.size() + 16);
         for (unit & u : units) {
-            if (u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node)) {
+            if (is_pre(u)) {
                 const ember_tensor * x = u.node->src[1];
                 int32_t              s = -1;
                 for (uint32_t j = 0; j < k_vk_xq_slots; j++) {
-                    if (held[j] == x) s = static_cast<int32_t>(j);
+                    if (held[j] == xq_root(x)) s = static_cast<int32_t>(j);
                 }
                 if (s < 0) {
-                    s       = static_cast<int32_t>(next++ % k_vk_xq_slots);
-                    held[s] = x;
+                    s       = static_cast<int32_t>(first + next++ % (k_vk_xq_slots - first));
+                    held[s] = xq_root(x);
                     unit q;
                     q.xq_src  = x;
                     q.xq_slot = s;
                     accesses(sc, q);
                     with.push_back(std::move(q));
                 }
-                const VkDeviceSize o = sc->xq_base + (VkDeviceSize) s * k_vk_xq_slot;
-                u.xq_slot            = s;
-                u.rd.push_back({sc->cnt_buf, o, o + k_vk_xq_slot});
+                u.xq_slot = s;
+                u.rd.push_back(slot_range(s));
+            }
+            const ember_tensor * t = qx_out ? qx_out_of(u, qx_glu) : nullptr;
+            // (A product + norm that reads slot 0 does not write it too.)
+            if (t && std::find(wanted.begin(), wanted.end(), t) != wanted.end() && !(u.mm_norm && u.xq_slot == 0)) {
+                const int32_t s = u.mm_norm ? 0 : static_cast<int32_t>(first + next++ % (k_vk_xq_slots - first));
+                held[s]         = t;
+                u.xq_out        = s;
+                u.wr.push_back(slot_range(s));
+                if (u.glu_out) u.wr.push_back({sc->cnt_buf, sc->xq_bcnt, sc->xq_bcnt + k_vk_xq_bcnt});
             }
             with.push_back(std::move(u));
         }
@@ -1105,12 +1183,14 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         pending      = true;
         sc->err_slot = u.err_slot;
         sc->xq_slot  = u.xq_slot;
+        sc->xq_out   = u.xq_out;
         const ember_status st = u.xq_src ? record_quantize_x(sc, u.xq_src, u.xq_slot)
                                 : u.mm_norm ? record_mul_mat(sc, u.node, nullptr, nullptr, nullptr, nullptr, u.add, u.norm, u.mul, u.cnt_slot)
                                 : u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
                                 : u.glu || u.rope || u.glu_out || u.kv ? record_mul_mat(sc, u.node, u.glu, u.rope, u.glu_out, u.kv)
                                         : record_node(sc, u.node);
         sc->xq_slot = -1;
+        sc->xq_out  = -1;
         if (st != EMBER_OK) return st;
         if (sc->profile && u.xq_src) {
             vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
@@ -1127,6 +1207,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
             if (u.rope) name += "+ROPE";
             if (u.glu_out) name += "+MUL_MAT+SWIGLU";
             if (u.kv) name += "+SET_ROWS";
+            if (u.xq_out >= 0) name += "+QX";
             if (n->op == EMBER_OP_MUL_MAT) {
                 name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
                         std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");

@@ -864,6 +864,101 @@ TEST_CASE("[vulkan] decode products: x quantized once per input") {
     }
 }
 
+// The quantized copies of x that the QX_PRE products read, written by the dispatch that makes
+// x (EMBER_VULKAN_MMV_QX_OUT=1, opt-in) instead of a quantize_x dispatch: by ATTN (the O
+// projection's input), by the fused gate + up + SWIGLU (the FFN down's) and by the fused
+// product + add + norm (the next layer's Q, K, V and gate + up); a standalone norm's output
+// still gets a quantize_x; =noglu: all but gate + up's. A decode layer and a half: the result
+// bit for bit the same as with quantize_x (unset), whose arithmetic the copies repeat, and
+// close to the CPU's (five chained
+// products of 8-bit activations and an attention: 4e-4..8e-4 NMSE on every path, the float
+// kernels' too); gate + up by the
+// QX kernel (4 rows per workgroup) and by the small-unit one (Q8_0: 1 row, 32 workgroups per
+// block); the product + norm by QX and by small units (Q6_K); run three times on one stream
+// (the block counters back at zero each time).
+namespace {
+builder qx_out_layer(ember_type t_gu, ember_type t_down, uint32_t seed) {
+    return [=](ember_graph & g, std::vector<input> & in) {
+        const int64_t e = 512, hd = 64, nh = 4, nkv = 2, n_kv = 24, ff = 1024;
+        ember_tensor * x0 = g.new_tensor(EMBER_TYPE_F32, e, 1);
+        in.push_back({x0, random_f32(e, seed), {}, {}});
+        ember_tensor * h  = ember_mul(g, ember_rms_norm(g, x0, 1e-5f), new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 200));
+        ember_tensor * q  = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, e, hd * nh, 1, 1, 201), h);
+        ember_tensor * kc = new_input(g, in, EMBER_TYPE_F16, hd, nkv, n_kv, 1, 202);
+        ember_tensor * vc = new_input(g, in, EMBER_TYPE_F16, hd, nkv, n_kv, 1, 203);
+        ember_tensor * o  = ember_attn(g, ember_view(g, q, hd, nh, 1), kc, vc, new_input(g, in, EMBER_TYPE_F32, n_kv, 1, 1, 1, 204), 0.125f);
+        ember_tensor * s  = ember_add(g, x0, ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_K, hd * nh, e, 1, 1, 205), ember_view(g, o, hd * nh, 1)));
+        ember_tensor * h2 = ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 206));
+        ember_tensor * gt = ember_mul_mat(g, new_input(g, in, t_gu, e, ff, 1, 1, 207), h2);
+        ember_tensor * up = ember_mul_mat(g, new_input(g, in, t_gu, e, ff, 1, 1, 208), h2);
+        ember_tensor * s2 = ember_add(g, s, ember_mul_mat(g, new_input(g, in, t_down, ff, e, 1, 1, 209), ember_swiglu(g, gt, up)));
+        ember_tensor * h3 = ember_mul(g, ember_rms_norm(g, s2, 1e-5f), new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 210));
+        return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_K, e, 256, 1, 1, 211), h3);
+    };
+}
+}  // namespace
+
+TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
+    REQUIRE_VK();
+    validation_guard vg;
+    const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
+                      !(std::getenv("EMBER_VULKAN_FUSE_NORM") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_NORM"), "0") == 0) &&
+                      !(std::getenv("EMBER_VULKAN_FUSE_GLU") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_GLU"), "0") == 0);
+    for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        for (ember_type t_down : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+            CAPTURE(std::string(ember_type_get_name(t_gu)));
+            CAPTURE(std::string(ember_type_get_name(t_down)));
+            const builder            b   = qx_out_layer(t_gu, t_down, 212);
+            const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
+            std::vector<uint8_t>     on_bytes, off_bytes, ng_bytes;
+            rec_stats                on, off, ng;
+            std::vector<float>       got;
+            {
+                env_guard e("EMBER_VULKAN_MMV_QX_OUT", nullptr);
+                run_on(vk_device(), b, nullptr, &off_bytes, nullptr, &off);
+            }
+            {
+                env_guard e("EMBER_VULKAN_MMV_QX_OUT", "noglu");
+                run_on(vk_device(), b, nullptr, &ng_bytes, nullptr, &ng);
+            }
+            {
+                env_guard e("EMBER_VULKAN_MMV_QX_OUT", "1");
+                got = run_on(vk_device(), b, nullptr, &on_bytes, nullptr, &on);
+            }
+            CHECK(nmse(ref, got) < 2e-3);
+            CHECK(on_bytes == off_bytes);
+            CHECK(ng_bytes == off_bytes);
+            if (off.xq == 0 || !fuse) {
+                MESSAGE("no QX_PRE products or no fusion here: no counts to check");
+                continue;
+            }
+            // Off: x of Q, of O, of gate + up (Q4_0 only: Q8_0 is not QX), of down (Q4_K only)
+            // and of the output. On: Q's alone (a standalone norm).
+            CHECK(off.xq == 3u + (t_gu == EMBER_TYPE_Q4_0 ? 1u : 0u) + (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));
+            CHECK(on.xq == 1u);
+            CHECK(ng.xq == (t_down == EMBER_TYPE_Q4_K ? 2u : 1u));  // + the down product's x
+            CHECK(on.dispatches == off.dispatches - off.xq + on.xq);
+        }
+    }
+    SUBCASE("three runs on one stream") {
+        env_guard          e("EMBER_VULKAN_MMV_QX_OUT", "1");
+        dev_run            r;
+        std::vector<input> ins;
+        ember_tensor *     out = qx_out_layer(EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, 213)(r.g, ins);
+        r.g.build_forward(out);
+        r.place(vk_device());
+        for (uint32_t seed : {213u, 214u, 215u}) {
+            CAPTURE(seed);
+            ins[0].f = random_f32(512, seed);  // x0: new values, same tensor
+            for (const input & in : ins) set_input(in);
+            REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+            r.stream->iface.synchronize(r.stream);
+            const std::vector<float> ref = run_on(ember_registry_cpu_device(), qx_out_layer(EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, seed));
+            CHECK(nmse(ref, ember_test::get_f32(out)) < 2e-3);
+        }
+    }
+}
+
 TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
     REQUIRE_VK();
     validation_guard vg;

@@ -29,6 +29,11 @@ layout(binding = 1) readonly buffer K { uint kb[]; };
 layout(binding = 2) readonly buffer V { uint vb[]; };
 layout(binding = 3) readonly buffer M { uint mb[]; };
 layout(binding = 4) writeonly buffer D { uint db[]; };
+// xq_on (one token, rows of d floats one after the other, d a multiple of 32): the output also
+// quantized as quantize_x.comp would (same layout and arithmetic) into the stream's slot at
+// binding 5, for the decode products that read it (the O projection: no quantize_x dispatch).
+layout(binding = 5) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 5) writeonly buffer XQD { vec2 xqd[]; };
 
 #define DQ_FN dq_k
 #define DQ_BUF kb
@@ -54,6 +59,7 @@ layout(push_constant) uniform PC {
     // Keys after the last one the mask shows are not visited (the mask row is scanned first:
     // a decode step's causal mask hides the padded end of the cache, n_kv rounded up to 256).
     uint mask_end;
+    uint xq_on;
 } pc;
 
 #define MAX_WG 256u
@@ -205,6 +211,39 @@ void main() {
             float a = acc[c];
             for (uint k = 1u; k < ng; k++) a += sacc[(k - 1u) * pc.d + i];
             db[drow + i] = floatBitsToUint(a * inv);
+            sq[i]        = a * inv;  // (q is no longer read)
+        }
+    }
+    if (pc.xq_on != 0u) {
+        // Blocks of 32: 8 neighbouring invocations, a vec4 each, their absolute maxima and
+        // integer sums through shared memory (sred, sp: free now).
+        barrier();
+        const uint nv = pc.d / 4u;
+        for (uint v0 = 0u; v0 < nv; v0 += wg) {
+            const uint v   = v0 + tid;
+            const bool in_ = v < nv;
+            const vec4 x   = in_ ? vec4(sq[4u * v], sq[4u * v + 1u], sq[4u * v + 2u], sq[4u * v + 3u]) : vec4(0.0);
+            const vec4 a   = abs(x);
+            sred[tid]      = max(max(a.x, a.y), max(a.z, a.w));
+            barrier();
+            const uint b0 = tid & ~7u;
+            float      m  = 0.0;
+            [[unroll]] for (uint j = 0u; j < 8u; j++) m = max(m, sred[b0 + j]);
+            const float d  = m / 127.0;
+            const float id = d > 0.0 ? 1.0 / d : 0.0;
+            const ivec4 q  = ivec4(round(x * id));
+            sp[tid]        = intBitsToFloat((q.x + q.y) + (q.z + q.w));
+            barrier();
+            if (in_) {
+                const uint gv = ih * nv + v;  // the vec4 of the whole row (all heads)
+                xqo[gv] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+                if (tid == b0) {
+                    int s = 0;
+                    [[unroll]] for (uint j = 0u; j < 8u; j++) s += floatBitsToInt(sp[b0 + j]);
+                    xqd[pc.d * pc.n_head / 8u + gv / 8u] = vec2(d, d * float(s));
+                }
+            }
+            barrier();
         }
     }
 }

@@ -115,6 +115,19 @@ layout(binding = 4) readonly buffer NW4 { vec4 nw4[]; };
 layout(binding = 5) writeonly buffer S4 { vec4 sb4[]; };
 layout(binding = 6) writeonly buffer O4 { vec4 ob4[]; };
 layout(binding = 7) coherent buffer CNT { uint cnt[]; };
+// xq_on: the normalized result also quantized as quantize_x.comp would (same layout and
+// arithmetic) into the stream's slot 0, which binding 2 runs on over from word xq_w (the
+// products of the next layer that read it then need no quantize_x dispatch).
+layout(binding = 2) writeonly buffer DXD { vec2 dxd[]; };
+#elif GLU_OUT
+// xq_on: the result also quantized as quantize_x.comp would into the slot at binding 5 (the
+// FFN down product then needs no quantize_x dispatch): the workgroups of each 32-row block
+// count themselves done on its word at binding 6 (zero between dispatches), and the last one
+// reads the block back (coherent) and quantizes it. One column, n a multiple of 32.
+layout(binding = 2) coherent buffer D { uint db[]; };
+layout(binding = 5) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 5) writeonly buffer XQD { vec2 xqd[]; };
+layout(binding = 6) coherent buffer XCNT { uint xcnt[]; };
 #else
 layout(binding = 2) writeonly buffer D { uint db[]; };
 #endif
@@ -134,7 +147,11 @@ layout(push_constant) uniform PC {
     uint r_off, nw_off, o_off;
     float eps;
     uint s_off;
-    uint unused_[4];
+    uint xq_on, xq_w;  // the quantized copy (0: none), its word offset in binding 2
+    uint unused_[2];
+#elif GLU_OUT
+    uint xq_on;  // the quantized copy (0: none)
+    uint unused_[8];
 #else
     uint hd, h_nb, n_rot, p_off, p_nb0, f_off, has_ff;
     float theta_scale, freq_scale;
@@ -638,6 +655,31 @@ void qx_quantize(uint xr) {
 #endif
 #endif
 
+#if GLU_OUT
+// Block b (32 values of the result row at d_off, a multiple of 32) quantized by one
+// invocation, with quantize_x.comp's arithmetic: int8 words at word 8b of the slot, then
+// (d, d * the sum of the integers) at vec2 n / 8 + b.
+void xq_block(uint b) {
+    vec4  v[8];
+    float m = 0.0;
+    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+        const uint o = pc.d_off + 32u * b + 4u * j;
+        v[j]         = vec4(uintBitsToFloat(db[o]), uintBitsToFloat(db[o + 1u]), uintBitsToFloat(db[o + 2u]), uintBitsToFloat(db[o + 3u]));
+        const vec4 a = abs(v[j]);
+        m            = max(m, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    const float d  = m / 127.0;
+    const float id = d > 0.0 ? 1.0 / d : 0.0;
+    int         s  = 0;
+    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+        const ivec4 q = ivec4(round(v[j] * id));
+        s += (q.x + q.y) + (q.z + q.w);
+        xqo[8u * b + j] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+    }
+    xqd[pc.n / 8u + b] = vec2(d, d * float(s));
+}
+#endif
+
 void main() {
     const uint tid  = gl_LocalInvocationID.x;
     const uint lane = tid % LPR;
@@ -861,14 +903,56 @@ void main() {
         const uint v = tid + j * wgs;
         if (v < nv) {
             sb4[pc.s_off / 4u + v] = sv[j];
-            ob4[pc.o_off / 4u + v] = sv[j] * scale * nw4[pc.nw_off / 4u + v];
+            sv[j]                  = sv[j] * scale * nw4[pc.nw_off / 4u + v];
+            ob4[pc.o_off / 4u + v] = sv[j];
         }
     }
     if (tid == 0u) cnt[0] = 0u;  // for the next dispatch that counts on this word
+    if (pc.xq_on != 0u) {
+        // Blocks of 32 values: 8 neighbouring invocations (one vec4 each, as in quantize_x.comp),
+        // their absolute maxima and integer sums through shared memory.
+        barrier();  // red is read above (the norm's total)
+        [[unroll]] for (uint j = 0u; j < NORM_V; j++) {
+            if (j * wgs >= nv) break;  // uniform
+            const uint v  = tid + j * wgs;
+            const vec4 a  = abs(sv[j]);
+            red[tid]      = v < nv ? max(max(a.x, a.y), max(a.z, a.w)) : 0.0;
+            barrier();
+            const uint b0 = tid & ~7u;
+            float      m  = 0.0;
+            [[unroll]] for (uint i = 0u; i < 8u; i++) m = max(m, red[b0 + i]);
+            const float d  = m / 127.0;
+            const float id = d > 0.0 ? 1.0 / d : 0.0;
+            const ivec4 q  = ivec4(round(sv[j] * id));
+            red2[tid]      = intBitsToFloat((q.x + q.y) + (q.z + q.w));
+            barrier();
+            if (v < nv) {
+                db[pc.xq_w + v] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+                if (tid == b0) {
+                    int s = 0;
+                    [[unroll]] for (uint i = 0u; i < 8u; i++) s += floatBitsToInt(red2[b0 + i]);
+                    dxd[(pc.xq_w * 4u + pc.n) / 8u + v / 8u] = vec2(d, d * float(s));
+                }
+            }
+        }
+    }
 #elif GLU_OUT
     if (lane == 0u && r0 < pc.n) {
         const float g = red[tid];
         db[pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3 + r0] = floatBitsToUint(g / (1.0 + exp(-g)) * red2[tid]);
+    }
+    if (pc.xq_on != 0u) {
+        // Every row of this workgroup written and made visible, then each of its blocks counted
+        // (a workgroup holds part of one block or whole blocks: powers of two).
+        memoryBarrierBuffer();
+        barrier();
+        const uint rpw = gl_WorkGroupSize.x / LPR;
+        const uint b   = flat_group() * rpw / 32u + tid;
+        if (tid < max(rpw / 32u, 1u) && b < pc.n / 32u && atomicAdd(xcnt[b], 1u) == max(32u / rpw, 1u) - 1u) {
+            xcnt[b] = 0u;  // for the next dispatch that counts on this word
+            memoryBarrierBuffer();
+            xq_block(b);
+        }
     }
 #else
     if (lane == 0u) {
