@@ -763,6 +763,23 @@ __device__ __forceinline__ uint32_t cu_load_u32_a2(const uint8_t * p) {
 // Each has fetch (the chunk's bytes into registers: `raw`) and decode (raw to F16 pairs), so a
 // kernel can issue the loads of its next chunk, work, and decode after they arrived; chunk is
 // both. The default's raw is only the address: decode loads and decodes through floats.
+// The 32 bytes at p (2-byte aligned) as 8 little-endian words: 8 aligned loads, or 9 from the
+// 4-byte boundary below p and a funnel shift each (not 16 two-byte loads).
+__device__ __forceinline__ void cu_load_32b_a2(const uint8_t * p, uint32_t (&w)[8]) {
+    if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) {
+        const uint32_t * q = reinterpret_cast<const uint32_t *>(p);
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = q[i];
+    } else {
+        const uint32_t * q = reinterpret_cast<const uint32_t *>(p - 2);
+        uint32_t         a[9];
+#pragma unroll
+        for (int i = 0; i < 9; i++) a[i] = q[i];
+#pragma unroll
+        for (int i = 0; i < 8; i++) w[i] = __funnelshift_r(a[i], a[i + 1], 16);
+    }
+}
+
 template <int T> struct cu_codec_h2 {
     struct raw {
         const char * row;
@@ -853,20 +870,38 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q4_K> {
         int      sh;
     };
     static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
-        const ember_block_q4_k * b = reinterpret_cast<const ember_block_q4_k *>(row) + c / 8;
-        const int                s = static_cast<int>(c % 8);
-        const uint8_t *          qs = b->qs + 32 * (s / 2);  // 4-byte aligned when the row is (144-byte blocks)
-        if ((reinterpret_cast<uintptr_t>(qs) & 3) == 0) {
-#pragma unroll
-            for (int q = 0; q < 8; q++) r.w[q] = reinterpret_cast<const uint32_t *>(qs)[q];
+        const ember_block_q4_k * b  = reinterpret_cast<const ember_block_q4_k *>(row) + c / 8;
+        const int                s  = static_cast<int>(c % 8);
+        const uint8_t *          qs = b->qs + 32 * (s / 2);
+        int                      sc, m;
+        uint32_t                 dm;  // d | dmin << 16
+        if ((reinterpret_cast<uintptr_t>(b) & 15) == 0) {
+            // 16-byte aligned blocks (the rows of a 16-byte aligned matrix: 144-byte blocks):
+            // the levels in two 16-byte loads, d and dmin in one word, the scales in three.
+            const uint4 * q4 = reinterpret_cast<const uint4 *>(qs);
+            const uint4   lo = q4[0], hi = q4[1];
+            r.w[0] = lo.x, r.w[1] = lo.y, r.w[2] = lo.z, r.w[3] = lo.w;
+            r.w[4] = hi.x, r.w[5] = hi.y, r.w[6] = hi.z, r.w[7] = hi.w;
+            const uint32_t * hw = reinterpret_cast<const uint32_t *>(b);
+            dm                  = hw[0];
+            const uint32_t w0 = hw[1], w1 = hw[2], w2 = hw[3];  // scales[0..3], [4..7], [8..11]
+            const int      sh = 8 * (s % 4);
+            if (s < 4) {
+                sc = (w0 >> sh) & 63;
+                m  = (w1 >> sh) & 63;
+            } else {
+                sc = ((w2 >> sh) & 0xf) | ((w0 >> (sh + 6)) & 3) << 4;
+                m  = ((w2 >> (sh + 4)) & 0xf) | ((w1 >> (sh + 6)) & 3) << 4;
+            }
         } else {
-#pragma unroll
-            for (int q = 0; q < 8; q++) r.w[q] = cu_load_u32_a2(qs + 4 * q);
+            cu_load_32b_a2(qs, r.w);
+            cu_k4_scale_min(b->scales, s, sc, m);
+            dm = static_cast<uint32_t>(b->d) | static_cast<uint32_t>(b->dmin) << 16;
         }
-        int sc, m;
-        cu_k4_scale_min(b->scales, s, sc, m);
-        r.dl = __float2half2_rn(cu_half(b->d) * static_cast<float>(sc));
-        r.ml = __float2half2_rn(-cu_half(b->dmin) * static_cast<float>(m));
+        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(dm & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(dm >> 16)));
+        r.dl = __float2half2_rn(d * static_cast<float>(sc));
+        r.ml = __float2half2_rn(-dmin * static_cast<float>(m));
         r.sh = (s % 2) * 4;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
@@ -897,18 +932,14 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
         const ember_block_q6_k * b    = reinterpret_cast<const ember_block_q6_k *>(row) + c / 8;  // 210 bytes: 2-byte aligned
         const int                s    = static_cast<int>(c % 8);
         const int                half = s / 4, g = s % 4;
-        const uint8_t *          ql   = b->ql + 64 * half + 32 * (g & 1);
-        const uint8_t *          qh   = b->qh + 32 * half;
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            r.ql[q] = cu_load_u32_a2(ql + 4 * q);
-            r.qh[q] = cu_load_u32_a2(qh + 4 * q);
-        }
-        const float d = cu_half(b->d);
-        r.d0          = __float2half2_rn(d * static_cast<float>(b->scales[2 * s]));
-        r.d1          = __float2half2_rn(d * static_cast<float>(b->scales[2 * s + 1]));
-        r.sl          = g < 2 ? 0 : 4;
-        r.sh          = 2 * g;
+        cu_load_32b_a2(b->ql + 64 * half + 32 * (g & 1), r.ql);
+        cu_load_32b_a2(b->qh + 32 * half, r.qh);
+        const uint16_t sc2 = *reinterpret_cast<const uint16_t *>(b->scales + 2 * s);  // scales[2s], [2s + 1]
+        const float    d   = cu_half(b->d);
+        r.d0               = __float2half2_rn(d * static_cast<float>(static_cast<int8_t>(sc2 & 0xff)));
+        r.d1               = __float2half2_rn(d * static_cast<float>(static_cast<int8_t>(sc2 >> 8)));
+        r.sl               = g < 2 ? 0 : 4;
+        r.sh               = 2 * g;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
         const __half2 off = cu_h2_bits(0x64206420u);  // 1056: 1024 + 32
