@@ -761,8 +761,9 @@ __device__ __forceinline__ uint32_t cu_load_u32_a2(const uint8_t * p) {
 }
 
 // Each has fetch (the chunk's bytes into registers: `raw`) and decode (raw to F16 pairs), so a
-// kernel can issue the loads of its next chunk, work, and decode after they arrived; chunk is
-// both. The default's raw is only the address: decode loads and decodes through floats.
+// kernel can issue the loads of its next chunk, work, and decode after they arrived
+// (cu_chunk_h2 below does both). The default's raw is only the address: decode loads and
+// decodes through floats.
 // The 32 bytes at p (2-byte aligned) as 8 little-endian words: 8 aligned loads, or 9 from the
 // 4-byte boundary below p and a funnel shift each (not 16 two-byte loads).
 __device__ __forceinline__ void cu_load_32b_a2(const uint8_t * p, uint32_t (&w)[8]) {
@@ -794,11 +795,6 @@ template <int T> struct cu_codec_h2 {
         cu_codec<T>::chunk(r.row, r.c, v);
 #pragma unroll
         for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(v[2 * i], v[2 * i + 1]));
-    }
-    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
-        raw r;
-        fetch(row, c, r);
-        decode(r, h);
     }
 };
 
@@ -838,11 +834,6 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q4_0> {
         r.d = b->d;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q4_0_h2(r.w, __ushort_as_half(r.d), h); }
-    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
-        raw r;
-        fetch(row, c, r);
-        decode(r, h);
-    }
 };
 
 template <> struct cu_codec_h2<EMBER_TYPE_Q8_0> {
@@ -854,11 +845,6 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q8_0> {
         r.d = b->d;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q8_0_h2(r.w, __ushort_as_half(r.d), h); }
-    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
-        raw r;
-        fetch(row, c, r);
-        decode(r, h);
-    }
 };
 
 // Q4_K: sub-block s's 32 levels are the low (s even) or high nibbles of qs[32 (s / 2) ..];
@@ -913,11 +899,6 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q4_K> {
             h[2 * q + 1]     = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), r.dl, r.ml));
         }
     }
-    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
-        raw r;
-        fetch(row, c, r);
-        decode(r, h);
-    }
 };
 
 // Q6_K: chunk s = 4 half + g: low nibbles of ql[64 half + 32 (g & 1) + l] (high nibbles for
@@ -951,12 +932,14 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
             h[2 * q + 1]      = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), dq));
         }
     }
-    static __device__ __forceinline__ void chunk(const char * row, int64_t c, uint32_t (&h)[16]) {
-        raw r;
-        fetch(row, c, r);
-        decode(r, h);
-    }
 };
+
+// A whole chunk: fetch, then decode.
+template <int T> __device__ __forceinline__ void cu_chunk_h2(const char * row, int64_t c, uint32_t (&h)[16]) {
+    typename cu_codec_h2<T>::raw r;
+    cu_codec_h2<T>::fetch(row, c, r);
+    cu_codec_h2<T>::decode(r, h);
+}
 
 // The CUDA layout's chunk (cu_rp_chunk) as F16 pairs: 16-byte loads of the levels.
 template <int T> struct cu_rp_h2 {

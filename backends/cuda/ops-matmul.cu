@@ -32,7 +32,7 @@ __global__ void dequant_f16_kernel(const char * w, int64_t w_nb1, int64_t k, int
         const int64_t r = idx / nc;
         const int64_t c = idx % nc;
         uint32_t      h[16];
-        cu_codec_h2<T>::chunk(w + r * w_nb1, c, h);
+        cu_chunk_h2<T>(w + r * w_nb1, c, h);
         __half2 * o = reinterpret_cast<__half2 *>(out + r * k + 32 * c);
 #pragma unroll
         for (int j = 0; j < 16; j++) o[j] = cu_h2_bits(h[j]);
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * 
             if constexpr (RP) {
                 cu_rp_chunk_h2<T>(w, nblk, g0 * nc + idx, h);
             } else {
-                cu_codec_h2<T>::chunk(w + (idx / nc) * w_nb1, idx % nc, h);
+                cu_chunk_h2<T>(w + (idx / nc) * w_nb1, idx % nc, h);
             }
         }
         cu_warp_store_h2_chunks(sbuf[wi], lane, h, idx < n_items, out, base, n_items - base);
