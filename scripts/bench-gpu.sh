@@ -231,7 +231,7 @@ PY
 profile_gemm() {  # shape type file
     local k
     for k in mmq cublas; do
-        local env=(EMBER_CUDA_MMQ=1) re="regex:mmq_kernel"
+        local env=(EMBER_CUDA_MMQ=1) re="regex:mmq_(wg_)?kernel"
         [ $k = cublas ] && env=(EMBER_CUDA_MMQ=0) re="regex:gemm|sm90|cutlass"
         env "${env[@]}" timeout 200 ncu --kernel-name "$re" --launch-skip "${EMBER_BENCH_NCU_SKIP:-0}" --launch-count "${EMBER_BENCH_NCU_COUNT:-4}" \
             --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy \
