@@ -38,9 +38,9 @@
 // layout (INT4, NF4, FP8: ops-matvec-ext.cu) are not read here yet; in the GGUF layout they are.
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda-common.cuh"
 #include "cuda-matvec-ext.h"

@@ -15,8 +15,10 @@
 //   adjacent weight rows of one token: float2 stores into y's rows.
 // k may be split over blockIdx.z (the partial sums are added by ops-matmul-q.cu's reduce).
 //
-// Built for sm_90a only (CMakeLists.txt: this file's 90 is 90a); elsewhere the kernel is empty
-// and ember_cuda_mmq_wg_available says no, found by running a probe kernel.
+// Built for sm_90a (CMakeLists.txt: this file's 90 is 90a, plus compute_90 PTX); in any other
+// code the kernel is empty and ember_cuda_mmq_wg_available says no, found by running a probe
+// kernel. Three stages (the products of a step in flight across the next step's barrier)
+// measured no faster (PERF-NOTES.md, seventh pass).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -32,9 +34,9 @@
 
 namespace {
 
-constexpr int WG_NT     = 256;          // two warpgroups
-constexpr int TILE      = 128 * 128;    // bytes of one 128 x 64-half tile
-constexpr int WG_SMEM   = 4 * TILE + 1024;  // x and w, two stages each, and the alignment slack
+constexpr int WG_NT   = 256;               // two warpgroups
+constexpr int TILE    = 128 * 128;         // bytes of one 128 x 64-half tile
+constexpr int WG_SMEM = 4 * TILE + 1024;   // x and w, two stages each, and the alignment slack
 
 #ifdef EMBER_MMQ_WG
 __device__ __forceinline__ uint32_t wg_saddr(const void * p) {
