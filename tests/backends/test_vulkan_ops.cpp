@@ -2,7 +2,8 @@
 // the same graph run on both devices and compared by NMSE (or bytes, for exact conversions).
 // Runs on any Vulkan device, Mesa's lavapipe included; skips with a message when there is
 // none. With EMBER_VULKAN_VALIDATE=1 (and vulkan-validationlayers installed) every case also
-// fails on a validation error.
+// fails on a validation error; scripts/test.sh runs them so (EMBER_VULKAN_REQUIRE_VALIDATION=1:
+// the layer must be on).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -221,6 +222,13 @@ TEST_SUITE("vulkan") {
 
 TEST_CASE("[vulkan] device lookup by name and index") {
     REQUIRE_VK();
+    // The test suite (scripts/test.sh) runs these tests with the validation layer and sets
+    // EMBER_VULKAN_REQUIRE_VALIDATION=1, so a layer that went missing fails here instead of
+    // the cases passing unvalidated.
+    if (const char * rv = std::getenv("EMBER_VULKAN_REQUIRE_VALIDATION"); rv && std::strcmp(rv, "1") == 0) {
+        REQUIRE_MESSAGE(ember_vulkan_validation_enabled(), "EMBER_VULKAN_REQUIRE_VALIDATION=1 but the validation layer is off "
+                                                           "(EMBER_VULKAN_VALIDATE=1 and vulkan-validationlayers needed)");
+    }
     const std::string name = ember_device_get_name(vk_device());
     CHECK(name.rfind("vulkan:", 0) == 0);
     CHECK(ember_vulkan_find_device(name.c_str()) == vk_device());
