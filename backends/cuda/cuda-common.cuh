@@ -672,31 +672,6 @@ template <typename F> inline bool cu_dispatch_encode_type(ember_type t, F && f) 
     }
 }
 
-// The coalesced store of the prefill dequantizers (ops-matmul.cu, ops-matvec-ext.cu): each lane
-// holds one decoded 32-weight chunk v (when `valid`), the warp's 32 chunks being 2 KiB
-// contiguous in the F16 output from chunk `base` on; they go through the warp's shared buffer
-// sbuf (32 * 4 uint4) and out as 16-byte stores by consecutive lanes, `left` chunks at most.
-__device__ __forceinline__ void cu_warp_store_f16_chunks(uint4 * sbuf, int lane, const float * v, bool valid, __half * out, int64_t base,
-                                                         int64_t left) {
-    if (valid) {
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            union {
-                uint4   u;
-                __half2 h[4];
-            } pk;
-#pragma unroll
-            for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[8 * q + 2 * j], v[8 * q + 2 * j + 1]);
-            sbuf[lane * 4 + q] = pk.u;
-        }
-    }
-    __syncwarp();
-    const int n4 = 4 * static_cast<int>(left < 32 ? left : 32);
-    uint4 *   o  = reinterpret_cast<uint4 *>(out + base * 32);
-    for (int q = lane; q < n4; q += 32) o[q] = sbuf[q];
-    __syncwarp();
-}
-
 // The CUDA weight layout (cuda-repack.h, EMBER_TENSOR_FLAG_CUDA_REPACKED), Q4_0 and Q8_0:
 // dequantizes global block `blk` (row r, block b: r * blocks per row + b) of a tensor of
 // `nblk` blocks in all, as cu_codec<T>::chunk does for the GGUF block.
@@ -970,7 +945,10 @@ template <int T> __device__ __forceinline__ void cu_rp_chunk_h2(const char * bas
     cu_rp_h2<T>::decode(r, h);
 }
 
-// cu_warp_store_f16_chunks for chunks already in F16 pairs.
+// The coalesced store of the prefill dequantizers (ops-matmul.cu, ops-matvec-ext.cu): each lane
+// holds one decoded 32-weight chunk h as F16 pairs (when `valid`), the warp's 32 chunks being
+// 2 KiB contiguous in the F16 output from chunk `base` on; they go through the warp's shared
+// buffer sbuf (32 * 4 uint4) and out as 16-byte stores by consecutive lanes, `left` chunks at most.
 __device__ __forceinline__ void cu_warp_store_h2_chunks(uint4 * sbuf, int lane, const uint32_t (&h)[16], bool valid, __half * out,
                                                         int64_t base, int64_t left) {
     if (valid) {
@@ -982,6 +960,17 @@ __device__ __forceinline__ void cu_warp_store_h2_chunks(uint4 * sbuf, int lane, 
     uint4 *   o  = reinterpret_cast<uint4 *>(out + base * 32);
     for (int q = lane; q < n4; q += 32) o[q] = sbuf[q];
     __syncwarp();
+}
+
+// The same for a chunk decoded to floats (v), rounded to F16.
+__device__ __forceinline__ void cu_warp_store_f16_chunks(uint4 * sbuf, int lane, const float * v, bool valid, __half * out, int64_t base,
+                                                         int64_t left) {
+    uint32_t h[16] = {};
+    if (valid) {
+#pragma unroll
+        for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(v[2 * i], v[2 * i + 1]));
+    }
+    cu_warp_store_h2_chunks(sbuf, lane, h, valid, out, base, left);
 }
 
 #endif  // EMBER_CUDA_COMMON_CUH

@@ -126,10 +126,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         for (int i = 0; i < S::CPT; i++) {
             const int c = 2 * (kt0 + kt) + wh[i];
             wgo[i]      = wok[i] && c < nc;
-            if (wgo[i]) {
-                if constexpr (RP) WC::fetch(a.base, a.nblk, wrow[i] + c, wraw[i]);
-                else WC::fetch(a.w + wrow[i], c, wraw[i]);
-            }
+            if (wgo[i]) mmq_fetch_chunk<WC, RP>(a, wrow[i], c, wraw[i]);
         }
     };
     const auto decode_w = [&]() {
@@ -158,7 +155,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
 #pragma unroll
         for (int i = 0; i < S::CPT; i++) {
             const int c = 2 * (kt0 + kt) + wh[i];
-            if (wok[i] && c < nc) cu_prefetch_l2(RP ? a.base + (wrow[i] + c) * a.cbytes : a.w + wrow[i] + c * a.cbytes);
+            if (wok[i] && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow[i], c));
         }
     };
 
@@ -245,27 +242,15 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
 
     // Accumulator (i, j): tokens 16 i + lane / 4 (+ 8), rows 8 j + 2 (lane % 4) (+ 1).
     const int     r0 = n0 + wr * S::TR + 2 * (lane % 4), t0 = m0 + wt * S::TT + lane / 4;
-    const bool    split = gridDim.z > 1;
-    float * const y     = split ? a.part + blockIdx.z * a.m * a.n : a.y;
-    const int64_t ldy   = split ? a.n : a.ldy;
-    const bool    y2    = split ? a.n % 2 == 0 : a.y2;
+    const mmq_out o = mmq_output(a);
 #pragma unroll
     for (int i = 0; i < S::MI; i++) {
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int t = t0 + 16 * i + 8 * hh;
             if (t >= a.m) continue;
-            float * yt = y + static_cast<int64_t>(t) * ldy;
 #pragma unroll
-            for (int j = 0; j < S::NJ; j++) {
-                const int r = r0 + 8 * j;
-                if (y2 && r + 1 < a.n) {
-                    *reinterpret_cast<float2 *>(yt + r) = make_float2(acc[i][j][2 * hh], acc[i][j][2 * hh + 1]);
-                } else {
-                    if (r < a.n) yt[r] = acc[i][j][2 * hh];
-                    if (r + 1 < a.n) yt[r + 1] = acc[i][j][2 * hh + 1];
-                }
-            }
+            for (int j = 0; j < S::NJ; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[i][j][2 * hh], acc[i][j][2 * hh + 1]);
         }
     }
 #else
@@ -284,16 +269,6 @@ __global__ void mmq_reduce_kernel(const float * part, int splits, int64_t m, int
     }
 }
 
-// Sets a kernel's dynamic shared-memory limit (above the 48 KiB default) once per device; `done`
-// is that kernel's own set of devices (every instantiation has the same function type, so the
-// caller keeps one per kernel).
-bool allow_smem(const void * kernel, std::atomic<uint64_t> & done, int device, int bytes) {
-    const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-    if (bit && (done.load(std::memory_order_relaxed) & bit)) return true;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) return false;
-    done.fetch_or(bit, std::memory_order_relaxed);
-    return true;
-}
 
 struct dev_info {
     int sms = 0, major = 0;
@@ -375,7 +350,9 @@ template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(em
     static std::atomic<uint64_t> smem_set[2];  // per kernel below: devices whose limit is raised
     const bool                   pipe   = pipelined();
     auto                         kernel = pipe ? mmq_kernel<T, RP, BM, BN, WR, WT, true> : mmq_kernel<T, RP, BM, BN, WR, WT, false>;
-    if (!allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) return EMBER_ERR_UNSUPPORTED;
+    if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) {
+        return EMBER_ERR_UNSUPPORTED;
+    }
     const unsigned gx = cu_blocks(a.n, BM), gy = cu_blocks(a.m, BN);
     const int      splits = plan_splits(ctx, a, gx, gy, sms);
     cu_launch(ctx, kernel, dim3(gx, gy, splits), S::NT, S::SMEM, a);
@@ -410,6 +387,15 @@ struct mmq_probe {
 };
 
 }  // namespace
+
+// Every instantiation has the same function type, so each caller keeps one `done` per kernel.
+bool ember_cuda_allow_smem(const void * kernel, std::atomic<uint64_t> & done, int device, int bytes) {
+    const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+    if (bit && (done.load(std::memory_order_relaxed) & bit)) return true;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) return false;
+    done.fetch_or(bit, std::memory_order_relaxed);
+    return true;
+}
 
 ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, const char * wm, const void * xh, int64_t m, void * y,
                                   int64_t ldy) {

@@ -90,14 +90,11 @@ template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_ker
     const auto fetch_w = [&](int kt) {
         const int c = 2 * (kt0 + kt) + wh;
         wgo         = wok && c < nc;
-        if (wgo) {
-            if constexpr (RP) WC::fetch(a.base, a.nblk, wrow + c, wraw);
-            else WC::fetch(a.w + wrow, c, wraw);
-        }
+        if (wgo) mmq_fetch_chunk<WC, RP>(a, wrow, c, wraw);
     };
     const auto prefetch_w = [&](int kt) {
         const int c = 2 * (kt0 + kt) + wh;
-        if (wok && c < nc) cu_prefetch_l2(RP ? a.base + (wrow + c) * a.cbytes : a.w + wrow + c * a.cbytes);
+        if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow, c));
     };
     const auto decode_store_w = [&](int st) {
         if (wgo) {
@@ -166,27 +163,14 @@ template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_ker
 
     // Accumulator 4 j + 2 i + e: token 16 wq + lane / 4 + 8 i of this warpgroup's 64, row
     // 8 j + 2 (lane % 4) + e.
-    const bool    split = gridDim.z > 1;
-    float * const y     = split ? a.part + blockIdx.z * a.m * a.n : a.y;
-    const int64_t ldy   = split ? a.n : a.ldy;
-    const bool    y2    = split ? a.n % 2 == 0 : a.y2;
-    const int     r0    = n0 + 2 * (lane % 4);
+    const mmq_out o  = mmq_output(a);
+    const int     r0 = n0 + 2 * (lane % 4);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int t = m0 + 64 * wgi + 16 * wq + lane / 4 + 8 * i;
         if (t >= a.m) continue;
-        float * yt = y + static_cast<int64_t>(t) * ldy;
 #pragma unroll
-        for (int j = 0; j < 16; j++) {
-            const int   r  = r0 + 8 * j;
-            const float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
-            if (y2 && r + 1 < a.n) {
-                *reinterpret_cast<float2 *>(yt + r) = make_float2(v0, v1);
-            } else {
-                if (r < a.n) yt[r] = v0;
-                if (r + 1 < a.n) yt[r + 1] = v1;
-            }
-        }
+        for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
     }
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
@@ -221,15 +205,9 @@ struct wg_probe {
                 if constexpr (can_rp) return rp ? mmq_wg_kernel<T, true> : mmq_wg_kernel<T, false>;
                 else return mmq_wg_kernel<T, false>;
             }();
-            std::atomic<uint64_t> & done = smem_set[rp ? 1 : 0];
-            const uint64_t          bit  = ctx.device >= 0 && ctx.device < 64 ? uint64_t{1} << ctx.device : 0;
-            if (!bit || !(done.load(std::memory_order_relaxed) & bit)) {
-                if (cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM) !=
-                    cudaSuccess) {
-                    st = EMBER_ERR_UNSUPPORTED;
-                    return;
-                }
-                done.fetch_or(bit, std::memory_order_relaxed);
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[rp ? 1 : 0], ctx.device, WG_SMEM)) {
+                st = EMBER_ERR_UNSUPPORTED;
+                return;
             }
             cu_launch(ctx, kernel, grid, WG_NT, WG_SMEM, a);
             st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
