@@ -35,7 +35,6 @@ if [ ! -d .devdata/deps ] && [ -f /usr/include/xxhash.h ] && [ -f /usr/lib/cmake
     cp -r /usr/lib/cmake/doctest $d/lib/cmake/
     sed -i 's|set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
         $d/lib/cmake/doctest/doctestTargets.cmake
-    grep -qx ".devdata" .git/info/exclude 2>/dev/null || echo ".devdata" >>.git/info/exclude
 fi
 if [ -d .devdata/deps ]; then
     mkdir -p "$pack/.devdata"
@@ -51,5 +50,4 @@ if [ -n "${EMBER_PACK_FIXTURES:-}" ]; then
         cp "$src"/tiny-*-"$q".* "$pack/.devdata/fixtures/models/"
     done
 fi
-grep -qx "$pack" .git/info/exclude 2>/dev/null || echo "$pack" >>.git/info/exclude
 du -sh "$pack"
