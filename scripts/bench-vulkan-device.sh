@@ -64,7 +64,12 @@
 #                               input by a quantize_x dispatch that Q, K, V share).
 #                               EMBER_VULKAN_MMV_QX_OUT=1|noglu (opt-in): that copy written by
 #                               the dispatch that makes x (product + norm, ATTN, and with =1
-#                               gate + up + SWIGLU) instead of a quantize_x dispatch.
+#                               gate + up + SWIGLU) instead of a quantize_x dispatch (their
+#                               "_xq" shader variants); =code: those variants with the copy
+#                               off, the default path as commit b03c119 left it (to compare).
+#                               EMBER_VULKAN_READBACK=0: the logits read through a staging copy
+#                               and a second submission after the graph, instead of copied into
+#                               host memory by the graph's own command buffer.
 #                               EMBER_VULKAN_MM_BIG=0|1 (prefill too): 64x64 | 128x128 tiles
 #                               for every prefill product instead of choosing by size.
 #   EMBER_BENCH_DEVICE=vulkan   the ember-bench device (vulkan:N to pick one)

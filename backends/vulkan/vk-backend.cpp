@@ -682,6 +682,7 @@ static bool profile_on() {
 static void device_wait_idle(vk_device_ctx * dc) {
     std::lock_guard<std::mutex> lock(dc->queue_mutex);
     vkQueueWaitIdle(dc->queue);
+    dc->n_idle_waits++;
 }
 
 // Runs one recorded transfer command buffer and waits for it. Called with xfer_mutex held.
@@ -695,6 +696,7 @@ static ember_status xfer_submit(vk_device_ctx * dc) {
         std::lock_guard<std::mutex> lock(dc->queue_mutex);
         EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, dc->xfer_fence), "vkQueueSubmit");
     }
+    dc->n_submits++;
     EMBER_VK_CHECK(vkWaitForFences(dc->dev, 1, &dc->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     EMBER_VK_CHECK(vkResetFences(dc->dev, 1, &dc->xfer_fence), "vkResetFences");
     return EMBER_OK;
@@ -756,7 +758,12 @@ static bool upload_deferred(vk_buffer_ctx * bc, VkDeviceSize off, const void * d
     vk_device_ctx * dc = bc->dc;
     if (off_env || size == 0 || size > 65536 || size % 4 != 0 || off % 4 != 0) return false;
     if (!dc->up_open) {
-        device_wait_idle(dc);  // up_cb's last submission, and every reader of what it writes, done
+        // up_cb's last submission done: flushed alone (waited), or with a graph whose stream has
+        // waited for its fence since (up_busy cleared); else wait for the queue. Earlier readers
+        // of what it writes need no wait: every graph's command buffer ends with a barrier that
+        // orders its shaders before the transfers submitted after it.
+        if (dc->up_busy.load()) device_wait_idle(dc);
+        dc->up_busy = false;
         if (vkResetCommandBuffer(dc->up_cb, 0) != VK_SUCCESS) return false;
         VkCommandBufferBeginInfo bi{};
         bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
@@ -796,6 +803,7 @@ static ember_status flush_uploads(vk_device_ctx * dc) {
         std::lock_guard<std::mutex> lock(dc->queue_mutex);
         EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, dc->xfer_fence), "vkQueueSubmit");
     }
+    dc->n_submits++;
     EMBER_VK_CHECK(vkWaitForFences(dc->dev, 1, &dc->xfer_fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     EMBER_VK_CHECK(vkResetFences(dc->dev, 1, &dc->xfer_fence), "vkResetFences");
     return EMBER_OK;
@@ -812,6 +820,7 @@ static void vk_buffer_free(ember_buffer * buf) {
     {
         std::lock_guard<std::mutex> lock(dc->xfer_mutex);
         if (flush_uploads(dc) != EMBER_OK) std::fprintf(stderr, "ember: vulkan: pending uploads failed\n");
+        dc->write_gen++;  // (a later buffer may get its handle)
     }
     device_wait_idle(dc);  // the GPU may still read it
     dc->buffer_epoch++;    // no recorded command buffer may name it again
@@ -830,16 +839,40 @@ static size_t tensor_offset(const ember_tensor * t) {
     return static_cast<size_t>(reinterpret_cast<uintptr_t>(t->data) - k_vk_base);
 }
 
+// Bytes [off, off + size) of bc from the readback copy of the last graph submitted on the
+// device, when that graph copied them back (record_readbacks) and nothing was submitted or
+// written by the host since: no queue wait and no staging submission, only the fence of that
+// graph (which the scheduler has normally waited for already). Called with xfer_mutex held.
+static bool readback_read(vk_buffer_ctx * bc, VkDeviceSize off, void * data, size_t size) {
+    vk_device_ctx * dc = bc->dc;
+    vk_stream_ctx * sc = dc->rb_stream;
+    if (!sc || !sc->rb_rec || dc->rb_gen != dc->write_gen) return false;
+    for (const vk_readback & r : sc->rb_rec->readbacks) {
+        if (r.src != bc->buffer || off < r.off || off + size > r.off + r.size) continue;
+        // (A stream is used by one thread at a time: the one reading its outputs.)
+        if (sc->pending && vkWaitForFences(dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS) return false;
+        std::memcpy(data, sc->rb_ptr + r.dst + (off - r.off), size);
+        dc->n_rb_reads++;
+        return true;
+    }
+    return false;
+}
+
 // The vtable has no status for set/get: a failed transfer is reported and leaves the data as it was.
 static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
     vk_buffer_ctx * bc  = bctx(buf);
     const size_t    off = tensor_offset(t) + offset;
     const double    t0  = profile_on() ? host_ns() : 0;
-    if (bc->block->mapped) {
+    if (bc->host_mapped) {
+        {
+            std::lock_guard<std::mutex> lock(bc->dc->xfer_mutex);
+            bc->dc->write_gen++;  // readback copies may be stale now
+        }
         device_wait_idle(bc->dc);
         std::memcpy(static_cast<char *>(bc->block->mapped) + bc->offset + off, data, size);
     } else {
         std::lock_guard<std::mutex> lock(bc->dc->xfer_mutex);
+        bc->dc->write_gen++;
         if (!upload_deferred(bc, off, data, size)) {
             ember_status st = flush_uploads(bc->dc);
             device_wait_idle(bc->dc);
@@ -847,9 +880,9 @@ static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const voi
             if (st != EMBER_OK) std::fprintf(stderr, "ember: vulkan: upload of %zu bytes to '%s' failed\n", size, t->name);
         }
     }
-    if (profile_on()) {
-        bc->dc->prof_io_ns += (uint64_t) (host_ns() - t0);
-        bc->dc->prof_io_calls++;
+    if (profile_on() && bc->dc->prof_graph_seen) {
+        bc->dc->prof_io_ns[0] += (uint64_t) (host_ns() - t0);
+        bc->dc->prof_io_calls[0]++;
     }
 }
 
@@ -857,7 +890,14 @@ static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, voi
     vk_buffer_ctx * bc  = bctx(buf);
     const size_t    off = tensor_offset(t) + offset;
     const double    t0  = profile_on() ? host_ns() : 0;
-    if (bc->block->mapped) {
+    bool            rb  = false;
+    {
+        std::lock_guard<std::mutex> lock(bc->dc->xfer_mutex);
+        rb = readback_read(bc, off, data, size);
+    }
+    if (rb) {
+        // (read from the last graph's readback copy)
+    } else if (bc->host_mapped) {
         device_wait_idle(bc->dc);
         std::memcpy(data, static_cast<const char *>(bc->block->mapped) + bc->offset + off, size);
     } else {
@@ -870,21 +910,26 @@ static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, voi
             std::memset(data, 0, size);
         }
     }
-    if (profile_on()) {
-        bc->dc->prof_io_ns += (uint64_t) (host_ns() - t0);
-        bc->dc->prof_io_calls++;
+    if (profile_on() && bc->dc->prof_graph_seen) {
+        bc->dc->prof_io_ns[1] += (uint64_t) (host_ns() - t0);
+        bc->dc->prof_io_calls[1]++;
     }
 }
 
 static void vk_buffer_clear(ember_buffer * buf, uint8_t value) {
     vk_buffer_ctx * bc = bctx(buf);
     vk_device_ctx * dc = bc->dc;
-    if (bc->block->mapped) {
+    if (bc->host_mapped) {
+        {
+            std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+            dc->write_gen++;
+        }
         device_wait_idle(dc);
         std::memset(static_cast<char *>(bc->block->mapped) + bc->offset, value, bc->size);
         return;
     }
     std::lock_guard<std::mutex> lock(dc->xfer_mutex);
+    dc->write_gen++;
     if (flush_uploads(dc) != EMBER_OK) return;
     device_wait_idle(dc);
     if (xfer_begin(dc) != EMBER_OK) return;
@@ -929,6 +974,7 @@ static ember_status vk_buft_alloc(ember_buffer_type * buft, size_t size, ember_b
         std::lock_guard<std::mutex> lock(dc->mutex);
         st = create_buffer(dc, size, dc->mem_type_device, dc->device_mem_mapped, dc->blocks, bc);
     }
+    bc->host_mapped = dc->device_mem_mapped && st == EMBER_OK;
     if (st != EMBER_OK) {
         std::fprintf(stderr, "ember: vulkan: %s: failed to allocate a buffer of %.1f MiB\n", dc->name.c_str(),
                      size / (1024.0 * 1024.0));
@@ -999,13 +1045,18 @@ static void profile_print(vk_stream_ctx * sc) {
     std::fprintf(stderr, "ember: vulkan: %s profile (dispatches serialized, a barrier before each): %llu graphs, %.3f ms per graph\n",
                  sc->dc->name.c_str(), (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
     if (sc->prof_submits > 1) {
-        const uint64_t io_calls = sc->dc->prof_io_calls.load();
+        const vk_device_ctx * dc  = sc->dc;
+        const uint64_t        set = dc->prof_io_calls[0].load(), get = dc->prof_io_calls[1].load();
         std::fprintf(stderr,
                      "ember: vulkan: host: %.3f ms wall from one submission to the next (%llu submissions), %.3f ms per "
-                     "submission blocked on its fence; %llu set/get_tensor calls, %.1f us each (waits and copies)\n",
+                     "submission blocked on its fence, %.1f us per resubmitted graph from graph_compute to its "
+                     "submission (signature); after the first graph: %llu set_tensor calls, %.1f us each; %llu get_tensor calls "
+                     "(%llu from readback copies), %.1f us each (waits and copies)\n",
                      sc->prof_wall_ns / 1e6 / (double) (sc->prof_submits - 1), (unsigned long long) sc->prof_submits,
-                     sc->prof_wait_ns / 1e6 / (double) sc->prof_submits, (unsigned long long) io_calls,
-                     io_calls ? (double) sc->dc->prof_io_ns.load() / 1e3 / (double) io_calls : 0.0);
+                     sc->prof_wait_ns / 1e6 / (double) sc->prof_submits, sc->n_reused ? sc->prof_prep_ns / 1e3 / (double) sc->n_reused : 0.0,
+                     (unsigned long long) set, set ? (double) dc->prof_io_ns[0].load() / 1e3 / (double) set : 0.0,
+                     (unsigned long long) get, (unsigned long long) dc->n_rb_reads.load(),
+                     get ? (double) dc->prof_io_ns[1].load() / 1e3 / (double) get : 0.0);
     }
     std::fprintf(stderr, "  %7s %10s %9s %6s  %s\n", "calls", "total ms", "avg us", "%", "kernel");
     for (const auto & r : rows) {
@@ -1021,7 +1072,89 @@ static void stream_wait(vk_stream_ctx * sc) {
     if (sc->profile) sc->prof_wait_ns += host_ns() - t0;
     vkResetFences(sc->dc->dev, 1, &sc->fence);
     sc->pending = false;
+    if (sc->up_in_flight) sc->dc->up_busy = false;  // the device's up_cb went with it
+    sc->up_in_flight = false;
     if (sc->profile) profile_collect(sc);
+}
+
+// The stream's readback buffer given back (no submission of the stream pending).
+static void readback_free(vk_stream_ctx * sc) {
+    vk_device_ctx * dc = sc->dc;
+    {
+        std::lock_guard<std::mutex> xlock(dc->xfer_mutex);
+        if (dc->rb_stream == sc) dc->rb_stream = nullptr;
+    }
+    sc->rb_rec = nullptr;
+    if (!sc->rb_buf) return;
+    std::lock_guard<std::mutex> lock(dc->mutex);
+    vkDestroyBuffer(dc->dev, sc->rb_buf, nullptr);
+    mem_free(dc, sc->rb_blk, sc->rb_off, sc->rb_alloc, dc->blocks);
+    sc->rb_buf  = VK_NULL_HANDLE;
+    sc->rb_ptr  = nullptr;
+    sc->rb_size = 0;
+}
+
+// Records, at the end of rc (after the barrier that ends its shaders), copies of the range's
+// outputs (EMBER_TENSOR_FLAG_OUTPUT nodes: the logits, or the top-k candidates) into the
+// stream's host-visible readback buffer, so that the host reads them after the graph's own
+// fence (readback_read) instead of through a second submission, a queue wait and the staging
+// buffer: one submission per decode step. At most k_vk_readback_max bytes, the last outputs
+// first; larger outputs (all the logits of a long prompt) are read through staging as before.
+// Only where device memory is not mapped by the host (discrete GPUs), unless
+// EMBER_VULKAN_READBACK=1 (always: the tests on lavapipe); =0 never (read at each recording).
+static ember_status record_readbacks(vk_stream_ctx * sc, vk_recording * rc, const ember_graph * g, int32_t begin, int32_t end) {
+    vk_device_ctx * dc = sc->dc;
+    rc->readbacks.clear();
+    const char * env = std::getenv("EMBER_VULKAN_READBACK");
+    if (env && std::strcmp(env, "0") == 0) return EMBER_OK;
+    if (dc->device_mem_mapped && !(env && std::strcmp(env, "1") == 0)) return EMBER_OK;
+    std::vector<vk_readback> want;
+    VkDeviceSize             total = 0;
+    for (int32_t i = end - 1; i >= begin; i--) {
+        const ember_tensor * n = g->nodes[i];
+        if (!(n->flags & EMBER_TENSOR_FLAG_OUTPUT) || n->op == EMBER_OP_VIEW || !ember_vk_is_own_buffer(dc, n->buffer)) continue;
+        const VkDeviceSize size = ember_nbytes(n);
+        if (size == 0 || total + size > k_vk_readback_max) continue;
+        want.push_back({bctx(n->buffer)->buffer, tensor_offset(n), size, total});
+        total = (total + size + 255) / 256 * 256;
+    }
+    if (want.empty()) return EMBER_OK;
+    if (total > sc->rb_size) {
+        // A larger buffer: the stream's other recordings copy into the old one, record them again.
+        readback_free(sc);
+        for (vk_recording & r : sc->recs) {
+            if (&r != rc) r.valid = false;
+        }
+        VkDeviceSize size = 1ull << 20;
+        while (size < total) size *= 2;
+        vk_buffer_ctx b;
+        {
+            std::lock_guard<std::mutex> lock(dc->mutex);
+            const ember_status st = create_buffer(dc, size, dc->mem_type_staging, true, dc->blocks, &b);
+            if (st != EMBER_OK) return st;
+        }
+        if (!b.block->mapped) return EMBER_ERR_INTERNAL;  // host-visible memory is always mapped
+        sc->rb_buf   = b.buffer;
+        sc->rb_blk   = b.block;
+        sc->rb_off   = b.offset;
+        sc->rb_alloc = b.alloc;
+        sc->rb_size  = size;
+        sc->rb_ptr   = static_cast<const char *>(b.block->mapped) + b.offset;
+    }
+    for (const vk_readback & r : want) {
+        VkBufferCopy cp{};
+        cp.srcOffset = r.off;
+        cp.dstOffset = r.dst;
+        cp.size      = r.size;
+        vkCmdCopyBuffer(sc->cb, r.src, sc->rb_buf, 1, &cp);
+    }
+    VkMemoryBarrier mb{};
+    mb.sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    rc->readbacks = std::move(want);
+    return EMBER_OK;
 }
 
 static void vk_stream_free(ember_stream * s) {
@@ -1044,6 +1177,7 @@ static void vk_stream_free(ember_stream * s) {
         vkDestroyBuffer(sc->dc->dev, sc->cnt_buf, nullptr);
         mem_free(sc->dc, sc->cnt_blk, sc->cnt_off, sc->cnt_alloc, sc->dc->blocks);
     }
+    readback_free(sc);
     profile_print(sc);
     for (vk_recording & rc : sc->recs) {
         for (VkDescriptorPool p : rc.desc_pools) vkDestroyDescriptorPool(sc->dc->dev, p, nullptr);
@@ -1100,6 +1234,7 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     vk_stream_ctx * sc = sctx(s);
     vk_device_ctx * dc = sc->dc;
     if (!g || node_begin < 0 || node_begin > node_end || (size_t) node_end > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
+    if (sc->profile) sc->prof_enter_ns = host_ns();
     if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
     // The same range recorded before, with nothing changed since: submit it again.
     const uint64_t sig   = graph_signature(g, node_begin, node_end);
@@ -1114,6 +1249,7 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     if (hit) {
         stream_wait(sc);
         sc->n_reused++;
+        if (sc->profile) sc->prof_prep_ns += host_ns() - sc->prof_enter_ns;
         hit->last_use = ++sc->use_clock;
         return submit_recording(sc, hit);
     }
@@ -1147,6 +1283,10 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
         if (r.last_use < rc->last_use) rc = &r;
     }
     rc->valid = false;
+    {
+        std::lock_guard<std::mutex> xlock(dc->xfer_mutex);
+        if (dc->rb_stream == sc) dc->rb_stream = nullptr;  // rc's list of copies changes
+    }
     for (VkDescriptorPool p : rc->desc_pools) vkResetDescriptorPool(dc->dev, p, 0);
     rc->desc_pool_cur = 0;
     sc->rec           = rc;
@@ -1169,6 +1309,7 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     vkCmdPipelineBarrier(sc->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                          &mb, 0, nullptr, 0, nullptr);
+    if (st == EMBER_OK) st = record_readbacks(sc, rc, g, node_begin, node_end);
     EMBER_VK_CHECK(vkEndCommandBuffer(sc->cb), "vkEndCommandBuffer");
     if (st != EMBER_OK) return st;
     rc->valid      = true;
@@ -1204,13 +1345,24 @@ static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc) {
         si.sType              = VK_STRUCTURE_TYPE_SUBMIT_INFO;
         si.commandBufferCount = n;
         si.pCommandBuffers    = cbs;
-        std::lock_guard<std::mutex> lock(dc->queue_mutex);
-        EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
+        {
+            std::lock_guard<std::mutex> lock(dc->queue_mutex);
+            EMBER_VK_CHECK(vkQueueSubmit(dc->queue, 1, &si, sc->fence), "vkQueueSubmit");
+        }
+        dc->n_submits++;
+        sc->up_in_flight = n == 2;
+        if (n == 2) dc->up_busy = true;
+        // Its readback copies (if any) are the current ones until the next write.
+        dc->write_gen++;
+        dc->rb_gen    = dc->write_gen;
+        dc->rb_stream = rc->readbacks.empty() ? nullptr : sc;
+        sc->rb_rec    = rc;
     }
     sc->pending        = true;
     sc->last_submitted = rc;
     if (sc->profile) {
         const double now = host_ns();
+        dc->prof_graph_seen = true;
         if (sc->prof_submits++ > 0) sc->prof_wall_ns += now - sc->prof_last_submit_ns;
         sc->prof_last_submit_ns = now;
     }
@@ -1467,6 +1619,15 @@ bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispat
     *dispatches = sctx(stream)->n_dispatches;
     *barriers   = sctx(stream)->n_barriers;
     *fused      = sctx(stream)->n_fused;
+    return true;
+}
+
+bool ember_vulkan_device_io_stats(ember_device * dev, uint64_t * submits, uint64_t * idle_waits, uint64_t * readback_reads) {
+    if (!dev || dev->reg != &g_vk_reg) return false;
+    const vk_device_ctx * dc = dctx(dev);
+    *submits        = dc->n_submits.load();
+    *idle_waits     = dc->n_idle_waits.load();
+    *readback_reads = dc->n_rb_reads.load();
     return true;
 }
 

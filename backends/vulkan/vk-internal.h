@@ -87,12 +87,27 @@ struct vk_device_ctx {
     // or before the next other transfer (vk-backend.cpp: upload_deferred).
     VkCommandBuffer       up_cb   = VK_NULL_HANDLE;
     bool                  up_open = false;
+    // up_cb went with a stream's graph submission that is not known done yet (cleared when that
+    // stream waits for its fence): reusing it then needs a wait, otherwise none.
+    std::atomic<bool>     up_busy{false};
+    // Readback copies (vk-backend.cpp: record_readbacks): write_gen counts the submissions and
+    // the host's writes (set, clear, free); rb_stream's last submission, which took generation
+    // rb_gen, copied its graph's outputs into host memory, and they are current while
+    // write_gen == rb_gen. Under xfer_mutex.
+    uint64_t              write_gen = 0, rb_gen = 0;
+    struct vk_stream_ctx * rb_stream = nullptr;
+    // Statistics (ember_vulkan_device_io_stats): queue submissions, waits for the whole queue,
+    // reads served by a readback copy.
+    std::atomic<uint64_t> n_submits{0}, n_idle_waits{0}, n_rb_reads{0};
     VkBuffer              staging     = VK_NULL_HANDLE;
     vk_mem_block *        staging_blk = nullptr;
     VkDeviceSize          staging_size = 0;
     // EMBER_VULKAN_PROFILE=1: host time in set_tensor / get_tensor (waits and staged copies
     // included) and their count, printed with a stream's profile.
-    std::atomic<uint64_t> prof_io_ns{0}, prof_io_calls{0};
+    // [0]: set_tensor, [1]: get_tensor; counted once the first graph was submitted (not the
+    // weights' uploads).
+    std::atomic<uint64_t> prof_io_ns[2] = {}, prof_io_calls[2] = {};
+    std::atomic<bool>     prof_graph_seen{false};
 };
 
 struct vk_buffer_ctx {
@@ -102,11 +117,22 @@ struct vk_buffer_ctx {
     VkDeviceSize    offset = 0;  // in the block
     VkDeviceSize    size   = 0;  // requested
     VkDeviceSize    alloc  = 0;  // taken from the block
+    // The host reads and writes it through the block's mapping (device memory mapped: integrated
+    // GPUs, lavapipe), not through staging copies. False with EMBER_VULKAN_NO_UMA=1 also where
+    // it shares a mapped block (lavapipe's single memory type).
+    bool            host_mapped = false;
 };
 
 // A command buffer recorded for one graph range, kept to be submitted again while the graph,
 // its tensors' shapes, parameters and addresses, and the device's buffers stay the same (the
 // runtime reuses its decode graphs from token to token; only the inputs' contents change).
+// A graph output copied into the stream's readback buffer at the end of a recording: bytes
+// [off, off + size) of buffer src, at dst in the readback buffer.
+struct vk_readback {
+    VkBuffer     src = VK_NULL_HANDLE;
+    VkDeviceSize off = 0, size = 0, dst = 0;
+};
+
 struct vk_recording {
     VkCommandBuffer               cb = VK_NULL_HANDLE;
     std::vector<VkDescriptorPool> desc_pools;  // its descriptor sets
@@ -121,6 +147,7 @@ struct vk_recording {
     VkQueryPool                   qpool = VK_NULL_HANDLE;
     uint32_t                      qcap  = 0;
     std::vector<std::string>      qnames;
+    std::vector<vk_readback>      readbacks;  // its outputs' copies into vk_stream_ctx::rb_buf
 };
 constexpr int k_vk_recordings = 8;  // per stream (the runtime caches a few graphs)
 
@@ -130,6 +157,16 @@ struct vk_stream_ctx {
     VkCommandBuffer               cb   = VK_NULL_HANDLE;  // the one being recorded (= rec->cb)
     VkFence                       fence = VK_NULL_HANDLE;
     bool                          pending = false;  // submitted, fence not yet waited
+    bool                          up_in_flight = false;  // that submission holds the device's up_cb
+    // Host-visible (cached where the device has it) memory that each recording's last commands
+    // copy the graph's outputs into (EMBER_TENSOR_FLAG_OUTPUT: the logits), so that reading them
+    // costs no second submission and wait (vk-backend.cpp: record_readbacks); rb_rec: the
+    // recording last submitted.
+    VkBuffer                      rb_buf = VK_NULL_HANDLE;
+    vk_mem_block *                rb_blk = nullptr;
+    VkDeviceSize                  rb_off = 0, rb_alloc = 0, rb_size = 0;
+    const char *                  rb_ptr = nullptr;
+    const vk_recording *          rb_rec = nullptr;
     vk_recording                  recs[k_vk_recordings];
     vk_recording *                rec = nullptr;    // being recorded
     uint64_t                      use_clock = 0;
@@ -146,6 +183,7 @@ struct vk_stream_ctx {
     // Host side (profile): wall time from one submission to the next, time blocked on the
     // fence, submissions counted.
     double                        prof_last_submit_ns = 0, prof_wall_ns = 0, prof_wait_ns = 0;
+    double                        prof_prep_ns = 0, prof_enter_ns = 0;  // in graph_compute before its submission (signature, recording)
     uint64_t                      prof_submits = 0;
     ember_abort_callback          abort_cb = nullptr;
     void *                        abort_ud = nullptr;
@@ -177,6 +215,7 @@ struct vk_stream_ctx {
     VkDeviceSize                  cnt_scratch = 0, xq_base = 0, xq_bcnt = 0;
     int32_t                       xq_slot = -1;  // the slot of the product being recorded (-1: none)
     int32_t                       xq_out  = -1;  // the slot the dispatch being recorded writes its result's copy to (-1: none)
+    bool                          xq_code = false;  // its "_xq" shader variant with the copy off (EMBER_VULKAN_MMV_QX_OUT=code)
     uint32_t                      n_xq    = 0;   // quantize_x dispatches of the last recording (in n_dispatches)
     vk_mem_block *                cnt_blk = nullptr;
     VkDeviceSize                  cnt_off = 0, cnt_alloc = 0;
@@ -188,6 +227,7 @@ constexpr uint32_t k_vk_xq_slots  = 8;
 constexpr uint32_t k_vk_xq_maxk   = 16384;  // the longest quantized row (mul_mat_vec_q.comp QX_MAXK)
 constexpr uint32_t k_vk_xq_slot   = k_vk_xq_maxk + k_vk_xq_maxk / 32 * 8;  // int8 values, then (d, d * sum) per 32
 constexpr uint32_t k_vk_xq_bcnt   = k_vk_xq_maxk / 32 * 4;  // the block counters' bytes
+constexpr uint64_t k_vk_readback_max = 32ull << 20;  // the most output bytes a recording copies back
 
 // Every pipeline has the same layout: 8 storage buffers (binding 0..7; most shaders use the
 // first few, the decode products fused with the norm after them all 8) and 128 bytes of push

@@ -171,7 +171,11 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
                       int32_t xq_slot = -1) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
-    ember_status    st = ember_vk_pipeline(dc, shader, wg, &pipeline, spec1, spec2);
+    // sc->xq_out >= 0: the "_xq" variant of the shader (vulkan.cmake: XQ_OUT), which also writes
+    // the quantized copy; the default variants have none of that code (sc->xq_code: the "_xq"
+    // variant with its copy off, EMBER_VULKAN_MMV_QX_OUT=code).
+    const bool      xq = sc->xq_out >= 0 || sc->xq_code;
+    ember_status    st = ember_vk_pipeline(dc, xq ? shader + "_xq" : shader, wg, &pipeline, spec1, spec2);
     if (st != EMBER_OK) return st;
     VkDescriptorSet set;
     st = ember_vk_alloc_desc_set(sc, &set);
@@ -931,7 +935,10 @@ const ember_tensor * xq_root(const ember_tensor * t) {
 // (2 reps, a noisy run: the old path measured 8% / 40% below the previous session's) Q4_0
 // 182.7 +- 3.8 t/s with all three vs 191.9 +- 7.2 without, Q4_K_M 100.8 +- 12.3 vs 104.6 +-
 // 7.5, with 125 / 109 fewer dispatches and barriers per token. Suspect: the memory barrier
-// and atomic at the end of every gate + up workgroup (=noglu avoids them; not measured yet).
+// and atomic at the end of every gate + up workgroup (=noglu avoids them). The copy's code lives
+// in "_xq" shader variants only (dispatch()); the default path runs the shaders as they were
+// before it. H200, 8B tg128, 3 reps (rows of one call swing by 30%): Q4_0 171 t/s with =noglu
+// vs 211-216 without; Q4_K_M 186 vs 170-177: still not the default.
 const ember_tensor * qx_out_of(const unit & u, bool glu) {
     const ember_tensor * t = u.mm_norm ? u.mul : u.glu_out ? (glu ? u.glu_out : nullptr)
                              : u.node && u.node->op == EMBER_OP_ATTN && !u.norm && !u.glu && !u.rope && !u.kv ? u.node : nullptr;
@@ -1167,6 +1174,11 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     }
     bool     pending = false;  // dispatches since the last barrier
     uint32_t level   = 0;
+    // EMBER_VULKAN_MMV_QX_OUT=code: the units that could write a quantized copy of their result
+    // (product + norm, gate + up, ATTN) on their "_xq" shader variants with the copy off, as
+    // every decode step ran them before those variants were split off (commit b03c119): to
+    // measure what that code costs the default path (read at each recording).
+    const bool xq_code = env_is("EMBER_VULKAN_MMV_QX_OUT", "code");
     for (uint32_t k : order) {
         const unit & u = units[k];
         if (u.wr.empty()) continue;  // VIEW, empty
@@ -1184,6 +1196,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         sc->err_slot = u.err_slot;
         sc->xq_slot  = u.xq_slot;
         sc->xq_out   = u.xq_out;
+        sc->xq_code  = xq_code && !u.xq_src && (u.mm_norm || u.glu_out || (u.node && u.node->op == EMBER_OP_ATTN));
         const ember_status st = u.xq_src ? record_quantize_x(sc, u.xq_src, u.xq_slot)
                                 : u.mm_norm ? record_mul_mat(sc, u.node, nullptr, nullptr, nullptr, nullptr, u.add, u.norm, u.mul, u.cnt_slot)
                                 : u.norm  ? record_rms_norm(sc, u.add, u.norm, u.mul)
@@ -1191,6 +1204,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                                         : record_node(sc, u.node);
         sc->xq_slot = -1;
         sc->xq_out  = -1;
+        sc->xq_code = false;
         if (st != EMBER_OK) return st;
         if (sc->profile && u.xq_src) {
             vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);

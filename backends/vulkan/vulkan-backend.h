@@ -24,7 +24,10 @@
 // EMBER_VULKAN_ATTN_RANGE=0 (attention visits every key of the cache view, not only those up
 // to the last one the mask shows), EMBER_VULKAN_MMV_QX=0 (no integer-dot QX products),
 // EMBER_VULKAN_MMV_QX_PRE=0 (QX products quantize x in every workgroup instead of reading it
-// quantized once per input): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_PROFILE=1: each
+// quantized once per input): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_READBACK=0: a
+// graph's outputs (the logits) read back through a staging copy of their own after the graph,
+// not copied into host memory by the graph's own command buffer (=1: that copy also where
+// device memory is host-mapped, as on lavapipe). EMBER_VULKAN_PROFILE=1: each
 // stream times every dispatch with GPU timestamps (dispatches then in graph order, a barrier
 // before each) and prints the time per kernel when freed.
 #ifndef EMBER_VULKAN_BACKEND_H
@@ -69,5 +72,11 @@ bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispat
 // Of those dispatches, how many quantized a decode product's x once for the QX_PRE products
 // that read it (EMBER_VULKAN_MMV_QX_PRE=0: none, every workgroup quantizes x itself).
 uint32_t ember_vulkan_stream_x_quantizations(ember_stream * stream);
+
+// Device-wide counters since the device was opened: queue submissions (graphs, staged copies,
+// uploads flushed alone), waits for the whole queue (vkQueueWaitIdle), and tensor reads served
+// by a graph's readback copy of its outputs (no submission or wait of their own). False for
+// other devices.
+bool ember_vulkan_device_io_stats(ember_device * dev, uint64_t * submits, uint64_t * idle_waits, uint64_t * readback_reads);
 
 #endif  // EMBER_VULKAN_BACKEND_H

@@ -28,6 +28,7 @@
 
 #ifdef EMBER_HAVE_VULKAN
 #    include "backends/vulkan/vulkan-backend.h"
+#    include "backends/vulkan/vk-shaders.h"
 
 namespace {
 
@@ -1412,6 +1413,157 @@ TEST_CASE("[vulkan] command buffers are reused while the graph is unchanged") {
     REQUIRE(ember_vulkan_stream_stats(r.stream, &rec2, &reuse2));
     CHECK(rec2 == rec + 1);
     CHECK(nmse(first, ember_test::get_f32(out)) > 0);  // still the last inputs
+}
+
+// SPIR-V instruction counts of an embedded shader: barriers (OpControlBarrier), atomics
+// (OpAtomicIAdd ...) and Coherent decorations.
+struct spv_counts {
+    int barriers = 0, atomics = 0, coherent = 0;
+};
+spv_counts spv_count(const ember_vk_shader_blob & b) {
+    spv_counts c;
+    for (size_t i = 5; i < b.n_words;) {  // after the 5-word header
+        const uint32_t op = b.words[i] & 0xffffu, len = b.words[i] >> 16;
+        if (len == 0) break;
+        if (op == 224) c.barriers++;                                     // OpControlBarrier
+        if (op >= 227 && op <= 242) c.atomics++;                         // OpAtomicLoad .. OpAtomicXor
+        if (op == 71 && len >= 3 && b.words[i + 2] == 23) c.coherent++;  // OpDecorate .. Coherent
+        if (op == 72 && len >= 4 && b.words[i + 3] == 23) c.coherent++;  // OpMemberDecorate
+        i += len;
+    }
+    return c;
+}
+
+// The quantized copy of a decode product's result written by its producer
+// (EMBER_VULKAN_MMV_QX_OUT, opt-in) lives in "_xq" variants only: the default product + norm,
+// gate + up and attention shaders that every decode step runs carry none of its code (its
+// barriers, the gate + up block counters' atomics, a coherent result buffer), as before it
+// existed (commit b03c119 put it into them, behind a push constant).
+TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") {
+    size_t pairs = 0;
+    for (size_t i = 0; i < ember_vk_shader_blob_count; i++) {
+        const std::string name = ember_vk_shader_blobs[i].name;
+        if (name.size() < 3 || name.compare(name.size() - 3, 3, "_xq") != 0) continue;
+        const ember_vk_shader_blob * def = nullptr;
+        for (size_t j = 0; j < ember_vk_shader_blob_count; j++) {
+            if (name.compare(0, name.size() - 3, ember_vk_shader_blobs[j].name) == 0 &&
+                std::strlen(ember_vk_shader_blobs[j].name) == name.size() - 3) {
+                def = &ember_vk_shader_blobs[j];
+            }
+        }
+        CAPTURE(name);
+        REQUIRE_MESSAGE(def, "an _xq variant without its default one");
+        const spv_counts d = spv_count(*def), x = spv_count(ember_vk_shader_blobs[i]);
+        CHECK(d.barriers < x.barriers);
+        if (name.find("_glu_") != std::string::npos) {
+            CHECK(d.atomics == 0);
+            CHECK(x.atomics > 0);
+            CHECK(d.coherent == 0);
+        } else {
+            CHECK(d.atomics == x.atomics);
+            CHECK(d.coherent == x.coherent);
+        }
+        pairs++;
+    }
+    CHECK(pairs == 84u);  // glu and norm forms of the 26 decode product variants, 32 attention variants
+}
+
+// A decode step as the runtime makes it: inputs set (token id, x), the graph run, its output
+// (EMBER_TENSOR_FLAG_OUTPUT, as the logits) read back. With readback copies the read is served
+// from the copy the graph's own command buffer made: one submission per step, and (device
+// memory not host-mapped, inputs deferred into that submission) no queue wait at all.
+// strict: the device's memory is not mapped (EMBER_VULKAN_NO_UMA=1, the child process below):
+// also no queue waits, and without readback copies a second submission per read.
+void readback_steps(bool strict) {
+    const auto make = [](int32_t tok) {
+        return [tok](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * w = new_input(g, in, EMBER_TYPE_Q4_0, 256, 64, 1, 1, 90);
+            ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, 256, 8, 1, 1, 91);
+            return ember_mul_mat(g, w, ember_get_rows(g, x, new_ids(g, in, {tok})));
+        };
+    };
+    ember_device * dev = vk_device();
+    uint64_t       sub = 0, waits = 0, rbr = 0;
+    const auto     io  = [&](uint64_t * s, uint64_t * w, uint64_t * r) { REQUIRE(ember_vulkan_device_io_stats(dev, s, w, r)); };
+    for (const bool copies : {true, false}) {
+        CAPTURE(copies);
+        env_guard          eg("EMBER_VULKAN_READBACK", copies ? (strict ? nullptr : "1") : "0");
+        dev_run            r;
+        std::vector<input> ins;
+        ember_tensor *     out = make(0)(r.g, ins);
+        out->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+        r.g.build_forward(out);
+        r.place(dev);
+        ember_tensor * rows = out->src[1];  // not an output: read through staging or the mapping
+        for (int32_t step = 0; step < 4; step++) {
+            CAPTURE(step);
+            const int32_t tok = (step * 3) % 8;
+            ins[2].i          = {tok};
+            uint64_t s0 = 0, w0 = 0, r0 = 0;
+            io(&s0, &w0, &r0);
+            for (const input & in : ins) set_input(in);
+            REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+            r.stream->iface.synchronize(r.stream);
+            const std::vector<float> got = ember_test::get_f32(out);
+            io(&sub, &waits, &rbr);
+            CHECK(rbr - r0 == (copies ? 1u : 0u));
+            if (strict) {
+                CHECK_MESSAGE(sub - s0 == (copies ? 1u : 2u), "submissions of one step (the read included)");
+                if (step > 0 && copies) CHECK_MESSAGE(waits == w0, "a decode step waited for the whole queue");
+            }
+            const std::vector<float> ref = run_on(ember_registry_cpu_device(), make(tok));
+            CHECK(nmse(ref, got) < 2e-4);
+            // A part of the output, from the copy too.
+            std::vector<float> part(5);
+            ember_tensor_get(out, part.data(), 3 * sizeof(float), part.size() * sizeof(float));
+            for (size_t i = 0; i < part.size(); i++) CHECK(part[i] == got[3 + i]);
+            // Another tensor of the graph: its own bytes, not the copy's.
+            const std::vector<float> x = ember_test::get_f32(rows);
+            for (size_t i = 0; i < x.size(); i++) CHECK(x[i] == ins[1].f[(size_t) tok * 256 + i]);
+        }
+        // The host writes the output: the copy is stale, the new bytes are read.
+        uint64_t s0 = 0, w0 = 0, r0 = 0;
+        io(&s0, &w0, &r0);
+        const std::vector<float> mark(64, 0.25f);
+        ember_tensor_set(out, mark.data(), 0, mark.size() * sizeof(float));
+        CHECK(ember_test::get_f32(out) == mark);
+        io(&sub, &waits, &rbr);
+        CHECK(rbr == r0);
+    }
+}
+
+TEST_CASE("[vulkan] decode step: outputs read from the graph's own readback copy") {
+    REQUIRE_VK();
+    validation_guard vg;
+    readback_steps(false);  // copies forced on (lavapipe's memory is host-mapped)
+#if defined(__linux__)
+    // The same with device memory behind staging copies, as on a discrete GPU, in a child
+    // process (the memory types are chosen when the device is opened).
+    if (std::getenv("EMBER_VK_READBACK_CHILD")) return;
+    namespace fs           = std::filesystem;
+    std::error_code   ec;
+    const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+    REQUIRE(!ec);
+    const std::string log = ember_test_tmp_dir() + "/vk-readback-child.log";
+    const std::string cmd = "EMBER_VK_READBACK_CHILD=1 EMBER_VULKAN_NO_UMA=1 '" + exe +
+                            "' -tc='[vulkan] decode step child process' > '" + log + "' 2>&1";
+    const int         rc  = std::system(cmd.c_str());
+    std::ifstream     in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    CHECK_MESSAGE(rc == 0, "child failed:\n" << ss.str());
+    CHECK_MESSAGE(ss.str().find("1 passed | 0 failed") != std::string::npos, "child ran no case:\n" << ss.str());
+#endif
+}
+
+TEST_CASE("[vulkan] decode step child process") {
+    if (!std::getenv("EMBER_VK_READBACK_CHILD")) {
+        MESSAGE("skipped: run by \"[vulkan] decode step: outputs read ...\" in a child process");
+        return;
+    }
+    REQUIRE_VK();
+    validation_guard vg;
+    readback_steps(true);
 }
 
 // Whole models in the weight types added last (the K-quants Q2_K / Q3_K, IQ4_XS, and Ember's

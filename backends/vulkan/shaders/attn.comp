@@ -29,11 +29,18 @@ layout(binding = 1) readonly buffer K { uint kb[]; };
 layout(binding = 2) readonly buffer V { uint vb[]; };
 layout(binding = 3) readonly buffer M { uint mb[]; };
 layout(binding = 4) writeonly buffer D { uint db[]; };
-// xq_on (one token, rows of d floats one after the other, d a multiple of 32): the output also
-// quantized as quantize_x.comp would (same layout and arithmetic) into the stream's slot at
-// binding 5, for the decode products that read it (the O projection: no quantize_x dispatch).
+// XQ_OUT (the "_xq" variants, EMBER_VULKAN_MMV_QX_OUT), with xq_on (one token, rows of d
+// floats one after the other, d a multiple of 32): the output also quantized as quantize_x.comp
+// would (same layout and arithmetic) into the stream's slot at binding 5, for the decode
+// products that read it (the O projection: no quantize_x dispatch). Without XQ_OUT the shader
+// is the one before that option existed.
+#ifndef XQ_OUT
+#define XQ_OUT 0
+#endif
+#if XQ_OUT
 layout(binding = 5) writeonly buffer XQO { uint xqo[]; };
 layout(binding = 5) writeonly buffer XQD { vec2 xqd[]; };
+#endif
 
 #define DQ_FN dq_k
 #define DQ_BUF kb
@@ -59,7 +66,9 @@ layout(push_constant) uniform PC {
     // Keys after the last one the mask shows are not visited (the mask row is scanned first:
     // a decode step's causal mask hides the padded end of the cache, n_kv rounded up to 256).
     uint mask_end;
+#if XQ_OUT
     uint xq_on;
+#endif
 } pc;
 
 #define MAX_WG 256u
@@ -211,9 +220,12 @@ void main() {
             float a = acc[c];
             for (uint k = 1u; k < ng; k++) a += sacc[(k - 1u) * pc.d + i];
             db[drow + i] = floatBitsToUint(a * inv);
+#if XQ_OUT
             sq[i]        = a * inv;  // (q is no longer read)
+#endif
         }
     }
+#if XQ_OUT
     if (pc.xq_on != 0u) {
         // Blocks of 32: 8 neighbouring invocations, a vec4 each, their absolute maxima and
         // integer sums through shared memory (sred, sp: free now).
@@ -246,4 +258,5 @@ void main() {
             barrier();
         }
     }
+#endif
 }

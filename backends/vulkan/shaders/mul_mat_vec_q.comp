@@ -103,6 +103,12 @@ layout(binding = 6) writeonly buffer KE { uint kv_err[]; };
 #ifndef NORM_OUT
 #define NORM_OUT 0
 #endif
+#ifndef XQ_OUT
+#define XQ_OUT 0
+#endif
+#if XQ_OUT && !(NORM_OUT || GLU_OUT)
+#error "mul_mat_vec_q.comp: XQ_OUT goes with NORM_OUT or GLU_OUT"
+#endif
 #if NORM_OUT
 #if GLU_OUT || SWIGLU_X || ROPE_OUT || KV_OUT
 #error "mul_mat_vec_q.comp: NORM_OUT goes alone"
@@ -115,12 +121,15 @@ layout(binding = 4) readonly buffer NW4 { vec4 nw4[]; };
 layout(binding = 5) writeonly buffer S4 { vec4 sb4[]; };
 layout(binding = 6) writeonly buffer O4 { vec4 ob4[]; };
 layout(binding = 7) coherent buffer CNT { uint cnt[]; };
-// xq_on: the normalized result also quantized as quantize_x.comp would (same layout and
-// arithmetic) into the stream's slot 0, which binding 2 runs on over from word xq_w (the
-// products of the next layer that read it then need no quantize_x dispatch).
+#if XQ_OUT
+// XQ_OUT (the "_xq" variants, EMBER_VULKAN_MMV_QX_OUT): the normalized result also quantized
+// as quantize_x.comp would (same layout and arithmetic) into the stream's slot 0, which
+// binding 2 runs on over from word xq_w (the products of the next layer that read it then need
+// no quantize_x dispatch). Without it the shader is the one before that option existed.
 layout(binding = 2) writeonly buffer DXD { vec2 dxd[]; };
-#elif GLU_OUT
-// xq_on: the result also quantized as quantize_x.comp would into the slot at binding 5 (the
+#endif
+#elif GLU_OUT && XQ_OUT
+// XQ_OUT: the result also quantized as quantize_x.comp would into the slot at binding 5 (the
 // FFN down product then needs no quantize_x dispatch): the workgroups of each 32-row block
 // count themselves done on its word at binding 6 (zero between dispatches), and the last one
 // reads the block back (coherent) and quantizes it. One column, n a multiple of 32.
@@ -147,9 +156,13 @@ layout(push_constant) uniform PC {
     uint r_off, nw_off, o_off;
     float eps;
     uint s_off;
+#if XQ_OUT
     uint xq_on, xq_w;  // the quantized copy (0: none), its word offset in binding 2
     uint unused_[2];
-#elif GLU_OUT
+#else
+    uint unused_[4];
+#endif
+#elif GLU_OUT && XQ_OUT
     uint xq_on;  // the quantized copy (0: none)
     uint unused_[8];
 #else
@@ -655,7 +668,7 @@ void qx_quantize(uint xr) {
 #endif
 #endif
 
-#if GLU_OUT
+#if GLU_OUT && XQ_OUT
 // Block b (32 values of the result row at d_off, a multiple of 32) quantized by one
 // invocation, with quantize_x.comp's arithmetic: int8 words at word 8b of the slot, then
 // (d, d * the sum of the integers) at vec2 n / 8 + b.
@@ -903,11 +916,16 @@ void main() {
         const uint v = tid + j * wgs;
         if (v < nv) {
             sb4[pc.s_off / 4u + v] = sv[j];
+#if XQ_OUT
             sv[j]                  = sv[j] * scale * nw4[pc.nw_off / 4u + v];
             ob4[pc.o_off / 4u + v] = sv[j];
+#else
+            ob4[pc.o_off / 4u + v] = sv[j] * scale * nw4[pc.nw_off / 4u + v];
+#endif
         }
     }
     if (tid == 0u) cnt[0] = 0u;  // for the next dispatch that counts on this word
+#if XQ_OUT
     if (pc.xq_on != 0u) {
         // Blocks of 32 values: 8 neighbouring invocations (one vec4 each, as in quantize_x.comp),
         // their absolute maxima and integer sums through shared memory.
@@ -936,11 +954,13 @@ void main() {
             }
         }
     }
+#endif
 #elif GLU_OUT
     if (lane == 0u && r0 < pc.n) {
         const float g = red[tid];
         db[pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3 + r0] = floatBitsToUint(g / (1.0 + exp(-g)) * red2[tid]);
     }
+#if XQ_OUT
     if (pc.xq_on != 0u) {
         // Every row of this workgroup written and made visible, then each of its blocks counted
         // (a workgroup holds part of one block or whole blocks: powers of two).
@@ -954,6 +974,7 @@ void main() {
             xq_block(b);
         }
     }
+#endif
 #else
     if (lane == 0u) {
         const uint db0 = pc.d_off + c * pc.d_nb1 + i2 * pc.d_nb2 + i3 * pc.d_nb3;
