@@ -1,6 +1,9 @@
 #include "runtime/context.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -80,6 +83,7 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
         streams_.push_back(s);
     }
     sched_ = std::make_unique<ember_sched>(streams_);
+    if (const char * e = std::getenv("EMBER_PROFILE_HOST")) host_.on = sched_->host.on = std::strcmp(e, "1") == 0;
     sched_->set_abort_callback(params.abort_callback, params.abort_user_data);
 
     std::vector<ember_buffer_type *> layer_buft;
@@ -109,6 +113,14 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
 }
 
 ember_context::~ember_context() {
+    if (host_.on && sched_ && sched_->host.runs > 0) {
+        const double n = static_cast<double>(sched_->host.runs), us = 1e6 / n;
+        std::fprintf(stderr,
+                     "ember: host time per micro-batch over %.0f: inputs and setup %.1f us, compute %.1f us (scheduler copies %.1f, "
+                     "graph_compute calls %.1f in %.2f splits, waits %.1f), outputs %.1f us\n",
+                     n, host_.setup_s * us, host_.compute_s * us, sched_->host.copies_s * us, sched_->host.compute_s * us,
+                     static_cast<double>(sched_->host.splits) / n, sched_->host.wait_s * us, host_.outputs_s * us);
+    }
     graphs_.clear();
     sched_.reset();
     for (ember_stream * s : streams_) ember_stream_free(s);
@@ -246,6 +258,14 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
     if (!kv.find_slots(n, cells_)) ember_throw(EMBER_ERR_CONTEXT_FULL, "context full");
     kv.occupy(cells_.data(), &pos_[u0], &seq_[u0], n);
 
+    using clock = std::chrono::steady_clock;
+    auto       t    = host_.on ? clock::now() : clock::time_point();
+    const auto lap  = [&](double & into) {
+        if (!host_.on) return;
+        const auto now = clock::now();
+        into += std::chrono::duration<double>(now - t).count();
+        t = now;
+    };
     try {
         cached_graph & cg = graph_for(n, n_out, kv.n_kv());
         // Plan (first use) or re-address (after a buffer grew) before writing the inputs;
@@ -258,7 +278,9 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
         if (cg.in.out_ids) ember_tensor_set(cg.in.out_ids, out_ids_.data(), 0, n_out * sizeof(int32_t));
         kv.fill_mask(static_cast<float *>(cg.in.mask->data), cg.n_kv, &pos_[u0], &seq_[u0], n);
 
+        lap(host_.setup_s);
         st = sched_->compute(cg.g.get());
+        lap(host_.compute_s);
         if (st == EMBER_ERR_CANCELLED) ember_throw(st, "decode cancelled by the abort callback");
         if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
         n_ubatches++;
@@ -280,6 +302,7 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
             ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
                              static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
         }
+        lap(host_.outputs_s);
     } catch (...) {
         kv.release(cells_.data(), n);
         throw;

@@ -47,6 +47,11 @@ struct ember_context {
     uint64_t n_ubatches     = 0;
 
   private:
+    // EMBER_PROFILE_HOST=1: host time per micro-batch, printed when the context is freed.
+    struct host_profile {
+        bool   on = false;
+        double setup_s = 0, compute_s = 0, outputs_s = 0;
+    } host_;
     struct cached_graph {
         uint32_t                     n_tokens = 0, n_outputs = 0, n_kv = 0;
         std::unique_ptr<ember_graph> g;

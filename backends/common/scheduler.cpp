@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -66,8 +67,9 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
     auto supports = [&](int s, const ember_tensor * node) { return ember_device_supports_op(streams_[s]->device, node); };
 
     // Pass 1: placement.
-    std::vector<int> assigned(g->nodes.size(), cpu);
-    int              prev = -1;
+    std::vector<int>  assigned(g->nodes.size(), cpu);
+    std::vector<char> by_prev(g->nodes.size(), 0);  // placed by the node before it, no weight of its own
+    int               prev = -1;
     for (size_t i = 0; i < g->nodes.size(); i++) {
         ember_tensor * node = g->nodes[i];
         int            s    = -1;
@@ -96,6 +98,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
                 }
             }
         }
+        if (s < 0 && node->op != EMBER_OP_VIEW && !node->view_src) by_prev[i] = 1;
         if (s < 0 && prev >= 0 && supports(prev, node)) s = prev;
         for (int k = 0; s < 0 && k < n_streams; k++) {
             if (supports(k, node)) s = k;
@@ -106,6 +109,36 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
         assigned[i] = s;
         where[node] = s;
         prev        = s;
+    }
+
+    // Pass 1b: a node on the CPU only because the node before it ran there (no weight of its
+    // own, e.g. the first layer's RMS_NORM after the CPU's embedding lookup) runs where all its
+    // consumers run when that is one accelerator that supports it. The lookup's result then
+    // crosses once, at the start of the step, instead of the step being split where the first
+    // layer's residual ADD reads it (an H200 decode token of the 8B model had two host round
+    // trips more for that). Backwards, so consumers are final; views stay with their owners.
+    {
+        std::unordered_map<const ember_tensor *, size_t> index;
+        for (size_t i = 0; i < g->nodes.size(); i++) index[g->nodes[i]] = i;
+        std::vector<int> consumer_stream(g->nodes.size(), -1);  // -1 none, -2 several or the CPU or a view
+        const auto       note = [&](size_t i, int s) {
+            int & c = consumer_stream[i];
+            c       = c == -1 ? s : c == s ? c : -2;
+        };
+        for (size_t i = g->nodes.size(); i-- > 0;) {
+            ember_tensor * node = g->nodes[i];
+            const int      cs   = consumer_stream[i];
+            if (by_prev[i] && assigned[i] == cpu && cs >= 0 && cs != cpu && supports(cs, node)) {
+                assigned[i] = cs;
+                where[node] = cs;
+            }
+            const bool view = node->op == EMBER_OP_VIEW || node->view_src;
+            for (ember_tensor * src : node->src) {
+                if (!src) continue;
+                auto it = index.find(src);
+                if (it != index.end()) note(it->second, view || assigned[i] == cpu ? -2 : assigned[i]);
+            }
+        }
     }
 
     // Leaves the graph writes into (the KV cache through SET_ROWS views): a copy of them must
@@ -247,23 +280,37 @@ ember_status ember_sched::compute(ember_graph * g) {
 
     std::vector<uint8_t> staging;
     const int32_t        n = static_cast<int32_t>(g->nodes.size());
+    using clock          = std::chrono::steady_clock;
+    auto       t         = host.on ? clock::now() : clock::time_point();
+    const auto lap       = [&](double & into) {
+        if (!host.on) return;
+        const auto now = clock::now();
+        into += std::chrono::duration<double>(now - t).count();
+        t = now;
+    };
     for (int32_t i = 0; i < n;) {
         const int s = p.node_stream[i];
         int32_t   j = i;
         while (j < n && p.node_stream[j] == s) j++;
         if (s < 0) {
             for (int32_t k = i; k < j; k++) copy_tensor(g->nodes[k]->src[0], g->nodes[k], staging);
+            lap(host.copies_s);
         } else {
             if (abort_cb_ && abort_cb_(abort_ud_)) return EMBER_ERR_CANCELLED;
             ember_stream * stream = streams_[s];
             st                    = stream->iface.graph_compute(stream, g, i, j);
+            lap(host.compute_s);
+            host.splits++;
             if (st != EMBER_OK) return st;
             // The next split may read what this one wrote.
             if (j < n) stream->iface.synchronize(stream);
+            lap(host.wait_s);
         }
         i = j;
     }
     for (ember_stream * s : streams_) s->iface.synchronize(s);
+    lap(host.wait_s);
+    host.runs++;
     return EMBER_OK;
 }
 

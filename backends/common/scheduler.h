@@ -37,6 +37,14 @@ struct ember_sched {
     int                      n_splits(ember_graph * g) const;
     uint64_t                 n_plans() const { return n_plans_; }
 
+    // Host time inside compute() (EMBER_PROFILE_HOST=1 sets `on`; the context prints it):
+    // scheduler copies, the streams' graph_compute calls, and the waits for the streams.
+    struct host_times {
+        bool     on = false;
+        double   copies_s = 0, compute_s = 0, wait_s = 0;
+        uint64_t runs = 0, splits = 0;
+    } host;
+
   private:
     struct graph_plan {
         std::vector<int> node_stream;  // per node of g->nodes; -1 = scheduler copy

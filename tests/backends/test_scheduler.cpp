@@ -213,6 +213,67 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     ember_stream_free(cpu_st);
 }
 
+TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator its consumers use") {
+    // a = W_cpu x (a CPU weight, like the embedding lookup); b = a + a has no weight of its own
+    // (the first layer's norm); c = W_fake b; out = c + a reads a again (the residual ADD). b
+    // belongs with c on the fake device: one copy of a, one CPU split and one fake split.
+    init_fake();
+    ember_device *      cpu_dev = ember_registry_cpu_device();
+    ember_stream_params sp{};
+    sp.n_threads          = 2;
+    ember_stream * cpu_st = nullptr;
+    REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
+    ember_buffer *cpu_buf = nullptr, *fake_buf = nullptr, *cpu_buf2 = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf2) == EMBER_OK);
+    REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
+    struct built {
+        ember_graph    g;
+        ember_tensor * b = nullptr, *out = nullptr;
+    };
+    const auto build_it = [&](built & t, ember_buffer * fbuf) {
+        std::mt19937   rng(9);
+        size_t         co = 0, fo = 0;
+        ember_tensor * x  = leaf(t.g, cpu_buf, co, 16, 2, rng, false);
+        ember_tensor * wc = leaf(t.g, cpu_buf, co, 16, 12, rng, true);
+        ember_tensor * wf = leaf(t.g, fbuf, fo, 12, 12, rng, true);
+        ember_tensor * a  = ember_mul_mat(t.g, wc, x);
+        t.b               = ember_add(t.g, a, a);
+        t.out             = ember_add(t.g, ember_mul_mat(t.g, wf, t.b), a);
+        t.out->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+        t.g.build_forward(t.out);
+    };
+    built ref;
+    build_it(ref, cpu_buf2);
+    std::vector<float> want(ember_nelements(ref.out));
+    {
+        ember_sched s({cpu_st});
+        REQUIRE(s.compute(&ref.g) == EMBER_OK);
+        ember_tensor_get(ref.out, want.data(), 0, want.size() * sizeof(float));
+    }
+    built tg;
+    build_it(tg, fake_buf);
+    ember_sched sched({&g_fake_stream, cpu_st});
+    g_fake.n_calls = 0;
+    REQUIRE(sched.compute(&tg.g) == EMBER_OK);
+    const std::vector<int> & where = *sched.node_streams(&tg.g);
+    int n_copies = 0;
+    for (size_t i = 0; i < tg.g.nodes.size(); i++) {
+        if (where[i] < 0) n_copies++;
+        if (tg.g.nodes[i] == tg.b) CHECK(where[i] == 0);
+    }
+    CHECK(n_copies == 1);  // a, once: b and the last ADD share the copy
+    CHECK(sched.n_splits(&tg.g) == 2);
+    CHECK(g_fake.n_calls == 1);
+    std::vector<float> got(want.size());
+    ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
+    for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
+    ember_buffer_free(cpu_buf);
+    ember_buffer_free(cpu_buf2);
+    ember_buffer_free(fake_buf);
+    ember_stream_free(cpu_st);
+}
+
 TEST_CASE("[scheduler] copies of unchanging leaves are hoisted; a leaf the graph writes is copied after the write") {
     init_fake();
     ember_device *      cpu_dev = ember_registry_cpu_device();
