@@ -137,6 +137,98 @@ __global__ void __launch_bounds__(k_norm_threads) rms_norm_kernel(norm_args p) {
     }
 }
 
+// Decode rows (RMS_NORM + MUL, optionally with the residual ADD before it and the quantized
+// copy after it) of contiguous F32 rows of n <= 1024 NV elements, n % 4 == 0, and a 1-D weight:
+// 256 threads, NV float4 per thread. rms_norm_kernel's 1024 threads x 62 registers take a whole
+// SM's register file, so in a decode step that block could start only once some SM had drained
+// every block of the matvec before it (H200 trace: 6-9 us per norm on the critical path); this
+// one fits beside a matvec's blocks, and loads its weights before waiting for that matvec.
+// Element 4 (t + 256 k) + j is lane t % 32's float4 k: a quantization block of 32 is 8 lanes.
+constexpr int k_norm_dec_threads = 256;
+
+template <int NV, bool ADD, bool QX>
+__global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_args p, int n) {
+    const int     t   = threadIdx.x;
+    const int64_t row = blockIdx.x;
+    float4        wv[NV], v[NV];
+    const float4 * w4 = reinterpret_cast<const float4 *>(p.w.data);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        wv[k]       = i < n ? __ldg(w4 + i / 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // weights: before the wait
+    }
+    cu_pdl_begin();
+    const auto rowp = [&](const cu_tensor & x) { return reinterpret_cast<float4 *>(x.data + row * x.nb[1]); };
+    float4 *   src  = rowp(p.src);
+    float      ss   = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        if (i < n) {
+            if constexpr (ADD) {
+                const float4 a = rowp(p.a)[i / 4], b = rowp(p.b)[i / 4];
+                v[k]           = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+            } else {
+                v[k] = src[i / 4];
+            }
+        } else {
+            v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        if constexpr (ADD) {
+            if (i < n) src[i / 4] = v[k];  // the sum, for the ADD's other readers
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    __shared__ float part[k_norm_dec_threads / 32];
+    ss = cu_warp_sum(ss);
+    if (t % 32 == 0) part[t / 32] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < k_norm_dec_threads / 32; k++) tot += part[k];
+    const float scale = 1.0f / sqrtf(tot / static_cast<float>(n) + p.eps);
+    float4 *    y     = rowp(p.dst);
+    float4 *    z     = rowp(p.mul);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        // Lanes past n hold zeros and still take part in the shuffles (whole 8-lane groups:
+        // with QX n % 32 == 0); only their stores are dropped.
+        const int    i  = 4 * (t + k_norm_dec_threads * k);
+        const bool   in = i < n;
+        const float4 nv = make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale);
+        const float4 zv = make_float4(nv.x * wv[k].x, nv.y * wv[k].y, nv.z * wv[k].z, nv.w * wv[k].w);
+        if (in) {
+            y[i / 4] = nv;
+            z[i / 4] = zv;
+        }
+        if constexpr (QX) {
+            // cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32
+            float amax = fmaxf(fmaxf(fabsf(zv.x), fabsf(zv.y)), fmaxf(fabsf(zv.z), fabsf(zv.w)));
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float d  = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int   q0 = static_cast<int>(roundf(__fmul_rn(zv.x, id))), q1 = static_cast<int>(roundf(__fmul_rn(zv.y, id)));
+            const int   q2 = static_cast<int>(roundf(__fmul_rn(zv.z, id))), q3 = static_cast<int>(roundf(__fmul_rn(zv.w, id)));
+            int         sq = q0 + q1 + q2 + q3;
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            const int64_t e = row * n + i;
+            if (!in) continue;
+            reinterpret_cast<char4 *>(p.xq + e)[0] =
+                make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1), static_cast<signed char>(q2), static_cast<signed char>(q3));
+            if (t % 8 == 0) {
+                const float dh = __half2float(__float2half_rn(d));
+                p.xds[e / 32]  = make_float2(dh, dh * static_cast<float>(sq));
+            }
+        }
+    }
+}
+
 template <bool IS_MUL>
 __global__ void binary_kernel(cu_tensor a, cu_tensor b, cu_tensor dst, int64_t n) {
     cu_pdl_begin();
@@ -215,6 +307,26 @@ bool ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tens
     return ember_nrows(norm) <= 0x7fffffff;
 }
 
+// Whether rms_norm_dec_kernel takes this RMS_NORM + MUL (+ ADD before it): rows of contiguous
+// F32 (each tensor's rows nb[1] apart, 16-byte aligned), at most 8192 wide, n % 4 == 0, a 1-D
+// weight of the row's length, and rows addressed by dim 1 only. EMBER_CUDA_NORM_DEC=0: off.
+bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_NORM_DEC");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    const int64_t n = norm->ne[0];
+    if (!on || n % 4 != 0 || n > 8192 || norm->ne[2] * norm->ne[3] != 1) return false;
+    const ember_tensor * w = mul->src[1];
+    if (w->ne[0] != n || ember_nelements(w) != n) return false;
+    const auto rows_ok = [&](const ember_tensor * x) {
+        return x->type == EMBER_TYPE_F32 && x->nb[0] == sizeof(float) && x->ne[0] == n && x->ne[1] == norm->ne[1] &&
+               ((reinterpret_cast<uintptr_t>(x->data) | x->nb[1]) & 15) == 0;
+    };
+    if (!rows_ok(norm) || !rows_ok(norm->src[0]) || !rows_ok(mul) || (reinterpret_cast<uintptr_t>(w->data) & 15) != 0) return false;
+    return !add || (rows_ok(add->src[0]) && rows_ok(add->src[1]));
+}
+
 ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx) {
     const int64_t rows = ember_nrows(norm);
     if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
@@ -241,6 +353,27 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     }
     qx = p.xq != nullptr;
     const unsigned g = static_cast<unsigned>(rows);
+    if (mul && norm_dec_ok(add, norm, mul)) {
+        const int64_t n  = norm->ne[0];
+        const int     nv = n <= 1024 ? 1 : n <= 2048 ? 2 : n <= 4096 ? 4 : 8;
+        const auto    go = [&](auto kernel) { cu_launch(ctx, kernel, g, k_norm_dec_threads, 0, p, static_cast<int>(n)); };
+        if (add && qx) {
+            nv == 1 ? go(rms_norm_dec_kernel<1, true, true>) : nv == 2 ? go(rms_norm_dec_kernel<2, true, true>)
+                : nv == 4 ? go(rms_norm_dec_kernel<4, true, true>) : go(rms_norm_dec_kernel<8, true, true>);
+        } else if (add) {
+            nv == 1 ? go(rms_norm_dec_kernel<1, true, false>) : nv == 2 ? go(rms_norm_dec_kernel<2, true, false>)
+                : nv == 4 ? go(rms_norm_dec_kernel<4, true, false>) : go(rms_norm_dec_kernel<8, true, false>);
+        } else if (qx) {
+            nv == 1 ? go(rms_norm_dec_kernel<1, false, true>) : nv == 2 ? go(rms_norm_dec_kernel<2, false, true>)
+                : nv == 4 ? go(rms_norm_dec_kernel<4, false, true>) : go(rms_norm_dec_kernel<8, false, true>);
+        } else {
+            nv == 1 ? go(rms_norm_dec_kernel<1, false, false>) : nv == 2 ? go(rms_norm_dec_kernel<2, false, false>)
+                : nv == 4 ? go(rms_norm_dec_kernel<4, false, false>) : go(rms_norm_dec_kernel<8, false, false>);
+        }
+        const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm + mul (decode)" : "rms_norm + mul (decode)");
+        if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
+        return st;
+    }
     // (ADD, FUSED, QX): the combinations the stream asks for.
     if (add && mul && qx) cu_launch(ctx, rms_norm_kernel<true, true, true>, g, k_norm_threads, 0, p);
     else if (add && mul) cu_launch(ctx, rms_norm_kernel<true, true, false>, g, k_norm_threads, 0, p);

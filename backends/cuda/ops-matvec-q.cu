@@ -563,6 +563,68 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
+// Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
+// chunks, 3.5 steps): the KS warps of a block share one row, each loading its contiguous KS-th
+// of the chunks in one step where it fits, so no warp waits on a chain of steps (mvr_kernel's
+// P buffer held two steps in 96 registers: 8B down product at ~1.4 TB/s); the parts meet in
+// shared memory. Plain products only (no group, no epilogue). EMBER_CUDA_MV_SPLIT=0: off.
+template <int T, int KS>
+__global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) {
+    using D                  = mvr<T>;
+    constexpr int U          = 4;
+    constexpr int rows_block = k_rp_warps / KS;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, part = wi % KS;
+    const int64_t n    = a.n;
+    const int64_t row  = static_cast<int64_t>(blockIdx.x) * rows_block + wi / KS;
+    const int64_t col  = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const int64_t          v   = col + a.x_ne1 * blockIdx.z;
+    const int8_t *         xq  = a.xq + v * a.nb * 32;
+    const float2 *         xds = a.xds + v * a.nb;
+    const int64_t          g   = wm * n + (row < n ? row : n - 1);  // rows past n: read, discard (no early return: __syncthreads)
+    const uint4 *          wq  = a.wq + g * a.nchunk;
+    const unsigned short * wd  = a.wd + g * a.nb;
+    const int              per = (a.nchunk + KS - 1) / KS;
+    const int              c_begin = part * per, c_end = min(a.nchunk, c_begin + per);
+    uint4                  w[U];
+    float                  dw[U];
+    const auto             load = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int  c  = c0 + 32 * u;
+            const bool ok = c < c_end;
+            w[u]          = ok ? __ldcs(wq + c) : make_uint4(0, 0, 0, 0);
+            dw[u]         = ok ? __half2float(__ushort_as_half(__ldg(wd + c / D::CPB))) : 0.0f;
+        }
+    };
+    load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float acc = 0.0f;
+    for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
+        if (c0 != c_begin + lane) load(c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c < c_end) acc += D::dot(w[u], dw[u], D::load_x(xq, xds, c));
+        }
+    }
+    __shared__ float parts[k_rp_warps];
+    acc = cu_warp_sum(acc);
+    if (lane == 0) parts[wi] = acc;
+    __syncthreads();
+    if (part == 0 && lane == 0 && row < n) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KS; k++) sum += parts[wi + k];
+        reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = sum;
+    }
+}
+
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
@@ -666,6 +728,117 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
+// Q6_K in its GGUF layout: 210-byte blocks leave every field only 2-byte aligned, so 16-byte
+// loads cannot pick a lane's quants out of global memory (mvq_kernel's 2-byte loads kept the
+// 8B model's 431 MB output matrix near 0.5 TB/s, a quarter of a decode token). But a row of a
+// multiple of 8 blocks (1680 bytes) starts 16-byte aligned: each warp copies its row into shared
+// memory with coalesced 16-byte loads, k6_seg blocks at a time, the next segment's loads in
+// flight while the current one is decoded from shared memory. A lane decodes units of 64
+// weights: unit u of a block is half h = u / 2, group g = u % 2 of it, i.e. ql bytes
+// 64 h + 16 g .. + 15 (low nibbles: weights 128 h + 16 g + i, high: + 64), ql bytes 32 further
+// (weights + 32 and + 96), and qh bytes 32 h + 16 g .. + 15 (their top two bits, bits 0-1, 2-3,
+// 4-5, 6-7 for the four groups of 16 weights), with scales 8 h + g + {0, 2, 4, 6}.
+constexpr int k6_seg    = 16;                    // blocks per segment
+constexpr int k6_seg_u4 = k6_seg * 210 / 16;     // its 16-byte chunks (210)
+constexpr int k6_loads  = (k6_seg_u4 + 31) / 32;  // chunks per lane (7)
+
+// 16 bytes at shared-memory offset off (2-byte aligned; odd: off % 4 == 2) as four words.
+__device__ __forceinline__ void k6_read16(const unsigned char * s, int off, bool odd, uint32_t (&w)[4]) {
+    const uint32_t * p = reinterpret_cast<const uint32_t *>(s + (off & ~3));
+    if (!odd) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) w[k] = p[k];
+        return;
+    }
+    uint32_t a[5];
+#pragma unroll
+    for (int k = 0; k < 5; k++) a[k] = p[k];
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[k] = __funnelshift_r(a[k], a[k + 1], 16);
+}
+
+__global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
+    __shared__ __align__(16) unsigned char seg[k_rp_warps][k6_seg_u4 * 16 + 16];
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32;
+    const int64_t row  = static_cast<int64_t>(blockIdx.x) * k_rp_warps + wi;
+    if (row >= a.n) return;  // warp-level synchronization only below
+    const int64_t col = blockIdx.y;
+    int64_t       i2 = 0, i3 = 0;
+    const char *  wb = a.w;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
+    }
+    const int64_t  v    = col + a.x_ne1 * blockIdx.z;
+    const int8_t * xq   = a.xq + v * a.k;
+    const float2 * xds  = a.xds + v * (a.k / 32);
+    const uint4 *  src  = reinterpret_cast<const uint4 *>(wb + row * a.w_nb1);
+    const int      nblk = static_cast<int>(a.nblk);
+    const int      nseg = (nblk + k6_seg - 1) / k6_seg;
+    uint4          buf[k6_loads];
+    const auto     load = [&](int sg) {
+        const int     n4 = min(k6_seg, nblk - sg * k6_seg) * 210 / 16;  // a multiple of 8 blocks: whole chunks
+        const uint4 * p  = src + static_cast<int64_t>(sg) * k6_seg_u4;
+#pragma unroll
+        for (int k = 0; k < k6_loads; k++) {
+            const int j = lane + 32 * k;
+            buf[k]      = j < n4 ? __ldcs(p + j) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    load(0);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    unsigned char * sm  = seg[wi];
+    float           acc = 0.0f;
+    for (int sg = 0; sg < nseg; sg++) {
+#pragma unroll
+        for (int k = 0; k < k6_loads; k++) {
+            const int j = lane + 32 * k;
+            if (j < k6_seg_u4) reinterpret_cast<uint4 *>(sm)[j] = buf[k];
+        }
+        __syncwarp();
+        if (sg + 1 < nseg) load(sg + 1);
+        const int nb = min(k6_seg, nblk - sg * k6_seg);
+        for (int u = lane; u < 4 * nb; u += 32) {
+            const int  b = u >> 2, h = (u >> 1) & 1, g = u & 1;
+            const int  base = 210 * b;
+            const bool odd  = (b & 1) != 0;
+            uint32_t   lo[4], hi[4], qh[4];
+            k6_read16(sm, base + 64 * h + 16 * g, odd, lo);
+            k6_read16(sm, base + 64 * h + 32 + 16 * g, odd, hi);
+            k6_read16(sm, base + 128 + 32 * h + 16 * g, odd, qh);
+            const int8_t * sc = reinterpret_cast<const int8_t *>(sm + base + 192 + 8 * h + g);
+            const float    d  = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(sm + base + 208)));
+            const int64_t  kb = static_cast<int64_t>(sg) * k6_seg + b;
+            const int8_t * xb = xq + 256 * kb + 128 * h + 16 * g;
+            const float2 * xd = xds + 8 * kb + 4 * h;
+            float          part = 0.0f;
+#pragma unroll
+            for (int grp = 0; grp < 4; grp++) {
+                const int4 xv   = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
+                const int  xw[4] = {xv.x, xv.y, xv.z, xv.w};
+                int        dot = 0, sx = 0;
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    uint32_t q;
+                    if (grp == 0) q = (lo[k] & 0x0f0f0f0fu) | ((qh[k] << 4) & 0x30303030u);
+                    else if (grp == 1) q = (hi[k] & 0x0f0f0f0fu) | ((qh[k] << 2) & 0x30303030u);
+                    else if (grp == 2) q = ((lo[k] >> 4) & 0x0f0f0f0fu) | (qh[k] & 0x30303030u);
+                    else q = ((hi[k] >> 4) & 0x0f0f0f0fu) | ((qh[k] >> 2) & 0x30303030u);
+                    dot = __dp4a(static_cast<int>(q), xw[k], dot);
+                    sx  = __dp4a(0x01010101, xw[k], sx);
+                }
+                // quants are q - 32: the 32 x sum(x) of the 16 weights comes off
+                part += static_cast<float>(sc[2 * grp]) * __ldg(&xd[grp].x) * static_cast<float>(dot - 32 * sx);
+            }
+            acc += d * part;
+        }
+        __syncwarp();
+    }
+    acc = cu_warp_sum(acc);
+    if (lane == 0) reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = acc;
+}
+
 // The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
 const unsigned short * rp_scales(const ember_tensor * w) {
     return reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) +
@@ -737,6 +910,16 @@ bool mv_pipe() {
     return on;
 }
 
+// EMBER_CUDA_MV_SPLIT=0: long rows on one warp each (mvr_kernel, P for Q4_0) instead of
+// mvr_split_kernel.
+bool mv_split() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_SPLIT");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 // Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
 // more warps, and more loads in flight, beat two rows sharing their x loads (H200 tg128: 8B Q4_0
 // 334 -> 339, 1B 1020 -> 1042); but 2 from 4096 rows for Q4_K (8B Q4_K_M 248 -> 270: its block
@@ -783,7 +966,13 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
-    if (r == 2) {
+    if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
+        // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
+        const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
+        const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
+        if (ks == 4) cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
+        else cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
+    } else if (r == 2) {
         cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
     } else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) {
         cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
@@ -813,6 +1002,18 @@ const bool k_q4k_wide = [] {
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
     return (reinterpret_cast<uintptr_t>(w->data) & m) == 0 && (w->nb[1] & m) == 0 && (w->nb[2] & m) == 0 && (w->nb[3] & m) == 0;
+}
+
+// EMBER_CUDA_Q6K_WIDE=0: Q6_K through mvq_kernel instead of mv6_kernel.
+const bool k_q6k_wide = [] {
+    const char * e = std::getenv("EMBER_CUDA_Q6K_WIDE");
+    return !e || std::strcmp(e, "0") != 0;
+}();
+
+// Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
+bool q6k_wide_ok(const ember_tensor * w) {
+    return k_q6k_wide && w->type == EMBER_TYPE_Q6_K && w->ne[0] % 256 == 0 &&
+           ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
 }
 
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
@@ -858,6 +1059,13 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
         }
     }
     if (a.grouped) return EMBER_ERR_INTERNAL;
+    if constexpr (T == EMBER_TYPE_Q6_K) {
+        if (q6k_wide_ok(w)) {
+            const dim3 g6(cu_blocks(a.n, k_rp_warps), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            cu_launch(ctx, mv6_kernel, g6, 32 * k_rp_warps, 0, a);
+            return ember_cuda_check_launch("mul_mat (matvec q6_k, rows through shared memory)");
+        }
+    }
     const int  r = rows_per_block();
     const dim3 grid(cu_blocks(a.n, r), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     switch (r) {

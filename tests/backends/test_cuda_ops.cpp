@@ -265,6 +265,19 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     check_case("matvec nf4 two groups", [](case_ctx & c) {
         return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_NF4, 64 * 260, 5), c.rand_leaf(EMBER_TYPE_F32, 64 * 260, 2));
     }, 1e-3);
+    // Q6_K rows of a multiple of 8 blocks go through shared memory (mv6_kernel) in segments of
+    // 16 blocks: one partial segment (2048), whole ones (4096), a tail of 8 (14336 = 56 blocks),
+    // odd row counts, several columns and a batched broadcast.
+    for (int64_t k : {2048, 4096, 6144, 14336}) {
+        for (int64_t m : {1, 3}) {
+            check_case("matvec q6_k rows through shared memory k=" + std::to_string(k) + " m=" + std::to_string(m), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q6_K, k, 37), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+            }, 1e-3);
+        }
+    }
+    check_case("matvec batched broadcast q6_k", [](case_ctx & c) {
+        return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q6_K, 2048, 9, 2), c.rand_leaf(EMBER_TYPE_F32, 2048, 2, 4));
+    }, 1e-3);
     check_case("matvec batched broadcast q4_k", [](case_ctx & c) {
         return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_K, 256, 8, 2), c.rand_leaf(EMBER_TYPE_F32, 256, 2, 4));
     }, 1e-3);
@@ -620,6 +633,25 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
         }, 1e-3, {41, 42, 43});
     }
     set_env("EMBER_CUDA_GRAPHS", "");
+    // The decode norm kernel (rms_norm_dec_kernel: 256 threads, float4 per thread, 1 to 8 per
+    // thread): model widths, partial warps (1056: the quantizer's 8-lane groups at a warp's
+    // tail), widths with no quantized copy (1000, 3000: n % 32 != 0), several rows.
+    for (int64_t n : {2048, 4096, 8192, 1056, 1000, 3000}) {
+        for (int64_t rows : {1, 3}) {
+            check_case("decode norm kernel n=" + std::to_string(n) + " rows=" + std::to_string(rows), [=](case_ctx & c) {
+                ember_tensor * x2 = ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, n, rows, 1, -2.0f, 2.0f), c.rand_leaf(EMBER_TYPE_F32, n, rows));
+                ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
+                // the quantized copy feeds the Q8_0 matvec (n % 32 == 0); x2 is read again
+                const ember_type wt = n % 32 == 0 ? EMBER_TYPE_Q8_0 : EMBER_TYPE_F16;
+                return ember_add(c.g, ember_mul_mat(c.g, c.weight_leaf(wt, n, 40), h), ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, n, 40), x2));
+            }, 1e-3);
+        }
+    }
+    check_case("decode norm kernel, norm + mul without the add", [](case_ctx & c) {
+        ember_tensor * h = ember_mul(c.g, ember_rms_norm(c.g, c.rand_leaf(EMBER_TYPE_F32, 4096, 1, 1, -3.0f, 3.0f), 1e-5f),
+                                     c.rand_leaf(EMBER_TYPE_F32, 4096, 1));
+        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 4096, 64), h);
+    }, 1e-3);
     // Rows of x whose width is not a multiple of 32 (no quantized copy), several rows.
     check_case("add + norm + mul, 100 wide, 3 rows", [](case_ctx & c) {
         ember_tensor * x2 = ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 3), c.rand_leaf(EMBER_TYPE_F32, 100, 3));
