@@ -757,11 +757,16 @@ __device__ __forceinline__ void k6_read16(const unsigned char * s, int off, bool
     for (int k = 0; k < 4; k++) w[k] = __funnelshift_r(a[k], a[k + 1], 16);
 }
 
+// KS = 4: rows longer than a segment (the FFN down product of Q4_K_M, 56 blocks) are shared by
+// the 4 warps of a block, each taking whole 8-block groups (so its part starts 16-byte aligned),
+// one segment each where the row allows; the parts meet in shared memory.
+template <int KS>
 __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     __shared__ __align__(16) unsigned char seg[k_rp_warps][k6_seg_u4 * 16 + 16];
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32;
-    const int64_t row  = static_cast<int64_t>(blockIdx.x) * k_rp_warps + wi;
-    if (row >= a.n) return;  // warp-level synchronization only below
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (k_rp_warps / KS) + wi / KS;
+    if (KS == 1 && row0 >= a.n) return;  // warp-level synchronization only below
+    const int64_t row = row0 < a.n ? row0 : a.n - 1;  // KS > 1: rows past n read, not stored
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0;
     const char *  wb = a.w;
@@ -773,8 +778,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     const int64_t  v    = col + a.x_ne1 * blockIdx.z;
     const int8_t * xq   = a.xq + v * a.k;
     const float2 * xds  = a.xds + v * (a.k / 32);
-    const uint4 *  src  = reinterpret_cast<const uint4 *>(wb + row * a.w_nb1);
-    const int      nblk = static_cast<int>(a.nblk);
+    const int      per  = KS == 1 ? static_cast<int>(a.nblk) : (static_cast<int>(a.nblk) / 8 + KS - 1) / KS * 8;  // blocks per part
+    const int      b0   = (wi % KS) * per;  // this warp's first block of the row
+    const int      nblk = max(0, min(static_cast<int>(a.nblk) - b0, per));
+    const uint4 *  src  = reinterpret_cast<const uint4 *>(wb + row * a.w_nb1 + static_cast<int64_t>(b0) * 210);
     const int      nseg = (nblk + k6_seg - 1) / k6_seg;
     uint4          buf[k6_loads];
     const auto     load = [&](int sg) {
@@ -786,7 +793,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
             buf[k]      = j < n4 ? __ldcs(p + j) : make_uint4(0, 0, 0, 0);
         }
     };
-    load(0);  // weights only: before waiting for the kernel that makes x
+    if (nseg > 0) load(0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     unsigned char * sm  = seg[wi];
     float           acc = 0.0f;
@@ -809,7 +816,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
             k6_read16(sm, base + 128 + 32 * h + 16 * g, odd, qh);
             const int8_t * sc = reinterpret_cast<const int8_t *>(sm + base + 192 + 8 * h + g);
             const float    d  = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(sm + base + 208)));
-            const int64_t  kb = static_cast<int64_t>(sg) * k6_seg + b;
+            const int64_t  kb = b0 + static_cast<int64_t>(sg) * k6_seg + b;
             const int8_t * xb = xq + 256 * kb + 128 * h + 16 * g;
             const float2 * xd = xds + 8 * kb + 4 * h;
             float          part = 0.0f;
@@ -835,8 +842,21 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
         }
         __syncwarp();
     }
-    acc = cu_warp_sum(acc);
-    if (lane == 0) reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = acc;
+    acc        = cu_warp_sum(acc);
+    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+    if constexpr (KS == 1) {
+        if (lane == 0) yc[row] = acc;
+    } else {
+        __shared__ float parts[k_rp_warps];
+        if (lane == 0) parts[wi] = acc;
+        __syncthreads();
+        if (wi % KS == 0 && lane == 0 && row0 < a.n) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KS; k++) sum += parts[wi + k];
+            yc[row0] = sum;
+        }
+    }
 }
 
 // The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
@@ -1061,8 +1081,11 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     if (a.grouped) return EMBER_ERR_INTERNAL;
     if constexpr (T == EMBER_TYPE_Q6_K) {
         if (q6k_wide_ok(w)) {
-            const dim3 g6(cu_blocks(a.n, k_rp_warps), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            cu_launch(ctx, mv6_kernel, g6, 32 * k_rp_warps, 0, a);
+            // rows of more than one segment: 4 warps per row (mv6_kernel KS)
+            const bool split = a.nblk > k6_seg && mv_split();
+            const dim3 g6(cu_blocks(a.n, split ? 1 : k_rp_warps), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            if (split) cu_launch(ctx, mv6_kernel<4>, g6, 32 * k_rp_warps, 0, a);
+            else cu_launch(ctx, mv6_kernel<1>, g6, 32 * k_rp_warps, 0, a);
             return ember_cuda_check_launch("mul_mat (matvec q6_k, rows through shared memory)");
         }
     }
