@@ -501,7 +501,18 @@ ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t
     return ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
 }
 
+ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used);
+
+// The node at i (and those its launch covers), its kernels left out when EMBER_CUDA_SKIP
+// names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
+    ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
+    const ember_status st  = compute_at_node(ctx, g, i, end, used);
+    ctx.skip_now           = false;
+    return st;
+}
+
+ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ember_tensor * node = g->nodes[i];
     *used               = 1;
     for (int h = 0; h < ctx.n_hoisted; h++) {  // already run with an earlier matvec's launch
@@ -684,8 +695,11 @@ struct cuda_stream_ctx {
 
     // CUDA graph of the last captured node range (see the top of this file).
     cudaGraphExec_t      exec = nullptr;
-    std::vector<int64_t> exec_sig;  // signature of the nodes recorded in exec
-    std::vector<int64_t> sig;       // scratch for the current call's signature
+    uint64_t exec_sig = 0;  // signature (graph_signature) of the nodes recorded in exec
+    // EMBER_PROFILE_HOST=1: host seconds per part of graph_compute, printed when freed.
+    bool     host_on = false;
+    double   host_sig_s = 0, host_check_s = 0, host_launch_s = 0, host_wait_s = 0;
+    uint64_t host_calls = 0, host_replays = 0;
     const void *    last_g = nullptr;  // the range run last: captured from its second run on
     int32_t         last_begin = -1, last_end = -1;
     size_t          last_n_nodes = 0;
@@ -705,6 +719,14 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
         for (cudaEvent_t e : p->ev) cudaEventDestroy(e);
         delete p;
         c->cu.prof = nullptr;
+    }
+    if (c->host_on && c->host_calls > 0) {
+        const double us = 1e6 / static_cast<double>(c->host_calls);
+        std::fprintf(stderr,
+                     "ember: %s: host time per graph_compute over %llu (%llu replays): signature %.1f us, checks + recording or "
+                     "eager launches %.1f us, replay launch %.1f us, wait %.1f us\n",
+                     c->dev->name.c_str(), static_cast<unsigned long long>(c->host_calls), static_cast<unsigned long long>(c->host_replays),
+                     c->host_sig_s * us, c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     cudaFree(c->cu.d_error);
@@ -746,34 +768,47 @@ ember_status finish(cuda_stream_ctx * c) {
     return EMBER_OK;
 }
 
-// What a recorded graph depends on: the range, and for each node everything a launcher reads.
-void graph_signature(const ember_cuda_ctx & cu, ember_graph * g, int32_t begin, int32_t end, std::vector<int64_t> & sig) {
-    sig.clear();
-    sig.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(g)));
-    sig.push_back(begin);
-    sig.push_back(end);
+// What a recorded graph depends on: the range, and for each node everything a launcher reads,
+// folded into a 64-bit hash as it is read. A decode step checks it once per token over ~650
+// nodes of ~60 fields: building and comparing a vector of them cost more host time than the
+// launch it guards (EMBER_PROFILE_HOST=1 shows the split).
+uint64_t graph_signature(const ember_cuda_ctx & cu, ember_graph * g, int32_t begin, int32_t end) {
+    // Four lanes in turn, so consecutive fields do not wait on each other's multiply.
+    uint64_t   h[4] = {0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0x2545f4914f6cdd1dull};
+    unsigned   k    = 0;
+    const auto mix  = [&h, &k](int64_t v) {
+        uint64_t & x = h[k++ & 3];
+        x            = (x ^ static_cast<uint64_t>(v)) * 0xff51afd7ed558ccdull;
+        x ^= x >> 29;
+    };
+    mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(g)));
+    mix(begin);
+    mix(end);
     for (int i = 0; i < 2; i++) {
-        sig.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[i])));
-        sig.push_back(static_cast<int64_t>(cu.scratch_size[i]));
+        mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[i])));
+        mix(static_cast<int64_t>(cu.scratch_size[i]));
     }
-    auto add_tensor = [&sig](const ember_tensor * t) {
-        sig.push_back(static_cast<int64_t>(reinterpret_cast<intptr_t>(t->data)));
-        sig.push_back(t->type);
+    const auto add_tensor = [&mix](const ember_tensor * t) {
+        mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(t->data)));
+        mix(t->type);
         for (int d = 0; d < 4; d++) {
-            sig.push_back(t->ne[d]);
-            sig.push_back(static_cast<int64_t>(t->nb[d]));
+            mix(t->ne[d]);
+            mix(static_cast<int64_t>(t->nb[d]));
         }
     };
     for (int32_t i = begin; i < end; i++) {
         const ember_tensor * node = g->nodes[i];
-        sig.push_back(node->op);
+        mix(node->op);
         add_tensor(node);
-        for (int p = 0; p < EMBER_MAX_OP_PARAMS; p++) sig.push_back(node->op_params[p]);
+        for (int p = 0; p < EMBER_MAX_OP_PARAMS; p++) mix(node->op_params[p]);
         for (int j = 0; j < EMBER_MAX_SRC; j++) {
             if (node->src[j]) add_tensor(node->src[j]);
-            else sig.push_back(-1);
+            else mix(-1);
         }
     }
+    uint64_t r = 0;
+    for (int i = 0; i < 4; i++) r = (r ^ h[i]) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i);
+    return r ^ (r >> 31);
 }
 
 // Records nodes [begin, end) into a CUDA graph, updates (or instantiates) the stream's
@@ -835,6 +870,38 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     if (!g || node_begin < 0 || node_begin > node_end || static_cast<size_t>(node_end) > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
     cudaSetDevice(c->cu.device);
+    using clock = std::chrono::steady_clock;
+    auto       t0  = c->host_on ? clock::now() : clock::time_point();
+    const auto lap = [&](double & into) {
+        if (!c->host_on) return;
+        const auto now = clock::now();
+        into += std::chrono::duration<double>(now - t0).count();
+        t0 = now;
+    };
+    c->host_calls++;
+    // The same work as the recorded graph (checked and run before): replay it.
+    bool graphable = !c->graphs_off && !c->cu.prof;
+    for (int32_t i = node_begin; i < node_end && graphable; i++) {
+        const ember_tensor * node = g->nodes[i];
+        if (node->op == EMBER_OP_MUL_MAT && !is_matvec(node)) graphable = false;  // cuBLAS: not for capture
+    }
+    const uint64_t sig = graphable ? graph_signature(c->cu, g, node_begin, node_end) : 0;
+    lap(c->host_sig_s);
+    if (graphable && c->exec && sig == c->exec_sig) {
+        if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
+        c->cu.qx_valid  = false;
+        c->cu.n_hoisted = 0;
+        const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);
+        lap(c->host_launch_s);
+        if (e != cudaSuccess) {
+            report(c->dev->name.c_str(), "cudaGraphLaunch", e);
+            return EMBER_ERR_BACKEND;
+        }
+        c->host_replays++;
+        const ember_status fs = finish(c);
+        lap(c->host_wait_s);
+        return fs;
+    }
     // Check every node first, so a graph either runs or fails before touching memory.
     for (int32_t i = node_begin; i < node_end; i++) {
         const ember_tensor * node = g->nodes[i];
@@ -871,22 +938,8 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         p->calls++;
         return st != EMBER_OK ? st : fs;
     }
-    bool graphable = !c->graphs_off;
-    for (int32_t i = node_begin; i < node_end && graphable; i++) {
-        const ember_tensor * node = g->nodes[i];
-        if (node->op == EMBER_OP_MUL_MAT && !is_matvec(node)) graphable = false;  // cuBLAS: not for capture
-    }
+    lap(c->host_check_s);
     if (graphable) {
-        graph_signature(c->cu, g, node_begin, node_end, c->sig);
-        if (c->exec && c->sig == c->exec_sig) {  // the same work as recorded: replay it
-            if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
-            const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);
-            if (e != cudaSuccess) {
-                report(c->dev->name.c_str(), "cudaGraphLaunch", e);
-                return EMBER_ERR_BACKEND;
-            }
-            return finish(c);
-        }
         const bool again = c->last_g == g && c->last_begin == node_begin && c->last_end == node_end && c->last_n_nodes == g->nodes.size();
         c->last_g        = g;
         c->last_begin    = node_begin;
@@ -898,7 +951,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
             if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
             bool               retry = false;
             const ember_status st    = run_captured(c, g, node_begin, node_end, &retry);
-            if (st == EMBER_OK) c->exec_sig.swap(c->sig);
+            if (st == EMBER_OK) c->exec_sig = sig;
             if (st != EMBER_ERR_UNSUPPORTED) return st != EMBER_OK ? st : finish(c);
             if (!retry) c->graphs_off = true;  // recording does not work here: eager from now on
         }
@@ -986,6 +1039,11 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
     const char * pdl    = std::getenv("EMBER_CUDA_PDL");
     c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
+    const char * hp     = std::getenv("EMBER_PROFILE_HOST");
+    c->host_on          = hp && std::strcmp(hp, "1") == 0;
+    c->cu.skip          = ember_cuda_skip_parse(std::getenv("EMBER_CUDA_SKIP"));
+    c->cu.skip_list     = std::getenv("EMBER_CUDA_SKIP");
+    if (c->cu.skip_list) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", std::getenv("EMBER_CUDA_SKIP"));
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = cudaSetDevice(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);

@@ -67,6 +67,7 @@ __device__ __forceinline__ void cu_prefetch_l2(const void * p) {
 // attribute when ctx.pdl. Errors are left for ember_cuda_check_launch (cudaGetLastError).
 template <typename... P, typename... A>
 inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A &&... args) {
+    if (ctx.skip_now) return;  // EMBER_CUDA_SKIP (measuring only)
     cudaLaunchAttribute attr[1];
     attr[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -50,7 +50,16 @@ struct ember_cuda_ctx {
 
     // EMBER_CUDA_PROFILE=1: the stream's per-op GPU timer (cuda-backend.cpp), else nullptr.
     void * prof = nullptr;
+
+    // EMBER_CUDA_SKIP (measuring only: results are wrong): kinds of op whose kernels are not
+    // launched (ember_cuda_skip_kind bits, cuda-plan.h), to see what each costs on a token's critical path;
+    // skip_now is set while such a node's launcher runs, and cu_launch then returns at once.
+    unsigned     skip      = 0;
+    const char * skip_list = nullptr;  // the variable's value, for its "w:NAME" entries
+    bool         skip_now  = false;
 };
+
+
 
 // Whether the memory of a and b overlaps (false when either is null or has no memory): the
 // hazard checks of the fusions (cuda-backend.cpp) and of the quantized-x reuse (ops-matvec-q.cu).

@@ -2,6 +2,9 @@
 // no CUDA, so the tests run it on CPU graphs with their own hooks.
 #include "cuda-plan.h"
 
+#include <cstring>
+#include <string>
+
 namespace {
 
 bool hoisted_in(const ember_tensor * const * hoisted, int n_hoisted, const ember_tensor * t) {
@@ -131,4 +134,48 @@ ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int
     p.n    = n;
     p.next = next;
     return p;
+}
+
+unsigned ember_cuda_skip_parse(const char * list) {
+    static const struct {
+        const char * name;
+        unsigned     bit;
+    } kinds[] = {{"mv", EMBER_CUDA_SKIP_MATVEC}, {"norm", EMBER_CUDA_SKIP_NORM}, {"attn", EMBER_CUDA_SKIP_ATTN},
+                 {"glu", EMBER_CUDA_SKIP_GLU},   {"other", EMBER_CUDA_SKIP_OTHER}};
+    unsigned bits = 0;
+    for (const char * p = list; p && *p;) {
+        const char * q = std::strpbrk(p, ",+");
+        const size_t n = q ? static_cast<size_t>(q - p) : std::strlen(p);
+        for (const auto & k : kinds) {
+            if (std::strlen(k.name) == n && std::strncmp(p, k.name, n) == 0) bits |= k.bit;
+        }
+        p = q ? q + 1 : p + n;
+    }
+    return bits;
+}
+
+unsigned ember_cuda_skip_kind_of(const ember_tensor * node) {
+    switch (node->op) {
+        case EMBER_OP_MUL_MAT: return EMBER_CUDA_SKIP_MATVEC;
+        case EMBER_OP_RMS_NORM:
+        case EMBER_OP_ADD:
+        case EMBER_OP_MUL: return EMBER_CUDA_SKIP_NORM;
+        case EMBER_OP_ATTN: return EMBER_CUDA_SKIP_ATTN;
+        case EMBER_OP_SWIGLU: return EMBER_CUDA_SKIP_GLU;
+        default: return EMBER_CUDA_SKIP_OTHER;
+    }
+}
+
+bool ember_cuda_skip_weight(const char * list, const ember_tensor * node) {
+    if (!list || node->op != EMBER_OP_MUL_MAT || !node->src[0]) return false;
+    for (const char * p = list; *p;) {
+        const char * q = std::strpbrk(p, ",+");
+        const size_t n = q ? static_cast<size_t>(q - p) : std::strlen(p);
+        if (n > 2 && std::strncmp(p, "w:", 2) == 0) {
+            const std::string part(p + 2, n - 2);
+            if (std::strstr(node->src[0]->name, part.c_str())) return true;
+        }
+        p = q ? q + 1 : p + n;
+    }
+    return false;
 }

@@ -36,4 +36,22 @@ bool ember_cuda_is_matvec(const ember_tensor * node);
 ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
                                            const ember_cuda_plan_hooks & h);
 
+// EMBER_CUDA_SKIP (measuring only; results are wrong): kinds of op whose kernels a decode step
+// does not launch, so a benchmark shows what each kind costs on the token's critical path.
+enum ember_cuda_skip_kind : unsigned {
+    EMBER_CUDA_SKIP_MATVEC = 1,   // "mv": MUL_MAT (decode products and their fused units)
+    EMBER_CUDA_SKIP_NORM   = 2,   // "norm": RMS_NORM, ADD, MUL (and their fusions)
+    EMBER_CUDA_SKIP_ATTN   = 4,   // "attn"
+    EMBER_CUDA_SKIP_GLU    = 8,   // "glu": SWIGLU
+    EMBER_CUDA_SKIP_OTHER  = 16,  // "other": ROPE, SET_ROWS, GET_ROWS, copies, TOP_K, ...
+};
+// A list such as "norm,attn" or "norm+attn" as ember_cuda_skip_kind bits (unknown names
+// ignored; null: 0).
+unsigned ember_cuda_skip_parse(const char * list);
+// The kind a node (the first of those one launch covers) counts as.
+unsigned ember_cuda_skip_kind_of(const ember_tensor * node);
+// Whether `list` has a "w:NAME" entry that names part of a matvec node's weight name (e.g.
+// "w:ffn_down" skips the FFN down products only).
+bool ember_cuda_skip_weight(const char * list, const ember_tensor * node);
+
 #endif  // EMBER_CUDA_PLAN_H

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -158,5 +159,33 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
         CHECK(one.u[0].rope == layers[0].q_rope);
         ember_buffer_free(leaves);
     }
+}
+
+TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
+    CHECK(ember_cuda_skip_parse(nullptr) == 0);
+    CHECK(ember_cuda_skip_parse("") == 0);
+    CHECK(ember_cuda_skip_parse("norm") == EMBER_CUDA_SKIP_NORM);
+    CHECK(ember_cuda_skip_parse("norm,attn,glu") == (EMBER_CUDA_SKIP_NORM | EMBER_CUDA_SKIP_ATTN | EMBER_CUDA_SKIP_GLU));
+    CHECK(ember_cuda_skip_parse("mv,other") == (EMBER_CUDA_SKIP_MATVEC | EMBER_CUDA_SKIP_OTHER));
+    CHECK(ember_cuda_skip_parse("norms,xmv,attn") == EMBER_CUDA_SKIP_ATTN);  // whole names only
+    CHECK(ember_cuda_skip_parse(",,glu,") == EMBER_CUDA_SKIP_GLU);
+    CHECK(ember_cuda_skip_parse("norm+attn") == (EMBER_CUDA_SKIP_NORM | EMBER_CUDA_SKIP_ATTN));  // bench-gpu.sh variants
+    ember_graph    g;
+    ember_tensor * w = g.new_tensor(EMBER_TYPE_F32, 8, 4);
+    ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, 8, 1);
+    CHECK(ember_cuda_skip_kind_of(ember_mul_mat(g, w, x)) == EMBER_CUDA_SKIP_MATVEC);
+    CHECK(ember_cuda_skip_kind_of(ember_rms_norm(g, x, 1e-5f)) == EMBER_CUDA_SKIP_NORM);
+    CHECK(ember_cuda_skip_kind_of(ember_add(g, x, x)) == EMBER_CUDA_SKIP_NORM);
+    CHECK(ember_cuda_skip_kind_of(ember_swiglu(g, x, x)) == EMBER_CUDA_SKIP_GLU);
+    CHECK(ember_cuda_skip_kind_of(ember_scale(g, x, 2.0f)) == EMBER_CUDA_SKIP_OTHER);
+    // "w:NAME": the products whose weight's name holds NAME
+    std::snprintf(w->name, sizeof(w->name), "blk.3.ffn_down.weight");
+    ember_tensor * down = ember_mul_mat(g, w, x);
+    CHECK(ember_cuda_skip_weight("norm+w:ffn_down", down));
+    CHECK(ember_cuda_skip_weight("w:blk.3.", down));
+    CHECK_FALSE(ember_cuda_skip_weight("w:ffn_gate,norm", down));
+    CHECK_FALSE(ember_cuda_skip_weight("ffn_down", down));  // a kind list, not a weight entry
+    CHECK_FALSE(ember_cuda_skip_weight("w:ffn_down", ember_rms_norm(g, x, 1e-5f)));
+    CHECK_FALSE(ember_cuda_skip_weight(nullptr, down));
 }
 }
