@@ -479,6 +479,21 @@ struct mvr_args {
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
+// The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3) and the
+// weight matrix it reads (broadcast over those dims).
+struct mvr_batch {
+    int64_t i2 = 0, i3 = 0, wm = 0;
+};
+__device__ __forceinline__ mvr_batch mvr_batch_of(int64_t x_ne2, int64_t bcast2, int64_t bcast3, int64_t w_ne2) {
+    mvr_batch b;
+    if (gridDim.z > 1) {
+        b.i2 = blockIdx.z % x_ne2;
+        b.i3 = blockIdx.z / x_ne2;
+        b.wm = b.i2 / bcast2 + (b.i3 / bcast3) * w_ne2;
+    }
+    return b;
+}
+
 constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
 
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
@@ -499,13 +514,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     if (row0 >= n) return;  // no block-wide synchronization below
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
-    const int64_t col = blockIdx.y;
-    int64_t       i2 = 0, i3 = 0, wm = 0;
-    if (gridDim.z > 1) {
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
-    }
+    const int64_t   col = blockIdx.y;
+    const mvr_batch bp  = mvr_batch_of(a.x_ne2, a.bcast2, a.bcast3, a.w_ne2);
+    const int64_t   i2 = bp.i2, i3 = bp.i3, wm = bp.wm;
     const int64_t  v   = col + a.x_ne1 * blockIdx.z;
     const int8_t * xq  = a.xq + v * a.nb * 32;
     const float2 * xds = a.xds + v * a.nb;
@@ -576,13 +587,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, part = wi % KS;
     const int64_t n    = a.n;
     const int64_t row  = static_cast<int64_t>(blockIdx.x) * rows_block + wi / KS;
-    const int64_t col  = blockIdx.y;
-    int64_t       i2 = 0, i3 = 0, wm = 0;
-    if (gridDim.z > 1) {
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
-    }
+    const int64_t   col = blockIdx.y;
+    const mvr_batch bp  = mvr_batch_of(a.x_ne2, a.bcast2, a.bcast3, a.w_ne2);
+    const int64_t   i2 = bp.i2, i3 = bp.i3, wm = bp.wm;
     const int64_t          v   = col + a.x_ne1 * blockIdx.z;
     const int8_t *         xq  = a.xq + v * a.nb * 32;
     const float2 *         xds = a.xds + v * a.nb;

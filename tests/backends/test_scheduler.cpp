@@ -141,26 +141,44 @@ void build(test_graph & tg, ember_buffer * cpu_buf, ember_buffer * fake_buf) {
     tg.g.build_forward(tg.out);
 }
 
+// The CPU stream and buffers the scheduler tests use: CPU memory, the fake device's memory,
+// and a second CPU buffer for the all-CPU reference run's copy of the fake device's weights.
+struct sched_env {
+    ember_stream * cpu_st   = nullptr;
+    ember_buffer * cpu_buf  = nullptr;
+    ember_buffer * cpu_buf2 = nullptr;
+    ember_buffer * fake_buf = nullptr;
+    sched_env() {
+        init_fake();
+        ember_device *      cpu_dev = ember_registry_cpu_device();
+        ember_stream_params sp{};
+        sp.n_threads = 2;
+        REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
+        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
+        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf2) == EMBER_OK);
+        REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
+    }
+    ~sched_env() {
+        ember_buffer_free(cpu_buf);
+        ember_buffer_free(cpu_buf2);
+        ember_buffer_free(fake_buf);
+        ember_stream_free(cpu_st);
+    }
+};
+
 }  // namespace
 
 TEST_SUITE("backends") {
 
 TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, and copy across memories") {
-    init_fake();
-    ember_device *      cpu_dev = ember_registry_cpu_device();
-    ember_stream_params sp{};
-    sp.n_threads          = 2;
-    ember_stream * cpu_st = nullptr;
-    REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
-    ember_buffer * cpu_buf  = nullptr;
-    ember_buffer * fake_buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
-    REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
+    sched_env      env;
+    ember_stream * cpu_st   = env.cpu_st;
+    ember_buffer * cpu_buf  = env.cpu_buf;
+    ember_buffer * fake_buf = env.fake_buf;
+    ember_buffer * cpu_buf2 = env.cpu_buf2;
 
     // Reference: the same graph on the CPU alone (the CPU can read the fake memory: it is malloc'd,
     // but the scheduler is told it cannot, so here we give the CPU its own copy of the weights).
-    ember_buffer * cpu_buf2 = nullptr;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf2) == EMBER_OK);
     test_graph ref;
     build(ref, cpu_buf, cpu_buf2);
     std::vector<float> want(ember_nelements(ref.out));
@@ -206,27 +224,15 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     CHECK(sched.n_plans() == plans);
     ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
     for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
-
-    ember_buffer_free(cpu_buf);
-    ember_buffer_free(cpu_buf2);
-    ember_buffer_free(fake_buf);
-    ember_stream_free(cpu_st);
 }
 
 TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator its consumers use") {
     // a = W_cpu x (a CPU weight, like the embedding lookup); b = a + a has no weight of its own
     // (the first layer's norm); c = W_fake b; out = c + a reads a again (the residual ADD). b
     // belongs with c on the fake device: one copy of a, one CPU split and one fake split.
-    init_fake();
-    ember_device *      cpu_dev = ember_registry_cpu_device();
-    ember_stream_params sp{};
-    sp.n_threads          = 2;
-    ember_stream * cpu_st = nullptr;
-    REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
-    ember_buffer *cpu_buf = nullptr, *fake_buf = nullptr, *cpu_buf2 = nullptr;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf2) == EMBER_OK);
-    REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
+    sched_env      env;
+    ember_stream * cpu_st   = env.cpu_st;
+    ember_buffer * cpu_buf  = env.cpu_buf;
     struct built {
         ember_graph    g;
         ember_tensor * b = nullptr, *out = nullptr;
@@ -244,7 +250,7 @@ TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator it
         t.g.build_forward(t.out);
     };
     built ref;
-    build_it(ref, cpu_buf2);
+    build_it(ref, env.cpu_buf2);
     std::vector<float> want(ember_nelements(ref.out));
     {
         ember_sched s({cpu_st});
@@ -252,7 +258,7 @@ TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator it
         ember_tensor_get(ref.out, want.data(), 0, want.size() * sizeof(float));
     }
     built tg;
-    build_it(tg, fake_buf);
+    build_it(tg, env.fake_buf);
     ember_sched sched({&g_fake_stream, cpu_st});
     g_fake.n_calls = 0;
     REQUIRE(sched.compute(&tg.g) == EMBER_OK);
@@ -268,24 +274,14 @@ TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator it
     std::vector<float> got(want.size());
     ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
     for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
-    ember_buffer_free(cpu_buf);
-    ember_buffer_free(cpu_buf2);
-    ember_buffer_free(fake_buf);
-    ember_stream_free(cpu_st);
 }
 
 TEST_CASE("[scheduler] copies of unchanging leaves are hoisted; a leaf the graph writes is copied after the write") {
-    init_fake();
-    ember_device *      cpu_dev = ember_registry_cpu_device();
-    ember_stream_params sp{};
-    sp.n_threads          = 1;
-    ember_stream * cpu_st = nullptr;
-    REQUIRE(ember_device_init_stream(cpu_dev, &sp, &cpu_st) == EMBER_OK);
-    ember_buffer * cpu_buf  = nullptr;
-    ember_buffer * fake_buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(cpu_dev), 1 << 16, &cpu_buf) == EMBER_OK);
-    REQUIRE(fake_buft_alloc(&g_fake_buft, 1 << 16, &fake_buf) == EMBER_OK);
-    std::mt19937 rng(7);
+    sched_env      env;
+    ember_stream * cpu_st   = env.cpu_st;
+    ember_buffer * cpu_buf  = env.cpu_buf;
+    ember_buffer * fake_buf = env.fake_buf;
+    std::mt19937   rng(7);
     size_t       co = 0, fo = 0;
 
     SUBCASE("inputs used deep in the graph: one split on the fake device") {
@@ -347,9 +343,6 @@ TEST_CASE("[scheduler] copies of unchanging leaves are hoisted; a leaf the graph
         ember_tensor_get(out, got.data(), 0, sizeof(float) * 32);
         for (int i = 0; i < 8; i++) CHECK(got[2 * 8 + i] == doctest::Approx(wv[2 * 8 + i] + rv[i]));  // the new row
     }
-    ember_buffer_free(cpu_buf);
-    ember_buffer_free(fake_buf);
-    ember_stream_free(cpu_st);
 }
 
 TEST_CASE("[alloc] intermediate buffers are reused along the graph") {
