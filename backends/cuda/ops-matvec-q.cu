@@ -357,6 +357,18 @@ struct mvq_args {
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
+// The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3)
+// and the start of the weight matrix it reads (broadcast over those dims).
+__device__ __forceinline__ const char * mvq_batch_of(const mvq_args & a, const char * w, int64_t & i2, int64_t & i3) {
+    i2 = i3 = 0;
+    if (gridDim.z > 1) {  // batched: 64-bit divisions only here
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        w += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
+    }
+    return w;
+}
+
 template <int T, int R>
 __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
     using D                = mvq<T>;
@@ -365,13 +377,8 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
     const int     tid      = threadIdx.x;
     const int64_t row0     = static_cast<int64_t>(blockIdx.x) * R;
     const int64_t col      = blockIdx.y;
-    int64_t       i2 = 0, i3 = 0;
-    const char *  wb = a.w;
-    if (gridDim.z > 1) {  // batched: 64-bit divisions only here
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
-    }
+    int64_t       i2, i3;
+    const char *  wb = mvq_batch_of(a, a.w, i2, i3);
     const int64_t  v   = col + a.x_ne1 * blockIdx.z;
     const int8_t * xq  = a.xq + v * a.k;
     const float2 * xds = a.xds + v * (a.k / 32);
@@ -666,13 +673,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
-    int64_t       i2 = 0, i3 = 0;
-    const char *  wb = w_base;
-    if (gridDim.z > 1) {
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
-    }
+    int64_t       i2, i3;
+    const char *  wb = mvq_batch_of(a, w_base, i2, i3);
     const int64_t  v   = col + a.x_ne1 * blockIdx.z;
     const int8_t * xq  = a.xq + v * a.k;
     const float2 * xds = a.xds + v * (a.k / 32);
@@ -775,13 +777,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     if (KS == 1 && row0 >= a.n) return;  // warp-level synchronization only below
     const int64_t row = row0 < a.n ? row0 : a.n - 1;  // KS > 1: rows past n read, not stored
     const int64_t col = blockIdx.y;
-    int64_t       i2 = 0, i3 = 0;
-    const char *  wb = a.w;
-    if (gridDim.z > 1) {
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wb += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
-    }
+    int64_t       i2, i3;
+    const char *  wb = mvq_batch_of(a, a.w, i2, i3);
     const int64_t  v    = col + a.x_ne1 * blockIdx.z;
     const int8_t * xq   = a.xq + v * a.k;
     const float2 * xds  = a.xds + v * (a.k / 32);
