@@ -486,18 +486,23 @@ struct mvr_args {
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
-// The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3) and the
-// weight matrix it reads (broadcast over those dims).
+// The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
+// weight matrix it reads (broadcast over those dims) and its column's quantized x.
 struct mvr_batch {
-    int64_t i2 = 0, i3 = 0, wm = 0;
+    int64_t        i2 = 0, i3 = 0, wm = 0;
+    const int8_t * xq;
+    const float2 * xds;
 };
-__device__ __forceinline__ mvr_batch mvr_batch_of(int64_t x_ne2, int64_t bcast2, int64_t bcast3, int64_t w_ne2) {
+__device__ __forceinline__ mvr_batch mvr_batch_of(const mvr_args & a) {
     mvr_batch b;
     if (gridDim.z > 1) {
-        b.i2 = blockIdx.z % x_ne2;
-        b.i3 = blockIdx.z / x_ne2;
-        b.wm = b.i2 / bcast2 + (b.i3 / bcast3) * w_ne2;
+        b.i2 = blockIdx.z % a.x_ne2;
+        b.i3 = blockIdx.z / a.x_ne2;
+        b.wm = b.i2 / a.bcast2 + (b.i3 / a.bcast3) * a.w_ne2;
     }
+    const int64_t v = blockIdx.y + a.x_ne1 * blockIdx.z;
+    b.xq            = a.xq + v * a.nb * 32;
+    b.xds           = a.xds + v * a.nb;
     return b;
 }
 
@@ -522,11 +527,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t   col = blockIdx.y;
-    const mvr_batch bp  = mvr_batch_of(a.x_ne2, a.bcast2, a.bcast3, a.w_ne2);
+    const mvr_batch bp  = mvr_batch_of(a);
     const int64_t   i2 = bp.i2, i3 = bp.i3, wm = bp.wm;
-    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
-    const int8_t * xq  = a.xq + v * a.nb * 32;
-    const float2 * xds = a.xds + v * a.nb;
+    const int8_t *  xq  = bp.xq;
+    const float2 *  xds = bp.xds;
     const uint4 *          wq[R];
     const unsigned short * wd[R];
 #pragma unroll
@@ -595,11 +599,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     const int64_t n    = a.n;
     const int64_t row  = static_cast<int64_t>(blockIdx.x) * rows_block + wi / KS;
     const int64_t   col = blockIdx.y;
-    const mvr_batch bp  = mvr_batch_of(a.x_ne2, a.bcast2, a.bcast3, a.w_ne2);
+    const mvr_batch bp  = mvr_batch_of(a);
     const int64_t   i2 = bp.i2, i3 = bp.i3, wm = bp.wm;
-    const int64_t          v   = col + a.x_ne1 * blockIdx.z;
-    const int8_t *         xq  = a.xq + v * a.nb * 32;
-    const float2 *         xds = a.xds + v * a.nb;
+    const int8_t *         xq  = bp.xq;
+    const float2 *         xds = bp.xds;
     const int64_t          g   = wm * n + (row < n ? row : n - 1);  // rows past n: read, discard (no early return: __syncthreads)
     const uint4 *          wq  = a.wq + g * a.nchunk;
     const unsigned short * wd  = a.wd + g * a.nb;
