@@ -357,16 +357,27 @@ struct mvq_args {
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
 };
 
-// The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3)
-// and the start of the weight matrix it reads (broadcast over those dims).
-__device__ __forceinline__ const char * mvq_batch_of(const mvq_args & a, const char * w, int64_t & i2, int64_t & i3) {
-    i2 = i3 = 0;
+// The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3),
+// the start of the weight matrix it reads (w of matrix 0, broadcast over those dims) and its
+// column's quantized x.
+struct mvq_batch {
+    int64_t        i2 = 0, i3 = 0;
+    const char *   w;
+    const int8_t * xq;
+    const float2 * xds;
+};
+__device__ __forceinline__ mvq_batch mvq_batch_of(const mvq_args & a, const char * w) {
+    mvq_batch b;
     if (gridDim.z > 1) {  // batched: 64-bit divisions only here
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        w += (i2 / a.bcast2) * a.w_nb2 + (i3 / a.bcast3) * a.w_nb3;
+        b.i2 = blockIdx.z % a.x_ne2;
+        b.i3 = blockIdx.z / a.x_ne2;
+        w += (b.i2 / a.bcast2) * a.w_nb2 + (b.i3 / a.bcast3) * a.w_nb3;
     }
-    return w;
+    b.w             = w;
+    const int64_t v = blockIdx.y + a.x_ne1 * blockIdx.z;
+    b.xq            = a.xq + v * a.k;
+    b.xds           = a.xds + v * (a.k / 32);
+    return b;
 }
 
 template <int T, int R>
@@ -377,11 +388,11 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
     const int     tid      = threadIdx.x;
     const int64_t row0     = static_cast<int64_t>(blockIdx.x) * R;
     const int64_t col      = blockIdx.y;
-    int64_t       i2, i3;
-    const char *  wb = mvq_batch_of(a, a.w, i2, i3);
-    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
-    const int8_t * xq  = a.xq + v * a.k;
-    const float2 * xds = a.xds + v * (a.k / 32);
+    const mvq_batch bp = mvq_batch_of(a, a.w);
+    const int64_t   i2 = bp.i2, i3 = bp.i3;
+    const char *    wb  = bp.w;
+    const int8_t *  xq  = bp.xq;
+    const float2 *  xds = bp.xds;
     const char *   wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) wr[r] = wb + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1;  // tail rows: read, discard
@@ -676,11 +687,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
-    int64_t       i2, i3;
-    const char *  wb = mvq_batch_of(a, w_base, i2, i3);
-    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
-    const int8_t * xq  = a.xq + v * a.k;
-    const float2 * xds = a.xds + v * (a.k / 32);
+    const mvq_batch bp = mvq_batch_of(a, w_base);
+    const int64_t   i2 = bp.i2, i3 = bp.i3;
+    const char *    wb  = bp.w;
+    const int8_t *  xq  = bp.xq;
+    const float2 *  xds = bp.xds;
     const char *   wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) wr[r] = wb + (rows[r] < n ? rows[r] : n - 1) * w_nb1;
@@ -780,11 +791,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     if (KS == 1 && row0 >= a.n) return;  // warp-level synchronization only below
     const int64_t row = row0 < a.n ? row0 : a.n - 1;  // KS > 1: rows past n read, not stored
     const int64_t col = blockIdx.y;
-    int64_t       i2, i3;
-    const char *  wb = mvq_batch_of(a, a.w, i2, i3);
-    const int64_t  v    = col + a.x_ne1 * blockIdx.z;
-    const int8_t * xq   = a.xq + v * a.k;
-    const float2 * xds  = a.xds + v * (a.k / 32);
+    const mvq_batch bp = mvq_batch_of(a, a.w);
+    const int64_t   i2 = bp.i2, i3 = bp.i3;
+    const char *    wb  = bp.w;
+    const int8_t *  xq  = bp.xq;
+    const float2 *  xds = bp.xds;
     const int      per  = KS == 1 ? static_cast<int>(a.nblk) : (static_cast<int>(a.nblk) / 8 + KS - 1) / KS * 8;  // blocks per part
     const int      b0   = (wi % KS) * per;  // this warp's first block of the row
     const int      nblk = max(0, min(static_cast<int>(a.nblk) - b0, per));
