@@ -2,11 +2,14 @@
 // Uses nothing but include/ember.h.
 //
 //   ember-bench -m MODEL [-p 512] [-n 128] [-d 0] [-t THREADS] [-r REPS] [--device NAME] [-ngl N]
-//               [--ctk TYPE] [--ctv TYPE] [-ub N] [--device-top-k N] [-o md|json]
+//               [--ctk TYPE] [--ctv TYPE] [-ub N] [--device-top-k N] [--device-bw MIB] [-o md|json]
 //   ember-bench --probe [-t THREADS]     memory read bandwidth of this machine
 //
 // Decode rows also give the weight bytes read per second (ember_model_decode_bytes x t/s),
-// to compare with the --probe bandwidth.
+// to compare with the --probe bandwidth. The output names the device and describes it
+// (ember_device_description: the GPU's name, memory and CUDA driver); on a GPU it also measures
+// the device's copy bandwidth before loading the model (ember_device_copy_bandwidth) and gives
+// each decode row's share of it ("of bw"; JSON "device_bandwidth_gbs").
 //
 // Each test runs once to warm up (excluded), then -r times; a run starts from an empty KV
 // cache. pp: one batch of p tokens (in micro-batches of -ub). tg: n single-token decodes
@@ -44,6 +47,7 @@ struct options {
     std::string              ctk = "f16", ctv = "f16";
     std::string              output = "md";
     int32_t                  device_top_k = 0;
+    int32_t                  device_bw    = -1;  // MiB for the device copy bandwidth; -1: 1024 on accelerators, none on the CPU
     bool                     probe  = false;
 };
 
@@ -61,6 +65,8 @@ void usage(FILE * f) {
                  "  --ctk T, --ctv T   KV cache types (default f16)\n"
                  "  --device-top-k N   keep only the best N candidates per output row, found on the device;\n"
                  "                     decode then reads just the token id (default 0 = full logits rows)\n"
+                 "  --device-bw MIB    measure the device's copy bandwidth with MIB MiB before loading the model\n"
+                 "                     (default 1024 on a GPU, 0 = off; 0 on the CPU: see --probe)\n"
                  "  -o md|json         output format (default md)\n"
                  "  --probe            measure memory read bandwidth with -t threads, no model needed\n");
 }
@@ -123,6 +129,8 @@ int parse_args(int argc, char ** argv, options & o) {
         } else if (a == "--device-top-k") {
             std::vector<int32_t> v;
             ok = need() && parse_list(val, v) && v.size() == 1 && (o.device_top_k = v[0], true);
+        } else if (a == "--device-bw") {
+            ok = need() && parse_list(val, one) && one.size() == 1 && one[0] >= 0 && one[0] <= 16384 && (o.device_bw = one[0], true);
         } else if (a == "-o" || a == "--output") {
             ok = need() && (o.output = val, o.output == "md" || o.output == "json");
         } else {
@@ -294,6 +302,22 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
+    // The device the model goes to (as ember_model_load picks it): its description, and its copy
+    // bandwidth measured before the model takes the memory (decode rows give their share of it).
+    const std::string backend = o.device.empty() ? (ember_device_count() > 1 ? ember_device_name(1) : "cpu") : o.device;
+    int32_t           dev     = -1;
+    for (int32_t i = 0; i < ember_device_count() && dev < 0; i++) {
+        const std::string n = ember_device_name(i);
+        if (n == backend || n.rfind(backend + ":", 0) == 0) dev = i;
+    }
+    const std::string dev_desc = dev >= 0 && ember_device_description(dev) ? ember_device_description(dev) : "";
+    double            dev_bw   = 0.0;
+    const int32_t     bw_mib   = o.device_bw >= 0 ? o.device_bw : (dev > 0 ? 1024 : 0);
+    if (dev >= 0 && bw_mib > 0 && ember_device_copy_bandwidth(dev, static_cast<uint64_t>(bw_mib) << 20, &dev_bw) != EMBER_OK) {
+        std::fprintf(stderr, "ember-bench: device bandwidth not measured: %s\n", ember_last_error());
+        dev_bw = 0.0;
+    }
+
     ember_model_params mp = ember_model_default_params();
     mp.n_gpu_layers       = o.n_gpu_layers;
     mp.device             = o.device.empty() ? nullptr : o.device.c_str();
@@ -305,7 +329,6 @@ int main(int argc, char ** argv) {
     const int32_t n_vocab = ember_model_n_vocab(model);
     char          desc[256];
     ember_model_desc(model, desc, sizeof(desc));
-    const std::string backend = o.device.empty() ? (ember_device_count() > 1 ? ember_device_name(1) : "cpu") : o.device;
 
     std::vector<result> results;
     for (int32_t threads : o.threads) {
@@ -387,12 +410,17 @@ int main(int argc, char ** argv) {
             for (size_t j = 0; j < r.ts.size(); j++) std::printf("%s%.4f", j ? ", " : "", r.ts[j]);
             std::printf("],\n");
             std::printf("    \"decode_bytes_per_token\": %.0f,\n", decode_bytes);
+            std::printf("    \"device\": \"%s\",\n", json_escape(dev >= 0 ? ember_device_name(dev) : backend).c_str());
+            std::printf("    \"device_description\": \"%s\",\n", json_escape(dev_desc).c_str());
+            std::printf("    \"device_bandwidth_gbs\": %.1f,\n", dev_bw);
             std::printf("    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f\n", r.mean(), r.stddev());
             std::printf("  }%s\n", i + 1 < results.size() ? "," : "");
         }
         std::printf("]\n");
     } else {
-        std::printf("| model | size | params | backend | threads | test | t/s | weights read |\n");
+        std::printf("device: %s (%s)", dev >= 0 ? ember_device_name(dev) : backend.c_str(), dev_desc.c_str());
+        if (dev_bw > 0) std::printf(", copy bandwidth %.0f GB/s (read + write, %d MiB)", dev_bw, bw_mib);
+        std::printf("\n\n| model | size | params | backend | threads | test | t/s | weights read |\n");
         std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
         for (const result & r : results) {
             char test[48];
@@ -400,9 +428,10 @@ int main(int argc, char ** argv) {
             else std::snprintf(test, sizeof(test), "tg%d", r.n_gen);
             if (r.n_depth > 0) std::snprintf(test + std::strlen(test), sizeof(test) - std::strlen(test), " @ d%d", r.n_depth);
             if (o.device_top_k > 0) std::snprintf(test + std::strlen(test), sizeof(test) - std::strlen(test), " top-k%d", o.device_top_k);
-            char gbs[32] = "";
-            if (r.n_gen > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s |", r.mean() * decode_bytes / 1e9);
-            else std::snprintf(gbs, sizeof(gbs), " |");
+            char         gbs[48] = " |";
+            const double rate    = r.mean() * decode_bytes / 1e9;  // weight bytes read per second, GB
+            if (r.n_gen > 0 && dev_bw > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s (%.0f%% of bw) |", rate, 100.0 * rate / dev_bw);
+            else if (r.n_gen > 0) std::snprintf(gbs, sizeof(gbs), " %.1f GB/s |", rate);
             std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f |%s\n", desc, size_str, params_str, backend.c_str(), r.n_threads,
                         test, r.mean(), r.stddev(), gbs);
         }

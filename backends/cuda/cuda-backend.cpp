@@ -1117,7 +1117,13 @@ void enumerate_devices() {
             auto d         = std::make_unique<cuda_device_ctx>();
             d->id          = i;
             d->name        = "cuda:" + std::to_string(i);
-            d->description = std::string(prop.name) + " (compute " + std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
+            // "NVIDIA H200 (compute 9.0, 139.8 GiB, CUDA driver 13.0)"
+            int  drv = 0;
+            char mem[32];
+            if (cudaDriverGetVersion(&drv) != cudaSuccess) cudaGetLastError();
+            std::snprintf(mem, sizeof(mem), "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+            d->description = std::string(prop.name) + " (compute " + std::to_string(prop.major) + "." + std::to_string(prop.minor) + ", " + mem +
+                             ", CUDA driver " + std::to_string(drv / 1000) + "." + std::to_string(drv % 1000 / 10) + ")";
             d->cc_major    = prop.major;
             d->cc_minor    = prop.minor;
             d->buft.iface  = {cuda_buft_name, cuda_buft_alloc, cuda_buft_alignment, nullptr, nullptr, cuda_buft_is_host};

@@ -153,6 +153,23 @@ TEST_CASE("[c-api] type names and devices") {
     CHECK(std::string(ember_device_name(0)) == "cpu");
     CHECK(ember_device_name(-1) == nullptr);
     CHECK(ember_device_name(ember_device_count()) == nullptr);
+    // descriptions (the CPU's model name, or "CPU") and a copy-bandwidth measurement
+    for (int32_t i = 0; i < ember_device_count(); i++) {
+        REQUIRE(ember_device_description(i) != nullptr);
+        CHECK(std::strlen(ember_device_description(i)) > 0);
+    }
+    CHECK(ember_device_description(-1) == nullptr);
+    CHECK(ember_device_description(ember_device_count()) == nullptr);
+    double gbs = -1.0;
+    CHECK(ember_device_copy_bandwidth(0, 8u << 20, &gbs) == EMBER_OK);
+    CHECK(gbs > 0.0);
+    CHECK(ember_device_copy_bandwidth(0, 8u << 20, nullptr) == EMBER_ERR_INVALID_ARG);
+    CHECK(std::string(ember_last_error()).find("NULL") != std::string::npos);
+    CHECK(ember_device_copy_bandwidth(0, 100, &gbs) == EMBER_ERR_INVALID_ARG);  // under 4 KiB
+    CHECK(gbs == 0.0);
+    CHECK(ember_device_copy_bandwidth(0, uint64_t(1) << 40, &gbs) == EMBER_ERR_INVALID_ARG);
+    CHECK(ember_device_copy_bandwidth(ember_device_count(), 8u << 20, &gbs) == EMBER_ERR_INVALID_ARG);
+    CHECK(ember_device_copy_bandwidth(-1, 8u << 20, &gbs) == EMBER_ERR_INVALID_ARG);
 }
 
 TEST_CASE("[c-api] defaults") {

@@ -36,6 +36,18 @@ recs = json.loads(sys.argv[1])
 assert len(recs) == 1 and recs[0]["device_top_k"] == 1 and recs[0]["avg_ts"] > 0, recs
 PY
 "$bench" -m "$model" -p 0 -n 2 -r 1 -t 1 --device-top-k 1 | grep -q "| tg2 top-k1 |"
+# the device: named and described; --device-bw measures its copy bandwidth (here the CPU's)
+out=$("$bench" -m "$model" -p 0 -n 2 -r 1 -t 1 --device cpu --device-bw 64 -o json)
+python3 - "$out" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])[0]
+assert r["device"] == "cpu" and r["device_description"] and r["device_bandwidth_gbs"] > 0, r
+PY
+md=$("$bench" -m "$model" -p 0 -n 2 -r 1 -t 1 --device cpu --device-bw 64)
+echo "$md" | grep -q "^device: cpu (.*), copy bandwidth [0-9]* GB/s"
+echo "$md" | grep -q "% of bw) |"
+"$bench" -m "$model" -p 0 -n 2 -r 1 -t 1 --device cpu -o json | python3 -c "import json,sys; assert json.load(sys.stdin)[0]['device_bandwidth_gbs'] == 0"
+if "$bench" -m "$model" --device-bw -3 2>/dev/null; then echo "a bad --device-bw must fail"; exit 1; fi
 if "$bench" -m "$model" --device-top-k x 2>/dev/null; then echo "a bad --device-top-k must fail"; exit 1; fi
 if "$bench" -m "$model" -d x 2>/dev/null; then echo "a bad -d must fail"; exit 1; fi
 if "$bench" -m /nonexistent.gguf 2>/dev/null; then echo "a missing model must fail"; exit 1; fi

@@ -16,6 +16,8 @@ into the library release the GIL.
 
 from __future__ import annotations
 
+import ctypes
+
 from . import _lib
 from .context import Context, Generation, TokenStream
 from .errors import (BackendError, BadFormatError, CancelledError, ContextFullError, Error, FileIOError,
@@ -29,7 +31,7 @@ ABI_VERSION = _lib.ABI_VERSION
 __all__ = ["Model", "Context", "Sampler", "TokenStream", "Generation", "Error", "InvalidArgumentError",
            "OutOfMemoryError", "FileIOError", "BadFormatError", "UnsupportedError", "BackendError",
            "ContextFullError", "CancelledError", "InternalError", "LibraryNotFoundError", "library_path",
-           "version", "devices", "status_str", "ABI_VERSION"]
+           "version", "devices", "device_descriptions", "device_bandwidth", "status_str", "ABI_VERSION"]
 
 
 def library_path() -> str:
@@ -46,6 +48,21 @@ def devices() -> list[str]:
     """Names of the compute devices ("cpu" first)."""
     lib = _lib.lib()
     return [lib.device_name(i).decode() for i in range(lib.device_count())]
+
+
+def device_descriptions() -> list[str]:
+    """Descriptions of the compute devices, in the order of devices() (GPU name, memory, driver)."""
+    lib = _lib.lib()
+    return [lib.device_description(i).decode("utf-8", "replace") for i in range(lib.device_count())]
+
+
+def device_bandwidth(index: int, mib: int = 0) -> float:
+    """Copy bandwidth of device `index` (read + written GB/s) over a copy of `mib` MiB in its own
+    memory (0: 1 GiB, 256 MiB on the CPU)."""
+    lib = _lib.lib()
+    gbs = ctypes.c_double(0.0)
+    _lib.check(lib.device_copy_bandwidth(index, mib << 20, ctypes.byref(gbs)))
+    return gbs.value
 
 
 def status_str(status: int) -> str:

@@ -72,6 +72,8 @@ _PROTOTYPES = {
     "ember_type_from_name": (c_int32, [c_char_p]),
     "ember_device_count": (c_int32, []),
     "ember_device_name": (c_char_p, [c_int32]),
+    "ember_device_description": (c_char_p, [c_int32]),
+    "ember_device_copy_bandwidth": (c_int32, [c_int32, c_uint64, P(ctypes.c_double)]),
     "ember_model_default_params": (ModelParams, []),
     "ember_model_load": (c_int32, [c_char_p, P(ModelParams), P(Model_p)]),
     "ember_model_free": (None, [Model_p]),

@@ -13,6 +13,10 @@ def test_library_and_version():
     assert ember.library_path()
     assert ember.version() == ember.__version__
     assert ember.devices()[0] == "cpu"
+    assert len(ember.device_descriptions()) == len(ember.devices()) and ember.device_descriptions()[0]
+    assert ember.device_bandwidth(0, 8) > 0
+    with pytest.raises(ember.InvalidArgumentError):
+        ember.device_bandwidth(len(ember.devices()), 8)
     assert ember.status_str(3).startswith("EMBER_ERR_IO")
 
 
