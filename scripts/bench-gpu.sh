@@ -27,6 +27,9 @@
 #                              (EMBER_BENCH_NCU_SKIP, _COUNT): tensor-core kernel vs cuBLAS
 #   EMBER_BENCH_PROFILE=ncu    and also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
+#   EMBER_BENCH_PROFILE=trace  a kernel timeline of 32 decode tokens (scripts/kernel-trace.cpp, CUPTI:
+#                              each kernel's share of the token's critical path, CUDA graphs and PDL
+#                              as they run) and the host time per token (EMBER_PROFILE_HOST=1)
 #
 # Dependencies: a .devdata folder (carried to the device machine) with deps/ (libxxhash,
 # doctest's CMake config) and fixtures/models; without it the system's are used. The tree plus
@@ -140,7 +143,11 @@ bench() {  # shape type file label [env...]
     EMBER_JSON="$json" python3 - "$shape" "$q" "$label" "$ref_pp" "$ref_tg" "$bw" <<'PY' | tee -a "$summary"
 import json, os, sys
 shape, q, label, ref_pp, ref_tg, bw = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
-for r in json.loads(os.environ["EMBER_JSON"]):
+recs = json.loads(os.environ["EMBER_JSON"])
+if label == "default" and recs and recs[0].get("device_bandwidth_gbs"):
+    # ember-bench's own view of the device (ember_device_description / _copy_bandwidth)
+    print(f"| {shape} | {q} | ember-bench device | {recs[0]['device_description']} | copy {recs[0]['device_bandwidth_gbs']:.0f} GB/s | | | | |")
+for r in recs:
     test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
     ref = ref_pp if r["n_prompt"] else ref_tg
     extra = ""
@@ -240,6 +247,21 @@ profile_gemm() {  # shape type file
     done
 }
 
+# Kernel timeline of decode tokens (EMBER_BENCH_PROFILE=trace): the CUPTI library traces the
+# real run (graphs, PDL), kernel-trace.py gives each kernel's share of the critical path; then
+# the host time per token from a plain run.
+trace() {  # shape type file
+    local so=$dir/kernel-trace.so csv=$logs/trace-$1-$2.csv
+    [ -f "$so" ] || g++ -shared -fPIC -O2 -I/usr/local/cuda/include scripts/kernel-trace.cpp -o "$so" -L/usr/local/cuda/lib64 \
+        -Wl,-rpath,/usr/local/cuda/lib64 -lcupti >>"$logs/bench.log" 2>&1 || { say "trace: cannot build kernel-trace.so"; return; }
+    CUDA_INJECTION64_PATH=$so EMBER_TRACE_OUT=$csv timeout 120 "$build/bin/ember-bench" -m "$3" -p 0 -n 32 -r 1 --device cuda --device-bw 0 \
+        >>"$logs/bench.log" 2>&1 || true
+    say ""
+    say "kernel trace, $1 $2 (tg32):"
+    python3 scripts/kernel-trace.py "$csv" --tokens 16 2>&1 | head -24 | tee -a "$summary"
+    EMBER_PROFILE_HOST=1 timeout 120 "$build/bin/ember-bench" -m "$3" -p 0 -n 64 -r 2 --device cuda --device-bw 0 2>&1 | grep -E "host time" | tee -a "$summary"
+}
+
 say ""
 say "| shape | quant | variant | test | Ember t/s | llama.cpp H200 t/s | weights read | of measured bw | llama.cpp of H200 bw |"
 say "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
@@ -256,11 +278,12 @@ for shape in $shapes; do
         bench "$shape" "$q" "$file" default
         for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" ${v//,/ }; done
         [ -n "${EMBER_BENCH_KV:-}" ] && kv_depth "$shape" "$q" "$file"
-        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-gemm ]; then
+        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-gemm ] && [ "${EMBER_BENCH_PROFILE:-0}" != trace ]; then
             op_profile "$shape" "$q" "$file" default
             for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" ${v//,/ }; done
         fi
         [ "${EMBER_BENCH_PROFILE:-0}" = ncu ] && profile "$shape" "$q" "$file"
+        [ "${EMBER_BENCH_PROFILE:-0}" = trace ] && trace "$shape" "$q" "$file"
         [ "${EMBER_BENCH_PROFILE:-0}" = ncu-gemm ] && profile_gemm "$shape" "$q" "$file"
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
