@@ -771,7 +771,8 @@ ember_status finish(cuda_stream_ctx * c) {
 // What a recorded graph depends on: the range, and for each node everything a launcher reads,
 // folded into a 64-bit hash as it is read. A decode step checks it once per token over ~650
 // nodes of ~60 fields: building and comparing a vector of them cost more host time than the
-// launch it guards (EMBER_PROFILE_HOST=1 shows the split).
+// launch it guards (EMBER_PROFILE_HOST=1 shows the split). Two different ranges of the same
+// hash (odds 2^-64 per check) would replay the recorded work for the wrong one.
 uint64_t graph_signature(const ember_cuda_ctx & cu, ember_graph * g, int32_t begin, int32_t end) {
     // Four lanes in turn, so consecutive fields do not wait on each other's multiply.
     uint64_t   h[4] = {0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0x2545f4914f6cdd1dull};
