@@ -307,10 +307,18 @@ bool ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tens
     return ember_nrows(norm) <= 0x7fffffff;
 }
 
+// rms_norm_dec_kernel with nv (1, 2, 4 or 8) float4 per thread, one block per row.
+template <bool ADD, bool QX>
+static void launch_norm_dec(ember_cuda_ctx & ctx, unsigned rows, int nv, const norm_args & p, int64_t n) {
+    const auto kernel = nv == 1 ? rms_norm_dec_kernel<1, ADD, QX> : nv == 2 ? rms_norm_dec_kernel<2, ADD, QX>
+                      : nv == 4 ? rms_norm_dec_kernel<4, ADD, QX> : rms_norm_dec_kernel<8, ADD, QX>;
+    cu_launch(ctx, kernel, rows, k_norm_dec_threads, 0, p, static_cast<int>(n));
+}
+
 // Whether rms_norm_dec_kernel takes this RMS_NORM + MUL (+ ADD before it): rows of contiguous
 // F32 (each tensor's rows nb[1] apart, 16-byte aligned), at most 8192 wide, n % 4 == 0, a 1-D
 // weight of the row's length, and rows addressed by dim 1 only. EMBER_CUDA_NORM_DEC=0: off.
-bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
+static bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     static const bool on = [] {
         const char * e = std::getenv("EMBER_CUDA_NORM_DEC");
         return !(e && std::strcmp(e, "0") == 0);
@@ -356,20 +364,10 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     if (mul && norm_dec_ok(add, norm, mul)) {
         const int64_t n  = norm->ne[0];
         const int     nv = n <= 1024 ? 1 : n <= 2048 ? 2 : n <= 4096 ? 4 : 8;
-        const auto    go = [&](auto kernel) { cu_launch(ctx, kernel, g, k_norm_dec_threads, 0, p, static_cast<int>(n)); };
-        if (add && qx) {
-            nv == 1 ? go(rms_norm_dec_kernel<1, true, true>) : nv == 2 ? go(rms_norm_dec_kernel<2, true, true>)
-                : nv == 4 ? go(rms_norm_dec_kernel<4, true, true>) : go(rms_norm_dec_kernel<8, true, true>);
-        } else if (add) {
-            nv == 1 ? go(rms_norm_dec_kernel<1, true, false>) : nv == 2 ? go(rms_norm_dec_kernel<2, true, false>)
-                : nv == 4 ? go(rms_norm_dec_kernel<4, true, false>) : go(rms_norm_dec_kernel<8, true, false>);
-        } else if (qx) {
-            nv == 1 ? go(rms_norm_dec_kernel<1, false, true>) : nv == 2 ? go(rms_norm_dec_kernel<2, false, true>)
-                : nv == 4 ? go(rms_norm_dec_kernel<4, false, true>) : go(rms_norm_dec_kernel<8, false, true>);
-        } else {
-            nv == 1 ? go(rms_norm_dec_kernel<1, false, false>) : nv == 2 ? go(rms_norm_dec_kernel<2, false, false>)
-                : nv == 4 ? go(rms_norm_dec_kernel<4, false, false>) : go(rms_norm_dec_kernel<8, false, false>);
-        }
+        if (add && qx) launch_norm_dec<true, true>(ctx, g, nv, p, n);
+        else if (add) launch_norm_dec<true, false>(ctx, g, nv, p, n);
+        else if (qx) launch_norm_dec<false, true>(ctx, g, nv, p, n);
+        else launch_norm_dec<false, false>(ctx, g, nv, p, n);
         const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm + mul (decode)" : "rms_norm + mul (decode)");
         if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
         return st;
