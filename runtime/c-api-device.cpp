@@ -1,4 +1,5 @@
-// The C API's device queries beyond the names (runtime/c-api.cpp): a device's description and
+// The C API's device queries: the public device numbering (ember_api_device, which
+// ember_device_name in runtime/c-api.cpp uses too), a device's description and
 // a measurement of its memory bandwidth, so tools can say which GPU (or CPU) and how many bytes
 // per second a run had to work with (ember-bench prints both for the device it benchmarks).
 #include <algorithm>
@@ -9,20 +10,15 @@
 #include "graph.h"
 #include "runtime/c-api-internal.h"
 
-namespace {
-
-// Device `index` in the public numbering (0 = the CPU, which the registry keeps last).
-ember_device * public_device(int32_t index) {
+ember_device * ember_api_device(int32_t index) {
     if (ember_init() != EMBER_OK) return nullptr;
     const int32_t n = static_cast<int32_t>(ember_registry_device_count());
     if (index < 0 || index >= n) return nullptr;
     return index == 0 ? ember_registry_cpu_device() : ember_registry_device(static_cast<size_t>(index - 1));
 }
 
-}  // namespace
-
 EMBER_API const char * ember_device_description(int32_t index) {
-    ember_device * d = public_device(index);
+    ember_device * d = ember_api_device(index);
     if (!d) return nullptr;
     return d->iface.get_description ? d->iface.get_description(d) : ember_device_get_name(d);
 }
@@ -34,7 +30,7 @@ EMBER_API ember_status ember_device_copy_bandwidth(int32_t index, uint64_t bytes
     return ember_api_guarded([&]() -> ember_status {
         if (!gb_per_s) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_device_copy_bandwidth: gb_per_s is NULL");
         *gb_per_s        = 0.0;
-        ember_device * d = public_device(index);
+        ember_device * d = ember_api_device(index);
         if (!d) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_device_copy_bandwidth: no device %d", index);
         const bool cpu = d == ember_registry_cpu_device();
         if (bytes == 0) bytes = cpu ? (uint64_t(256) << 20) : (uint64_t(1) << 30);

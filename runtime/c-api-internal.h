@@ -41,6 +41,11 @@ template <typename F> ember_status ember_api_guarded(F && f) {
     }
 }
 
+// Device `index` in the public numbering (0 = the CPU, which the registry keeps last), or
+// nullptr when out of range or when ember_init fails.
+struct ember_device;
+ember_device * ember_api_device(int32_t index);
+
 // Row of the i-th token of ctx's last batch (i < 0 counts from its end) among its outputs, or
 // -1 with the last error set (fn names the entry point) when i is out of range or that token
 // asked for no logits.

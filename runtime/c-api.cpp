@@ -128,13 +128,10 @@ EMBER_API int32_t ember_device_count(void) {
     return static_cast<int32_t>(ember_registry_device_count());
 }
 
-// Device 0 is the CPU in the public numbering; the registry keeps the CPU last.
+// Device 0 is the CPU in the public numbering (ember_api_device, c-api-device.cpp).
 EMBER_API const char * ember_device_name(int32_t index) {
-    if (ember_init() != EMBER_OK) return nullptr;
-    const int32_t n = static_cast<int32_t>(ember_registry_device_count());
-    if (index < 0 || index >= n) return nullptr;
-    ember_device * d = index == 0 ? ember_registry_cpu_device() : ember_registry_device(static_cast<size_t>(index - 1));
-    return ember_device_get_name(d);
+    ember_device * d = ember_api_device(index);
+    return d ? ember_device_get_name(d) : nullptr;
 }
 
 //

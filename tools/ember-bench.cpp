@@ -310,7 +310,8 @@ int main(int argc, char ** argv) {
         const std::string n = ember_device_name(i);
         if (n == backend || n.rfind(backend + ":", 0) == 0) dev = i;
     }
-    const std::string dev_desc = dev >= 0 && ember_device_description(dev) ? ember_device_description(dev) : "";
+    const char *      dd       = dev >= 0 ? ember_device_description(dev) : nullptr;
+    const std::string dev_desc = dd ? dd : "";
     double            dev_bw   = 0.0;
     const int32_t     bw_mib   = o.device_bw >= 0 ? o.device_bw : (dev > 0 ? 1024 : 0);
     if (dev >= 0 && bw_mib > 0 && ember_device_copy_bandwidth(dev, static_cast<uint64_t>(bw_mib) << 20, &dev_bw) != EMBER_OK) {
