@@ -1,12 +1,11 @@
 #include "runtime/context.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "host-timer.h"
 #include "runtime/arch.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -83,7 +82,7 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
         streams_.push_back(s);
     }
     sched_ = std::make_unique<ember_sched>(streams_);
-    if (const char * e = std::getenv("EMBER_PROFILE_HOST")) host_.on = sched_->host.on = std::strcmp(e, "1") == 0;
+    host_.on = sched_->host.on = ember_profile_host_on();
     sched_->set_abort_callback(params.abort_callback, params.abort_user_data);
 
     std::vector<ember_buffer_type *> layer_buft;
@@ -258,14 +257,7 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
     if (!kv.find_slots(n, cells_)) ember_throw(EMBER_ERR_CONTEXT_FULL, "context full");
     kv.occupy(cells_.data(), &pos_[u0], &seq_[u0], n);
 
-    using clock = std::chrono::steady_clock;
-    auto       t    = host_.on ? clock::now() : clock::time_point();
-    const auto lap  = [&](double & into) {
-        if (!host_.on) return;
-        const auto now = clock::now();
-        into += std::chrono::duration<double>(now - t).count();
-        t = now;
-    };
+    ember_host_timer timer(host_.on);
     try {
         cached_graph & cg = graph_for(n, n_out, kv.n_kv());
         // Plan (first use) or re-address (after a buffer grew) before writing the inputs;
@@ -278,9 +270,9 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
         if (cg.in.out_ids) ember_tensor_set(cg.in.out_ids, out_ids_.data(), 0, n_out * sizeof(int32_t));
         kv.fill_mask(static_cast<float *>(cg.in.mask->data), cg.n_kv, &pos_[u0], &seq_[u0], n);
 
-        lap(host_.setup_s);
+        timer.lap(host_.setup_s);
         st = sched_->compute(cg.g.get());
-        lap(host_.compute_s);
+        timer.lap(host_.compute_s);
         if (st == EMBER_ERR_CANCELLED) ember_throw(st, "decode cancelled by the abort callback");
         if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
         n_ubatches++;
@@ -302,7 +294,7 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
             ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
                              static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
         }
-        lap(host_.outputs_s);
+        timer.lap(host_.outputs_s);
     } catch (...) {
         kv.release(cells_.data(), n);
         throw;

@@ -1,11 +1,12 @@
 #include "scheduler.h"
 
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+
+#include "host-timer.h"
 
 namespace {
 
@@ -280,36 +281,29 @@ ember_status ember_sched::compute(ember_graph * g) {
 
     std::vector<uint8_t> staging;
     const int32_t        n = static_cast<int32_t>(g->nodes.size());
-    using clock          = std::chrono::steady_clock;
-    auto       t         = host.on ? clock::now() : clock::time_point();
-    const auto lap       = [&](double & into) {
-        if (!host.on) return;
-        const auto now = clock::now();
-        into += std::chrono::duration<double>(now - t).count();
-        t = now;
-    };
+    ember_host_timer     timer(host.on);
     for (int32_t i = 0; i < n;) {
         const int s = p.node_stream[i];
         int32_t   j = i;
         while (j < n && p.node_stream[j] == s) j++;
         if (s < 0) {
             for (int32_t k = i; k < j; k++) copy_tensor(g->nodes[k]->src[0], g->nodes[k], staging);
-            lap(host.copies_s);
+            timer.lap(host.copies_s);
         } else {
             if (abort_cb_ && abort_cb_(abort_ud_)) return EMBER_ERR_CANCELLED;
             ember_stream * stream = streams_[s];
             st                    = stream->iface.graph_compute(stream, g, i, j);
-            lap(host.compute_s);
+            timer.lap(host.compute_s);
             host.splits++;
             if (st != EMBER_OK) return st;
             // The next split may read what this one wrote.
             if (j < n) stream->iface.synchronize(stream);
-            lap(host.wait_s);
+            timer.lap(host.wait_s);
         }
         i = j;
     }
     for (ember_stream * s : streams_) s->iface.synchronize(s);
-    lap(host.wait_s);
+    timer.lap(host.wait_s);
     host.runs++;
     return EMBER_OK;
 }

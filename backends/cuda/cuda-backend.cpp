@@ -43,6 +43,7 @@
 #include "cuda-ops.h"
 #include "cuda-plan.h"
 #include "cuda-repack.h"
+#include "host-timer.h"
 
 namespace {
 
@@ -871,14 +872,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     if (!g || node_begin < 0 || node_begin > node_end || static_cast<size_t>(node_end) > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
     cudaSetDevice(c->cu.device);
-    using clock = std::chrono::steady_clock;
-    auto       t0  = c->host_on ? clock::now() : clock::time_point();
-    const auto lap = [&](double & into) {
-        if (!c->host_on) return;
-        const auto now = clock::now();
-        into += std::chrono::duration<double>(now - t0).count();
-        t0 = now;
-    };
+    ember_host_timer timer(c->host_on);
     c->host_calls++;
     // The same work as the recorded graph (checked and run before): replay it.
     bool graphable = !c->graphs_off && !c->cu.prof;
@@ -887,20 +881,20 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         if (node->op == EMBER_OP_MUL_MAT && !is_matvec(node)) graphable = false;  // cuBLAS: not for capture
     }
     const uint64_t sig = graphable ? graph_signature(c->cu, g, node_begin, node_end) : 0;
-    lap(c->host_sig_s);
+    timer.lap(c->host_sig_s);
     if (graphable && c->exec && sig == c->exec_sig) {
         if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
         c->cu.qx_valid  = false;
         c->cu.n_hoisted = 0;
         const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);
-        lap(c->host_launch_s);
+        timer.lap(c->host_launch_s);
         if (e != cudaSuccess) {
             report(c->dev->name.c_str(), "cudaGraphLaunch", e);
             return EMBER_ERR_BACKEND;
         }
         c->host_replays++;
         const ember_status fs = finish(c);
-        lap(c->host_wait_s);
+        timer.lap(c->host_wait_s);
         return fs;
     }
     // Check every node first, so a graph either runs or fails before touching memory.
@@ -939,7 +933,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         p->calls++;
         return st != EMBER_OK ? st : fs;
     }
-    lap(c->host_check_s);
+    timer.lap(c->host_check_s);
     if (graphable) {
         const bool again = c->last_g == g && c->last_begin == node_begin && c->last_end == node_end && c->last_n_nodes == g->nodes.size();
         c->last_g        = g;
@@ -1040,8 +1034,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
     const char * pdl    = std::getenv("EMBER_CUDA_PDL");
     c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
-    const char * hp     = std::getenv("EMBER_PROFILE_HOST");
-    c->host_on          = hp && std::strcmp(hp, "1") == 0;
+    c->host_on          = ember_profile_host_on();
     c->cu.skip          = ember_cuda_skip_parse(std::getenv("EMBER_CUDA_SKIP"));
     c->cu.skip_list     = std::getenv("EMBER_CUDA_SKIP");
     if (c->cu.skip_list) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", std::getenv("EMBER_CUDA_SKIP"));
