@@ -70,7 +70,7 @@ def main():
         latest = rows[b][0]
         for i in range(b, e):
             s, t, n, g, bx = rows[i]
-            crit = max(0, t - max(latest, s if i == b else latest))
+            crit = max(0, t - latest)  # latest starts at the token's first start
             latest = max(latest, t)
             x = agg[names[n]]
             x[0] += 1
@@ -83,7 +83,7 @@ def main():
     n = len(last)
     tot = sum(x[1] for x in agg.values())
     print(f"{len(rows)} kernels, {len(toks)} tokens; last {n}: {sum(tok_us) / n:.1f} us of GPU time per token "
-          f"({(e - b) if (b, e) == last[-1] else 0} kernels in the last), host gap between tokens {sum(gaps) / max(1, len(gaps)):.1f} us")
+          f"({last[-1][1] - last[-1][0]} kernels in the last), host gap between tokens {sum(gaps) / max(1, len(gaps)):.1f} us")
     print("| kernel | per token | critical path us/token | % | us each | busy us each | grid x block |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, x in sorted(agg.items(), key=lambda kv: -kv[1][1]):
