@@ -1035,9 +1035,10 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     const char * pdl    = std::getenv("EMBER_CUDA_PDL");
     c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
     c->host_on          = ember_profile_host_on();
-    c->cu.skip          = ember_cuda_skip_parse(std::getenv("EMBER_CUDA_SKIP"));
-    c->cu.skip_list     = std::getenv("EMBER_CUDA_SKIP");
-    if (c->cu.skip_list) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", std::getenv("EMBER_CUDA_SKIP"));
+    const char * skip   = std::getenv("EMBER_CUDA_SKIP");
+    c->cu.skip          = ember_cuda_skip_parse(skip);
+    c->cu.skip_list     = skip && std::strstr(skip, "w:") ? skip : nullptr;  // only lists with weight entries are read per node
+    if (skip && *skip) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", skip);
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = cudaSetDevice(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);

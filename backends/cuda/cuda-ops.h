@@ -55,7 +55,7 @@ struct ember_cuda_ctx {
     // launched (ember_cuda_skip_kind bits, cuda-plan.h), to see what each costs on a token's critical path;
     // skip_now is set while such a node's launcher runs, and cu_launch then returns at once.
     unsigned     skip      = 0;
-    const char * skip_list = nullptr;  // the variable's value, for its "w:NAME" entries
+    const char * skip_list = nullptr;  // the variable's value when it has "w:NAME" entries
     bool         skip_now  = false;
 };
 

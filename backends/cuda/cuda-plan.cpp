@@ -136,6 +136,16 @@ ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int
     return p;
 }
 
+// Calls f(entry, length) for each entry of an EMBER_CUDA_SKIP list (separated by ',' or '+').
+template <typename F> static void for_each_skip_entry(const char * list, F && f) {
+    for (const char * p = list; p && *p;) {
+        const char * q = std::strpbrk(p, ",+");
+        const size_t n = q ? static_cast<size_t>(q - p) : std::strlen(p);
+        f(p, n);
+        p = q ? q + 1 : p + n;
+    }
+}
+
 unsigned ember_cuda_skip_parse(const char * list) {
     static const struct {
         const char * name;
@@ -143,14 +153,11 @@ unsigned ember_cuda_skip_parse(const char * list) {
     } kinds[] = {{"mv", EMBER_CUDA_SKIP_MATVEC}, {"norm", EMBER_CUDA_SKIP_NORM}, {"attn", EMBER_CUDA_SKIP_ATTN},
                  {"glu", EMBER_CUDA_SKIP_GLU},   {"other", EMBER_CUDA_SKIP_OTHER}};
     unsigned bits = 0;
-    for (const char * p = list; p && *p;) {
-        const char * q = std::strpbrk(p, ",+");
-        const size_t n = q ? static_cast<size_t>(q - p) : std::strlen(p);
+    for_each_skip_entry(list, [&](const char * e, size_t n) {
         for (const auto & k : kinds) {
-            if (std::strlen(k.name) == n && std::strncmp(p, k.name, n) == 0) bits |= k.bit;
+            if (std::strlen(k.name) == n && std::strncmp(e, k.name, n) == 0) bits |= k.bit;
         }
-        p = q ? q + 1 : p + n;
-    }
+    });
     return bits;
 }
 
@@ -168,14 +175,9 @@ unsigned ember_cuda_skip_kind_of(const ember_tensor * node) {
 
 bool ember_cuda_skip_weight(const char * list, const ember_tensor * node) {
     if (!list || node->op != EMBER_OP_MUL_MAT || !node->src[0]) return false;
-    for (const char * p = list; *p;) {
-        const char * q = std::strpbrk(p, ",+");
-        const size_t n = q ? static_cast<size_t>(q - p) : std::strlen(p);
-        if (n > 2 && std::strncmp(p, "w:", 2) == 0) {
-            const std::string part(p + 2, n - 2);
-            if (std::strstr(node->src[0]->name, part.c_str())) return true;
-        }
-        p = q ? q + 1 : p + n;
-    }
-    return false;
+    bool hit = false;
+    for_each_skip_entry(list, [&](const char * e, size_t n) {
+        if (n > 2 && std::strncmp(e, "w:", 2) == 0 && std::strstr(node->src[0]->name, std::string(e + 2, n - 2).c_str())) hit = true;
+    });
+    return hit;
 }
