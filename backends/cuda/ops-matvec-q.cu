@@ -1049,15 +1049,18 @@ const bool k_q6k_wide = [] {
 }();
 
 // Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
+// Every row of w starts 16-byte aligned (16-byte loads of whole rows).
+bool rows_aligned16(const ember_tensor * w) {
+    return ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
+}
+
 bool q6k_wide_ok(const ember_tensor * w) {
-    return k_q6k_wide && w->type == EMBER_TYPE_Q6_K && w->ne[0] % 256 == 0 &&
-           ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
+    return k_q6k_wide && w->type == EMBER_TYPE_Q6_K && w->ne[0] % 256 == 0 && rows_aligned16(w);
 }
 
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
 bool q4k_wide_ok(const ember_tensor * w) {
-    return k_q4k_wide && w->type == EMBER_TYPE_Q4_K &&
-           ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
+    return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
 }
 
 template <int T>
