@@ -57,7 +57,7 @@ inline void ember_cpu_request_stop(std::atomic<int> * stop_at, int32_t node) {
 }
 
 inline void ember_cpu_barrier(const ember_cpu_compute_params * p) {
-    p->pool->barrier();
+    if (p->nth > 1) p->pool->barrier();  // nth == 1: a light range on the calling thread alone
 }
 
 // Reports a data error (e.g. a row index out of range); the stream stops after this node.
