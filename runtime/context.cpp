@@ -115,9 +115,10 @@ ember_context::~ember_context() {
     if (host_.on && sched_ && sched_->host.runs > 0) {
         const double n = static_cast<double>(sched_->host.runs), us = 1e6 / n;
         std::fprintf(stderr,
-                     "ember: host time per micro-batch over %.0f: inputs and setup %.1f us, compute %.1f us (scheduler copies %.1f, "
-                     "graph_compute calls %.1f in %.2f splits, waits %.1f), outputs %.1f us\n",
-                     n, host_.setup_s * us, host_.compute_s * us, sched_->host.copies_s * us, sched_->host.compute_s * us,
+                     "ember: host time per micro-batch over %.0f: inputs and setup %.1f us, compute %.1f us (scheduler copies %.1f for "
+                     "%.1f copies, %.1f of them queued; graph_compute calls %.1f in %.2f splits, waits %.1f), outputs %.1f us\n",
+                     n, host_.setup_s * us, host_.compute_s * us, sched_->host.copies_s * us, static_cast<double>(sched_->host.copies) / n,
+                     static_cast<double>(sched_->host.copies_queued) / n, sched_->host.compute_s * us,
                      static_cast<double>(sched_->host.splits) / n, sched_->host.wait_s * us, host_.outputs_s * us);
     }
     graphs_.clear();

@@ -18,7 +18,7 @@
 
 // Bumped whenever a vtable below changes; a backend module built against another value is
 // refused at load.
-#define EMBER_BACKEND_API_VERSION 1
+#define EMBER_BACKEND_API_VERSION 2  // 2: ember_stream_i.set_tensor_async
 
 struct ember_buffer_type;
 struct ember_buffer;
@@ -153,6 +153,12 @@ struct ember_stream_i {
     void         (*set_abort_callback)(ember_stream * s, ember_abort_callback cb, void * user_data);
     void         (*event_record)(ember_stream * s, ember_event * e);  // (optional)
     void         (*event_wait)(ember_stream * s, ember_event * e);    // (optional)
+    // (optional) Queues a copy of `size` bytes of host memory into t (a tensor in this device's
+    // compute memory, at `offset`) behind the work queued so far, so a graph's inputs need no
+    // round trip each: `data` may be reused as soon as it returns, and the bytes are in place
+    // for the next graph_compute. false: nothing was queued (the caller copies with
+    // ember_tensor_set instead).
+    bool         (*set_tensor_async)(ember_stream * s, ember_tensor * t, const void * data, size_t offset, size_t size);
 };
 
 struct ember_stream {

@@ -22,17 +22,23 @@ ember_tensor * memory_owner(ember_tensor * t) {
 }
 
 // Copies the bytes spanned by src into dst (same strides), through host memory when needed.
-void copy_tensor(const ember_tensor * src, ember_tensor * dst, std::vector<uint8_t> & staging) {
+// Host to device goes through the device stream's queued copy when it has one (`into`: the
+// stream that owns dst's memory, or nullptr): the stream runs it before its next split, with
+// no wait here (a decode step's inputs: five copies, ~40 us of round trips per token on CUDA).
+// Returns whether the copy was queued.
+bool copy_tensor(const ember_tensor * src, ember_tensor * dst, ember_stream * into, std::vector<uint8_t> & staging) {
     const size_t n = ember_nbytes(src);
     if (ember_buffer_type_is_host(dst->buffer->buft)) {
         ember_tensor_get(src, dst->data, 0, n);
     } else if (ember_buffer_type_is_host(src->buffer->buft)) {
+        if (into && into->iface.set_tensor_async && into->iface.set_tensor_async(into, dst, src->data, 0, n)) return true;
         ember_tensor_set(dst, src->data, 0, n);
     } else {
         staging.resize(n);
         ember_tensor_get(src, staging.data(), 0, n);
         ember_tensor_set(dst, staging.data(), 0, n);
     }
+    return false;
 }
 
 }  // namespace
@@ -287,7 +293,12 @@ ember_status ember_sched::compute(ember_graph * g) {
         int32_t   j = i;
         while (j < n && p.node_stream[j] == s) j++;
         if (s < 0) {
-            for (int32_t k = i; k < j; k++) copy_tensor(g->nodes[k]->src[0], g->nodes[k], staging);
+            for (int32_t k = i; k < j; k++) {
+                ember_tensor * dst   = g->nodes[k];
+                const int      owner = dst->buffer ? stream_of_buffer(memory_owner(dst)->buffer) : -1;
+                host.copies_queued += copy_tensor(dst->src[0], dst, owner >= 0 ? streams_[owner] : nullptr, staging) ? 1 : 0;
+                host.copies++;
+            }
             timer.lap(host.copies_s);
         } else {
             if (abort_cb_ && abort_cb_(abort_ud_)) return EMBER_ERR_CANCELLED;

@@ -43,6 +43,7 @@ struct ember_sched {
         bool     on = false;
         double   copies_s = 0, compute_s = 0, wait_s = 0;
         uint64_t runs = 0, splits = 0;
+        uint64_t copies = 0, copies_queued = 0;  // copy nodes run; of them queued on a device stream (set_tensor_async)
     } host;
 
   private:

@@ -218,11 +218,36 @@ void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * d
     download(d, data, static_cast<const char *>(t->data) + offset, size);
 }
 
+// Device -> host. Large reads (a decode step's logits row: 128256 floats, 501 KiB) go through
+// the pinned staging halves in 128 KiB pieces, the copy engine filling one half while the host
+// copies the other out: a copy into pageable memory took 65-87 us per 8B-shape token on an
+// H200 host. Small ones go directly.
 void download(cuda_device_ctx * d, void * data, const char * src, size_t size) {
     std::lock_guard<std::mutex> lock(d->copy_mutex);
     cudaSetDevice(d->id);
     cudaError_t  e;
-    if (d->init_copy_locked()) {
+    constexpr size_t k_piece = 128u << 10;
+    if (d->init_copy_locked() && d->staging && size >= 2 * k_piece) {
+        const size_t n     = (size + k_piece - 1) / k_piece;
+        const auto   issue = [&](size_t i) {
+            const size_t      len = std::min(k_piece, size - i * k_piece);
+            const int         h   = static_cast<int>(i % 2);
+            cudaError_t       r   = cudaMemcpyAsync(d->staging + h * k_stage_bytes, src + i * k_piece, len, cudaMemcpyDeviceToHost, d->copy_stream);
+            if (r == cudaSuccess) r = cudaEventRecord(d->staged[h], d->copy_stream);
+            return r;
+        };
+        e = issue(0);
+        if (e == cudaSuccess) e = issue(1);
+        for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+            const int h = static_cast<int>(i % 2);
+            e           = cudaEventSynchronize(d->staged[h]);
+            if (e != cudaSuccess) break;
+            std::memcpy(static_cast<char *>(data) + i * k_piece, d->staging + h * k_stage_bytes, std::min(k_piece, size - i * k_piece));
+            if (i + 2 < n) e = issue(i + 2);
+        }
+        const cudaError_t es = cudaStreamSynchronize(d->copy_stream);
+        if (e == cudaSuccess) e = es;
+    } else if (d->copy_ready) {
         e = cudaMemcpyAsync(data, src, size, cudaMemcpyDeviceToHost, d->copy_stream);
         const cudaError_t es = cudaStreamSynchronize(d->copy_stream);
         if (e == cudaSuccess) e = es;
@@ -705,7 +730,21 @@ struct cuda_stream_ctx {
     int32_t         last_begin = -1, last_end = -1;
     size_t          last_n_nodes = 0;
     bool            graphs_off = false;  // EMBER_CUDA_GRAPHS=0; also set when a capture failed
+    // Queued host -> device copies (set_tensor_async): the source bytes go into this pinned ring
+    // and a cudaMemcpyAsync on the stream takes them from there. A region is written again
+    // only after the stream was synchronized (stage_used back to 0), so no copy can still be
+    // reading it. Allocated on first use; k_async_stage_bytes.
+    char *          stage      = nullptr;
+    size_t          stage_used = 0;
+    bool            stage_failed = false;  // no pinned memory: copies go the synchronous way
 };
+
+constexpr size_t k_async_stage_bytes = 16u << 20;
+
+// The stream waited for: every queued copy has read its ring region.
+void stage_reset(cuda_stream_ctx * c) {
+    c->stage_used = 0;
+}
 
 const char * cuda_stream_get_name(ember_stream * s) {
     return static_cast<cuda_stream_ctx *>(s->context)->dev->name.c_str();
@@ -730,6 +769,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->host_sig_s * us, c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
+    if (c->stage) cudaFreeHost(c->stage);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
@@ -758,6 +798,7 @@ ember_status finish(cuda_stream_ctx * c) {
         report(c->dev->name.c_str(), "graph execution", e);
         return EMBER_ERR_BACKEND;
     }
+    stage_reset(c);
     const int err = *c->h_error;
     if (err != 0) {
         cudaMemset(c->cu.d_error, 0, sizeof(int));
@@ -971,7 +1012,47 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
 void cuda_stream_synchronize(ember_stream * s) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     cudaSetDevice(c->cu.device);
-    cudaStreamSynchronize(c->cu.stream);
+    if (cudaStreamSynchronize(c->cu.stream) == cudaSuccess) stage_reset(c);
+}
+
+// A graph input (token ids, positions, the mask, the CPU's embedding rows) queued on the
+// compute stream through the pinned ring: no round trip per input, and the graph launched next
+// on the same stream sees it. Refused (the caller uploads synchronously) for weights (their
+// CUDA layout is made in set_tensor), for copies larger than the ring, and without pinned
+// memory.
+bool cuda_stream_set_tensor_async(ember_stream * s, ember_tensor * t, const void * data, size_t offset, size_t size) {
+    cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
+    const ember_tensor * owner = memory_owner(t);
+    if (size == 0) return true;
+    if (c->stage_failed || size > k_async_stage_bytes || !owner->buffer || !is_cuda_buft(owner->buffer->buft) || buf_ctx(owner->buffer)->dev != c->dev ||
+        (owner->flags & (EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED))) {
+        return false;
+    }
+    cudaSetDevice(c->cu.device);
+    if (!c->stage) {
+        if (cudaMallocHost(reinterpret_cast<void **>(&c->stage), k_async_stage_bytes) != cudaSuccess) {
+            cudaGetLastError();
+            c->stage        = nullptr;
+            c->stage_failed = true;
+            return false;
+        }
+    }
+    const size_t at = (c->stage_used + 255) / 256 * 256;
+    if (at + size > k_async_stage_bytes) {  // full: wait for the queued copies, start over
+        if (cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return false;
+        stage_reset(c);
+        return cuda_stream_set_tensor_async(s, t, data, offset, size);
+    }
+    std::memcpy(c->stage + at, data, size);
+    const cudaError_t e = cudaMemcpyAsync(static_cast<char *>(t->data) + offset, c->stage + at, size, cudaMemcpyHostToDevice, c->cu.stream);
+    if (e != cudaSuccess) {
+        report(c->dev->name.c_str(), "queued upload", e);
+        cudaStreamSynchronize(c->cu.stream);  // nothing half-done left behind for the synchronous copy
+        cudaGetLastError();
+        return false;
+    }
+    c->stage_used = at + size;
+    return true;
 }
 
 void cuda_stream_set_abort_callback(ember_stream * s, ember_abort_callback cb, void * user_data) {
@@ -989,6 +1070,7 @@ const ember_stream_i k_cuda_stream_i = {
     /* .set_abort_callback = */ cuda_stream_set_abort_callback,
     /* .event_record       = */ nullptr,
     /* .event_wait         = */ nullptr,
+    /* .set_tensor_async   = */ cuda_stream_set_tensor_async,
 };
 
 //

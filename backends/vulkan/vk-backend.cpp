@@ -1396,6 +1396,7 @@ static const ember_stream_i k_vk_stream_i = {
     /* .set_abort_callback = */ vk_stream_set_abort_callback,
     /* .event_record       = */ nullptr,
     /* .event_wait         = */ nullptr,
+    /* .set_tensor_async   = */ nullptr,
 };
 
 static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {

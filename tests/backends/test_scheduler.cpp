@@ -22,6 +22,20 @@ namespace {
 struct fake_state {
     int n_computed = 0;
     int n_calls    = 0;  // graph_compute calls (splits run on the fake device)
+    int n_async    = 0;  // copies queued through set_tensor_async
+    bool refuse_async = false;
+    // Queued copies, applied in order when the device next runs or synchronizes (as a GPU
+    // stream would): a scheduler that computed before queuing, or read before synchronizing,
+    // would see stale bytes.
+    struct pending_copy {
+        uint8_t *            dst;
+        std::vector<uint8_t> bytes;
+    };
+    std::vector<pending_copy> pending;
+    void apply_pending() {
+        for (pending_copy & c : pending) std::memcpy(c.dst, c.bytes.data(), c.bytes.size());
+        pending.clear();
+    }
 };
 fake_state g_fake;
 
@@ -64,6 +78,7 @@ bool fake_dev_supports_buft(ember_device *, ember_buffer_type * bt) { return bt 
 
 ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_t end) {
     g_fake.n_calls++;
+    g_fake.apply_pending();
     for (int32_t i = begin; i < end; i++) {
         ember_tensor * t = g->nodes[i];
         REQUIRE(ember_buffer_type_is_host(t->buffer->buft) == false);  // only its own memory
@@ -89,7 +104,14 @@ ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_
     }
     return EMBER_OK;
 }
-void         fake_sync(ember_stream *) {}
+void         fake_sync(ember_stream *) { g_fake.apply_pending(); }
+bool         fake_set_async(ember_stream *, ember_tensor * t, const void * data, size_t off, size_t size) {
+    if (g_fake.refuse_async) return false;
+    const uint8_t * p = static_cast<const uint8_t *>(data);
+    g_fake.pending.push_back({static_cast<uint8_t *>(t->data) + off, std::vector<uint8_t>(p, p + size)});
+    g_fake.n_async++;
+    return true;
+}
 const char * fake_stream_name(ember_stream *) { return "fake"; }
 void         fake_stream_free(ember_stream *) {}
 
@@ -101,7 +123,9 @@ void init_fake() {
     g_fake_dev.iface      = {fake_dev_name, fake_dev_name, nullptr, fake_dev_buft, nullptr, nullptr, fake_dev_supports_op, fake_dev_supports_buft, nullptr};
     g_fake_buft.device    = &g_fake_dev;
     g_fake_stream         = ember_stream{};
-    g_fake_stream.iface   = {fake_stream_name, fake_stream_free, fake_compute, fake_sync, nullptr, nullptr, nullptr, nullptr};
+    g_fake_stream.iface   = {fake_stream_name, fake_stream_free, fake_compute, fake_sync, nullptr, nullptr, nullptr, nullptr, fake_set_async};
+    g_fake.pending.clear();
+    g_fake.refuse_async = false;
     g_fake_stream.device  = &g_fake_dev;
 }
 
@@ -193,8 +217,11 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     build(tg, cpu_buf, fake_buf);
     ember_sched sched({&g_fake_stream, cpu_st});
     g_fake.n_computed = 0;
+    g_fake.n_async    = 0;
     REQUIRE(sched.compute(&tg.g) == EMBER_OK);
     CHECK(g_fake.n_computed == 2);  // the first matmul and the add
+    CHECK(g_fake.n_async == 2);     // x and the norm's output, queued on the fake stream
+    CHECK(g_fake.pending.empty());
 
     const std::vector<int> & where = *sched.node_streams(&tg.g);
     int n_copies = 0;
@@ -218,10 +245,12 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
     for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
 
-    // A second run reuses the plan.
+    // A second run reuses the plan; a stream that refuses the queued copy gets ember_tensor_set.
     const uint64_t plans = sched.n_plans();
+    g_fake.refuse_async  = true;
     REQUIRE(sched.compute(&tg.g) == EMBER_OK);
     CHECK(sched.n_plans() == plans);
+    CHECK(g_fake.n_async == 2);
     ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
     for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
 }
