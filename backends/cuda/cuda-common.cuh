@@ -81,6 +81,28 @@ inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 gri
     cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
+// cu_launch for a kernel whose blocks form thread block clusters of `cluster` blocks (sm_90+;
+// the grid a multiple of it in each dimension).
+template <typename... P, typename... A>
+inline void cu_launch_cluster(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, dim3 cluster, A &&... args) {
+    if (ctx.skip_now) return;  // EMBER_CUDA_SKIP (measuring only)
+    cudaLaunchAttribute attr[2];
+    attr[0].id               = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster.x;
+    attr[0].val.clusterDim.y = cluster.y;
+    attr[0].val.clusterDim.z = cluster.z;
+    attr[1].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg                             = {};
+    cfg.gridDim                                        = grid;
+    cfg.blockDim                                       = block;
+    cfg.dynamicSmemBytes                               = smem;
+    cfg.stream                                         = ctx.stream;
+    cfg.attrs                                          = attr;
+    cfg.numAttrs                                       = ctx.pdl ? 2 : 1;
+    cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
 // Records a data error (e.g. a row index out of range) for the stream to report.
 __device__ __forceinline__ void cu_set_error(int * err, int status) {
     atomicCAS(err, 0, status);

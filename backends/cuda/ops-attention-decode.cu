@@ -42,7 +42,11 @@
 #include <cstring>
 #include <mutex>
 
+#include <cooperative_groups.h>
+
 #include "cuda-common.cuh"
+
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -64,6 +68,7 @@ struct dec_args {
     int       row_bytes;   // bytes of one K/V row (d elements)
     int       slot_bytes;  // shared bytes of one raw K/V row (padded)
     float *   part;        // n_split > 1: per (query row, split) d floats, then M and S
+    bool      cluster;     // n_split > 1 in one thread block cluster (sm_90): merged through distributed shared memory
     int8_t *  xq;          // or nullptr: the output's quantized copy for the O matvec (cu_quantize_warp),
     float2 *  xds;         //   element e of head h of token t at flat index t xk + h d + e
     int64_t   xk;
@@ -613,6 +618,52 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         }
     }
     __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (a.cluster) {  // the splits of this head are the blocks of one cluster, rank = split
+        // Own partial rows into red[r][d] (thread (r, e) reads only its own (g, r, e) sums).
+        for (int r = 0; r < nrows; r++) {
+            for (int e = tid; e < d; e += k_dec_threads) {
+                float v = 0.0f;
+                for (int gg = 0; gg < groups; gg++) v += red[(gg * k_dec_rows + r) * d + e];
+                red[r * d + e] = v;
+            }
+        }
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();  // every split's rows, maxima and sums visible across the cluster
+        // Block `split` merges rows split, split + n_split, ...: each split's weight exp(M_s - M).
+        for (int r = split; r < nrows; r += a.n_split) {
+            float mx = -INFINITY;
+            for (int s2 = 0; s2 < a.n_split; s2++) mx = fmaxf(mx, *cluster.map_shared_rank(sM + r, s2));
+            float w[8];
+            float ssum = 0.0f;
+#pragma unroll
+            for (int s2 = 0; s2 < 8; s2++) {
+                w[s2] = 0.0f;
+                if (s2 < a.n_split) {
+                    const float m = *cluster.map_shared_rank(sM + r, s2);
+                    w[s2]         = m == -INFINITY ? 0.0f : expf(m - mx);
+                    ssum += w[s2] * *cluster.map_shared_rank(sS + r, s2);
+                }
+            }
+            const float   inv  = ssum > 0.0f ? 1.0f / ssum : 0.0f;
+            const int64_t tok  = (r0 + r) / a.group;
+            const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group;
+            float *       y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
+            for (int e = tid; e < d; e += k_dec_threads) {
+                float v = 0.0f;
+#pragma unroll
+                for (int s2 = 0; s2 < 8; s2++) {
+                    if (s2 < a.n_split && w[s2] != 0.0f) v += w[s2] * *cluster.map_shared_rank(red + r * d + e, s2);
+                }
+                const float o = v * inv;
+                y[e]          = o;
+                if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);  // d % 32 == 0: warp-uniform
+            }
+        }
+        cluster.sync();  // no block leaves while another still reads its shared memory
+        return;
+    }
+#endif
     // Out: the normalized rows (one split), or the split's partial result. Element e of query
     // row r, which is head `head` of token `tok`:
     const auto out = [&](int r, int e, int64_t tok, int64_t head) {
@@ -686,6 +737,27 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
         y[i] = acc * inv;
         if (xq) cu_quantize_warp(acc * inv, row * d + i, xq, xds);  // rows (token, head) in x's order; d % 32 == 0
     }
+}
+
+// Splits merged inside the kernel, through distributed shared memory (a thread block cluster of
+// the head's n_split blocks, sm_90+; the portable cluster size bounds n_split), instead of by
+// attn_dec_merge_kernel: at short contexts (a few tiles per head) the second kernel's launch
+// and its round trip through scratch memory cost as much as the attention itself (H200 trace,
+// 8B shape at depth <= 128: 7.6 us attention + 4.7 us merge per layer). Longer contexts have
+// more splits than a cluster holds and keep the merge kernel. EMBER_CUDA_ATTN_CLUSTER=0: off.
+constexpr int k_dec_max_cluster = 8;
+bool dec_cluster_on(int device) {
+    static const bool env_on = [] {
+        const char * e = std::getenv("EMBER_CUDA_ATTN_CLUSTER");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    static int major[16] = {};
+    if (!env_on || device < 0 || device >= 16) return false;
+    if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaGetLastError();
+        major[device] = -1;
+    }
+    return major[device] >= 9;
 }
 
 bool dec_enabled() {
@@ -797,6 +869,14 @@ struct dec_launch {
         a.n_split            = static_cast<int>(n_split);
         a.split_keys         = static_cast<int>(per * k_dec_keys);
         a.part               = nullptr;
+        a.cluster            = n_split > 1 && n_split <= k_dec_max_cluster && dec_cluster_on(ctx.device);
+        if (a.cluster) {
+            dim3 g = grid;
+            g.y    = static_cast<unsigned>(n_split);
+            cu_launch_cluster(ctx, attn_dec_kernel<T, V>, g, k_dec_threads, smem, dim3(1, static_cast<unsigned>(n_split), 1), a);
+            st = EMBER_OK;
+            return;
+        }
         if (n_split > 1) {
             a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n_split) * part_floats_per_split * sizeof(float)));
             if (!a.part) {
@@ -873,7 +953,7 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
                                               static_cast<size_t>(q->ne[1] * q->ne[2] * (d + 2)), st});  // KV cache types
     if (st != EMBER_OK) return st;
     const int64_t n_split = a.n_split;
-    if (n_split > 1) {
+    if (n_split > 1 && !a.cluster) {
         // The weights w[n_split], padded: compute-sanitizer saw the unrolled loop's loads run up
         // to 3 floats past w's end (results never use them).
         cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), 128, sizeof(float) * ((n_split + 3) / 4 * 4 + 4),

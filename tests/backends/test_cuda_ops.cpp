@@ -197,6 +197,19 @@ TEST_CASE("[cuda] the CUDA backend matches the CPU on every op and type") {
             }, 1e-12);
         }
         check_case("cpy q4_k -> f16", [](case_ctx & c) { return ember_cpy(c.g, c.rand_leaf(EMBER_TYPE_Q4_K, 256, 3), EMBER_TYPE_F16); }, 1e-6);
+        // Same type, both contiguous: a device-to-device memcpy, not the chunk kernel; the
+        // strided view beside it keeps the kernel.
+        for (ember_type t : {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+            check_case(std::string("cpy ") + ember_type_get_name(t) + " -> same type (memcpy)", [=](case_ctx & c) {
+                return ember_cpy(c.g, c.rand_leaf(t, 96, 7, 3), t);
+            }, 1e-12);
+        }
+        check_case("cpy f32 strided view -> f32", [](case_ctx & c) {
+            ember_tensor * a  = c.rand_leaf(EMBER_TYPE_F32, 64, 8);
+            const int64_t  ne[4] = {32, 8, 1, 1};
+            const size_t   nb[4] = {4, a->nb[1], a->nb[1] * 8, a->nb[1] * 8};
+            return ember_cpy(c.g, ember_view_strided(c.g, a, ne, nb, 16), EMBER_TYPE_F32);
+        }, 1e-12);
     }
 
     SUBCASE("attn") {
@@ -344,9 +357,13 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     };
     // Also: 8B's 8 KV heads at 4096 keys (several tiles per split, pipelined), 24 query rows
     // (three blocks of 8 rows per KV head), head size 32, one tile, and every KV cache type.
+    // Short contexts (2..8 splits of one tile) merge inside a thread block cluster on sm_90:
+    // 250 keys = 8 splits, the first four all hidden; 100 keys x 3 tokens = 4 splits of two row
+    // blocks; 90 keys over 64 heads = 3 splits of 8 row blocks.
     for (const dec_shape & s : {dec_shape{128, 32, 4, 4133, 1, false}, dec_shape{128, 32, 8, 257, 2, true}, dec_shape{256, 8, 1, 300, 1, true},
                                 dec_shape{64, 64, 1, 90, 1, false}, dec_shape{96, 8, 8, 65, 1, false}, dec_shape{128, 32, 8, 4096, 1, false},
-                                dec_shape{128, 32, 4, 1000, 3, true}, dec_shape{32, 4, 2, 20, 1, false}}) {
+                                dec_shape{128, 32, 4, 1000, 3, true}, dec_shape{32, 4, 2, 20, 1, false}, dec_shape{128, 32, 8, 250, 1, true},
+                                dec_shape{128, 32, 8, 100, 3, false}}) {
         for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_BF16,
                               EMBER_TYPE_F32}) {
             const std::string what = std::string("decode attn ") + ember_type_get_name(tk) + " d=" + std::to_string(s.d) + " heads " +
