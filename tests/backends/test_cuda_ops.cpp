@@ -931,3 +931,51 @@ TEST_CASE("[cuda] device enumeration and buffers") {
 }  // TEST_SUITE
 
 #endif  // EMBER_HAVE_CUDA
+
+// set_tensor_async (the scheduler's input copies through the stream's pinned ring): many
+// pieces of odd sizes and offsets, one overwriting part of an earlier one (it must land last),
+// a large one; the source buffer is reused at once. Then a weight (refused: its layout is made
+// by set_tensor).
+TEST_CASE("[cuda] queued host-to-device copies land in order") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    ember_device *      dev = cuda_device();
+    ember_stream_params sp{};
+    ember_stream *      st  = nullptr;
+    REQUIRE(ember_device_init_stream(dev, &sp, &st) == EMBER_OK);
+    const bool has_async = st->iface.set_tensor_async != nullptr;
+    REQUIRE(has_async);
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), 1 << 20, &buf) == EMBER_OK);
+    ember_graph    g;
+    ember_tensor * t = g.new_tensor(EMBER_TYPE_I32, 1 << 18);  // 1 MiB
+    ember_buffer_place_tensor(buf, t, 0);
+    buf->iface.clear(buf, 0);
+    std::vector<uint8_t> want(1 << 20, 0), src;
+    uint32_t             seed = 1;
+    const auto           put  = [&](size_t off, size_t n) {
+        src.resize(n);
+        for (size_t i = 0; i < n; i++) src[i] = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+        REQUIRE(st->iface.set_tensor_async(st, t, src.data(), off, n));
+        std::memcpy(want.data() + off, src.data(), n);
+        std::fill(src.begin(), src.end(), uint8_t(0xee));  // reused at once
+    };
+    for (int i = 0; i < 11; i++) put(4096 * i + (i % 3), 1 + 97 * i);
+    put(4096 * 2 + 10, 300);  // overlaps an earlier piece
+    put(200000, 100000);
+    put(4096 * 3, 4);
+    st->iface.synchronize(st);
+    std::vector<uint8_t> got(want.size());
+    ember_tensor_get(t, got.data(), 0, got.size());
+    CHECK(got == want);
+    ember_tensor * w = g.new_tensor(EMBER_TYPE_F32, 16);
+    ember_buffer_place_tensor(buf, w, 0);
+    w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    float v[16] = {};
+    const bool queued = st->iface.set_tensor_async(st, w, v, 0, sizeof(v));
+    CHECK_FALSE(queued);
+    ember_buffer_free(buf);
+    ember_stream_free(st);
+}
