@@ -64,43 +64,39 @@ __device__ __forceinline__ void cu_prefetch_l2(const void * p) {
 }
 
 // kernel<<<grid, block, smem, ctx.stream>>>(args...), with the programmatic-serialization
-// attribute when ctx.pdl. Errors are left for ember_cuda_check_launch (cudaGetLastError).
-template <typename... P, typename... A>
-inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A &&... args) {
-    if (ctx.skip_now) return;  // EMBER_CUDA_SKIP (measuring only)
-    cudaLaunchAttribute attr[1];
-    attr[0].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg                             = {};
-    cfg.gridDim                                        = grid;
-    cfg.blockDim                                       = block;
-    cfg.dynamicSmemBytes                               = smem;
-    cfg.stream                                         = ctx.stream;
-    cfg.attrs                                          = attr;
-    cfg.numAttrs                                       = ctx.pdl ? 1 : 0;
-    cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
-}
-
-// cu_launch for a kernel whose blocks form thread block clusters of `cluster` blocks (sm_90+;
-// the grid a multiple of it in each dimension).
+// attribute when ctx.pdl, and in thread block clusters of `cluster` blocks when that is more
+// than one (sm_90+; the grid a multiple of it in each dimension). Errors are left for
+// ember_cuda_check_launch (cudaGetLastError).
 template <typename... P, typename... A>
 inline void cu_launch_cluster(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, dim3 cluster, A &&... args) {
     if (ctx.skip_now) return;  // EMBER_CUDA_SKIP (measuring only)
     cudaLaunchAttribute attr[2];
-    attr[0].id               = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster.x;
-    attr[0].val.clusterDim.y = cluster.y;
-    attr[0].val.clusterDim.z = cluster.z;
-    attr[1].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg                             = {};
-    cfg.gridDim                                        = grid;
-    cfg.blockDim                                       = block;
-    cfg.dynamicSmemBytes                               = smem;
-    cfg.stream                                         = ctx.stream;
-    cfg.attrs                                          = attr;
-    cfg.numAttrs                                       = ctx.pdl ? 2 : 1;
+    unsigned            n = 0;
+    if (cluster.x * cluster.y * cluster.z > 1) {
+        attr[n].id               = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster.x;
+        attr[n].val.clusterDim.y = cluster.y;
+        attr[n].val.clusterDim.z = cluster.z;
+        n++;
+    }
+    if (ctx.pdl) {
+        attr[n].id                                         = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n].val.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim            = grid;
+    cfg.blockDim           = block;
+    cfg.dynamicSmemBytes   = smem;
+    cfg.stream             = ctx.stream;
+    cfg.attrs              = attr;
+    cfg.numAttrs           = n;
     cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
+template <typename... P, typename... A>
+inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A &&... args) {
+    cu_launch_cluster(ctx, kernel, grid, block, smem, dim3(1, 1, 1), std::forward<A>(args)...);
 }
 
 // Records a data error (e.g. a row index out of range) for the stream to report.
