@@ -166,8 +166,17 @@ void main() {
             mv   = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
             live = mv != NEG_INF;
             if (live) {
+                // Eight of the key's values loaded before any is used: the loop's loads are
+                // then in flight together, not one memory round trip per value (decode at a
+                // short context is this chain and the one of the P.V loop below).
                 const uint krow = pc.k_off + ik * pc.k_nb1 + j * pc.k_nb2;
-                for (uint i = kp; i < pc.d; i += KP) dot += sq[i] * dq_k(krow, i);
+                uint       i    = kp;
+                for (; i + 7u * KP < pc.d; i += 8u * KP) {
+                    float kv[8];
+                    [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = dq_k(krow, i + u * KP);
+                    [[unroll]] for (uint u = 0u; u < 8u; u++) dot += sq[i + u * KP] * kv[u];
+                }
+                for (; i < pc.d; i += KP) dot += sq[i] * dq_k(krow, i);
             }
         }
         sred[tid] = dot;
@@ -191,7 +200,25 @@ void main() {
         const uint nt = min(kt, pc.n_kv - j0);
         [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] *= ms;
         if (kg < ng) {
-            for (uint jj = kg; jj < nt; jj += ng) {
+            // Four keys' values loaded, then used (as above). A hidden key's weight is 0 and
+            // its row may hold anything (an unwritten cache cell): selected away, not multiplied.
+            uint jj = kg;
+            for (; jj + 3u * ng < nt; jj += 4u * ng) {
+                float pv[4];
+                float vv[4][4];
+                [[unroll]] for (uint u = 0u; u < 4u; u++) {
+                    pv[u]           = sp[jj + u * ng];
+                    const uint vrow = pc.v_off + ik * pc.v_nb1 + (j0 + jj + u * ng) * pc.v_nb2;
+                    [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                        const uint i = di + c * dw;
+                        vv[u][c]     = i < pc.d ? dq_v(vrow, i) : 0.0;
+                    }
+                }
+                [[unroll]] for (uint u = 0u; u < 4u; u++) {
+                    [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] += pv[u] == 0.0 ? 0.0 : pv[u] * vv[u][c];
+                }
+            }
+            for (; jj < nt; jj += ng) {
                 const float pj = sp[jj];
                 if (pj == 0.0) continue;
                 const uint vrow = pc.v_off + ik * pc.v_nb1 + (j0 + jj) * pc.v_nb2;
