@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda-graph-signature.h"
 #include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
 #include "cuda-plan.h"
@@ -721,7 +722,7 @@ struct cuda_stream_ctx {
 
     // CUDA graph of the last captured node range (see the top of this file).
     cudaGraphExec_t      exec = nullptr;
-    uint64_t exec_sig = 0;  // signature (graph_signature) of the nodes recorded in exec
+    uint64_t exec_sig = 0;  // signature (ember_cuda_graph_signature) of the nodes recorded in exec
     // EMBER_PROFILE_HOST=1: host seconds per part of graph_compute, printed when freed.
     bool     host_on = false;
     double   host_sig_s = 0, host_check_s = 0, host_launch_s = 0, host_wait_s = 0;
@@ -810,49 +811,6 @@ ember_status finish(cuda_stream_ctx * c) {
     return EMBER_OK;
 }
 
-// What a recorded graph depends on: the range, and for each node everything a launcher reads,
-// folded into a 64-bit hash as it is read. A decode step checks it once per token over ~650
-// nodes of ~60 fields: building and comparing a vector of them cost more host time than the
-// launch it guards (EMBER_PROFILE_HOST=1 shows the split). Two different ranges of the same
-// hash (odds 2^-64 per check) would replay the recorded work for the wrong one.
-uint64_t graph_signature(const ember_cuda_ctx & cu, ember_graph * g, int32_t begin, int32_t end) {
-    // Four lanes in turn, so consecutive fields do not wait on each other's multiply.
-    uint64_t   h[4] = {0x9e3779b97f4a7c15ull, 0xbf58476d1ce4e5b9ull, 0x94d049bb133111ebull, 0x2545f4914f6cdd1dull};
-    unsigned   k    = 0;
-    const auto mix  = [&h, &k](int64_t v) {
-        uint64_t & x = h[k++ & 3];
-        x            = (x ^ static_cast<uint64_t>(v)) * 0xff51afd7ed558ccdull;
-        x ^= x >> 29;
-    };
-    mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(g)));
-    mix(begin);
-    mix(end);
-    for (int i = 0; i < 2; i++) {
-        mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[i])));
-        mix(static_cast<int64_t>(cu.scratch_size[i]));
-    }
-    const auto add_tensor = [&mix](const ember_tensor * t) {
-        mix(static_cast<int64_t>(reinterpret_cast<intptr_t>(t->data)));
-        mix(t->type);
-        for (int d = 0; d < 4; d++) {
-            mix(t->ne[d]);
-            mix(static_cast<int64_t>(t->nb[d]));
-        }
-    };
-    for (int32_t i = begin; i < end; i++) {
-        const ember_tensor * node = g->nodes[i];
-        mix(node->op);
-        add_tensor(node);
-        for (int p = 0; p < EMBER_MAX_OP_PARAMS; p++) mix(node->op_params[p]);
-        for (int j = 0; j < EMBER_MAX_SRC; j++) {
-            if (node->src[j]) add_tensor(node->src[j]);
-            else mix(-1);
-        }
-    }
-    uint64_t r = 0;
-    for (int i = 0; i < 4; i++) r = (r ^ h[i]) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i);
-    return r ^ (r >> 31);
-}
 
 // Records nodes [begin, end) into a CUDA graph, updates (or instantiates) the stream's
 // executable graph with it and launches it. EMBER_ERR_UNSUPPORTED when nothing was launched:
@@ -921,7 +879,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         const ember_tensor * node = g->nodes[i];
         if (node->op == EMBER_OP_MUL_MAT && !is_matvec(node)) graphable = false;  // cuBLAS: not for capture
     }
-    const uint64_t sig = graphable ? graph_signature(c->cu, g, node_begin, node_end) : 0;
+    const uint64_t sig = graphable ? ember_cuda_graph_signature(c->cu, g, node_begin, node_end) : 0;
     timer.lap(c->host_sig_s);
     if (graphable && c->exec && sig == c->exec_sig) {
         if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
