@@ -55,6 +55,18 @@ double mib(size_t n) {
     return static_cast<double>(n) / (1024.0 * 1024.0);
 }
 
+// Makes device `id` current for the calling thread, reading the current one first (a
+// thread-local read) and calling cudaSetDevice only when it differs, as llama.cpp's
+// ggml_cuda_set_device does: the stream's entry points run once per token or more, and on the
+// H200 host ~40 us per decode step went to graph_compute outside its own timed parts (its first
+// call is cudaSetDevice) and ~13 us to each queued input copy (whose only CUDA call, in one
+// experiment, was cudaSetDevice). Not yet measured with this change.
+cudaError_t set_device(int id) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == id) return cudaSuccess;
+    return cudaSetDevice(id);
+}
+
 struct cuda_device_ctx {
     int               id = 0;
     std::string       name;
@@ -72,7 +84,7 @@ struct cuda_device_ctx {
 
     bool init_copy_locked() {
         if (copy_ready) return true;
-        cudaSetDevice(id);
+        set_device(id);
         if (cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking) != cudaSuccess) {
             cudaGetLastError();
             copy_stream = nullptr;
@@ -118,7 +130,7 @@ cuda_buffer_ctx * buf_ctx(ember_buffer * b) {
 
 void cuda_buffer_free(ember_buffer * buf) {
     cuda_buffer_ctx * c = buf_ctx(buf);
-    cudaSetDevice(c->dev->id);
+    set_device(c->dev->id);
     cudaFree(c->ptr);
     delete c;
     delete buf;
@@ -132,7 +144,7 @@ void * cuda_buffer_get_base(ember_buffer * buf) {
 // memory when pinned memory could not be had.
 void upload(cuda_device_ctx * d, char * dst, const char * src, size_t size) {
     std::lock_guard<std::mutex> lock(d->copy_mutex);
-    cudaSetDevice(d->id);
+    set_device(d->id);
     if (!d->init_copy_locked()) {
         cudaError_t e = cudaMemcpy(dst, src, size, cudaMemcpyHostToDevice);
         if (e != cudaSuccess) report(d->name.c_str(), "cudaMemcpy (upload)", e);
@@ -225,7 +237,7 @@ void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * d
 // H200 host. Small ones go directly.
 void download(cuda_device_ctx * d, void * data, const char * src, size_t size) {
     std::lock_guard<std::mutex> lock(d->copy_mutex);
-    cudaSetDevice(d->id);
+    set_device(d->id);
     cudaError_t  e;
     constexpr size_t k_piece = 128u << 10;
     if (d->init_copy_locked() && d->staging && size >= 2 * k_piece) {
@@ -272,7 +284,7 @@ bool cuda_buffer_cpy_tensor(ember_buffer * buf, const ember_tensor * src, ember_
     if (!is_cuda_buft(src->buffer->buft)) return false;
     cuda_device_ctx * sd = buf_ctx(src->buffer)->dev;
     cuda_device_ctx * dd = buf_ctx(buf)->dev;
-    cudaSetDevice(dd->id);
+    set_device(dd->id);
     cudaError_t e = sd == dd ? cudaMemcpy(dst->data, src->data, n, cudaMemcpyDeviceToDevice)
                              : cudaMemcpyPeer(dst->data, dd->id, src->data, sd->id, n);
     const cudaError_t es = cudaDeviceSynchronize();
@@ -286,7 +298,7 @@ bool cuda_buffer_cpy_tensor(ember_buffer * buf, const ember_tensor * src, ember_
 
 void cuda_buffer_clear(ember_buffer * buf, uint8_t value) {
     cuda_buffer_ctx * c = buf_ctx(buf);
-    cudaSetDevice(c->dev->id);
+    set_device(c->dev->id);
     cudaError_t       e  = cudaMemset(c->ptr, value, buf->size);
     const cudaError_t es = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = es;
@@ -312,7 +324,7 @@ const char * cuda_buft_name(ember_buffer_type * buft) {
 ember_status cuda_buft_alloc(ember_buffer_type * buft, size_t size, ember_buffer ** out) {
     *out                = nullptr;
     cuda_device_ctx * d = static_cast<cuda_device_ctx *>(buft->context);
-    cudaSetDevice(d->id);
+    set_device(d->id);
     void *      ptr = nullptr;
     cudaError_t e   = cudaMalloc(&ptr, std::max<size_t>(size, k_alignment));
     if (e != cudaSuccess) {
@@ -752,7 +764,7 @@ const char * cuda_stream_get_name(ember_stream * s) {
 }
 
 void destroy_stream_ctx(cuda_stream_ctx * c) {
-    cudaSetDevice(c->cu.device);
+    set_device(c->cu.device);
     if (c->cu.stream) cudaStreamSynchronize(c->cu.stream);
     if (c->cu.prof) {
         op_profile * p = static_cast<op_profile *>(c->cu.prof);
@@ -870,7 +882,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
 ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     if (!g || node_begin < 0 || node_begin > node_end || static_cast<size_t>(node_end) > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
-    cudaSetDevice(c->cu.device);
+    set_device(c->cu.device);
     ember_host_timer timer(c->host_on);
     c->host_calls++;
     // The same work as the recorded graph (checked and run before): replay it.
@@ -969,7 +981,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
 
 void cuda_stream_synchronize(ember_stream * s) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
-    cudaSetDevice(c->cu.device);
+    set_device(c->cu.device);
     if (cudaStreamSynchronize(c->cu.stream) == cudaSuccess) stage_reset(c);
 }
 
@@ -986,7 +998,7 @@ bool cuda_stream_set_tensor_async(ember_stream * s, ember_tensor * t, const void
         (owner->flags & (EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED))) {
         return false;
     }
-    cudaSetDevice(c->cu.device);
+    set_device(c->cu.device);
     if (!c->stage) {
         if (cudaMallocHost(reinterpret_cast<void **>(&c->stage), k_async_stage_bytes) != cudaSuccess) {
             cudaGetLastError();
@@ -1047,7 +1059,7 @@ void cuda_dev_get_props(ember_device * dev, ember_device_props * props) {
     std::memset(props, 0, sizeof(*props));
     props->name        = d->name.c_str();
     props->description = d->description.c_str();
-    cudaSetDevice(d->id);
+    set_device(d->id);
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
     props->memory_free        = free_b;
@@ -1080,7 +1092,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->cu.skip_list     = skip && std::strstr(skip, "w:") ? skip : nullptr;  // only lists with weight entries are read per node
     if (skip && *skip) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", skip);
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
-    cudaError_t e = cudaSetDevice(d->id);
+    cudaError_t e = set_device(d->id);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
