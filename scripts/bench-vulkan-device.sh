@@ -18,6 +18,9 @@
 #
 #   EMBER_BENCH_SHAPES="1b 8b"  EMBER_BENCH_TYPES="Q4_0 Q8_0 Q4_K_M"  EMBER_BENCH_REPS=3
 #   EMBER_BENCH_SKIP_TESTS=1    skip the op tests
+#   EMBER_VK_PACK_BENCH_ONLY=1  (pack) only ember-bench and make-bench-model, xz-compressed
+#                               (~8 MB): benchmark calls with EMBER_BENCH_SKIP_TESTS=1, which
+#                               fit beside the tree where the full pack (~110 MB) does not
 #   EMBER_VK_PACK_FIXTURES=1    (pack) the Vulkan model tests' fixtures in the pack and the
 #                               programs xz-compressed: carry [".vkbench", ".gl"] runs the model
 #                               tests on the GPU too, without .devdata
@@ -86,7 +89,12 @@ if [ "$mode" = pack ]; then
     # EMBER_VK_PACK: the folder to pack into (.vkbench; another name lets two builds coexist).
     out=${EMBER_VK_PACK:-.vkbench}
     case "$out" in .vk*) ;; *) echo "EMBER_VK_PACK must be a top-level folder named .vk*" >&2; exit 2 ;; esac
-    for p in ember-bench test-backends test-models make-bench-model; do
+    # EMBER_VK_PACK_BENCH_ONLY=1: ember-bench and make-bench-model only, as one xz tarball
+    # (~8 MB; the test programs are ~34 MB each): for `run` with EMBER_BENCH_SKIP_TESTS=1.
+    bench_only=${EMBER_VK_PACK_BENCH_ONLY:-0}
+    progs="ember-bench test-backends test-models make-bench-model"
+    [ "$bench_only" = 1 ] && progs="ember-bench make-bench-model"
+    for p in $progs; do
         [ -x "$build/bin/$p" ] || missing="${missing:-} $p"
     done
     [ -z "${missing:-}" ] || {
@@ -99,7 +107,7 @@ if [ "$mode" = pack ]; then
         exit 1
     }
     rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
-    cp "$build/bin/ember-bench" "$build/bin/test-backends" "$build/bin/test-models" "$build/bin/make-bench-model" "$out/bin/"
+    for p in $progs; do cp "$build/bin/$p" "$out/bin/"; done
     cp -L "$build/lib/libember.so.1" "$out/lib/"  # the soname the programs ask for, as a plain file
     # libxxhash: the device image may not have it.
     xx=$(ldd "$build/bin/ember-bench" | awk '/libxxhash/ {print $3}')
@@ -117,6 +125,8 @@ if [ "$mode" = pack ]; then
             cp "$data/fixtures/models/$n".* "$out/fixtures/models/" || exit 1
         done
         chmod -R u+w "$out/fixtures"  # copies of read-only files: the next pack removes them
+        tar -C "$out" -cJf "$out/pack.tar.xz" bin lib && rm -rf "$out/bin" "$out/lib"
+    elif [ "$bench_only" = 1 ]; then
         tar -C "$out" -cJf "$out/pack.tar.xz" bin lib && rm -rf "$out/bin" "$out/lib"
     fi
     if ! ls .gl/*.deb >/dev/null 2>&1; then
@@ -183,9 +193,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 say "VK_DRIVER_FILES=${VK_DRIVER_FILES:-(loader default)}"
 
 # Which device "vulkan" is (the lookup test prints it); lavapipe here would mean no GPU driver.
-"$bin/test-backends" -tc="*device lookup*" -s >"$logs/device.log" 2>&1
-say "$(grep -m1 'Vulkan device' "$logs/device.log" || echo 'no Vulkan device found (see device.log)')"
-if grep -q 'llvmpipe' "$logs/device.log"; then say "only lavapipe is visible: the NVIDIA driver was not found"; fi
+if [ -x "$bin/test-backends" ]; then
+    "$bin/test-backends" -tc="*device lookup*" -s >"$logs/device.log" 2>&1
+    say "$(grep -m1 'Vulkan device' "$logs/device.log" || echo 'no Vulkan device found (see device.log)')"
+    if grep -q 'llvmpipe' "$logs/device.log"; then say "only lavapipe is visible: the NVIDIA driver was not found"; fi
+else
+    say "(a bench-only pack: ember-bench names the device in bench.log)"
+fi
 
 if [ "${EMBER_BENCH_SKIP_TESTS:-0}" != 1 ]; then
     stamp "Vulkan op tests"
