@@ -928,10 +928,6 @@ TEST_CASE("[cuda] device enumeration and buffers") {
     ember_buffer_free(buf);
 }
 
-}  // TEST_SUITE
-
-#endif  // EMBER_HAVE_CUDA
-
 // set_tensor_async (the scheduler's input copies through the stream's pinned ring): many
 // pieces of odd sizes and offsets, one overwriting part of an earlier one (it must land last),
 // a large one; the source buffer is reused at once. Then a weight (refused: its layout is made
@@ -979,3 +975,7 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
     ember_buffer_free(buf);
     ember_stream_free(st);
 }
+
+}  // TEST_SUITE
+
+#endif  // EMBER_HAVE_CUDA
