@@ -609,6 +609,34 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
 }
 
+TEST_CASE("[cuda] decode gate/up products and SWIGLU in one launch (quantized result for the down product)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // Rows: one group of 32 (16 blocks count themselves), 8B's 14336 and an odd count of
+    // groups. Each graph runs for four seeds on one stream: the counters
+    // must be back at zero after every launch or the next one's quantized copy is never made.
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        for (int64_t n : {32, 14336, 32 * 67}) {
+            for (bool gate_read_twice : {false, true}) {
+                const std::string what = std::string("gate/up + swiglu ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
+                                         (gate_read_twice ? " (gate read twice)" : "");
+                check_runs(what, [=](case_ctx & c) {
+                    const int64_t  k  = 512;
+                    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
+                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
+                    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
+                    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
+                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n, k), ember_swiglu(c.g, gt, up)));
+                    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, n, k), gt));
+                    return y;
+                }, 1e-3, {7, 8, 9, 10});
+            }
+        }
+    }
+}
+
 TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
