@@ -517,16 +517,6 @@ bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int
 }
 
 // EMBER_CUDA_MV_EPI=0: RoPE and the KV cache writes as their own kernels (no matvec epilogues).
-// EMBER_CUDA_GLU=1 (2, 3: its variants): gate, up and SWIGLU in one launch
-// (ember_cuda_mul_mat_vec_q_glu); off by default (measured slower, PERF-NOTES.md).
-bool glu_fused() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_GLU");
-        return e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0 || std::strcmp(e, "3") == 0);
-    }();
-    return on;
-}
-
 bool mv_epilogues() {
     static const bool on = [] {
         const char * e = std::getenv("EMBER_CUDA_MV_EPI");
@@ -622,15 +612,6 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             int32_t run = 1;
             while (run < n && g->nodes[i + run] == grp[run]) run++;
             *used = run;
-            // Gate and up with the SWIGLU after them that only it reads: one launch stores
-            // SWIGLU's result and its quantized copy for the down product.
-            if (n == 2 && run == 2 && fuse_more() && glu_fused() && ember_cuda_plan_glu(g, i, end)) {
-                const ember_status st = ember_cuda_mul_mat_vec_q_glu(ctx, grp[0], grp[1], g->nodes[i + 2]);
-                if (st != EMBER_ERR_UNSUPPORTED) {
-                    *used = 3;
-                    return st;
-                }
-            }
             // Ember's types in the CUDA ext layout group the same way (ops-matvec-ext.cu).
             return ember_cuda_ext_layout(node->src[0]) ? ember_cuda_mul_mat_vec_ext(ctx, grp, n) : ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
         }
@@ -800,8 +781,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->dev->name.c_str(), static_cast<unsigned long long>(c->host_calls), static_cast<unsigned long long>(c->host_replays),
                      c->host_sig_s * us, c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
-    for (int i = 0; i < ember_cuda_ctx::k_scratch_slots; i++) cudaFree(c->cu.scratch[i]);
-    cudaFree(c->cu.glu_count);
+    for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
@@ -1116,8 +1096,6 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.glu_count), sizeof(int) * ember_cuda_ctx::k_glu_counters);
-    if (e == cudaSuccess) e = cudaMemset(c->cu.glu_count, 0, sizeof(int) * ember_cuda_ctx::k_glu_counters);
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
@@ -1239,9 +1217,6 @@ void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size) {
     if (ctx.capturing) return nullptr;  // no sync or malloc inside a recording: the caller runs eagerly
     // Kernels still queued may use the old memory.
     cudaStreamSynchronize(ctx.stream);
-    const char * old = static_cast<const char *>(ctx.scratch[slot]);
-    const char * qb  = static_cast<const char *>(ctx.qx_buf);
-    if (old && qb >= old && qb < old + ctx.scratch_size[slot]) ctx.qx_valid = false;  // the quantized x lived there
     cudaFree(ctx.scratch[slot]);
     ctx.scratch[slot]      = nullptr;
     ctx.scratch_size[slot] = 0;

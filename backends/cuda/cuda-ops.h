@@ -22,27 +22,16 @@ struct ember_cuda_ctx {
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
 
-    // Scratch device memory, independent slots (0: quantized activations; 1: converted
-    // activations, a dequantized weight slab, attention partials; 2: the quantized SWIGLU
-    // result the gate/up launch writes while it reads slot 0); grown on demand, only after
-    // the stream is idle.
-    static constexpr int k_scratch_slots = 3;
-    void * scratch[k_scratch_slots]      = {nullptr, nullptr, nullptr};
-    size_t scratch_size[k_scratch_slots] = {0, 0, 0};
+    // Scratch device memory, two independent slots (e.g. converted activations and a
+    // dequantized weight slab); grown on demand, only after the stream is idle.
+    void * scratch[2]      = {nullptr, nullptr};
+    size_t scratch_size[2] = {0, 0};
 
-    // Zeroed device counters (k_glu_counters ints) of the gate/up + SWIGLU launch: its blocks
-    // count themselves per 32 result rows, and the last one of each 32 quantizes them and sets
-    // the counter back to zero (ops-matvec-q.cu mvr_glu_kernel).
-    static constexpr int k_glu_counters = 8192;
-    int *                glu_count      = nullptr;
-
-    // The activations the last integer matvec quantized (ops-matvec-q.cu), or the kernel that
-    // made them wrote (scratch slot 0 or 2): reused by the next matvec over the same x; the
-    // stream clears qx_valid before any other node.
+    // The activations the last integer matvec quantized into scratch slot 0 (ops-matvec-q.cu):
+    // reused by the next matvec over the same x; the stream clears qx_valid before any other node.
     bool         qx_valid = false;
     const void * qx_data  = nullptr;
     const void * qx_buf   = nullptr;
-    const void * qx_ds    = nullptr;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
 
@@ -163,18 +152,11 @@ struct ember_cuda_mv_unit {
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
 ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units);
-// Its quantized activations (scratch slot `slot`, 0 or 2; nullptr when it cannot grow): ne[0] / 32
-// blocks of 32 int8 per vector of x, each with a float2 (d, d * sum q), d = max|x| / 127 rounded
-// to half. Kernels that produce x may write them and mark them valid for the next matvec.
-void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds, int slot = 0);
-void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq, const void * xds);
-// The FFN's gate and up products (gate_mm, up_mm: decode matvecs over one x) and the SWIGLU
-// over them (sw) in one launch that stores only sw's result and its quantized copy (scratch
-// slot 2, marked valid for the down product): the SWIGLU kernel's launch is gone. Q4_0 / Q8_0
-// in the CUDA layout, one x column, a multiple of 32 rows; EMBER_ERR_UNSUPPORTED otherwise (or
-// while recording when slot 2 would have to grow), and the caller runs the nodes as before.
-// The caller checks that nothing else reads the two products (cuda-plan.h ember_cuda_plan_glu).
-ember_status ember_cuda_mul_mat_vec_q_glu(ember_cuda_ctx & ctx, ember_tensor * gate_mm, ember_tensor * up_mm, ember_tensor * sw);
+// Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks
+// of 32 int8 per vector of x, each with a float2 (d, d * sum q), d = max|x| / 127 rounded to
+// half. Kernels that produce x may write them and mark them valid for the next matvec.
+void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds);
+void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

@@ -136,21 +136,6 @@ ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int
     return p;
 }
 
-ember_tensor * ember_cuda_plan_glu(const ember_graph * g, int32_t i, int32_t end) {
-    if (i < 0 || i + 2 >= end || static_cast<size_t>(end) > g->nodes.size()) return nullptr;
-    ember_tensor * gate = g->nodes[i];
-    ember_tensor * up   = g->nodes[i + 1];
-    ember_tensor * sw   = g->nodes[i + 2];
-    if (!ember_cuda_is_matvec(gate) || !ember_cuda_is_matvec(up) || gate->src[1] != up->src[1] || sw->op != EMBER_OP_SWIGLU ||
-        sw->src[0] != gate || sw->src[1] != up) {
-        return nullptr;
-    }
-    if (ember_graph_read_elsewhere(g, gate, sw, static_cast<size_t>(i + 1)) || ember_graph_read_elsewhere(g, up, sw, static_cast<size_t>(i + 2))) {
-        return nullptr;
-    }
-    return sw;
-}
-
 // Calls f(entry, length) for each entry of an EMBER_CUDA_SKIP list (separated by ',' or '+').
 template <typename F> static void for_each_skip_entry(const char * list, F && f) {
     for (const char * p = list; p && *p;) {

@@ -36,11 +36,6 @@ bool ember_cuda_is_matvec(const ember_tensor * node);
 ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
                                            const ember_cuda_plan_hooks & h);
 
-// The SWIGLU at node i + 2 over the products of nodes i (gate) and i + 1 (up), two decode
-// matvecs over one x, when nothing else reads the products (the fused launch, ops-matvec-q.cu
-// ember_cuda_mul_mat_vec_q_glu, never stores them); else nullptr.
-ember_tensor * ember_cuda_plan_glu(const ember_graph * g, int32_t i, int32_t end);
-
 // EMBER_CUDA_SKIP (measuring only; results are wrong): kinds of op whose kernels a decode step
 // does not launch, so a benchmark shows what each kind costs on the token's critical path.
 enum ember_cuda_skip_kind : unsigned {

@@ -960,6 +960,6 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
                   static_cast<const float *>(a.part), static_cast<int>(n_split), d, q->ne[1], cu_desc(dst), a.xq, a.xds);
     }
     const ember_status ls = ember_cuda_check_launch("attn (decode)");
-    if (ls == EMBER_OK && qx_of) ember_cuda_qx_set_valid(ctx, qx_of, a.xq, a.xds);
+    if (ls == EMBER_OK && qx_of) ember_cuda_qx_set_valid(ctx, qx_of, a.xq);
     return ls;
 }

@@ -385,7 +385,7 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
         else if (qx) launch_norm_dec<false, true>(ctx, g, nv, p, n);
         else launch_norm_dec<false, false>(ctx, g, nv, p, n);
         const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm + mul (decode)" : "rms_norm + mul (decode)");
-        if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq, p.xds);
+        if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
         return st;
     }
     // (ADD, FUSED, QX): the combinations the stream asks for.
@@ -396,7 +396,7 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     else if (mul) cu_launch(ctx, rms_norm_kernel<false, true, false>, g, k_norm_threads, 0, p);
     else cu_launch(ctx, rms_norm_kernel<false, false, false>, g, k_norm_threads, 0, p);
     const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm" : mul ? "rms_norm + mul" : "rms_norm");
-    if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq, p.xds);
+    if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
     return st;
 }
 
@@ -444,7 +444,7 @@ ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, b
                                                                             nullptr, nullptr);
     }
     const ember_status st = ember_cuda_check_launch("swiglu");
-    if (st == EMBER_OK && xq) ember_cuda_qx_set_valid(ctx, dst, xq, xds);
+    if (st == EMBER_OK && xq) ember_cuda_qx_set_valid(ctx, dst, xq);
     return st;
 }
 

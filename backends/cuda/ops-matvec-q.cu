@@ -653,123 +653,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     }
 }
 
-// The FFN's gate and up products with the SWIGLU after them (ember_cuda_mul_mat_vec_q_glu):
-// warps 0, 1 of a block take gate rows 2 b, 2 b + 1 and warps 2, 3 the same rows of up, loaded
-// and summed as mvr_kernel<T, 1, U, false> does (the same bits), so the products meet in shared
-// memory and only silu(gate) * up is stored (SWIGLU's arithmetic). Its quantized copy for the
-// down product needs 32 consecutive rows (16 blocks): each block counts itself in the rows'
-// counter after its stores, and the last of the 16 quantizes the 32 values (cu_quantize_warp,
-// as the SWIGLU kernel does) and sets the counter back to zero for the next launch.
-struct mvr_glu_args {
-    const uint4 *          wq_gate;
-    const uint4 *          wq_up;
-    const unsigned short * wd_gate;  // scales, rows of nb
-    const unsigned short * wd_up;
-    int                    nchunk, nb;
-    const int8_t *         xq;
-    const float2 *         xds;
-    float *                h;    // the SWIGLU result, n floats (n % 32 == 0)
-    int8_t *               hq;   // its quantized copy
-    float2 *               hds;
-    int *                  count;  // n / 32 counters, zero between launches
-};
-constexpr int k_glu_rows_block = k_rp_warps / 2;
-constexpr int k_glu_blocks_32  = 32 / k_glu_rows_block;  // blocks per 32 result rows
-
-// S: how the 16 blocks of 32 rows meet. 1: stores, __threadfence, a block-wide barrier and one
-// atomic per block; 2: each of warp 0's two storing lanes counts itself with a release atomic
-// (no fence for the whole block; 32 counts per 32 rows), warp 0 of the last one quantizes after
-// an acquire fence; 0: no quantized copy (the down product makes its own: measuring only).
-template <int T, int U, int S>
-__global__ void __launch_bounds__(32 * k_rp_warps) mvr_glu_kernel(mvr_glu_args a) {
-    using D                    = mvr<T>;
-    const int     lane         = threadIdx.x % 32, wi = threadIdx.x / 32;
-    const bool    up           = wi >= k_glu_rows_block;
-    const int64_t row          = static_cast<int64_t>(blockIdx.x) * k_glu_rows_block + wi % k_glu_rows_block;
-    const uint4 * wq           = (up ? a.wq_up : a.wq_gate) + row * a.nchunk;
-    const unsigned short * wd  = (up ? a.wd_up : a.wd_gate) + row * a.nb;
-    uint4         w[U];
-    float         dw[U];
-    const auto    load = [&](int c0) {
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int  c  = c0 + 32 * u;
-            const bool ok = c < a.nchunk;
-            w[u]          = ok ? __ldcs(wq + c) : make_uint4(0, 0, 0, 0);
-            dw[u]         = ok ? __half2float(__ushort_as_half(__ldg(wd + c / D::CPB))) : 0.0f;
-        }
-    };
-    load(lane);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
-    float acc = 0.0f;
-    for (int c0 = lane; c0 < a.nchunk; c0 += 32 * U) {
-        if (c0 != lane) load(c0);
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
-            if (c < a.nchunk) acc += D::dot(w[u], dw[u], D::load_x(a.xq, a.xds, c));
-        }
-    }
-    __shared__ float sums[k_rp_warps];
-    acc = cu_warp_sum(acc);
-    if (lane == 0) sums[wi] = acc;
-    __syncthreads();
-    const int grp = static_cast<int>(blockIdx.x / k_glu_blocks_32);
-    if constexpr (S == 2) {
-        if (wi != 0) return;
-        bool last = false;
-        if (lane < k_glu_rows_block) {
-            const float g = sums[lane];
-            a.h[static_cast<int64_t>(blockIdx.x) * k_glu_rows_block + lane] = g / (1.0f + expf(-g)) * sums[k_glu_rows_block + lane];
-            int old = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-            asm volatile("atom.add.release.gpu.s32 %0, [%1], 1;" : "=r"(old) : "l"(a.count + grp) : "memory");
-#else
-            __threadfence();
-            old = atomicAdd(a.count + grp, 1);
-#endif
-            last = old == 31;
-            if (last) atomicExch(a.count + grp, 0);  // all 32 rows counted: ready for the next launch
-        }
-        if (!__any_sync(0xffffffffu, last)) return;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-#else
-        __threadfence();
-#endif
-        const int64_t i = static_cast<int64_t>(grp) * 32 + lane;
-        cu_quantize_warp(__ldcg(a.h + i), i, a.hq, a.hds);
-        return;
-    }
-    __shared__ bool last;
-    if (threadIdx.x < k_glu_rows_block) {
-        const float g = sums[threadIdx.x];
-        a.h[static_cast<int64_t>(blockIdx.x) * k_glu_rows_block + threadIdx.x] = g / (1.0f + expf(-g)) * sums[k_glu_rows_block + threadIdx.x];
-        if constexpr (S == 1) __threadfence();  // the stores visible to the block that quantizes them, before the count below
-    }
-    if constexpr (S == 0) return;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(a.count + grp, 1) == k_glu_blocks_32 - 1;
-        if (last) atomicExch(a.count + grp, 0);  // every block of the 32 rows has counted: ready for the next launch
-    }
-    __syncthreads();
-    if (last && wi == 0) {
-        __threadfence();
-        const int64_t i = static_cast<int64_t>(grp) * 32 + lane;
-        cu_quantize_warp(__ldcg(a.h + i), i, a.hq, a.hds);
-    }
-}
-
-// EMBER_CUDA_GLU: 2 or 3 pick mvr_glu_kernel's S = 2 or 0 (measuring), else S = 1.
-int glu_sync_mode() {
-    static const int m = [] {
-        const char * e = std::getenv("EMBER_CUDA_GLU");
-        return e && std::strcmp(e, "2") == 0 ? 2 : e && std::strcmp(e, "3") == 0 ? 0 : 1;
-    }();
-    return m;
-}
-
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
@@ -1284,33 +1167,32 @@ bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
     return x->ne[1] * x->ne[2] * x->ne[3] <= 65535 && x->ne[2] * x->ne[3] <= 65535 && w->ne[0] / 32 < INT32_MAX;
 }
 
-// Scratch slot 0 (or 2) holds the quantized x: nv k int8 values, then (from a 256-byte
-// boundary) nv k / 32 (d, d sum q) pairs.
-void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds, int slot) {
+// Scratch slot 0 holds the quantized x: nv k int8 values, then (from a 256-byte boundary)
+// nv k / 32 (d, d sum q) pairs.
+void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds) {
     const int64_t k   = x->ne[0];
     const int64_t nv  = x->ne[1] * x->ne[2] * x->ne[3];
     const size_t  qb  = static_cast<size_t>(nv * k);
     const size_t  off = (qb + 255) / 256 * 256;
     const size_t  len = off + static_cast<size_t>(nv * (k / 32)) * sizeof(float2);
-    char *        buf = static_cast<char *>(ember_cuda_scratch(ctx, slot, len));
+    char *        buf = static_cast<char *>(ember_cuda_scratch(ctx, 0, len));
     *xq               = buf ? reinterpret_cast<int8_t *>(buf) : nullptr;
     *xds              = buf ? static_cast<void *>(buf + off) : nullptr;
 }
 
-// Whether the quantized copy marked valid is that of x (same memory, shape and strides).
-static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x) {
-    if (!ctx.qx_valid || ctx.qx_data != x->data || !ctx.qx_buf || !ctx.qx_ds) return false;
+// Whether the quantized copy in slot 0 is that of x (same memory, shape and strides).
+static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
+    if (!ctx.qx_valid || ctx.qx_data != x->data || ctx.qx_buf != xq) return false;
     for (int i = 0; i < 4; i++) {
         if (ctx.qx_ne[i] != x->ne[i] || ctx.qx_nb[i] != static_cast<int64_t>(x->nb[i])) return false;
     }
     return true;
 }
 
-void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq, const void * xds) {
+void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
     ctx.qx_valid = true;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
-    ctx.qx_ds    = xds;
     for (int i = 0; i < 4; i++) {
         ctx.qx_ne[i] = x->ne[i];
         ctx.qx_nb[i] = static_cast<int64_t>(x->nb[i]);
@@ -1399,28 +1281,24 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
     return ember_cuda_mul_mat_vec_q_run(ctx, dsts, nd, nullptr);
 }
 
-// The 8-bit copy of x (ember_cuda_qx_buffer): the one marked valid when it is still x's (the
-// previous matvec's, or the one the fused RMS_NORM + MUL, SWIGLU or gate/up launch that made x
-// wrote: valid while x is the same tensor and nothing wrote over it since), else made now in
-// scratch slot 0.
+// The 8-bit copy of x in scratch slot 0 (ember_cuda_qx_buffer), made now unless the copy there
+// is still x's: the previous matvec's, or the one the fused RMS_NORM + MUL or SWIGLU that made x
+// wrote (valid while x is the same tensor and nothing wrote over it since).
 ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out) {
-    if (qx_is(ctx, x)) {
-        *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
-        *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
-        return EMBER_OK;
-    }
     int8_t * xq  = nullptr;
     void *   xdv = nullptr;
     ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
     if (!xq) return EMBER_ERR_OOM;
-    float2 *      xds = static_cast<float2 *>(xdv);
-    const int64_t k   = x->ne[0];
-    const int64_t nv  = x->ne[1] * x->ne[2] * x->ne[3];
-    const dim3    grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
-    cu_launch(ctx, quantize_x_kernel, grid, 256, 0, cu_desc(x), k, xq, xds);
-    const ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
-    if (st != EMBER_OK) return st;
-    ember_cuda_qx_set_valid(ctx, x, xq, xds);
+    float2 * xds = static_cast<float2 *>(xdv);
+    if (!qx_is(ctx, x, xq)) {
+        const int64_t k  = x->ne[0];
+        const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
+        const dim3    grid(cu_blocks(k / 4, 256), static_cast<unsigned>(nv));
+        cu_launch(ctx, quantize_x_kernel, grid, 256, 0, cu_desc(x), k, xq, xds);
+        const ember_status st = ember_cuda_check_launch("mul_mat (quantize x)");
+        if (st != EMBER_OK) return st;
+        ember_cuda_qx_set_valid(ctx, x, xq);
+    }
     *xq_out  = xq;
     *xds_out = xds;
     return EMBER_OK;
@@ -1446,51 +1324,4 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
 
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
     return ember_cuda_mul_mat_vec_q_group(ctx, &dst, 1);
-}
-
-ember_status ember_cuda_mul_mat_vec_q_glu(ember_cuda_ctx & ctx, ember_tensor * gate_mm, ember_tensor * up_mm, ember_tensor * sw) {
-    const ember_tensor * wg = gate_mm->src[0];
-    const ember_tensor * wu = up_mm->src[0];
-    const ember_tensor * x  = gate_mm->src[1];
-    const int64_t        n  = wg->ne[1];
-    const bool shapes = (wg->type == EMBER_TYPE_Q4_0 || wg->type == EMBER_TYPE_Q8_0) && wu->type == wg->type &&
-                        (wg->flags & wu->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && up_mm->src[1] == x && wu->ne[0] == wg->ne[0] &&
-                        wu->ne[1] == n && wg->ne[2] * wg->ne[3] == 1 && wu->ne[2] * wu->ne[3] == 1 && x->ne[0] == wg->ne[0] &&
-                        x->ne[1] == 1 && x->ne[2] * x->ne[3] == 1 && n % 32 == 0 && n / 32 <= ember_cuda_ctx::k_glu_counters &&
-                        n / k_glu_rows_block <= INT32_MAX && ember_cuda_mul_mat_vec_q_supported(gate_mm) &&
-                        ember_cuda_mul_mat_vec_q_supported(up_mm) && sw->op == EMBER_OP_SWIGLU && sw->src[0] == gate_mm &&
-                        sw->src[1] == up_mm && sw->type == EMBER_TYPE_F32 && ember_is_contiguous(sw) && sw->ne[0] == n &&
-                        ember_nelements(sw) == n && gate_mm->type == EMBER_TYPE_F32 && up_mm->type == EMBER_TYPE_F32;
-    if (!shapes || !ctx.glu_count) return EMBER_ERR_UNSUPPORTED;
-    int8_t *           xq  = nullptr;
-    float2 *           xds = nullptr;
-    const ember_status qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);
-    if (qs != EMBER_OK) return qs;
-    int8_t * hq  = nullptr;
-    void *   hds = nullptr;
-    ember_cuda_qx_buffer(ctx, sw, &hq, &hds, 2);
-    if (!hq) return EMBER_ERR_UNSUPPORTED;  // recording (slot 2 cannot grow now) or no memory: the nodes one by one
-    mvr_glu_args a;
-    a.wq_gate = static_cast<const uint4 *>(wg->data);
-    a.wq_up   = static_cast<const uint4 *>(wu->data);
-    a.wd_gate = rp_scales(wg);
-    a.wd_up   = rp_scales(wu);
-    a.nb      = static_cast<int>(wg->ne[0] / 32);
-    a.nchunk  = static_cast<int>(a.nb * ember_cuda_repack_qbytes(wg->type) / 16);
-    a.xq      = xq;
-    a.xds     = xds;
-    a.h       = static_cast<float *>(sw->data);
-    a.hq      = hq;
-    a.hds     = static_cast<float2 *>(hds);
-    a.count   = ctx.glu_count;
-    const unsigned blocks = static_cast<unsigned>(n / k_glu_rows_block);
-    const int      mode   = glu_sync_mode();
-    const bool     q4     = wg->type == EMBER_TYPE_Q4_0;
-    if (mode == 2) cu_launch(ctx, q4 ? mvr_glu_kernel<EMBER_TYPE_Q4_0, 4, 2> : mvr_glu_kernel<EMBER_TYPE_Q8_0, 4, 2>, blocks, 32 * k_rp_warps, 0, a);
-    else if (mode == 0) cu_launch(ctx, q4 ? mvr_glu_kernel<EMBER_TYPE_Q4_0, 4, 0> : mvr_glu_kernel<EMBER_TYPE_Q8_0, 4, 0>, blocks, 32 * k_rp_warps, 0, a);
-    else cu_launch(ctx, q4 ? mvr_glu_kernel<EMBER_TYPE_Q4_0, 4, 1> : mvr_glu_kernel<EMBER_TYPE_Q8_0, 4, 1>, blocks, 32 * k_rp_warps, 0, a);
-    const ember_status st = ember_cuda_check_launch("mul_mat (gate, up) + swiglu (decode)");
-    if (st == EMBER_OK && mode != 0) ember_cuda_qx_set_valid(ctx, sw, hq, hds);  // sw may lie over x: the copy now is sw's
-    else if (st == EMBER_OK) ctx.qx_valid = false;
-    return st;
 }

@@ -609,18 +609,17 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
 }
 
-TEST_CASE("[cuda] decode gate/up products and SWIGLU in one launch (quantized result for the down product)") {
+TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat indices, the down product") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    // Rows: one group of 32 (16 blocks count themselves), 8B's 14336 and an odd count of
-    // groups. Each graph runs for four seeds on one stream: the counters
-    // must be back at zero after every launch or the next one's quantized copy is never made.
+    // Rows: one block of 32, 8B's 14336 and an odd count of blocks; the gate's product read
+    // again elsewhere or not. Each graph runs for four seeds on one stream (CUDA graph replays).
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (int64_t n : {32, 14336, 32 * 67}) {
             for (bool gate_read_twice : {false, true}) {
-                const std::string what = std::string("gate/up + swiglu ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
+                const std::string what = std::string("gate/up + swiglu + down ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
                                          (gate_read_twice ? " (gate read twice)" : "");
                 check_runs(what, [=](case_ctx & c) {
                     const int64_t  k  = 512;

@@ -161,30 +161,6 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
     }
 }
 
-TEST_CASE("[cuda plan] the FFN's gate and up products with the SWIGLU after them") {
-    // As ember_build_ffn_swiglu lays it out: gate, up, swiglu, down.
-    for (bool gate_read_twice : {false, true}) {
-        CAPTURE(gate_read_twice);
-        ember_graph    g;
-        ember_tensor * x    = g.new_tensor(EMBER_TYPE_F32, 256, 1);
-        ember_tensor * h    = ember_rms_norm(g, x, 1e-5f);
-        ember_tensor * gate = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 256, 512), h);
-        ember_tensor * up   = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 256, 512), h);
-        ember_tensor * sw   = ember_swiglu(g, gate, up);
-        ember_tensor * y    = ember_add(g, x, ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 512, 256), sw));
-        // Another reader of the gate's product: the launch would not store it, so no fusion.
-        if (gate_read_twice) y = ember_add(g, y, ember_view(g, gate, 256, 1));
-        g.build_forward(y);
-        const int32_t end = static_cast<int32_t>(g.nodes.size());
-        const int32_t i   = static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), gate) - g.nodes.begin());
-        REQUIRE(i + 2 < end);
-        REQUIRE(g.nodes[i + 1] == up);
-        CHECK(ember_cuda_plan_glu(&g, i, end) == (gate_read_twice ? nullptr : sw));
-        CHECK(ember_cuda_plan_glu(&g, i + 1, end) == nullptr);  // starts at up: no gate before it
-        CHECK(ember_cuda_plan_glu(&g, i, i + 2) == nullptr);    // the SWIGLU outside the range
-    }
-}
-
 TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
     CHECK(ember_cuda_skip_parse(nullptr) == 0);
     CHECK(ember_cuda_skip_parse("") == 0);
