@@ -56,6 +56,7 @@ constexpr int k_dec_keys    = 32;  // keys per tile
 constexpr int k_dec_rows    = 8;   // query rows per block, at most
 constexpr int k_dec_stages  = 2;   // raw tile buffers: the one computed and the one in flight
 constexpr int k_dec_max_split = 1024;
+constexpr int k_dec_max_cluster = 8;  // splits merged in one thread block cluster, at most (the portable cluster size)
 
 struct dec_args {
     cu_tensor q, k, v, mask, dst;
@@ -487,15 +488,23 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
     };
 
     cu_pdl_begin();
-    if (n_tiles > 0) issue(0);
-    if constexpr (V >= 1) {  // row by row: no divisions per element (they cost more than the loads)
+    if constexpr (V >= 1) {
+        // Q row by row (no divisions per element), copied with cp.async in tile 0's group and
+        // scaled in place by the thread that copied it once that group has landed: plain loads
+        // here waited one memory round trip per row (the store to shared memory needs the
+        // value), several microseconds of a short-context step. No tiles: Q is never read.
         int tok = r0 / a.group, h = r0 - tok * a.group;
         for (int r = 0; r < k_dec_rows; r++) {
             const float * qr = reinterpret_cast<const float *>(a.q.data + (static_cast<int64_t>(ik) * a.group + h) * a.q.nb[1] + tok * a.q.nb[2]);
-            for (int e = tid; e < d; e += k_dec_threads) sQ[r * d + e] = r < nrows ? qr[e] * a.scale : 0.0f;
+            for (int e = tid; e < d; e += k_dec_threads) {
+                if (r < nrows && n_tiles > 0) dec_cp4(sQ + r * d + e, qr + e);
+                else sQ[r * d + e] = 0.0f;
+            }
             if (++h == a.group) h = 0, tok++;
         }
+        if (n_tiles > 0) issue(0);  // commits the group (Q with tile 0)
     } else {
+        if (n_tiles > 0) issue(0);
         for (int i = tid; i < k_dec_rows * d; i += k_dec_threads) {
             const int r = i / d, e = i % d;
             sQ[i]       = r < nrows ? reinterpret_cast<const float *>(a.q.data + q_head(r) * a.q.nb[1] + q_tok(r) * a.q.nb[2])[e] * a.scale : 0.0f;
@@ -521,6 +530,11 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         if (t + 1 < n_tiles) issue(t + 1);
         else dec_cp_commit();  // an empty group: wait1 below then covers tile t
         dec_cp_wait1();
+        if (V >= 1 && t == 0) {  // this thread's Q copies have landed: scale them (as the loads did)
+            for (int r = 0; r < nrows; r++) {
+                for (int e = tid; e < d; e += k_dec_threads) sQ[r * d + e] *= a.scale;
+            }
+        }
         __syncthreads();  // tile t (and Q on the first pass) visible to all
         const uint8_t * raw = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
         // Scores: thread (key = lane, quarter = warp of the dims), every row.
@@ -631,30 +645,37 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         cg::cluster_group cluster = cg::this_cluster();
         cluster.sync();  // every split's rows, maxima and sums visible across the cluster
         // Block `split` merges rows split, split + n_split, ...: each split's weight exp(M_s - M).
+        // Every remote read of a step is issued before the first is used (guarded unrolled
+        // loads, no data-dependent branch): distributed shared memory answers in hundreds of
+        // cycles, and a loop that waited for each in turn took microseconds.
         for (int r = split; r < nrows; r += a.n_split) {
+            float m[k_dec_max_cluster], sv[k_dec_max_cluster];
+#pragma unroll
+            for (int s2 = 0; s2 < k_dec_max_cluster; s2++) {
+                m[s2]  = s2 < a.n_split ? *cluster.map_shared_rank(sM + r, s2) : -INFINITY;
+                sv[s2] = s2 < a.n_split ? *cluster.map_shared_rank(sS + r, s2) : 0.0f;
+            }
             float mx = -INFINITY;
-            for (int s2 = 0; s2 < a.n_split; s2++) mx = fmaxf(mx, *cluster.map_shared_rank(sM + r, s2));
-            float w[8];
+#pragma unroll
+            for (int s2 = 0; s2 < k_dec_max_cluster; s2++) mx = fmaxf(mx, m[s2]);
+            float w[k_dec_max_cluster];
             float ssum = 0.0f;
 #pragma unroll
-            for (int s2 = 0; s2 < 8; s2++) {
-                w[s2] = 0.0f;
-                if (s2 < a.n_split) {
-                    const float m = *cluster.map_shared_rank(sM + r, s2);
-                    w[s2]         = m == -INFINITY ? 0.0f : expf(m - mx);
-                    ssum += w[s2] * *cluster.map_shared_rank(sS + r, s2);
-                }
+            for (int s2 = 0; s2 < k_dec_max_cluster; s2++) {
+                w[s2] = m[s2] == -INFINITY ? 0.0f : expf(m[s2] - mx);  // a split of hidden keys: its row is zeros
+                ssum += w[s2] * sv[s2];
             }
             const float   inv  = ssum > 0.0f ? 1.0f / ssum : 0.0f;
             const int64_t tok  = (r0 + r) / a.group;
             const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group;
             float *       y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
             for (int e = tid; e < d; e += k_dec_threads) {
+                float pv[k_dec_max_cluster];
+#pragma unroll
+                for (int s2 = 0; s2 < k_dec_max_cluster; s2++) pv[s2] = s2 < a.n_split ? *cluster.map_shared_rank(red + r * d + e, s2) : 0.0f;
                 float v = 0.0f;
 #pragma unroll
-                for (int s2 = 0; s2 < 8; s2++) {
-                    if (s2 < a.n_split && w[s2] != 0.0f) v += w[s2] * *cluster.map_shared_rank(red + r * d + e, s2);
-                }
+                for (int s2 = 0; s2 < k_dec_max_cluster; s2++) v += w[s2] * pv[s2];
                 const float o = v * inv;
                 y[e]          = o;
                 if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);  // d % 32 == 0: warp-uniform
@@ -745,7 +766,6 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
 // and its round trip through scratch memory cost as much as the attention itself (H200 trace,
 // 8B shape at depth <= 128: 7.6 us attention + 4.7 us merge per layer). Longer contexts have
 // more splits than a cluster holds and keep the merge kernel. EMBER_CUDA_ATTN_CLUSTER=0: off.
-constexpr int k_dec_max_cluster = 8;
 bool dec_cluster_on(int device) {
     static const bool env_on = [] {
         const char * e = std::getenv("EMBER_CUDA_ATTN_CLUSTER");
