@@ -232,7 +232,7 @@ static void cpu_graph_task_run(void * arg, int ith, int nth) {
                 ctx->aborted.store(true);
                 ember_cpu_request_stop(&ctx->stop_at, i);
             }
-            if (task->sync[i] && nth > 1) ctx->pool->barrier();
+            if (task->sync[i]) ember_cpu_barrier(&p);
             ember_cpu_profile::per_thread & pt = ctx->prof->th[ith];
             pt.compute_ns[node->op] += t1 - t0;
             pt.barrier_ns[node->op] += ember_cpu_now_ns() - t1;
@@ -247,7 +247,7 @@ static void cpu_graph_task_run(void * arg, int ith, int nth) {
             ctx->aborted.store(true);
             ember_cpu_request_stop(&ctx->stop_at, i);
         }
-        if (nth > 1) ctx->pool->barrier();
+        ember_cpu_barrier(&p);
         if (ctx->stop_at.load() <= i) break;
     }
 }
@@ -404,20 +404,22 @@ static ember_status cpu_stream_graph_compute(ember_stream * s, ember_graph * g, 
     }
     cpu_graph_task task = {ctx, g, node_begin, node_end, ctx->node_seq, ctx->sync.data()};
     ctx->node_seq += (uint64_t) (node_end - node_begin);
+    // A light range on the calling thread alone (no workers woken), else on the pool.
+    const auto run = [&] {
+        if (light) cpu_graph_task_run(&task, 0, 1);
+        else ctx->pool->run(cpu_graph_task_run, &task);
+    };
     if (ctx->prof) {
         // The node loop as thread 0 sees it; the rest is checks, waking the workers and joining them.
         ctx->prof->loop_ns -= ember_cpu_now_ns();
-        if (light) cpu_graph_task_run(&task, 0, 1);
-        else ctx->pool->run(cpu_graph_task_run, &task);
+        run();
         const int64_t t_end = ember_cpu_now_ns();
         ctx->prof->loop_ns += t_end;
         ctx->prof->total_ns += t_end - t_begin;
         ctx->prof->n_calls++;
         ctx->prof->n_threads = std::max(ctx->prof->n_threads, nth);
-    } else if (light) {
-        cpu_graph_task_run(&task, 0, 1);
     } else {
-        ctx->pool->run(cpu_graph_task_run, &task);
+        run();
     }
 
     if (ctx->error.load() != 0) return ctx->error.load();
