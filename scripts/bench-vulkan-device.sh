@@ -50,9 +50,9 @@
 #                               the F16 cache apart), EMBER_VULKAN_MMV_SG=0 (small-unit decode
 #                               products: row sums through shared memory only, no subgroupAdd),
 #                               EMBER_VULKAN_NORM_SG=0 (RMS norm: shared-memory reduction, norm
-#                               weights loaded after it), EMBER_VULKAN_FUSE_NORM=0 (the O and FFN
+#                               weights loaded after it), EMBER_VULKAN_FUSE_NORM=1 (the O and FFN
 #                               down products, their residual ADD and the next RMS_NORM + MUL
-#                               apart instead of one dispatch whose last workgroup does the norm),
+#                               in one dispatch whose last workgroup does the norm; off by default),
 #                               EMBER_VULKAN_ATTN_RANGE=0 (attention over every key of the cache
 #                               view, not only up to the last one the mask shows).
 #                               EMBER_VULKAN_MMV_QX=0 (Q4_0, Q4_K decode products on the

@@ -426,7 +426,9 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     vk_device_ctx * dc  = sc->dc;
     const char *    lv  = std::getenv("EMBER_VULKAN_MMV_QX_LPR");
     const long      lpe = lv ? std::strtol(lv, nullptr, 10) : 0;
-    const uint32_t  lpr = lpe == 16 || lpe == 64 ? (uint32_t) lpe : 32;
+    // Q4_0: 64 (two subgroups per row on NVIDIA), the others 32 (H200, 8B tg128 with the norm
+    // unfused: Q4_0 252.1 -> 259.6 t/s with 64 for every product, Q4_K_M 201.8 -> 197.1).
+    const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : w->type == EMBER_TYPE_Q4_0 ? 64 : 32;
     const char *    wv  = std::getenv("EMBER_VULKAN_MMV_QX_WG");
     const long      wge = wv ? std::strtol(wv, nullptr, 10) : 0;
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
@@ -884,11 +886,13 @@ bool norm_alias_safe(const vk_device_ctx * dc, const unit & u) {
 // that sum's RMS_NORM `norm` and the MUL `mul` by a norm weight row (the O or FFN down
 // projection and the norm after it) can be one dispatch (mul_mat_vec_q.comp NORM_OUT): the
 // product and the norm read by nothing else (the sum may be: it is written), every tensor
-// one contiguous row. EMBER_VULKAN_FUSE_NORM=0 keeps them apart (to compare; read at each
-// recording).
+// one contiguous row. Opt-in, EMBER_VULKAN_FUSE_NORM=1 (read at each recording): the one
+// workgroup that does the norm after the others is a serial tail on every O and down product,
+// and apart they measured faster (H200, 8B tg128: Q4_0 245.0 -> 252.1 t/s; the CUDA backend
+// found the same, PERF-NOTES.md session 6).
 bool can_fuse_mm_norm(const vk_device_ctx * dc, const ember_graph * g, const ember_tensor * mm, const ember_tensor * add,
                       const ember_tensor * norm, const ember_tensor * mul) {
-    if (env_is("EMBER_VULKAN_FUSE_NORM", "0")) return false;
+    if (!env_is("EMBER_VULKAN_FUSE_NORM", "1")) return false;
     if (mm->op != EMBER_OP_MUL_MAT || add->op != EMBER_OP_ADD || (add->src[0] == mm) == (add->src[1] == mm)) return false;
     if (!can_fuse_add_norm(add, norm) || !can_fuse_norm_mul(g, norm, mul)) return false;
     if (!mmv_fast(dc, mm, nullptr) || ember_nrows(mm) != 1 || ember_nrows(mm->src[1]) != 1 || ember_nrows(mm->src[0]) != mm->ne[0])

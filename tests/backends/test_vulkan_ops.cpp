@@ -910,8 +910,8 @@ builder qx_out_layer(ember_type t_gu, ember_type t_down, uint32_t seed) {
 TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
     REQUIRE_VK();
     validation_guard vg;
+    env_guard  fn("EMBER_VULKAN_FUSE_NORM", "1");  // the product + norm writes the next layer's copy (opt-in)
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
-                      !(std::getenv("EMBER_VULKAN_FUSE_NORM") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_NORM"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_FUSE_GLU") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_GLU"), "0") == 0);
     for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (ember_type t_down : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
@@ -1046,14 +1046,14 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
 // (the residual stream); two such units chained, and run three times on one stream (each
 // dispatch leaves its counter at zero for the next run). Not fused: a row count that is not
 // a multiple of 4 (vec4 rows), 3 columns, the product read elsewhere, F16 weights (generic
-// kernel), EMBER_VULKAN_FUSE_NORM=0.
+// kernel), EMBER_VULKAN_FUSE_NORM=0 or unset (the fusion is opt-in: =1).
 TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the next norm)") {
     REQUIRE_VK();
     validation_guard vg;
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0);
     const bool mmv  = fuse && !(std::getenv("EMBER_VULKAN_MMV_GENERIC") && std::strcmp(std::getenv("EMBER_VULKAN_MMV_GENERIC"), "0") != 0);
     rec_stats  st;
-    env_guard  eg("EMBER_VULKAN_FUSE_NORM", nullptr);
+    env_guard  eg("EMBER_VULKAN_FUSE_NORM", "1");
     // The QX kernels for Q4_0, Q8_0, Q4_K (EMBER_VULKAN_MMV_QX=all; "wg": x quantized per
     // workgroup, EMBER_VULKAN_MMV_QX_PRE=0), then the float ones (=0).
     for (const char * qx : {"all", "wg", "0"}) {
@@ -1136,14 +1136,16 @@ TEST_CASE("[vulkan] fused mul_mat + add + rms_norm + mul (O, FFN down and the ne
         }, 2e-4, &st);
         CHECK(st.dispatches - st.xq == (fuse ? 3u : 5u));
     }
-    SUBCASE("EMBER_VULKAN_FUSE_NORM=0: not fused") {
-        env_guard off("EMBER_VULKAN_FUSE_NORM", "0");
-        compare([=](ember_graph & g, std::vector<input> & in) {
-            ember_tensor * mm = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 256, 1, 1, 161), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 162));
-            ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 163), mm);
-            return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 164));
-        }, 2e-4, &st);
-        CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
+    for (const char * off_value : {"0", static_cast<const char *>(nullptr)}) {
+        SUBCASE(off_value ? "EMBER_VULKAN_FUSE_NORM=0: not fused" : "EMBER_VULKAN_FUSE_NORM unset (the default): not fused") {
+            env_guard off("EMBER_VULKAN_FUSE_NORM", off_value);
+            compare([=](ember_graph & g, std::vector<input> & in) {
+                ember_tensor * mm = ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q8_0, 512, 256, 1, 1, 161), new_input(g, in, EMBER_TYPE_F32, 512, 1, 1, 1, 162));
+                ember_tensor * s  = ember_add(g, new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 163), mm);
+                return ember_mul(g, ember_rms_norm(g, s, 1e-5f), new_input(g, in, EMBER_TYPE_F32, 256, 1, 1, 1, 164));
+            }, 2e-4, &st);
+            CHECK(st.dispatches - st.xq == (fuse ? 2u : 4u));
+        }
     }
 }
 
