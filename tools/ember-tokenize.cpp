@@ -3,6 +3,7 @@
 //
 //   ember-tokenize -m MODEL --prompt "Hello world" --ids      one line: 15043 3186
 //   ember-tokenize -m MODEL --file PATH                       one line per token: id 'piece'
+//   ember-tokenize -m MODEL --file PATH --separator SEP --ids one line of ids per text
 //
 // The interface is stable: conformance checks drive it.
 #include <cerrno>
@@ -30,6 +31,9 @@ void usage(FILE * f, const char * argv0) {
                  "                       as the model's metadata asks\n"
                  "  --parse-special      text that spells a control or user-defined token becomes that token\n"
                  "  --ids                print only the ids, separated by spaces, on one line\n"
+                 "  --separator SEP      the input holds several texts, each one ended by SEP (a last\n"
+                 "                       text without it counts too); each is tokenized on its own and\n"
+                 "                       printed in turn (with --ids: one line each), the model loaded once\n"
                  "  -h, --help           this text\n"
                  "Without --ids, each token is printed on its own line: its id, then its text in quotes.\n",
                  argv0);
@@ -46,6 +50,45 @@ bool read_file(const char * path, std::string & out) {
     return ok;
 }
 
+
+// Tokenizes one text and prints it (ids on one line, or a line per token); false on an error
+// (printed).
+bool print_tokens(const ember_model * model, const std::string & text, uint8_t add_special, bool parse_special, bool ids_only) {
+    const int32_t        len = static_cast<int32_t>(text.size());
+    std::vector<int32_t> tokens(text.size() + 2);
+    int32_t n = ember_tokenize(model, text.data(), len, tokens.data(), static_cast<int32_t>(tokens.size()), add_special, parse_special);
+    if (n > static_cast<int32_t>(tokens.size())) {
+        tokens.resize(static_cast<size_t>(n));
+        n = ember_tokenize(model, text.data(), len, tokens.data(), n, add_special, parse_special);
+    }
+    if (n < 0) {
+        std::fprintf(stderr, "ember-tokenize: %s\n", ember_last_error());
+        return false;
+    }
+    tokens.resize(static_cast<size_t>(n));
+    if (ids_only) {
+        for (int32_t i = 0; i < n; i++) std::printf(i ? " %d" : "%d", tokens[i]);
+        std::printf("\n");
+        return true;
+    }
+    std::vector<char> piece(256);
+    for (int32_t t : tokens) {
+        int32_t k = ember_token_to_piece(model, t, piece.data(), static_cast<int32_t>(piece.size()), 1);
+        if (k > static_cast<int32_t>(piece.size())) {
+            piece.resize(static_cast<size_t>(k));
+            k = ember_token_to_piece(model, t, piece.data(), k, 1);
+        }
+        if (k < 0) {
+            std::fprintf(stderr, "ember-tokenize: token %d: %s\n", t, ember_last_error());
+            return false;
+        }
+        std::printf("%6d '", t);
+        std::fwrite(piece.data(), 1, static_cast<size_t>(k), stdout);
+        std::printf("'\n");
+    }
+    return true;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -56,7 +99,8 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
-    std::string model_path, text, text_source;
+    std::string model_path, text, text_source, separator;
+    bool        have_separator = false;
     bool        vocab_only = false, no_bos = false, parse_special = false, ids_only = false, have_text = false;
     for (int i = 1; i < argc; i++) {
         const std::string a     = argv[i];
@@ -101,6 +145,14 @@ int main(int argc, char ** argv) {
             parse_special = true;
         } else if (a == "--ids") {
             ids_only = true;
+        } else if (a == "--separator") {
+            if (!(v = value("--separator"))) return 2;
+            separator      = v;
+            have_separator = true;
+            if (separator.empty()) {
+                std::fprintf(stderr, "ember-tokenize: --separator needs a non-empty value\n");
+                return 2;
+            }
         } else {
             std::fprintf(stderr, "ember-tokenize: unknown argument '%s'\n", a.c_str());
             usage(stderr, argv0);
@@ -126,41 +178,22 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
-    const int32_t        len = static_cast<int32_t>(text.size());
-    const uint8_t        add_special = no_bos ? 0 : 1;
-    std::vector<int32_t> tokens(text.size() + 2);
-    int32_t n = ember_tokenize(model, text.data(), len, tokens.data(), static_cast<int32_t>(tokens.size()), add_special, parse_special);
-    if (n > static_cast<int32_t>(tokens.size())) {
-        tokens.resize(static_cast<size_t>(n));
-        n = ember_tokenize(model, text.data(), len, tokens.data(), n, add_special, parse_special);
-    }
-    if (n < 0) {
-        std::fprintf(stderr, "ember-tokenize: %s\n", ember_last_error());
-        ember_model_free(model);
-        return 1;
-    }
-    tokens.resize(static_cast<size_t>(n));
-
-    int rc = 0;
-    if (ids_only) {
-        for (int32_t i = 0; i < n; i++) std::printf(i ? " %d" : "%d", tokens[i]);
-        std::printf("\n");
+    // The texts: the whole input, or its parts each ended by the separator.
+    std::vector<std::string> texts;
+    if (have_separator) {
+        size_t at = 0;
+        for (size_t hit; (hit = text.find(separator, at)) != std::string::npos; at = hit + separator.size()) {
+            texts.push_back(text.substr(at, hit - at));
+        }
+        if (at < text.size()) texts.push_back(text.substr(at));
     } else {
-        std::vector<char> piece(256);
-        for (int32_t t : tokens) {
-            int32_t k = ember_token_to_piece(model, t, piece.data(), static_cast<int32_t>(piece.size()), 1);
-            if (k > static_cast<int32_t>(piece.size())) {
-                piece.resize(static_cast<size_t>(k));
-                k = ember_token_to_piece(model, t, piece.data(), k, 1);
-            }
-            if (k < 0) {
-                std::fprintf(stderr, "ember-tokenize: token %d: %s\n", t, ember_last_error());
-                rc = 1;
-                break;
-            }
-            std::printf("%6d '", t);
-            std::fwrite(piece.data(), 1, static_cast<size_t>(k), stdout);
-            std::printf("'\n");
+        texts.push_back(std::move(text));
+    }
+    int rc = 0;
+    for (const std::string & t : texts) {
+        if (!print_tokens(model, t, no_bos ? 0 : 1, parse_special, ids_only)) {
+            rc = 1;
+            break;
         }
     }
     if (std::fflush(stdout) != 0) rc = 1;
