@@ -10,14 +10,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <xxhash.h>
 
 #include "backend-test-util.h"
 #include "backend.h"
@@ -59,7 +63,66 @@ struct input {
     std::vector<uint8_t> raw;  // when not empty: the tensor's bytes as they are
 };
 
-// from_float row by row: types with row groups (NF4, FP8_*_ROW) convert one whole row per call.
+// Values made once for the whole run, kept while they fit in `cap` bytes (the oldest dropped
+// first): the cases run the same inputs on both devices and under several kernel variants, and
+// the reference quantizers (Q4_K, Q6_K) and the random numbers took half of the test's time.
+template <class Key> struct memo {
+    std::map<Key, std::vector<uint8_t>> map;
+    std::deque<Key>                     order;
+    size_t                              bytes = 0, cap;
+    explicit memo(size_t c) : cap(c) {}
+    const std::vector<uint8_t> * find(const Key & k) const {
+        auto it = map.find(k);
+        return it == map.end() ? nullptr : &it->second;
+    }
+    void put(const Key & k, std::vector<uint8_t> v) {
+        if (v.size() > cap || map.count(k)) return;
+        while (bytes + v.size() > cap) {
+            bytes -= map[order.front()].size();
+            map.erase(order.front());
+            order.pop_front();
+        }
+        bytes += v.size();
+        order.push_back(k);
+        map.emplace(k, std::move(v));
+    }
+};
+
+// The bytes of floats f as a tensor of `type` with rows of ne0 (from_float row by row: types
+// with row groups, NF4 and FP8_*_ROW, convert one whole row per call); remembered by content.
+const std::vector<uint8_t> & converted(ember_type type, int64_t ne0, const std::vector<float> & f) {
+    using key = std::tuple<int, int64_t, size_t, uint64_t>;
+    static memo<key> cache(size_t(1) << 30);
+    const key        k{(int) type, ne0, f.size(), XXH3_64bits(f.data(), f.size() * sizeof(float))};
+    if (const std::vector<uint8_t> * hit = cache.find(k)) return *hit;
+    const ember_type_traits * tr    = ember_type_get_traits(type);
+    const size_t              rsz   = ember_row_size(type, ne0);
+    const int64_t             nrows = (int64_t) f.size() / ne0;
+    std::vector<uint8_t>      bytes(rsz * (size_t) nrows);
+    for (int64_t r = 0; r < nrows; r++) tr->from_float(f.data() + r * ne0, bytes.data() + r * rsz, ne0);
+    static std::vector<uint8_t> last;  // when it does not fit in the cache
+    cache.put(k, bytes);
+    if (const std::vector<uint8_t> * hit = cache.find(k)) return *hit;
+    last = std::move(bytes);
+    return last;
+}
+
+// random_f32(n, seed) in [-1, 1), remembered.
+std::vector<float> random_input(size_t n, uint32_t seed) {
+    using key = std::pair<size_t, uint32_t>;
+    static memo<key> cache(size_t(1) << 29);
+    if (const std::vector<uint8_t> * hit = cache.find({n, seed})) {
+        std::vector<float> f(n);
+        std::memcpy(f.data(), hit->data(), n * sizeof(float));
+        return f;
+    }
+    std::vector<float>   f = random_f32(n, seed);
+    std::vector<uint8_t> b(n * sizeof(float));
+    std::memcpy(b.data(), f.data(), b.size());
+    cache.put({n, seed}, std::move(b));
+    return f;
+}
+
 void set_input(const input & in) {
     ember_tensor * t = in.t;
     if (!in.raw.empty()) {
@@ -73,10 +136,12 @@ void set_input(const input & in) {
     }
     REQUIRE((int64_t) in.f.size() == ember_nelements(t));
     REQUIRE(ember_is_contiguous(t));
-    const ember_type_traits * tr  = ember_type_get_traits(t->type);
-    const size_t              rsz = ember_row_size(t->type, t->ne[0]);
-    std::vector<uint8_t>      bytes(ember_nbytes(t));
-    for (int64_t r = 0; r < ember_nrows(t); r++) tr->from_float(in.f.data() + r * t->ne[0], bytes.data() + r * rsz, t->ne[0]);
+    if (t->type == EMBER_TYPE_F32) {
+        ember_tensor_set(t, in.f.data(), 0, in.f.size() * sizeof(float));
+        return;
+    }
+    const std::vector<uint8_t> & bytes = converted(t->type, t->ne[0], in.f);
+    REQUIRE(bytes.size() == ember_nbytes(t));
     ember_tensor_set(t, bytes.data(), 0, bytes.size());
 }
 using builder = std::function<ember_tensor *(ember_graph &, std::vector<input> &)>;
@@ -176,7 +241,7 @@ void compare_bytes(const builder & b, double min_equal, double max_nmse) {
 ember_tensor * new_input(ember_graph & g, std::vector<input> & ins, ember_type type, int64_t ne0, int64_t ne1 = 1,
                          int64_t ne2 = 1, int64_t ne3 = 1, uint32_t seed = 1) {
     ember_tensor * t = g.new_tensor(type, ne0, ne1, ne2, ne3);
-    ins.push_back({t, random_f32((size_t) ember_nelements(t), seed), {}, {}});
+    ins.push_back({t, random_input((size_t) ember_nelements(t), seed), {}, {}});
     return t;
 }
 
