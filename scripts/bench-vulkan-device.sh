@@ -65,11 +65,11 @@
 #                               EMBER_VULKAN_MMV_QX_PRE=0 (those kernels quantize x in every
 #                               workgroup instead of reading it quantized once per product
 #                               input by a quantize_x dispatch that Q, K, V share).
-#                               EMBER_VULKAN_MMV_QX_OUT=1|noglu (opt-in): that copy written by
-#                               the dispatch that makes x (product + norm, ATTN, and with =1
-#                               gate + up + SWIGLU) instead of a quantize_x dispatch (their
+#                               EMBER_VULKAN_MMV_QX_OUT=0: that copy made by a quantize_x
+#                               dispatch, not by the dispatch that makes x (by default: the
+#                               norms, product + norm, ATTN; =1 gate + up + SWIGLU too; their
 #                               "_xq" shader variants); =code: those variants with the copy
-#                               off, the default path as commit b03c119 left it (to compare).
+#                               off and quantize_x dispatches (to compare).
 #                               EMBER_VULKAN_READBACK=0: the logits read through a staging copy
 #                               and a second submission after the graph, instead of copied into
 #                               host memory by the graph's own command buffer.

@@ -225,6 +225,7 @@ constexpr uint32_t k_vk_cnt_slots = 256;
 constexpr uint32_t k_vk_norm_max  = 8192;  // the longest row a fused product + norm normalizes
 constexpr uint32_t k_vk_xq_slots  = 8;
 constexpr uint32_t k_vk_xq_maxk   = 16384;  // the longest quantized row (mul_mat_vec_q.comp QX_MAXK)
+constexpr uint32_t k_vk_norm_xq_maxk = 4096;  // the longest norm row that writes its quantized copy (rms_norm.comp PER * 256)
 constexpr uint32_t k_vk_xq_slot   = k_vk_xq_maxk + k_vk_xq_maxk / 32 * 8;  // int8 values, then (d, d * sum) per 32
 constexpr uint32_t k_vk_xq_bcnt   = k_vk_xq_maxk / 32 * 4;  // the block counters' bytes
 constexpr uint64_t k_vk_readback_max = 32ull << 20;  // the most output bytes a recording copies back

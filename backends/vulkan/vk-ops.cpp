@@ -931,19 +931,25 @@ const ember_tensor * xq_root(const ember_tensor * t) {
 }
 
 // The result that unit u can write a quantized copy of itself (quantize_x.comp's layout, into
-// a slot of the stream) as it makes it, or null: the fused product + norm (its normalized
-// result; mul_mat_vec_q.comp NORM_OUT), the fused gate + up + SWIGLU (GLU_OUT) and ATTN
-// (attn.comp), for one contiguous row of whole 32-value blocks. Opt-in (read at each
-// recording): EMBER_VULKAN_MMV_QX_OUT=1 all three, =noglu the product + norm and ATTN only;
-// unset or 0: none, every copy made by a quantize_x dispatch. Not the default: H200, 8B tg128
-// (2 reps, a noisy run: the old path measured 8% / 40% below the previous session's) Q4_0
-// 182.7 +- 3.8 t/s with all three vs 191.9 +- 7.2 without, Q4_K_M 100.8 +- 12.3 vs 104.6 +-
-// 7.5, with 125 / 109 fewer dispatches and barriers per token. Suspect: the memory barrier
-// and atomic at the end of every gate + up workgroup (=noglu avoids them). The copy's code lives
-// in "_xq" shader variants only (dispatch()); the default path runs the shaders as they were
-// before it. H200, 8B tg128, 3 reps (rows of one call swing by 30%): Q4_0 171 t/s with =noglu
-// vs 211-216 without; Q4_K_M 186 vs 170-177: still not the default.
-const ember_tensor * qx_out_of(const unit & u, bool glu) {
+// a slot of the stream) as it makes it, or null: a standalone norm (its MUL's row; rms_norm.comp
+// XQ_OUT), the fused product + norm (its normalized result; mul_mat_vec_q.comp NORM_OUT), ATTN
+// (attn.comp) and, with EMBER_VULKAN_MMV_QX_OUT=1 only, the fused gate + up + SWIGLU (GLU_OUT),
+// for one contiguous row of whole 32-value blocks. Read at each recording: unset or =noglu all
+// but gate + up, =1 all, =0 none (every copy made by a quantize_x dispatch). The copy's code
+// lives in "_xq" shader variants only (dispatch()).
+// H200, 8B tg128 (3 reps, one call): unset (norms, ATTN) Q4_0 276.7 t/s, Q4_K_M 211.5; =1 268.1
+// / 201.7 (gate + up's copy costs a memory barrier and an atomic at the end of every workgroup);
+// =0 259.7 / 205.6. (Before the standalone norms wrote copies, =noglu lost to =0: 171 vs 211-216
+// with the product + norm fusion on.)
+const ember_tensor * qx_out_of(const vk_device_ctx * dc, const unit & u, bool glu) {
+    if (u.norm && !u.mm_norm) {  // rms_norm.comp XQ_OUT: its MUL's one row in ys, in shared memory
+        const ember_tensor * t = u.mul;
+        if (!t || ember_nrows(t) != 1 || !ember_is_contiguous(t) || t->ne[0] % 32 != 0 || t->ne[0] > (int64_t) k_vk_norm_xq_maxk ||
+            dc->props.limits.maxComputeSharedMemorySize < (k_vk_norm_xq_maxk + 256) * 4) {
+            return nullptr;
+        }
+        return t;
+    }
     const ember_tensor * t = u.mm_norm ? u.mul : u.glu_out ? (glu ? u.glu_out : nullptr)
                              : u.node && u.node->op == EMBER_OP_ATTN && !u.norm && !u.glu && !u.rope && !u.kv ? u.node : nullptr;
     if (!t || ember_nelements(t) == 0 || !ember_is_contiguous(t) || ember_nelements(t) % 32 != 0 ||
@@ -1086,11 +1092,11 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     // Where the unit that makes x can write that copy itself as it makes x (qx_out_of()), it
     // does, and no quantize_x unit is needed: the fused product + norm into slot 0 (bound with
     // its scratch rows), the others into the next slot in turn (then slots 1 ..).
-    // Opt-in (qx_out_of()); without it quantize_x units only, slots 0 .. in turn.
+    // EMBER_VULKAN_MMV_QX_OUT=0 (qx_out_of()): quantize_x units only, slots 0 .. in turn.
     sc->n_xq = 0;
     {
         const bool                        qx_glu = env_is("EMBER_VULKAN_MMV_QX_OUT", "1");
-        const bool                        qx_out = qx_glu || env_is("EMBER_VULKAN_MMV_QX_OUT", "noglu");
+        const bool                        qx_out = !env_is("EMBER_VULKAN_MMV_QX_OUT", "0") && !env_is("EMBER_VULKAN_MMV_QX_OUT", "code");
         const uint32_t                    first  = qx_out ? 1 : 0;  // slots taken in turn
         std::vector<unit>                 with;
         std::vector<const ember_tensor *> held(k_vk_xq_slots, nullptr);  // the x each slot holds (xq_root())
@@ -1126,7 +1132,7 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
                 u.xq_slot = s;
                 u.rd.push_back(slot_range(s));
             }
-            const ember_tensor * t = qx_out ? qx_out_of(u, qx_glu) : nullptr;
+            const ember_tensor * t = qx_out ? qx_out_of(sc->dc, u, qx_glu) : nullptr;
             // (A product + norm that reads slot 0 does not write it too.)
             if (t && std::find(wanted.begin(), wanted.end(), t) != wanted.end() && !(u.mm_norm && u.xq_slot == 0)) {
                 const int32_t s = u.mm_norm ? 0 : static_cast<int32_t>(first + next++ % (k_vk_xq_slots - first));

@@ -939,17 +939,17 @@ TEST_CASE("[vulkan] decode products: x quantized once per input") {
 }
 
 // The quantized copies of x that the QX_PRE products read, written by the dispatch that makes
-// x (EMBER_VULKAN_MMV_QX_OUT=1, opt-in) instead of a quantize_x dispatch: by ATTN (the O
-// projection's input), by the fused gate + up + SWIGLU (the FFN down's) and by the fused
-// product + add + norm (the next layer's Q, K, V and gate + up); a standalone norm's output
-// still gets a quantize_x; =noglu: all but gate + up's. A decode layer and a half: the result
-// bit for bit the same as with quantize_x (unset), whose arithmetic the copies repeat, and
-// close to the CPU's (five chained
-// products of 8-bit activations and an attention: 4e-4..8e-4 NMSE on every path, the float
-// kernels' too); gate + up by the
-// QX kernel (4 rows per workgroup) and by the small-unit one (Q8_0: 1 row, 32 workgroups per
-// block); the product + norm by QX and by small units (Q6_K); run three times on one stream
-// (the block counters back at zero each time).
+// x instead of a quantize_x dispatch (EMBER_VULKAN_MMV_QX_OUT=0: never): by ATTN (the O
+// projection's input), by the fused product + add + norm (EMBER_VULKAN_FUSE_NORM=1) or the
+// standalone (ADD +) RMS_NORM + MUL (rms_norm.comp XQ_OUT) (the next layer's Q, K, V and
+// gate + up), and with =1 by the fused gate + up + SWIGLU too (the FFN down's; unset or
+// =noglu: not). A decode layer and a half, with the norms fused into the products and apart:
+// the result bit for bit the same as with quantize_x (=0), whose arithmetic the copies repeat,
+// and close to the CPU's (five chained products of 8-bit activations and an attention:
+// 4e-4..8e-4 NMSE on every path, the float kernels' too); gate + up by the QX kernel (4 rows per
+// workgroup) and by the small-unit one (Q8_0: 1 row, 32 workgroups per block); the product +
+// norm by QX and by small units (Q6_K); run three times on one stream (the block counters back
+// at zero each time).
 namespace {
 builder qx_out_layer(ember_type t_gu, ember_type t_down, uint32_t seed) {
     return [=](ember_graph & g, std::vector<input> & in) {
@@ -975,11 +975,13 @@ builder qx_out_layer(ember_type t_gu, ember_type t_down, uint32_t seed) {
 TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
     REQUIRE_VK();
     validation_guard vg;
-    env_guard  fn("EMBER_VULKAN_FUSE_NORM", "1");  // the product + norm writes the next layer's copy (opt-in)
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_FUSE_GLU") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_GLU"), "0") == 0);
+    for (const char * fuse_norm : {"1", static_cast<const char *>(nullptr)})  // the product + norm (opt-in), the norm apart
     for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (ember_type t_down : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+            env_guard fn("EMBER_VULKAN_FUSE_NORM", fuse_norm);
+            CAPTURE(fuse_norm != nullptr);
             CAPTURE(std::string(ember_type_get_name(t_gu)));
             CAPTURE(std::string(ember_type_get_name(t_down)));
             const builder            b   = qx_out_layer(t_gu, t_down, 212);
@@ -988,11 +990,11 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
             rec_stats                on, off, ng;
             std::vector<float>       got;
             {
-                env_guard e("EMBER_VULKAN_MMV_QX_OUT", nullptr);
+                env_guard e("EMBER_VULKAN_MMV_QX_OUT", "0");
                 run_on(vk_device(), b, nullptr, &off_bytes, nullptr, &off);
             }
             {
-                env_guard e("EMBER_VULKAN_MMV_QX_OUT", "noglu");
+                env_guard e("EMBER_VULKAN_MMV_QX_OUT", nullptr);  // the default: =noglu
                 run_on(vk_device(), b, nullptr, &ng_bytes, nullptr, &ng);
             }
             {
@@ -1007,15 +1009,17 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
                 continue;
             }
             // Off: x of Q, of O, of gate + up (Q4_0 only: Q8_0 is not QX), of down (Q4_K only)
-            // and of the output. On: Q's alone (a standalone norm).
+            // and of the output. On: none (Q's by the standalone first norm too).
             CHECK(off.xq == 3u + (t_gu == EMBER_TYPE_Q4_0 ? 1u : 0u) + (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));
-            CHECK(on.xq == 1u);
-            CHECK(ng.xq == (t_down == EMBER_TYPE_Q4_K ? 2u : 1u));  // + the down product's x
+            CHECK(on.xq == 0u);
+            CHECK(ng.xq == (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));  // the down product's x
             CHECK(on.dispatches == off.dispatches - off.xq + on.xq);
         }
     }
-    SUBCASE("three runs on one stream") {
+    for (const char * fuse_norm : {"1", static_cast<const char *>(nullptr)})
+    SUBCASE(fuse_norm ? "three runs on one stream, the norms in the products" : "three runs on one stream, the norms apart") {
         env_guard          e("EMBER_VULKAN_MMV_QX_OUT", "1");
+        env_guard          fn("EMBER_VULKAN_FUSE_NORM", fuse_norm);
         dev_run            r;
         std::vector<input> ins;
         ember_tensor *     out = qx_out_layer(EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, 213)(r.g, ins);
@@ -1501,11 +1505,11 @@ spv_counts spv_count(const ember_vk_shader_blob & b) {
     return c;
 }
 
-// The quantized copy of a decode product's result written by its producer
-// (EMBER_VULKAN_MMV_QX_OUT, opt-in) lives in "_xq" variants only: the default product + norm,
-// gate + up and attention shaders that every decode step runs carry none of its code (its
-// barriers, the gate + up block counters' atomics, a coherent result buffer), as before it
-// existed (commit b03c119 put it into them, behind a push constant).
+// The quantized copy of a decode product's input written by its producer
+// (EMBER_VULKAN_MMV_QX_OUT) lives in "_xq" variants only: the plain product + norm, gate + up,
+// attention and norm shaders (what runs where no copy is wanted, and gate + up by default) carry
+// none of its code (its barriers, the gate + up block counters' atomics, a coherent result
+// buffer), as before it existed (commit b03c119 put it into them, behind a push constant).
 TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") {
     size_t pairs = 0;
     for (size_t i = 0; i < ember_vk_shader_blob_count; i++) {
@@ -1532,7 +1536,7 @@ TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") 
         }
         pairs++;
     }
-    CHECK(pairs == 84u);  // glu and norm forms of the 26 decode product variants, 32 attention variants
+    CHECK(pairs == 88u);  // glu and norm forms of the 26 decode product variants, 32 attention variants, 4 norm variants
 }
 
 // A decode step as the runtime makes it: inputs set (token id, x), the graph run, its output

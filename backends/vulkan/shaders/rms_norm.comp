@@ -11,6 +11,10 @@
 // barrier instead of 1 + log2(WG)), and the norm weights of the first pass's elements loaded
 // with a and b, before the reduction (one memory round trip less on the serial chain: the
 // decode norms are one workgroup each, their time is latency).
+// XQ_OUT (the "_xq" variants, EMBER_VULKAN_MMV_QX_OUT; HAS_MUL, one row of at most PER * 256
+// values, a multiple of 32): the result also quantized as quantize_x.comp would (same layout and
+// arithmetic) into the stream's slot at binding 5, for the decode products that read it (Q, K, V
+// and the FFN's gate + up: no quantize_x dispatch after the norm).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifndef SUBGROUP
@@ -39,6 +43,13 @@ layout(binding = 3) buffer S { uint s[]; };
 layout(binding = 2) readonly buffer W { uint w[]; };
 #endif
 layout(binding = 4) writeonly buffer D { uint d[]; };
+#ifndef XQ_OUT
+#define XQ_OUT 0
+#endif
+#if XQ_OUT
+layout(binding = 5) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 5) writeonly buffer XQD { vec2 xqd[]; };
+#endif
 
 layout(push_constant) uniform PC {
     uint ne0, ne1, ne2, ne3;
@@ -54,6 +65,9 @@ layout(push_constant) uniform PC {
 #define PER 16u  // elements per invocation kept in registers
 
 shared float red[256];
+#if XQ_OUT
+shared float ys[PER * 256u];  // the result, for its quantized copy
+#endif
 
 void main() {
     const uint row = flat_group();
@@ -137,7 +151,11 @@ void main() {
     [[unroll]] for (uint k = 0u; k < PER; k++) {
         const uint i = tid + k * wg;
 #if HAS_MUL
-        if (i < pc.ne0) d[db + i] = floatBitsToUint(xv[k] * scale * wv[k]);
+        const float y = xv[k] * scale * wv[k];
+        if (i < pc.ne0) d[db + i] = floatBitsToUint(y);
+#if XQ_OUT
+        if (i < pc.ne0) ys[i] = y;
+#endif
 #else
         if (i < pc.ne0) d[db + i] = floatBitsToUint(xv[k] * scale);
 #endif
@@ -153,4 +171,27 @@ void main() {
 #endif
         d[db + i] = floatBitsToUint(y);
     }
+#if XQ_OUT
+    // Blocks of 32 values, one invocation each: its values read from ys in an order rotated by
+    // the block (no shared-memory bank conflicts for the maximum), then quantized as
+    // quantize_x.comp does (amax / 127, round, the integer sum), so the products read the
+    // same bytes either way.
+    barrier();
+    const uint nb = pc.ne0 / 32u;
+    for (uint b = tid; b < nb; b += wg) {
+        float m = 0.0;
+        for (uint j = 0u; j < 32u; j++) m = max(m, abs(ys[32u * b + ((j + b) & 31u)]));
+        const float dd = m / 127.0;
+        const float id = dd > 0.0 ? 1.0 / dd : 0.0;
+        int         sq = 0;
+        [[unroll]] for (uint v = 0u; v < 8u; v++) {
+            const uint  vv = (v + b) & 7u;
+            const uint  o  = 32u * b + 4u * vv;
+            const ivec4 q  = ivec4(round(vec4(ys[o], ys[o + 1u], ys[o + 2u], ys[o + 3u]) * id));
+            sq += (q.x + q.y) + (q.z + q.w);
+            xqo[8u * b + vv] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+        }
+        xqd[pc.ne0 / 8u + b] = vec2(dd, dd * float(sq));
+    }
+#endif
 }
