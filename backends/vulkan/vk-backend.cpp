@@ -355,7 +355,14 @@ ember_status mem_alloc(vk_device_ctx * dc, uint32_t type, bool map, VkDeviceSize
     return EMBER_OK;
 }
 
-// Returns a range; a block left empty is released. Called with dc->mutex held.
+bool mem_block_empty(const vk_mem_block * b) {
+    return b->free_ranges.size() == 1 && b->free_ranges.begin()->first == 0 && b->free_ranges.begin()->second == b->size;
+}
+
+// Returns a range; a block left empty is released, except one of the standard size per memory
+// type and mapping, kept for the next allocation (a context or graph buffer made again, as
+// the tests do for every case, then takes no vkAllocateMemory: lavapipe's fresh memory is
+// page-faulted in again each time). Called with dc->mutex held.
 void mem_free(vk_device_ctx * dc, vk_mem_block * b, VkDeviceSize off, VkDeviceSize size, std::vector<vk_mem_block *> & blocks) {
     auto & fr = b->free_ranges;
     auto   it = fr.emplace(off, size).first;
@@ -371,7 +378,11 @@ void mem_free(vk_device_ctx * dc, vk_mem_block * b, VkDeviceSize off, VkDeviceSi
             fr.erase(it);
         }
     }
-    if (fr.size() == 1 && fr.begin()->first == 0 && fr.begin()->second == b->size) {
+    if (mem_block_empty(b)) {
+        const bool spare = b->size == dc->block_size && std::none_of(blocks.begin(), blocks.end(), [&](const vk_mem_block * o) {
+                               return o != b && o->type == b->type && (o->mapped != nullptr) == (b->mapped != nullptr) && mem_block_empty(o);
+                           });
+        if (spare) return;
         if (b->mapped) vkUnmapMemory(dc->dev, b->memory);
         vkFreeMemory(dc->dev, b->memory, nullptr);
         blocks.erase(std::find(blocks.begin(), blocks.end(), b));
