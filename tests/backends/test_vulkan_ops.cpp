@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -55,10 +56,24 @@ struct validation_guard {
     ~validation_guard() { CHECK_MESSAGE(ember_vulkan_validation_errors() == before, "Vulkan validation errors (see stderr)"); }
 };
 
+// Float values shared, not copied: the same random inputs serve both devices and every
+// variant of a case (under AddressSanitizer each copy of a large vector was a fresh mapping,
+// page-faulted in again).
+struct floats {
+    std::shared_ptr<const std::vector<float>> p;
+    floats() = default;
+    floats(std::vector<float> && v) : p(std::make_shared<const std::vector<float>>(std::move(v))) {}  // NOLINT: implicit
+    floats(const std::vector<float> & v) : p(std::make_shared<const std::vector<float>>(v)) {}         // NOLINT: implicit
+    explicit floats(std::shared_ptr<const std::vector<float>> sp) : p(std::move(sp)) {}
+    size_t        size() const { return p ? p->size() : 0; }
+    const float * data() const { return p ? p->data() : nullptr; }
+    float         operator[](size_t i) const { return (*p)[i]; }
+};
+
 // Inputs of a test graph: filled after allocation, the same on every device.
 struct input {
     ember_tensor *       t;
-    std::vector<float>   f;    // converted with the tensor type's from_float
+    floats               f;    // converted with the tensor type's from_float
     std::vector<int32_t> i;    // I32 tensors
     std::vector<uint8_t> raw;  // when not empty: the tensor's bytes as they are
 };
@@ -90,7 +105,7 @@ template <class Key> struct memo {
 
 // The bytes of floats f as a tensor of `type` with rows of ne0 (from_float row by row: types
 // with row groups, NF4 and FP8_*_ROW, convert one whole row per call); remembered by content.
-const std::vector<uint8_t> & converted(ember_type type, int64_t ne0, const std::vector<float> & f) {
+const std::vector<uint8_t> & converted(ember_type type, int64_t ne0, const floats & f) {
     using key = std::tuple<int, int64_t, size_t, uint64_t>;
     static memo<key> cache(size_t(1) << 30);
     const key        k{(int) type, ne0, f.size(), XXH3_64bits(f.data(), f.size() * sizeof(float))};
@@ -107,20 +122,26 @@ const std::vector<uint8_t> & converted(ember_type type, int64_t ne0, const std::
     return last;
 }
 
-// random_f32(n, seed) in [-1, 1), remembered.
-std::vector<float> random_input(size_t n, uint32_t seed) {
+// random_f32(n, seed) in [-1, 1), made once (the most recent kept while they fit in 512 MiB).
+floats random_input(size_t n, uint32_t seed) {
     using key = std::pair<size_t, uint32_t>;
-    static memo<key> cache(size_t(1) << 29);
-    if (const std::vector<uint8_t> * hit = cache.find({n, seed})) {
-        std::vector<float> f(n);
-        std::memcpy(f.data(), hit->data(), n * sizeof(float));
-        return f;
+    static std::map<key, std::shared_ptr<const std::vector<float>>> cache;
+    static std::deque<key>                                           order;
+    static size_t                                                    bytes = 0;
+    auto it = cache.find({n, seed});
+    if (it != cache.end()) return floats(it->second);
+    auto v = std::make_shared<const std::vector<float>>(random_f32(n, seed));
+    if (n * sizeof(float) <= (size_t(1) << 29)) {
+        while (bytes + n * sizeof(float) > (size_t(1) << 29)) {
+            bytes -= cache[order.front()]->size() * sizeof(float);
+            cache.erase(order.front());
+            order.pop_front();
+        }
+        bytes += n * sizeof(float);
+        order.push_back({n, seed});
+        cache.emplace(key{n, seed}, v);
     }
-    std::vector<float>   f = random_f32(n, seed);
-    std::vector<uint8_t> b(n * sizeof(float));
-    std::memcpy(b.data(), f.data(), b.size());
-    cache.put({n, seed}, std::move(b));
-    return f;
+    return floats(v);
 }
 
 void set_input(const input & in) {
