@@ -783,12 +783,17 @@ __device__ __forceinline__ void k6_read16(const unsigned char * s, int off, bool
 // KS = 4: rows longer than a segment (the FFN down product of Q4_K_M, 56 blocks) are shared by
 // the 4 warps of a block, each taking whole 8-block groups (so its part starts 16-byte aligned),
 // one segment each where the row allows; the parts meet in shared memory.
-template <int KS>
+// RW (KS = 1): rows per warp, consecutive, their segments one stream (the next one's loads in
+// flight while the current one is decoded, across rows too): a row of one segment (the output
+// matrix: 2048 or 4096 weights) no longer waits for its loads with nothing else in flight.
+template <int KS, int RW = 1>
 __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
+    static_assert(KS == 1 || RW == 1, "mv6_kernel: rows per warp with KS = 1 only");
     __shared__ __align__(16) unsigned char seg[k_rp_warps][k6_seg_u4 * 16 + 16];
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32;
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * (k_rp_warps / KS) + wi / KS;
+    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (k_rp_warps / KS) + wi / KS) * RW;
     if (KS == 1 && row0 >= a.n) return;  // warp-level synchronization only below
+    const int     nrow = KS == 1 ? static_cast<int>(min(static_cast<int64_t>(RW), a.n - row0)) : 1;
     const int64_t row = row0 < a.n ? row0 : a.n - 1;  // KS > 1: rows past n read, not stored
     const int64_t col = blockIdx.y;
     const mvq_batch bp = mvq_batch_of(a, a.w);
@@ -799,30 +804,40 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     const int      per  = KS == 1 ? static_cast<int>(a.nblk) : (static_cast<int>(a.nblk) / 8 + KS - 1) / KS * 8;  // blocks per part
     const int      b0   = (wi % KS) * per;  // this warp's first block of the row
     const int      nblk = max(0, min(static_cast<int>(a.nblk) - b0, per));
-    const uint4 *  src  = reinterpret_cast<const uint4 *>(wb + row * a.w_nb1 + static_cast<int64_t>(b0) * 210);
+    const char *   src  = wb + row * a.w_nb1 + static_cast<int64_t>(b0) * 210;  // rows: a multiple of 16 bytes apart
     const int      nseg = (nblk + k6_seg - 1) / k6_seg;
+    const int      nstep = nrow * nseg;  // (row, segment) in turn
     uint4          buf[k6_loads];
-    const auto     load = [&](int sg) {
+    const auto     load = [&](int t) {
+        const int     sg = t % nseg;
         const int     n4 = min(k6_seg, nblk - sg * k6_seg) * 210 / 16;  // a multiple of 8 blocks: whole chunks
-        const uint4 * p  = src + static_cast<int64_t>(sg) * k6_seg_u4;
+        const uint4 * p  = reinterpret_cast<const uint4 *>(src + (t / nseg) * a.w_nb1) + static_cast<int64_t>(sg) * k6_seg_u4;
 #pragma unroll
         for (int k = 0; k < k6_loads; k++) {
             const int j = lane + 32 * k;
             buf[k]      = j < n4 ? __ldcs(p + j) : make_uint4(0, 0, 0, 0);
         }
     };
-    if (nseg > 0) load(0);  // weights only: before waiting for the kernel that makes x
+    if (nstep > 0) load(0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     unsigned char * sm  = seg[wi];
     float           acc = 0.0f;
-    for (int sg = 0; sg < nseg; sg++) {
+    float *         yc  = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
+    if (KS == 1 && nstep == 0) {  // empty rows
+        if (lane == 0) {
+            for (int r = 0; r < nrow; r++) yc[row0 + r] = 0.0f;
+        }
+        return;
+    }
+    for (int t = 0; t < nstep; t++) {
+        const int sg = t % nseg;
 #pragma unroll
         for (int k = 0; k < k6_loads; k++) {
             const int j = lane + 32 * k;
             if (j < k6_seg_u4) reinterpret_cast<uint4 *>(sm)[j] = buf[k];
         }
         __syncwarp();
-        if (sg + 1 < nseg) load(sg + 1);
+        if (t + 1 < nstep) load(t + 1);
         const int nb = min(k6_seg, nblk - sg * k6_seg);
         for (int u = lane; u < 4 * nb; u += 32) {
             const int  b = u >> 2, h = (u >> 1) & 1, g = u & 1;
@@ -859,12 +874,14 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
             acc += d * part;
         }
         __syncwarp();
+        if (KS == 1 && sg == nseg - 1) {  // the row's last segment
+            const float sum = cu_warp_sum(acc);
+            if (lane == 0) yc[row0 + t / nseg] = sum;
+            acc = 0.0f;
+        }
     }
-    acc        = cu_warp_sum(acc);
-    float * yc = reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3]);
-    if constexpr (KS == 1) {
-        if (lane == 0) yc[row] = acc;
-    } else {
+    if constexpr (KS > 1) {
+        acc = cu_warp_sum(acc);
         __shared__ float parts[k_rp_warps];
         if (lane == 0) parts[wi] = acc;
         __syncthreads();
@@ -1048,6 +1065,16 @@ const bool k_q6k_wide = [] {
     return !e || std::strcmp(e, "0") != 0;
 }();
 
+// mv6_kernel's rows per warp for rows of at most one segment (EMBER_CUDA_Q6K_ROWS=1|2|4).
+int q6k_rows_per_warp() {
+    static const int rw = [] {
+        const char * e = std::getenv("EMBER_CUDA_Q6K_ROWS");
+        const int    v = e ? std::atoi(e) : 2;
+        return v == 1 || v == 4 ? v : 2;
+    }();
+    return rw;
+}
+
 // Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
 // Every row of w starts 16-byte aligned (16-byte loads of whole rows).
 bool rows_aligned16(const ember_tensor * w) {
@@ -1104,8 +1131,11 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
         if (q6k_wide_ok(w)) {
             // rows of more than one segment: 4 warps per row (mv6_kernel KS)
             const bool split = a.nblk > k6_seg && mv_split();
-            const dim3 g6(cu_blocks(a.n, split ? 1 : k_rp_warps), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            const int  rw    = split ? 1 : q6k_rows_per_warp();
+            const dim3 g6(cu_blocks(a.n, split ? 1 : k_rp_warps * rw), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (split) cu_launch(ctx, mv6_kernel<4>, g6, 32 * k_rp_warps, 0, a);
+            else if (rw == 4) cu_launch(ctx, mv6_kernel<1, 4>, g6, 32 * k_rp_warps, 0, a);
+            else if (rw == 2) cu_launch(ctx, mv6_kernel<1, 2>, g6, 32 * k_rp_warps, 0, a);
             else cu_launch(ctx, mv6_kernel<1>, g6, 32 * k_rp_warps, 0, a);
             return ember_cuda_check_launch("mul_mat (matvec q6_k, rows through shared memory)");
         }
