@@ -135,7 +135,12 @@ void main() {
     const uint kt  = wg / KP;             // keys per tile
     const uint kp  = tid % KP;            // this invocation's share of its key's dimensions
     const uint kj  = tid / KP;            // its key in the tile
-    const uint dw  = min(pc.d, wg);       // invocations per key group (accumulation)
+    // Invocations per key group (accumulation): a quarter of the head's dimensions, each
+    // invocation taking four (acc[4]), so that a tile's keys are shared by more groups and each
+    // invocation's P.V loop is a few long batches of loads, not many short ones (decode at a
+    // short context: 128 dims took 2 groups of 32 keys per tile, 8 batches of 4 loads; now 8
+    // groups of 8 keys, 2 batches of 16). (ng - 1) * d < 4 * wg: sacc holds the groups' sums.
+    const uint dw  = min((pc.d + 3u) / 4u, wg);
     const uint ng  = wg / dw;             // key groups
     const uint kg  = tid / dw;            // this invocation's group (ng: none)
     const uint di  = tid % dw;            // its first dimension
@@ -166,11 +171,17 @@ void main() {
             mv   = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
             live = mv != NEG_INF;
             if (live) {
-                // Eight of the key's values loaded before any is used: the loop's loads are
+                // Sixteen of the key's values loaded before any is used: the loop's loads are
                 // then in flight together, not one memory round trip per value (decode at a
-                // short context is this chain and the one of the P.V loop below).
+                // short context is this chain and the one of the P.V loop below; 128 dims: two
+                // batches per invocation).
                 const uint krow = pc.k_off + ik * pc.k_nb1 + j * pc.k_nb2;
                 uint       i    = kp;
+                for (; i + 15u * KP < pc.d; i += 16u * KP) {
+                    float kv[16];
+                    [[unroll]] for (uint u = 0u; u < 16u; u++) kv[u] = dq_k(krow, i + u * KP);
+                    [[unroll]] for (uint u = 0u; u < 16u; u++) dot += sq[i + u * KP] * kv[u];
+                }
                 for (; i + 7u * KP < pc.d; i += 8u * KP) {
                     float kv[8];
                     [[unroll]] for (uint u = 0u; u < 8u; u++) kv[u] = dq_k(krow, i + u * KP);
