@@ -361,9 +361,14 @@ struct chat {
             return true;
         }
         std::vector<int32_t> prompt = scratch;
+        g_generating                = true;  // from here a Ctrl-C stops the answer (its prefill too)
         ember_status         st     = prefill(prompt);
-        if (st == EMBER_ERR_CANCELLED) return answer_interrupted();
+        if (st == EMBER_ERR_CANCELLED) {
+            g_generating = false;
+            return answer_interrupted();
+        }
         if (st != EMBER_OK) {
+            g_generating = false;
             std::fprintf(stderr, "ember-chat: %s\n", ember_last_error());
             return false;
         }
@@ -373,7 +378,6 @@ struct chat {
         ember_token_stream_create(model, 0, &ts);
         std::string answer;
         char        piece[256];
-        g_generating       = true;
         const double t0    = now_s();
         int64_t      n_gen = 0;
         bool         full  = false;

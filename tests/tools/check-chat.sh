@@ -57,7 +57,14 @@ EMBER_CPU_ISA=scalar "$chat" -m "$model" -n 100000 -c 512 -t 1 <"$tmp/in" >"$tmp
 pid=$!
 exec 3>"$tmp/in"
 echo "And it came to pass" >&3
-sleep 1
+# The signal once the answer is streaming (a loaded machine, or a sanitizer build, may take
+# longer than a second to load and prefill: a Ctrl-C before the answer quits, as at the prompt).
+for _ in $(seq 600); do
+    [ -s "$tmp/out" ] && break
+    kill -0 "$pid" 2>/dev/null || { echo "ember-chat exited before answering"; cat "$tmp/err"; exit 1; }
+    sleep 0.1
+done
+[ -s "$tmp/out" ] || { echo "no answer within 60 s"; kill -9 "$pid"; exit 1; }
 kill -INT "$pid"
 sleep 1
 kill -0 "$pid" 2>/dev/null || { echo "the first Ctrl-C must only stop the answer"; cat "$tmp/err"; exit 1; }
