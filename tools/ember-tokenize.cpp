@@ -50,7 +50,6 @@ bool read_file(const char * path, std::string & out) {
     return ok;
 }
 
-
 // Tokenizes one text and prints it (ids on one line, or a line per token); false on an error
 // (printed).
 bool print_tokens(const ember_model * model, const std::string & text, uint8_t add_special, bool parse_special, bool ids_only) {
@@ -99,8 +98,7 @@ int main(int argc, char ** argv) {
         return 1;
     }
 
-    std::string model_path, text, text_source, separator;
-    bool        have_separator = false;
+    std::string model_path, text, text_source, separator;  // separator: empty without --separator
     bool        vocab_only = false, no_bos = false, parse_special = false, ids_only = false, have_text = false;
     for (int i = 1; i < argc; i++) {
         const std::string a     = argv[i];
@@ -147,8 +145,7 @@ int main(int argc, char ** argv) {
             ids_only = true;
         } else if (a == "--separator") {
             if (!(v = value("--separator"))) return 2;
-            separator      = v;
-            have_separator = true;
+            separator = v;
             if (separator.empty()) {
                 std::fprintf(stderr, "ember-tokenize: --separator needs a non-empty value\n");
                 return 2;
@@ -180,7 +177,7 @@ int main(int argc, char ** argv) {
 
     // The texts: the whole input, or its parts each ended by the separator.
     std::vector<std::string> texts;
-    if (have_separator) {
+    if (!separator.empty()) {
         size_t at = 0;
         for (size_t hit; (hit = text.find(separator, at)) != std::string::npos; at = hit + separator.size()) {
             texts.push_back(text.substr(at, hit - at));
