@@ -81,25 +81,27 @@ struct input {
 // Values made once for the whole run, kept while they fit in `cap` bytes (the oldest dropped
 // first): the cases run the same inputs on both devices and under several kernel variants, and
 // the reference quantizers (Q4_K, Q6_K) and the random numbers took half of the test's time.
-template <class Key> struct memo {
-    std::map<Key, std::vector<uint8_t>> map;
-    std::deque<Key>                     order;
-    size_t                              bytes = 0, cap;
+template <class Key, class Value> struct memo {
+    std::map<Key, Value> map;
+    std::deque<std::pair<Key, size_t>> order;  // key and bytes, oldest first
+    size_t                             bytes = 0, cap;
     explicit memo(size_t c) : cap(c) {}
-    const std::vector<uint8_t> * find(const Key & k) const {
+    const Value * find(const Key & k) const {
         auto it = map.find(k);
         return it == map.end() ? nullptr : &it->second;
     }
-    void put(const Key & k, std::vector<uint8_t> v) {
-        if (v.size() > cap || map.count(k)) return;
-        while (bytes + v.size() > cap) {
-            bytes -= map[order.front()].size();
-            map.erase(order.front());
+    // Keeps v (size bytes) under the new key k and returns it; null (v untouched) when it
+    // alone is over the cap.
+    const Value * put(const Key & k, Value && v, size_t size) {
+        if (size > cap) return nullptr;
+        while (bytes + size > cap) {
+            bytes -= order.front().second;
+            map.erase(order.front().first);
             order.pop_front();
         }
-        bytes += v.size();
-        order.push_back(k);
-        map.emplace(k, std::move(v));
+        bytes += size;
+        order.emplace_back(k, size);
+        return &map.emplace(k, std::move(v)).first->second;
     }
 };
 
@@ -107,41 +109,29 @@ template <class Key> struct memo {
 // with row groups, NF4 and FP8_*_ROW, convert one whole row per call); remembered by content.
 const std::vector<uint8_t> & converted(ember_type type, int64_t ne0, const floats & f) {
     using key = std::tuple<int, int64_t, size_t, uint64_t>;
-    static memo<key> cache(size_t(1) << 30);
-    const key        k{(int) type, ne0, f.size(), XXH3_64bits(f.data(), f.size() * sizeof(float))};
+    static memo<key, std::vector<uint8_t>> cache(size_t(1) << 30);
+    const key k{(int) type, ne0, f.size(), XXH3_64bits(f.data(), f.size() * sizeof(float))};
     if (const std::vector<uint8_t> * hit = cache.find(k)) return *hit;
     const ember_type_traits * tr    = ember_type_get_traits(type);
     const size_t              rsz   = ember_row_size(type, ne0);
     const int64_t             nrows = (int64_t) f.size() / ne0;
     std::vector<uint8_t>      bytes(rsz * (size_t) nrows);
     for (int64_t r = 0; r < nrows; r++) tr->from_float(f.data() + r * ne0, bytes.data() + r * rsz, ne0);
-    static std::vector<uint8_t> last;  // when it does not fit in the cache
-    cache.put(k, bytes);
-    if (const std::vector<uint8_t> * hit = cache.find(k)) return *hit;
+    const size_t n = bytes.size();
+    if (const std::vector<uint8_t> * kept = cache.put(k, std::move(bytes), n)) return *kept;
+    static std::vector<uint8_t> last;  // too large to keep
     last = std::move(bytes);
     return last;
 }
 
-// random_f32(n, seed) in [-1, 1), made once (the most recent kept while they fit in 512 MiB).
+// random_f32(n, seed) in [-1, 1), made once (kept while they fit in 512 MiB).
 floats random_input(size_t n, uint32_t seed) {
-    using key = std::pair<size_t, uint32_t>;
-    static std::map<key, std::shared_ptr<const std::vector<float>>> cache;
-    static std::deque<key>                                           order;
-    static size_t                                                    bytes = 0;
-    auto it = cache.find({n, seed});
-    if (it != cache.end()) return floats(it->second);
-    auto v = std::make_shared<const std::vector<float>>(random_f32(n, seed));
-    if (n * sizeof(float) <= (size_t(1) << 29)) {
-        while (bytes + n * sizeof(float) > (size_t(1) << 29)) {
-            bytes -= cache[order.front()]->size() * sizeof(float);
-            cache.erase(order.front());
-            order.pop_front();
-        }
-        bytes += n * sizeof(float);
-        order.push_back({n, seed});
-        cache.emplace(key{n, seed}, v);
-    }
-    return floats(v);
+    using values = std::shared_ptr<const std::vector<float>>;
+    static memo<std::pair<size_t, uint32_t>, values> cache(size_t(1) << 29);
+    if (const values * hit = cache.find({n, seed})) return floats(*hit);
+    values v = std::make_shared<const std::vector<float>>(random_f32(n, seed));
+    cache.put({n, seed}, values(v), n * sizeof(float));
+    return floats(std::move(v));
 }
 
 void set_input(const input & in) {
