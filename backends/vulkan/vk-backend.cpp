@@ -193,6 +193,67 @@ bool detect_idot(const vk_device_ctx * dc, bool * fast) {
 #endif
 }
 
+// Whether the pipelines' compiler statistics (registers, spills, ...) are printed as they are
+// made: EMBER_VULKAN_PIPELINE_STATS=1 and the device has VK_KHR_pipeline_executable_properties.
+bool detect_pstats(const vk_device_ctx * dc) {
+#if defined(VK_KHR_pipeline_executable_properties)
+    if (!env_flag("EMBER_VULKAN_PIPELINE_STATS")) return false;
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> exts(n);
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+    for (const VkExtensionProperties & e : exts) {
+        if (std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) return true;
+    }
+    std::fprintf(stderr, "ember: vulkan: %s has no VK_KHR_pipeline_executable_properties: EMBER_VULKAN_PIPELINE_STATS ignored\n",
+                 dc->name.c_str());
+#else
+    (void) dc;
+#endif
+    return false;
+}
+
+// Prints the compiler statistics of pipeline p (made with the capture flag) as one line.
+void print_pstats(vk_device_ctx * dc, VkPipeline p, const std::string & key) {
+#if defined(VK_KHR_pipeline_executable_properties)
+    auto props = (PFN_vkGetPipelineExecutablePropertiesKHR) vkGetDeviceProcAddr(dc->dev, "vkGetPipelineExecutablePropertiesKHR");
+    auto stats = (PFN_vkGetPipelineExecutableStatisticsKHR) vkGetDeviceProcAddr(dc->dev, "vkGetPipelineExecutableStatisticsKHR");
+    if (!props || !stats) return;
+    VkPipelineInfoKHR pi{};
+    pi.sType    = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR;
+    pi.pipeline = p;
+    uint32_t ne = 0;
+    if (props(dc->dev, &pi, &ne, nullptr) != VK_SUCCESS) return;
+    for (uint32_t e = 0; e < ne; e++) {
+        VkPipelineExecutableInfoKHR ei{};
+        ei.sType           = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+        ei.pipeline        = p;
+        ei.executableIndex = e;
+        uint32_t ns        = 0;
+        if (stats(dc->dev, &ei, &ns, nullptr) != VK_SUCCESS) continue;
+        std::vector<VkPipelineExecutableStatisticKHR> st(ns);
+        for (VkPipelineExecutableStatisticKHR & x : st) x.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        if (stats(dc->dev, &ei, &ns, st.data()) != VK_SUCCESS) continue;
+        std::string line = "ember: vulkan: pipeline " + key + ":";
+        for (uint32_t i = 0; i < ns; i++) {
+            const VkPipelineExecutableStatisticKHR & x = st[i];
+            line += std::string(" ") + x.name + "=";
+            switch (x.format) {
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += x.value.b32 ? "1" : "0"; break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += std::to_string(x.value.i64); break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += std::to_string(x.value.u64); break;
+                default: line += std::to_string(x.value.f64); break;
+            }
+        }
+        std::fprintf(stderr, "%s\n", line.c_str());
+    }
+#else
+    (void) dc;
+    (void) p;
+    (void) key;
+#endif
+}
+
 // Creates the instance and enumerates the devices; failures leave no devices (and say why once).
 void init_instance() {
     vk_instance_state & s = state();
@@ -275,6 +336,7 @@ void init_instance() {
                              sg.subgroupSize <= 128;
         dc->coopmat = detect_coopmat(s.instance, dc);
         dc->idot    = detect_idot(dc, &dc->idot_fast);
+        dc->pstats  = detect_pstats(dc);
         init_device_vtables(dc);
         s.all.push_back(dc);
     }
@@ -482,6 +544,16 @@ static ember_status device_init(vk_device_ctx * dc) {
             chain     = &cm;
         }
 #endif
+#if defined(VK_KHR_pipeline_executable_properties)
+        VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{};
+        pef.sType                  = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+        pef.pipelineExecutableInfo = VK_TRUE;
+        if (dc->pstats) {
+            exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+            pef.pNext = chain;
+            chain     = &pef;
+        }
+#endif
 #if defined(VK_KHR_shader_integer_dot_product)
         VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{};
         idf.sType                   = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
@@ -499,7 +571,10 @@ static ember_status device_init(vk_device_ctx * dc) {
         if (r == VK_SUCCESS) break;
         dc->dev = VK_NULL_HANDLE;
         if (exts.empty()) EMBER_VK_CHECK(r, "vkCreateDevice");
-        if (dc->coopmat) {
+        if (dc->pstats) {
+            std::fprintf(stderr, "ember: vulkan: %s: no device with pipeline statistics\n", dc->name.c_str());
+            dc->pstats = false;
+        } else if (dc->coopmat) {
             std::fprintf(stderr, "ember: vulkan: %s: no device with cooperative matrices; prefill without them\n", dc->name.c_str());
             dc->coopmat = false;
         } else {
@@ -605,10 +680,10 @@ ember_status ember_vk_ensure_init(vk_device_ctx * dc) {
 }
 
 ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out, uint32_t spec1,
-                               uint32_t spec2) {
+                               uint32_t spec2, uint32_t spec3) {
     std::lock_guard<std::mutex> lock(dc->mutex);
-    const uint32_t    n_spec = spec2 ? 3 : spec1 ? 2 : 1;
-    const std::string key    = shader + "/" + std::to_string(wg) + "/" + std::to_string(spec1) + "/" + std::to_string(spec2);
+    const std::string key = shader + "/" + std::to_string(wg) + "/" + std::to_string(spec1) + "/" + std::to_string(spec2) + "/" +
+                            std::to_string(spec3);
     auto              it  = dc->pipelines.find(key);
     if (it != dc->pipelines.end()) {
         *out = it->second;
@@ -630,11 +705,20 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
         mi.pCode    = blob->words;
         EMBER_VK_CHECK(vkCreateShaderModule(dc->dev, &mi, nullptr, &mod), "vkCreateShaderModule");
     }
-    // Specialization constant 0: the workgroup size (local_size_x_id = 0).
-    // Constants 1 and 2 when given (mul_mat_vec_q: invocations per row, rows per invocation).
-    const uint32_t           values[3] = {wg, spec1, spec2};
-    VkSpecializationMapEntry me[3]     = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}};
-    VkSpecializationInfo     si{n_spec, me, n_spec * sizeof(uint32_t), values};
+    // Specialization constant 0: the workgroup size (local_size_x_id = 0). Constants 1 .. 3
+    // when given (non-zero; mul_mat_vec_q: invocations per row, rows per invocation; 3: the
+    // units per invocation and step), else the shader's defaults.
+    const uint32_t           given[4] = {wg, spec1, spec2, spec3};
+    uint32_t                 values[4];
+    VkSpecializationMapEntry me[4];
+    uint32_t                 n_spec = 0;
+    for (uint32_t i = 0; i < 4; i++) {
+        if (i > 0 && given[i] == 0) continue;
+        values[n_spec] = given[i];
+        me[n_spec]     = {i, n_spec * 4, 4};
+        n_spec++;
+    }
+    VkSpecializationInfo si{n_spec, me, n_spec * sizeof(uint32_t), values};
     VkComputePipelineCreateInfo ci{};
     ci.sType        = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     ci.stage.sType  = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -643,8 +727,12 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
     ci.stage.pName  = "main";
     ci.stage.pSpecializationInfo = &si;
     ci.layout       = dc->layout;
+#if defined(VK_KHR_pipeline_executable_properties)
+    if (dc->pstats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+#endif
     VkPipeline p    = VK_NULL_HANDLE;
     EMBER_VK_CHECK(vkCreateComputePipelines(dc->dev, dc->pcache, 1, &ci, nullptr, &p), "vkCreateComputePipelines");
+    if (dc->pstats) print_pstats(dc, p, key);
     dc->pipelines[key] = p;
     dc->pcache_dirty   = true;  // saved when the graph that needed it has been submitted
     *out               = p;

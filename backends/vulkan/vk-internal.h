@@ -53,6 +53,7 @@ struct vk_device_ctx {
     // enabled at device creation. Found at enumeration; false when the build has no such
     // shaders, with EMBER_VULKAN_COOPMAT=0, or when the device lacks any of them.
     bool                       coopmat = false;
+    bool                       pstats  = false;  // EMBER_VULKAN_PIPELINE_STATS=1 and VK_KHR_pipeline_executable_properties
     ember_buffer_type          buft{};
     ember_device               device{};
 
@@ -246,9 +247,10 @@ void         ember_vk_pcache_save(vk_device_ctx * dc);        // when dirty
 
 // vk-backend.cpp
 ember_status ember_vk_ensure_init(vk_device_ctx * dc);
-// spec1, spec2: specialization constants 1 and 2 of shaders that have them (0: none).
+// spec1 .. spec3: specialization constants 1 .. 3 of shaders that have them (0: not given, the
+// shader's default).
 ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, uint32_t wg, VkPipeline * out, uint32_t spec1 = 0,
-                               uint32_t spec2 = 0);
+                               uint32_t spec2 = 0, uint32_t spec3 = 0);
 ember_status ember_vk_alloc_desc_set(vk_stream_ctx * sc, VkDescriptorSet * out);
 bool         ember_vk_is_own_buffer(vk_device_ctx * dc, const ember_buffer * buf);
 

@@ -168,14 +168,14 @@ struct push {
 ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t wg, std::initializer_list<const ember_tensor *> ts,
                       const push & pc, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, bool err_flag = false,
                       uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4, int32_t cnt_slot = -1,
-                      int32_t xq_slot = -1) {
+                      int32_t xq_slot = -1, uint32_t spec3 = 0) {
     vk_device_ctx * dc = sc->dc;
     VkPipeline      pipeline;
     // sc->xq_out >= 0: the "_xq" variant of the shader (vulkan.cmake: XQ_OUT), which also writes
     // the quantized copy; the default variants have none of that code (sc->xq_code: the "_xq"
     // variant with its copy off, EMBER_VULKAN_MMV_QX_OUT=code).
     const bool      xq = sc->xq_out >= 0 || sc->xq_code;
-    ember_status    st = ember_vk_pipeline(dc, xq ? shader + "_xq" : shader, wg, &pipeline, spec1, spec2);
+    ember_status    st = ember_vk_pipeline(dc, xq ? shader + "_xq" : shader, wg, &pipeline, spec1, spec2, spec3);
     if (st != EMBER_OK) return st;
     VkDescriptorSet set;
     st = ember_vk_alloc_desc_set(sc, &set);
@@ -226,10 +226,10 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
 ember_status dispatch_items(vk_stream_ctx * sc, const std::string & shader, uint32_t wg,
                             std::initializer_list<const ember_tensor *> ts, const push & pc, uint64_t items, uint32_t gz = 1,
                             bool err_flag = false, uint32_t spec1 = 0, uint32_t spec2 = 0, uint32_t err_binding = 4,
-                            int32_t cnt_slot = -1, int32_t xq_slot = -1) {
+                            int32_t cnt_slot = -1, int32_t xq_slot = -1, uint32_t spec3 = 0) {
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(items, k_max_groups));
     const uint32_t gy = static_cast<uint32_t>((items + gx - 1) / gx);
-    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding, cnt_slot, xq_slot);
+    return dispatch(sc, shader, wg, ts, pc, gx, gy, gz, err_flag, spec1, spec2, err_binding, cnt_slot, xq_slot, spec3);
 }
 
 // Grid-stride kernels: enough groups of `wg` for n items, at most 65535.
@@ -374,18 +374,18 @@ constexpr uint32_t k_qx_shared = 32768;
 
 // Whether a decode product (mmv_fast() holds) of weights w goes to the QX kernels: x quantized
 // to 8 bits per workgroup and integer products (mul_mat_vec_q.comp), the default for Q4_0 and
-// Q4_K where the device has subgroup arithmetic (the shaders' reductions) and the shared
+// Q4_K and Q8_0 where the device has subgroup arithmetic (the shaders' reductions) and the shared
 // memory, with the byte dot products in single instructions where it has integer dot products
 // (H200 tg128: 8B Q4_0 149 -> 167 t/s, Q4_K_M 121 -> 137..149, 1B Q4_K_M 428 -> 562, Q4_0 571
-// -> 587). Q8_0 and Q6_K only with EMBER_VULKAN_MMV_QX=all (1B Q8_0 638 -> 541: slower; Q6_K,
-// x quantized once beforehand: H200 8B tg128 Q4_0 (its output) 208.9 -> 203.8 t/s, Q4_K_M
-// (output, V, half the FFN down) 171.9 -> 170.4, within the noise but no gain).
+// -> 587; Q8_0, since the kernel takes one unit per step: 8B 211.8 -> 263.8). Q6_K only with
+// EMBER_VULKAN_MMV_QX=all (x quantized once beforehand: H200 8B tg128 Q4_0 (its output) 208.9
+// -> 203.8 t/s; one unit per step: 322.5 -> 322.7, no gain).
 // EMBER_VULKAN_MMV_QX=0: the float kernels for all; =nodot: QX for all four, the dot products
 // unpacked (read at each recording).
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
     const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
     const bool   all = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
-    return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || (all && (w->type == EMBER_TYPE_Q8_0 || w->type == EMBER_TYPE_Q6_K))) &&
+    return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || (all && w->type == EMBER_TYPE_Q6_K)) &&
            dc->subgroup_arith &&
            (uint64_t) w->ne[0] <= k_qx_maxk && dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared &&
            !env_is("EMBER_VULKAN_MMV_QX", "0");
@@ -440,8 +440,10 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     if (variant.find("rope_") != std::string::npos || variant.find("kv_") != std::string::npos) nr = 2;  // (even, odd) row pairs
     const uint32_t rows_per_inv = variant == "glu_" ? 1 : nr;  // output rows
     const auto     groups       = [&](uint32_t g) { return (w->ne[1] + g / lpr * rows_per_inv - 1) / (g / lpr * rows_per_inv); };
-    // 128 (H200, 8B tg128: Q4_0 172 vs 164 t/s with 256, Q4_K_M 149 vs 137).
-    uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : 128;
+    // 128 (H200, 8B tg128: Q4_0 172 vs 164 t/s with 256, Q4_K_M 149 vs 137); 256 for Q4_0 since
+    // the kernel takes one unit per step (8B: 322.5 -> 331.3).
+    const uint32_t wg0          = w->type == EMBER_TYPE_Q4_0 ? 256 : 128;
+    uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : wg0;
     while (wge == 0 && wg / 2 >= std::max<uint32_t>(lpr, 64) && (uint64_t) groups(wg) * (uint64_t) cols < 256) wg /= 2;
     // NORM_OUT: the last workgroup holds the whole row, at most 8 vec4 per invocation.
     while (nadd && wg < 256 && (uint64_t) w->ne[1] > 32ull * wg) wg *= 2;
@@ -451,16 +453,24 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     const int32_t     xs   = glu || cols != 1 ? -1 : sc->xq_slot;
     const std::string name = (xs >= 0 ? "mul_mat_vec_qxp_" : "mul_mat_vec_qx_") + variant + tname(w->type) + (dp ? "_dp" : "");
     const uint64_t    ng   = groups(wg);
+    // Units per invocation and step (QX_U): 1, so that the kernel takes few registers and the
+    // multiprocessors hold many workgroups, whose loads are then in flight together (H200,
+    // 8B tg128: Q4_0 280.2 -> 320.5 t/s, Q4_K_M 219.7 -> 271.3 with 1 instead of 4; 2: 305.9,
+    // 253.5; the gate + up product 55 -> 38 registers). EMBER_VULKAN_MMV_QX_U=2|4|8 (read at
+    // each recording).
+    const char *      uv   = std::getenv("EMBER_VULKAN_MMV_QX_U");
+    const long        ue   = uv ? std::strtol(uv, nullptr, 10) : 0;
+    const uint32_t    qxu  = ue == 2 || ue == 4 || ue == 8 ? (uint32_t) ue : 1;
     if (nadd) {
-        return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot, xs);
+        return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot, xs, qxu);
     }
     if (idx) {
         return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc, ng,
-                              static_cast<uint32_t>(cols), true, lpr, nr, 6, -1, xs);
+                              static_cast<uint32_t>(cols), true, lpr, nr, 6, -1, xs, qxu);
     }
     const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
     return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc, ng, static_cast<uint32_t>(cols), false, lpr, nr,
-                          4, -1, xs);
+                          4, -1, xs, qxu);
 }
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
@@ -602,20 +612,24 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         const std::string name = std::string(qq ? "mul_mat_vec_qq_" : "mul_mat_vec_q_") + name_variant(glu, rope, glu_out, kv, nadd) + t +
                                  (sg ? "_sg" : "");
         const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
+        // Quarters per invocation and step (QQ): EMBER_VULKAN_MMV_QQ_U=1|2|4|8, else the shader's 4.
+        const char *   qv  = std::getenv("EMBER_VULKAN_MMV_QQ_U");
+        const long     qe  = qv ? std::strtol(qv, nullptr, 10) : 0;
+        const uint32_t qqu = qq && (qe == 1 || qe == 2 || qe == 4 || qe == 8) ? (uint32_t) qe : 0;
         if (nadd) {
             // Bindings 3..7: the residual, the norm weight, the sum, the normalized result, the counter.
             return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, (w->ne[1] + rows_per_group - 1) / rows_per_group, 1,
-                                  false, lpr, nr, 4, cnt_slot);
+                                  false, lpr, nr, 4, cnt_slot, -1, qqu);
         }
         if (kv) {
             // Bindings 5 and 6: the row indices and this dispatch's error slot.
             return dispatch_items(sc, name, wg, {w, x, out, pos ? pos : idx, ff ? ff : pos ? pos : idx, idx, idx}, pc,
                                   (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), true, lpr,
-                                  nr, 6);
+                                  nr, 6, -1, -1, qqu);
         }
         return dispatch_items(sc, name, wg, {w, x, out, b3, ff ? ff : pos ? pos : out}, pc,
                               (w->ne[1] + rows_per_group - 1) / rows_per_group, static_cast<uint32_t>(m * nbatch), false, lpr,
-                              nr);
+                              nr, 4, -1, -1, qqu);
     }
     if (m <= 4 && m * nbatch <= k_max_groups) {
         const bool     sg = dc->subgroup_arith;

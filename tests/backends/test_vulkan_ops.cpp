@@ -841,18 +841,20 @@ TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device
 // Q8_0 and Q6_K both ways: small units (QQ, the default) and 256-weight units
 // (EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units). The small-unit kernels take up
 // to 128 invocations per row for few long rows (the 37 rows of 130 units here), or 32 and 2
-// rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2).
+// rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2), with 1 quarter per step
+// ("qq2": EMBER_VULKAN_MMV_QQ_U=1), 4 (the default) or 8 ("nosg").
 TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
-    // The QX kernels (x quantized to 8 bits, integer products: Q4_0, Q4_K by default, Q8_0 and
-    // Q6_K too with EMBER_VULKAN_MMV_QX=all; rows up to 16384 long, the 130-unit rows on the float
+    // The QX kernels (x quantized to 8 bits, integer products: Q4_0, Q8_0, Q4_K by default, Q6_K
+    // too with EMBER_VULKAN_MMV_QX=all; rows up to 16384 long, the 130-unit rows on the float
     // kernels): "qx" (=all) with integer dot product instructions where the device has them,
     // "qx_nodot" without (EMBER_VULKAN_MMV_QX=nodot),
-    // "qx_r1" 1 row per invocation, 16 invocations per row (EMBER_VULKAN_MMV_QX_ROWS=1,
-    // EMBER_VULKAN_MMV_QX_LPR=16), "qx_64" 64 per row in workgroups of 64, 2 rows each (Q4_K
-    // too: EMBER_VULKAN_MMV_QX_ROWS=2). The other modes
+    // "qx_r1" 1 row per invocation, 16 invocations per row, 4 units per step (EMBER_VULKAN_MMV_QX_ROWS=1,
+    // EMBER_VULKAN_MMV_QX_LPR=16, EMBER_VULKAN_MMV_QX_U=4; else 1), "qx_64" 64 per row in
+    // workgroups of 64, 2 rows each, 2 units per step (Q4_K too: EMBER_VULKAN_MMV_QX_ROWS=2,
+    // EMBER_VULKAN_MMV_QX_U=2). The other modes
     // the float kernels (EMBER_VULKAN_MMV_QX=0).
     // "qx_wg": x quantized per workgroup also for one column (EMBER_VULKAN_MMV_QX_PRE=0; else
     // once beforehand, quantize_x.comp).
@@ -866,6 +868,8 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     env_guard eqr("EMBER_VULKAN_MMV_QX_ROWS", std::strcmp(mode, "qx_r1") == 0 ? "1" : std::strcmp(mode, "qx_64") == 0 ? "2" : nullptr);
     env_guard eql("EMBER_VULKAN_MMV_QX_LPR", std::strcmp(mode, "qx_r1") == 0 ? "16" : std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
     env_guard eqw("EMBER_VULKAN_MMV_QX_WG", std::strcmp(mode, "qx_64") == 0 ? "64" : nullptr);
+    env_guard equ("EMBER_VULKAN_MMV_QX_U", std::strcmp(mode, "qx_r1") == 0 ? "4" : std::strcmp(mode, "qx_64") == 0 ? "2" : nullptr);
+    env_guard eqq("EMBER_VULKAN_MMV_QQ_U", qq2 ? "1" : nosg ? "8" : nullptr);
     env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
     env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
     env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
@@ -957,8 +961,9 @@ TEST_CASE("[vulkan] decode products: x quantized once per input") {
 // =noglu: not). A decode layer and a half, with the norms fused into the products and apart:
 // the result bit for bit the same as with quantize_x (=0), whose arithmetic the copies repeat,
 // and close to the CPU's (five chained products of 8-bit activations and an attention:
-// 4e-4..8e-4 NMSE on every path, the float kernels' too); gate + up by the QX kernel (4 rows per
-// workgroup) and by the small-unit one (Q8_0: 1 row, 32 workgroups per block); the product +
+// 4e-4..8e-4 NMSE on every path, the float kernels' too); gate + up by the QX kernel (Q4_0, Q8_0:
+// several rows per workgroup) and by the small-unit one (Q6_K: few rows per workgroup, several
+// workgroups per block); the product +
 // norm by QX and by small units (Q6_K); run three times on one stream (the block counters back
 // at zero each time).
 namespace {
@@ -989,7 +994,7 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_FUSE_GLU") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_GLU"), "0") == 0);
     for (const char * fuse_norm : {"1", static_cast<const char *>(nullptr)})  // the product + norm (opt-in), the norm apart
-    for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+    for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q6_K}) {
         for (ember_type t_down : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
             env_guard fn("EMBER_VULKAN_FUSE_NORM", fuse_norm);
             CAPTURE(fuse_norm != nullptr);
@@ -1019,9 +1024,9 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
                 MESSAGE("no QX_PRE products or no fusion here: no counts to check");
                 continue;
             }
-            // Off: x of Q, of O, of gate + up (Q4_0 only: Q8_0 is not QX), of down (Q4_K only)
-            // and of the output. On: none (Q's by the standalone first norm too).
-            CHECK(off.xq == 3u + (t_gu == EMBER_TYPE_Q4_0 ? 1u : 0u) + (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));
+            // Off: x of Q, of O, of gate + up (Q4_0 and Q8_0: Q6_K is not QX), of down (Q4_K
+            // only) and of the output. On: none (Q's by the standalone first norm too).
+            CHECK(off.xq == 3u + (t_gu != EMBER_TYPE_Q6_K ? 1u : 0u) + (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));
             CHECK(on.xq == 0u);
             CHECK(ng.xq == (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));  // the down product's x
             CHECK(on.dispatches == off.dispatches - off.xq + on.xq);

@@ -32,6 +32,10 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint LPR = 16u;  // invocations per row (a power of two up to the workgroup size)
 layout(constant_id = 2) const uint NR  = 1u;   // rows per invocation (1 or 2)
+// Units per invocation per step, their loads issued together (QX: blocks or sub-blocks, QQ:
+// quarters): more bytes in flight per invocation, but more registers and so fewer invocations
+// per multiprocessor (the host picks it per product; EMBER_VULKAN_MMV_QX_U, _QQ_U).
+layout(constant_id = 3) const uint USTEP = 4u;
 
 layout(binding = 0) readonly buffer W { uint wb[]; };
 layout(binding = 0) readonly buffer W4 { uvec4 wb4[]; };
@@ -233,7 +237,7 @@ vec4 x4(uint xr, uint i) {
 #endif
 #if QX
 #define QX_MAXK 16384u
-#define QX_U 4u  // units per invocation per step (their loads issued together)
+#define QX_U USTEP
 #if QX_PRE
 layout(binding = 1) readonly buffer XQG { uvec4 xqg[]; };  // block b: xqg[2b], xqg[2b + 1]
 layout(binding = 1) readonly buffer XDG { vec2 xdg[]; };   // block b: xdg[k / 8 + b]
@@ -755,13 +759,13 @@ void main() {
 #endif
         const uint  xr = pc.x_off + c * pc.x_nb1 + i2 * pc.x_nb2 + i3 * pc.x_nb3;
 #if QQ
-        // 4 quarters per step, their loads issued together.
+        // USTEP quarters per step, their loads issued together.
         const uint nu = pc.k / QU;
         uint       u  = lane;
-        for (; u + 3u * LPR < nu; u += 4u * LPR) {
-            const vec2 s0 = quarter_dot(rb, u, xr), s1 = quarter_dot(rb, u + LPR, xr);
-            const vec2 s2 = quarter_dot(rb, u + 2u * LPR, xr), s3 = quarter_dot(rb, u + 3u * LPR, xr);
-            sum += (s0 + s1) + (s2 + s3);
+        for (; u + (USTEP - 1u) * LPR < nu; u += USTEP * LPR) {
+            vec2 s = vec2(0.0);
+            [[unroll]] for (uint j = 0u; j < USTEP; j++) s += quarter_dot(rb, u + j * LPR, xr);
+            sum += s;
         }
         for (; u < nu; u += LPR) sum += quarter_dot(rb, u, xr);
 #else
