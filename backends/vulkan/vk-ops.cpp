@@ -68,9 +68,12 @@ bool same_shape(const ember_tensor * a, const ember_tensor * b) {
     return true;
 }
 
+// INT4 and INT4_G32: decode products by the QX kernels only (mmv_qx()).
+bool qx_only(ember_type t) { return t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32; }
+
 // mul_mat_vec_q.comp: rows of whole 256-weight units, starting on 16 bytes (Q6_K: any even
-// byte), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1 keeps every product on the generic
-// kernel (to compare the two).
+// byte; INT4: 4 bytes, its 68-byte groups), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1
+// keeps every product on the generic kernel (to compare the two).
 bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resid, uint32_t x_off) {
     static const bool off = [] {
         const char * v = std::getenv("EMBER_VULKAN_MMV_GENERIC");
@@ -78,9 +81,9 @@ bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resi
     }();
     if (off) return false;
     const ember_type t = w->type;
-    if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K) return false;
+    if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K && !qx_only(t)) return false;
     if (w->ne[0] % 256 != 0) return false;
-    const size_t a = t == EMBER_TYPE_Q6_K ? 2 : 16;
+    const size_t a = t == EMBER_TYPE_Q6_K ? 2 : qx_only(t) ? 4 : 16;
     if (w_resid % a != 0 || w->nb[1] % a != 0 || w->nb[2] % a != 0 || w->nb[3] % a != 0) return false;
     return x_off % 4 == 0 && x->nb[1] % 16 == 0 && x->nb[2] % 16 == 0 && x->nb[3] % 16 == 0;
 }
@@ -306,12 +309,15 @@ ember_status record_get_rows(vk_stream_ctx * sc, ember_tensor * node) {
     return dispatch_items(sc, "get_rows_" + tname(t->type), 64, {t, ids, node}, pc, ember_nrows(node), 1, true);
 }
 
+bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w);
+
 // Whether MUL_MAT `node` (of x, or of SWIGLU `glu`'s gate and up) takes the decode fast path.
 bool mmv_fast(const vk_device_ctx * dc, const ember_tensor * node, const ember_tensor * glu) {
     const ember_tensor * w = node->src[0];
     const ember_tensor * x = glu ? glu->src[0] : node->src[1];
     if (x->ne[1] > 4 || x->ne[1] * x->ne[2] * x->ne[3] > k_max_groups) return false;
     if (!mmv_fast_ok(w, x, bind_of(dc, w).resid, f32_off(bind_of(dc, x)))) return false;
+    if (qx_only(w->type) && !mmv_qx(dc, w)) return false;
     if (!glu) return true;
     const ember_tensor * u = glu->src[1];
     for (int d = 0; d < 4; d++) {
@@ -385,7 +391,8 @@ constexpr uint32_t k_qx_shared = 32768;
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
     const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
     const bool   all = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
-    return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || (all && w->type == EMBER_TYPE_Q6_K)) &&
+    return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || qx_only(w->type) ||
+            (all && w->type == EMBER_TYPE_Q6_K)) &&
            dc->subgroup_arith &&
            (uint64_t) w->ne[0] <= k_qx_maxk && dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared &&
            !env_is("EMBER_VULKAN_MMV_QX", "0");
@@ -428,7 +435,9 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     const long      lpe = lv ? std::strtol(lv, nullptr, 10) : 0;
     // Q4_0: 64 (two subgroups per row on NVIDIA), the others 32 (H200, 8B tg128 with the norm
     // unfused: Q4_0 252.1 -> 259.6 t/s with 64 for every product, Q4_K_M 201.8 -> 197.1).
-    const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : w->type == EMBER_TYPE_Q4_0 ? 64 : 32;
+    // INT4: as Q4_0 (5 words per unit).
+    const bool      q4  = w->type == EMBER_TYPE_Q4_0 || qx_only(w->type);
+    const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : q4 ? 64 : 32;
     const char *    wv  = std::getenv("EMBER_VULKAN_MMV_QX_WG");
     const long      wge = wv ? std::strtol(wv, nullptr, 10) : 0;
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
@@ -442,7 +451,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     const auto     groups       = [&](uint32_t g) { return (w->ne[1] + g / lpr * rows_per_inv - 1) / (g / lpr * rows_per_inv); };
     // 128 (H200, 8B tg128: Q4_0 172 vs 164 t/s with 256, Q4_K_M 149 vs 137); 256 for Q4_0 since
     // the kernel takes one unit per step (8B: 322.5 -> 331.3).
-    const uint32_t wg0          = w->type == EMBER_TYPE_Q4_0 ? 256 : 128;
+    const uint32_t wg0          = q4 ? 256 : 128;
     uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : wg0;
     while (wge == 0 && wg / 2 >= std::max<uint32_t>(lpr, 64) && (uint64_t) groups(wg) * (uint64_t) cols < 256) wg /= 2;
     // NORM_OUT: the last workgroup holds the whole row, at most 8 vec4 per invocation.

@@ -838,12 +838,13 @@ TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device
 // every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
 // units each), a row count that is not a multiple of the rows per workgroup, up to 4
 // columns, batches with broadcast weights.
+// INT4 and INT4_G32 by the QX kernels.
 // Q8_0 and Q6_K both ways: small units (QQ, the default) and 256-weight units
 // (EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units). The small-unit kernels take up
 // to 128 invocations per row for few long rows (the 37 rows of 130 units here), or 32 and 2
 // rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2), with 1 quarter per step
 // ("qq2": EMBER_VULKAN_MMV_QQ_U=1), 4 (the default) or 8 ("nosg").
-TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
+TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
@@ -875,8 +876,13 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K") {
     env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
     env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
     env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32}) {
         if (std::strcmp(mode, "qq") != 0 && !nosg && !qx && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+        // INT4 (groups of 128: rows of 68-byte groups on 4 bytes) and INT4_G32: the QX kernels
+        // only (the others leave them to the generic one), with and without dot instructions
+        // and with 4 units per step.
+        const bool int4 = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32;
+        if (int4 && std::strcmp(mode, "qx") != 0 && std::strcmp(mode, "qx_nodot") != 0 && std::strcmp(mode, "qx_r1") != 0) continue;
         for (int64_t k : {768, 17 * 256, 64 * 256, 130 * 256}) {
             if (k == 64 * 256 && !qx) continue;  // the longest QX row
             for (int64_t m : {1, 4}) {
@@ -1069,8 +1075,9 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
         env_guard ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(mode, "qx_wg") == 0 ? "0" : nullptr);
         env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
         env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
-        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16}) {
+        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16, EMBER_TYPE_INT4}) {
             if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
+            if (!qx && t == EMBER_TYPE_INT4) continue;  // INT4: QX kernels only
             if (qx && t == EMBER_TYPE_F16) continue;  // as in qq
             for (int64_t k : {768, 2048}) {
                 for (int64_t m : {1, 3}) {

@@ -223,8 +223,9 @@ vec4 x4(uint xr, uint i) {
 #if QX && QQ
 #error "mul_mat_vec_q.comp: QX or QQ"
 #endif
-#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K
-#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K and Q6_K"
+#define T_INT4_ANY (TYPE == T_INT4 || TYPE == T_INT4_G32)
+#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K && !T_INT4_ANY
+#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K, Q6_K, INT4 and INT4_G32"
 #endif
 // QX_PRE: x already quantized (quantize_x.comp, once per product input, into a scratch slot
 // bound at binding 1 instead of the float x): read from there, through the cache, with no
@@ -284,6 +285,7 @@ uvec4 wl4(uint r, uint i) {
 #endif
 }
 
+#if !QX  // the 256-weight units (unit_dot) and the small ones (QQ): not the QX kernels
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K
 #define UNIT_WORDS 36u  // 144 bytes
 #elif TYPE == T_Q8_0
@@ -531,10 +533,13 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
     return acc;
 }
 #endif
+#endif  // !QX
 
 #if QX
 #if TYPE == T_Q4_0
 #define QX_WORDS 5u  // the words over an 18-byte block (it starts on an even byte)
+#elif T_INT4_ANY
+#define QX_WORDS 5u  // the group's (d, z) word and the 4 words of the unit's nibbles
 #elif TYPE == T_Q8_0
 #define QX_WORDS 9u  // over a 34-byte block
 #elif TYPE == T_Q4_K
@@ -564,6 +569,18 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
     const uint os = base + 192u + 8u * n + 2u * p, od = base + 208u;
     v[16] = wl(r, os >> 2) >> (8u * (os & 2u));
     v[17] = wl(r, od >> 2) >> (8u * (od & 2u));
+#elif T_INT4_ANY
+    // Groups of 128 (INT4: 68 bytes) or 32 (INT4_G32: 20 bytes) weights, on 4 bytes: f16 d, f16
+    // z, then the nibbles of each run of 32 weights in Q4_0's order (16 bytes). Unit: one run.
+#if TYPE == T_INT4
+    const uint bo = rb + 68u * (u >> 2);
+    const uint qo = bo + 4u + 16u * (u & 3u);
+#else
+    const uint bo = rb + 20u * u;
+    const uint qo = bo + 4u;
+#endif
+    v[0] = wl(r, bo >> 2);
+    [[unroll]] for (uint j = 0u; j < 4u; j++) v[1u + j] = wl(r, (qo >> 2) + j);
 #elif TYPE == T_Q4_K
     const uint sb = (rb + 144u * (u >> 3)) >> 4;  // super-blocks start on 16 bytes (the host checks)
     const uvec4 h = wl4(r, sb), a = wl4(r, sb + 1u + 2u * ((u & 7u) >> 1)), b = wl4(r, sb + 2u + 2u * ((u & 7u) >> 1));
@@ -627,14 +644,20 @@ float qx_dot(const uint v[QX_WORDS], uint u) {
     }
     const vec2 dm = unpackHalf2x16(v[0]);
     return dm.x * float(sc) * xd.x * float(s) - dm.y * float(mn) * xd.y;
-#elif TYPE == T_Q4_0
+#elif TYPE == T_Q4_0 || T_INT4_ANY
     const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
     const vec2  xd = XDS(u);
     const int   s  = dot4(v[1] & 0x0f0f0f0fu, x0.x) + dot4(v[2] & 0x0f0f0f0fu, x0.y) + dot4(v[3] & 0x0f0f0f0fu, x0.z) +
                   dot4(v[4] & 0x0f0f0f0fu, x0.w) + dot4((v[1] >> 4) & 0x0f0f0f0fu, x1.x) +
                   dot4((v[2] >> 4) & 0x0f0f0f0fu, x1.y) + dot4((v[3] >> 4) & 0x0f0f0f0fu, x1.z) +
                   dot4((v[4] >> 4) & 0x0f0f0f0fu, x1.w);
+#if T_INT4_ANY
+    // d (q - z): d (dx sum(q xq) - z dx sum(xq)).
+    const vec2 dz = unpackHalf2x16(v[0]);
+    return dz.x * (xd.x * float(s) - dz.y * xd.y);
+#else
     return unpackHalf2x16(v[0]).x * (xd.x * float(s) - 8.0 * xd.y);
+#endif
 #else
     const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
     const int   s  = dot4(v[1], x0.x) + dot4(v[2], x0.y) + dot4(v[3], x0.z) + dot4(v[4], x0.w) + dot4(v[5], x1.x) +
