@@ -838,13 +838,13 @@ TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device
 // every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
 // units each), a row count that is not a multiple of the rows per workgroup, up to 4
 // columns, batches with broadcast weights.
-// INT4 and INT4_G32 by the QX kernels.
+// INT4, INT4_G32, FP8_E4M3 and FP8_E5M2 by the QX kernels.
 // Q8_0 and Q6_K both ways: small units (QQ, the default) and 256-weight units
 // (EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units). The small-unit kernels take up
 // to 128 invocations per row for few long rows (the 37 rows of 130 units here), or 32 and 2
 // rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2), with 1 quarter per step
 // ("qq2": EMBER_VULKAN_MMV_QQ_U=1), 4 (the default) or 8 ("nosg").
-TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4") {
+TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
@@ -876,13 +876,14 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4") {
     env_guard el("EMBER_VULKAN_MMV_LPR", qq2 ? "32" : nullptr);
     env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
     env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32}) {
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32,
+                         EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
         if (std::strcmp(mode, "qq") != 0 && !nosg && !qx && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-        // INT4 (groups of 128: rows of 68-byte groups on 4 bytes) and INT4_G32: the QX kernels
-        // only (the others leave them to the generic one), with and without dot instructions
-        // and with 4 units per step.
-        const bool int4 = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32;
-        if (int4 && std::strcmp(mode, "qx") != 0 && std::strcmp(mode, "qx_nodot") != 0 && std::strcmp(mode, "qx_r1") != 0) continue;
+        // INT4 (groups of 128: rows of 68-byte groups on 4 bytes), INT4_G32 and the FP8 types
+        // (33-byte blocks: rows on any byte): the QX kernels only (the others leave them to the
+        // generic one), with and without dot instructions and with 4 units per step.
+        const bool own = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+        if (own && std::strcmp(mode, "qx") != 0 && std::strcmp(mode, "qx_nodot") != 0 && std::strcmp(mode, "qx_r1") != 0) continue;
         for (int64_t k : {768, 17 * 256, 64 * 256, 130 * 256}) {
             if (k == 64 * 256 && !qx) continue;  // the longest QX row
             for (int64_t m : {1, 4}) {
@@ -956,6 +957,52 @@ TEST_CASE("[vulkan] decode products: x quantized once per input") {
         }, 2e-4, &st);
         CHECK(st.xq == (pre ? 12u : 0u));
         CHECK(st.dispatches - st.xq == 23u);
+    }
+}
+
+// The FP8 codes as the QX kernel decodes them (fp8x4: no branches, subnormal codes apart), each
+// finite code of both formats checked on its own: row r of the weights holds code r % 256 at
+// position 32 c + c (c = r % 4: blocks that start on each byte of a word) and zeros elsewhere,
+// x column c is 1 there and 0 elsewhere (quantized exactly: 127 * (1 / 127)), so that element
+// (r, c) of the product is that code times its block's scale; block scales 2^0 and 2^3.
+TEST_CASE("[vulkan] FP8 decode products: every code") {
+    REQUIRE_VK();
+    validation_guard vg;
+    for (ember_type ty : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+        CAPTURE(std::string(ember_type_get_name(ty)));
+        const builder b = [ty](ember_graph & g, std::vector<input> & in) {
+            const int64_t  k = 256, n = 512, m = 4;
+            ember_tensor * w = g.new_tensor(ty, k, n);
+            std::vector<uint8_t> raw(ember_nbytes(w), 0);
+            for (int64_t r = 0; r < n; r++) {
+                uint8_t * row = raw.data() + r * (k / 32) * 33;
+                for (int blk = 0; blk < k / 32; blk++) row[33 * blk] = r < 256 ? 127 : 130;
+                const int     c    = (int) (r % 4);
+                const uint8_t code = (uint8_t) (r % 256);
+                const bool    e4   = ty == EMBER_TYPE_FP8_E4M3;
+                const bool    fin  = e4 ? (code & 0x7f) != 0x7f : (code & 0x7c) != 0x7c;  // NaN, infinities: left at 0
+                if (fin) row[33 * c + 1 + c] = code;
+            }
+            in.push_back({w, {}, {}, raw});
+            ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, k, m);
+            std::vector<float> xv((size_t) (k * m), 0.0f);
+            for (int64_t c = 0; c < m; c++) xv[(size_t) (c * k + 32 * c + c)] = 1.0f;
+            in.push_back({x, floats(std::move(xv)), {}, {}});
+            return ember_mul_mat(g, w, x);
+        };
+        rec_stats                st;
+        const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
+        const std::vector<float> got = run_on(vk_device(), b, nullptr, nullptr, nullptr, &st);
+        REQUIRE(ref.size() == got.size());
+        CHECK(st.xq == 0u);  // four columns: x quantized in each workgroup, QX all the same
+        size_t bad = 0, nonzero = 0;
+        for (size_t i = 0; i < ref.size(); i++) {
+            nonzero += ref[i] != 0.0f;
+            const bool ok = std::fabs(got[i] - ref[i]) <= 2e-6f * std::fabs(ref[i]);
+            if (!ok && bad++ < 5) MESSAGE("element " << i << " (row " << i % 512 << "): CPU " << ref[i] << ", device " << got[i]);
+        }
+        CHECK(bad == 0);
+        CHECK(nonzero >= 480u);  // every finite non-zero code, twice
     }
 }
 
@@ -1075,9 +1122,10 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
         env_guard ep("EMBER_VULKAN_MMV_QX_PRE", std::strcmp(mode, "qx_wg") == 0 ? "0" : nullptr);
         env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
         env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
-        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16, EMBER_TYPE_INT4}) {
+        for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16, EMBER_TYPE_INT4,
+                             EMBER_TYPE_FP8_E4M3}) {
             if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-            if (!qx && t == EMBER_TYPE_INT4) continue;  // INT4: QX kernels only
+            if (!qx && (t == EMBER_TYPE_INT4 || t == EMBER_TYPE_FP8_E4M3)) continue;  // QX kernels only
             if (qx && t == EMBER_TYPE_F16) continue;  // as in qq
             for (int64_t k : {768, 2048}) {
                 for (int64_t m : {1, 3}) {
@@ -1559,7 +1607,7 @@ TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") 
         }
         pairs++;
     }
-    CHECK(pairs == 88u);  // glu and norm forms of the 26 decode product variants, 32 attention variants, 4 norm variants
+    CHECK(pairs == 120u);  // glu and norm forms of the 42 decode product variants (QX: 8 types x 4), 32 attention variants, 4 norm variants
 }
 
 // A decode step as the runtime makes it: inputs set (token id, x), the graph run, its output

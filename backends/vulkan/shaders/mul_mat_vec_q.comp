@@ -224,8 +224,9 @@ vec4 x4(uint xr, uint i) {
 #error "mul_mat_vec_q.comp: QX or QQ"
 #endif
 #define T_INT4_ANY (TYPE == T_INT4 || TYPE == T_INT4_G32)
-#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K && !T_INT4_ANY
-#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K, Q6_K, INT4 and INT4_G32"
+#define T_FP8_ANY (TYPE == T_FP8_E4M3 || TYPE == T_FP8_E5M2)
+#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K && !T_INT4_ANY && !T_FP8_ANY
+#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K, Q6_K, INT4, INT4_G32, FP8_E4M3 and FP8_E5M2"
 #endif
 // QX_PRE: x already quantized (quantize_x.comp, once per product input, into a scratch slot
 // bound at binding 1 instead of the float x): read from there, through the cache, with no
@@ -540,6 +541,8 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
 #define QX_WORDS 5u  // the words over an 18-byte block (it starts on an even byte)
 #elif T_INT4_ANY
 #define QX_WORDS 5u  // the group's (d, z) word and the 4 words of the unit's nibbles
+#elif T_FP8_ANY
+#define QX_WORDS 9u  // a 33-byte block (on any byte), realigned: its scale byte, then the codes
 #elif TYPE == T_Q8_0
 #define QX_WORDS 9u  // over a 34-byte block
 #elif TYPE == T_Q4_K
@@ -569,6 +572,18 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
     const uint os = base + 192u + 8u * n + 2u * p, od = base + 208u;
     v[16] = wl(r, os >> 2) >> (8u * (os & 2u));
     v[17] = wl(r, od >> 2) >> (8u * (od & 2u));
+#elif T_FP8_ANY
+    // Blocks of 33 bytes (on any byte): the E8M0 scale exponent, then 32 codes. The 9 words
+    // over it, shifted so that v[0]'s low byte is the scale (the bytes past the block's last in
+    // v[8] are the next block's or the binding's padding: the host rounds ranges up to 16).
+    const uint bo = rb + 33u * u;
+    const uint i = bo >> 2, sh = 8u * (bo & 3u);
+    uint       a[9];
+    [[unroll]] for (uint j = 0u; j < 9u; j++) a[j] = wl(r, i + j);
+    [[unroll]] for (uint j = 0u; j < 9u; j++) {
+        const uint nx = j + 1u < 9u ? a[j + 1u] : 0u;  // a[9] would hold only bytes past the block
+        v[j] = sh == 0u ? a[j] : (a[j] >> sh) | (nx << (32u - sh));
+    }
 #elif T_INT4_ANY
     // Groups of 128 (INT4: 68 bytes) or 32 (INT4_G32: 20 bytes) weights, on 4 bytes: f16 d, f16
     // z, then the nibbles of each run of 32 weights in Q4_0's order (16 bytes). Unit: one run.
@@ -604,9 +619,45 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
 #endif
 }
 
+#if T_FP8_ANY
+// The 4 FP8 codes of word w as floats, exactly (as dequant.glsl's ember_fp8_decode, without
+// its branches): normal codes by moving their exponent and mantissa bits into an f32 and
+// rebiasing, subnormal ones as m * 2^(1 - bias - mantissa bits), then NaN (E4M3: S.1111.111;
+// E5M2: exponent 11111 with a mantissa) and E5M2's infinities, then the signs.
+vec4 fp8x4(uint w) {
+    const uvec4 c  = (uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu;
+    const uvec4 em = c & 0x7fu;
+#if TYPE == T_FP8_E4M3
+    vec4 f = mix(uintBitsToFloat((em << 20) + (120u << 23)), vec4(em) * (1.0 / 512.0), lessThan(em, uvec4(8u)));
+    f      = mix(f, vec4(uintBitsToFloat(0x7fc00000u)), equal(em, uvec4(0x7fu)));
+#else
+    vec4 f = mix(uintBitsToFloat((em << 21) + (112u << 23)), vec4(em) * (1.0 / 65536.0), lessThan(em, uvec4(4u)));
+    f      = mix(f, vec4(uintBitsToFloat(0x7f800000u)), equal(em, uvec4(0x7cu)));
+    f      = mix(f, vec4(uintBitsToFloat(0x7fc00000u)), greaterThan(em, uvec4(0x7cu)));
+#endif
+    return uintBitsToFloat(floatBitsToUint(f) | ((c & 0x80u) << 24));
+}
+vec4 i8x4(uint q) {
+    const int v = int(q);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+#endif
+
 // The dot product of unit u (words v, from qx_load) with the quantized x.
 float qx_dot(const uint v[QX_WORDS], uint u) {
-#if TYPE == T_Q6_K
+#if T_FP8_ANY
+    // One block: scale 2^(e - 127) (e = 255: NaN; e = 0: 2^-127, which a device that flushes
+    // subnormals reads as 0, as dequant.glsl) times the codes' float dot product with x's integers.
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
+    float       s  = 0.0;
+    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+        const uint cw = (v[j] >> 8) | (v[j + 1u] << 24);  // codes 4j .. 4j + 3
+        s += dot(fp8x4(cw), i8x4(j < 4u ? x0[j] : x1[j - 4u]));
+    }
+    const uint  se    = v[0] & 0xffu;
+    const float scale = uintBitsToFloat(se == 255u ? 0x7fc00000u : se == 0u ? 0x00400000u : se << 23);
+    return scale * XDS(u).x * s;
+#elif TYPE == T_Q6_K
     const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
     const uint  p = u & 3u, shl = 4u * (p >> 1), shh = 2u * p;
     int         s0 = 0, s1 = 0;  // weights 0..15, 16..31 (a scale each)
