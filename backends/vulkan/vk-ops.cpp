@@ -68,12 +68,15 @@ bool same_shape(const ember_tensor * a, const ember_tensor * b) {
     return true;
 }
 
-// INT4, INT4_G32 and the block-scaled FP8 types: decode products by the QX kernels only (mmv_qx()).
+// INT4, INT4_G32, the block-scaled FP8 types and NF4: decode products by the QX kernels only (mmv_qx()).
 bool int4_type(ember_type t) { return t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32; }
-bool qx_only(ember_type t) { return int4_type(t) || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2; }
+bool qx_only(ember_type t) {
+    return int4_type(t) || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2 || t == EMBER_TYPE_NF4;
+}
 
 // mul_mat_vec_q.comp: rows of whole 256-weight units, starting on 16 bytes (Q6_K: any even
-// byte; INT4: 4 bytes, its 68-byte groups; FP8: any byte, 33-byte blocks), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1
+// byte; INT4: 4 bytes, its 68-byte groups; NF4: 4 bytes, its group headers; FP8: any byte,
+// 33-byte blocks), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1
 // keeps every product on the generic kernel (to compare the two).
 bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resid, uint32_t x_off) {
     static const bool off = [] {
@@ -84,7 +87,10 @@ bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resi
     const ember_type t = w->type;
     if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K && !qx_only(t)) return false;
     if (w->ne[0] % 256 != 0) return false;
-    const size_t a = t == EMBER_TYPE_Q6_K ? 2 : int4_type(t) ? 4 : qx_only(t) ? 1 : 16;
+    const size_t a = t == EMBER_TYPE_Q6_K                            ? 2
+                     : int4_type(t) || t == EMBER_TYPE_NF4            ? 4
+                     : t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2 ? 1
+                                                                      : 16;
     if (w_resid % a != 0 || w->nb[1] % a != 0 || w->nb[2] % a != 0 || w->nb[3] % a != 0) return false;
     return x_off % 4 == 0 && x->nb[1] % 16 == 0 && x->nb[2] % 16 == 0 && x->nb[3] % 16 == 0;
 }
@@ -436,7 +442,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     const long      lpe = lv ? std::strtol(lv, nullptr, 10) : 0;
     // Q4_0: 64 (two subgroups per row on NVIDIA), the others 32 (H200, 8B tg128 with the norm
     // unfused: Q4_0 252.1 -> 259.6 t/s with 64 for every product, Q4_K_M 201.8 -> 197.1).
-    // INT4: as Q4_0 (5 words per unit); FP8 as Q8_0 (9).
+    // INT4: as Q4_0 (5 words per unit); FP8 and NF4 as Q8_0 (9, 11).
     const bool      q4  = w->type == EMBER_TYPE_Q4_0 || int4_type(w->type);
     const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : q4 ? 64 : 32;
     const char *    wv  = std::getenv("EMBER_VULKAN_MMV_QX_WG");

@@ -150,9 +150,9 @@ endforeach()
 # as SPV_KHR_integer_dot_product instructions (glslang's GL_EXT_spirv_intrinsics: Debian 12's
 # glslc has no GL_EXT_integer_dot_product), for devices with that feature. Q6_K too.
 # "qxp": x quantized beforehand, once per product input (quantize_x.comp, QX_PRE); not for the
-# SwiGLU form, whose input is made inside the workgroup. INT4, INT4_G32 and the block-scaled
-# FP8 types have only these kernels among the decode fast paths (QX).
-foreach(t Q4_0 Q8_0 Q4_K Q6_K INT4 INT4_G32 FP8_E4M3 FP8_E5M2)
+# SwiGLU form, whose input is made inside the workgroup. INT4, INT4_G32, the block-scaled FP8
+# types and NF4 have only these kernels among the decode fast paths (QX).
+foreach(t Q4_0 Q8_0 Q4_K Q6_K INT4 INT4_G32 FP8_E4M3 FP8_E5M2 NF4)
     string(TOLOWER ${t} lt)
     foreach(f ${EMBER_VK_MMV_FORMS})
         ember_vk_mmv_form(${f} v defs)

@@ -838,13 +838,13 @@ TEST_CASE("[vulkan] mul_mat prefill tiles (cooperative matrices where the device
 // every other row), 17 (more units than 16 invocations) and 130 (32 invocations, 4 or 5
 // units each), a row count that is not a multiple of the rows per workgroup, up to 4
 // columns, batches with broadcast weights.
-// INT4, INT4_G32, FP8_E4M3 and FP8_E5M2 by the QX kernels.
+// INT4, INT4_G32, FP8_E4M3, FP8_E5M2 and NF4 by the QX kernels.
 // Q8_0 and Q6_K both ways: small units (QQ, the default) and 256-weight units
 // (EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units). The small-unit kernels take up
 // to 128 invocations per row for few long rows (the 37 rows of 130 units here), or 32 and 2
 // rows each ("qq2": EMBER_VULKAN_MMV_LPR=32, EMBER_VULKAN_MMV_QQ_ROWS=2), with 1 quarter per step
 // ("qq2": EMBER_VULKAN_MMV_QQ_U=1), 4 (the default) or 8 ("nosg").
-TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8") {
+TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8, NF4") {
     REQUIRE_VK();
     validation_guard vg;
     // nosg: the small-unit kernels with shared-memory reductions only (EMBER_VULKAN_MMV_SG=0).
@@ -877,12 +877,14 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8"
     env_guard er("EMBER_VULKAN_MMV_QQ_ROWS", qq2 ? "2" : nullptr);
     env_guard es("EMBER_VULKAN_MMV_SG", nosg ? "0" : nullptr);
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32,
-                         EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+                         EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_NF4}) {
         if (std::strcmp(mode, "qq") != 0 && !nosg && !qx && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-        // INT4 (groups of 128: rows of 68-byte groups on 4 bytes), INT4_G32 and the FP8 types
-        // (33-byte blocks: rows on any byte): the QX kernels only (the others leave them to the
+        // INT4 (groups of 128: rows of 68-byte groups on 4 bytes), INT4_G32, the FP8 types
+        // (33-byte blocks: rows on any byte) and NF4 (33-byte blocks of 64 after a group
+        // header): the QX kernels only (the others leave them to the
         // generic one), with and without dot instructions and with 4 units per step.
-        const bool own = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+        const bool own = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2 ||
+                         t == EMBER_TYPE_NF4;
         if (own && std::strcmp(mode, "qx") != 0 && std::strcmp(mode, "qx_nodot") != 0 && std::strcmp(mode, "qx_r1") != 0) continue;
         for (int64_t k : {768, 17 * 256, 64 * 256, 130 * 256}) {
             if (k == 64 * 256 && !qx) continue;  // the longest QX row
@@ -1123,9 +1125,9 @@ TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
         env_guard e8("EMBER_VULKAN_MMV_Q8_0", mode);
         env_guard e6("EMBER_VULKAN_MMV_Q6_K", mode);
         for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K, EMBER_TYPE_F16, EMBER_TYPE_INT4,
-                             EMBER_TYPE_FP8_E4M3}) {
+                             EMBER_TYPE_FP8_E4M3, EMBER_TYPE_NF4}) {
             if (std::strcmp(mode, "units") == 0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K) continue;
-            if (!qx && (t == EMBER_TYPE_INT4 || t == EMBER_TYPE_FP8_E4M3)) continue;  // QX kernels only
+            if (!qx && (t == EMBER_TYPE_INT4 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_NF4)) continue;  // QX kernels only
             if (qx && t == EMBER_TYPE_F16) continue;  // as in qq
             for (int64_t k : {768, 2048}) {
                 for (int64_t m : {1, 3}) {
@@ -1607,7 +1609,7 @@ TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") 
         }
         pairs++;
     }
-    CHECK(pairs == 120u);  // glu and norm forms of the 42 decode product variants (QX: 8 types x 4), 32 attention variants, 4 norm variants
+    CHECK(pairs == 128u);  // glu and norm forms of the 46 decode product variants (QX: 9 types x 4), 32 attention variants, 4 norm variants
 }
 
 // A decode step as the runtime makes it: inputs set (token id, x), the graph run, its output

@@ -225,8 +225,14 @@ vec4 x4(uint xr, uint i) {
 #endif
 #define T_INT4_ANY (TYPE == T_INT4 || TYPE == T_INT4_G32)
 #define T_FP8_ANY (TYPE == T_FP8_E4M3 || TYPE == T_FP8_E5M2)
-#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K && !T_INT4_ANY && !T_FP8_ANY
-#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K, Q6_K, INT4, INT4_G32, FP8_E4M3 and FP8_E5M2"
+#if QX && TYPE != T_Q4_0 && TYPE != T_Q8_0 && TYPE != T_Q4_K && TYPE != T_Q6_K && !T_INT4_ANY && !T_FP8_ANY && TYPE != T_NF4
+#error "mul_mat_vec_q.comp: QX is for Q4_0, Q8_0, Q4_K, Q6_K, INT4, INT4_G32, FP8_E4M3, FP8_E5M2 and NF4"
+#endif
+#if QX && TYPE == T_NF4
+#include "nf4.glsl"
+// NF4's codebook and absmax map, as floats in shared memory (read by index: a constant array
+// read with a different index per invocation is slow or spilled), filled at the start of main.
+shared float nf4_code[16], nf4_dyn[256];
 #endif
 // QX_PRE: x already quantized (quantize_x.comp, once per product input, into a scratch slot
 // bound at binding 1 instead of the float x): read from there, through the cache, with no
@@ -543,6 +549,8 @@ vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
 #define QX_WORDS 5u  // the group's (d, z) word and the 4 words of the unit's nibbles
 #elif T_FP8_ANY
 #define QX_WORDS 9u  // a 33-byte block (on any byte), realigned: its scale byte, then the codes
+#elif TYPE == T_NF4
+#define QX_WORDS 11u  // a 33-byte block realigned (absmax_q, 32 bytes of nibbles), its group's scale2 and offset
 #elif TYPE == T_Q8_0
 #define QX_WORDS 9u  // over a 34-byte block
 #elif TYPE == T_Q4_K
@@ -572,11 +580,21 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
     const uint os = base + 192u + 8u * n + 2u * p, od = base + 208u;
     v[16] = wl(r, os >> 2) >> (8u * (os & 2u));
     v[17] = wl(r, od >> 2) >> (8u * (od & 2u));
-#elif T_FP8_ANY
-    // Blocks of 33 bytes (on any byte): the E8M0 scale exponent, then 32 codes. The 9 words
-    // over it, shifted so that v[0]'s low byte is the scale (the bytes past the block's last in
-    // v[8] are the next block's or the binding's padding: the host rounds ranges up to 16).
+#elif T_FP8_ANY || TYPE == T_NF4
+    // Blocks of 33 bytes (on any byte): the E8M0 scale exponent, then 32 codes (FP8), or
+    // absmax_q, then 32 bytes of nibbles (NF4: 64 weights, unit u its low (even u) or high
+    // nibbles, in row groups of 256 blocks after an 8-byte header: f32 scale2, f32 offset; rows
+    // on 4 bytes, the host checks). The 9 words over the block, shifted so that v[0]'s low
+    // byte is its first (the bytes past its last in v[8] are the next block's or the binding's
+    // padding: the host rounds ranges up to 16).
+#if TYPE == T_NF4
+    const uint gb = rb + (u >> 9) * (8u + 256u * 33u);
+    const uint bo = gb + 8u + ((u >> 1) & 255u) * 33u;
+    v[9]          = wl(r, gb >> 2);
+    v[10]         = wl(r, (gb >> 2) + 1u);
+#else
     const uint bo = rb + 33u * u;
+#endif
     const uint i = bo >> 2, sh = 8u * (bo & 3u);
     uint       a[9];
     [[unroll]] for (uint j = 0u; j < 9u; j++) a[j] = wl(r, i + j);
@@ -643,9 +661,30 @@ vec4 i8x4(uint q) {
 }
 #endif
 
+#if TYPE == T_NF4
+vec4 i8x4(uint q) {
+    const int v = int(q);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+#endif
+
 // The dot product of unit u (words v, from qx_load) with the quantized x.
 float qx_dot(const uint v[QX_WORDS], uint u) {
-#if T_FP8_ANY
+#if TYPE == T_NF4
+    // The codebook's values of the unit's nibbles (bytes 1..32 of the block) times x's
+    // integers; absmax = DYN[absmax_q] * scale2 + offset, rounded twice as the reference.
+    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
+    const uint  sh = 4u * (u & 1u);
+    float       s  = 0.0;
+    [[unroll]] for (uint j = 0u; j < 8u; j++) {
+        const uint q = ((v[j] >> 8) | (v[j + 1u] << 24)) >> sh;  // weights 4j .. 4j + 3 of the unit
+        const vec4 w = vec4(nf4_code[q & 15u], nf4_code[(q >> 8) & 15u], nf4_code[(q >> 16) & 15u], nf4_code[(q >> 24) & 15u]);
+        s += dot(w, i8x4(j < 4u ? x0[j] : x1[j - 4u]));
+    }
+    precise float absmax = nf4_dyn[v[0] & 0xffu] * uintBitsToFloat(v[9]);
+    absmax += uintBitsToFloat(v[10]);
+    return absmax * XDS(u).x * s;
+#elif T_FP8_ANY
     // One block: scale 2^(e - 127) (e = 255: NaN; e = 0: 2^-127, which a device that flushes
     // subnormals reads as 0, as dequant.glsl) times the codes' float dot product with x's integers.
     const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
@@ -784,6 +823,13 @@ void main() {
     const uint i3   = gl_WorkGroupID.z / (pc.m * pc.x2);
     vec2       sum  = vec2(0.0);
 #if QX
+#if TYPE == T_NF4
+    for (uint i = tid; i < 256u; i += gl_WorkGroupSize.x) {
+        nf4_dyn[i] = uintBitsToFloat(NF4_DYN[i]);
+        if (i < 16u) nf4_code[i] = uintBitsToFloat(NF4_CODE[i]);
+    }
+    barrier();
+#endif
     {
         const bool live = r0 < pc.n;
         const uint wm   = pc.w_off + (i2 / pc.bcast2) * pc.w_nb2 + (i3 / pc.bcast3) * pc.w_nb3;
