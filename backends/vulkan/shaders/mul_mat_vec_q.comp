@@ -655,13 +655,10 @@ vec4 fp8x4(uint w) {
 #endif
     return uintBitsToFloat(floatBitsToUint(f) | ((c & 0x80u) << 24));
 }
-vec4 i8x4(uint q) {
-    const int v = int(q);
-    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
-}
 #endif
 
-#if TYPE == T_NF4
+#if T_FP8_ANY || TYPE == T_NF4
+// 4 of x's integers as floats (the float-weight types' products).
 vec4 i8x4(uint q) {
     const int v = int(q);
     return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
