@@ -61,6 +61,13 @@ bool env_is(const char * name, const char * value) {
     return v && std::strcmp(v, value) == 0;
 }
 
+// The integer value of environment variable `name`, or `dflt` when it is not set (0 when it
+// is not a number).
+long env_long(const char * name, long dflt) {
+    const char * v = std::getenv(name);
+    return v ? std::strtol(v, nullptr, 10) : dflt;
+}
+
 bool same_shape(const ember_tensor * a, const ember_tensor * b) {
     for (int d = 0; d < 4; d++) {
         if (a->ne[d] != b->ne[d]) return false;
@@ -438,15 +445,13 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
                                const ember_tensor * res, const ember_tensor * nw, const ember_tensor * nadd, const ember_tensor * nmul,
                                int32_t cnt_slot, int64_t cols) {
     vk_device_ctx * dc  = sc->dc;
-    const char *    lv  = std::getenv("EMBER_VULKAN_MMV_QX_LPR");
-    const long      lpe = lv ? std::strtol(lv, nullptr, 10) : 0;
+    const long      lpe = env_long("EMBER_VULKAN_MMV_QX_LPR", 0);
     // Q4_0: 64 (two subgroups per row on NVIDIA), the others 32 (H200, 8B tg128 with the norm
     // unfused: Q4_0 252.1 -> 259.6 t/s with 64 for every product, Q4_K_M 201.8 -> 197.1).
     // INT4: as Q4_0 (5 words per unit); FP8 and NF4 as Q8_0 (9, 11).
     const bool      q4  = w->type == EMBER_TYPE_Q4_0 || int4_type(w->type);
     const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : q4 ? 64 : 32;
-    const char *    wv  = std::getenv("EMBER_VULKAN_MMV_QX_WG");
-    const long      wge = wv ? std::strtol(wv, nullptr, 10) : 0;
+    const long      wge = env_long("EMBER_VULKAN_MMV_QX_WG", 0);
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
     // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
     // Q6_K (18 words per unit) 1 row too.
@@ -474,8 +479,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // 8B tg128: Q4_0 280.2 -> 320.5 t/s, Q4_K_M 219.7 -> 271.3 with 1 instead of 4; 2: 305.9,
     // 253.5; the gate + up product 55 -> 38 registers). EMBER_VULKAN_MMV_QX_U=2|4|8 (read at
     // each recording).
-    const char *      uv   = std::getenv("EMBER_VULKAN_MMV_QX_U");
-    const long        ue   = uv ? std::strtol(uv, nullptr, 10) : 0;
+    const long        ue   = env_long("EMBER_VULKAN_MMV_QX_U", 0);
     const uint32_t    qxu  = ue == 2 || ue == 4 || ue == 8 ? (uint32_t) ue : 1;
     if (nadd) {
         return dispatch_items(sc, name, wg, {w, x, out, res, nw, nadd, nmul}, pc, ng, 1, false, lpr, nr, 4, cnt_slot, xs, qxu);
@@ -594,8 +598,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         // (read at each recording; 32: the kernel before). 64 by default (H200, 1B decode
         // tg128: Q4_0 470 / 543 / 512 t/s, Q8_0 500 / 561 / 546 with 32 / 64 / 128).
         if (qq) {
-            const char *   lv     = std::getenv("EMBER_VULKAN_MMV_LPR");
-            const long     lmax   = lv ? std::strtol(lv, nullptr, 10) : 64;
+            const long     lmax   = env_long("EMBER_VULKAN_MMV_LPR", 64);
             const uint64_t units  = (uint64_t) w->ne[0] / (w->type == EMBER_TYPE_Q6_K ? 16 : 8);
             const uint64_t lanes  = (uint64_t) w->ne[1] * (uint64_t) m * (uint64_t) nbatch;
             while ((lmax == 64 || lmax == 128) && lpr < (uint32_t) lmax && lanes * lpr < 256 * 1024 && units >= 8ull * lpr) lpr *= 2;
@@ -605,8 +608,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         // 2048): smaller workgroups (down to a subgroup, at least LPR), then 1 row per
         // invocation. EMBER_VULKAN_MMV_WG=32..128 fixes the workgroup size instead.
         static const uint32_t wg_env = [] {
-            const char * v = std::getenv("EMBER_VULKAN_MMV_WG");
-            const long   n = v ? std::strtol(v, nullptr, 10) : 0;
+            const long n = env_long("EMBER_VULKAN_MMV_WG", 0);
             return n == 32 || n == 64 || n == 128 ? (uint32_t) n : 0u;
         }();
         constexpr uint64_t target = 512;
@@ -629,8 +631,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
                                  (sg ? "_sg" : "");
         const ember_tensor * b3 = glu ? glu->src[1] : wu ? wu : pos ? pos : out;
         // Quarters per invocation and step (QQ): EMBER_VULKAN_MMV_QQ_U=1|2|4|8, else the shader's 4.
-        const char *   qv  = std::getenv("EMBER_VULKAN_MMV_QQ_U");
-        const long     qe  = qv ? std::strtol(qv, nullptr, 10) : 0;
+        const long     qe  = env_long("EMBER_VULKAN_MMV_QQ_U", 0);
         const uint32_t qqu = qq && (qe == 1 || qe == 2 || qe == 4 || qe == 8) ? (uint32_t) qe : 0;
         if (nadd) {
             // Bindings 3..7: the residual, the norm weight, the sum, the normalized result, the counter.

@@ -292,6 +292,15 @@ uvec4 wl4(uint r, uint i) {
 #endif
 }
 
+#if QQ || T_FP8_ANY || TYPE == T_NF4
+// The 4 signed bytes of q as floats (Q8_0's weights in QQ; x's integers in the QX products of
+// the float-weight types).
+vec4 i8v(uint q) {
+    const int v = int(q);
+    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
+}
+#endif
+
 #if !QX  // the 256-weight units (unit_dot) and the small ones (QQ): not the QX kernels
 #if TYPE == T_Q4_0 || TYPE == T_Q4_K
 #define UNIT_WORDS 36u  // 144 bytes
@@ -461,10 +470,6 @@ vec2 unit_dot(uvec2 rb, uint u, uint xr) {
 
 // The 32 bits at bytes 2..5 of (a, b) when s16, else a.
 uint funnel(uint a, uint b, bool s16) { return s16 ? (a >> 16) | (b << 16) : a; }
-vec4 i8v(uint q) {
-    const int v = int(q);
-    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
-}
 
 vec2 quarter_dot(uvec2 rb, uint u, uint xr) {
     vec2 acc = vec2(0.0);
@@ -657,14 +662,6 @@ vec4 fp8x4(uint w) {
 }
 #endif
 
-#if T_FP8_ANY || TYPE == T_NF4
-// 4 of x's integers as floats (the float-weight types' products).
-vec4 i8x4(uint q) {
-    const int v = int(q);
-    return vec4(bitfieldExtract(v, 0, 8), bitfieldExtract(v, 8, 8), bitfieldExtract(v, 16, 8), bitfieldExtract(v, 24, 8));
-}
-#endif
-
 // The dot product of unit u (words v, from qx_load) with the quantized x.
 float qx_dot(const uint v[QX_WORDS], uint u) {
 #if TYPE == T_NF4
@@ -676,7 +673,7 @@ float qx_dot(const uint v[QX_WORDS], uint u) {
     [[unroll]] for (uint j = 0u; j < 8u; j++) {
         const uint q = ((v[j] >> 8) | (v[j + 1u] << 24)) >> sh;  // weights 4j .. 4j + 3 of the unit
         const vec4 w = vec4(nf4_code[q & 15u], nf4_code[(q >> 8) & 15u], nf4_code[(q >> 16) & 15u], nf4_code[(q >> 24) & 15u]);
-        s += dot(w, i8x4(j < 4u ? x0[j] : x1[j - 4u]));
+        s += dot(w, i8v(j < 4u ? x0[j] : x1[j - 4u]));
     }
     precise float absmax = nf4_dyn[v[0] & 0xffu] * uintBitsToFloat(v[9]);
     absmax += uintBitsToFloat(v[10]);
@@ -688,7 +685,7 @@ float qx_dot(const uint v[QX_WORDS], uint u) {
     float       s  = 0.0;
     [[unroll]] for (uint j = 0u; j < 8u; j++) {
         const uint cw = (v[j] >> 8) | (v[j + 1u] << 24);  // codes 4j .. 4j + 3
-        s += dot(fp8x4(cw), i8x4(j < 4u ? x0[j] : x1[j - 4u]));
+        s += dot(fp8x4(cw), i8v(j < 4u ? x0[j] : x1[j - 4u]));
     }
     const uint  se    = v[0] & 0xffu;
     const float scale = uintBitsToFloat(se == 255u ? 0x7fc00000u : se == 0u ? 0x00400000u : se << 23);
