@@ -34,7 +34,9 @@
 #                               levels, no fused dispatches. EMBER_VULKAN_PROFILE=1 as a variant
 #                               puts the GPU time per kernel (dispatches serialized) and the host
 #                               time per token (submission to submission, fence waits, set/get
-#                               tensor) in bench.log. A=1,B=2 as one variant sets both.
+#                               tensor) in bench.log; EMBER_VULKAN_PROFILE=graph times only whole
+#                               graphs, barriers as planned (GPU time per token as it runs
+#                               against the host's wall time). A=1,B=2 as one variant sets both.
 #                               EMBER_VULKAN_MMV_Q4_0=units: Q4_0 decode products by 256-weight
 #                               units in registers (the kernel before the quarter-block one).
 #                               EMBER_VULKAN_DEFER_UPLOADS=0: every small input upload its own

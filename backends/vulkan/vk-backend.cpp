@@ -12,6 +12,7 @@
 #include <cstring>
 #include <new>
 
+#include "graph-signature.h"
 #include "vk-internal.h"
 #include "vk-shaders.h"
 #include "vulkan-backend.h"
@@ -777,6 +778,29 @@ static bool profile_on() {
     return on;
 }
 
+// Waits for a graph's fence. A blocking vkWaitForFences wakes the thread some time after the
+// fence signals (an interrupt and a reschedule, tens of microseconds on a discrete GPU), and
+// the device idles through it and until the next submission: a decode step's fence is polled
+// first (vkGetFenceStatus), for up to EMBER_VULKAN_SPIN_US microseconds (default 5000; 0: block
+// at once), as CUDA spins by default while it has a core to spare. Not on a CPU device
+// (lavapipe): the polling thread would take a core from the device's own threads.
+static VkResult fence_wait(const vk_device_ctx * dc, VkFence fence) {
+    const VkDevice dev = dc->dev;
+    static const long spin_us = [] {
+        const char * v = std::getenv("EMBER_VULKAN_SPIN_US");
+        return v && *v ? std::strtol(v, nullptr, 10) : 5000L;
+    }();
+    if (spin_us > 0 && !dc->is_cpu) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+        for (uint32_t i = 0;; i++) {
+            const VkResult r = vkGetFenceStatus(dev, fence);
+            if (r != VK_NOT_READY) return r;
+            if ((i & 63u) == 63u && std::chrono::steady_clock::now() > until) break;
+        }
+    }
+    return vkWaitForFences(dev, 1, &fence, VK_TRUE, UINT64_MAX);
+}
+
 // Waits until every submission on the device's queue is done (before host access).
 static void device_wait_idle(vk_device_ctx * dc) {
     std::lock_guard<std::mutex> lock(dc->queue_mutex);
@@ -949,7 +973,7 @@ static bool readback_read(vk_buffer_ctx * bc, VkDeviceSize off, void * data, siz
     for (const vk_readback & r : sc->rb_rec->readbacks) {
         if (r.src != bc->buffer || off < r.off || off + size > r.off + r.size) continue;
         // (A stream is used by one thread at a time: the one reading its outputs.)
-        if (sc->pending && vkWaitForFences(dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS) return false;
+        if (sc->pending && fence_wait(dc, sc->fence) != VK_SUCCESS) return false;
         std::memcpy(data, sc->rb_ptr + r.dst + (off - r.off), size);
         dc->n_rb_reads++;
         return true;
@@ -1141,8 +1165,8 @@ static void profile_print(vk_stream_ctx * sc) {
     if (sc->prof.empty()) return;
     std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(sc->prof.begin(), sc->prof.end());
     std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.second.first > b.second.first; });
-    std::fprintf(stderr, "ember: vulkan: %s profile (dispatches serialized, a barrier before each): %llu graphs, %.3f ms per graph\n",
-                 sc->dc->name.c_str(), (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
+    std::fprintf(stderr, "ember: vulkan: %s profile (%s): %llu graphs, %.3f ms per graph\n", sc->dc->name.c_str(),
+                 sc->profile_graph ? "whole graphs, barriers as planned" : "dispatches serialized, a barrier before each", (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
     if (sc->prof_submits > 1) {
         const vk_device_ctx * dc  = sc->dc;
         const uint64_t        set = dc->prof_io_calls[0].load(), get = dc->prof_io_calls[1].load();
@@ -1167,7 +1191,7 @@ static void profile_print(vk_stream_ctx * sc) {
 static void stream_wait(vk_stream_ctx * sc) {
     if (!sc->pending) return;
     const double t0 = sc->profile ? host_ns() : 0;
-    vkWaitForFences(sc->dc->dev, 1, &sc->fence, VK_TRUE, UINT64_MAX);
+    fence_wait(sc->dc, sc->fence);
     if (sc->profile) sc->prof_wait_ns += host_ns() - t0;
     vkResetFences(sc->dc->dev, 1, &sc->fence);
     sc->pending = false;
@@ -1290,37 +1314,6 @@ static void vk_stream_free(ember_stream * s) {
 
 static void vk_stream_synchronize(ember_stream * s) { stream_wait(sctx(s)); }
 
-// Everything recording reads from a range of nodes: ops, types, shapes, strides, parameters,
-// and the addresses (buffer and offset) of every tensor. Equal signatures record equal
-// command buffers.
-static uint64_t graph_signature(const ember_graph * g, int32_t begin, int32_t end) {
-    uint64_t h   = 0x9e3779b97f4a7c15ull;
-    auto     mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001b3ull + (h >> 29); };
-    auto     tensor = [&](const ember_tensor * t) {
-        mix(reinterpret_cast<uintptr_t>(t));
-        mix(reinterpret_cast<uintptr_t>(t->buffer));
-        mix(reinterpret_cast<uintptr_t>(t->data));
-        mix(static_cast<uint64_t>(t->type) << 32 | static_cast<uint32_t>(t->op));
-        for (int d = 0; d < EMBER_MAX_DIMS; d++) {
-            mix(static_cast<uint64_t>(t->ne[d]));
-            mix(t->nb[d]);
-        }
-    };
-    mix(static_cast<uint64_t>(begin) << 32 | static_cast<uint32_t>(end));
-    for (int32_t i = begin; i < end; i++) {
-        const ember_tensor * node = g->nodes[i];
-        tensor(node);
-        for (int p = 0; p < EMBER_MAX_OP_PARAMS; p += 2) {
-            mix(static_cast<uint64_t>(static_cast<uint32_t>(node->op_params[p])) << 32 | static_cast<uint32_t>(node->op_params[p + 1]));
-        }
-        for (const ember_tensor * src : node->src) {
-            if (src) tensor(src);
-            else mix(0);
-        }
-    }
-    return h;
-}
-
 static ember_status submit_recording(vk_stream_ctx * sc, vk_recording * rc);
 
 // EMBER_VULKAN_NO_CMD_REUSE=1 records every graph again (to compare).
@@ -1336,7 +1329,8 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     if (sc->profile) sc->prof_enter_ns = host_ns();
     if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
     // The same range recorded before, with nothing changed since: submit it again.
-    const uint64_t sig   = graph_signature(g, node_begin, node_end);
+    // Everything recording reads (graph-signature.h, with the descriptors and buffers).
+    const uint64_t sig   = ember_graph_signature(g, node_begin, node_end, true);
     const uint64_t epoch = dc->buffer_epoch.load();
     vk_recording * hit   = nullptr;
     for (vk_recording & rc : sc->recs) {
@@ -1521,6 +1515,7 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
         vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, qf.data());
         sc->profile = dc->queue_family < nq && qf[dc->queue_family].timestampValidBits > 0 && dc->props.limits.timestampPeriod > 0;
         if (!sc->profile) std::fprintf(stderr, "ember: vulkan: %s has no timestamps: EMBER_VULKAN_PROFILE ignored\n", dc->name.c_str());
+        sc->profile_graph = sc->profile && std::strcmp(std::getenv("EMBER_VULKAN_PROFILE"), "graph") == 0;
     }
     vk_buffer_ctx eb;
     {
@@ -1729,6 +1724,11 @@ bool ember_vulkan_device_io_stats(ember_device * dev, uint64_t * submits, uint64
     *idle_waits     = dc->n_idle_waits.load();
     *readback_reads = dc->n_rb_reads.load();
     return true;
+}
+
+std::vector<std::string> ember_vulkan_stream_last_shaders(ember_stream * stream) {
+    if (!stream || stream->iface.graph_compute != vk_stream_graph_compute) return {};
+    return sctx(stream)->shaders;
 }
 
 uint32_t ember_vulkan_stream_x_quantizations(ember_stream * stream) {

@@ -174,9 +174,13 @@ struct vk_stream_ctx {
     uint64_t                      n_recorded = 0, n_reused = 0;  // statistics (tests)
     // The last recording's dispatches, barriers between them and fused node groups (tests).
     uint32_t                      n_dispatches = 0, n_barriers = 0, n_fused = 0;
+    std::vector<std::string>      shaders;  // the last recording's shader variants, in order (tests)
     // EMBER_VULKAN_PROFILE=1: every dispatch in graph order after a barrier, timed (GPU
     // timestamps); per kernel: total nanoseconds and calls, printed when the stream is freed.
     bool                          profile = false;
+    // EMBER_VULKAN_PROFILE=graph: only the whole graph timed, barriers as planned (the GPU time
+    // of a token as it runs, against the host's wall time between submissions).
+    bool                          profile_graph = false;
     vk_recording *                last_submitted = nullptr;
     std::map<std::string, std::pair<double, uint64_t>> prof;
     double                        prof_total_ns = 0;

@@ -236,6 +236,7 @@ ember_status dispatch(vk_stream_ctx * sc, const std::string & shader, uint32_t w
     vkCmdPushConstants(sc->cb, dc->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k_vk_push_words * 4, pc.w);
     vkCmdDispatch(sc->cb, gx, gy, gz);
     sc->n_dispatches++;
+    sc->shaders.push_back(xq ? shader + "_xq" : shader);
     return EMBER_OK;
 }
 
@@ -416,10 +417,26 @@ bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
 // beforehand (quantize_x.comp: once per x for every product that reads it, the QX_PRE
 // kernels) rather than quantizing it in each workgroup. EMBER_VULKAN_MMV_QX_PRE=0: never
 // (read at each recording).
+// Whether decode MUL_MAT `node`, unfused (no ROPE, cache write, GLU or norm with it), takes the
+// Q6_K kernel that stages rows through shared memory (mul_mat_vec_q6s.comp): Q6_K rows of a
+// multiple of 8 super-blocks on 16 bytes, one column of x, quantized beforehand (a QX_PRE
+// slot), on a device with subgroup arithmetic. The output matrix of the Q4_0, Q8_0 and Q4_K_M
+// models: H200 1B decode 143 us per token by the QQ kernel (1.5 TB/s).
+// EMBER_VULKAN_MMV_Q6_K=qq|units: the QQ | 256-weight-unit kernels instead (read at each recording).
+bool mmv_q6s(const vk_device_ctx * dc, const ember_tensor * node) {
+    if (node->op != EMBER_OP_MUL_MAT) return false;
+    const ember_tensor * w = node->src[0];
+    const ember_tensor * x = node->src[1];
+    return w->type == EMBER_TYPE_Q6_K && w->ne[0] % 2048 == 0 && (uint64_t) w->ne[0] <= k_vk_xq_maxk && w->nb[1] % 16 == 0 &&
+           w->ne[2] == 1 && w->ne[3] == 1 && bind_of(dc, w).resid % 16 == 0 && ember_nrows(x) == 1 && x->nb[0] == 4 &&
+           dc->subgroup_arith && mmv_fast(dc, node, nullptr) && !env_is("EMBER_VULKAN_MMV_Q6_K", "qq") &&
+           !env_is("EMBER_VULKAN_MMV_Q6_K", "units");
+}
+
 bool mmv_qx_pre(const vk_device_ctx * dc, const ember_tensor * node) {
     if (node->op != EMBER_OP_MUL_MAT || env_is("EMBER_VULKAN_MMV_QX_PRE", "0")) return false;
     const ember_tensor * x = node->src[1];
-    return ember_nrows(x) == 1 && x->nb[0] == 4 && mmv_fast(dc, node, nullptr) && mmv_qx(dc, node->src[0]);
+    return ember_nrows(x) == 1 && x->nb[0] == 4 && mmv_fast(dc, node, nullptr) && (mmv_qx(dc, node->src[0]) || mmv_q6s(dc, node));
 }
 
 // quantize_x.comp: x (one row of k floats) into slot `slot` of the stream's quantized rows.
@@ -493,6 +510,22 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
                           4, -1, xs, qxu);
 }
 
+// The Q6_K product `node` by mul_mat_vec_q6s.comp (mmv_q6s() holds; x in the stream's slot
+// xq_slot): row groups of 32 invocations, 4 per workgroup, 2 consecutive rows each
+// (EMBER_VULKAN_MMV_Q6_K_ROWS=1|4 instead; read at each recording).
+ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
+    vk_device_ctx *      dc = sc->dc;
+    const ember_tensor * w  = node->src[0];
+    push                 pc;
+    pc.u(w->ne[0]).u(w->ne[1]).u(bind_of(dc, w).resid).u(w->nb[1]).u(f32_off(bind_of(dc, node)));
+    const long     re = env_long("EMBER_VULKAN_MMV_Q6_K_ROWS", 0);
+    const uint32_t rw = re == 1 || re == 4 ? (uint32_t) re : 2;
+    const uint32_t wg = 128, rows = wg / 32 * rw;
+    const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
+    return dispatch_items(sc, dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s", wg, {w, node->src[1], node}, pc,
+                          (w->ne[1] + rows - 1) / rows, 1, false, rw, 0, 4, -1, sc->xq_slot);
+}
+
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
 // rope: the ROPE of (a view of) the result, done as it is written (can_fuse_rope() holds).
 // glu_out: the SWIGLU of `node` (the gate product) and another product of the same x (up),
@@ -551,6 +584,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
     const std::string t = tname(w->type);
     if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
     if ((rope || glu_out || kv || nadd) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if (!glu && !rope && !glu_out && !kv && !nadd && sc->xq_slot >= 0 && mmv_q6s(dc, node)) return record_mul_mat_q6s(sc, node);
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
@@ -995,12 +1029,35 @@ const ember_tensor * qx_out_of(const vk_device_ctx * dc, const unit & u, bool gl
     return ember_nrows(t) == 1 ? t : nullptr;
 }
 
+// A unit's kernel and, for products, the weight shape (profile and plan lines).
+std::string unit_name(const unit & u) {
+    if (u.xq_src) return "QUANTIZE_X " + std::to_string(u.xq_src->ne[0]);
+    const ember_tensor * n    = u.norm && !u.mm_norm ? u.norm : u.node;
+    std::string          name = std::string(ember_op_name(n->op));
+    if (u.mm_norm) name += "+ADD+RMS_NORM+MUL";
+    if (u.add && !u.mm_norm) name = "ADD+" + name;
+    if (u.mul && !u.mm_norm) name += "+MUL";
+    if (u.glu) name = "SWIGLU+" + name;
+    if (u.rope) name += "+ROPE";
+    if (u.glu_out) name += "+MUL_MAT+SWIGLU";
+    if (u.kv) name += "+SET_ROWS";
+    if (u.xq_out >= 0) name += "+QX";
+    if (n->op == EMBER_OP_MUL_MAT) {
+        name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
+                std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");
+    }
+    return name;
+}
+
 }  // namespace
 
 ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t begin, int32_t end) {
-    const bool        all_barriers = sc->profile || env_is("EMBER_VULKAN_BARRIERS", "all");
+    const bool        all_barriers = (sc->profile && !sc->profile_graph) || env_is("EMBER_VULKAN_BARRIERS", "all");
     static const bool no_fuse      = env_is("EMBER_VULKAN_FUSE", "0");
+    // EMBER_VULKAN_PLAN=1: every dispatch of each recording, in order, with its dependency level.
+    static const bool plan         = env_is("EMBER_VULKAN_PLAN", "1");
     sc->n_dispatches = sc->n_barriers = sc->n_fused = 0;
+    sc->shaders.clear();
 
     // Units: nodes, fused where the fused kernel does the same work in one dispatch.
     std::vector<unit> units;
@@ -1134,7 +1191,8 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         std::vector<const ember_tensor *> wanted;                          // the x of every QX_PRE product
         uint32_t                          next = 0;
         const auto is_pre = [&](const unit & u) {
-            return u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node);
+            return u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node) &&
+               (mmv_qx(sc->dc, u.node->src[0]) || (!u.rope && !u.kv && !u.glu_out && !u.mm_norm));  // (Q6_K: unfused only)
         };
         for (const unit & u : units) {
             if (qx_out && is_pre(u)) wanted.push_back(xq_root(u.node->src[1]));
@@ -1247,28 +1305,16 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         sc->xq_out  = -1;
         sc->xq_code = false;
         if (st != EMBER_OK) return st;
-        if (sc->profile && u.xq_src) {
+        if (sc->profile && !sc->profile_graph) {
             vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
-            rc->qnames.push_back("QUANTIZE_X " + std::to_string(u.xq_src->ne[0]));
-        } else if (sc->profile) {
-            vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
-            // The kernel and, for products, the weight shape.
-            const ember_tensor * n    = u.norm && !u.mm_norm ? u.norm : u.node;
-            std::string          name = std::string(ember_op_name(n->op));
-            if (u.mm_norm) name += "+ADD+RMS_NORM+MUL";
-            if (u.add && !u.mm_norm) name = "ADD+" + name;
-            if (u.mul && !u.mm_norm) name += "+MUL";
-            if (u.glu) name = "SWIGLU+" + name;
-            if (u.rope) name += "+ROPE";
-            if (u.glu_out) name += "+MUL_MAT+SWIGLU";
-            if (u.kv) name += "+SET_ROWS";
-            if (u.xq_out >= 0) name += "+QX";
-            if (n->op == EMBER_OP_MUL_MAT) {
-                name += " " + std::string(ember_type_get_name(n->src[0]->type)) + " " + std::to_string(n->src[0]->ne[0]) + "x" +
-                        std::to_string(n->src[0]->ne[1]) + (n->src[1]->ne[1] > 1 ? " m=" + std::to_string(n->src[1]->ne[1]) : "");
-            }
-            rc->qnames.push_back(name);
+            rc->qnames.push_back(unit_name(u));
         }
+        if (plan) std::fprintf(stderr, "ember: vulkan: plan: level %3u  %s\n", u.level, unit_name(u).c_str());
+    }
+    if (sc->profile_graph) {
+        vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, 1);
+        rc->qnames.push_back("graph (" + std::to_string(sc->n_dispatches) + " dispatches, " + std::to_string(sc->n_barriers) +
+                             " barriers)");
     }
     return EMBER_OK;
 }

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend.h"
 
@@ -72,6 +73,8 @@ bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispat
 // Of those dispatches, how many quantized a decode product's x once for the QX_PRE products
 // that read it (EMBER_VULKAN_MMV_QX_PRE=0: none, every workgroup quantizes x itself).
 uint32_t ember_vulkan_stream_x_quantizations(ember_stream * stream);
+// The shader variant of each of those dispatches, in recording order (empty for other streams).
+std::vector<std::string> ember_vulkan_stream_last_shaders(ember_stream * stream);
 
 // Device-wide counters since the device was opened: queue submissions (graphs, staged copies,
 // uploads flushed alone), waits for the whole queue (vkQueueWaitIdle), and tensor reads served

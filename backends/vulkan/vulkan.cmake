@@ -164,6 +164,10 @@ foreach(t Q4_0 Q8_0 Q4_K Q6_K INT4 INT4_G32 FP8_E4M3 FP8_E5M2 NF4)
         endif()
     endforeach()
 endforeach()
+# Q6_K products of one quantized column with the rows staged through shared memory (the
+# output matrix); "_dp" with the integer dot product instructions.
+ember_vk_shader(mul_mat_vec_q6s mul_mat_vec_q6s.comp)
+ember_vk_shader(mul_mat_vec_q6s_dp mul_mat_vec_q6s.comp QX_DOT=1)
 ember_vk_shader(quantize_x quantize_x.comp)
 foreach(d ${EMBER_VK_CVT_TYPES})
     string(TOLOWER ${d} ld)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend-test-util.h"
+#include "graph-signature.h"
 
 using namespace ember_test;
 
@@ -48,6 +49,36 @@ TEST_CASE("[graph] tensor helpers: op names, sizes, strides") {
     std::string long_name(200, 'a');
     ember_set_name(f, "%s", long_name.c_str());
     CHECK(std::strlen(f->name) == EMBER_MAX_NAME - 1);
+}
+
+// The common graph signature (graph-signature.h; every field is checked through the CUDA
+// backend's use of it in test_cuda_graph_signature.cpp): with identities (Vulkan), a source
+// replaced by another descriptor of the same address and shape, or a buffer replaced, changes it.
+TEST_CASE("[graph] the graph signature with identities changes with the descriptors and buffers") {
+    ember_graph    g;
+    ember_tensor * w  = g.new_tensor(EMBER_TYPE_Q4_0, 256, 64);
+    ember_tensor * x  = g.new_tensor(EMBER_TYPE_F32, 256, 1);
+    ember_tensor * x2 = g.new_tensor(EMBER_TYPE_F32, 256, 1);
+    ember_tensor * y  = ember_mul_mat(g, w, x);
+    g.build_forward(y);
+    const int32_t n = static_cast<int32_t>(g.nodes.size());
+    x->data = x2->data = reinterpret_cast<void *>(uintptr_t(0x10000));
+    const uint64_t base = ember_graph_signature(&g, 0, n, true);
+    CHECK(ember_graph_signature(&g, 0, n, true) == base);
+    CHECK(ember_graph_signature(&g, 0, n, false) != base);
+    const uint64_t plain = ember_graph_signature(&g, 0, n, false);
+    y->src[1] = x2;  // same address, shape and type: only the identity differs
+    CHECK(ember_graph_signature(&g, 0, n, true) != base);
+    CHECK(ember_graph_signature(&g, 0, n, false) == plain);
+    y->src[1] = x;
+    CHECK(ember_graph_signature(&g, 0, n, true) == base);
+    ember_buffer other{};
+    ember_buffer * buf = w->buffer;
+    w->buffer          = &other;
+    CHECK(ember_graph_signature(&g, 0, n, true) != base);
+    CHECK(ember_graph_signature(&g, 0, n, false) == plain);
+    w->buffer = buf;
+    CHECK(ember_graph_signature(&g, 0, n, true, {1}) != base);  // a backend's extra state
 }
 
 TEST_CASE("[graph] build_forward orders dependencies once each, views included") {

@@ -6,6 +6,8 @@
 // the layer must be on).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -180,7 +182,11 @@ struct dev_run {
 // xq: of the dispatches, the x quantizations of QX_PRE products (checks of the other
 // dispatches count dispatches - xq).
 struct rec_stats {
-    uint32_t dispatches = 0, barriers = 0, fused = 0, xq = 0;
+    uint32_t                 dispatches = 0, barriers = 0, fused = 0, xq = 0;
+    std::vector<std::string> shaders;  // in recording order
+    bool                     has(const std::string & name) const {
+        return std::find(shaders.begin(), shaders.end(), name) != shaders.end();
+    }
 };
 
 std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * out_type = nullptr,
@@ -201,7 +207,8 @@ std::vector<float> run_on(ember_device * dev, const builder & b, ember_type * ou
     r.stream->iface.synchronize(r.stream);
     if (stats) {
         REQUIRE(ember_vulkan_stream_last_recording(r.stream, &stats->dispatches, &stats->barriers, &stats->fused));
-        stats->xq = ember_vulkan_stream_x_quantizations(r.stream);
+        stats->xq      = ember_vulkan_stream_x_quantizations(r.stream);
+        stats->shaders = ember_vulkan_stream_last_shaders(r.stream);
     }
     // The output (for SET_ROWS: the whole destination it is a view of).
     std::vector<uint8_t> bytes(ember_nbytes(out));
@@ -915,6 +922,54 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8,
         }, 2e-4);
     }
     }
+}
+
+// Q6_K products of one column by the kernel that stages rows through shared memory
+// (mul_mat_vec_q6s.comp; x quantized beforehand): rows of 8 super-blocks (one segment, as the
+// 1B output matrix), 16 (8B), 56 (four segments, the last one of 8: Q4_K_M's 8B FFN down) and
+// 64; row counts that leave the last row groups partly or wholly empty; 1, 2 (default) and 4
+// rows per row group; with and without the integer dot instructions. Not taken: rows of
+// 17 super-blocks (not on 16 bytes), 4 columns, EMBER_VULKAN_MMV_Q6_K=qq.
+TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
+    REQUIRE_VK();
+    validation_guard vg;
+    bool       fast = false;
+    const bool dot  = ember_vulkan_integer_dot(vk_device(), &fast);
+    for (const char * mode : {"default", "nodot", "rows1", "rows4"}) {
+        CAPTURE(std::string(mode));
+        env_guard  eq("EMBER_VULKAN_MMV_QX", std::strcmp(mode, "nodot") == 0 ? "nodot" : nullptr);
+        env_guard  er("EMBER_VULKAN_MMV_Q6_K_ROWS", std::strcmp(mode, "rows1") == 0 ? "1" : std::strcmp(mode, "rows4") == 0 ? "4" : nullptr);
+        const bool dp   = dot && std::strcmp(mode, "nodot") != 0;
+        const std::string name = dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s";
+        for (int64_t k : {2048, 4096, 56 * 256, 64 * 256}) {
+            for (int64_t n : {9, 37, 1029}) {  // (one row: its NMSE is that of a single sum)
+                if (k > 4096 && n == 1029) continue;  // (time)
+                CAPTURE(k);
+                CAPTURE(n);
+                rec_stats st;
+                compare([=](ember_graph & g, std::vector<input> & in) {
+                    return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, k, n, 1, 1, 90), new_input(g, in, EMBER_TYPE_F32, k, 1, 1, 1, 91));
+                }, 2e-4, &st);
+                CHECK(st.has(name));
+                CHECK(st.xq == 1u);
+            }
+        }
+    }
+    rec_stats st;
+    compare([](ember_graph & g, std::vector<input> & in) {  // rows not on 16 bytes
+        return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, 17 * 256, 9, 1, 1, 92), new_input(g, in, EMBER_TYPE_F32, 17 * 256, 1, 1, 1, 93));
+    }, 2e-4, &st);
+    CHECK_FALSE((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
+    compare([](ember_graph & g, std::vector<input> & in) {  // 4 columns
+        return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, 2048, 9, 1, 1, 94), new_input(g, in, EMBER_TYPE_F32, 2048, 4, 1, 1, 95));
+    }, 2e-4, &st);
+    CHECK_FALSE((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
+    env_guard e6("EMBER_VULKAN_MMV_Q6_K", "qq");
+    compare([](ember_graph & g, std::vector<input> & in) {
+        return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q6_K, 2048, 9, 1, 1, 96), new_input(g, in, EMBER_TYPE_F32, 2048, 1, 1, 1, 97));
+    }, 2e-4, &st);
+    CHECK_FALSE((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
+    CHECK(st.xq == 0u);
 }
 
 // The FFN's gate and up products of one x and their SWIGLU in one dispatch (mul_mat_vec_q.comp

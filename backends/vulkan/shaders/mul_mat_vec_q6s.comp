@@ -1,0 +1,160 @@
+#version 450
+// MUL_MAT of Q6_K weights by one column whose x was quantized beforehand (quantize_x.comp's
+// slot: 8-bit blocks of 32, then (d, d * sum) per block): the decode output matrix of most
+// GGUF models (Q4_0, Q8_0, Q4_K_M) and Q4_K_M's Q6_K FFN down rows.
+//
+// Q6_K's 210-byte super-blocks leave every field only 2-byte aligned, so 16-byte loads cannot
+// take an invocation's quants out of global memory; the word-by-word kernels
+// (mul_mat_vec_q.comp QQ and QX) read the H200's output matrix at 1.5-1.65 TB/s. But a row of a
+// multiple of 8 super-blocks (1680 bytes) starts on 16 bytes: each row group of 32
+// invocations copies its rows into shared memory SEG super-blocks at a time with coalesced
+// 16-byte loads, the next segment's loads issued before the current one is decoded (RW
+// consecutive rows per group, their segments one stream), as the CUDA backend's mv6_kernel.
+// Decoding, an invocation takes units of 64 weights: unit u of a super-block is its half
+// h = u / 2 and group g = u % 2: ql bytes 64h + 16g .. + 15 (low nibbles: weights
+// 128h + 16g + i; high: + 64), the ql bytes 32 further (+ 32, + 96), qh bytes 128 + 32h + 16g
+// .. + 15 (the top two bits of those four groups of 16 weights), scales 8h + g + {0, 2, 4, 6},
+// d at byte 208. The 6-bit quants less 32 fit signed bytes: byte dot products with x.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+#include "idot.glsl"
+
+layout(local_size_x_id = 0) in;               // a multiple of 32: row groups of 32 invocations
+layout(constant_id = 1) const uint RW = 2u;   // consecutive rows per row group
+
+#define SEG 16u                   // super-blocks per segment
+#define SEGQ (SEG * 210u / 16u)   // its 16-byte chunks (210)
+#define LOADS ((SEGQ + 31u) / 32u) // chunks per invocation (7)
+
+layout(binding = 0) readonly buffer W4 { uvec4 wb4[]; };
+layout(binding = 1) readonly buffer XQ { uvec4 xq4[]; };  // x's 8-bit values, 16 per entry
+layout(binding = 1) readonly buffer XD { vec2 xd[]; };    // block b: xd[k / 8 + b] = (d, d * sum)
+layout(binding = 2) writeonly buffer D { float db[]; };
+
+layout(push_constant) uniform P {
+    uint k, n;      // row length (a multiple of 2048), rows
+    uint w_off;     // bytes from the binding to the weights (a multiple of 16)
+    uint w_nb1;     // bytes between rows (a multiple of 16)
+    uint d_off;     // floats from the binding to the result
+} pc;
+
+shared uvec4 seg[(gl_WorkGroupSize.x / 32u) * SEGQ];  // one segment per row group
+shared float red[gl_WorkGroupSize.x];
+
+// Word i (of a row group's segment, in 32-bit words).
+uint sw(uint base, uint i) { return seg[base + (i >> 2)][i & 3u]; }
+
+// The 4 words at byte `off` of the segment at chunk `base` (off even; odd: off % 4 == 2).
+uvec4 read16(uint base, uint off, bool odd) {
+    const uint i = off >> 2;
+    const uint a = sw(base, i), b = sw(base, i + 1u), c = sw(base, i + 2u), d = sw(base, i + 3u);
+    if (!odd) return uvec4(a, b, c, d);
+    const uint e = sw(base, i + 4u);
+    return uvec4((a >> 16) | (b << 16), (b >> 16) | (c << 16), (c >> 16) | (d << 16), (d >> 16) | (e << 16));
+}
+
+// The signed byte at byte `off`.
+int sbyte(uint base, uint off) { return bitfieldExtract(int(sw(base, off >> 2)), int((off & 3u) * 8u), 8); }
+
+// 6-bit quants (4 per word) less 32, as signed bytes: bit 5 flipped, then sign-extended.
+uint q6s(uint q) {
+    const uint t = q ^ 0x20202020u;
+    return t | ((t & 0x20202020u) * 6u);
+}
+
+void main() {
+    const uint tid   = gl_LocalInvocationID.x;
+    const uint lane  = tid % 32u;
+    const uint rg    = tid / 32u;
+    const uint rgs   = gl_WorkGroupSize.x / 32u;
+    const uint row0  = (flat_group() * rgs + rg) * RW;
+    const uint nblk  = pc.k / 256u;
+    const uint nseg  = (nblk + SEG - 1u) / SEG;
+    const uint nrow  = row0 < pc.n ? min(RW, pc.n - row0) : 0u;
+    const uint steps = RW * nseg;  // the same for every row group: the barriers are uniform
+    const uint base  = rg * SEGQ;
+    const uint wrow  = (pc.w_off + row0 * pc.w_nb1) >> 4;  // in chunks
+
+    // Step t: segment t % nseg of row t / nseg, through buf (the first one loaded here).
+    uvec4 buf[LOADS];
+    [[unroll]] for (uint j = 0u; j < LOADS; j++) buf[j] = uvec4(0u);
+    if (nrow > 0u) {
+        const uint n4 = min(SEG, nblk) * 210u / 16u;
+        [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+            const uint c = lane + 32u * j;
+            if (c < n4) buf[j] = wb4[wrow + c];
+        }
+    }
+    float acc = 0.0;
+    for (uint t = 0u; t < steps; t++) {
+        const uint r  = t / nseg, sg = t % nseg;
+        const bool live = r < nrow;
+        [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+            const uint c = lane + 32u * j;
+            if (c < SEGQ) seg[base + c] = buf[j];
+        }
+        barrier();
+        // The next segment's loads in flight while this one is decoded.
+        if (t + 1u < steps && (t + 1u) / nseg < nrow) {
+            const uint r1 = (t + 1u) / nseg, sg1 = (t + 1u) % nseg;
+            const uint n4 = min(SEG, nblk - sg1 * SEG) * 210u / 16u;
+            const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
+            [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+                const uint c = lane + 32u * j;
+                if (c < n4) buf[j] = wb4[c0 + c];
+            }
+        }
+        if (live) {
+            const uint nb = min(SEG, nblk - sg * SEG);
+            for (uint u = lane; u < 4u * nb; u += 32u) {
+                const uint b = u >> 2, h = (u >> 1) & 1u, g = u & 1u;
+                const uint o = 210u * b;
+                const bool odd = (b & 1u) != 0u;
+                const uvec4 lo = read16(base, o + 64u * h + 16u * g, odd);
+                const uvec4 hi = read16(base, o + 64u * h + 32u + 16u * g, odd);
+                const uvec4 qh = read16(base, o + 128u + 32u * h + 16u * g, odd);
+                const uint  so = o + 192u + 8u * h + g;
+                const uint  dw = sw(base, (o + 208u) >> 2);
+                const float d  = unpackHalf2x16(odd ? dw >> 16 : dw).x;
+                const uint  kb = sg * SEG + b;                    // super-block of the row
+                const uint  xc = 16u * kb + 8u * h + g;           // x's chunk of group 0
+                const uint  xb = pc.k / 8u + 8u * kb + 4u * h;    // x's (d, d * sum) of group 0
+                float part = 0.0;
+                [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
+                    const uvec4 xv = xq4[xc + 2u * grp];
+                    int dot = 0;
+                    [[unroll]] for (uint w = 0u; w < 4u; w++) {
+                        uint q;
+                        if (grp == 0u) q = (lo[w] & 0x0f0f0f0fu) | ((qh[w] << 4) & 0x30303030u);
+                        else if (grp == 1u) q = (hi[w] & 0x0f0f0f0fu) | ((qh[w] << 2) & 0x30303030u);
+                        else if (grp == 2u) q = ((lo[w] >> 4) & 0x0f0f0f0fu) | (qh[w] & 0x30303030u);
+                        else q = ((hi[w] >> 4) & 0x0f0f0f0fu) | ((qh[w] >> 2) & 0x30303030u);
+                        dot += dot4(q6s(q), xv[w]);
+                    }
+                    part += float(sbyte(base, so + 2u * grp)) * xd[xb + grp].x * float(dot);
+                }
+                acc += d * part;
+            }
+        }
+        barrier();  // the segment read before the next one is stored
+        if (sg == nseg - 1u) {  // the row's last segment: its sum (uniform branch)
+            float s;
+            if (gl_SubgroupSize == 32u) {
+                s = subgroupAdd(acc);
+            } else {
+                red[tid] = acc;
+                barrier();
+                for (uint hh = 16u; hh > 0u; hh >>= 1) {
+                    if (lane < hh) red[tid] += red[tid + hh];
+                    barrier();
+                }
+                s = red[tid - lane];
+                barrier();
+            }
+            if (lane == 0u && live) db[pc.d_off + row0 + r] = s;
+            acc = 0.0;
+        }
+    }
+}
