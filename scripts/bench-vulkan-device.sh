@@ -62,7 +62,7 @@
 #                               workgroup and integer products), =all (Q8_0, Q6_K too), =nodot (all
 #                               four, the integer products without dot product instructions),
 #                               EMBER_VULKAN_MMV_QX_ROWS=1|2, EMBER_VULKAN_MMV_QX_WG=64|128|256,
-#                               EMBER_VULKAN_MMV_QX_LPR=16|64 (rows per invocation, workgroup
+#                               EMBER_VULKAN_MMV_QX_LPR=16..256 (rows per invocation, workgroup
 #                               size, invocations per row of those kernels).
 #                               EMBER_VULKAN_MMV_QX_PRE=0 (those kernels quantize x in every
 #                               workgroup instead of reading it quantized once per product

@@ -455,7 +455,7 @@ ember_status record_quantize_x(vk_stream_ctx * sc, const ember_tensor * x, int32
 // workgroup is shared by its rows), smaller while there would be fewer than 256 of them (small
 // matrices: K, V). Switches (read at each recording, to compare in one process):
 // EMBER_VULKAN_MMV_QX_ROWS=1|2 (rows per invocation), EMBER_VULKAN_MMV_QX_WG=64|128|256 (that
-// workgroup size), EMBER_VULKAN_MMV_QX_LPR=16|64 (invocations per row).
+// workgroup size), EMBER_VULKAN_MMV_QX_LPR=16..256 (invocations per row).
 ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, const ember_tensor * w,
                                const ember_tensor * x, const ember_tensor * out, const push & pc, const ember_tensor * glu,
                                const ember_tensor * wu, const ember_tensor * pos, const ember_tensor * ff, const ember_tensor * idx,
@@ -467,7 +467,14 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // unfused: Q4_0 252.1 -> 259.6 t/s with 64 for every product, Q4_K_M 201.8 -> 197.1).
     // INT4: as Q4_0 (5 words per unit); FP8 and NF4 as Q8_0 (9, 11).
     const bool      q4  = w->type == EMBER_TYPE_Q4_0 || int4_type(w->type);
-    const uint32_t  lpr = lpe == 16 || lpe == 32 || lpe == 64 ? (uint32_t) lpe : q4 ? 64 : 32;
+    uint32_t        lpr = lpe == 16 || lpe == 32 || lpe == 64 || lpe == 128 || lpe == 256 ? (uint32_t) lpe : q4 ? 64 : 32;
+    // Long rows (the FFN down product: 256 units of 8192 in the 1B shape, 448 of 14336 in
+    // the 8B) take more invocations, up to 256 (the workgroup), until each has at most 2 units:
+    // with one unit per step each invocation has about one load in flight, and 4 or 7 of them
+    // one after another left the down product latency-bound (H200, 8B Q4_0: 15.2 us per layer,
+    // 2.2 TB/s). EMBER_VULKAN_MMV_QX_LPR=16..256 fixes it instead.
+    const uint64_t  nu_row = (uint64_t) w->ne[0] / 32;
+    while (lpe == 0 && lpr < 256 && nu_row > 2ull * lpr) lpr *= 2;
     const long      wge = env_long("EMBER_VULKAN_MMV_QX_WG", 0);
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
     // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
@@ -481,7 +488,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // 128 (H200, 8B tg128: Q4_0 172 vs 164 t/s with 256, Q4_K_M 149 vs 137); 256 for Q4_0 since
     // the kernel takes one unit per step (8B: 322.5 -> 331.3).
     const uint32_t wg0          = q4 ? 256 : 128;
-    uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : wg0;
+    uint32_t       wg           = (wge == 64 || wge == 128 || wge == 256) ? std::max<uint32_t>((uint32_t) wge, lpr) : std::max(wg0, lpr);
     while (wge == 0 && wg / 2 >= std::max<uint32_t>(lpr, 64) && (uint64_t) groups(wg) * (uint64_t) cols < 256) wg /= 2;
     // NORM_OUT: the last workgroup holds the whole row, at most 8 vec4 per invocation.
     while (nadd && wg < 256 && (uint64_t) w->ne[1] > 32ull * wg) wg *= 2;
