@@ -474,7 +474,9 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // one after another left the down product latency-bound (H200, 8B Q4_0: 15.2 us per layer,
     // 2.2 TB/s). EMBER_VULKAN_MMV_QX_LPR=16..256 fixes it instead.
     const uint64_t  nu_row = (uint64_t) w->ne[0] / 32;
-    while (lpe == 0 && lpr < 256 && nu_row > 2ull * lpr) lpr *= 2;
+    // Not Q4_K, whose units share their super-block's header (H200, 8B Q4_K_M tg128: 278.3
+    // t/s this way, 289.4 with 32 per row).
+    while (lpe == 0 && w->type != EMBER_TYPE_Q4_K && lpr < 256 && nu_row > 2ull * lpr) lpr *= 2;
     const long      wge = env_long("EMBER_VULKAN_MMV_QX_WG", 0);
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
     // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
@@ -518,15 +520,16 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 }
 
 // The Q6_K product `node` by mul_mat_vec_q6s.comp (mmv_q6s() holds; x in the stream's slot
-// xq_slot): row groups of 32 invocations, 4 per workgroup, 2 consecutive rows each
-// (EMBER_VULKAN_MMV_Q6_K_ROWS=1|4 instead; read at each recording).
+// xq_slot): row groups of 32 invocations, 4 per workgroup, 4 consecutive rows each (H200, 1B
+// Q4_0 tg128: 950.4 / 978.7 / 994.9 t/s with 2 / 1 / 4, 16-block segments);
+// EMBER_VULKAN_MMV_Q6_K_ROWS=1|2 instead (read at each recording).
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
     push                 pc;
     pc.u(w->ne[0]).u(w->ne[1]).u(bind_of(dc, w).resid).u(w->nb[1]).u(f32_off(bind_of(dc, node)));
     const long     re = env_long("EMBER_VULKAN_MMV_Q6_K_ROWS", 0);
-    const uint32_t rw = re == 1 || re == 4 ? (uint32_t) re : 2;
+    const uint32_t rw = re == 1 || re == 2 ? (uint32_t) re : 4;
     const uint32_t wg = 128, rows = wg / 32 * rw;
     const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
     return dispatch_items(sc, dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s", wg, {w, node->src[1], node}, pc,

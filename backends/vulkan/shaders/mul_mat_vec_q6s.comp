@@ -22,11 +22,14 @@
 #include "idot.glsl"
 
 layout(local_size_x_id = 0) in;               // a multiple of 32: row groups of 32 invocations
-layout(constant_id = 1) const uint RW = 2u;   // consecutive rows per row group
+layout(constant_id = 1) const uint RW = 4u;   // consecutive rows per row group
 
-#define SEG 16u                   // super-blocks per segment
-#define SEGQ (SEG * 210u / 16u)   // its 16-byte chunks (210)
-#define LOADS ((SEGQ + 31u) / 32u) // chunks per invocation (7)
+// Super-blocks per segment: 8, the least a row holds, so that every invocation decodes one
+// unit per segment and holds 4 chunks in flight (16 took 7 and 95 registers on an H200: 5
+// workgroups per multiprocessor).
+#define SEG 8u
+#define SEGQ (SEG * 210u / 16u)    // its 16-byte chunks (105)
+#define LOADS ((SEGQ + 31u) / 32u) // chunks per invocation (4)
 
 layout(binding = 0) readonly buffer W4 { uvec4 wb4[]; };
 layout(binding = 1) readonly buffer XQ { uvec4 xq4[]; };  // x's 8-bit values, 16 per entry
