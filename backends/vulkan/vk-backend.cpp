@@ -96,6 +96,18 @@ int type_rank(VkPhysicalDeviceType t) {
 
 void init_device_vtables(vk_device_ctx * dc);
 
+// Whether dc's physical device offers extension `name`.
+bool has_device_ext(const vk_device_ctx * dc, const char * name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> exts(n);
+    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (std::strcmp(exts[i].extensionName, name) == 0) return true;
+    }
+    return false;
+}
+
 // Whether the prefill kernel on cooperative matrices (mul_mm_coop.comp: GL_NV_cooperative_matrix,
 // 16 x 8 x 16 f16 products into f32, subgroups of 32, up to 40 KiB of shared memory) can run on dc:
 // the build has its shaders, EMBER_VULKAN_COOPMAT is not 0, and the device has the extensions
@@ -106,17 +118,10 @@ bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
     const char * env = std::getenv("EMBER_VULKAN_COOPMAT");
     if (env && std::strcmp(env, "0") == 0) return false;
     if (dc->subgroup_size != 32 || dc->props.limits.maxComputeSharedMemorySize < 40960) return false;
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-    std::vector<VkExtensionProperties> exts(n);
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
-    int found = 0;
-    for (const VkExtensionProperties & e : exts) {
-        found += std::strcmp(e.extensionName, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) == 0 ||
-                 std::strcmp(e.extensionName, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) == 0 ||
-                 std::strcmp(e.extensionName, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME) == 0;
+    if (!has_device_ext(dc, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) || !has_device_ext(dc, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
+        !has_device_ext(dc, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME)) {
+        return false;
     }
-    if (found != 3) return false;
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
     cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
     VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16{};
@@ -139,6 +144,7 @@ bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
     if (!(cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return false;
     auto shapes = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) vkGetInstanceProcAddr(
         inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    uint32_t n = 0;
     if (!shapes || shapes(dc->phys, &n, nullptr) != VK_SUCCESS) return false;
     std::vector<VkCooperativeMatrixPropertiesNV> list(n);
     for (VkCooperativeMatrixPropertiesNV & p : list) p.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
@@ -166,13 +172,7 @@ bool detect_idot(const vk_device_ctx * dc, bool * fast) {
 #if defined(VK_KHR_shader_integer_dot_product)
     const char * env = std::getenv("EMBER_VULKAN_IDOT");
     if (env && std::strcmp(env, "0") == 0) return false;
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-    std::vector<VkExtensionProperties> exts(n);
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
-    bool found = false;
-    for (const VkExtensionProperties & e : exts) found |= std::strcmp(e.extensionName, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME) == 0;
-    if (!found) return false;
+    if (!has_device_ext(dc, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) return false;
     VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR f{};
     f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
     VkPhysicalDeviceFeatures2 f2{};
@@ -199,13 +199,7 @@ bool detect_idot(const vk_device_ctx * dc, bool * fast) {
 bool detect_pstats(const vk_device_ctx * dc) {
 #if defined(VK_KHR_pipeline_executable_properties)
     if (!env_flag("EMBER_VULKAN_PIPELINE_STATS")) return false;
-    uint32_t n = 0;
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, nullptr) != VK_SUCCESS) return false;
-    std::vector<VkExtensionProperties> exts(n);
-    if (vkEnumerateDeviceExtensionProperties(dc->phys, nullptr, &n, exts.data()) != VK_SUCCESS) return false;
-    for (const VkExtensionProperties & e : exts) {
-        if (std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) return true;
-    }
+    if (has_device_ext(dc, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) return true;
     std::fprintf(stderr, "ember: vulkan: %s has no VK_KHR_pipeline_executable_properties: EMBER_VULKAN_PIPELINE_STATS ignored\n",
                  dc->name.c_str());
 #else
@@ -526,6 +520,12 @@ static ember_status device_init(vk_device_ctx * dc) {
     while (!dc->dev) {
         std::vector<const char *> exts;
         void *                    chain = nullptr;
+        // Extension `ext` enabled, its feature struct f put at the front of the chain.
+        const auto link = [&](auto & f, const char * ext) {
+            exts.push_back(ext);
+            f.pNext = chain;
+            chain   = &f;
+        };
 #if defined(EMBER_VK_COOPMAT_NV) && defined(VK_NV_cooperative_matrix)
         VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
         cm.sType             = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
@@ -549,22 +549,15 @@ static ember_status device_init(vk_device_ctx * dc) {
         VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{};
         pef.sType                  = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
         pef.pipelineExecutableInfo = VK_TRUE;
-        if (dc->pstats) {
-            exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-            pef.pNext = chain;
-            chain     = &pef;
-        }
+        if (dc->pstats) link(pef, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 #endif
 #if defined(VK_KHR_shader_integer_dot_product)
         VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{};
         idf.sType                   = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
         idf.shaderIntegerDotProduct = VK_TRUE;
-        if (dc->idot) {
-            exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-            idf.pNext = chain;
-            chain     = &idf;
-        }
+        if (dc->idot) link(idf, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
 #endif
+        (void) link;  // (headers without either extension)
         di.pNext                   = chain;
         di.enabledExtensionCount   = (uint32_t) exts.size();
         di.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
