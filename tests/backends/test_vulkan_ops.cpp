@@ -927,17 +927,20 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8,
 // Q6_K products of one column by the kernel that stages rows through shared memory
 // (mul_mat_vec_q6s.comp; x quantized beforehand): rows of 8 super-blocks (one segment, as the
 // 1B output matrix), 16 (two, 8B), 56 (seven segments: Q4_K_M's 8B FFN down) and
-// 64; row counts that leave the last row groups partly or wholly empty; the default rows per
-// row group (4, 2, 1, 1 for those lengths) and 1, 2, 4 for all; with and without the integer dot instructions. Not taken: rows of
+// 64; row counts that leave the last row groups partly or wholly empty; the defaults (4 and
+// 2 rows per row group for the first two, the last two dealt among 4 row groups: the last
+// group of 7 segments then has only one), 1, 2, 4 rows per row group for all, and the rows
+// dealt among 2 row groups (an odd count of segments, 7, leaves the second short); with and without the integer dot instructions. Not taken: rows of
 // 17 super-blocks (not on 16 bytes), 4 columns, EMBER_VULKAN_MMV_Q6_K=qq.
 TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
     REQUIRE_VK();
     validation_guard vg;
     bool       fast = false;
     const bool dot  = ember_vulkan_integer_dot(vk_device(), &fast);
-    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4"}) {
+    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4", "split2"}) {
         CAPTURE(std::string(mode));
         env_guard  eq("EMBER_VULKAN_MMV_QX", std::strcmp(mode, "nodot") == 0 ? "nodot" : nullptr);
+        env_guard  es("EMBER_VULKAN_MMV_Q6_K_SPLIT", std::strncmp(mode, "rows", 4) == 0 ? "1" : std::strcmp(mode, "split2") == 0 ? "2" : nullptr);
         env_guard  er("EMBER_VULKAN_MMV_Q6_K_ROWS", std::strcmp(mode, "rows1") == 0   ? "1"
                                                             : std::strcmp(mode, "rows2") == 0 ? "2"
                                                             : std::strcmp(mode, "rows4") == 0 ? "4"

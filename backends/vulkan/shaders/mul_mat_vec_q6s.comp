@@ -23,6 +23,10 @@
 
 layout(local_size_x_id = 0) in;               // a multiple of 32: row groups of 32 invocations
 layout(constant_id = 1) const uint RW = 4u;   // consecutive rows per row group
+// Row groups per row (1, 2 or 4, at most the workgroup's; then RW = 1): long rows (the FFN
+// down: 4 or 7 segments) dealt segment by segment among KS row groups, whose sums meet in
+// shared memory, instead of one row group taking every segment in turn.
+layout(constant_id = 2) const uint KS = 1u;
 
 // Super-blocks per segment: 8, the least a row holds, so that every invocation decodes one
 // unit per segment and holds 4 chunks in flight (16 took 7 and 95 registers on an H200: 5
@@ -45,6 +49,7 @@ layout(push_constant) uniform P {
 
 shared uvec4 seg[(gl_WorkGroupSize.x / 32u) * SEGQ];  // one segment per row group
 shared float red[gl_WorkGroupSize.x];
+shared float parts[gl_WorkGroupSize.x / 32u];  // the row groups' sums (KS > 1)
 
 // Word i (of a row group's segment, in 32-bit words).
 uint sw(uint base, uint i) { return seg[base + (i >> 2)][i & 3u]; }
@@ -72,77 +77,78 @@ void main() {
     const uint lane  = tid % 32u;
     const uint rg    = tid / 32u;
     const uint rgs   = gl_WorkGroupSize.x / 32u;
-    const uint row0  = (flat_group() * rgs + rg) * RW;
-    const uint nblk  = pc.k / 256u;
-    const uint nseg  = (nblk + SEG - 1u) / SEG;
+    const uint part  = rg % KS;  // this row group's share of its rows: segments part, part + KS, ...
+    const uint row0  = (flat_group() * (rgs / KS) + rg / KS) * RW;
+    const uint nseg  = pc.k / (256u * SEG);  // (rows of whole segments: the host checks it)
+    const uint nls   = (nseg + KS - 1u) / KS;  // segments per row for each row group
     const uint nrow  = row0 < pc.n ? min(RW, pc.n - row0) : 0u;
-    const uint steps = RW * nseg;  // the same for every row group: the barriers are uniform
+    const uint steps = RW * nls;  // the same for every row group: the barriers are uniform
     const uint base  = rg * SEGQ;
     const uint wrow  = (pc.w_off + row0 * pc.w_nb1) >> 4;  // in chunks
 
-    // Step t: segment t % nseg of row t / nseg, through buf (the first one loaded here).
+    // Step t: segment part + KS * (t % nls) of row t / nls (none past the row's end), through
+    // buf (the first one loaded here).
     uvec4 buf[LOADS];
     [[unroll]] for (uint j = 0u; j < LOADS; j++) buf[j] = uvec4(0u);
-    if (nrow > 0u) {
-        const uint n4 = min(SEG, nblk) * 210u / 16u;
+    if (nrow > 0u && part < nseg) {
         [[unroll]] for (uint j = 0u; j < LOADS; j++) {
             const uint c = lane + 32u * j;
-            if (c < n4) buf[j] = wb4[wrow + c];
+            if (c < SEGQ) buf[j] = wb4[wrow + part * SEGQ + c];
         }
     }
     float acc = 0.0;
     for (uint t = 0u; t < steps; t++) {
-        const uint r  = t / nseg, sg = t % nseg;
-        const bool live = r < nrow;
+        const uint r    = t / nls, sg = part + KS * (t % nls);
+        const bool live = r < nrow && sg < nseg;
         [[unroll]] for (uint j = 0u; j < LOADS; j++) {
             const uint c = lane + 32u * j;
             if (c < SEGQ) seg[base + c] = buf[j];
         }
         barrier();
         // The next segment's loads in flight while this one is decoded.
-        if (t + 1u < steps && (t + 1u) / nseg < nrow) {
-            const uint r1 = (t + 1u) / nseg, sg1 = (t + 1u) % nseg;
-            const uint n4 = min(SEG, nblk - sg1 * SEG) * 210u / 16u;
-            const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
-            [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-                const uint c = lane + 32u * j;
-                if (c < n4) buf[j] = wb4[c0 + c];
+        {
+            const uint r1 = (t + 1u) / nls, sg1 = part + KS * ((t + 1u) % nls);
+            if (t + 1u < steps && r1 < nrow && sg1 < nseg) {
+                const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
+                [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+                    const uint c = lane + 32u * j;
+                    if (c < SEGQ) buf[j] = wb4[c0 + c];
+                }
             }
         }
         if (live) {
-            const uint nb = min(SEG, nblk - sg * SEG);
-            for (uint u = lane; u < 4u * nb; u += 32u) {
-                const uint b = u >> 2, h = (u >> 1) & 1u, g = u & 1u;
-                const uint o = 210u * b;
-                const bool odd = (b & 1u) != 0u;
-                const uvec4 lo = read16(base, o + 64u * h + 16u * g, odd);
-                const uvec4 hi = read16(base, o + 64u * h + 32u + 16u * g, odd);
-                const uvec4 qh = read16(base, o + 128u + 32u * h + 16u * g, odd);
-                const uint  so = o + 192u + 8u * h + g;
-                const uint  dw = sw(base, (o + 208u) >> 2);
-                const float d  = unpackHalf2x16(odd ? dw >> 16 : dw).x;
-                const uint  kb = sg * SEG + b;                    // super-block of the row
-                const uint  xc = 16u * kb + 8u * h + g;           // x's chunk of group 0
-                const uint  xb = pc.k / 8u + 8u * kb + 4u * h;    // x's (d, d * sum) of group 0
-                float part = 0.0;
-                [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
-                    const uvec4 xv = xq4[xc + 2u * grp];
-                    int dot = 0;
-                    [[unroll]] for (uint w = 0u; w < 4u; w++) {
-                        uint q;
-                        if (grp == 0u) q = (lo[w] & 0x0f0f0f0fu) | ((qh[w] << 4) & 0x30303030u);
-                        else if (grp == 1u) q = (hi[w] & 0x0f0f0f0fu) | ((qh[w] << 2) & 0x30303030u);
-                        else if (grp == 2u) q = ((lo[w] >> 4) & 0x0f0f0f0fu) | (qh[w] & 0x30303030u);
-                        else q = ((hi[w] >> 4) & 0x0f0f0f0fu) | ((qh[w] >> 2) & 0x30303030u);
-                        dot += dot4(q6s(q), xv[w]);
-                    }
-                    part += float(sbyte(base, so + 2u * grp)) * xd[xb + grp].x * float(dot);
+            // One unit per invocation (a segment holds 4 * SEG = 32 units).
+            const uint u = lane;
+            const uint b = u >> 2, h = (u >> 1) & 1u, g = u & 1u;
+            const uint o = 210u * b;
+            const bool odd = (b & 1u) != 0u;
+            const uvec4 lo = read16(base, o + 64u * h + 16u * g, odd);
+            const uvec4 hi = read16(base, o + 64u * h + 32u + 16u * g, odd);
+            const uvec4 qh = read16(base, o + 128u + 32u * h + 16u * g, odd);
+            const uint  so = o + 192u + 8u * h + g;
+            const uint  dw = sw(base, (o + 208u) >> 2);
+            const float d  = unpackHalf2x16(odd ? dw >> 16 : dw).x;
+            const uint  kb = sg * SEG + b;                    // super-block of the row
+            const uint  xc = 16u * kb + 8u * h + g;           // x's chunk of group 0
+            const uint  xb = pc.k / 8u + 8u * kb + 4u * h;    // x's (d, d * sum) of group 0
+            float pt = 0.0;
+            [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
+                const uvec4 xv = xq4[xc + 2u * grp];
+                int dot = 0;
+                [[unroll]] for (uint w = 0u; w < 4u; w++) {
+                    uint q;
+                    if (grp == 0u) q = (lo[w] & 0x0f0f0f0fu) | ((qh[w] << 4) & 0x30303030u);
+                    else if (grp == 1u) q = (hi[w] & 0x0f0f0f0fu) | ((qh[w] << 2) & 0x30303030u);
+                    else if (grp == 2u) q = ((lo[w] >> 4) & 0x0f0f0f0fu) | (qh[w] & 0x30303030u);
+                    else q = ((hi[w] >> 4) & 0x0f0f0f0fu) | ((qh[w] >> 2) & 0x30303030u);
+                    dot += dot4(q6s(q), xv[w]);
                 }
-                acc += d * part;
+                pt += float(sbyte(base, so + 2u * grp)) * xd[xb + grp].x * float(dot);
             }
+            acc += d * pt;
         }
         barrier();  // the segment read before the next one is stored
-        if (sg == nseg - 1u) {  // the row's last segment: its sum (uniform branch)
+        if (t % nls == nls - 1u) {  // the row's last step: its sum (uniform branch)
             float s;
             if (gl_SubgroupSize == 32u) {
                 s = subgroupAdd(acc);
@@ -156,7 +162,14 @@ void main() {
                 s = red[tid - lane];
                 barrier();
             }
-            if (lane == 0u && live) db[pc.d_off + row0 + r] = s;
+            if (KS > 1u) {  // the row's KS shares meet in shared memory
+                if (lane == 0u) parts[rg] = s;
+                barrier();
+                s = 0.0;
+                for (uint i = 0u; i < KS; i++) s += parts[rg - part + i];
+                barrier();
+            }
+            if (lane == 0u && part == 0u && r < nrow) db[pc.d_off + row0 + r] = s;
             acc = 0.0;
         }
     }
