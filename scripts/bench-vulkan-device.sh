@@ -48,6 +48,7 @@
 #                               EMBER_VULKAN_MMV_Q6_K=qq (Q6_K of one column by the small-unit
 #                               kernel, not rows staged through shared memory),
 #                               EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4 (rows per row group of that),
+#                               EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 (row groups per long row),
 #                               EMBER_VULKAN_SPIN_US=0 (block on the decode fence at once),
 #                               EMBER_VULKAN_MMV_LPR=32|64|128 (the most invocations per row),
 #                               EMBER_VULKAN_MMV_QQ_ROWS=1|2, EMBER_VULKAN_ATTN_SG=0 (attention
