@@ -779,10 +779,7 @@ static bool profile_on() {
 // (lavapipe): the polling thread would take a core from the device's own threads.
 static VkResult fence_wait(const vk_device_ctx * dc, VkFence fence) {
     const VkDevice dev = dc->dev;
-    static const long spin_us = [] {
-        const char * v = std::getenv("EMBER_VULKAN_SPIN_US");
-        return v && *v ? std::strtol(v, nullptr, 10) : 5000L;
-    }();
+    static const long spin_us = env_long("EMBER_VULKAN_SPIN_US", 5000);
     if (spin_us > 0 && !dc->is_cpu) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
         for (uint32_t i = 0;; i++) {
@@ -1158,8 +1155,9 @@ static void profile_print(vk_stream_ctx * sc) {
     if (sc->prof.empty()) return;
     std::vector<std::pair<std::string, std::pair<double, uint64_t>>> rows(sc->prof.begin(), sc->prof.end());
     std::sort(rows.begin(), rows.end(), [](const auto & a, const auto & b) { return a.second.first > b.second.first; });
-    std::fprintf(stderr, "ember: vulkan: %s profile (%s): %llu graphs, %.3f ms per graph\n", sc->dc->name.c_str(),
-                 sc->profile_graph ? "whole graphs, barriers as planned" : "dispatches serialized, a barrier before each", (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
+    const char * how = sc->profile_graph ? "whole graphs, barriers as planned" : "dispatches serialized, a barrier before each";
+    std::fprintf(stderr, "ember: vulkan: %s profile (%s): %llu graphs, %.3f ms per graph\n", sc->dc->name.c_str(), how,
+                 (unsigned long long) sc->prof_graphs, sc->prof_total_ns / 1e6 / (double) sc->prof_graphs);
     if (sc->prof_submits > 1) {
         const vk_device_ctx * dc  = sc->dc;
         const uint64_t        set = dc->prof_io_calls[0].load(), get = dc->prof_io_calls[1].load();
@@ -1508,7 +1506,7 @@ static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {
         vkGetPhysicalDeviceQueueFamilyProperties(dc->phys, &nq, qf.data());
         sc->profile = dc->queue_family < nq && qf[dc->queue_family].timestampValidBits > 0 && dc->props.limits.timestampPeriod > 0;
         if (!sc->profile) std::fprintf(stderr, "ember: vulkan: %s has no timestamps: EMBER_VULKAN_PROFILE ignored\n", dc->name.c_str());
-        sc->profile_graph = sc->profile && std::strcmp(std::getenv("EMBER_VULKAN_PROFILE"), "graph") == 0;
+        sc->profile_graph = sc->profile && env_is("EMBER_VULKAN_PROFILE", "graph");
     }
     vk_buffer_ctx eb;
     {

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,6 +24,17 @@
     } while (0)
 
 ember_status ember_vk_fail(VkResult r, const char * what, const char * file, int line);
+
+// The backend's environment switches: whether variable `name` is exactly `value`, and its
+// integer value, or `dflt` when it is not set (0 when it is not a number).
+inline bool env_is(const char * name, const char * value) {
+    const char * v = std::getenv(name);
+    return v && std::strcmp(v, value) == 0;
+}
+inline long env_long(const char * name, long dflt) {
+    const char * v = std::getenv(name);
+    return v ? std::strtol(v, nullptr, 10) : dflt;
+}
 
 // One VkDeviceMemory block that buffers are sub-allocated from (first fit).
 struct vk_mem_block {

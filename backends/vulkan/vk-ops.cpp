@@ -56,18 +56,6 @@ bool word_rows(const ember_tensor * t) {
 
 constexpr uint32_t k_max_groups = 65535;
 
-bool env_is(const char * name, const char * value) {
-    const char * v = std::getenv(name);
-    return v && std::strcmp(v, value) == 0;
-}
-
-// The integer value of environment variable `name`, or `dflt` when it is not set (0 when it
-// is not a number).
-long env_long(const char * name, long dflt) {
-    const char * v = std::getenv(name);
-    return v ? std::strtol(v, nullptr, 10) : dflt;
-}
-
 bool same_shape(const ember_tensor * a, const ember_tensor * b) {
     for (int d = 0; d < 4; d++) {
         if (a->ne[d] != b->ne[d]) return false;

@@ -1023,6 +1023,29 @@ TEST_CASE("[vulkan] decode products: x quantized once per input") {
     }
 }
 
+// FP8 weights of n rows of 256 whose blocks all have scale byte scale(r) and whose row r holds
+// code(r) (none when negative) at position 32 c + c, c = r % 4, by 4 columns of x that are 1
+// there and 0 elsewhere: element (r, c) is that code times its block's scale.
+builder fp8_code_product(ember_type ty, int64_t n, std::function<uint8_t(int64_t)> scale, std::function<int(int64_t)> code) {
+    return [=](ember_graph & g, std::vector<input> & in) {
+        const int64_t  k = 256, m = 4;
+        ember_tensor * w = g.new_tensor(ty, k, n);
+        std::vector<uint8_t> raw(ember_nbytes(w), 0);
+        for (int64_t r = 0; r < n; r++) {
+            uint8_t * row = raw.data() + r * (k / 32) * 33;
+            for (int blk = 0; blk < k / 32; blk++) row[33 * blk] = scale(r);
+            const int c = (int) (r % 4);
+            if (code(r) >= 0) row[33 * c + 1 + c] = (uint8_t) code(r);
+        }
+        in.push_back({w, {}, {}, raw});
+        ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, k, m);
+        std::vector<float> xv((size_t) (k * m), 0.0f);
+        for (int64_t c = 0; c < m; c++) xv[(size_t) (c * k + 32 * c + c)] = 1.0f;
+        in.push_back({x, floats(std::move(xv)), {}, {}});
+        return ember_mul_mat(g, w, x);
+    };
+}
+
 // The FP8 codes as the QX kernel decodes them (fp8x4: no branches, subnormal codes apart), each
 // finite code of both formats checked on its own: row r of the weights holds code r % 256 at
 // position 32 c + c (c = r % 4: blocks that start on each byte of a word) and zeros elsewhere,
@@ -1033,26 +1056,12 @@ TEST_CASE("[vulkan] FP8 decode products: every code") {
     validation_guard vg;
     for (ember_type ty : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
         CAPTURE(std::string(ember_type_get_name(ty)));
-        const builder b = [ty](ember_graph & g, std::vector<input> & in) {
-            const int64_t  k = 256, n = 512, m = 4;
-            ember_tensor * w = g.new_tensor(ty, k, n);
-            std::vector<uint8_t> raw(ember_nbytes(w), 0);
-            for (int64_t r = 0; r < n; r++) {
-                uint8_t * row = raw.data() + r * (k / 32) * 33;
-                for (int blk = 0; blk < k / 32; blk++) row[33 * blk] = r < 256 ? 127 : 130;
-                const int     c    = (int) (r % 4);
-                const uint8_t code = (uint8_t) (r % 256);
-                const bool    e4   = ty == EMBER_TYPE_FP8_E4M3;
-                const bool    fin  = e4 ? (code & 0x7f) != 0x7f : (code & 0x7c) != 0x7c;  // NaN, infinities: left at 0
-                if (fin) row[33 * c + 1 + c] = code;
-            }
-            in.push_back({w, {}, {}, raw});
-            ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, k, m);
-            std::vector<float> xv((size_t) (k * m), 0.0f);
-            for (int64_t c = 0; c < m; c++) xv[(size_t) (c * k + 32 * c + c)] = 1.0f;
-            in.push_back({x, floats(std::move(xv)), {}, {}});
-            return ember_mul_mat(g, w, x);
-        };
+        const bool    e4 = ty == EMBER_TYPE_FP8_E4M3;
+        const builder b  = fp8_code_product(ty, 512, [](int64_t r) { return uint8_t(r < 256 ? 127 : 130); }, [e4](int64_t r) {
+            const int code = (int) (r % 256);
+            const bool fin = e4 ? (code & 0x7f) != 0x7f : (code & 0x7c) != 0x7c;  // NaN, infinities: left at 0
+            return fin ? code : -1;
+        });
         rec_stats                st;
         const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
         const std::vector<float> got = run_on(vk_device(), b, nullptr, nullptr, nullptr, &st);
@@ -1068,25 +1077,9 @@ TEST_CASE("[vulkan] FP8 decode products: every code") {
         CHECK(nonzero >= 480u);  // every finite non-zero code, twice
         // The non-finite codes (E4M3: NaN S.1111.111, which the shader flags apart; E5M2: the
         // infinities and NaN, as f16's) give what the CPU gives: NaN or the same infinity.
-        const bool    e4      = ty == EMBER_TYPE_FP8_E4M3;
-        const uint8_t odd[4]  = {e4 ? uint8_t(0x7f) : uint8_t(0x7c), e4 ? uint8_t(0xff) : uint8_t(0xfc), e4 ? uint8_t(0x7f) : uint8_t(0x7e),
-                                 e4 ? uint8_t(0xff) : uint8_t(0xff)};
-        const builder nb = [ty, odd](ember_graph & g, std::vector<input> & in) {
-            const int64_t  k = 256, n = 8, m = 4;
-            ember_tensor * w = g.new_tensor(ty, k, n);
-            std::vector<uint8_t> raw(ember_nbytes(w), 0);
-            for (int64_t r = 0; r < n; r++) {
-                uint8_t * row = raw.data() + r * (k / 32) * 33;
-                for (int blk = 0; blk < k / 32; blk++) row[33 * blk] = 127;
-                if (r < 4) row[33 * r + 1 + r] = odd[r];  // rows 4..7 stay finite (zero)
-            }
-            in.push_back({w, {}, {}, raw});
-            ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, k, m);
-            std::vector<float> xv((size_t) (k * m), 0.0f);
-            for (int64_t c = 0; c < m; c++) xv[(size_t) (c * k + 32 * c + c)] = 1.0f;
-            in.push_back({x, floats(std::move(xv)), {}, {}});
-            return ember_mul_mat(g, w, x);
-        };
+        const int     odd[4] = {e4 ? 0x7f : 0x7c, e4 ? 0xff : 0xfc, e4 ? 0x7f : 0x7e, 0xff};
+        const builder nb     = fp8_code_product(ty, 8, [](int64_t) { return uint8_t(127); },
+                                                [odd](int64_t r) { return r < 4 ? odd[r] : -1; });  // rows 4..7 stay finite (zero)
         const std::vector<float> nref = run_on(ember_registry_cpu_device(), nb);
         const std::vector<float> ngot = run_on(vk_device(), nb);
         REQUIRE(nref.size() == ngot.size());
