@@ -461,7 +461,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // with one unit per step each invocation has about one load in flight, and 4 or 7 of them
     // one after another left the down product latency-bound (H200, 8B Q4_0: 15.2 us per layer,
     // 2.2 TB/s). EMBER_VULKAN_MMV_QX_LPR=16..256 fixes it instead.
-    const uint64_t  nu_row = (uint64_t) w->ne[0] / 32;
+    const uint64_t  nu_row = (uint64_t) w->ne[0] / (w->type == EMBER_TYPE_NF4 ? 64 : 32);  // the shader's units (QX_UW)
     // Not Q4_K, whose units share their super-block's header (H200, 8B Q4_K_M tg128: 278.3
     // t/s this way, 289.4 with 32 per row).
     while (lpe == 0 && w->type != EMBER_TYPE_Q4_K && lpr < 256 && nu_row > 2ull * lpr) lpr *= 2;

@@ -230,9 +230,24 @@ vec4 x4(uint xr, uint i) {
 #endif
 #if QX && TYPE == T_NF4
 #include "nf4.glsl"
-// NF4's codebook and absmax map, as floats in shared memory (read by index: a constant array
-// read with a different index per invocation is slow or spilled), filled at the start of main.
-shared float nf4_code[16], nf4_dyn[256];
+// NF4's codebook as signed bytes, round(127 NF4[q]) as the CUDA backend's (a weight moves by at
+// most 0.4% of its block's absmax; x is rounded to 8 bits anyway), 4 copies shifted to the 4
+// byte positions of a word (nf4_i8[16 p + q]: value q at byte p), so that 4 lookups and 3
+// ORs give a word of 4 weights for a dot4; and the absmax map as floats. In shared memory
+// (read by index: a constant array read with a different index per invocation is slow or
+// spilled), filled at the start of main. One lookup instruction reads 16 words at most, each
+// its own bank: no conflicts.
+const int NF4_I8[16] = int[16](-127, -88, -67, -50, -36, -23, -12, 0, 10, 20, 31, 43, 56, 71, 92, 127);
+shared uint  nf4_i8[64];
+shared float nf4_dyn[256];
+#endif
+// Weights per QX unit: a block of 32 (Q4_0, Q8_0, INT4 runs, FP8), a Q4_K / Q6_K sub-block of
+// 32, a whole NF4 block of 64 (its low nibbles are weights 0..31, its high ones 32..63: a unit
+// of 32 read the block's 33 bytes twice, for half its nibbles each time).
+#if TYPE == T_NF4
+#define QX_UW 64u
+#else
+#define QX_UW 32u
 #endif
 // QX_PRE: x already quantized (quantize_x.comp, once per product input, into a scratch slot
 // bound at binding 1 instead of the float x): read from there, through the cache, with no
@@ -277,7 +292,7 @@ uvec4 wl4(uint r, uint i) {
 #endif
 }
 
-#if QQ || T_FP8_ANY || TYPE == T_NF4
+#if QQ || T_FP8_ANY
 // The 4 signed bytes of q as floats (Q8_0's weights in QQ; x's integers in the QX products of
 // the float-weight types).
 vec4 i8v(uint q) {
@@ -572,14 +587,14 @@ void qx_load(uint r, uint rb, uint u, out uint v[QX_WORDS]) {
     v[17] = wl(r, od >> 2) >> (8u * (od & 2u));
 #elif T_FP8_ANY || TYPE == T_NF4
     // Blocks of 33 bytes (on any byte): the E8M0 scale exponent, then 32 codes (FP8), or
-    // absmax_q, then 32 bytes of nibbles (NF4: 64 weights, unit u its low (even u) or high
-    // nibbles, in row groups of 256 blocks after an 8-byte header: f32 scale2, f32 offset; rows
-    // on 4 bytes, the host checks). The 9 words over the block, shifted so that v[0]'s low
-    // byte is its first (the bytes past its last in v[8] are the next block's or the binding's
-    // padding: the host rounds ranges up to 16).
+    // absmax_q, then 32 bytes of nibbles (NF4: 64 weights, unit u the whole block, in row
+    // groups of 256 blocks after an 8-byte header: f32 scale2, f32 offset; rows on 4 bytes, the
+    // host checks). The 9 words over the block, shifted so that v[0]'s low byte is its first
+    // (the bytes past its last in v[8] are the next block's or the binding's padding: the host
+    // rounds ranges up to 16).
 #if TYPE == T_NF4
-    const uint gb = rb + (u >> 9) * (8u + 256u * 33u);
-    const uint bo = gb + 8u + ((u >> 1) & 255u) * 33u;
+    const uint gb = rb + (u >> 8) * (8u + 256u * 33u);
+    const uint bo = gb + 8u + (u & 255u) * 33u;
     v[9]          = wl(r, gb >> 2);
     v[10]         = wl(r, (gb >> 2) + 1u);
 #else
@@ -653,19 +668,23 @@ bool fp8_nan(uint w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) 
 // The dot product of unit u (words v, from qx_load) with the quantized x.
 float qx_dot(const uint v[QX_WORDS], uint u) {
 #if TYPE == T_NF4
-    // The codebook's values of the unit's nibbles (bytes 1..32 of the block) times x's
-    // integers; absmax = DYN[absmax_q] * scale2 + offset, rounded twice as the reference.
-    const uvec4 x0 = XQ(2u * u), x1 = XQ(2u * u + 1u);
-    const uint  sh = 4u * (u & 1u);
-    float       s  = 0.0;
+    // The block's 8 words of nibbles (bytes 1..32): low nibbles against x's block 2u, high
+    // ones against 2u + 1, as int8 codebook values (nf4_i8) in dot products; absmax =
+    // DYN[absmax_q] * scale2 + offset, rounded twice as the reference, times 1/127.
+    const uvec4 x0 = XQ(4u * u), x1 = XQ(4u * u + 1u), x2 = XQ(4u * u + 2u), x3 = XQ(4u * u + 3u);
+    int         slo = 0, shi = 0;
     [[unroll]] for (uint j = 0u; j < 8u; j++) {
-        const uint q = ((v[j] >> 8) | (v[j + 1u] << 24)) >> sh;  // weights 4j .. 4j + 3 of the unit
-        const vec4 w = vec4(nf4_code[q & 15u], nf4_code[(q >> 8) & 15u], nf4_code[(q >> 16) & 15u], nf4_code[(q >> 24) & 15u]);
-        s += dot(w, i8v(j < 4u ? x0[j] : x1[j - 4u]));
+        const uint q  = (v[j] >> 8) | (v[j + 1u] << 24);  // bytes 4j .. 4j + 3 of the nibbles (unsigned: no sign extension)
+        const uint lo = nf4_i8[bitfieldExtract(q, 0, 4)] | nf4_i8[16u + bitfieldExtract(q, 8, 4)] |
+                        nf4_i8[32u + bitfieldExtract(q, 16, 4)] | nf4_i8[48u + bitfieldExtract(q, 24, 4)];
+        const uint hi = nf4_i8[bitfieldExtract(q, 4, 4)] | nf4_i8[16u + bitfieldExtract(q, 12, 4)] |
+                        nf4_i8[32u + bitfieldExtract(q, 20, 4)] | nf4_i8[48u + (q >> 28)];
+        slo += dot4(lo, j < 4u ? x0[j] : x1[j - 4u]);
+        shi += dot4(hi, j < 4u ? x2[j] : x3[j - 4u]);
     }
     precise float absmax = nf4_dyn[v[0] & 0xffu] * uintBitsToFloat(v[9]);
     absmax += uintBitsToFloat(v[10]);
-    return absmax * XDS(u).x * s;
+    return absmax * (1.0 / 127.0) * (XDS(2u * u).x * float(slo) + XDS(2u * u + 1u).x * float(shi));
 #elif T_FP8_ANY
     // One block: scale 2^(e - 127) (e = 255: NaN; e = 0: 2^-127, which a device that flushes
     // subnormals reads as 0, as dequant.glsl) times the codes' float dot product with x's integers.
@@ -816,7 +835,7 @@ void main() {
 #if TYPE == T_NF4
     for (uint i = tid; i < 256u; i += gl_WorkGroupSize.x) {
         nf4_dyn[i] = uintBitsToFloat(NF4_DYN[i]);
-        if (i < 16u) nf4_code[i] = uintBitsToFloat(NF4_CODE[i]);
+        if (i < 64u) nf4_i8[i] = (uint(NF4_I8[i & 15u]) & 0xffu) << (8u * (i >> 4));
     }
     barrier();
 #endif
@@ -828,7 +847,7 @@ void main() {
 #else
         const uvec2 rb = uvec2(wm + r0 * pc.w_nb1, wm + (NR > 1u && r0 + 1u < pc.n ? r0 + 1u : r0) * pc.w_nb1);
 #endif
-        const uint nu = pc.k / 32u;
+        const uint nu = pc.k / QX_UW;
         // Units lane + LPR * (QX_U * s + j): their words, the first step's loaded before x.
         uint v[QX_U][2][QX_WORDS];
         [[unroll]] for (uint j = 0u; j < QX_U; j++) {
