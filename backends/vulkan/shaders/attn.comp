@@ -147,16 +147,18 @@ void main() {
 
     const uint qrow = pc.q_off + ih * pc.q_nb1 + it * pc.q_nb2;
     for (uint i = tid; i < pc.d; i += wg) sq[i] = uintBitsToFloat(qb[qrow + i]);
-    barrier();
 
-    // The keys to visit: up to the last one the mask shows (mask_end), else all.
+    // The keys to visit: up to the last one the mask shows (mask_end), else all. The mask row
+    // is read in the same memory round trip as q (reduce_max's first barrier publishes sq).
     uint n_end = pc.n_kv;
-    if (pc.has_mask != 0u && pc.mask_end != 0u) {
+    if (pc.has_mask != 0u && pc.mask_end != 0u) {  // uniform (push constants)
         float last = 0.0;  // one past the last visible key this invocation saw
         for (uint j = tid; j < pc.n_kv; j += wg) {
             if (uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) != NEG_INF) last = float(j + 1u);
         }
         n_end = uint(reduce_max(last));
+    } else {
+        barrier();
     }
 
     float M = NEG_INF;
@@ -167,6 +169,22 @@ void main() {
         bool  live = false;
         float mv   = 0.0;
         float dot  = 0.0;
+        // The first batch of this invocation's values (4 keys of its group, 4 dimensions)
+        // loaded before the keys are scored, so that their round trip overlaps the scoring's
+        // and the softmax's (decode at a short context: one batch per tile is most of the
+        // P.V loop). Rows of hidden keys may hold anything: their weights select them away.
+        const uint nt  = min(kt, pc.n_kv - j0);
+        const bool pre = kg < ng && kg + 3u * ng < nt;
+        float      vpre[4][4];
+        if (pre) {
+            [[unroll]] for (uint u = 0u; u < 4u; u++) {
+                const uint vrow = pc.v_off + ik * pc.v_nb1 + (j0 + kg + u * ng) * pc.v_nb2;
+                [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                    const uint i = di + c * dw;
+                    vpre[u][c]   = i < pc.d ? dq_v(vrow, i) : 0.0;
+                }
+            }
+        }
         if (j < pc.n_kv) {
             mv   = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
             live = mv != NEG_INF;
@@ -208,12 +226,18 @@ void main() {
         const float psum = reduce_sum(p);  // its barriers also publish sp
         S = S * ms + psum;
         M = newM;
-        const uint nt = min(kt, pc.n_kv - j0);
         [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] *= ms;
         if (kg < ng) {
             // Four keys' values loaded, then used (as above). A hidden key's weight is 0 and
             // its row may hold anything (an unwritten cache cell): selected away, not multiplied.
             uint jj = kg;
+            if (pre) {
+                [[unroll]] for (uint u = 0u; u < 4u; u++) {
+                    const float pu = sp[kg + u * ng];
+                    [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] += pu == 0.0 ? 0.0 : pu * vpre[u][c];
+                }
+                jj += 4u * ng;
+            }
             for (; jj + 3u * ng < nt; jj += 4u * ng) {
                 float pv[4];
                 float vv[4][4];
