@@ -386,16 +386,20 @@ constexpr uint32_t k_qx_shared = 32768;
 // Q4_K and Q8_0 where the device has subgroup arithmetic (the shaders' reductions) and the shared
 // memory, with the byte dot products in single instructions where it has integer dot products
 // (H200 tg128: 8B Q4_0 149 -> 167 t/s, Q4_K_M 121 -> 137..149, 1B Q4_K_M 428 -> 562, Q4_0 571
-// -> 587; Q8_0, since the kernel takes one unit per step: 8B 211.8 -> 263.8). Q6_K only with
-// EMBER_VULKAN_MMV_QX=all (x quantized once beforehand: H200 8B tg128 Q4_0 (its output) 208.9
-// -> 203.8 t/s; one unit per step: 322.5 -> 322.7, no gain).
-// EMBER_VULKAN_MMV_QX=0: the float kernels for all; =nodot: QX for all four, the dot products
-// unpacked (read at each recording).
+// -> 587; Q8_0, since the kernel takes one unit per step: 8B 211.8 -> 263.8). Q6_K too, for
+// the products that mul_mat_vec_q6s.comp does not take (record_mul_mat asks mmv_q6s() first):
+// the fused ones (Q4_K_M's V product with its cache write), several columns (H200, 1B Q4_K_M
+// tg128: 853.0 -> 885.6 t/s against the small-unit kernel; for the output matrix, before
+// q6s, QX measured slower: 8B Q4_0 208.9 -> 203.8 t/s). EMBER_VULKAN_MMV_Q6_K=qq|units: Q6_K
+// on those float kernels instead.
+// EMBER_VULKAN_MMV_QX=0: the float kernels for all; =all: QX for Q6_K whatever
+// EMBER_VULKAN_MMV_Q6_K says; =nodot: as all, the dot products unpacked (read at each recording).
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
     const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
     const bool   all = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
+    const bool   q6  = all || (!env_is("EMBER_VULKAN_MMV_Q6_K", "qq") && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
     return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || qx_only(w->type) ||
-            (all && w->type == EMBER_TYPE_Q6_K)) &&
+            (q6 && w->type == EMBER_TYPE_Q6_K)) &&
            dc->subgroup_arith &&
            (uint64_t) w->ne[0] <= k_qx_maxk && dc->props.limits.maxComputeSharedMemorySize >= k_qx_shared &&
            !env_is("EMBER_VULKAN_MMV_QX", "0");

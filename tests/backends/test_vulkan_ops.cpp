@@ -1102,11 +1102,10 @@ TEST_CASE("[vulkan] FP8 decode products: every code") {
 // =noglu: not). A decode layer and a half, with the norms fused into the products and apart:
 // the result bit for bit the same as with quantize_x (=0), whose arithmetic the copies repeat,
 // and close to the CPU's (five chained products of 8-bit activations and an attention:
-// 4e-4..8e-4 NMSE on every path, the float kernels' too); gate + up by the QX kernel (Q4_0, Q8_0:
-// several rows per workgroup) and by the small-unit one (Q6_K: few rows per workgroup, several
-// workgroups per block); the product +
-// norm by QX and by small units (Q6_K); run three times on one stream (the block counters back
-// at zero each time).
+// 4e-4..8e-4 NMSE on every path, the float kernels' too); gate + up by the QX kernel (Q4_0, Q8_0,
+// Q6_K: several rows per workgroup) and by the small-unit one (Q6_K with EMBER_VULKAN_MMV_Q6_K=qq:
+// few rows per workgroup, several workgroups per block); the product + norm by QX and by small
+// units (Q6_K, qq); run three times on one stream (the block counters back at zero each time).
 namespace {
 builder qx_out_layer(ember_type t_gu, ember_type t_down, uint32_t seed) {
     return [=](ember_graph & g, std::vector<input> & in) {
@@ -1135,10 +1134,14 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
     const bool fuse = !(std::getenv("EMBER_VULKAN_FUSE") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE"), "0") == 0) &&
                       !(std::getenv("EMBER_VULKAN_FUSE_GLU") && std::strcmp(std::getenv("EMBER_VULKAN_FUSE_GLU"), "0") == 0);
     for (const char * fuse_norm : {"1", static_cast<const char *>(nullptr)})  // the product + norm (opt-in), the norm apart
+    for (const char * q6 : {static_cast<const char *>(nullptr), "qq"})  // Q6_K by QX (the default) | the small-unit kernel
     for (ember_type t_gu : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q6_K}) {
         for (ember_type t_down : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}) {
+            if (q6 && t_gu != EMBER_TYPE_Q6_K && t_down != EMBER_TYPE_Q6_K) continue;
             env_guard fn("EMBER_VULKAN_FUSE_NORM", fuse_norm);
+            env_guard e6("EMBER_VULKAN_MMV_Q6_K", q6);
             CAPTURE(fuse_norm != nullptr);
+            CAPTURE(q6 != nullptr);
             CAPTURE(std::string(ember_type_get_name(t_gu)));
             CAPTURE(std::string(ember_type_get_name(t_down)));
             const builder            b   = qx_out_layer(t_gu, t_down, 212);
@@ -1165,11 +1168,13 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
                 MESSAGE("no QX_PRE products or no fusion here: no counts to check");
                 continue;
             }
-            // Off: x of Q, of O, of gate + up (Q4_0 and Q8_0: Q6_K is not QX), of down (Q4_K
-            // only) and of the output. On: none (Q's by the standalone first norm too).
-            CHECK(off.xq == 3u + (t_gu != EMBER_TYPE_Q6_K ? 1u : 0u) + (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));
+            // Off: x of Q, of O, of gate + up, of down (each if its type is QX: Q6_K not with
+            // EMBER_VULKAN_MMV_Q6_K=qq) and of the output. On: none (Q's by the standalone first
+            // norm too).
+            const unsigned gu_qx = t_gu != EMBER_TYPE_Q6_K || !q6 ? 1u : 0u, down_qx = t_down != EMBER_TYPE_Q6_K || !q6 ? 1u : 0u;
+            CHECK(off.xq == 3u + gu_qx + down_qx);
             CHECK(on.xq == 0u);
-            CHECK(ng.xq == (t_down == EMBER_TYPE_Q4_K ? 1u : 0u));  // the down product's x
+            CHECK(ng.xq == down_qx);  // the down product's x
             CHECK(on.dispatches == off.dispatches - off.xq + on.xq);
         }
     }
