@@ -63,9 +63,10 @@ layout(push_constant) uniform PC {
     uint has_mask;
     uint d_off, d_nb1, d_nb2;  // floats
     float scale;
-    // Keys after the last one the mask shows are not visited (the mask row is scanned first:
-    // a decode step's causal mask hides the padded end of the cache, n_kv rounded up to 256).
-    uint mask_end;
+    // Bit 0: keys after the last one the mask shows are not visited (the mask row is scanned
+    // first: a decode step's causal mask hides the padded end of the cache, n_kv rounded up to
+    // 256). Bit 1: each tile's first batch of values loaded before its keys are scored.
+    uint flags;
 #if XQ_OUT
     uint xq_on;
 #endif
@@ -151,7 +152,7 @@ void main() {
     // The keys to visit: up to the last one the mask shows (mask_end), else all. The mask row
     // is read in the same memory round trip as q (reduce_max's first barrier publishes sq).
     uint n_end = pc.n_kv;
-    if (pc.has_mask != 0u && pc.mask_end != 0u) {  // uniform (push constants)
+    if (pc.has_mask != 0u && (pc.flags & 1u) != 0u) {  // uniform (push constants)
         float last = 0.0;  // one past the last visible key this invocation saw
         for (uint j = tid; j < pc.n_kv; j += wg) {
             if (uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) != NEG_INF) last = float(j + 1u);
@@ -174,7 +175,7 @@ void main() {
         // and the softmax's (decode at a short context: one batch per tile is most of the
         // P.V loop). Rows of hidden keys may hold anything: their weights select them away.
         const uint nt  = min(kt, pc.n_kv - j0);
-        const bool pre = kg < ng && kg + 3u * ng < nt;
+        const bool pre = (pc.flags & 2u) != 0u && kg < ng && kg + 3u * ng < nt;
         float      vpre[4][4];
         if (pre) {
             [[unroll]] for (uint u = 0u; u < 4u; u++) {
