@@ -467,11 +467,9 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
     // 2.2 TB/s). EMBER_VULKAN_MMV_QX_LPR=16..256 fixes it instead.
     const uint64_t  nu_row = (uint64_t) w->ne[0] / (w->type == EMBER_TYPE_NF4 ? 64 : 32);  // the shader's units (QX_UW)
     // Not Q4_K, whose units share their super-block's header (H200, 8B Q4_K_M tg128: 278.3
-    // t/s this way, 289.4 with 32 per row), unless EMBER_VULKAN_MMV_QX_Q4K_LONG=N (2..8): Q4_K
-    // rows of 256 units or more (FFN down) grow until each invocation has at most N units.
-    const long      q4kl = env_long("EMBER_VULKAN_MMV_QX_Q4K_LONG", 0);
-    const uint64_t  upi  = w->type != EMBER_TYPE_Q4_K ? 2 : q4kl >= 2 && q4kl <= 8 && nu_row >= 256 ? (uint64_t) q4kl : 0;
-    while (lpe == 0 && upi > 0 && lpr < 256 && nu_row > upi * lpr) lpr *= 2;
+    // t/s this way, 289.4 with 32 per row; growing only its FFN down rows, of 256 units or
+    // more, to at most 2 or 4 units per invocation: 291.5, 295.5 against 296.1).
+    while (lpe == 0 && w->type != EMBER_TYPE_Q4_K && lpr < 256 && nu_row > 2ull * lpr) lpr *= 2;
     const long      wge = env_long("EMBER_VULKAN_MMV_QX_WG", 0);
     // Q4_K (12 words per unit in registers) 1 row, the others 2 (H200, 8B tg128 with 256-wide
     // workgroups: Q4_0 164 vs 159 t/s with 1 row, Q4_K_M 137 vs 145).
@@ -755,10 +753,9 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(mask ? f32_off(bind_of(dc, mask)) : 0).u(mask ? mask->nb[1] / 4 : 0).u(mask ? 1 : 0);
     pc.u(f32_off(bind_of(dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4);
     pc.f(ember_get_op_param_f32(node, 0));
-    // Flags: keys past the last one the mask shows skipped (the shader scans the mask row
-    // first), unless EMBER_VULKAN_ATTN_RANGE=0; each tile's first values loaded before its keys
-    // are scored, unless EMBER_VULKAN_ATTN_VPRE=0 (both read at each recording, to compare).
-    pc.u((env_is("EMBER_VULKAN_ATTN_RANGE", "0") ? 0u : 1u) | (env_is("EMBER_VULKAN_ATTN_VPRE", "0") ? 0u : 2u));
+    // Keys past the last one the mask shows skipped (the shader scans the mask row first),
+    // unless EMBER_VULKAN_ATTN_RANGE=0 (read at each recording, to compare).
+    pc.u(env_is("EMBER_VULKAN_ATTN_RANGE", "0") ? 0 : 1);
     pc.u(sc->xq_out >= 0 ? 1 : 0);  // the output's quantized copy into slot xq_out (binding 5)
     // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp). Subgroup
     // reductions where the device has them, unless EMBER_VULKAN_ATTN_SG=0 (read at each

@@ -63,10 +63,9 @@ layout(push_constant) uniform PC {
     uint has_mask;
     uint d_off, d_nb1, d_nb2;  // floats
     float scale;
-    // Bit 0: keys after the last one the mask shows are not visited (the mask row is scanned
-    // first: a decode step's causal mask hides the padded end of the cache, n_kv rounded up to
-    // 256). Bit 1: each tile's first batch of values loaded before its keys are scored.
-    uint flags;
+    // Keys after the last one the mask shows are not visited (the mask row is scanned first:
+    // a decode step's causal mask hides the padded end of the cache, n_kv rounded up to 256).
+    uint mask_end;
 #if XQ_OUT
     uint xq_on;
 #endif
@@ -152,7 +151,7 @@ void main() {
     // The keys to visit: up to the last one the mask shows (mask_end), else all. The mask row
     // is read in the same memory round trip as q (reduce_max's first barrier publishes sq).
     uint n_end = pc.n_kv;
-    if (pc.has_mask != 0u && (pc.flags & 1u) != 0u) {  // uniform (push constants)
+    if (pc.has_mask != 0u && pc.mask_end != 0u) {  // uniform (push constants)
         float last = 0.0;  // one past the last visible key this invocation saw
         for (uint j = tid; j < pc.n_kv; j += wg) {
             if (uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) != NEG_INF) last = float(j + 1u);
@@ -170,22 +169,6 @@ void main() {
         bool  live = false;
         float mv   = 0.0;
         float dot  = 0.0;
-        // The first batch of this invocation's values (4 keys of its group, 4 dimensions)
-        // loaded before the keys are scored, so that their round trip overlaps the scoring's
-        // and the softmax's (decode at a short context: one batch per tile is most of the
-        // P.V loop). Rows of hidden keys may hold anything: their weights select them away.
-        const uint nt  = min(kt, pc.n_kv - j0);
-        const bool pre = (pc.flags & 2u) != 0u && kg < ng && kg + 3u * ng < nt;
-        float      vpre[4][4];
-        if (pre) {
-            [[unroll]] for (uint u = 0u; u < 4u; u++) {
-                const uint vrow = pc.v_off + ik * pc.v_nb1 + (j0 + kg + u * ng) * pc.v_nb2;
-                [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                    const uint i = di + c * dw;
-                    vpre[u][c]   = i < pc.d ? dq_v(vrow, i) : 0.0;
-                }
-            }
-        }
         if (j < pc.n_kv) {
             mv   = pc.has_mask != 0u ? uintBitsToFloat(mb[pc.m_off + it * pc.m_nb1 + j]) : 0.0;
             live = mv != NEG_INF;
@@ -227,18 +210,12 @@ void main() {
         const float psum = reduce_sum(p);  // its barriers also publish sp
         S = S * ms + psum;
         M = newM;
+        const uint nt = min(kt, pc.n_kv - j0);
         [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] *= ms;
         if (kg < ng) {
             // Four keys' values loaded, then used (as above). A hidden key's weight is 0 and
             // its row may hold anything (an unwritten cache cell): selected away, not multiplied.
             uint jj = kg;
-            if (pre) {
-                [[unroll]] for (uint u = 0u; u < 4u; u++) {
-                    const float pu = sp[kg + u * ng];
-                    [[unroll]] for (uint c = 0u; c < 4u; c++) acc[c] += pu == 0.0 ? 0.0 : pu * vpre[u][c];
-                }
-                jj += 4u * ng;
-            }
             for (; jj + 3u * ng < nt; jj += 4u * ng) {
                 float pv[4];
                 float vv[4][4];
