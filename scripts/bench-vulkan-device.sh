@@ -45,8 +45,9 @@
 #                               EMBER_VULKAN_FUSE_GLU=0 (FFN gate + up + SWIGLU apart),
 #                               EMBER_VULKAN_MMV_Q8_0=units, EMBER_VULKAN_MMV_Q6_K=units (the
 #                               256-weight-unit kernels instead of the small-unit ones),
-#                               EMBER_VULKAN_MMV_Q6_K=qq (Q6_K of one column by the small-unit
-#                               kernel, not rows staged through shared memory),
+#                               EMBER_VULKAN_MMV_Q6_K=qq (Q6_K by the small-unit kernel: one
+#                               column not by rows staged through shared memory, the fused
+#                               forms (the V product + cache write) not by the QX kernel),
 #                               EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4 (rows per row group of that),
 #                               EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 (row groups per long row),
 #                               EMBER_VULKAN_SPIN_US=0 (block on the decode fence at once),
@@ -64,7 +65,8 @@
 #                               view, not only up to the last one the mask shows).
 #                               EMBER_VULKAN_MMV_QX=0 (Q4_0, Q4_K decode products on the
 #                               float kernels above instead of x quantized to 8 bits per
-#                               workgroup and integer products), =all (Q8_0, Q6_K too), =nodot (all
+#                               workgroup and integer products), =all (Q6_K too, whatever
+#                               EMBER_VULKAN_MMV_Q6_K says), =nodot (all
 #                               four, the integer products without dot product instructions),
 #                               EMBER_VULKAN_MMV_QX_ROWS=1|2, EMBER_VULKAN_MMV_QX_WG=64|128|256,
 #                               EMBER_VULKAN_MMV_QX_LPR=16..256 (rows per invocation, workgroup
