@@ -18,6 +18,10 @@
 #
 #   EMBER_BENCH_SHAPES="1b 8b"  EMBER_BENCH_TYPES="Q4_0 Q8_0 Q4_K_M"  EMBER_BENCH_REPS=3
 #   EMBER_BENCH_SKIP_TESTS=1    skip the op tests
+#   EMBER_BENCH_ROUNDS=N        run the default row and every variant N times, round by round
+#                               (one process each; pp512 in the first round only), then each
+#                               one's median tg128: the same settings differ by up to 4%
+#                               between processes on the H200, so compare medians
 #   EMBER_VK_PACK_BENCH_ONLY=1  (pack) only ember-bench and make-bench-model, xz-compressed
 #                               (~8 MB): benchmark calls with EMBER_BENCH_SKIP_TESTS=1, which
 #                               fit beside the tree where the full pack (~110 MB) does not
@@ -173,6 +177,8 @@ shapes=${EMBER_BENCH_SHAPES:-1b 8b}
 types=${EMBER_BENCH_TYPES:-Q4_0 Q8_0 Q4_K_M}
 reps=${EMBER_BENCH_REPS:-3}
 device=${EMBER_BENCH_DEVICE:-vulkan}
+rounds=${EMBER_BENCH_ROUNDS:-1}
+round=1
 variants=${EMBER_BENCH_VARIANTS-EMBER_VULKAN_MMV_GENERIC=1 EMBER_VULKAN_MMV_ROWS=1 EMBER_VULKAN_NO_CMD_REUSE=1 EMBER_VULKAN_BARRIERS=all EMBER_VULKAN_FUSE=0}
 mkdir -p "$dir" "$logs"
 summary=$logs/summary.md
@@ -240,18 +246,23 @@ bench() {  # shape type file label [env...]
     local shape=$1 q=$2 file=$3 label=$4
     shift 4
     local pn=512
-    # Variants are decode-only rows, except those of the prefill kernel (EMBER_VULKAN_MM_*).
+    # Variants are decode-only rows, except those of the prefill kernel (EMBER_VULKAN_MM_*);
+    # so are the rounds after the first (EMBER_BENCH_ROUNDS).
     [ "$label" != default ] && [[ "$label" != *EMBER_VULKAN_MM_* ]] && pn=0
+    [ "$round" -gt 1 ] && pn=0
     local json
     json=$(env "$@" "$bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device "$device" -o json 2>>"$logs/bench.log") || {
         say "| $shape | $q | $label | bench failed (see bench.log) |"
         return
     }
     read -r ref_pp ref_tg <<<"$(ref "$shape" "$q")"
-    EMBER_JSON="$json" python3 - "$shape" "$q" "$label" "$ref_pp" "$ref_tg" <<'PY' | tee -a "$summary"
+    EMBER_JSON="$json" python3 - "$shape" "$q" "$label" "$ref_pp" "$ref_tg" "$tgs" <<'PY' | tee -a "$summary"
 import json, os, sys
 shape, q, label, ref_pp, ref_tg = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
 for r in json.loads(os.environ["EMBER_JSON"]):
+    if r["n_gen"]:
+        with open(sys.argv[6], "a") as f:  # for the medians over rounds
+            f.write(f"{label}\t{r['avg_ts']}\t{r.get('decode_bytes_per_token') or 0}\n")
     test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
     ref = ref_pp if r["n_prompt"] else ref_tg
     extra = ""
@@ -274,11 +285,32 @@ for shape in $shapes; do
                 continue
             }
         fi
-        bench "$shape" "$q" "$file" default
-        for v in $variants; do
-            IFS=, read -ra kv <<<"$v"  # A=1,B=2: both settings in one row
-            bench "$shape" "$q" "$file" "$v" "${kv[@]}"
+        tgs=$(mktemp)
+        for ((round = 1; round <= rounds; round++)); do
+            bench "$shape" "$q" "$file" default
+            for v in $variants; do
+                IFS=, read -ra kv <<<"$v"  # A=1,B=2: both settings in one row
+                bench "$shape" "$q" "$file" "$v" "${kv[@]}"
+            done
         done
+        if [ "$rounds" -gt 1 ]; then
+            # Each label's median over the rounds (one process each, interleaved with the
+            # other labels': the same settings differ by up to 4% between processes).
+            python3 - "$shape" "$q" "$tgs" "$rounds" <<'PY' | tee -a "$summary"
+import statistics, sys
+shape, q, path, rounds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+rows = {}
+for line in open(path):
+    label, ts, bpt = line.rstrip("\n").split("\t")
+    rows.setdefault(label, []).append((float(ts), float(bpt)))
+for label, v in rows.items():
+    ts = statistics.median(t for t, _ in v)
+    gbs = f"{ts * v[0][1] / 1e9:.0f} GB/s" if v[0][1] else ""
+    lo, hi = min(t for t, _ in v), max(t for t, _ in v)
+    print(f"| {shape} | {q} | {label} | tg128 median of {len(v)} ({lo:.1f}-{hi:.1f}) | {ts:.1f} | | {gbs} |")
+PY
+        fi
+        rm -f "$tgs"
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done
