@@ -25,11 +25,6 @@ ember_status ember_vk_fail(VkResult r, const char * what, const char * file, int
 
 namespace {
 
-bool env_flag(const char * name) {
-    const char * v = std::getenv(name);
-    return v && *v && std::strcmp(v, "0") != 0;
-}
-
 //
 // Instance (one per process, made on first use of the registry entry)
 //
@@ -115,8 +110,7 @@ bool has_device_ext(const vk_device_ctx * dc, const char * name) {
 // features and that shape. device_init enables them.
 bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
 #if defined(EMBER_VK_COOPMAT_NV) && defined(VK_NV_cooperative_matrix)
-    const char * env = std::getenv("EMBER_VULKAN_COOPMAT");
-    if (env && std::strcmp(env, "0") == 0) return false;
+    if (env_is("EMBER_VULKAN_COOPMAT", "0")) return false;
     if (dc->subgroup_size != 32 || dc->props.limits.maxComputeSharedMemorySize < 40960) return false;
     if (!has_device_ext(dc, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) || !has_device_ext(dc, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME) ||
         !has_device_ext(dc, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME)) {
@@ -170,8 +164,7 @@ bool detect_coopmat(VkInstance inst, const vk_device_ctx * dc) {
 bool detect_idot(const vk_device_ctx * dc, bool * fast) {
     *fast = false;
 #if defined(VK_KHR_shader_integer_dot_product)
-    const char * env = std::getenv("EMBER_VULKAN_IDOT");
-    if (env && std::strcmp(env, "0") == 0) return false;
+    if (env_is("EMBER_VULKAN_IDOT", "0")) return false;
     if (!has_device_ext(dc, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) return false;
     VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR f{};
     f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
@@ -283,7 +276,7 @@ void init_instance() {
     vf.sType                         = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
     vf.enabledValidationFeatureCount = 1;
     vf.pEnabledValidationFeatures    = &sync_feature;
-    if (s.validation && std::getenv("EMBER_VULKAN_VALIDATE") && std::strcmp(std::getenv("EMBER_VULKAN_VALIDATE"), "sync") == 0) {
+    if (s.validation && env_is("EMBER_VULKAN_VALIDATE", "sync")) {
         exts.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);  // provided by the layer
         ci.pNext = &vf;
     }
@@ -618,7 +611,7 @@ static ember_status device_init(vk_device_ctx * dc) {
     // tens of milliseconds per token on an H100; transfers go through staging instead.
     const bool uma    = dc->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ||
                      dc->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    const bool no_uma = !uma || (std::getenv("EMBER_VULKAN_NO_UMA") && std::strcmp(std::getenv("EMBER_VULKAN_NO_UMA"), "0") != 0);
+    const bool no_uma = !uma || env_flag("EMBER_VULKAN_NO_UMA");
     dc->mem_type_device = no_uma ? UINT32_MAX : find_mem_type(dc, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | hv);
     dc->device_mem_mapped = dc->mem_type_device != UINT32_MAX;
     if (!dc->device_mem_mapped) {
@@ -864,10 +857,7 @@ static ember_status staged_copy(vk_buffer_ctx * bc, VkDeviceSize off, void * hos
 // (submit_recording), or alone before any other transfer, clear or free (flush_uploads).
 // EMBER_VULKAN_DEFER_UPLOADS=0 turns this off. Called with xfer_mutex held.
 static bool upload_deferred(vk_buffer_ctx * bc, VkDeviceSize off, const void * data, size_t size) {
-    static const bool off_env = [] {
-        const char * v = std::getenv("EMBER_VULKAN_DEFER_UPLOADS");
-        return v && std::strcmp(v, "0") == 0;
-    }();
+    static const bool off_env = env_is("EMBER_VULKAN_DEFER_UPLOADS", "0");
     vk_device_ctx * dc = bc->dc;
     if (off_env || size == 0 || size > 65536 || size % 4 != 0 || off % 4 != 0) return false;
     if (!dc->up_open) {
@@ -1219,9 +1209,8 @@ static void readback_free(vk_stream_ctx * sc) {
 static ember_status record_readbacks(vk_stream_ctx * sc, vk_recording * rc, const ember_graph * g, int32_t begin, int32_t end) {
     vk_device_ctx * dc = sc->dc;
     rc->readbacks.clear();
-    const char * env = std::getenv("EMBER_VULKAN_READBACK");
-    if (env && std::strcmp(env, "0") == 0) return EMBER_OK;
-    if (dc->device_mem_mapped && !(env && std::strcmp(env, "1") == 0)) return EMBER_OK;
+    if (env_is("EMBER_VULKAN_READBACK", "0")) return EMBER_OK;
+    if (dc->device_mem_mapped && !env_is("EMBER_VULKAN_READBACK", "1")) return EMBER_OK;
     std::vector<vk_readback> want;
     VkDeviceSize             total = 0;
     for (int32_t i = end - 1; i >= begin; i--) {

@@ -25,11 +25,16 @@
 
 ember_status ember_vk_fail(VkResult r, const char * what, const char * file, int line);
 
-// The backend's environment switches: whether variable `name` is exactly `value`, and its
-// integer value, or `dflt` when it is not set (0 when it is not a number).
+// The backend's environment switches: whether variable `name` is exactly `value`; whether it
+// is set to something other than "" or "0"; its integer value, or `dflt` when it is not set (0
+// when it is not a number).
 inline bool env_is(const char * name, const char * value) {
     const char * v = std::getenv(name);
     return v && std::strcmp(v, value) == 0;
+}
+inline bool env_flag(const char * name) {
+    const char * v = std::getenv(name);
+    return v && *v && std::strcmp(v, "0") != 0;
 }
 inline long env_long(const char * name, long dflt) {
     const char * v = std::getenv(name);

@@ -74,10 +74,7 @@ bool qx_only(ember_type t) {
 // 33-byte blocks), x rows on 16 bytes. EMBER_VULKAN_MMV_GENERIC=1
 // keeps every product on the generic kernel (to compare the two).
 bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resid, uint32_t x_off) {
-    static const bool off = [] {
-        const char * v = std::getenv("EMBER_VULKAN_MMV_GENERIC");
-        return v && *v && std::strcmp(v, "0") != 0;
-    }();
+    static const bool off = env_flag("EMBER_VULKAN_MMV_GENERIC");
     if (off) return false;
     const ember_type t = w->type;
     if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K && !qx_only(t)) return false;
@@ -395,9 +392,8 @@ constexpr uint32_t k_qx_shared = 32768;
 // EMBER_VULKAN_MMV_QX=0: the float kernels for all; =all: QX for Q6_K whatever
 // EMBER_VULKAN_MMV_Q6_K says; =nodot: as all, the dot products unpacked (read at each recording).
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
-    const char * qxe = std::getenv("EMBER_VULKAN_MMV_QX");
-    const bool   all = qxe && (std::strcmp(qxe, "all") == 0 || std::strcmp(qxe, "nodot") == 0);
-    const bool   q6  = all || (!env_is("EMBER_VULKAN_MMV_Q6_K", "qq") && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
+    const bool all = env_is("EMBER_VULKAN_MMV_QX", "all") || env_is("EMBER_VULKAN_MMV_QX", "nodot");
+    const bool q6  = all || (!env_is("EMBER_VULKAN_MMV_Q6_K", "qq") && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
     return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || qx_only(w->type) ||
             (q6 && w->type == EMBER_TYPE_Q6_K)) &&
            dc->subgroup_arith &&
@@ -601,10 +597,7 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         // 256-weight unit for each, so that short rows (n_embd 2048: 8 units) idle no lanes.
         // Q4_0 by quarter blocks (8 weights, the unit of the QQ shaders): a subgroup of 32
         // per row. EMBER_VULKAN_MMV_Q4_0=units: the 256-weight units in registers instead.
-        static const bool q4_units = [] {
-            const char * v = std::getenv("EMBER_VULKAN_MMV_Q4_0");
-            return v && std::strcmp(v, "units") == 0;
-        }();
+        static const bool q4_units = env_is("EMBER_VULKAN_MMV_Q4_0", "units");
         // Q8_0 by quarter blocks and Q6_K by 16 weights likewise, unless
         // EMBER_VULKAN_MMV_Q8_0=units | EMBER_VULKAN_MMV_Q6_K=units (read at each recording,
         // so that one process can compare the two: the tests do).
