@@ -52,7 +52,8 @@
 #                               EMBER_VULKAN_MMV_Q6_K=qq (Q6_K by the small-unit kernel: one
 #                               column not by rows staged through shared memory, the fused
 #                               forms (the V product + cache write) not by the QX kernel),
-#                               EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4 (rows per row group of that),
+#                               EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 (rows per row group of that),
+#                               EMBER_VULKAN_MMV_Q6_K_DEPTH=2 (two of its segments in flight),
 #                               EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 (row groups per long row),
 #                               EMBER_VULKAN_SPIN_US=0 (block on the decode fence at once),
 #                               EMBER_VULKAN_MMV_LPR=32|64|128 (the most invocations per row),

@@ -514,8 +514,10 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 // / 994.9 t/s with 2 / 1 / 4, 16-block segments); 2 or 3 segments (8B output): 2 rows; longer
 // rows (FFN down, 4 or 7 segments) dealt among the 4 row groups of a workgroup (KS), where one
 // row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
-// EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
-// each recording; a split of 2 or 4 takes 1 row per row group).
+// EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
+// each recording; a split of 2 or 4 takes 1 row per row group). EMBER_VULKAN_MMV_Q6_K_DEPTH=2:
+// two segments' loads in flight per row group instead of one (more registers; to measure: the
+// 1B output matrix reads 2.0 TB/s with one).
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
@@ -525,12 +527,13 @@ ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     const long     re   = env_long("EMBER_VULKAN_MMV_Q6_K_ROWS", 0);
     const long     se   = env_long("EMBER_VULKAN_MMV_Q6_K_SPLIT", 0);
     const uint32_t ks   = se == 1 || se == 2 || se == 4 ? (uint32_t) se : nseg >= 4 ? 4 : 1;
-    uint32_t       rw   = re == 1 || re == 2 || re == 4 ? (uint32_t) re : nseg >= 2 ? 2 : 4;
+    uint32_t       rw   = re == 1 || re == 2 || re == 4 || re == 8 ? (uint32_t) re : nseg >= 2 ? 2 : 4;
     if (ks > 1) rw = 1;
     const uint32_t wg = 128, rows = wg / 32 / ks * rw;
     const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
     return dispatch_items(sc, dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s", wg, {w, node->src[1], node}, pc,
-                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot);
+                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot,
+                          env_is("EMBER_VULKAN_MMV_Q6_K_DEPTH", "2") ? 2 : 1);
 }
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).

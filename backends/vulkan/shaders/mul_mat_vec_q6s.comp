@@ -27,6 +27,10 @@ layout(constant_id = 1) const uint RW = 4u;   // consecutive rows per row group
 // down: 4 or 7 segments) dealt segment by segment among KS row groups, whose sums meet in
 // shared memory, instead of one row group taking every segment in turn.
 layout(constant_id = 2) const uint KS = 1u;
+// Steps (segments) whose loads are in flight while one is decoded: 1 (the default) or 2 (a
+// second register buffer, the steps taken in pairs so that neither buffer is indexed by a
+// variable; EMBER_VULKAN_MMV_Q6_K_DEPTH=2).
+layout(constant_id = 3) const uint DEPTH = 1u;
 
 // Super-blocks per segment: 8, the least a row holds, so that every invocation decodes one
 // unit per segment and holds 4 chunks in flight (16 took 7 and 95 registers on an H200: 5
@@ -87,32 +91,51 @@ void main() {
     const uint wrow  = (pc.w_off + row0 * pc.w_nb1) >> 4;  // in chunks
 
     // Step t: segment part + KS * (t % nls) of row t / nls (none past the row's end), through
-    // buf (the first one loaded here).
-    uvec4 buf[LOADS];
-    [[unroll]] for (uint j = 0u; j < LOADS; j++) buf[j] = uvec4(0u);
-    if (nrow > 0u && part < nseg) {
-        [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-            const uint c = lane + 32u * j;
-            if (c < SEGQ) buf[j] = wb4[wrow + part * SEGQ + c];
+    // bufA (DEPTH 1; DEPTH 2: even steps, odd ones through bufB), the first DEPTH loaded here.
+    uvec4 bufA[LOADS], bufB[LOADS];
+    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+        bufA[j] = uvec4(0u);
+        bufB[j] = uvec4(0u);
+    }
+    [[unroll]] for (uint t0 = 0u; t0 < DEPTH; t0++) {
+        const uint r1 = t0 / nls, sg1 = part + KS * (t0 % nls);
+        if (t0 < steps && r1 < nrow && sg1 < nseg) {
+            const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
+            [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+                const uint c = lane + 32u * j;
+                if (c < SEGQ) {
+                    if (t0 == 0u) bufA[j] = wb4[c0 + c];
+                    else bufB[j] = wb4[c0 + c];
+                }
+            }
         }
     }
     float acc = 0.0;
     for (uint t = 0u; t < steps; t++) {
         const uint r    = t / nls, sg = part + KS * (t % nls);
         const bool live = r < nrow && sg < nseg;
+        const bool ina  = DEPTH == 1u || (t & 1u) == 0u;  // bufA's step (uniform)
         [[unroll]] for (uint j = 0u; j < LOADS; j++) {
             const uint c = lane + 32u * j;
-            if (c < SEGQ) seg[base + c] = buf[j];
+            if (c < SEGQ) seg[base + c] = ina ? bufA[j] : bufB[j];
         }
         barrier();
-        // The next segment's loads in flight while this one is decoded.
+        // Step t + DEPTH's loads in flight (into the buffer just stored) while this one is decoded.
         {
-            const uint r1 = (t + 1u) / nls, sg1 = part + KS * ((t + 1u) % nls);
-            if (t + 1u < steps && r1 < nrow && sg1 < nseg) {
+            const uint t1 = t + DEPTH;
+            const uint r1 = t1 / nls, sg1 = part + KS * (t1 % nls);
+            if (t1 < steps && r1 < nrow && sg1 < nseg) {
                 const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
-                [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-                    const uint c = lane + 32u * j;
-                    if (c < SEGQ) buf[j] = wb4[c0 + c];
+                if (ina) {
+                    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+                        const uint c = lane + 32u * j;
+                        if (c < SEGQ) bufA[j] = wb4[c0 + c];
+                    }
+                } else {
+                    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+                        const uint c = lane + 32u * j;
+                        if (c < SEGQ) bufB[j] = wb4[c0 + c];
+                    }
                 }
             }
         }
