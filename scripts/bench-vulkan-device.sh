@@ -58,7 +58,8 @@
 #                               EMBER_VULKAN_SPIN_US=0 (block on the decode fence at once),
 #                               EMBER_VULKAN_MMV_LPR=32|64|128 (the most invocations per row),
 #                               EMBER_VULKAN_MMV_QQ_ROWS=1|2, EMBER_VULKAN_ATTN_SG=0 (attention
-#                               reductions through shared memory only),
+#                               reductions through shared memory only), EMBER_VULKAN_ATTN_KP=2|8
+#                               (attention tiles of 128 | 32 keys instead of 64),
 #                               EMBER_VULKAN_FUSE_KV=0 (K/V products and their SET_ROWS into
 #                               the F16 cache apart), EMBER_VULKAN_MMV_SG=0 (small-unit decode
 #                               products: row sums through shared memory only, no subgroupAdd),

@@ -753,12 +753,14 @@ ember_status record_attn(vk_stream_ctx * sc, ember_tensor * node) {
     // unless EMBER_VULKAN_ATTN_RANGE=0 (read at each recording, to compare).
     pc.u(env_is("EMBER_VULKAN_ATTN_RANGE", "0") ? 0 : 1);
     pc.u(sc->xq_out >= 0 ? 1 : 0);  // the output's quantized copy into slot xq_out (binding 5)
-    // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp). Subgroup
-    // reductions where the device has them, unless EMBER_VULKAN_ATTN_SG=0 (read at each
-    // recording).
-    const bool sg = dc->subgroup_arith && !env_is("EMBER_VULKAN_ATTN_SG", "0");
-    return dispatch_items(sc, std::string(sg ? "attn_sg_" : "attn_") + tname(k->type) + "_" + tname(v->type), 256, {q, k, v, mask ? mask : q, node}, pc,
-                          q->ne[1] * q->ne[2]);
+    // 256 invocations: 64 keys per tile scored by 4 invocations each (attn.comp), unless
+    // EMBER_VULKAN_ATTN_KP=2|8 (128 | 32 keys per tile, to compare). Subgroup reductions where
+    // the device has them, unless EMBER_VULKAN_ATTN_SG=0 (both read at each recording).
+    const bool     sg  = dc->subgroup_arith && !env_is("EMBER_VULKAN_ATTN_SG", "0");
+    const long     kpe = env_long("EMBER_VULKAN_ATTN_KP", 0);
+    const uint32_t kp  = kpe == 2 || kpe == 8 ? (uint32_t) kpe : 4;
+    return dispatch_items(sc, std::string(sg ? "attn_sg_" : "attn_") + tname(k->type) + "_" + tname(v->type), 256,
+                          {q, k, v, mask ? mask : q, node}, pc, q->ne[1] * q->ne[2], 1, false, kp);
 }
 
 ember_status record_node(vk_stream_ctx * sc, ember_tensor * node) {

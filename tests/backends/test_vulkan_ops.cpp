@@ -1422,13 +1422,16 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
 }
 
 // Both ways of reducing a tile's max and sum: subgroup operations (where the device has them,
-// the default) and shared memory only (EMBER_VULKAN_ATTN_SG=0).
+// the default) and shared memory only (EMBER_VULKAN_ATTN_SG=0); tiles of 64 keys (the default),
+// 128 and 32 (EMBER_VULKAN_ATTN_KP=2|8: invocations per key).
 TEST_CASE("[vulkan] attention: GQA, masks, every KV cache type, views of a cache") {
     REQUIRE_VK();
     validation_guard vg;
-    for (const char * sg : {"1", "0"}) {
-    CAPTURE(sg);
+    for (const char * mode : {"sg", "shared", "kp2", "kp8"}) {
+    CAPTURE(mode);
+    const char * sg = std::strcmp(mode, "shared") == 0 ? "0" : "1";
     env_guard es("EMBER_VULKAN_ATTN_SG", sg);
+    env_guard ek("EMBER_VULKAN_ATTN_KP", std::strcmp(mode, "kp2") == 0 ? "2" : std::strcmp(mode, "kp8") == 0 ? "8" : nullptr);
     const int64_t n_head = 4, n_head_kv = 2, n_tokens = 5;
     // {d, n_kv}: every type at 64, 100 (two key tiles); F16 also at head sizes that do not
     // divide the workgroup (80, 256: one key group) and more keys than a tile of the decode.

@@ -72,7 +72,9 @@ layout(push_constant) uniform PC {
 } pc;
 
 #define MAX_WG 256u
-#define KP 4u  // invocations per key when scoring
+// Invocations per key when scoring: 4 (64 keys per tile of 256), or 2 | 8 (128 | 32 keys per
+// tile: fewer | more tiles one after another; EMBER_VULKAN_ATTN_KP).
+layout(constant_id = 1) const uint KP = 4u;
 shared float sq[4u * MAX_WG];
 shared float sp[MAX_WG];
 shared float sred[MAX_WG];
