@@ -70,6 +70,23 @@ uvec4 read16(uint base, uint off, bool odd) {
 // The signed byte at byte `off`.
 int sbyte(uint base, uint off) { return bitfieldExtract(int(sw(base, off >> 2)), int((off & 3u) * 8u), 8); }
 
+// Step t of a row group (segment part + KS * (t % nls) of row t / nls, rows from the one at
+// chunk wrow): the chunk its segment starts at, or NO_STEP when it has none (past the steps,
+// the group's rows or the row's segments).
+#define NO_STEP 0xffffffffu
+uint step_chunk(uint t, uint steps, uint nls, uint part, uint nrow, uint nseg, uint wrow) {
+    const uint r = t / nls, sg = part + KS * (t % nls);
+    return t < steps && r < nrow && sg < nseg ? wrow + r * (pc.w_nb1 >> 4) + sg * SEGQ : NO_STEP;
+}
+
+// This invocation's share of the segment at chunk c0, into b.
+void load_segment(uint c0, uint lane, inout uvec4 b[LOADS]) {
+    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
+        const uint c = lane + 32u * j;
+        if (c < SEGQ) b[j] = wb4[c0 + c];
+    }
+}
+
 // 6-bit quants (4 per word) less 32, as signed bytes: bit 5 flipped, then sign-extended.
 uint q6s(uint q) {
     const uint t = q ^ 0x20202020u;
@@ -97,23 +114,16 @@ void main() {
         bufA[j] = uvec4(0u);
         bufB[j] = uvec4(0u);
     }
-    [[unroll]] for (uint t0 = 0u; t0 < DEPTH; t0++) {
-        const uint r1 = t0 / nls, sg1 = part + KS * (t0 % nls);
-        if (t0 < steps && r1 < nrow && sg1 < nseg) {
-            const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
-            [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-                const uint c = lane + 32u * j;
-                if (c < SEGQ) {
-                    if (t0 == 0u) bufA[j] = wb4[c0 + c];
-                    else bufB[j] = wb4[c0 + c];
-                }
-            }
-        }
+    {
+        const uint c0 = step_chunk(0u, steps, nls, part, nrow, nseg, wrow);
+        if (c0 != NO_STEP) load_segment(c0, lane, bufA);
+        const uint c1 = DEPTH > 1u ? step_chunk(1u, steps, nls, part, nrow, nseg, wrow) : NO_STEP;
+        if (c1 != NO_STEP) load_segment(c1, lane, bufB);
     }
     float acc = 0.0;
     for (uint t = 0u; t < steps; t++) {
         const uint r    = t / nls, sg = part + KS * (t % nls);
-        const bool live = r < nrow && sg < nseg;
+        const bool live = step_chunk(t, steps, nls, part, nrow, nseg, wrow) != NO_STEP;
         const bool ina  = DEPTH == 1u || (t & 1u) == 0u;  // bufA's step (uniform)
         [[unroll]] for (uint j = 0u; j < LOADS; j++) {
             const uint c = lane + 32u * j;
@@ -122,21 +132,10 @@ void main() {
         barrier();
         // Step t + DEPTH's loads in flight (into the buffer just stored) while this one is decoded.
         {
-            const uint t1 = t + DEPTH;
-            const uint r1 = t1 / nls, sg1 = part + KS * (t1 % nls);
-            if (t1 < steps && r1 < nrow && sg1 < nseg) {
-                const uint c0 = wrow + r1 * (pc.w_nb1 >> 4) + sg1 * SEGQ;
-                if (ina) {
-                    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-                        const uint c = lane + 32u * j;
-                        if (c < SEGQ) bufA[j] = wb4[c0 + c];
-                    }
-                } else {
-                    [[unroll]] for (uint j = 0u; j < LOADS; j++) {
-                        const uint c = lane + 32u * j;
-                        if (c < SEGQ) bufB[j] = wb4[c0 + c];
-                    }
-                }
+            const uint c1 = step_chunk(t + DEPTH, steps, nls, part, nrow, nseg, wrow);
+            if (c1 != NO_STEP) {
+                if (ina) load_segment(c1, lane, bufA);
+                else load_segment(c1, lane, bufB);
             }
         }
         if (live) {
