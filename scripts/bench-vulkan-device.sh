@@ -253,6 +253,7 @@ bench() {  # shape type file label [env...]
     [ "$label" != default ] && [[ "$label" != *EMBER_VULKAN_MM_* ]] && pn=0
     [ "$round" -gt 1 ] && pn=0
     local json
+    echo "### $shape $q $label (round $round)" >>"$logs/bench.log"
     json=$(env "$@" "$bin/ember-bench" -m "$file" -p $pn -n 128 -r "$reps" --device "$device" -o json 2>>"$logs/bench.log") || {
         say "| $shape | $q | $label | bench failed (see bench.log) |"
         return
@@ -269,7 +270,10 @@ for r in json.loads(os.environ["EMBER_JSON"]):
     ref = ref_pp if r["n_prompt"] else ref_tg
     extra = ""
     if r["n_gen"] and r.get("decode_bytes_per_token"):
-        extra = f"{r['avg_ts'] * r['decode_bytes_per_token'] / 1e9:.0f} GB/s"
+        gbs = r['avg_ts'] * r['decode_bytes_per_token'] / 1e9
+        extra = f"{gbs:.0f} GB/s"
+        if r.get("device_bandwidth_gbs"):  # ember-bench's copy through the device's CPY op
+            extra += f" ({100 * gbs / r['device_bandwidth_gbs']:.0f}% of the {r['device_bandwidth_gbs']:.0f} GB/s copy)"
     print(f"| {shape} | {q} | {label} | {test} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} | {ref:g} | {extra} |")
 PY
 }

@@ -726,6 +726,17 @@ ember_status record_convert(vk_stream_ctx * sc, ember_tensor * node) {
     const ember_tensor * idx     = set ? node->src[2] : src;
     const binding        bd      = bind_of(dc, node);
     if (bd.resid % 4 != 0) return EMBER_ERR_INTERNAL;  // supports() checked the view offset
+    if (!set && src->type == node->type && ember_is_contiguous(src) && ember_is_contiguous(node) &&
+        ember_nbytes(src) == ember_nbytes(node)) {
+        // The same bytes: a flat copy (copy.comp) of 16-byte units where it can, else words.
+        const uint64_t bytes = ember_nbytes(node), soff = bind_of(dc, src).resid, doff = bd.resid;
+        if (bytes % 4 == 0 && soff % 4 == 0 && bytes / 4 <= UINT32_MAX) {
+            const uint32_t unit = bytes % 16 == 0 && soff % 16 == 0 && doff % 16 == 0 ? 16 : 4;
+            push           cp;
+            cp.u(static_cast<uint32_t>(bytes / unit)).u(static_cast<uint32_t>(soff / unit)).u(static_cast<uint32_t>(doff / unit));
+            return dispatch(sc, unit == 16 ? "copy_x4" : "copy", 256, {src, node}, cp, stride_groups(bytes / unit, 256));
+        }
+    }
     push pc;
     pc.u(src->ne[0]).u(src->ne[1]).u(src->ne[2]).u(src->ne[3]);
     pc.u(bind_of(dc, src).resid).u(src->nb[1]).u(src->nb[2]).u(src->nb[3]);

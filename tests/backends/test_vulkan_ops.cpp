@@ -244,10 +244,10 @@ void compare(const builder & b, double max_nmse, rec_stats * stats = nullptr) {
 }
 
 // Exact conversions: at least `min_equal` of the output bytes identical, NMSE below max_nmse.
-void compare_bytes(const builder & b, double min_equal, double max_nmse) {
+void compare_bytes(const builder & b, double min_equal, double max_nmse, rec_stats * stats = nullptr) {
     std::vector<uint8_t>     rb, gb;
     const std::vector<float> ref = run_on(ember_registry_cpu_device(), b, nullptr, &rb);
-    const std::vector<float> got = run_on(vk_device(), b, nullptr, &gb);
+    const std::vector<float> got = run_on(vk_device(), b, nullptr, &gb, nullptr, stats);
     REQUIRE(rb.size() == gb.size());
     size_t same = 0;
     for (size_t i = 0; i < rb.size(); i++) same += rb[i] == gb[i];
@@ -1418,6 +1418,32 @@ TEST_CASE("[vulkan] cpy between every pair of cache types, strided source") {
             const size_t   nb[4] = {4, 2 * big->nb[1], 8 * big->nb[1], 8 * big->nb[1]};
             return ember_cpy(g, ember_view_strided(g, big, ne, nb, big->nb[1]), EMBER_TYPE_Q8_0);
         }, 0.95, 1e-5);  // ties of round(x / d) may go either way: GPU division is not exact (NVIDIA: 97.5% equal for Q4_0 -> Q8_0, whose levels make many ties)
+    }
+    // The same type, both contiguous: a flat copy (copy.comp), exact. 16-byte units (a 1-D
+    // tensor of a million floats, F16 rows, Q8_0 of 8 blocks: 272 bytes) or words (sizes of an
+    // odd count of words, a source 4 bytes into its buffer, Q4_0 rows of 36 bytes).
+    SUBCASE("same type, contiguous: a flat copy") {
+        struct shape {
+            ember_type  type;
+            int64_t     ne0, ne1, skip;  // skip: elements of the source buffer before the source
+            const char * shader;
+        };
+        for (const shape & c : {shape{EMBER_TYPE_F32, 1 << 20, 1, 0, "copy_x4"}, shape{EMBER_TYPE_F16, 256, 6, 0, "copy_x4"},
+                                shape{EMBER_TYPE_Q8_0, 256, 1, 0, "copy_x4"}, shape{EMBER_TYPE_F32, 1001, 3, 0, "copy"},
+                                shape{EMBER_TYPE_F32, 4096, 1, 1, "copy"}, shape{EMBER_TYPE_Q8_0, 64, 1, 0, "copy"},
+                                shape{EMBER_TYPE_Q4_0, 64, 3, 0, "copy"}}) {
+            CAPTURE(std::string(ember_type_get_name(c.type)));
+            CAPTURE(c.ne0);
+            CAPTURE(c.ne1);
+            CAPTURE(c.skip);
+            rec_stats st;
+            compare_bytes([c](ember_graph & g, std::vector<input> & in) {
+                ember_tensor * src = new_input(g, in, c.type, c.ne0 * c.ne1 + c.skip, 1, 1, 1, 22);
+                if (c.ne1 > 1 || c.skip > 0) src = ember_view(g, src, c.ne0, c.ne1, 1, 1, ember_row_size(c.type, c.skip));
+                return ember_cpy(g, src, c.type);
+            }, 1.0, 0.0, &st);
+            CHECK(st.has(c.shader));
+        }
     }
 }
 
