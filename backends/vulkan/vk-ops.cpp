@@ -515,14 +515,17 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 // rows (FFN down, 4 or 7 segments) dealt among the 4 row groups of a workgroup (KS), where one
 // row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
 // EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
-// each recording; a split of 2 or 4 takes 1 row per row group). EMBER_VULKAN_MMV_Q6_K_DEPTH=2:
-// two segments' loads in flight per row group instead of one (more registers; to measure: the
-// 1B output matrix reads 2.0 TB/s with one).
+// each recording; a split of 2 or 4 takes 1 row per row group; 8 rows measured slower: 1B
+// output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no split) waits at each step for its
+// own subgroup only, not for the workgroup's other row groups, where subgroups are 32 wide
+// (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us instead of 104.5, 8B 185.0 instead of
+// 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the workgroup barrier always.
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
     push                 pc;
     pc.u(w->ne[0]).u(w->ne[1]).u(bind_of(dc, w).resid).u(w->nb[1]).u(f32_off(bind_of(dc, node)));
+    pc.u(env_is("EMBER_VULKAN_MMV_Q6_K_SYNC", "workgroup") ? 0 : 1);  // sg_sync (the shader checks KS and the subgroup size)
     const uint64_t nseg = (uint64_t) w->ne[0] / 2048;  // the shader's 8-super-block segments
     const long     re   = env_long("EMBER_VULKAN_MMV_Q6_K_ROWS", 0);
     const long     se   = env_long("EMBER_VULKAN_MMV_Q6_K_SPLIT", 0);
@@ -532,8 +535,7 @@ ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     const uint32_t wg = 128, rows = wg / 32 / ks * rw;
     const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
     return dispatch_items(sc, dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s", wg, {w, node->src[1], node}, pc,
-                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot,
-                          env_is("EMBER_VULKAN_MMV_Q6_K_DEPTH", "2") ? 2 : 1);
+                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot);
 }
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).
@@ -1210,6 +1212,9 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
         std::vector<const ember_tensor *> held(k_vk_xq_slots, nullptr);  // the x each slot holds (xq_root())
         std::vector<const ember_tensor *> wanted;                          // the x of every QX_PRE product
         uint32_t                          next = 0;
+        // (The FFN down product quantizing the SWIGLU's x in each of its workgroups, with no
+        // quantize_x level before it, measured far slower on an H200: 1B Q4_0 tg128 893 against
+        // 987 t/s, 8B 245 against 353; every workgroup reads and quantizes the whole x.)
         const auto is_pre = [&](const unit & u) {
             return u.node && u.node->op == EMBER_OP_MUL_MAT && !u.glu && mmv_qx_pre(sc->dc, u.node) &&
                (mmv_qx(sc->dc, u.node->src[0]) || (!u.rope && !u.kv && !u.glu_out && !u.mm_norm));  // (Q6_K: unfused only)

@@ -930,16 +930,17 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8,
 // 64; row counts that leave the last row groups partly or wholly empty; the defaults (4 and
 // 2 rows per row group for the first two, the last two dealt among 4 row groups: the last
 // group of 7 segments then has only one), 1, 2, 4, 8 rows per row group for all, and the rows
-// dealt among 2 row groups (an odd count of segments, 7, leaves the second short); two segments'
-// loads in flight (EMBER_VULKAN_MMV_Q6_K_DEPTH=2: an odd count of steps leaves the second
-// buffer's last one unused); with and without the integer dot instructions. Not taken: rows of
+// dealt among 2 row groups (an odd count of segments, 7, leaves the second short); row groups waiting for their own subgroup only (the default where
+// subgroups are 32 wide; lavapipe's are narrower, so only a GPU such as the H200 runs it; split
+// rows take the workgroup barrier) or for the workgroup (EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup);
+// with and without the integer dot instructions. Not taken: rows of
 // 17 super-blocks (not on 16 bytes), 4 columns, EMBER_VULKAN_MMV_Q6_K=qq.
 TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
     REQUIRE_VK();
     validation_guard vg;
     bool       fast = false;
     const bool dot  = ember_vulkan_integer_dot(vk_device(), &fast);
-    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4", "rows8", "split2", "depth2", "rows8_depth2"}) {
+    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4", "rows8", "split2", "wgsync", "rows8_wgsync"}) {
         CAPTURE(std::string(mode));
         env_guard  eq("EMBER_VULKAN_MMV_QX", std::strcmp(mode, "nodot") == 0 ? "nodot" : nullptr);
         env_guard  es("EMBER_VULKAN_MMV_Q6_K_SPLIT", std::strncmp(mode, "rows", 4) == 0 ? "1" : std::strcmp(mode, "split2") == 0 ? "2" : nullptr);
@@ -948,7 +949,7 @@ TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
                                                             : std::strcmp(mode, "rows4") == 0 ? "4"
                                                             : std::strncmp(mode, "rows8", 5) == 0 ? "8"
                                                                                               : nullptr);
-        env_guard  ed("EMBER_VULKAN_MMV_Q6_K_DEPTH", std::strstr(mode, "depth2") ? "2" : nullptr);
+        env_guard  ey("EMBER_VULKAN_MMV_Q6_K_SYNC", std::strstr(mode, "wgsync") ? "workgroup" : nullptr);
         const bool dp   = dot && std::strcmp(mode, "nodot") != 0;
         const std::string name = dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s";
         for (int64_t k : {2048, 4096, 56 * 256, 64 * 256}) {
