@@ -984,7 +984,7 @@ static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const voi
             if (st != EMBER_OK) std::fprintf(stderr, "ember: vulkan: upload of %zu bytes to '%s' failed\n", size, t->name);
         }
     }
-    if (profile_on() && bc->dc->prof_graph_seen) {
+    if (profile_on() && bc->dc->prof_graph_seen && size <= 65536) {  // (graph inputs, not weights loaded after a probe's graph)
         bc->dc->prof_io_ns[0] += (uint64_t) (host_ns() - t0);
         bc->dc->prof_io_calls[0]++;
     }
@@ -1155,10 +1155,11 @@ static void profile_print(vk_stream_ctx * sc) {
         std::fprintf(stderr,
                      "ember: vulkan: host: %.3f ms wall from one submission to the next (%llu submissions), %.3f ms per "
                      "submission blocked on its fence, %.1f us per resubmitted graph from graph_compute to its "
-                     "submission (signature); after the first graph: %llu set_tensor calls, %.1f us each; %llu get_tensor calls "
+                     "submission (of which %.1f us the signature itself); after the first graph: %llu set_tensor calls of at most 64 KiB, %.1f us each; %llu get_tensor calls "
                      "(%llu from readback copies), %.1f us each (waits and copies)\n",
                      sc->prof_wall_ns / 1e6 / (double) (sc->prof_submits - 1), (unsigned long long) sc->prof_submits,
                      sc->prof_wait_ns / 1e6 / (double) sc->prof_submits, sc->n_reused ? sc->prof_prep_ns / 1e3 / (double) sc->n_reused : 0.0,
+                     sc->prof_sigs ? sc->prof_sig_ns / 1e3 / (double) sc->prof_sigs : 0.0,
                      (unsigned long long) set, set ? (double) dc->prof_io_ns[0].load() / 1e3 / (double) set : 0.0,
                      (unsigned long long) get, (unsigned long long) dc->n_rb_reads.load(),
                      get ? (double) dc->prof_io_ns[1].load() / 1e3 / (double) get : 0.0);
@@ -1312,6 +1313,10 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     // The same range recorded before, with nothing changed since: submit it again.
     // Everything recording reads (graph-signature.h, with the descriptors and buffers).
     const uint64_t sig   = ember_graph_signature(g, node_begin, node_end, true);
+    if (sc->profile) {
+        sc->prof_sig_ns += host_ns() - sc->prof_enter_ns;
+        sc->prof_sigs++;
+    }
     const uint64_t epoch = dc->buffer_epoch.load();
     vk_recording * hit   = nullptr;
     for (vk_recording & rc : sc->recs) {

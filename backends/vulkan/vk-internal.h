@@ -207,6 +207,8 @@ struct vk_stream_ctx {
     // fence, submissions counted.
     double                        prof_last_submit_ns = 0, prof_wall_ns = 0, prof_wait_ns = 0;
     double                        prof_prep_ns = 0, prof_enter_ns = 0;  // in graph_compute before its submission (signature, recording)
+    double                        prof_sig_ns  = 0;                     // in the graph signature itself (every graph_compute)
+    uint64_t                      prof_sigs    = 0;
     uint64_t                      prof_submits = 0;
     ember_abort_callback          abort_cb = nullptr;
     void *                        abort_ud = nullptr;
