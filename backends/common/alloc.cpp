@@ -174,6 +174,7 @@ ember_status ember_gallocr::plan(ember_graph * g, const std::vector<int> & node_
         kv.first->flags |= EMBER_TENSOR_FLAG_PLANNED;
     }
     // Views take their owner's buffer and address.
+    ember_tensor_epoch_bump();
     for (ember_tensor * node : g->nodes) {
         if (!node->view_src) continue;
         ember_tensor * src = node->view_src;

@@ -48,6 +48,7 @@ void ember_buffer_place_tensor(ember_buffer * buf, ember_tensor * t, size_t offs
     }
     t->buffer = buf;
     t->data   = static_cast<char *>(ember_buffer_base(buf)) + offset;
+    ember_tensor_epoch_bump();
 }
 
 static void check_range(const char * what, const ember_tensor * t, size_t offset, size_t size) {

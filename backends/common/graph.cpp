@@ -71,6 +71,7 @@ ember_tensor * ember_graph::new_tensor(ember_type type, int64_t ne0, int64_t ne1
         graph_fail("new_tensor: ne0 = %" PRId64 " is not a multiple of the %s block size %" PRId64, ne0, tr->name,
                    tr->block_size);
     }
+    ember_tensor_epoch_bump();
     arena.emplace_back();
     ember_tensor * t = &arena.back();
     std::memset(t, 0, sizeof(*t));
@@ -86,6 +87,7 @@ ember_tensor * ember_graph::new_tensor(ember_type type, int64_t ne0, int64_t ne1
 
 void ember_graph::build_forward(ember_tensor * out) {
     if (!out) graph_fail("build_forward: output is null");
+    ember_tensor_epoch_bump();
     // Tensors already placed by an earlier call are not visited again.
     std::unordered_set<const ember_tensor *> visited(nodes.begin(), nodes.end());
     visited.insert(leafs.begin(), leafs.end());
@@ -120,6 +122,7 @@ void ember_graph::build_forward(ember_tensor * out) {
 }
 
 void ember_graph::clear() {
+    ember_tensor_epoch_bump();
     arena.clear();
     nodes.clear();
     leafs.clear();

@@ -67,6 +67,7 @@ int ember_sched::stream_of_buffer(const ember_buffer * buf) const {
 }
 
 ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
+    ember_tensor_epoch_bump();  // (its copies, and the sources it points at them)
     const int n_streams = static_cast<int>(streams_.size());
     const int cpu       = n_streams - 1;
     std::unordered_map<const ember_tensor *, int> where;  // stream of each computed node

@@ -1,6 +1,7 @@
 // Tensor descriptor helpers: op names, sizes, strides.
 #include "tensor.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 
@@ -60,7 +61,15 @@ bool ember_is_contiguous(const ember_tensor * t) {
     return true;
 }
 
+namespace {
+std::atomic<uint64_t> g_tensor_epoch{1};
+}
+
+uint64_t ember_tensor_epoch() { return g_tensor_epoch.load(std::memory_order_acquire); }
+void     ember_tensor_epoch_bump() { g_tensor_epoch.fetch_add(1, std::memory_order_acq_rel); }
+
 void ember_set_contiguous_strides(ember_tensor * t) {
+    ember_tensor_epoch_bump();
     const ember_type_traits * tr = ember_type_get_traits(t->type);
     const int64_t blck = (tr && tr->block_size > 0) ? tr->block_size : 1;
     const size_t  size = tr ? tr->type_size : 0;

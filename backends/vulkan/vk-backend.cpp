@@ -1155,11 +1155,11 @@ static void profile_print(vk_stream_ctx * sc) {
         std::fprintf(stderr,
                      "ember: vulkan: host: %.3f ms wall from one submission to the next (%llu submissions), %.3f ms per "
                      "submission blocked on its fence, %.1f us per resubmitted graph from graph_compute to its "
-                     "submission (of which %.1f us the signature itself); after the first graph: %llu set_tensor calls of at most 64 KiB, %.1f us each; %llu get_tensor calls "
+                     "submission (%llu signatures computed, %.1f us each); after the first graph: %llu set_tensor calls of at most 64 KiB, %.1f us each; %llu get_tensor calls "
                      "(%llu from readback copies), %.1f us each (waits and copies)\n",
                      sc->prof_wall_ns / 1e6 / (double) (sc->prof_submits - 1), (unsigned long long) sc->prof_submits,
                      sc->prof_wait_ns / 1e6 / (double) sc->prof_submits, sc->n_reused ? sc->prof_prep_ns / 1e3 / (double) sc->n_reused : 0.0,
-                     sc->prof_sigs ? sc->prof_sig_ns / 1e3 / (double) sc->prof_sigs : 0.0,
+                     (unsigned long long) sc->prof_sigs, sc->prof_sigs ? sc->prof_sig_ns / 1e3 / (double) sc->prof_sigs : 0.0,
                      (unsigned long long) set, set ? (double) dc->prof_io_ns[0].load() / 1e3 / (double) set : 0.0,
                      (unsigned long long) get, (unsigned long long) dc->n_rb_reads.load(),
                      get ? (double) dc->prof_io_ns[1].load() / 1e3 / (double) get : 0.0);
@@ -1311,19 +1311,35 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     if (sc->profile) sc->prof_enter_ns = host_ns();
     if (sc->abort_cb && sc->abort_cb(sc->abort_ud)) return EMBER_ERR_CANCELLED;
     // The same range recorded before, with nothing changed since: submit it again.
-    // Everything recording reads (graph-signature.h, with the descriptors and buffers).
-    const uint64_t sig   = ember_graph_signature(g, node_begin, node_end, true);
-    if (sc->profile) {
-        sc->prof_sig_ns += host_ns() - sc->prof_enter_ns;
-        sc->prof_sigs++;
-    }
-    const uint64_t epoch = dc->buffer_epoch.load();
-    vk_recording * hit   = nullptr;
+    // Everything recording reads (graph-signature.h, with the descriptors and buffers), hashed
+    // unless no tensor descriptor changed since that recording's hash was last found to hold
+    // (ember_tensor_epoch(), read before hashing; EMBER_VULKAN_SIGNATURE=always hashes every time).
+    static const bool always = env_is("EMBER_VULKAN_SIGNATURE", "always");
+    const uint64_t    tepoch = ember_tensor_epoch();
+    const uint64_t    epoch  = dc->buffer_epoch.load();
+    vk_recording *    hit    = nullptr;
+    uint64_t          sig    = 0;
     for (vk_recording & rc : sc->recs) {
-        if (cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end && rc.sig == sig &&
-            rc.epoch == epoch) {
+        if (!always && cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end &&
+            rc.tensor_epoch == tepoch && rc.epoch == epoch) {
             hit = &rc;
+            sig = rc.sig;
         }
+    }
+    if (!hit) {
+        sig = ember_graph_signature(g, node_begin, node_end, true);
+        sc->n_sigs++;
+        if (sc->profile) {
+            sc->prof_sig_ns += host_ns() - sc->prof_enter_ns;
+            sc->prof_sigs++;
+        }
+        for (vk_recording & rc : sc->recs) {
+            if (cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end && rc.sig == sig &&
+                rc.epoch == epoch) {
+                hit = &rc;
+            }
+        }
+        if (hit) hit->tensor_epoch = tepoch;
     }
     if (hit) {
         stream_wait(sc);
@@ -1396,9 +1412,10 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     rc->graph      = g;
     rc->begin      = node_begin;
     rc->end        = node_end;
-    rc->sig        = sig;
-    rc->epoch      = epoch;
-    rc->last_use   = ++sc->use_clock;
+    rc->sig          = sig;
+    rc->epoch        = epoch;
+    rc->tensor_epoch = tepoch;
+    rc->last_use     = ++sc->use_clock;
     {
         std::lock_guard<std::mutex> lock(dc->mutex);
         ember_vk_pcache_save(dc);
@@ -1693,6 +1710,10 @@ bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint6
     *recorded = sctx(stream)->n_recorded;
     *reused   = sctx(stream)->n_reused;
     return true;
+}
+
+uint64_t ember_vulkan_stream_signatures(ember_stream * stream) {
+    return stream && stream->iface.graph_compute == vk_stream_graph_compute ? sctx(stream)->n_sigs : 0;
 }
 
 bool ember_vulkan_stream_last_recording(ember_stream * stream, uint32_t * dispatches, uint32_t * barriers, uint32_t * fused) {

@@ -161,6 +161,7 @@ struct vk_recording {
     const void *                  graph      = nullptr;
     int32_t                       begin = 0, end = 0;
     uint64_t                      sig = 0, epoch = 0, last_use = 0;
+    uint64_t                      tensor_epoch = 0;  // ember_tensor_epoch() when sig was last found to hold
     // EMBER_VULKAN_PROFILE=1: a timestamp before the first dispatch and after each one, and
     // what each interval ran.
     VkQueryPool                   qpool = VK_NULL_HANDLE;
@@ -190,6 +191,7 @@ struct vk_stream_ctx {
     vk_recording *                rec = nullptr;    // being recorded
     uint64_t                      use_clock = 0;
     uint64_t                      n_recorded = 0, n_reused = 0;  // statistics (tests)
+    uint64_t                      n_sigs = 0;                    // graph signatures computed (tests)
     // The last recording's dispatches, barriers between them and fused node groups (tests).
     uint32_t                      n_dispatches = 0, n_barriers = 0, n_fused = 0;
     std::vector<std::string>      shaders;  // the last recording's shader variants, in order (tests)

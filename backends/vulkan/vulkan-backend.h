@@ -66,6 +66,11 @@ bool ember_vulkan_integer_dot(ember_device * dev, bool * accelerated);
 // unchanged (EMBER_VULKAN_NO_CMD_REUSE=1 turns reuse off). False for other streams.
 bool ember_vulkan_stream_stats(ember_stream * stream, uint64_t * recorded, uint64_t * reused);
 
+// Graph signatures the stream computed (graph-signature.h): one per graph_compute, except those
+// of a range recorded before whose descriptors cannot have changed since (ember_tensor_epoch()
+// unchanged). 0 for other streams.
+uint64_t ember_vulkan_stream_signatures(ember_stream * stream);
+
 // The last command buffer the stream recorded: its dispatches, the barriers between them, and
 // the node groups it fused into one dispatch ([ADD] RMS_NORM [MUL], SWIGLU + MUL_MAT, MUL_MAT + ADD +
 // RMS_NORM + MUL, ...). False for other streams.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc.h"
 #include "backend-test-util.h"
 #include "graph-signature.h"
 
@@ -196,6 +197,46 @@ TEST_CASE("[graph] shape and type errors throw ember_graph_error") {
         CHECK(msg.find("[64, 10") != std::string::npos);
         CHECK(msg.find("[32, 3") != std::string::npos);
     }
+}
+
+// Every change to what a signature covers moves ember_tensor_epoch() (backends skip the hash
+// while it stands still): a new descriptor, an op, a graph built or cleared, a tensor placed,
+// the allocator giving views their owner's address. Reading and writing tensor data do not.
+TEST_CASE("[graph] the tensor epoch moves with every descriptor change a signature covers") {
+    ember_graph    g;
+    uint64_t       e     = ember_tensor_epoch();
+    const auto     moved = [&e]() {
+        const uint64_t now = ember_tensor_epoch();
+        const bool     m   = now != e;
+        e                  = now;
+        return m;
+    };
+    ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, 64, 4);
+    CHECK(moved());
+    ember_tensor * v = ember_view(g, x, 64, 2, 1, 1, x->nb[1]);
+    CHECK(moved());
+    ember_tensor * y = ember_scale(g, v, 2.0f);
+    CHECK(moved());
+    g.build_forward(y);
+    CHECK(moved());
+    CHECK_FALSE(moved());
+    ember_buffer_type * buft = ember_device_buffer_type(ember_registry_cpu_device());
+    ember_buffer *      buf  = nullptr;
+    REQUIRE(ember_buffer_type_alloc(buft, 4096, &buf) == EMBER_OK);
+    ember_buffer_place_tensor(buf, x, 0);
+    CHECK(moved());
+    const float ones[64 * 4] = {1.0f};
+    ember_tensor_set(x, ones, 0, sizeof(ones));
+    CHECK_FALSE(moved());
+    ember_gallocr alloc({buft});
+    REQUIRE(alloc.alloc_graph(&g, std::vector<int>(g.nodes.size(), 0), 0) == EMBER_OK);
+    CHECK(moved());
+    CHECK(v->data == static_cast<char *>(x->data) + x->nb[1]);
+    ember_tensor_epoch_bump();
+    CHECK(moved());
+    g.clear();
+    CHECK(moved());
+    ember_buffer_free(buf);
 }
 
 TEST_CASE("[buffer] cpu buffers: alignment, placement, set/get, OOM") {

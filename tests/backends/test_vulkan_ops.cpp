@@ -1634,7 +1634,9 @@ TEST_CASE("[vulkan] get_rows / set_rows: indices out of range are reported") {
 }
 
 // A graph computed again with new input values is submitted without being recorded again,
-// and gives the new results; after a buffer of the device is freed it is recorded anew.
+// and gives the new results; after a buffer of the device is freed it is recorded anew. While
+// no tensor descriptor changes (ember_tensor_epoch()) the graph is not even hashed; after one
+// does, it is hashed and, the hash being new, recorded again.
 TEST_CASE("[vulkan] command buffers are reused while the graph is unchanged") {
     REQUIRE_VK();
     validation_guard vg;
@@ -1682,6 +1684,29 @@ TEST_CASE("[vulkan] command buffers are reused while the graph is unchanged") {
     REQUIRE(ember_vulkan_stream_stats(r.stream, &rec2, &reuse2));
     CHECK(rec2 == rec + 1);
     CHECK(nmse(first, ember_test::get_f32(out)) > 0);  // still the last inputs
+    // No descriptor made, placed or changed since (ember_tensor_epoch() unchanged): submitted
+    // again without hashing the graph. A descriptor changed (the norm's eps, written directly,
+    // then ember_tensor_epoch_bump() as tensor.h asks): hashed, recorded again, the new eps used.
+    const bool               always = std::getenv("EMBER_VULKAN_SIGNATURE") && std::strcmp(std::getenv("EMBER_VULKAN_SIGNATURE"), "always") == 0;
+    const uint64_t           sigs0  = ember_vulkan_stream_signatures(r.stream);
+    const std::vector<float> before = ember_test::get_f32(out);
+    REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+    r.stream->iface.synchronize(r.stream);
+    uint64_t rec3 = 0, reuse3 = 0;
+    REQUIRE(ember_vulkan_stream_stats(r.stream, &rec3, &reuse3));
+    CHECK(ember_vulkan_stream_signatures(r.stream) == sigs0 + (always ? 1u : 0u));
+    CHECK(rec3 == rec2 + (reuse_on ? 0u : 1u));
+    CHECK(nmse(before, ember_test::get_f32(out)) == 0.0);
+    REQUIRE(out->op == EMBER_OP_RMS_NORM);
+    ember_set_op_param_f32(out, 0, 1e3f);
+    ember_tensor_epoch_bump();
+    REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
+    r.stream->iface.synchronize(r.stream);
+    uint64_t rec4 = 0, reuse4 = 0;
+    REQUIRE(ember_vulkan_stream_stats(r.stream, &rec4, &reuse4));
+    CHECK(ember_vulkan_stream_signatures(r.stream) == sigs0 + (always ? 2u : 1u));
+    CHECK(rec4 == rec3 + 1);
+    CHECK(nmse(before, ember_test::get_f32(out)) > 1e-3);  // eps 1000 against 1e-5
 }
 
 // SPIR-V instruction counts of an embedded shader: barriers (OpControlBarrier), atomics
