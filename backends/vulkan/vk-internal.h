@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend.h"
+#include "host-copy.h"
 
 // Fails the enclosing function (returning ember_status) with a message when a Vulkan call fails.
 #define EMBER_VK_CHECK(call, what)                                                  \
@@ -109,6 +111,10 @@ struct vk_device_ctx {
     // up_cb went with a stream's graph submission that is not known done yet (cleared when that
     // stream waits for its fence): reusing it then needs a wait, otherwise none.
     std::atomic<bool>     up_busy{false};
+    // Readback reads of 128 KiB or more (the logits) split over helper threads (host-copy.h),
+    // made at the first such read; under xfer_mutex.
+    std::unique_ptr<ember_host_copier> copier;
+    int                                copier_n = -1;  // the helpers asked for (EMBER_VULKAN_COPY_THREADS)
     // Readback copies (vk-backend.cpp: record_readbacks): write_gen counts the submissions and
     // the host's writes (set, clear, free); rb_stream's last submission, which took generation
     // rb_gen, copied its graph's outputs into host memory, and they are current while

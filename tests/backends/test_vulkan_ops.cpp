@@ -1767,11 +1767,16 @@ TEST_CASE("[vulkan] shaders: the default decode variants carry no QX_OUT code") 
 // from the copy the graph's own command buffer made: one submission per step, and (device
 // memory not host-mapped, inputs deferred into that submission) no queue wait at all.
 // strict: the device's memory is not mapped (EMBER_VULKAN_NO_UMA=1, the child process below):
-// also no queue waits, and without readback copies a second submission per read.
+// also no queue waits, and without readback copies a second submission per read. Outputs of
+// 64 values and of 40960 (160 KiB, as a logits row: read through 2 helper threads,
+// EMBER_VULKAN_COPY_THREADS=2, host-copy.h).
 void readback_steps(bool strict) {
-    const auto make = [](int32_t tok) {
-        return [tok](ember_graph & g, std::vector<input> & in) {
-            ember_tensor * w = new_input(g, in, EMBER_TYPE_Q4_0, 256, 64, 1, 1, 90);
+  for (const int64_t n_out : {64, 40960}) {
+    CAPTURE(n_out);
+    env_guard  ec("EMBER_VULKAN_COPY_THREADS", n_out > 64 ? "2" : nullptr);
+    const auto make = [n_out](int32_t tok) {
+        return [tok, n_out](ember_graph & g, std::vector<input> & in) {
+            ember_tensor * w = new_input(g, in, EMBER_TYPE_Q4_0, 256, n_out, 1, 1, 90);
             ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, 256, 8, 1, 1, 91);
             return ember_mul_mat(g, w, ember_get_rows(g, x, new_ids(g, in, {tok})));
         };
@@ -1794,8 +1799,9 @@ void readback_steps(bool strict) {
             const int32_t tok = (step * 3) % 8;
             ins[2].i          = {tok};
             uint64_t s0 = 0, w0 = 0, r0 = 0;
+            if (step == 0) set_input(ins[0]);  // the weights, once (the large ones: a submission of their own)
             io(&s0, &w0, &r0);
-            for (const input & in : ins) set_input(in);
+            for (size_t i = 1; i < ins.size(); i++) set_input(ins[i]);
             REQUIRE(r.stream->iface.graph_compute(r.stream, &r.g, 0, (int32_t) r.g.nodes.size()) == EMBER_OK);
             r.stream->iface.synchronize(r.stream);
             const std::vector<float> got = ember_test::get_f32(out);
@@ -1818,12 +1824,13 @@ void readback_steps(bool strict) {
         // The host writes the output: the copy is stale, the new bytes are read.
         uint64_t s0 = 0, w0 = 0, r0 = 0;
         io(&s0, &w0, &r0);
-        const std::vector<float> mark(64, 0.25f);
+        const std::vector<float> mark((size_t) n_out, 0.25f);
         ember_tensor_set(out, mark.data(), 0, mark.size() * sizeof(float));
         CHECK(ember_test::get_f32(out) == mark);
         io(&sub, &waits, &rbr);
         CHECK(rbr == r0);
     }
+  }
 }
 
 TEST_CASE("[vulkan] decode step: outputs read from the graph's own readback copy") {
