@@ -782,7 +782,54 @@ struct cuda_stream_ctx {
     char *          stage      = nullptr;
     size_t          stage_used = 0;
     bool            stage_failed = false;  // no pinned memory: copies go the synchronous way
+    // EMBER_CUDA_DEFER_COPIES=1 (opt-in: built after session 15's device time ran out, not yet
+    // run on a GPU): the queued copies are not issued as they come; the next graph_compute
+    // issues them first, inside the CUDA graph it records (memcpy nodes reading the ring), so
+    // that a replayed decode step makes no CUDA call per input (H200, EMBER_PROFILE_HOST=1:
+    // 18-27 us per 1B token for the 4 input copies, 19-34 per 8B). The same inputs land at the
+    // same ring offsets every step: the graph is replayed only while the list's key matches the
+    // one it was recorded with. Issued eagerly by the eager paths, synchronize() and a full ring.
+    struct queued_copy {
+        void * dst;
+        size_t at, size;  // ring offset, bytes
+    };
+    std::vector<queued_copy> pending;
+    uint64_t                 exec_copies = 0;          // key of the pending list recorded in exec
+    bool                     defer_copies = false;     // EMBER_CUDA_DEFER_COPIES=1
 };
+
+// The pending copies' key (their destinations, ring offsets and sizes, in order).
+uint64_t pending_key(const cuda_stream_ctx * c) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ c->pending.size();
+    for (const cuda_stream_ctx::queued_copy & q : c->pending) {
+        for (const uint64_t v : {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(q.dst)), static_cast<uint64_t>(q.at),
+                                 static_cast<uint64_t>(q.size)}) {
+            h = (h ^ v) * 0xff51afd7ed558ccdull;
+            h ^= h >> 29;
+        }
+    }
+    return h;
+}
+
+// Issues the pending copies on the stream (into a recording when one is open). Kept until
+// the caller knows they ran (eagerly, or in a graph that was launched): pending_done().
+cudaError_t pending_issue(cuda_stream_ctx * c) {
+    for (const cuda_stream_ctx::queued_copy & q : c->pending) {
+        const cudaError_t e = cudaMemcpyAsync(q.dst, c->stage + q.at, q.size, cudaMemcpyHostToDevice, c->cu.stream);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+void pending_done(cuda_stream_ctx * c) { c->pending.clear(); }
+
+// Eagerly, outside any recording.
+cudaError_t pending_flush(cuda_stream_ctx * c) {
+    if (c->pending.empty()) return cudaSuccess;
+    const cudaError_t e = pending_issue(c);
+    pending_done(c);
+    if (e != cudaSuccess) report(c->dev->name.c_str(), "queued upload", e);
+    return e;
+}
 
 constexpr size_t k_async_stage_bytes = 16u << 20;
 
@@ -869,7 +916,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     }
     c->cu.capturing = true;
     c->cu.n_hoisted = 0;
-    ember_status rs = EMBER_OK;
+    ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
     c->cu.capturing = false;
     cudaGraph_t graph = nullptr;
@@ -903,11 +950,14 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         }
     }
     cudaGraphDestroy(graph);
+    const uint64_t copies = pending_key(c);
     e = cudaGraphLaunch(c->exec, st);
     if (e != cudaSuccess) {
         report(c->dev->name.c_str(), "cudaGraphLaunch", e);
         return EMBER_ERR_BACKEND;
     }
+    c->exec_copies = copies;
+    pending_done(c);
     return EMBER_OK;
 }
 
@@ -948,16 +998,17 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         }
     }
     timer.lap(c->host_sig_s);
-    if (graphable && c->exec && sig == c->exec_sig) {
+    if (graphable && c->exec && sig == c->exec_sig && pending_key(c) == c->exec_copies) {
         if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
         c->cu.qx_valid  = false;
         c->cu.n_hoisted = 0;
-        const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);
+        const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);  // (the pending copies are its first nodes)
         timer.lap(c->host_launch_s);
         if (e != cudaSuccess) {
             report(c->dev->name.c_str(), "cudaGraphLaunch", e);
             return EMBER_ERR_BACKEND;
         }
+        pending_done(c);
         c->host_replays++;
         const ember_status fs = finish(c);
         timer.lap(c->host_wait_s);
@@ -979,6 +1030,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
     c->cu.qx_valid  = false;  // x's memory may hold new data since the last call
     c->cu.n_hoisted = 0;
     if (c->cu.prof) {  // the per-op timer: every node eagerly, between events
+        if (pending_flush(c) != cudaSuccess) return EMBER_ERR_BACKEND;
         op_profile * p  = static_cast<op_profile *>(c->cu.prof);
         const auto   t0 = std::chrono::steady_clock::now();
         p->n            = 0;
@@ -1017,6 +1069,10 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
             if (!retry) c->graphs_off = true;  // recording does not work here: eager from now on
         }
     }
+    if (pending_flush(c) != cudaSuccess) {
+        finish(c);
+        return EMBER_ERR_BACKEND;
+    }
     for (int32_t i = node_begin, used = 1; i < node_end; i += used) {
         ember_tensor *     node = g->nodes[i];
         const ember_status st   = compute_at(c->cu, g, i, node_end, &used);
@@ -1037,6 +1093,7 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
 void cuda_stream_synchronize(ember_stream * s) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     set_device(c->cu.device);
+    pending_flush(c);  // (queued inputs no graph took)
     if (cudaStreamSynchronize(c->cu.stream) == cudaSuccess) stage_reset(c);
 }
 
@@ -1064,11 +1121,16 @@ bool cuda_stream_set_tensor_async(ember_stream * s, ember_tensor * t, const void
     }
     const size_t at = (c->stage_used + 255) / 256 * 256;
     if (at + size > k_async_stage_bytes) {  // full: wait for the queued copies, start over
-        if (cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return false;
+        if (pending_flush(c) != cudaSuccess || cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return false;
         stage_reset(c);
         return cuda_stream_set_tensor_async(s, t, data, offset, size);
     }
     std::memcpy(c->stage + at, data, size);
+    if (c->defer_copies) {
+        c->pending.push_back({static_cast<char *>(t->data) + offset, at, size});
+        c->stage_used = at + size;
+        return true;
+    }
     const cudaError_t e = cudaMemcpyAsync(static_cast<char *>(t->data) + offset, c->stage + at, size, cudaMemcpyHostToDevice, c->cu.stream);
     if (e != cudaSuccess) {
         report(c->dev->name.c_str(), "queued upload", e);
@@ -1141,6 +1203,8 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
     const char * sig    = std::getenv("EMBER_CUDA_SIGNATURE");
     c->sig_always       = sig && std::strcmp(sig, "always") == 0;
+    const char * defer  = std::getenv("EMBER_CUDA_DEFER_COPIES");
+    c->defer_copies     = defer && std::strcmp(defer, "1") == 0;
     const char * pdl    = std::getenv("EMBER_CUDA_PDL");
     c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
     c->host_on          = ember_profile_host_on();

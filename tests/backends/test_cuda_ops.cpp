@@ -1003,6 +1003,75 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
     ember_stream_free(st);
 }
 
+// Queued inputs taken by the graph that reads them: the first run eager, the second recorded
+// (the queued copies as its first nodes), then replayed with new values at the same ring
+// offsets; a step whose input is written synchronously (no queued copy: recorded again, the
+// copies left out) and one that queues two inputs (recorded again); each step's result is
+// 2 * that step's x (+ b). With EMBER_CUDA_DEFER_COPIES=1 (the copies as graph nodes) and
+// without (each copy issued as it is queued).
+TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+  for (const char * defer : {"1", "0"}) {
+    CAPTURE(std::string(defer));
+    setenv("EMBER_CUDA_DEFER_COPIES", defer, 1);  // read when the stream is made
+    ember_device *      dev = cuda_device();
+    ember_stream_params sp{};
+    ember_stream *      st  = nullptr;
+    REQUIRE(ember_device_init_stream(dev, &sp, &st) == EMBER_OK);
+    unsetenv("EMBER_CUDA_DEFER_COPIES");
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), 1 << 16, &buf) == EMBER_OK);
+    ember_graph    g;
+    ember_tensor * x = g.new_tensor(EMBER_TYPE_F32, 1000);
+    ember_tensor * b = g.new_tensor(EMBER_TYPE_F32, 1000);
+    ember_tensor * y = ember_add(g, ember_scale(g, x, 2.0f), b);
+    g.build_forward(y);
+    ember_buffer_place_tensor(buf, x, 0);
+    ember_buffer_place_tensor(buf, b, 4096);
+    size_t off = 8192;
+    for (ember_tensor * n : g.nodes) {
+        ember_buffer_place_tensor(buf, n, off);
+        off += 4096;
+    }
+    std::vector<float> bv(1000, 0.0f);
+    ember_tensor_set(b, bv.data(), 0, bv.size() * sizeof(float));
+    for (int step = 0; step < 8; step++) {
+        CAPTURE(step);
+        std::vector<float> xv(1000);
+        for (size_t i = 0; i < xv.size(); i++) xv[i] = static_cast<float>(step * 1000 + (int) i);
+        if (step == 5) {
+            ember_tensor_set(x, xv.data(), 0, xv.size() * sizeof(float));  // synchronous: nothing queued
+        } else {
+            REQUIRE(st->iface.set_tensor_async(st, x, xv.data(), 0, xv.size() * sizeof(float)));
+        }
+        if (step >= 6) {  // two queued inputs
+            for (float & v : bv) v = static_cast<float>(step);
+            REQUIRE(st->iface.set_tensor_async(st, b, bv.data(), 0, bv.size() * sizeof(float)));
+        }
+        std::fill(xv.begin(), xv.end(), -1.0f);  // the caller's memory reused at once
+        REQUIRE(st->iface.graph_compute(st, &g, 0, static_cast<int32_t>(g.nodes.size())) == EMBER_OK);
+        st->iface.synchronize(st);
+        std::vector<float> got(1000);
+        ember_tensor_get(y, got.data(), 0, got.size() * sizeof(float));
+        bool ok = true;
+        for (size_t i = 0; i < got.size(); i++) ok = ok && got[i] == 2.0f * static_cast<float>(step * 1000 + (int) i) + bv[i];
+        CHECK(ok);
+    }
+    // Queued and then only synchronized (no graph took it): it still lands.
+    std::vector<float> xv(1000, 3.0f);
+    REQUIRE(st->iface.set_tensor_async(st, x, xv.data(), 0, xv.size() * sizeof(float)));
+    st->iface.synchronize(st);
+    std::vector<float> got(1000);
+    ember_tensor_get(x, got.data(), 0, got.size() * sizeof(float));
+    CHECK(got == xv);
+    ember_buffer_free(buf);
+    ember_stream_free(st);
+  }
+}
+
 }  // TEST_SUITE
 
 #endif  // EMBER_HAVE_CUDA
