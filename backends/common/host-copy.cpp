@@ -51,6 +51,7 @@ void ember_host_copier::take_chunks(uint8_t * dst, const uint8_t * src, size_t n
 }
 
 void ember_host_copier::copy(void * dst, const void * src, size_t n) {
+    if (n == 0) return;  // (dst and src may be null then)
     if (threads_.empty() || n < k_min_split) {
         std::memcpy(dst, src, n);
         return;
