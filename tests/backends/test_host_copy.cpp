@@ -1,6 +1,7 @@
 // ember_host_copier (backends/common/host-copy.h): large copies split over helper threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -40,7 +41,7 @@ TEST_CASE("[host-copy] copies of every size with and without helpers") {
                 const std::vector<uint8_t> src = pattern(n, seed++);
                 std::vector<uint8_t>       dst(n + 64, 0xA5);
                 cp.copy(dst.data() + 32, src.data(), n);
-                CHECK(std::memcmp(dst.data() + 32, src.data(), n) == 0);
+                CHECK(std::equal(src.begin(), src.end(), dst.begin() + 32));
                 bool guard = true;
                 for (size_t i = 0; i < 32; i++) guard = guard && dst[i] == 0xA5 && dst[n + 32 + i] == 0xA5;
                 CHECK(guard);
