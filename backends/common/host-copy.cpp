@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -18,6 +19,14 @@ inline void cpu_relax() {
 size_t chunks_of(size_t n) { return (n + ember_host_copier::k_chunk - 1) / ember_host_copier::k_chunk; }
 
 }  // namespace
+
+int ember_host_copier::helpers_wanted(const char * var, bool cores_busy) {
+    const char * v = std::getenv(var);
+    char *       end = nullptr;
+    const long   n   = v && *v ? std::strtol(v, &end, 10) : -1;
+    if (v && *v && *end == '\0' && n >= 0) return static_cast<int>(std::min(n, 16L));
+    return cores_busy || std::thread::hardware_concurrency() < 8 ? 0 : 2;
+}
 
 ember_host_copier::ember_host_copier(int n_helpers, int spin_us) : spin_us_(std::max(0, spin_us)) {
     for (int i = 0; i < n_helpers; i++) {

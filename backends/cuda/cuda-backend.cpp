@@ -37,10 +37,10 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cuda-graph-signature.h"
+#include "graph-signature.h"  // ember_hash4
 #include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
 #include "cuda-plan.h"
@@ -105,10 +105,8 @@ struct cuda_device_ctx {
             staging = nullptr;
         }
         if (staging) {
-            const char * env = std::getenv("EMBER_CUDA_COPY_THREADS");
-            const int    n   = env ? std::max(0, std::min(16, std::atoi(env))) : std::thread::hardware_concurrency() >= 8 ? 2 : 0;
             try {
-                copier = std::make_unique<ember_host_copier>(n, 5000);
+                copier = std::make_unique<ember_host_copier>(ember_host_copier::helpers_wanted("EMBER_CUDA_COPY_THREADS", false), 5000);
             } catch (...) {
                 copier.reset();  // plain memcpy
             }
@@ -800,15 +798,13 @@ struct cuda_stream_ctx {
 
 // The pending copies' key (their destinations, ring offsets and sizes, in order).
 uint64_t pending_key(const cuda_stream_ctx * c) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ c->pending.size();
+    ember_hash4 h;
+    h.mix(static_cast<int64_t>(c->pending.size()));
     for (const cuda_stream_ctx::queued_copy & q : c->pending) {
-        for (const uint64_t v : {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(q.dst)), static_cast<uint64_t>(q.at),
-                                 static_cast<uint64_t>(q.size)}) {
-            h = (h ^ v) * 0xff51afd7ed558ccdull;
-            h ^= h >> 29;
-        }
+        h.mix_ptr(q.dst);
+        h.mix2(static_cast<int64_t>(q.at), static_cast<int64_t>(q.size));
     }
-    return h;
+    return h.finish();
 }
 
 // Issues the pending copies on the stream (into a recording when one is open). Kept until

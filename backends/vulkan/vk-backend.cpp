@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <thread>
 
 #include "graph-signature.h"
 #include "vk-internal.h"
@@ -950,10 +949,7 @@ static size_t tensor_offset(const ember_tensor * t) {
 // threads need the cores), polling for the next read as long as the fence is polled
 // (EMBER_VULKAN_SPIN_US).
 // (Read at each large read: a changed setting makes new helpers.)
-static int copy_helpers(const vk_device_ctx * dc) {
-    const long env = env_long("EMBER_VULKAN_COPY_THREADS", -1);
-    return (int) (env >= 0 ? std::min(env, 16L) : dc->is_cpu || std::thread::hardware_concurrency() < 8 ? 0 : 2);
-}
+static int copy_helpers(const vk_device_ctx * dc) { return ember_host_copier::helpers_wanted("EMBER_VULKAN_COPY_THREADS", dc->is_cpu); }
 static int copy_spin_us(const vk_device_ctx * dc) { return dc->is_cpu ? 0 : (int) env_long("EMBER_VULKAN_SPIN_US", 5000); }
 
 // Bytes [off, off + size) of bc from the readback copy of the last graph submitted on the
@@ -1343,26 +1339,27 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
     const uint64_t    epoch  = dc->buffer_epoch.load();
     vk_recording *    hit    = nullptr;
     uint64_t          sig    = 0;
-    for (vk_recording & rc : sc->recs) {
-        if (!always && cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end &&
-            rc.tensor_epoch == tepoch && rc.epoch == epoch) {
-            hit = &rc;
-            sig = rc.sig;
+    // A recording of this range that no freed buffer may have named, and whose hash (or tensor
+    // epoch, with `by_epoch`) is the current one.
+    const auto        find   = [&](bool by_epoch) {
+        for (vk_recording & rc : sc->recs) {
+            if (cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end && rc.epoch == epoch &&
+                (by_epoch ? rc.tensor_epoch == tepoch : rc.sig == sig)) {
+                hit = &rc;
+            }
         }
-    }
-    if (!hit) {
+    };
+    if (!always) find(true);
+    if (hit) {
+        sig = hit->sig;
+    } else {
         sig = ember_graph_signature(g, node_begin, node_end, true);
         sc->n_sigs++;
         if (sc->profile) {
             sc->prof_sig_ns += host_ns() - sc->prof_enter_ns;
             sc->prof_sigs++;
         }
-        for (vk_recording & rc : sc->recs) {
-            if (cmd_reuse_enabled() && rc.valid && rc.graph == g && rc.begin == node_begin && rc.end == node_end && rc.sig == sig &&
-                rc.epoch == epoch) {
-                hit = &rc;
-            }
-        }
+        find(false);
         if (hit) hit->tensor_epoch = tepoch;
     }
     if (hit) {

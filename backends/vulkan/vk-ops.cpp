@@ -516,10 +516,11 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 // row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
 // EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
 // each recording; a split of 2 or 4 takes 1 row per row group; 8 rows measured slower: 1B
-// output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no split) waits at each step for its
-// own subgroup only, not for the workgroup's other row groups, where subgroups are 32 wide
-// (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us instead of 104.5, 8B 185.0 instead of
-// 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the workgroup barrier always.
+// output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no
+// split) waits at each step for its own subgroup only, not for the workgroup's other row
+// groups, where subgroups are 32 wide (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us
+// instead of 104.5, 8B 185.0 instead of 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the
+// workgroup barrier always.
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];

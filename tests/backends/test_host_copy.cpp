@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "host-copy.h"
@@ -62,4 +64,26 @@ TEST_CASE("[host-copy] helpers share the work") {
         REQUIRE(dst == src);
     }
     CHECK(cp.helper_chunks() > 0);
+}
+
+// The helper count a backend asks for: the variable's count (at most 16), else the default
+// (2 on hosts of 8+ cores, 0 on smaller ones or for a CPU device); a value that is not a
+// count keeps the default.
+TEST_CASE("[host-copy] helper count from the environment") {
+    const char * var  = "EMBER_TEST_COPY_THREADS";
+    const int    dflt = std::thread::hardware_concurrency() >= 8 ? 2 : 0;
+    unsetenv(var);
+    CHECK(ember_host_copier::helpers_wanted(var, false) == dflt);
+    CHECK(ember_host_copier::helpers_wanted(var, true) == 0);
+    setenv(var, "3", 1);
+    CHECK(ember_host_copier::helpers_wanted(var, true) == 3);
+    setenv(var, "0", 1);
+    CHECK(ember_host_copier::helpers_wanted(var, false) == 0);
+    setenv(var, "40", 1);
+    CHECK(ember_host_copier::helpers_wanted(var, false) == 16);
+    for (const char * bad : {"abc", "2x", "-1", ""}) {
+        setenv(var, bad, 1);
+        CHECK(ember_host_copier::helpers_wanted(var, false) == dflt);
+    }
+    unsetenv(var);
 }
