@@ -31,7 +31,7 @@ class EMBER_BACKEND_API ember_host_copier {
 
     int      helpers() const { return static_cast<int>(threads_.size()); }
     // The helpers a backend asks for: the environment variable `var` when it holds a count
-    // (at most 16), else 2 on hosts of 8 or more cores, none on smaller ones or when
+    // (at most 16), else 4 on hosts of 16 or more cores, 2 on 8 to 15, none on smaller ones or when
     // `cores_busy` (a CPU device, whose own threads need the cores).
     static int helpers_wanted(const char * var, bool cores_busy);
     // Chunks the helpers copied so far (tests: the work was shared).

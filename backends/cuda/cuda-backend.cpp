@@ -84,8 +84,8 @@ struct cuda_device_ctx {
     cudaEvent_t  staged[2]   = {nullptr, nullptr};
     bool         copy_ready  = false;
     // Host copies out of the staging memory over helper threads (host-copy.h), for reads that
-    // fit it whole: EMBER_CUDA_COPY_THREADS helpers (default 2 where the host has 8 or more
-    // cores), polling for the next read for 5 ms (a decode step's logits come every ~1 ms).
+    // fit it whole: EMBER_CUDA_COPY_THREADS helpers (default 4 where the host has 16 or more
+    // cores, 2 with 8 or more), polling for the next read for 5 ms (a decode step's logits come every ~1 ms).
     std::unique_ptr<ember_host_copier> copier;
 
     bool init_copy_locked() {

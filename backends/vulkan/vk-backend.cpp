@@ -944,8 +944,8 @@ static size_t tensor_offset(const ember_tensor * t) {
 }
 
 // The helpers that copy large readback reads (the logits: 513 KB per token, 38 us for one core
-// on the H200's host, from memory the device just wrote): EMBER_VULKAN_COPY_THREADS (default 2
-// where the host has 8 or more cores, else 0; never on a CPU device such as lavapipe, whose own
+// on the H200's host, from memory the device just wrote): EMBER_VULKAN_COPY_THREADS (default 4
+// where the host has 16 or more cores, 2 with 8 or more, else 0; never on a CPU device such as lavapipe, whose own
 // threads need the cores), polling for the next read as long as the fence is polled
 // (EMBER_VULKAN_SPIN_US).
 // (Read at each large read: a changed setting makes new helpers.)
@@ -1426,6 +1426,13 @@ static ember_status vk_stream_graph_compute(ember_stream * s, ember_graph * g, i
                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1,
                          &mb, 0, nullptr, 0, nullptr);
     if (st == EMBER_OK) st = record_readbacks(sc, rc, g, node_begin, node_end);
+    if (st == EMBER_OK && sc->profile_graph && !rc->readbacks.empty() && rc->qpool) {
+        // The copies of the outputs to the host (the logits over PCIe) as a row of their own.
+        vkCmdWriteTimestamp(sc->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, rc->qpool, static_cast<uint32_t>(rc->qnames.size()) + 1);
+        VkDeviceSize bytes = 0;
+        for (const vk_readback & r : rc->readbacks) bytes += r.size;
+        rc->qnames.push_back("readback copies (" + std::to_string(bytes) + " bytes)");
+    }
     EMBER_VK_CHECK(vkEndCommandBuffer(sc->cb), "vkEndCommandBuffer");
     if (st != EMBER_OK) return st;
     rc->valid      = true;

@@ -1033,7 +1033,7 @@ const ember_tensor * qx_out_of(const vk_device_ctx * dc, const unit & u, bool gl
     if (u.norm && !u.mm_norm) {  // rms_norm.comp XQ_OUT: its MUL's one row in ys, in shared memory
         const ember_tensor * t = u.mul;
         if (!t || ember_nrows(t) != 1 || !ember_is_contiguous(t) || t->ne[0] % 32 != 0 || t->ne[0] > (int64_t) k_vk_norm_xq_maxk ||
-            dc->props.limits.maxComputeSharedMemorySize < (k_vk_norm_xq_maxk + 256) * 4) {
+            dc->props.limits.maxComputeSharedMemorySize < (k_vk_norm_xq_maxk + 768) * 4) {
             return nullptr;
         }
         return t;
@@ -1282,7 +1282,8 @@ ember_status ember_vk_record_range(vk_stream_ctx * sc, ember_graph * g, int32_t 
     vk_recording * rc = sc->rec;
     rc->qnames.clear();
     if (sc->profile) {
-        const uint32_t need = static_cast<uint32_t>(units.size()) + 1;
+        // (+ 1: the readback copies' end, EMBER_VULKAN_PROFILE=graph)
+        const uint32_t need = static_cast<uint32_t>(units.size()) + 2;
         if (rc->qcap < need) {
             if (rc->qpool) vkDestroyQueryPool(sc->dc->dev, rc->qpool, nullptr);
             rc->qpool = VK_NULL_HANDLE;

@@ -67,11 +67,12 @@ TEST_CASE("[host-copy] helpers share the work") {
 }
 
 // The helper count a backend asks for: the variable's count (at most 16), else the default
-// (2 on hosts of 8+ cores, 0 on smaller ones or for a CPU device); a value that is not a
+// (4 on hosts of 16+ cores, 2 on 8+, 0 on smaller ones or for a CPU device); a value that is not a
 // count keeps the default.
 TEST_CASE("[host-copy] helper count from the environment") {
     const char * var  = "EMBER_TEST_COPY_THREADS";
-    const int    dflt = std::thread::hardware_concurrency() >= 8 ? 2 : 0;
+    const unsigned cores = std::thread::hardware_concurrency();
+    const int      dflt  = cores >= 16 ? 4 : cores >= 8 ? 2 : 0;
     unsetenv(var);
     CHECK(ember_host_copier::helpers_wanted(var, false) == dflt);
     CHECK(ember_host_copier::helpers_wanted(var, true) == 0);

@@ -1204,6 +1204,41 @@ TEST_CASE("[vulkan] decode products: quantized x written by its producer") {
     }
 }
 
+// The standalone (ADD +) RMS_NORM + MUL's quantized copy over rows of several rounds of its
+// 256 vec4 (2048: two, 4096: four, 1280: a partial last round): the product that reads it gives
+// the same bytes as with a quantize_x dispatch, and is close to the CPU's.
+TEST_CASE("[vulkan] decode norm: quantized copy of long rows") {
+    REQUIRE_VK();
+    validation_guard vg;
+    for (int64_t e : {1280, 2048, 4096}) {
+        for (bool add : {true, false}) {
+            CAPTURE(e);
+            CAPTURE(add);
+            const builder b = [=](ember_graph & g, std::vector<input> & in) {
+                ember_tensor * x = new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 230);
+                if (add) x = ember_add(g, x, new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 231));
+                ember_tensor * h = ember_mul(g, ember_rms_norm(g, x, 1e-5f), new_input(g, in, EMBER_TYPE_F32, e, 1, 1, 1, 232));
+                return ember_mul_mat(g, new_input(g, in, EMBER_TYPE_Q4_0, e, 64, 1, 1, 233), h);
+            };
+            const std::vector<float> ref = run_on(ember_registry_cpu_device(), b);
+            std::vector<uint8_t>     on_bytes, off_bytes;
+            rec_stats                on, off;
+            {
+                env_guard q("EMBER_VULKAN_MMV_QX_OUT", "0");
+                run_on(vk_device(), b, nullptr, &off_bytes, nullptr, &off);
+            }
+            const std::vector<float> got = run_on(vk_device(), b, nullptr, &on_bytes, nullptr, &on);
+            CHECK(nmse(ref, got) < 2e-3);
+            CHECK(on_bytes == off_bytes);
+            if (off.xq > 0) {  // QX_PRE products here: the norm wrote the copy, no quantize_x
+                CHECK(on.xq == 0u);
+                const std::string n = add ? "add_rms_norm_mul" : "rms_norm_mul";
+                CHECK((on.has(n + "_sg_xq") || on.has(n + "_xq")));
+            }
+        }
+    }
+}
+
 TEST_CASE("[vulkan] fused gate + up + swiglu (FFN)") {
     REQUIRE_VK();
     validation_guard vg;

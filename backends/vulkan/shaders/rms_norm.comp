@@ -66,7 +66,9 @@ layout(push_constant) uniform PC {
 
 shared float red[256];
 #if XQ_OUT
-shared float ys[PER * 256u];  // the result, for its quantized copy
+shared vec4  ys4[PER * 64u];  // the result, for its quantized copy
+shared float amax[256];
+shared int   isum[256];
 #endif
 
 void main() {
@@ -154,7 +156,7 @@ void main() {
         const float y = xv[k] * scale * wv[k];
         if (i < pc.ne0) d[db + i] = floatBitsToUint(y);
 #if XQ_OUT
-        if (i < pc.ne0) ys[i] = y;
+        if (i < pc.ne0) ys4[i >> 2][i & 3u] = y;
 #endif
 #else
         if (i < pc.ne0) d[db + i] = floatBitsToUint(xv[k] * scale);
@@ -172,26 +174,35 @@ void main() {
         d[db + i] = floatBitsToUint(y);
     }
 #if XQ_OUT
-    // Blocks of 32 values, one invocation each: its values read from ys in an order rotated by
-    // the block (no shared-memory bank conflicts for the maximum), then quantized as
-    // quantize_x.comp does (amax / 127, round, the integer sum), so the products read the
-    // same bytes either way.
-    barrier();
-    const uint nb = pc.ne0 / 32u;
-    for (uint b = tid; b < nb; b += wg) {
-        float m = 0.0;
-        for (uint j = 0u; j < 32u; j++) m = max(m, abs(ys[32u * b + ((j + b) & 31u)]));
+    // Blocks of 32 values: 8 neighbouring invocations, a vec4 of ys each, their absolute maxima
+    // and integer sums through shared memory (as quantize_x.comp: the products read the same
+    // bytes either way), 256 vec4 per round. (One invocation per block reading its 32 values
+    // from ys one by one was a serial chain of 64 shared loads on every decode norm.)
+    const uint nv = pc.ne0 / 4u;
+    for (uint v0 = 0u; v0 < nv; v0 += wg) {  // uniform
+        barrier();  // ys written (first round); amax and isum free (later rounds)
+        const uint v  = v0 + tid;
+        const bool in_ = v < nv;
+        const vec4 y  = in_ ? ys4[v] : vec4(0.0);
+        const vec4 a  = abs(y);
+        amax[tid]     = max(max(a.x, a.y), max(a.z, a.w));
+        barrier();
+        const uint b0 = tid & ~7u;
+        float      m  = 0.0;
+        [[unroll]] for (uint j = 0u; j < 8u; j++) m = max(m, amax[b0 + j]);
         const float dd = m / 127.0;
         const float id = dd > 0.0 ? 1.0 / dd : 0.0;
-        int         sq = 0;
-        [[unroll]] for (uint v = 0u; v < 8u; v++) {
-            const uint  vv = (v + b) & 7u;
-            const uint  o  = 32u * b + 4u * vv;
-            const ivec4 q  = ivec4(round(vec4(ys[o], ys[o + 1u], ys[o + 2u], ys[o + 3u]) * id));
-            sq += (q.x + q.y) + (q.z + q.w);
-            xqo[8u * b + vv] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+        const ivec4 q  = ivec4(round(y * id));
+        isum[tid]      = (q.x + q.y) + (q.z + q.w);
+        barrier();
+        if (in_) {
+            xqo[v] = (uint(q.x) & 0xffu) | ((uint(q.y) & 0xffu) << 8) | ((uint(q.z) & 0xffu) << 16) | (uint(q.w) << 24);
+            if (tid == b0) {
+                int sq = 0;
+                [[unroll]] for (uint j = 0u; j < 8u; j++) sq += isum[b0 + j];
+                xqd[pc.ne0 / 8u + v / 8u] = vec2(dd, dd * float(sq));
+            }
         }
-        xqd[pc.ne0 / 8u + b] = vec2(dd, dd * float(sq));
     }
 #endif
 }
