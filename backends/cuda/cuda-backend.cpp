@@ -780,13 +780,15 @@ struct cuda_stream_ctx {
     char *          stage      = nullptr;
     size_t          stage_used = 0;
     bool            stage_failed = false;  // no pinned memory: copies go the synchronous way
-    // EMBER_CUDA_DEFER_COPIES=1 (opt-in: built after session 15's device time ran out, not yet
-    // run on a GPU): the queued copies are not issued as they come; the next graph_compute
-    // issues them first, inside the CUDA graph it records (memcpy nodes reading the ring), so
-    // that a replayed decode step makes no CUDA call per input (H200, EMBER_PROFILE_HOST=1:
-    // 18-27 us per 1B token for the 4 input copies, 19-34 per 8B). The same inputs land at the
-    // same ring offsets every step: the graph is replayed only while the list's key matches the
-    // one it was recorded with. Issued eagerly by the eager paths, synchronize() and a full ring.
+    // EMBER_CUDA_DEFER_COPIES=1 (opt-in): the queued copies are not issued as they come; the
+    // next graph_compute issues them first, inside the CUDA graph it records (memcpy nodes
+    // reading the ring), so that a replayed decode step makes no CUDA call per input. The same
+    // inputs land at the same ring offsets every step: the graph is replayed only while the
+    // list's key matches the one it was recorded with. Issued eagerly by the eager paths,
+    // synchronize() and a full ring. It passes the CUDA tests on an H200 but gained nothing
+    // there (session 16, EMBER_PROFILE_HOST=1, 1B Q4_0: the scheduler's copies 31.2 -> 19.6 us
+    // per token, the graph launch 4.4 -> 14.7 us; tg128 1436 against 1431, 8B 473 against 475),
+    // so the copies are issued as they come by default.
     struct queued_copy {
         void * dst;
         size_t at, size;  // ring offset, bytes
