@@ -695,7 +695,7 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
     // Specialization constant 0: the workgroup size (local_size_x_id = 0). Constants 1 .. 3
     // when given (non-zero; mul_mat_vec_q: invocations per row, rows per invocation; 3: the
     // units per invocation and step; mul_mat_vec_q6s: rows per row group, row groups per row,
-    // segments in flight), else the shader's defaults.
+    // x loaded once per row group), else the shader's defaults.
     const uint32_t           given[4] = {wg, spec1, spec2, spec3};
     uint32_t                 values[4];
     VkSpecializationMapEntry me[4];

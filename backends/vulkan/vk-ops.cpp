@@ -515,7 +515,7 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 // rows (FFN down, 4 or 7 segments) dealt among the 4 row groups of a workgroup (KS), where one
 // row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
 // EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
-// each recording; a split of 2 or 4 takes 1 row per row group; 8 rows measured slower: 1B
+// each recording; a split of 2 or 4 takes 1 row per row group unless both are set; 8 rows measured slower: 1B
 // output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no
 // split) waits at each step for its own subgroup only, not for the workgroup's other row
 // groups, where subgroups are 32 wide (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us
@@ -532,11 +532,14 @@ ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     const long     se   = env_long("EMBER_VULKAN_MMV_Q6_K_SPLIT", 0);
     const uint32_t ks   = se == 1 || se == 2 || se == 4 ? (uint32_t) se : nseg >= 4 ? 4 : 1;
     uint32_t       rw   = re == 1 || re == 2 || re == 4 || re == 8 ? (uint32_t) re : nseg >= 2 ? 2 : 4;
-    if (ks > 1) rw = 1;
+    if (ks > 1 && re == 0) rw = 1;  // (both set: a split of rows of RW per row group)
     const uint32_t wg = 128, rows = wg / 32 / ks * rw;
     const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
+    // XH: x loaded once per row group where each one's steps read one x (a row group's share of
+    // a row is one segment); EMBER_VULKAN_MMV_Q6_K_XH=0: at every step.
+    const uint32_t xh = (nseg + ks - 1) / ks == 1 && !env_is("EMBER_VULKAN_MMV_Q6_K_XH", "0") ? 1 : 0;
     return dispatch_items(sc, dp ? "mul_mat_vec_q6s_dp" : "mul_mat_vec_q6s", wg, {w, node->src[1], node}, pc,
-                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot);
+                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot, xh);
 }
 
 // glu: the SWIGLU whose result is x, computed as the product reads it (mmv_fast() holds).

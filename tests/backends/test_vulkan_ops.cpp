@@ -930,23 +930,26 @@ TEST_CASE("[vulkan] mul_mat decode kernel for Q4_0, Q8_0, Q4_K, Q6_K, INT4, FP8,
 // 64; row counts that leave the last row groups partly or wholly empty; the defaults (4 and
 // 2 rows per row group for the first two, the last two dealt among 4 row groups: the last
 // group of 7 segments then has only one), 1, 2, 4, 8 rows per row group for all, and the rows
-// dealt among 2 row groups (an odd count of segments, 7, leaves the second short); row groups waiting for their own subgroup only (the default where
+// dealt among 2 row groups (an odd count of segments, 7, leaves the second short), also with 4
+// rows per pair of row groups (two segments: each row group's steps then read one x); row groups waiting for their own subgroup only (the default where
 // subgroups are 32 wide; lavapipe's are narrower, so only a GPU such as the H200 runs it; split
 // rows take the workgroup barrier) or for the workgroup (EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup);
-// with and without the integer dot instructions. Not taken: rows of
+// with and without the integer dot instructions; one-segment rows with x loaded at every step
+// (EMBER_VULKAN_MMV_Q6_K_XH=0) instead of once. Not taken: rows of
 // 17 super-blocks (not on 16 bytes), 4 columns, EMBER_VULKAN_MMV_Q6_K=qq.
 TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
     REQUIRE_VK();
     validation_guard vg;
     bool       fast = false;
     const bool dot  = ember_vulkan_integer_dot(vk_device(), &fast);
-    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4", "rows8", "split2", "wgsync", "rows8_wgsync"}) {
+    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows4", "rows8", "split2", "wgsync", "rows8_wgsync", "nohoist", "split2_rows4"}) {
         CAPTURE(std::string(mode));
+        env_guard  eh("EMBER_VULKAN_MMV_Q6_K_XH", std::strcmp(mode, "nohoist") == 0 ? "0" : nullptr);
         env_guard  eq("EMBER_VULKAN_MMV_QX", std::strcmp(mode, "nodot") == 0 ? "nodot" : nullptr);
-        env_guard  es("EMBER_VULKAN_MMV_Q6_K_SPLIT", std::strncmp(mode, "rows", 4) == 0 ? "1" : std::strcmp(mode, "split2") == 0 ? "2" : nullptr);
+        env_guard  es("EMBER_VULKAN_MMV_Q6_K_SPLIT", std::strncmp(mode, "rows", 4) == 0 ? "1" : std::strncmp(mode, "split2", 6) == 0 ? "2" : nullptr);
         env_guard  er("EMBER_VULKAN_MMV_Q6_K_ROWS", std::strcmp(mode, "rows1") == 0   ? "1"
                                                             : std::strcmp(mode, "rows2") == 0 ? "2"
-                                                            : std::strcmp(mode, "rows4") == 0 ? "4"
+                                                            : std::strcmp(mode, "rows4") == 0 || std::strcmp(mode, "split2_rows4") == 0 ? "4"
                                                             : std::strncmp(mode, "rows8", 5) == 0 ? "8"
                                                                                               : nullptr);
         env_guard  ey("EMBER_VULKAN_MMV_Q6_K_SYNC", std::strstr(mode, "wgsync") ? "workgroup" : nullptr);
