@@ -156,7 +156,7 @@ void main() {
     uvec4      xv[4];
     float      xs[4];
     int        x32[4];
-    if (xh) load_x(part * SEG + (lane >> 2), (lane >> 1) & 1u, lane & 1u, xv, xs, x32);
+    if (xh && part < nseg) load_x(part * SEG + (lane >> 2), (lane >> 1) & 1u, lane & 1u, xv, xs, x32);  // (a share past the row: no steps)
     float acc = 0.0;
     for (uint t = 0u; t < steps; t++) {
         const uint r    = t / nls, sg = part + KS * (t % nls);
