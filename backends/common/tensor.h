@@ -35,6 +35,7 @@ enum ember_tensor_flag : uint32_t {
     EMBER_TENSOR_FLAG_CPU_REPACKED = 1u << 4,  // weight bytes in the CPU backend's R16 layout
                                                // (backends/cpu_simd/repack.h): CPU MUL_MAT only
     EMBER_TENSOR_FLAG_CUDA_REPACKED = 1u << 5,  // weight bytes in the CUDA layout (backends/cuda/cuda-repack.h)
+    EMBER_TENSOR_FLAG_VK_REPACKED = 1u << 6,  // weight bytes in the Vulkan layout (backends/vulkan/vk-repack.h)
 };
 
 struct ember_buffer;

@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "graph-signature.h"
 #include "vk-internal.h"
+#include "vk-repack.h"
 #include "vk-shaders.h"
 #include "vulkan-backend.h"
 
@@ -983,9 +985,8 @@ static bool readback_read(vk_buffer_ctx * bc, VkDeviceSize off, void * data, siz
 }
 
 // The vtable has no status for set/get: a failed transfer is reported and leaves the data as it was.
-static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
-    vk_buffer_ctx * bc  = bctx(buf);
-    const size_t    off = tensor_offset(t) + offset;
+// Bytes [off, off + size) of the buffer, written (t: the tensor, for messages).
+static void vk_write(vk_buffer_ctx * bc, const ember_tensor * t, size_t off, const void * data, size_t size) {
     const double    t0  = profile_on() ? host_ns() : 0;
     if (bc->host_mapped) {
         {
@@ -1010,9 +1011,8 @@ static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const voi
     }
 }
 
-static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
-    vk_buffer_ctx * bc  = bctx(buf);
-    const size_t    off = tensor_offset(t) + offset;
+// Bytes [off, off + size) of the buffer, read (t: the tensor, for messages).
+static void vk_read(vk_buffer_ctx * bc, const ember_tensor * t, size_t off, void * data, size_t size) {
     const double    t0  = profile_on() ? host_ns() : 0;
     bool            rb  = false;
     {
@@ -1038,6 +1038,65 @@ static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, voi
         bc->dc->prof_io_ns[1] += (uint64_t) (host_ns() - t0);
         bc->dc->prof_io_calls[1]++;
     }
+}
+
+static ember_tensor * memory_owner(ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return t;
+}
+
+// Weights of the Vulkan layout (vk-repack.h) are converted here, when uploaded whole; a partial
+// write into a converted tensor goes through its GGUF bytes (rare: loaders write whole tensors).
+static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
+    vk_buffer_ctx * bc    = bctx(buf);
+    ember_tensor *  owner = memory_owner(t);
+    const size_t    n     = ember_nbytes(owner);
+    const size_t    at    = static_cast<size_t>(static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset;
+    const bool      whole = owner == t && offset == 0 && size == n;
+    if ((owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) || (whole && ember_vk_repack_wanted(t))) {
+        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
+        std::unique_ptr<uint8_t[]> raw(whole ? nullptr : new (std::nothrow) uint8_t[n]);
+        if (tmp && (whole || raw)) {
+            const void * src = data;
+            if (!whole) {  // the current GGUF bytes, patched
+                vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
+                ember_vk_unrepack_q6k(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+                std::memcpy(raw.get() + at, data, size);
+                src = raw.get();
+            }
+            ember_vk_repack_q6k(ember_nrows(owner), owner->ne[0], src, tmp.get());
+            vk_write(bc, owner, tensor_offset(owner), tmp.get(), n);
+            owner->flags |= EMBER_TENSOR_FLAG_VK_REPACKED;
+            return;
+        }
+        if (owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) {
+            std::fprintf(stderr, "ember: vulkan: no host memory to update the converted weight '%s'\n", owner->name);
+            return;
+        }
+        // No host memory for the conversion: the GGUF layout, read by the other kernels.
+    }
+    vk_write(bc, t, tensor_offset(t) + offset, data, size);
+}
+
+static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
+    vk_buffer_ctx *      bc    = bctx(buf);
+    const ember_tensor * owner = t;
+    while (owner->view_src) owner = owner->view_src;
+    if (owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) {  // the GGUF bytes back
+        const size_t               n = ember_nbytes(owner);
+        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
+        std::unique_ptr<uint8_t[]> raw(new (std::nothrow) uint8_t[n]);
+        if (!tmp || !raw) {
+            std::fprintf(stderr, "ember: vulkan: no host memory to read the converted weight '%s'\n", owner->name);
+            std::memset(data, 0, size);
+            return;
+        }
+        vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
+        ember_vk_unrepack_q6k(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+        std::memcpy(data, raw.get() + (static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset, size);
+        return;
+    }
+    vk_read(bc, t, tensor_offset(t) + offset, data, size);
 }
 
 static void vk_buffer_clear(ember_buffer * buf, uint8_t value) {

@@ -34,6 +34,15 @@ bool is_cvt_type(ember_type t) {
 
 std::string tname(ember_type t) { return ember_type_get_name(t); }
 
+// Whether t's memory holds weights in the backend's own layout (vk-repack.h: planar Q6_K).
+bool planar(const ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return (t->flags & EMBER_TENSOR_FLAG_VK_REPACKED) != 0;
+}
+
+// The type part of the name of a shader reading weights w (shaders/dequant.glsl's types).
+std::string wname(const ember_tensor * w) { return planar(w) ? "q6_kp" : tname(w->type); }
+
 bool all_f32(const ember_tensor * op) {
     if (op->type != EMBER_TYPE_F32) return false;
     for (const ember_tensor * s : op->src) {
@@ -77,6 +86,7 @@ bool mmv_fast_ok(const ember_tensor * w, const ember_tensor * x, uint32_t w_resi
     static const bool off = env_flag("EMBER_VULKAN_MMV_GENERIC");
     if (off) return false;
     const ember_type t = w->type;
+    if (planar(w)) return false;  // (mul_mat_vec_q6p.comp, mmv_q6p())
     if (t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q4_K && t != EMBER_TYPE_Q6_K && !qx_only(t)) return false;
     if (w->ne[0] % 256 != 0) return false;
     const size_t a = t == EMBER_TYPE_Q6_K                            ? 2
@@ -94,6 +104,16 @@ bool ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op) {
     if (!fits(dc, op)) return false;
     for (const ember_tensor * s : op->src) {
         if (s && !fits(dc, s)) return false;
+    }
+    // Weights in the backend's layout (vk-repack.h): read only by MUL_MAT and GET_ROWS, as
+    // whole rows (a view of some of its rows is still that layout).
+    for (int i = 0; i < EMBER_MAX_SRC; i++) {
+        const ember_tensor * s = op->src[i];
+        if (!s || !planar(s)) continue;
+        const ember_tensor * o = s;
+        while (o->view_src) o = o->view_src;
+        if (i != 0 || (op->op != EMBER_OP_MUL_MAT && op->op != EMBER_OP_GET_ROWS)) return false;
+        if (s->ne[0] != o->ne[0] || s->nb[1] != o->nb[1] || (s->data != o->data && (size_t) ((const char *) s->data - (const char *) o->data) % o->nb[1] != 0)) return false;
     }
     switch (op->op) {
         case EMBER_OP_ADD:
@@ -306,7 +326,7 @@ ember_status record_get_rows(vk_stream_ctx * sc, ember_tensor * node) {
     pc.u(bind_of(sc->dc, t).resid).u(t->nb[1]).u(t->ne[1]);
     pc.u(f32_off(bind_of(sc->dc, ids))).u(ids->nb[0] / 4).u(ids->nb[1] / 4).u(ids->nb[2] / 4);
     pc.u(f32_off(bind_of(sc->dc, node))).u(node->nb[1] / 4).u(node->nb[2] / 4).u(node->nb[3] / 4);
-    return dispatch_items(sc, "get_rows_" + tname(t->type), 64, {t, ids, node}, pc, ember_nrows(node), 1, true);
+    return dispatch_items(sc, "get_rows_" + wname(t), 64, {t, ids, node}, pc, ember_nrows(node), 1, true);
 }
 
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w);
@@ -392,6 +412,7 @@ constexpr uint32_t k_qx_shared = 32768;
 // EMBER_VULKAN_MMV_QX=0: the float kernels for all; =all: QX for Q6_K whatever
 // EMBER_VULKAN_MMV_Q6_K says; =nodot: as all, the dot products unpacked (read at each recording).
 bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
+    if (planar(w)) return false;
     const bool all = env_is("EMBER_VULKAN_MMV_QX", "all") || env_is("EMBER_VULKAN_MMV_QX", "nodot");
     const bool q6  = all || (!env_is("EMBER_VULKAN_MMV_Q6_K", "qq") && !env_is("EMBER_VULKAN_MMV_Q6_K", "units"));
     return (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q8_0 || qx_only(w->type) ||
@@ -421,10 +442,24 @@ bool mmv_q6s(const vk_device_ctx * dc, const ember_tensor * node) {
            !env_is("EMBER_VULKAN_MMV_Q6_K", "units");
 }
 
+// Whether decode MUL_MAT `node` takes mul_mat_vec_q6p.comp: weights in the planar Q6_K layout
+// (vk-repack.h; rows on 16 bytes), one column of x on 16 bytes, quantized beforehand (a QX_PRE
+// slot), on a device with subgroup arithmetic. Other products of such weights (several
+// columns, prefill) take the dequantizing kernels' "q6_kp" variants; none is fused.
+bool mmv_q6p(const vk_device_ctx * dc, const ember_tensor * node) {
+    if (node->op != EMBER_OP_MUL_MAT) return false;
+    const ember_tensor * w = node->src[0];
+    const ember_tensor * x = node->src[1];
+    return planar(w) && (uint64_t) w->ne[0] <= k_vk_xq_maxk && w->nb[1] % 16 == 0 && w->ne[2] == 1 && w->ne[3] == 1 &&
+           bind_of(dc, w).resid % 16 == 0 && ember_nrows(x) == 1 && x->nb[0] == 4 && f32_off(bind_of(dc, x)) % 4 == 0 &&
+           dc->subgroup_arith && !env_flag("EMBER_VULKAN_MMV_GENERIC");
+}
+
 bool mmv_qx_pre(const vk_device_ctx * dc, const ember_tensor * node) {
     if (node->op != EMBER_OP_MUL_MAT || env_is("EMBER_VULKAN_MMV_QX_PRE", "0")) return false;
     const ember_tensor * x = node->src[1];
-    return ember_nrows(x) == 1 && x->nb[0] == 4 && mmv_fast(dc, node, nullptr) && (mmv_qx(dc, node->src[0]) || mmv_q6s(dc, node));
+    return ember_nrows(x) == 1 && x->nb[0] == 4 &&
+           (mmv_q6p(dc, node) || (mmv_fast(dc, node, nullptr) && (mmv_qx(dc, node->src[0]) || mmv_q6s(dc, node))));
 }
 
 // quantize_x.comp: x (one row of k floats) into slot `slot` of the stream's quantized rows.
@@ -521,6 +556,25 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
 // groups, where subgroups are 32 wide (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us
 // instead of 104.5, 8B 185.0 instead of 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the
 // workgroup barrier always.
+// The Q6_K product `node` by mul_mat_vec_q6p.comp (the planar layout; x in the stream's slot
+// xq_slot): KS row groups of 32 invocations per row (one per segment, at most 8), ROWS
+// consecutive rows per row group (EMBER_VULKAN_MMV_Q6P_ROWS, default 4).
+ember_status record_mul_mat_q6p(vk_stream_ctx * sc, const ember_tensor * node) {
+    vk_device_ctx *      dc = sc->dc;
+    const ember_tensor * w  = node->src[0];
+    push                 pc;
+    pc.u(w->ne[0]).u(w->ne[1]).u(bind_of(dc, w).resid).u(w->nb[1]).u(f32_off(bind_of(dc, node)));
+    const uint64_t nseg  = (uint64_t) w->ne[0] / 2048;
+    const uint32_t ks    = (uint32_t) std::min<uint64_t>(nseg, 8);
+    const long     re    = env_long("EMBER_VULKAN_MMV_Q6P_ROWS", 0);
+    const uint32_t rw    = re >= 1 && re <= 8 ? (uint32_t) re : 4;
+    const uint32_t slots = ks >= 4 ? 1 : 4 / ks;
+    const uint32_t wg = 32 * ks * slots, rows = slots * rw;
+    const bool     dp = dc->idot && !env_is("EMBER_VULKAN_MMV_QX", "nodot");
+    return dispatch_items(sc, dp ? "mul_mat_vec_q6p_dp" : "mul_mat_vec_q6p", wg, {w, node->src[1], node}, pc,
+                          (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot);
+}
+
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
@@ -597,9 +651,10 @@ ember_status record_mul_mat(vk_stream_ctx * sc, ember_tensor * node, const ember
         pc.n = 28;  // after the ROPE words (unused without rope)
         pc.u(f32_off(bind_of(dc, idx))).u(idx->nb[0] / 4).u(kv->ne[1]);
     }
-    const std::string t = tname(w->type);
+    const std::string t = wname(w);
     if (glu && !mmv_fast(dc, node, glu)) return EMBER_ERR_INTERNAL;  // the planner checked these
     if ((rope || glu_out || kv || nadd) && !mmv_fast(dc, node, nullptr)) return EMBER_ERR_INTERNAL;
+    if (!glu && !rope && !glu_out && !kv && !nadd && sc->xq_slot >= 0 && mmv_q6p(dc, node)) return record_mul_mat_q6p(sc, node);
     if (!glu && !rope && !glu_out && !kv && !nadd && sc->xq_slot >= 0 && mmv_q6s(dc, node)) return record_mul_mat_q6s(sc, node);
     if (mmv_fast(dc, node, nullptr) || glu) {
         // Invocations per row (the shader's LPR): the largest power of two up to 32 with a

@@ -72,7 +72,8 @@ ember_vk_glslc_accepts(EMBER_VK_GLSLC_COOPMAT_KHR GL_KHR_cooperative_matrix
     "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, s, 0, 5, gl_CooperativeMatrixLayoutRowMajor);")
 # Types the dequantizing kernels read (shaders/dequant.glsl).
 set(EMBER_VK_DQ_TYPES F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
-    INT4 INT4_G32 NF4 FP8_E4M3 FP8_E5M2 FP8_E4M3_ROW FP8_E5M2_ROW)
+    INT4 INT4_G32 NF4 FP8_E4M3 FP8_E5M2 FP8_E4M3_ROW FP8_E5M2_ROW Q6_KP)
+# (Q6_KP: Q6_K weights in the backend's planar layout, vk-repack.h; shader names "..._q6_kp".)
 # Types the converting kernels write (shaders/convert.comp) and the KV cache types of ATTN.
 set(EMBER_VK_CVT_TYPES F32 F16 Q8_0 Q4_0)
 foreach(t ${EMBER_VK_DQ_TYPES})
@@ -168,6 +169,9 @@ endforeach()
 # output matrix); "_dp" with the integer dot product instructions.
 ember_vk_shader(mul_mat_vec_q6s mul_mat_vec_q6s.comp)
 ember_vk_shader(mul_mat_vec_q6s_dp mul_mat_vec_q6s.comp QX_DOT=1)
+# The same products over the planar Q6_K layout (q6p.glsl), no staging.
+ember_vk_shader(mul_mat_vec_q6p mul_mat_vec_q6p.comp)
+ember_vk_shader(mul_mat_vec_q6p_dp mul_mat_vec_q6p.comp QX_DOT=1)
 ember_vk_shader(quantize_x quantize_x.comp)
 ember_vk_shader(copy copy.comp VEC4=0)
 ember_vk_shader(copy_x4 copy.comp VEC4=1)

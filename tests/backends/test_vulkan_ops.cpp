@@ -35,6 +35,7 @@
 
 #ifdef EMBER_HAVE_VULKAN
 #    include "backends/vulkan/vulkan-backend.h"
+#    include "backends/vulkan/vk-repack.h"
 #    include "backends/vulkan/vk-shaders.h"
 
 namespace {
@@ -260,6 +261,15 @@ ember_tensor * new_input(ember_graph & g, std::vector<input> & ins, ember_type t
                          int64_t ne2 = 1, int64_t ne3 = 1, uint32_t seed = 1) {
     ember_tensor * t = g.new_tensor(type, ne0, ne1, ne2, ne3);
     ins.push_back({t, random_input((size_t) ember_nelements(t), seed), {}, {}});
+    return t;
+}
+
+// As new_input, flagged a model weight (EMBER_TENSOR_FLAG_WEIGHT: backends may convert it to
+// their own layout when it is uploaded whole).
+ember_tensor * new_weight(ember_graph & g, std::vector<input> & ins, ember_type type, int64_t ne0, int64_t ne1 = 1,
+                          int64_t ne2 = 1, int64_t ne3 = 1, uint32_t seed = 1) {
+    ember_tensor * t = new_input(g, ins, type, ne0, ne1, ne2, ne3, seed);
+    t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
     return t;
 }
 
@@ -984,6 +994,134 @@ TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
     }, 2e-4, &st);
     CHECK_FALSE((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
     CHECK(st.xq == 0u);
+}
+
+// The planar Q6_K layout (vk-repack.h, shaders/q6p.glsl): each segment of 2048 weights of a row
+// regrouped field by field (ql, qh, the scales 4 per unit, d), the same bytes, and back.
+TEST_CASE("[vulkan] planar Q6_K layout: field map and round trip") {
+    const int64_t        ne0 = 4096, rows = 3;
+    const size_t         rsz = ember_row_size(EMBER_TYPE_Q6_K, ne0);
+    std::vector<uint8_t> gguf(rsz * rows), pl(gguf.size()), back(gguf.size());
+    for (size_t i = 0; i < gguf.size(); i++) gguf[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+    ember_vk_repack_q6k(rows, ne0, gguf.data(), pl.data());
+    ember_vk_unrepack_q6k(rows, ne0, pl.data(), back.data());
+    CHECK(back == gguf);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t kb = 0; kb < ne0 / 256; kb++) {
+            const uint8_t * sb  = gguf.data() + r * rsz + kb * 210;                // GGUF super-block kb
+            const uint8_t * seg = pl.data() + r * rsz + (kb / 8) * 1680;           // its planar segment
+            const size_t    b   = static_cast<size_t>(kb % 8);
+            CHECK(std::memcmp(seg + 128 * b, sb, 128) == 0);                       // ql
+            CHECK(std::memcmp(seg + 1024 + 64 * b, sb + 128, 64) == 0);            // qh
+            CHECK(std::memcmp(seg + 1664 + 2 * b, sb + 208, 2) == 0);              // d
+            for (size_t h = 0; h < 2; h++) {
+                for (size_t g = 0; g < 2; g++) {
+                    for (size_t k = 0; k < 4; k++) CHECK(seg[1536 + 16 * b + 4 * (2 * h + g) + k] == sb[192 + 8 * h + 2 * k + g]);
+                }
+            }
+        }
+    }
+    // Which weights are converted: Q6_K model weights, rows of a multiple of 2048, contiguous.
+    ember_graph    g;
+    ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, 2048, 4);
+    CHECK_FALSE(ember_vk_repack_wanted(w));  // (not a weight)
+    w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    CHECK(ember_vk_repack_wanted(w));
+    ember_tensor * w2 = g.new_tensor(EMBER_TYPE_Q6_K, 1792, 4);
+    w2->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    CHECK_FALSE(ember_vk_repack_wanted(w2));
+    ember_tensor * w3 = g.new_tensor(EMBER_TYPE_Q4_K, 2048, 4);
+    w3->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    CHECK_FALSE(ember_vk_repack_wanted(w3));
+}
+
+// Q6_K weights converted to the planar layout at upload (vk-repack.h), against the CPU: decode
+// products of one column by mul_mat_vec_q6p.comp (x quantized beforehand) for rows of 1, 2, 3
+// and 7 segments (one, two, three and seven row groups per row), row counts that leave row
+// groups partly or wholly past the last row, 1, 2, 4 (default) and 8 rows per row group, with
+// and without the integer dot instructions; 4 columns (the dequantizing matrix-vector kernel's
+// "q6_kp" variant), prefill (mul_mm's), GET_ROWS; the V product of a decode layer (no fused
+// cache write with this layout: its own SET_ROWS); EMBER_VULKAN_REPACK=0 (the GGUF layout:
+// mul_mat_vec_q6s.comp). Then the tensor itself: flagged, its GGUF bytes read back, a partial write.
+TEST_CASE("[vulkan] Q6_K weights in the planar layout") {
+    REQUIRE_VK();
+    validation_guard vg;
+    bool       fast = false;
+    const bool dot  = ember_vulkan_integer_dot(vk_device(), &fast);
+    for (const char * mode : {"default", "nodot", "rows1", "rows2", "rows8"}) {
+        CAPTURE(std::string(mode));
+        env_guard         eq("EMBER_VULKAN_MMV_QX", std::strcmp(mode, "nodot") == 0 ? "nodot" : nullptr);
+        env_guard         er("EMBER_VULKAN_MMV_Q6P_ROWS", std::strncmp(mode, "rows", 4) == 0 ? mode + 4 : nullptr);
+        const bool        dp   = dot && std::strcmp(mode, "nodot") != 0;
+        const std::string name = dp ? "mul_mat_vec_q6p_dp" : "mul_mat_vec_q6p";
+        for (int64_t k : {2048, 4096, 6144, 14336}) {
+            for (int64_t n : {9, 37, 1029}) {
+                if (k > 4096 && n == 1029) continue;  // (time)
+                if (std::strcmp(mode, "default") != 0 && k == 14336) continue;
+                CAPTURE(k);
+                CAPTURE(n);
+                rec_stats st;
+                compare([=](ember_graph & g, std::vector<input> & in) {
+                    return ember_mul_mat(g, new_weight(g, in, EMBER_TYPE_Q6_K, k, n, 1, 1, 90), new_input(g, in, EMBER_TYPE_F32, k, 1, 1, 1, 91));
+                }, 2e-4, &st);
+                CHECK(st.has(name));
+                CHECK(st.xq == 1u);
+            }
+        }
+    }
+    rec_stats st;
+    compare([](ember_graph & g, std::vector<input> & in) {  // 4 columns
+        return ember_mul_mat(g, new_weight(g, in, EMBER_TYPE_Q6_K, 4096, 9, 1, 1, 94), new_input(g, in, EMBER_TYPE_F32, 4096, 4, 1, 1, 95));
+    }, 2e-4, &st);
+    CHECK((st.has("mul_mat_vec_q6_kp") || st.has("mul_mat_vec_q6_kp_nosg")));
+    compare([](ember_graph & g, std::vector<input> & in) {  // prefill
+        return ember_mul_mat(g, new_weight(g, in, EMBER_TYPE_Q6_K, 2048, 70, 1, 1, 96), new_input(g, in, EMBER_TYPE_F32, 2048, 33, 1, 1, 97));
+    }, 1e-3, &st);
+    CHECK(std::any_of(st.shaders.begin(), st.shaders.end(), [](const std::string & s) { return s.find("mul_mm") == 0 && s.find("_q6_kp") != std::string::npos; }));
+    compare([](ember_graph & g, std::vector<input> & in) {
+        return ember_get_rows(g, new_weight(g, in, EMBER_TYPE_Q6_K, 2048, 11, 1, 1, 98), new_ids(g, in, {10, 0, 3, 3}));
+    }, 1e-12, &st);
+    CHECK(st.has("get_rows_q6_kp"));
+    // A decode layer's V product into an F16 cache: the product by q6p, then SET_ROWS.
+    compare([](ember_graph & g, std::vector<input> & in) {
+        ember_tensor * cache = new_input(g, in, EMBER_TYPE_F16, 256, 8, 1, 1, 99);
+        ember_tensor * v     = ember_mul_mat(g, new_weight(g, in, EMBER_TYPE_Q6_K, 2048, 256, 1, 1, 100), new_input(g, in, EMBER_TYPE_F32, 2048, 1, 1, 1, 101));
+        return ember_set_rows(g, cache, v, new_ids(g, in, {5}));
+    }, 2e-4, &st);
+    CHECK((st.has("mul_mat_vec_q6p") || st.has("mul_mat_vec_q6p_dp")));
+    {
+        env_guard e0("EMBER_VULKAN_REPACK", "0");
+        compare([](ember_graph & g, std::vector<input> & in) {
+            return ember_mul_mat(g, new_weight(g, in, EMBER_TYPE_Q6_K, 2048, 9, 1, 1, 102), new_input(g, in, EMBER_TYPE_F32, 2048, 1, 1, 1, 103));
+        }, 2e-4, &st);
+        CHECK_FALSE((st.has("mul_mat_vec_q6p") || st.has("mul_mat_vec_q6p_dp")));
+        CHECK((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
+    }
+
+    // Upload, flag, readback of the GGUF bytes, and a partial write into a converted weight.
+    ember_device * dev = vk_device();
+    ember_graph    g;
+    ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, 2048, 5);
+    w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), ember_nbytes(w), &buf) == EMBER_OK);
+    ember_buffer_place_tensor(buf, w, 0);
+    std::vector<uint8_t> bytes(ember_nbytes(w));
+    for (size_t i = 0; i < bytes.size(); i++) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
+    ember_tensor_set(w, bytes.data(), 0, bytes.size());
+    CHECK((w->flags & EMBER_TENSOR_FLAG_VK_REPACKED) != 0);
+    std::vector<uint8_t> back(bytes.size());
+    ember_tensor_get(w, back.data(), 0, back.size());
+    CHECK(back == bytes);
+    std::vector<uint8_t> row1(w->nb[1] - 100, 0x11);
+    ember_tensor_set(w, row1.data(), w->nb[1] + 50, row1.size());
+    std::memcpy(bytes.data() + w->nb[1] + 50, row1.data(), row1.size());
+    ember_tensor_get(w, back.data(), 0, back.size());
+    CHECK(back == bytes);
+    std::vector<uint8_t> part(w->nb[1]);
+    ember_tensor_get(w, part.data(), 2 * w->nb[1] + 7, part.size() - 7);
+    CHECK(std::memcmp(part.data(), bytes.data() + 2 * w->nb[1] + 7, part.size() - 7) == 0);
+    ember_buffer_free(buf);
 }
 
 // The FFN's gate and up products of one x and their SWIGLU in one dispatch (mul_mat_vec_q.comp

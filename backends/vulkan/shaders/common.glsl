@@ -26,6 +26,8 @@
 #define T_FP8_E5M2     4100
 #define T_FP8_E4M3_ROW 4101
 #define T_FP8_E5M2_ROW 4102
+// Layouts of the Vulkan backend's own (a tensor's type stays the GGUF one; vk-repack.h).
+#define T_Q6_KP 8192  // Q6_K, planar segments (q6p.glsl)
 
 // B is a uint[] buffer, b a byte offset (uint).
 #define RD_U8(B, b)  ((B[(b) >> 2] >> (((b) & 3u) << 3)) & 0xffu)

@@ -4,6 +4,9 @@
 #if DQ_TYPE == T_NF4
 #include "nf4.glsl"
 #endif
+#if DQ_TYPE == T_Q6_KP
+#include "q6p.glsl"
+#endif
 #if (DQ_TYPE == T_FP8_E4M3 || DQ_TYPE == T_FP8_E5M2 || DQ_TYPE == T_FP8_E4M3_ROW || DQ_TYPE == T_FP8_E5M2_ROW) && \
     !defined(EMBER_FP8_DECODE)
 #define EMBER_FP8_DECODE
@@ -109,6 +112,18 @@ float DQ_FN(uint rb, uint i) {
     const uint lo = (k >> 1) != 0u ? (lb >> 4) : (lb & 15u);
     const uint hi = (RD_U8(DQ_BUF, bb + 128u + 32u * h + l) >> (2u * k)) & 3u;
     const float ds = RD_F16(DQ_BUF, bb + 208u) * float(RD_I8(DQ_BUF, bb + 192u + (e >> 4)));
+    return ds * float(int(lo | (hi << 4)) - 32);
+#elif DQ_TYPE == T_Q6_KP
+    // The same fields as Q6_K, at their planar places (q6p.glsl).
+    const uint kb = i >> 8;
+    const uint e  = i & 255u;
+    const uint h  = e >> 7;
+    const uint k  = (e >> 5) & 3u;
+    const uint l  = e & 31u;
+    const uint lb = RD_U8(DQ_BUF, rb + q6p_ql(kb) + 64u * h + l + 32u * (k & 1u));
+    const uint lo = (k >> 1) != 0u ? (lb >> 4) : (lb & 15u);
+    const uint hi = (RD_U8(DQ_BUF, rb + q6p_qh(kb) + 32u * h + l) >> (2u * k)) & 3u;
+    const float ds = RD_F16(DQ_BUF, rb + q6p_d(kb)) * float(RD_I8(DQ_BUF, rb + q6p_sc(kb, e >> 4)));
     return ds * float(int(lo | (hi << 4)) - 32);
 #elif DQ_TYPE == T_BF16
     return uintBitsToFloat(RD_U16(DQ_BUF, rb + 2u * i) << 16);
