@@ -47,6 +47,9 @@ ember_vk_shader(rms_norm_mul_xq rms_norm.comp HAS_MUL=1 XQ_OUT=1)
 ember_vk_shader(add_rms_norm_mul_xq rms_norm.comp HAS_ADD=1 HAS_MUL=1 XQ_OUT=1)
 ember_vk_shader(rms_norm_mul_sg_xq rms_norm.comp HAS_MUL=1 SUBGROUP=1 XQ_OUT=1)
 ember_vk_shader(add_rms_norm_mul_sg_xq rms_norm.comp HAS_ADD=1 HAS_MUL=1 SUBGROUP=1 XQ_OUT=1)
+# The decode norms with their quantized copy, 8 consecutive values per invocation.
+ember_vk_shader(rms_norm_mul_c8_xq rms_norm_c8.comp)
+ember_vk_shader(add_rms_norm_mul_c8_xq rms_norm_c8.comp HAS_ADD=1)
 ember_vk_shader(rope rope.comp)
 # Cooperative matrices (the prefill kernel on tensor cores, shaders/mul_mm_coop.comp): built
 # when this glslc compiles GL_NV_cooperative_matrix (Debian 12's does; it predates
