@@ -24,7 +24,10 @@
 // EMBER_VULKAN_ATTN_RANGE=0 (attention visits every key of the cache view, not only those up
 // to the last one the mask shows), EMBER_VULKAN_MMV_QX=0 (no integer-dot QX products),
 // EMBER_VULKAN_MMV_QX_PRE=0 (QX products quantize x in every workgroup instead of reading it
-// quantized once per input): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_READBACK=0: a
+// quantized once per input), EMBER_VULKAN_NORM_C8=0 (decode norms by rms_norm.comp, not
+// rms_norm_c8.comp), EMBER_VULKAN_MMV_Q6P_ROWS=1..8 (rows per row group of the planar Q6_K
+// kernel, default 4): decode-kernel switches (vk-ops.cpp). EMBER_VULKAN_REPACK=0: Q6_K weights
+// stay in the GGUF layout at upload instead of the backend's planar one (vk-repack.h). EMBER_VULKAN_READBACK=0: a
 // graph's outputs (the logits) read back through a staging copy of their own after the graph,
 // not copied into host memory by the graph's own command buffer (=1: that copy also where
 // device memory is host-mapped, as on lavapipe). EMBER_VULKAN_PROFILE=1: each
