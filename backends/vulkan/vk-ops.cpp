@@ -305,6 +305,7 @@ ember_status record_rms_norm(vk_stream_ctx * sc, ember_tensor * add, ember_tenso
     // the strided layout of rms_norm.comp took 3 barriers per 256 vec4).
     const int64_t ne0 = norm->ne[0];
     if (sc->xq_out >= 0 && mul && sg && ember_nrows(norm) == 1 && ne0 % 256 == 0 && ne0 <= 8192 &&
+        (uint64_t) ne0 / 8 <= dc->props.limits.maxComputeWorkGroupInvocations && (uint64_t) ne0 / 8 <= dc->props.limits.maxComputeWorkGroupSize[0] &&
         w->ne[0] == ne0 && w->nb[0] == 4 && a->nb[0] == 4 && b->nb[0] == 4 && s->nb[0] == 4 && out->nb[0] == 4 &&
         f32_off(bind_of(dc, a)) % 4 == 0 && f32_off(bind_of(dc, b)) % 4 == 0 && f32_off(bind_of(dc, w)) % 4 == 0 &&
         f32_off(bind_of(dc, s)) % 4 == 0 && f32_off(bind_of(dc, out)) % 4 == 0 && !env_is("EMBER_VULKAN_NORM_C8", "0")) {
@@ -441,8 +442,10 @@ bool mmv_qx(const vk_device_ctx * dc, const ember_tensor * w) {
 // Whether decode MUL_MAT `node`, unfused (no ROPE, cache write, GLU or norm with it), takes the
 // Q6_K kernel that stages rows through shared memory (mul_mat_vec_q6s.comp): Q6_K rows of a
 // multiple of 8 super-blocks on 16 bytes, one column of x, quantized beforehand (a QX_PRE
-// slot), on a device with subgroup arithmetic. The output matrix of the Q4_0, Q8_0 and Q4_K_M
-// models: H200 1B decode 143 us per token by the QQ kernel (1.5 TB/s).
+// slot), on a device with subgroup arithmetic: Q6_K weights left in the GGUF layout (not
+// converted at upload, vk-repack.h: EMBER_VULKAN_REPACK=0, tensors not flagged as weights, no
+// host memory for the conversion). The output matrix: H200 1B decode 143 us per token by the QQ
+// kernel (1.5 TB/s), 87.5 by this one, 59.1 by the planar layout's (mmv_q6p()).
 // EMBER_VULKAN_MMV_Q6_K=qq|units: the QQ | 256-weight-unit kernels instead (read at each recording).
 bool mmv_q6s(const vk_device_ctx * dc, const ember_tensor * node) {
     if (node->op != EMBER_OP_MUL_MAT) return false;
@@ -555,22 +558,10 @@ ember_status record_mul_mat_qx(vk_stream_ctx * sc, const std::string & variant, 
                           4, -1, xs, qxu);
 }
 
-// The Q6_K product `node` by mul_mat_vec_q6s.comp (mmv_q6s() holds; x in the stream's slot
-// xq_slot): row groups of 32 invocations, 4 per workgroup. Rows of one 8-super-block segment
-// (the 1B output matrix): 4 consecutive rows per row group (H200, 1B Q4_0 tg128: 950.4 / 978.7
-// / 994.9 t/s with 2 / 1 / 4, 16-block segments); 2 or 3 segments (8B output): 2 rows; longer
-// rows (FFN down, 4 or 7 segments) dealt among the 4 row groups of a workgroup (KS), where one
-// row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
-// EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
-// each recording; a split of 2 or 4 takes 1 row per row group unless both are set; 8 rows measured slower: 1B
-// output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no
-// split) waits at each step for its own subgroup only, not for the workgroup's other row
-// groups, where subgroups are 32 wide (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us
-// instead of 104.5, 8B 185.0 instead of 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the
-// workgroup barrier always.
 // The Q6_K product `node` by mul_mat_vec_q6p.comp (the planar layout; x in the stream's slot
 // xq_slot): KS row groups of 32 invocations per row (one per segment, at most 8), ROWS
-// consecutive rows per row group (EMBER_VULKAN_MMV_Q6P_ROWS, default 4).
+// consecutive rows per row group (EMBER_VULKAN_MMV_Q6P_ROWS, default 4: H200, output matrix per
+// token with 2 / 4 / 8: 1B 59.9 / 59.1 / 63.6 us, 8B 117.3 / 107.6 / 115.2).
 ember_status record_mul_mat_q6p(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
@@ -587,6 +578,19 @@ ember_status record_mul_mat_q6p(vk_stream_ctx * sc, const ember_tensor * node) {
                           (w->ne[1] + rows - 1) / rows, 1, false, rw, ks, 4, -1, sc->xq_slot);
 }
 
+// The Q6_K product `node` by mul_mat_vec_q6s.comp (mmv_q6s() holds; x in the stream's slot
+// xq_slot): row groups of 32 invocations, 4 per workgroup. Rows of one 8-super-block segment
+// (the 1B output matrix): 4 consecutive rows per row group (H200, 1B Q4_0 tg128: 950.4 / 978.7
+// / 994.9 t/s with 2 / 1 / 4, 16-block segments); 2 or 3 segments (8B output): 2 rows; longer
+// rows (FFN down, 4 or 7 segments) dealt among the 4 row groups of a workgroup (KS), where one
+// row group taking every segment in turn measured 13.9 us per 1B Q4_K_M down product (1 TB/s).
+// EMBER_VULKAN_MMV_Q6_K_ROWS=1|2|4|8 and EMBER_VULKAN_MMV_Q6_K_SPLIT=1|2|4 instead (read at
+// each recording; a split of 2 or 4 takes 1 row per row group unless both are set; 8 rows measured slower: 1B
+// output 107.6 against 104.5 us, 8B 199.2 against 192.0). A row group of rows of its own (no
+// split) waits at each step for its own subgroup only, not for the workgroup's other row
+// groups, where subgroups are 32 wide (H200, EMBER_VULKAN_PROFILE=1: 1B output 100.7 us
+// instead of 104.5, 8B 185.0 instead of 192.0); EMBER_VULKAN_MMV_Q6_K_SYNC=workgroup: the
+// workgroup barrier always.
 ember_status record_mul_mat_q6s(vk_stream_ctx * sc, const ember_tensor * node) {
     vk_device_ctx *      dc = sc->dc;
     const ember_tensor * w  = node->src[0];
