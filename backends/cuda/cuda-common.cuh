@@ -928,6 +928,68 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
     }
 };
 
+// Q6_K weights in the planar layout (backends/common/q6k-planar.h, EMBER_TENSOR_FLAG_CUDA_REPACKED):
+// not an ember_type, the template argument of the chunk codecs (cu_codec, cu_codec_h2) for such
+// weights, which keep their type. Rows stay where they were; chunk c of a row is sub-chunk
+// s = c % 8 (half s / 4, g = s % 4: weights 128 half + 32 g + l) of super-block kb = c / 8,
+// slot b = kb % 8 of segment kb / 8. Its levels are 32 bytes of ql and 32 of qh, 16-byte
+// aligned; its two scales (GGUF 2s and 2s + 1) are planar bytes 8 half + g and 8 half + 4 + g.
+constexpr int CU_Q6_K_PLANAR = 1 << 20;
+
+struct cu_q6p_at {
+    const uint8_t * ql;  // the chunk's 32 bytes of ql (low nibbles for g < 2, high ones after)
+    const uint8_t * qh;  // its 32 bytes of qh (bits 2g, 2g + 1)
+    const int8_t *  sc;  // its first scale; the second is 4 bytes further
+    const ember_half * d;
+    int              g;
+};
+__device__ __forceinline__ cu_q6p_at cu_q6p_locate(const char * row, int64_t c) {
+    const int64_t   kb   = c / 8;
+    const int       s    = static_cast<int>(c % 8), half = s / 4, g = s % 4, b = static_cast<int>(kb % 8);
+    const uint8_t * seg  = reinterpret_cast<const uint8_t *>(row) + (kb / 8) * 1680;
+    cu_q6p_at       at;
+    at.ql = seg + 128 * b + 64 * half + 32 * (g & 1);
+    at.qh = seg + 1024 + 64 * b + 32 * half;
+    at.sc = reinterpret_cast<const int8_t *>(seg + 1536 + 16 * b + 8 * half + g);
+    at.d  = reinterpret_cast<const ember_half *>(seg + 1664 + 2 * b);
+    at.g  = g;
+    return at;
+}
+
+// As cu_codec<EMBER_TYPE_Q6_K>::chunk: the same floats (d sc, then times the level).
+template <> struct cu_codec<CU_Q6_K_PLANAR> {
+    static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) {
+        const cu_q6p_at at = cu_q6p_locate(row, c);
+        const float     d  = cu_half(*at.d);
+        const float     d0 = d * static_cast<float>(at.sc[0]), d1 = d * static_cast<float>(at.sc[4]);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int lo = at.g < 2 ? (at.ql[l] & 0x0f) : (at.ql[l] >> 4);
+            const int q  = (lo | (at.qh[l] >> (2 * at.g) & 3) << 4) - 32;
+            y[l]         = (l < 16 ? d0 : d1) * static_cast<float>(q);
+        }
+    }
+};
+
+// As cu_codec_h2<EMBER_TYPE_Q6_K> (the same raw and decode), the levels in four 16-byte loads.
+template <> struct cu_codec_h2<CU_Q6_K_PLANAR> {
+    using raw = cu_codec_h2<EMBER_TYPE_Q6_K>::raw;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const cu_q6p_at at = cu_q6p_locate(row, c);
+        const uint4 *   l4 = reinterpret_cast<const uint4 *>(at.ql);
+        const uint4 *   h4 = reinterpret_cast<const uint4 *>(at.qh);
+        const uint4     l0 = l4[0], l1 = l4[1], h0 = h4[0], h1 = h4[1];
+        r.ql[0] = l0.x, r.ql[1] = l0.y, r.ql[2] = l0.z, r.ql[3] = l0.w, r.ql[4] = l1.x, r.ql[5] = l1.y, r.ql[6] = l1.z, r.ql[7] = l1.w;
+        r.qh[0] = h0.x, r.qh[1] = h0.y, r.qh[2] = h0.z, r.qh[3] = h0.w, r.qh[4] = h1.x, r.qh[5] = h1.y, r.qh[6] = h1.z, r.qh[7] = h1.w;
+        const float d = cu_half(*at.d);
+        r.d0          = __float2half2_rn(d * static_cast<float>(at.sc[0]));
+        r.d1          = __float2half2_rn(d * static_cast<float>(at.sc[4]));
+        r.sl          = at.g < 2 ? 0 : 4;
+        r.sh          = 2 * at.g;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_codec_h2<EMBER_TYPE_Q6_K>::decode(r, h); }
+};
+
 // A whole chunk: fetch, then decode.
 template <int T> __device__ __forceinline__ void cu_chunk_h2(const char * row, int64_t c, uint32_t (&h)[16]) {
     typename cu_codec_h2<T>::raw r;

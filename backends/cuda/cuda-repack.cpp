@@ -1,6 +1,8 @@
 // Host side of the CUDA weight layout (cuda-repack.h).
 #include "cuda-repack.h"
 
+#include "q6k-planar.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -37,7 +39,11 @@ bool env_off(const char * name) {
 bool ember_cuda_repack_wanted(const ember_tensor * t) {
     static const bool off     = env_off("EMBER_CUDA_REPACK");
     static const bool ext_off = env_off("EMBER_CUDA_EXT_MV");
+    static const bool q6p_off = env_off("EMBER_CUDA_Q6P");
     if (off || !(t->flags & EMBER_TENSOR_FLAG_WEIGHT) || t->view_src) return false;
+    if (t->type == EMBER_TYPE_Q6_K) {
+        return !q6p_off && t->ne[0] > 0 && t->ne[0] % k_q6p_seg_weights == 0 && ember_nelements(t) > 0 && ember_is_contiguous(t);
+    }
     const bool ext = ember_cuda_repack_is_ext(t->type);
     if (ext ? ext_off : !ember_cuda_repack_qbytes(t->type)) return false;
     return t->ne[0] % 32 == 0 && ember_nelements(t) > 0 && ember_is_contiguous(t);
@@ -134,6 +140,10 @@ template <bool PACK> void walk_ext(ember_type t, int64_t rows, int64_t k, uint8_
 }  // namespace
 
 void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst) {
+    if (t == EMBER_TYPE_Q6_K) {
+        ember_q6p_pack(rows, k, src, dst);
+        return;
+    }
     if (ember_cuda_repack_is_ext(t)) {
         walk_ext<true>(t, rows, k, const_cast<uint8_t *>(static_cast<const uint8_t *>(src)), static_cast<uint8_t *>(dst));
         return;
@@ -147,6 +157,10 @@ void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, 
 }
 
 void ember_cuda_unrepack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst) {
+    if (t == EMBER_TYPE_Q6_K) {
+        ember_q6p_unpack(rows, k, src, dst);
+        return;
+    }
     if (ember_cuda_repack_is_ext(t)) {
         walk_ext<false>(t, rows, k, static_cast<uint8_t *>(dst), const_cast<uint8_t *>(static_cast<const uint8_t *>(src)));
         return;

@@ -22,6 +22,12 @@
 //   FP8_E4M3_ROW / FP8_E5M2_ROW: the k codes of each row, then the fp32 row scales
 //
 // EMBER_CUDA_EXT_MV=0 leaves these types in their GGUF layout (the generic, slow matvec).
+//
+// Q6_K weights with rows of a multiple of 2048 weights take the planar Q6_K layout shared with
+// the Vulkan backend (backends/common/q6k-planar.h): each 2048-weight segment of a row field by
+// field, rows where they were (read by mvp6_kernel, ops-matvec-q.cu, and by cu_codec /
+// cu_codec_h2<CU_Q6_K_PLANAR>, cuda-common.cuh). EMBER_CUDA_Q6P=0 leaves them in the GGUF
+// layout (mv6_kernel).
 #ifndef EMBER_CUDA_REPACK_H
 #define EMBER_CUDA_REPACK_H
 
@@ -38,7 +44,8 @@ int ember_cuda_repack_qbytes(ember_type t);
 bool ember_cuda_repack_is_ext(ember_type t);
 
 // Whether a whole-tensor upload of t is converted: a contiguous, non-view weight of a
-// repacked type (EMBER_CUDA_REPACK=0 turns the conversion off, for comparisons).
+// repacked type (Q6_K: rows of a multiple of 2048; EMBER_CUDA_REPACK=0 turns the conversion
+// off, for comparisons).
 bool ember_cuda_repack_wanted(const ember_tensor * t);
 
 // GGUF bytes -> CUDA layout and back, for `rows` rows of k weights (src and dst distinct).

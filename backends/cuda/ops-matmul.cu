@@ -156,6 +156,12 @@ ember_status ember_cuda_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w
         const char *  base = static_cast<const char *>(w->data);
         const int64_t g0   = (wdata - base) / static_cast<int64_t>(w->nb[1]) + r0;  // contiguous: matrices are row ranges
         if (ember_cuda_ext_layout(w)) return ember_cuda_ext_dequant_f16(ctx, w, g0, r1 - r0, out);  // Ember's types
+        if (w->type == EMBER_TYPE_Q6_K) {  // the planar layout: rows where they were
+            dequant_launch{ctx, wdata + r0 * static_cast<int64_t>(w->nb[1]), static_cast<int64_t>(w->nb[1]), w->ne[0], r1 - r0,
+                           static_cast<__half *>(out)}
+                .template operator()<CU_Q6_K_PLANAR>();
+            return ember_cuda_check_launch("dequantize to f16 (planar q6_k)");
+        }
         const int64_t nblk = ember_nrows(w) * (w->ne[0] / 32);
         const int64_t n    = (r1 - r0) * (w->ne[0] / 32);
         __half *      o    = static_cast<__half *>(out);

@@ -894,6 +894,112 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     }
 }
 
+// Q6_K weights in the planar layout (backends/common/q6k-planar.h, EMBER_TENSOR_FLAG_CUDA_REPACKED):
+// every field a lane reads is aligned, so there is no shared-memory staging (mv6_kernel's). A
+// warp takes one 2048-weight segment of RW consecutive rows. Lane u is one decode unit (super-
+// block b = u / 4 of the segment, half h = (u / 2) % 2, group g = u % 2: 64 weights) and reads
+// its low and high nibbles and its two-bit planes as three 16-byte loads, its 4 scales as one
+// word (planar scale word 2h + g of the super-block) and d from the segment's d words. The
+// unit's x is loaded once per segment and serves the RW rows. KS warps share a row (segments
+// part, part + KS, ...; KS = the row's segments, up to 8), their sums meeting in shared memory.
+// The first segment's weights are loaded before waiting for the kernel that makes x.
+// The 6-bit levels q (0..63) go into the dot products as they are; each 16-weight group is
+// corrected once: sum((q - 32) x) = sum(q x) - 32 sum(x).
+constexpr int k_q6p_max_warps = 8;
+
+template <int RW>
+__global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, int ks) {
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int       part = wi % ks;
+    const int64_t   row0 = (static_cast<int64_t>(blockIdx.x) * (nw / ks) + wi / ks) * RW;
+    const int       nseg = static_cast<int>(a.nblk / 8);
+    const int       b = lane >> 2, h = (lane >> 1) & 1, g = lane & 1;
+    const mvq_batch bp = mvq_batch_of(a, a.w);
+    const char *    wr[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) wr[r] = bp.w + min(row0 + r, a.n - 1) * a.w_nb1;  // past the last row: read, not stored
+    uint4      lo[RW], hi[RW], qh[RW];
+    uint32_t   sw[RW], dw[RW];
+    const auto load = [&](int s) {
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const char * seg = wr[r] + static_cast<int64_t>(s) * 1680;
+            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 128 * b + 64 * h + 16 * g));
+            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 128 * b + 64 * h + 32 + 16 * g));
+            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 1024 + 64 * b + 32 * h + 16 * g));
+            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + 1536 + 16 * b + 4 * (lane & 3)));
+            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + 1664 + 4 * (b >> 1)));
+        }
+    };
+    if (part < nseg) load(part);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float acc[RW] = {};
+    for (int s = part; s < nseg; s += ks) {
+        const int64_t  kb = 8 * static_cast<int64_t>(s) + b;  // super-block of the row
+        const int8_t * xb = bp.xq + 256 * kb + 128 * h + 16 * g;
+        const float2 * xd = bp.xds + 8 * kb + 4 * h;
+        int4           xv[4];
+        float          xs[4];
+        int            x32[4];
+#pragma unroll
+        for (int grp = 0; grp < 4; grp++) {
+            xv[grp]  = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
+            xs[grp]  = __ldg(&xd[grp].x);
+            x32[grp] = 32 * __dp4a(0x01010101, xv[grp].w, __dp4a(0x01010101, xv[grp].z, __dp4a(0x01010101, xv[grp].y, __dp4a(0x01010101, xv[grp].x, 0))));
+        }
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const uint32_t l4[4] = {lo[r].x, lo[r].y, lo[r].z, lo[r].w};
+            const uint32_t h4[4] = {hi[r].x, hi[r].y, hi[r].z, hi[r].w};
+            const uint32_t q4[4] = {qh[r].x, qh[r].y, qh[r].z, qh[r].w};
+            float          pt    = 0.0f;
+#pragma unroll
+            for (int grp = 0; grp < 4; grp++) {
+                const int xw[4] = {xv[grp].x, xv[grp].y, xv[grp].z, xv[grp].w};
+                int       dot   = -x32[grp];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    uint32_t q;
+                    if (grp == 0) q = (l4[k] & 0x0f0f0f0fu) | ((q4[k] << 4) & 0x30303030u);
+                    else if (grp == 1) q = (h4[k] & 0x0f0f0f0fu) | ((q4[k] << 2) & 0x30303030u);
+                    else if (grp == 2) q = ((l4[k] >> 4) & 0x0f0f0f0fu) | (q4[k] & 0x30303030u);
+                    else q = ((h4[k] >> 4) & 0x0f0f0f0fu) | ((q4[k] >> 2) & 0x30303030u);
+                    dot = __dp4a(static_cast<int>(q), xw[k], dot);
+                }
+                pt += static_cast<float>(static_cast<int8_t>(sw[r] >> (8 * grp))) * xs[grp] * static_cast<float>(dot);
+            }
+            const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((b & 1) ? dw[r] >> 16 : dw[r] & 0xffffu)));
+            acc[r] += d * pt;
+        }
+        if (s + ks < nseg) load(s + ks);
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++) acc[r] = cu_warp_sum(acc[r]);
+    if (ks > 1) {  // (uniform) every warp gets here
+        __shared__ float parts[k_q6p_max_warps][RW];
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < RW; r++) parts[wi][r] = acc[r];
+        }
+        __syncthreads();
+        if (part == 0) {
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                float t = 0.0f;
+                for (int p = 0; p < ks; p++) t += parts[wi + p][r];
+                acc[r] = t;
+            }
+        }
+    }
+    if (lane == 0 && part == 0) {
+        float * yc = reinterpret_cast<float *>(a.y.data + blockIdx.y * a.y.nb[1] + bp.i2 * a.y.nb[2] + bp.i3 * a.y.nb[3]);
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            if (row0 + r < a.n) yc[row0 + r] = acc[r];
+        }
+    }
+}
+
 // The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
 const unsigned short * rp_scales(const ember_tensor * w) {
     return reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) +
@@ -1075,6 +1181,16 @@ int q6k_rows_per_warp() {
     return rw;
 }
 
+// mvp6_kernel's rows per warp (EMBER_CUDA_Q6P_ROWS=1|2|4).
+int q6p_rows_per_warp() {
+    static const int rw = [] {
+        const char * e = std::getenv("EMBER_CUDA_Q6P_ROWS");
+        const int    v = e ? std::atoi(e) : 4;
+        return v == 1 || v == 2 ? v : 4;
+    }();
+    return rw;
+}
+
 // Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
 // Every row of w starts 16-byte aligned (16-byte loads of whole rows).
 bool rows_aligned16(const ember_tensor * w) {
@@ -1083,6 +1199,11 @@ bool rows_aligned16(const ember_tensor * w) {
 
 bool q6k_wide_ok(const ember_tensor * w) {
     return k_q6k_wide && w->type == EMBER_TYPE_Q6_K && w->ne[0] % 256 == 0 && rows_aligned16(w);
+}
+
+// Q4_0 / Q8_0 weights in the CUDA layout: the kernels with groups and epilogues (mvr_kernel).
+bool rp_q4q8(const ember_tensor * w) {
+    return (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0);
 }
 
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
@@ -1128,6 +1249,17 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     }
     if (a.grouped) return EMBER_ERR_INTERNAL;
     if constexpr (T == EMBER_TYPE_Q6_K) {
+        if (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // the planar layout (cuda-repack.h)
+            const int  nseg = static_cast<int>(a.nblk / 8);
+            const int  ks   = std::min(nseg, k_q6p_max_warps);
+            const int  nw   = ks * std::max(1, 4 / ks);  // warps per block: 4, or one per segment
+            const int  rw   = q6p_rows_per_warp();
+            const dim3 gp(cu_blocks(a.n, (nw / ks) * rw), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            if (rw == 1) cu_launch(ctx, mvp6_kernel<1>, gp, 32 * nw, 0, a, ks);
+            else if (rw == 2) cu_launch(ctx, mvp6_kernel<2>, gp, 32 * nw, 0, a, ks);
+            else cu_launch(ctx, mvp6_kernel<4>, gp, 32 * nw, 0, a, ks);
+            return ember_cuda_check_launch("mul_mat (matvec q6_k, planar layout)");
+        }
         if (q6k_wide_ok(w)) {
             // rows of more than one segment: 4 warps per row (mv6_kernel KS)
             const bool split = a.nblk > k6_seg && mv_split();
@@ -1249,7 +1381,7 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
         x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) {
         return false;
     }
-    const bool rp = (wa->flags & wb->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
+    const bool rp = rp_q4q8(wa) && rp_q4q8(wb);
     if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
@@ -1263,8 +1395,7 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    const bool rp = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0);
-    if (!rp && !q4k_wide_ok(w)) return false;
+    if (!rp_q4q8(w) && !q4k_wide_ok(w)) return false;
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;

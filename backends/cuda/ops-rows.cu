@@ -107,6 +107,13 @@ struct get_rows_launch {
                 return;
             }
         }
+        if constexpr (T == EMBER_TYPE_Q6_K) {
+            if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // the planar layout (rows of 2048 k)
+                const int64_t nc = dst->ne[0] / 32;
+                cu_launch(ctx, get_rows_kernel<CU_Q6_K_PLANAR>, grid_for(rows * nc), k_threads, 0, table, ids, out, nc, rows * nc, ctx.d_error);
+                return;
+            }
+        }
         if (dst->ne[0] % 32 == 0) {
             const int64_t nc = dst->ne[0] / 32;
             cu_launch(ctx, get_rows_kernel<T>, grid_for(rows * nc), k_threads, 0, table, ids, out, nc, rows * nc, ctx.d_error);

@@ -14,6 +14,7 @@
 #include <new>
 
 #include "graph-signature.h"
+#include "q6k-planar.h"
 #include "vk-internal.h"
 #include "vk-repack.h"
 #include "vk-shaders.h"
@@ -1060,11 +1061,11 @@ static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const voi
             const void * src = data;
             if (!whole) {  // the current GGUF bytes, patched
                 vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
-                ember_vk_unrepack_q6k(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+                ember_q6p_unpack(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
                 std::memcpy(raw.get() + at, data, size);
                 src = raw.get();
             }
-            ember_vk_repack_q6k(ember_nrows(owner), owner->ne[0], src, tmp.get());
+            ember_q6p_pack(ember_nrows(owner), owner->ne[0], src, tmp.get());
             vk_write(bc, owner, tensor_offset(owner), tmp.get(), n);
             owner->flags |= EMBER_TENSOR_FLAG_VK_REPACKED;
             return;
@@ -1092,7 +1093,7 @@ static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, voi
             return;
         }
         vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
-        ember_vk_unrepack_q6k(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
+        ember_q6p_unpack(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
         std::memcpy(data, raw.get() + (static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset, size);
         return;
     }

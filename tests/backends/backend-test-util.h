@@ -251,6 +251,36 @@ inline block_graph build_block(cpu_graph & G, uint32_t seed = 1) {
     return b;
 }
 
+// A weight that a device converts to its own layout at upload (its `flag`): one of `type`,
+// ne0 x rows, flagged EMBER_TENSOR_FLAG_WEIGHT, alone in a buffer of dev, set whole with
+// arbitrary bytes. Then it must carry the flag and give its bytes back; a partial write inside
+// row 1 (through the file bytes) and a partial read from inside row 2 must see the file bytes.
+inline void check_converted_weight_io(ember_device * dev, ember_type type, int64_t ne0, int64_t rows, uint32_t flag) {
+    ember_graph    g;
+    ember_tensor * w = g.new_tensor(type, ne0, rows);
+    w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    ember_buffer * buf = nullptr;
+    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), ember_nbytes(w), &buf) == EMBER_OK);
+    ember_buffer_place_tensor(buf, w, 0);
+    std::vector<uint8_t> bytes(ember_nbytes(w));
+    for (size_t i = 0; i < bytes.size(); i++) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
+    ember_tensor_set(w, bytes.data(), 0, bytes.size());
+    CHECK((w->flags & flag) != 0);
+    std::vector<uint8_t> back(bytes.size());
+    ember_tensor_get(w, back.data(), 0, back.size());
+    CHECK(back == bytes);
+    const size_t         rs = w->nb[1];
+    std::vector<uint8_t> patch(rs / 2, 0x11);
+    ember_tensor_set(w, patch.data(), rs + rs / 4, patch.size());
+    std::memcpy(bytes.data() + rs + rs / 4, patch.data(), patch.size());
+    ember_tensor_get(w, back.data(), 0, back.size());
+    CHECK(back == bytes);
+    std::vector<uint8_t> part(rs - 7);
+    ember_tensor_get(w, part.data(), 2 * rs + 7, part.size());
+    CHECK(std::memcmp(part.data(), bytes.data() + 2 * rs + 7, part.size()) == 0);
+    ember_buffer_free(buf);
+}
+
 }  // namespace ember_test
 
 #endif  // EMBER_TESTS_BACKEND_TEST_UTIL_H

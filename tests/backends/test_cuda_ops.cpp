@@ -510,33 +510,56 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
             return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 512, 1024), ember_swiglu(c.g, gt, up)));
         }, 1e-3, {31, 32});
 
-        // Upload, flag, readback of the GGUF bytes, and a partial write into a converted weight.
-        ember_device * dev = cuda_device();
-        ember_graph    g;
-        ember_tensor * w = g.new_tensor(t, 96, 5);
-        w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
-        ember_buffer * buf = nullptr;
-        REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), ember_nbytes(w), &buf) == EMBER_OK);
-        ember_buffer_place_tensor(buf, w, 0);
-        std::vector<float> v(96 * 5);
-        for (size_t i = 0; i < v.size(); i++) v[i] = std::sin(0.37f * static_cast<float>(i));
-        std::vector<uint8_t> bytes(ember_nbytes(w));
-        for (int r = 0; r < 5; r++) ember_type_get_traits(t)->from_float(v.data() + r * 96, bytes.data() + r * w->nb[1], 96);
-        ember_tensor_set(w, bytes.data(), 0, bytes.size());
-        CHECK((w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0);
-        std::vector<uint8_t> back(bytes.size());
-        ember_tensor_get(w, back.data(), 0, back.size());
-        CHECK(back == bytes);
-        std::vector<uint8_t> row1(w->nb[1], 0x11);
-        ember_tensor_set(w, row1.data(), w->nb[1], row1.size());
-        std::memcpy(bytes.data() + w->nb[1], row1.data(), row1.size());
-        ember_tensor_get(w, back.data(), 0, back.size());
-        CHECK(back == bytes);
-        std::vector<uint8_t> part(w->nb[1]);
-        ember_tensor_get(w, part.data(), 2 * w->nb[1], part.size());
-        CHECK(std::memcmp(part.data(), bytes.data() + 2 * w->nb[1], part.size()) == 0);
-        ember_buffer_free(buf);
+        ember_test::check_converted_weight_io(cuda_device(), t, 96, 5, EMBER_TENSOR_FLAG_CUDA_REPACKED);
     }
+}
+
+// Q6_K weights with rows of a multiple of 2048 take the planar layout at upload (cuda-repack.h,
+// backends/common/q6k-planar.h): decode products by mvp6_kernel with 1, 2, 3, 7 and 9 segments
+// per row (warps per row KS = 1, 2, 3, 7 and 8, the last looping), row counts that leave a
+// partial group of rows, 1 and 3 columns, a batched broadcast; prefill (dequantized from the
+// planar layout for cuBLAS, and with EMBER_CUDA_MMQ=1, which hands it to cuBLAS too); GET_ROWS;
+// a decode FFN run twice with new weights; and the tensor itself (flagged, its GGUF bytes back,
+// a partial write). Results against the CPU, which reads the GGUF bytes: a flagged weight read
+// by a GGUF-layout kernel would be garbage.
+TEST_CASE("[cuda] Q6_K weights in the planar layout: matvec, prefill, get_rows, readback") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const ember_type t = EMBER_TYPE_Q6_K;
+    for (int64_t k : {2048, 4096, 6144, 14336, 18432}) {
+        for (int64_t n : {1, 9, 37, 1029}) {
+            for (int64_t m : {1, 3}) {
+                if ((k > 6144 && n == 1029) || (m == 3 && n != 37)) continue;  // (time)
+                check_case("planar q6_k matvec k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
+                           [=](case_ctx & c) {
+                               return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                           }, 1e-3);
+            }
+        }
+    }
+    check_case("planar q6_k matvec batched broadcast", [=](case_ctx & c) {
+        return ember_mul_mat(c.g, c.weight_leaf(t, 2048, 8, 2), c.rand_leaf(EMBER_TYPE_F32, 2048, 2, 4));
+    }, 1e-3);
+    for (const char * mmq : {"0", "1"}) {
+        set_env("EMBER_CUDA_MMQ", mmq);
+        check_case(std::string("planar q6_k prefill, EMBER_CUDA_MMQ=") + mmq, [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(t, 4096, 40, 2), c.rand_leaf(EMBER_TYPE_F32, 4096, 24, 2));
+        }, 1e-3);  // the CPU rounds activations to Q8_K, the GPU to F16
+    }
+    set_env("EMBER_CUDA_MMQ", "0");
+    check_case("planar q6_k get_rows", [=](case_ctx & c) {
+        return ember_get_rows(c.g, c.weight_leaf(t, 2048, 9), c.i32_leaf({8, 0, 3, 3}));
+    }, 1e-12);
+    check_runs("planar q6_k decode ffn", [=](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 2048, 1);
+        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 2048, 1));
+        ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 2048, 4096), h);
+        ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 2048, 4096), h);
+        return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 4096, 2048), ember_swiglu(c.g, gt, up)));
+    }, 1e-3, {41, 42});
+    ember_test::check_converted_weight_io(cuda_device(), t, 2048, 5, EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
 
 // A layer's Q/K/V projections as the graph builder orders them (Q: matvec, view, rope; K: the

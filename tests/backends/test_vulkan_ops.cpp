@@ -996,32 +996,9 @@ TEST_CASE("[vulkan] Q6_K decode products: rows staged through shared memory") {
     CHECK(st.xq == 0u);
 }
 
-// The planar Q6_K layout (vk-repack.h, shaders/q6p.glsl): each segment of 2048 weights of a row
-// regrouped field by field (ql, qh, the scales 4 per unit, d), the same bytes, and back.
-TEST_CASE("[vulkan] planar Q6_K layout: field map and round trip") {
-    const int64_t        ne0 = 4096, rows = 3;
-    const size_t         rsz = ember_row_size(EMBER_TYPE_Q6_K, ne0);
-    std::vector<uint8_t> gguf(rsz * rows), pl(gguf.size()), back(gguf.size());
-    for (size_t i = 0; i < gguf.size(); i++) gguf[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
-    ember_vk_repack_q6k(rows, ne0, gguf.data(), pl.data());
-    ember_vk_unrepack_q6k(rows, ne0, pl.data(), back.data());
-    CHECK(back == gguf);
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t kb = 0; kb < ne0 / 256; kb++) {
-            const uint8_t * sb  = gguf.data() + r * rsz + kb * 210;                // GGUF super-block kb
-            const uint8_t * seg = pl.data() + r * rsz + (kb / 8) * 1680;           // its planar segment
-            const size_t    b   = static_cast<size_t>(kb % 8);
-            CHECK(std::memcmp(seg + 128 * b, sb, 128) == 0);                       // ql
-            CHECK(std::memcmp(seg + 1024 + 64 * b, sb + 128, 64) == 0);            // qh
-            CHECK(std::memcmp(seg + 1664 + 2 * b, sb + 208, 2) == 0);              // d
-            for (size_t h = 0; h < 2; h++) {
-                for (size_t g = 0; g < 2; g++) {
-                    for (size_t k = 0; k < 4; k++) CHECK(seg[1536 + 16 * b + 4 * (2 * h + g) + k] == sb[192 + 8 * h + 2 * k + g]);
-                }
-            }
-        }
-    }
-    // Which weights are converted: Q6_K model weights, rows of a multiple of 2048, contiguous.
+// Which Q6_K weights the Vulkan backend converts to the planar layout at upload: model weights,
+// rows of a multiple of 2048, contiguous (the layout itself: test_q6k_planar.cpp).
+TEST_CASE("[vulkan] planar Q6_K layout: which weights are converted") {
     ember_graph    g;
     ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, 2048, 4);
     CHECK_FALSE(ember_vk_repack_wanted(w));  // (not a weight)
@@ -1098,30 +1075,7 @@ TEST_CASE("[vulkan] Q6_K weights in the planar layout") {
         CHECK((st.has("mul_mat_vec_q6s") || st.has("mul_mat_vec_q6s_dp")));
     }
 
-    // Upload, flag, readback of the GGUF bytes, and a partial write into a converted weight.
-    ember_device * dev = vk_device();
-    ember_graph    g;
-    ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, 2048, 5);
-    w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
-    ember_buffer * buf = nullptr;
-    REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), ember_nbytes(w), &buf) == EMBER_OK);
-    ember_buffer_place_tensor(buf, w, 0);
-    std::vector<uint8_t> bytes(ember_nbytes(w));
-    for (size_t i = 0; i < bytes.size(); i++) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
-    ember_tensor_set(w, bytes.data(), 0, bytes.size());
-    CHECK((w->flags & EMBER_TENSOR_FLAG_VK_REPACKED) != 0);
-    std::vector<uint8_t> back(bytes.size());
-    ember_tensor_get(w, back.data(), 0, back.size());
-    CHECK(back == bytes);
-    std::vector<uint8_t> row1(w->nb[1] - 100, 0x11);
-    ember_tensor_set(w, row1.data(), w->nb[1] + 50, row1.size());
-    std::memcpy(bytes.data() + w->nb[1] + 50, row1.data(), row1.size());
-    ember_tensor_get(w, back.data(), 0, back.size());
-    CHECK(back == bytes);
-    std::vector<uint8_t> part(w->nb[1]);
-    ember_tensor_get(w, part.data(), 2 * w->nb[1] + 7, part.size() - 7);
-    CHECK(std::memcmp(part.data(), bytes.data() + 2 * w->nb[1] + 7, part.size() - 7) == 0);
-    ember_buffer_free(buf);
+    ember_test::check_converted_weight_io(vk_device(), EMBER_TYPE_Q6_K, 2048, 5, EMBER_TENSOR_FLAG_VK_REPACKED);
 }
 
 // The FFN's gate and up products of one x and their SWIGLU in one dispatch (mul_mat_vec_q.comp
