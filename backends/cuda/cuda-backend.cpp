@@ -44,6 +44,7 @@
 #include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
 #include "cuda-plan.h"
+#include "converted-weights.h"
 #include "cuda-repack.h"
 #include "host-copy.h"
 #include "host-timer.h"
@@ -190,58 +191,27 @@ const ember_tensor * memory_owner(const ember_tensor * t) {
     return t;
 }
 
-// Weights of the CUDA layout (cuda-repack.h) are converted here, when uploaded whole; a
-// partial write into a converted tensor goes through its GGUF bytes (rare: loaders write
-// whole tensors).
+// Weights of the CUDA layout (cuda-repack.h) are converted here, when uploaded whole, and read
+// back as their GGUF bytes (converted-weights.h has the rules).
+const ember_converted_layout k_cuda_layout = {EMBER_TENSOR_FLAG_CUDA_REPACKED, ember_cuda_repack_wanted, ember_cuda_repack,
+                                              ember_cuda_unrepack};
+
 void cuda_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
-    cuda_device_ctx * d     = buf_ctx(buf)->dev;
-    ember_tensor *    owner = t;
-    while (owner->view_src) owner = owner->view_src;
-    const size_t n     = ember_nbytes(owner);
-    const size_t at    = static_cast<size_t>(static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset;
-    const bool   whole = owner == t && offset == 0 && size == n;
-    if ((owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) || (whole && ember_cuda_repack_wanted(t))) {
-        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
-        std::unique_ptr<uint8_t[]> raw(whole ? nullptr : new (std::nothrow) uint8_t[n]);
-        if (tmp && (whole || raw)) {
-            const void * src = data;
-            if (!whole) {  // the current GGUF bytes, patched
-                download(d, tmp.get(), static_cast<const char *>(owner->data), n);
-                ember_cuda_unrepack(owner->type, ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
-                std::memcpy(raw.get() + at, data, size);
-                src = raw.get();
-            }
-            ember_cuda_repack(owner->type, ember_nrows(owner), owner->ne[0], src, tmp.get());
-            upload(d, static_cast<char *>(owner->data), reinterpret_cast<const char *>(tmp.get()), n);
-            owner->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
-            return;
-        }
-        if (owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
-            std::fprintf(stderr, "ember: %s: no host memory to update a converted weight\n", d->name.c_str());
-            return;
-        }
-        // No host memory for the conversion: the GGUF layout, read by the slower kernels.
+    cuda_device_ctx *    d     = buf_ctx(buf)->dev;
+    const ember_tensor * owner = memory_owner(t);
+    char *               od    = static_cast<char *>(owner->data);
+    const auto read  = [&](void * dst, size_t n) { download(d, dst, od, n); };
+    const auto write = [&](const void * src, size_t n) { upload(d, od, static_cast<const char *>(src), n); };
+    if (!ember_converted_set(k_cuda_layout, d->name.c_str(), t, data, offset, size, read, write)) {
+        upload(d, static_cast<char *>(t->data) + offset, static_cast<const char *>(data), size);
     }
-    upload(d, static_cast<char *>(t->data) + offset, static_cast<const char *>(data), size);
 }
 
 void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
     cuda_device_ctx *    d     = buf_ctx(buf)->dev;
     const ember_tensor * owner = memory_owner(t);
-    if (owner->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // the GGUF bytes back
-        const size_t               n = ember_nbytes(owner);
-        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
-        std::unique_ptr<uint8_t[]> raw(new (std::nothrow) uint8_t[n]);
-        if (!tmp || !raw) {
-            std::fprintf(stderr, "ember: %s: no host memory to read a converted weight\n", d->name.c_str());
-            return;
-        }
-        download(d, tmp.get(), static_cast<const char *>(owner->data), n);
-        ember_cuda_unrepack(owner->type, ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
-        std::memcpy(data, raw.get() + (static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset, size);
-        return;
-    }
-    download(d, data, static_cast<const char *>(t->data) + offset, size);
+    const auto read = [&](void * dst, size_t n) { download(d, dst, static_cast<const char *>(owner->data), n); };
+    if (!ember_converted_get(k_cuda_layout, d->name.c_str(), t, data, offset, size, read)) download(d, data, static_cast<const char *>(t->data) + offset, size);
 }
 
 // Device -> host. Large reads (a decode step's logits row: 128256 floats, 501 KiB) go through

@@ -14,6 +14,7 @@
 #include <new>
 
 #include "graph-signature.h"
+#include "converted-weights.h"
 #include "q6k-planar.h"
 #include "vk-internal.h"
 #include "vk-repack.h"
@@ -1041,63 +1042,26 @@ static void vk_read(vk_buffer_ctx * bc, const ember_tensor * t, size_t off, void
     }
 }
 
-static ember_tensor * memory_owner(ember_tensor * t) {
-    while (t->view_src) t = t->view_src;
-    return t;
-}
+// Weights of the Vulkan layout (vk-repack.h: planar Q6_K) are converted here, when uploaded
+// whole, and read back as their GGUF bytes (converted-weights.h has the rules).
+static const ember_converted_layout k_vk_layout = {
+    EMBER_TENSOR_FLAG_VK_REPACKED, ember_vk_repack_wanted,
+    [](ember_type, int64_t rows, int64_t k, const void * src, void * dst) { ember_q6p_pack(rows, k, src, dst); },
+    [](ember_type, int64_t rows, int64_t k, const void * src, void * dst) { ember_q6p_unpack(rows, k, src, dst); }};
 
-// Weights of the Vulkan layout (vk-repack.h) are converted here, when uploaded whole; a partial
-// write into a converted tensor goes through its GGUF bytes (rare: loaders write whole tensors).
 static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
-    vk_buffer_ctx * bc    = bctx(buf);
-    ember_tensor *  owner = memory_owner(t);
-    const size_t    n     = ember_nbytes(owner);
-    const size_t    at    = static_cast<size_t>(static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset;
-    const bool      whole = owner == t && offset == 0 && size == n;
-    if ((owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) || (whole && ember_vk_repack_wanted(t))) {
-        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
-        std::unique_ptr<uint8_t[]> raw(whole ? nullptr : new (std::nothrow) uint8_t[n]);
-        if (tmp && (whole || raw)) {
-            const void * src = data;
-            if (!whole) {  // the current GGUF bytes, patched
-                vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
-                ember_q6p_unpack(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
-                std::memcpy(raw.get() + at, data, size);
-                src = raw.get();
-            }
-            ember_q6p_pack(ember_nrows(owner), owner->ne[0], src, tmp.get());
-            vk_write(bc, owner, tensor_offset(owner), tmp.get(), n);
-            owner->flags |= EMBER_TENSOR_FLAG_VK_REPACKED;
-            return;
-        }
-        if (owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) {
-            std::fprintf(stderr, "ember: vulkan: no host memory to update the converted weight '%s'\n", owner->name);
-            return;
-        }
-        // No host memory for the conversion: the GGUF layout, read by the other kernels.
-    }
-    vk_write(bc, t, tensor_offset(t) + offset, data, size);
+    vk_buffer_ctx *      bc    = bctx(buf);
+    const ember_tensor * owner = ember_converted_owner(t);
+    const auto read  = [&](void * dst, size_t n) { vk_read(bc, owner, tensor_offset(owner), dst, n); };
+    const auto write = [&](const void * src, size_t n) { vk_write(bc, owner, tensor_offset(owner), src, n); };
+    if (!ember_converted_set(k_vk_layout, "vulkan", t, data, offset, size, read, write)) vk_write(bc, t, tensor_offset(t) + offset, data, size);
 }
 
 static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
     vk_buffer_ctx *      bc    = bctx(buf);
-    const ember_tensor * owner = t;
-    while (owner->view_src) owner = owner->view_src;
-    if (owner->flags & EMBER_TENSOR_FLAG_VK_REPACKED) {  // the GGUF bytes back
-        const size_t               n = ember_nbytes(owner);
-        std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);
-        std::unique_ptr<uint8_t[]> raw(new (std::nothrow) uint8_t[n]);
-        if (!tmp || !raw) {
-            std::fprintf(stderr, "ember: vulkan: no host memory to read the converted weight '%s'\n", owner->name);
-            std::memset(data, 0, size);
-            return;
-        }
-        vk_read(bc, owner, tensor_offset(owner), tmp.get(), n);
-        ember_q6p_unpack(ember_nrows(owner), owner->ne[0], tmp.get(), raw.get());
-        std::memcpy(data, raw.get() + (static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset, size);
-        return;
-    }
-    vk_read(bc, t, tensor_offset(t) + offset, data, size);
+    const ember_tensor * owner = ember_converted_owner(t);
+    const auto read = [&](void * dst, size_t n) { vk_read(bc, owner, tensor_offset(owner), dst, n); };
+    if (!ember_converted_get(k_vk_layout, "vulkan", t, data, offset, size, read)) vk_read(bc, t, tensor_offset(t) + offset, data, size);
 }
 
 static void vk_buffer_clear(ember_buffer * buf, uint8_t value) {
