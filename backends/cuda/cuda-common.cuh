@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <atomic>
 #include <stdint.h>
 
 #include <utility>
@@ -56,6 +58,20 @@ __device__ __forceinline__ void cu_pdl_begin() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// The SM count of a device (cached per device; 132, an H100/H200's, when it cannot be read).
+inline int cu_sm_count(int device) {
+    static std::atomic<int> n_sm[64];
+    if (device < 0 || device >= 64) return 132;
+    int sms = n_sm[device].load(std::memory_order_relaxed);
+    if (sms > 0) return sms;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+        cudaGetLastError();
+        sms = 132;
+    }
+    n_sm[device].store(sms, std::memory_order_relaxed);
+    return sms;
 }
 
 // Starts moving the 128-byte line at p into L2 (no register written).

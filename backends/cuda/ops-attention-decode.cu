@@ -806,16 +806,7 @@ int dec_target_blocks(int device, int fit) {
         const int    v = e ? std::atoi(e) : 0;
         return v > 0 ? std::min(v, 64) : 4;
     }();
-    static int n_sm[16] = {};
-    int        sms      = device >= 0 && device < 16 ? n_sm[device] : 0;
-    if (sms == 0) {
-        if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
-            cudaGetLastError();
-            sms = 132;
-        }
-        if (device >= 0 && device < 16) n_sm[device] = sms;
-    }
-    return (fit > 0 ? std::min(per_sm, fit) : per_sm) * sms;
+    return (fit > 0 ? std::min(per_sm, fit) : per_sm) * cu_sm_count(device);
 }
 
 // True when every aligned 4-byte word holding a byte of t lies in t's allocation: the word

@@ -519,10 +519,27 @@ __device__ __forceinline__ mvr_batch mvr_batch_of(const mvr_args & a) {
 
 constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
 
+// The two-rows-per-warp kernels (mvr_kernel R = 2: the Q/K/V launch with its RoPE pairs;
+// mvk_kernel R = 2: Q4_K from 4096 rows) at 100+ registers fit 4 blocks of 128 threads per SM.
+// Capped at 80 registers 6 fit. mvk_kernel gains everywhere (H200 tg128 8B Q4_K_M 364.9 ->
+// 397.8, 1B 1340.2 -> 1392.9); mvr_kernel's Q4_0 form spills at 80 (1B Q4_0 1600.0 -> 1578.0,
+// its 384-block Q/K/V launch one wave either way), so it takes the cap only when its grid is
+// more than one wave uncapped (8B: 768 blocks against 528 places; 494.8 -> 501.0).
+// EMBER_CUDA_MV_PAIR_OCC=0: never capped.
+constexpr int k_mv_pair_blocks = 6, k_mv_pair_blocks_uncapped = 4;
+bool mv_pair_capped() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_MV_PAIR_OCC");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
-template <int T, int R, int U, bool P>
-__global__ void __launch_bounds__(32 * k_rp_warps) mvr_kernel(mvr_args a) {
+// MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
+template <int T, int R, int U, bool P, int MINB = 0>
+__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
     const int     lane      = threadIdx.x % 32;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
@@ -670,8 +687,8 @@ __device__ __forceinline__ void k4_scale_min(const uint4 & h, int j, int & sc, i
     }
 }
 
-template <int R, int U>
-__global__ void __launch_bounds__(32 * k_rp_warps) mvk_kernel(mvq_args a) {
+template <int R, int U, int MINB = 0>
+__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
     const int     lane  = threadIdx.x % 32;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
@@ -1134,7 +1151,12 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
         if (ks == 4) cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
         else cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
     } else if (r == 2) {
-        cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
+        const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+        if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
+        } else {
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
+        }
     } else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) {
         cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
     } else {
@@ -1239,7 +1261,9 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const int      rk = mv_rows_per_warp(dsts, nd, units);
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            if (rk == 2) {
+            if (rk == 2 && mv_pair_capped()) {
+                cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
+            } else if (rk == 2) {
                 cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
                 cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
