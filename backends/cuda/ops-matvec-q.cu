@@ -778,6 +778,17 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // 64 h + 16 g .. + 15 (low nibbles: weights 128 h + 16 g + i, high: + 64), ql bytes 32 further
 // (weights + 32 and + 96), and qh bytes 32 h + 16 g .. + 15 (their top two bits, bits 0-1, 2-3,
 // 4-5, 6-7 for the four groups of 16 weights), with scales 8 h + g + {0, 2, 4, 6}.
+// Word k of the 16 levels of group grp (0..3, compile-time once unrolled) of a 64-weight Q6_K
+// unit, as 4 bytes 0..63: lo / hi are its ql words for weights + 0 / + 32 (low nibbles: groups 0
+// and 1, high nibbles: 2 and 3), qh its top-bit word (bits 0-1, 2-3, 4-5, 6-7 for groups 0..3).
+// mv6_kernel (GGUF layout) and mvp6_kernel (planar) decode the same units.
+__device__ __forceinline__ uint32_t q6_unit_levels(int grp, uint32_t lo, uint32_t hi, uint32_t qh) {
+    if (grp == 0) return (lo & 0x0f0f0f0fu) | ((qh << 4) & 0x30303030u);
+    if (grp == 1) return (hi & 0x0f0f0f0fu) | ((qh << 2) & 0x30303030u);
+    if (grp == 2) return ((lo >> 4) & 0x0f0f0f0fu) | (qh & 0x30303030u);
+    return ((hi >> 4) & 0x0f0f0f0fu) | ((qh >> 2) & 0x30303030u);
+}
+
 constexpr int k6_seg    = 16;                    // blocks per segment
 constexpr int k6_seg_u4 = k6_seg * 210 / 16;     // its 16-byte chunks (210)
 constexpr int k6_loads  = (k6_seg_u4 + 31) / 32;  // chunks per lane (7)
@@ -877,12 +888,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
                 int        dot = 0, sx = 0;
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    uint32_t q;
-                    if (grp == 0) q = (lo[k] & 0x0f0f0f0fu) | ((qh[k] << 4) & 0x30303030u);
-                    else if (grp == 1) q = (hi[k] & 0x0f0f0f0fu) | ((qh[k] << 2) & 0x30303030u);
-                    else if (grp == 2) q = ((lo[k] >> 4) & 0x0f0f0f0fu) | (qh[k] & 0x30303030u);
-                    else q = ((hi[k] >> 4) & 0x0f0f0f0fu) | ((qh[k] >> 2) & 0x30303030u);
-                    dot = __dp4a(static_cast<int>(q), xw[k], dot);
+                    dot = __dp4a(static_cast<int>(q6_unit_levels(grp, lo[k], hi[k], qh[k])), xw[k], dot);
                     sx  = __dp4a(0x01010101, xw[k], sx);
                 }
                 // quants are q - 32: the 32 x sum(x) of the 16 weights comes off
@@ -975,14 +981,7 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
                 const int xw[4] = {xv[grp].x, xv[grp].y, xv[grp].z, xv[grp].w};
                 int       dot   = -x32[grp];
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    uint32_t q;
-                    if (grp == 0) q = (l4[k] & 0x0f0f0f0fu) | ((q4[k] << 4) & 0x30303030u);
-                    else if (grp == 1) q = (h4[k] & 0x0f0f0f0fu) | ((q4[k] << 2) & 0x30303030u);
-                    else if (grp == 2) q = ((l4[k] >> 4) & 0x0f0f0f0fu) | (q4[k] & 0x30303030u);
-                    else q = ((h4[k] >> 4) & 0x0f0f0f0fu) | ((q4[k] >> 2) & 0x30303030u);
-                    dot = __dp4a(static_cast<int>(q), xw[k], dot);
-                }
+                for (int k = 0; k < 4; k++) dot = __dp4a(static_cast<int>(q6_unit_levels(grp, l4[k], h4[k], q4[k])), xw[k], dot);
                 pt += static_cast<float>(static_cast<int8_t>(sw[r] >> (8 * grp))) * xs[grp] * static_cast<float>(dot);
             }
             const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((b & 1) ? dw[r] >> 16 : dw[r] & 0xffffu)));

@@ -471,6 +471,15 @@ TEST_CASE("[cuda] prefill attention: tiles, GQA, masks") {
     }, 1e-8);
 }
 
+// A decode FFN block over weights of type t: x + down(swiglu(gate(h), up(h))), h = norm(x) * w.
+ember_tensor * decode_ffn(case_ctx & c, ember_type t, int64_t n_embd, int64_t n_ff) {
+    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1);
+    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1));
+    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, n_embd, n_ff), h);
+    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, n_embd, n_ff), h);
+    return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n_ff, n_embd), ember_swiglu(c.g, gt, up)));
+}
+
 TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readback") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -502,13 +511,7 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
             return ember_get_rows(c.g, c.weight_leaf(t, 320, 9), c.i32_leaf({8, 0, 3, 3}));
         }, 1e-12);
         // A layer-like graph twice with new weights (set again whole: converted again).
-        check_runs("cuda layout decode layer " + tn, [=](case_ctx & c) {
-            ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
-            ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 1024, 1));
-            ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
-            ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
-            return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 512, 1024), ember_swiglu(c.g, gt, up)));
-        }, 1e-3, {31, 32});
+        check_runs("cuda layout decode layer " + tn, [=](case_ctx & c) { return decode_ffn(c, t, 1024, 512); }, 1e-3, {31, 32});
 
         ember_test::check_converted_weight_io(cuda_device(), t, 96, 5, EMBER_TENSOR_FLAG_CUDA_REPACKED);
     }
@@ -552,13 +555,7 @@ TEST_CASE("[cuda] Q6_K weights in the planar layout: matvec, prefill, get_rows, 
     check_case("planar q6_k get_rows", [=](case_ctx & c) {
         return ember_get_rows(c.g, c.weight_leaf(t, 2048, 9), c.i32_leaf({8, 0, 3, 3}));
     }, 1e-12);
-    check_runs("planar q6_k decode ffn", [=](case_ctx & c) {
-        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 2048, 1);
-        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 2048, 1));
-        ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 2048, 4096), h);
-        ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 2048, 4096), h);
-        return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 4096, 2048), ember_swiglu(c.g, gt, up)));
-    }, 1e-3, {41, 42});
+    check_runs("planar q6_k decode ffn", [=](case_ctx & c) { return decode_ffn(c, t, 2048, 4096); }, 1e-3, {41, 42});
     ember_test::check_converted_weight_io(cuda_device(), t, 2048, 5, EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
 
