@@ -12,8 +12,7 @@
 // it loads x once and then every row's share (KS = the segments of a row where they are few,
 // so that x is loaded once per row group).
 //
-// The 6-bit quants q go into the byte dot products as they are (0..63) and each 16-weight
-// group is corrected once: sum((q - 32) x) = sum(q x) - 32 sum(x) (the same integers).
+// The unit's decode and its x: q6_unit.glsl, shared with mul_mat_vec_q6s.comp.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -38,6 +37,8 @@ layout(push_constant) uniform P {
     uint d_off;  // floats from the binding to the result
 } pc;
 
+#include "q6_unit.glsl"
+
 shared float red[gl_WorkGroupSize.x];
 shared float parts[gl_WorkGroupSize.x / 32u][ROWS];  // each row group's sums (KS > 1)
 
@@ -54,20 +55,10 @@ void main() {
     [[unroll]] for (uint i = 0u; i < ROWS; i++) acc[i] = 0.0;
 
     for (uint s = part; s < nseg; s += KS) {
-        // x of this invocation's unit of segment s: 4 groups of 16 values, each group's block
-        // scale, and 32 times each group's sum.
-        const uint kb = s * 8u + b;             // super-block of the row
-        const uint xc = 16u * kb + 8u * h + g;  // x's chunk of group 0
-        const uint xb = pc.k / 8u + 8u * kb + 4u * h;
         uvec4 xv[4];
         float xs[4];
         int   x32[4];
-        [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
-            xv[grp]  = xq4[xc + 2u * grp];
-            xs[grp]  = xd[xb + grp].x;
-            x32[grp] = 32 * (dot4(0x01010101u, xv[grp].x) + dot4(0x01010101u, xv[grp].y) + dot4(0x01010101u, xv[grp].z) +
-                             dot4(0x01010101u, xv[grp].w));
-        }
+        q6_unit_x(s * 8u + b, h, g, xv, xs, x32);  // x of this invocation's unit of segment s
         [[unroll]] for (uint i = 0u; i < ROWS; i++) {
             const uint  row = min(row0 + i, pc.n - 1u);  // (past the last row: a copy of it, not stored)
             const uint  sc  = ((pc.w_off + row * pc.w_nb1) >> 4) + s * Q6P_SEG_CHUNKS;  // segment's chunk
@@ -80,14 +71,7 @@ void main() {
             float pt = 0.0;
             [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
                 int dot = -x32[grp];
-                [[unroll]] for (uint w = 0u; w < 4u; w++) {
-                    uint q;
-                    if (grp == 0u) q = (lo[w] & 0x0f0f0f0fu) | ((qh[w] << 4) & 0x30303030u);
-                    else if (grp == 1u) q = (hi[w] & 0x0f0f0f0fu) | ((qh[w] << 2) & 0x30303030u);
-                    else if (grp == 2u) q = ((lo[w] >> 4) & 0x0f0f0f0fu) | (qh[w] & 0x30303030u);
-                    else q = ((hi[w] >> 4) & 0x0f0f0f0fu) | ((qh[w] >> 2) & 0x30303030u);
-                    dot += dot4(q, xv[grp][w]);
-                }
+                [[unroll]] for (uint w = 0u; w < 4u; w++) dot += dot4(q6_unit_levels(grp, lo[w], hi[w], qh[w]), xv[grp][w]);
                 pt += float(bitfieldExtract(int(scw), int(8u * grp), 8)) * xs[grp] * float(dot);
             }
             acc[i] += d * pt;

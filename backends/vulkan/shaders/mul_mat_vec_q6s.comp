@@ -107,24 +107,12 @@ uint q6s(uint q) {
     return t | ((t & 0x20202020u) * 6u);
 }
 
-// The x of an invocation's unit of super-block kb (half h, group g), loaded once for all the
-// steps of a row group (XH): its 4 groups of 16 values, each group's block scale,
-// and 32 times each group's sum. The 6-bit quants q are then taken as they are (0..63:
-// non-negative signed bytes) and each group's product corrected once: sum((q - 32) x) =
-// sum(q x) - 32 sum(x), the same integers as q6s() on every word. (Without the hoist the
-// sums cost more than q6s(): H200, 8B output matrix 185.0 -> 194.2 us per token; with it, the
-// 1B output matrix 100.5 -> 94.9 us. Both decodes in one shader, chosen by a uniform flag, made
-// both slower: 103.7 and 191.0 us.)
-void load_x(uint kb, uint h, uint g, out uvec4 xv[4], out float xs[4], out int x32[4]) {
-    const uint xc = 16u * kb + 8u * h + g;         // x's chunk of group 0
-    const uint xb = pc.k / 8u + 8u * kb + 4u * h;  // x's (d, d * sum) of group 0
-    [[unroll]] for (uint grp = 0u; grp < 4u; grp++) {
-        xv[grp]  = xq4[xc + 2u * grp];
-        xs[grp]  = xd[xb + grp].x;
-        x32[grp] = 32 * (dot4(0x01010101u, xv[grp].x) + dot4(0x01010101u, xv[grp].y) + dot4(0x01010101u, xv[grp].z) +
-                         dot4(0x01010101u, xv[grp].w));
-    }
-}
+// The x of an invocation's unit (q6_unit_x) is loaded once for all the steps of a row group
+// (XH), and the 6-bit quants are then taken as they are, each group corrected once (the same
+// integers as q6s() on every word). (Without the hoist the sums cost more than q6s(): H200, 8B
+// output matrix 185.0 -> 194.2 us per token; with it, the 1B output matrix 100.5 -> 94.9 us.
+// Both decodes in one shader, chosen by a uniform flag, made both slower: 103.7 and 191.0 us.)
+#include "q6_unit.glsl"
 
 void main() {
     const uint tid   = gl_LocalInvocationID.x;
@@ -156,7 +144,7 @@ void main() {
     uvec4      xv[4];
     float      xs[4];
     int        x32[4];
-    if (xh && part < nseg) load_x(part * SEG + (lane >> 2), (lane >> 1) & 1u, lane & 1u, xv, xs, x32);  // (a share past the row: no steps)
+    if (xh && part < nseg) q6_unit_x(part * SEG + (lane >> 2), (lane >> 1) & 1u, lane & 1u, xv, xs, x32);  // (a share past the row: no steps)
     float acc = 0.0;
     for (uint t = 0u; t < steps; t++) {
         const uint r    = t / nls, sg = part + KS * (t % nls);
@@ -191,11 +179,7 @@ void main() {
                 const uvec4 xg  = xh ? xv[grp] : xq4[xc + 2u * grp];
                 int         dot = xh ? -x32[grp] : 0;
                 [[unroll]] for (uint w = 0u; w < 4u; w++) {
-                    uint q;
-                    if (grp == 0u) q = (lo[w] & 0x0f0f0f0fu) | ((qh[w] << 4) & 0x30303030u);
-                    else if (grp == 1u) q = (hi[w] & 0x0f0f0f0fu) | ((qh[w] << 2) & 0x30303030u);
-                    else if (grp == 2u) q = ((lo[w] >> 4) & 0x0f0f0f0fu) | (qh[w] & 0x30303030u);
-                    else q = ((hi[w] >> 4) & 0x0f0f0f0fu) | ((qh[w] >> 2) & 0x30303030u);
+                    const uint q = q6_unit_levels(grp, lo[w], hi[w], qh[w]);
                     dot += dot4(xh ? q : q6s(q), xg[w]);
                 }
                 pt += float(sbyte(base, so + 2u * grp)) * (xh ? xs[grp] : xd[xb + grp].x) * float(dot);
