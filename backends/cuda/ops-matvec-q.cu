@@ -17,6 +17,7 @@
 // the memory bandwidth, so Q4_0 and Q8_0 model weights are converted at upload to the CUDA
 // layout (cuda-repack.h: quants and scales in separate arrays) and read by mvr_kernel below
 // with 16-byte loads; other Q4_0/Q8_0 tensors (and EMBER_CUDA_REPACK=0) use the GGUF path.
+// Q6_K model weights with rows of a multiple of 2048 take the planar layout (mvp6_kernel).
 // The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <algorithm>
@@ -768,16 +769,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
-// Q6_K in its GGUF layout: 210-byte blocks leave every field only 2-byte aligned, so 16-byte
-// loads cannot pick a lane's quants out of global memory (mvq_kernel's 2-byte loads kept the
-// 8B model's 431 MB output matrix near 0.5 TB/s, a quarter of a decode token). But a row of a
-// multiple of 8 blocks (1680 bytes) starts 16-byte aligned: each warp copies its row into shared
-// memory with coalesced 16-byte loads, k6_seg blocks at a time, the next segment's loads in
-// flight while the current one is decoded from shared memory. A lane decodes units of 64
-// weights: unit u of a block is half h = u / 2, group g = u % 2 of it, i.e. ql bytes
-// 64 h + 16 g .. + 15 (low nibbles: weights 128 h + 16 g + i, high: + 64), ql bytes 32 further
-// (weights + 32 and + 96), and qh bytes 32 h + 16 g .. + 15 (their top two bits, bits 0-1, 2-3,
-// 4-5, 6-7 for the four groups of 16 weights), with scales 8 h + g + {0, 2, 4, 6}.
 // Word k of the 16 levels of group grp (0..3, compile-time once unrolled) of a 64-weight Q6_K
 // unit, as 4 bytes 0..63: lo / hi are its ql words for weights + 0 / + 32 (low nibbles: groups 0
 // and 1, high nibbles: 2 and 3), qh its top-bit word (bits 0-1, 2-3, 4-5, 6-7 for groups 0..3).
@@ -789,6 +780,16 @@ __device__ __forceinline__ uint32_t q6_unit_levels(int grp, uint32_t lo, uint32_
     return ((hi >> 4) & 0x0f0f0f0fu) | ((qh >> 2) & 0x30303030u);
 }
 
+// Q6_K in its GGUF layout: 210-byte blocks leave every field only 2-byte aligned, so 16-byte
+// loads cannot pick a lane's quants out of global memory (mvq_kernel's 2-byte loads kept the
+// 8B model's 431 MB output matrix near 0.5 TB/s, a quarter of a decode token). But a row of a
+// multiple of 8 blocks (1680 bytes) starts 16-byte aligned: each warp copies its row into shared
+// memory with coalesced 16-byte loads, k6_seg blocks at a time, the next segment's loads in
+// flight while the current one is decoded from shared memory. A lane decodes units of 64
+// weights: unit u of a block is half h = u / 2, group g = u % 2 of it, i.e. ql bytes
+// 64 h + 16 g .. + 15 (low nibbles: weights 128 h + 16 g + i, high: + 64), ql bytes 32 further
+// (weights + 32 and + 96), and qh bytes 32 h + 16 g .. + 15 (their top two bits, bits 0-1, 2-3,
+// 4-5, 6-7 for the four groups of 16 weights), with scales 8 h + g + {0, 2, 4, 6}.
 constexpr int k6_seg    = 16;                    // blocks per segment
 constexpr int k6_seg_u4 = k6_seg * 210 / 16;     // its 16-byte chunks (210)
 constexpr int k6_loads  = (k6_seg_u4 + 31) / 32;  // chunks per lane (7)
