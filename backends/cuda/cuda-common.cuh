@@ -16,6 +16,7 @@
 
 #include "cuda-fp8.h"
 #include "cuda-ops.h"
+#include "q6k-planar.h"
 #include "quant/blocks.h"
 
 // Flat tensor description passed to kernels by value (ember_tensor holds host pointers to
@@ -962,12 +963,12 @@ struct cu_q6p_at {
 __device__ __forceinline__ cu_q6p_at cu_q6p_locate(const char * row, int64_t c) {
     const int64_t   kb   = c / 8;
     const int       s    = static_cast<int>(c % 8), half = s / 4, g = s % 4, b = static_cast<int>(kb % 8);
-    const uint8_t * seg  = reinterpret_cast<const uint8_t *>(row) + (kb / 8) * 1680;
+    const uint8_t * seg  = reinterpret_cast<const uint8_t *>(row) + (kb / 8) * static_cast<int64_t>(k_q6p_seg_bytes);
     cu_q6p_at       at;
-    at.ql = seg + 128 * b + 64 * half + 32 * (g & 1);
-    at.qh = seg + 1024 + 64 * b + 32 * half;
-    at.sc = reinterpret_cast<const int8_t *>(seg + 1536 + 16 * b + 8 * half + g);
-    at.d  = reinterpret_cast<const ember_half *>(seg + 1664 + 2 * b);
+    at.ql = seg + k_q6p_ql + 128 * b + 64 * half + 32 * (g & 1);
+    at.qh = seg + k_q6p_qh + 64 * b + 32 * half;
+    at.sc = reinterpret_cast<const int8_t *>(seg + k_q6p_sc + 16 * b + 8 * half + g);
+    at.d  = reinterpret_cast<const ember_half *>(seg + k_q6p_d + 2 * b);
     at.g  = g;
     return at;
 }

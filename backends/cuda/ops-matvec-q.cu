@@ -947,12 +947,12 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
     const auto load = [&](int s) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-            const char * seg = wr[r] + static_cast<int64_t>(s) * 1680;
-            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 128 * b + 64 * h + 16 * g));
-            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 128 * b + 64 * h + 32 + 16 * g));
-            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + 1024 + 64 * b + 32 * h + 16 * g));
-            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + 1536 + 16 * b + 4 * (lane & 3)));
-            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + 1664 + 4 * (b >> 1)));
+            const char * seg = wr[r] + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes);
+            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 16 * g));
+            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 32 + 16 * g));
+            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * b + 32 * h + 16 * g));
+            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * b + 4 * (lane & 3)));
+            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (b >> 1)));
         }
     };
     if (part < nseg) load(part);  // weights only: before waiting for the kernel that makes x
