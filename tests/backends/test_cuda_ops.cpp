@@ -942,6 +942,57 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
     }
 }
 
+// The decode attention's integer scores (EMBER_CUDA_ATTN_DEC_FAST=3; opt-in until measured):
+// Q8_0 and Q4_0 keys against an 8-bit copy of Q in __dp4a. Head sizes 64 (a warp's quarter of
+// the dims half a block), 128 and 256 (two blocks), one and several key tiles per block, GQA and
+// not, one and two tokens, hidden keys. Against the CPU with a bound for Q's 8-bit rounding, and
+// unlike the float scores (so the integer kernel really ran).
+TEST_CASE("[cuda] decode attention with integer scores over Q8_0 / Q4_0 keys") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (ember_type t : {EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0}) {
+        for (int64_t d : {64, 128, 256}) {
+            for (int64_t n_kv : {37, 300, 4100}) {
+                for (int64_t n_head_kv : {8, 32}) {
+                    const std::string what = std::string("integer scores ") + ember_type_get_name(t) + " d=" + std::to_string(d) +
+                                             " n_kv=" + std::to_string(n_kv) + " kv heads " + std::to_string(n_head_kv);
+                    CAPTURE(what);
+                    const builder build = [=](case_ctx & c) {
+                        const int64_t      n_tok = n_kv % 2 ? 1 : 2;
+                        ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 32, n_tok);
+                        ember_tensor *     k     = c.rand_leaf(t, d, n_head_kv, n_kv, -2.0f, 2.0f);
+                        ember_tensor *     v     = c.rand_leaf(t, d, n_head_kv, n_kv);
+                        std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+                        for (int64_t j = 0; j < n_kv; j++) {
+                            if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
+                        }
+                        return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+                    };
+                    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 77);
+                    set_env("EMBER_CUDA_ATTN_DEC_FAST", "3");
+                    const std::vector<float> got = run_on(cuda_device(), build, 77);
+                    set_env("EMBER_CUDA_ATTN_DEC_FAST", "");
+                    const std::vector<float> flt = run_on(cuda_device(), build, 77);
+                    REQUIRE(got.size() == want.size());
+                    REQUIRE(flt.size() == want.size());
+                    bool finite = true;
+                    for (float x : got) finite = finite && std::isfinite(x);
+                    CHECK(finite);
+                    const double e = nmse(got, want), e_flt = nmse(flt, want), e_diff = nmse(got, flt);
+                    CAPTURE(e);
+                    CAPTURE(e_flt);
+                    CAPTURE(e_diff);
+                    CHECK(e < 1e-4);
+                    CHECK(e_flt < 1e-8);
+                    CHECK(e_diff > 1e-12);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("[cuda] device enumeration and buffers") {
     ember_device * dev = cuda_device();
     if (!dev) {
