@@ -153,8 +153,7 @@ void ember_context::build(cached_graph & cg) {
         if (observe_mul_mat) {
             for (ember_tensor * node : cg.g->nodes) {
                 if (node->op != EMBER_OP_MUL_MAT || !(node->src[0]->flags & EMBER_TENSOR_FLAG_WEIGHT)) continue;
-                ember_tensor * owner = node->src[1];
-                while (owner->view_src) owner = owner->view_src;
+                ember_tensor * owner = ember_memory_owner(node->src[1]);
                 if (!(owner->flags & EMBER_TENSOR_FLAG_WEIGHT)) owner->flags |= EMBER_TENSOR_FLAG_OUTPUT;
             }
         }

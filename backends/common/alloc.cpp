@@ -65,12 +65,6 @@ struct free_list {
     }
 };
 
-// The tensor whose memory t uses (follows views to the owner).
-ember_tensor * memory_owner(ember_tensor * t) {
-    while (t->view_src) t = t->view_src;
-    return t;
-}
-
 }  // namespace
 
 ember_gallocr::ember_gallocr(std::vector<ember_buffer_type *> bufts) : bufts_(std::move(bufts)), buffers_(bufts_.size(), nullptr) {}
@@ -109,9 +103,9 @@ ember_status ember_gallocr::plan(ember_graph * g, const std::vector<int> & node_
     // Readers: every src read by a node keeps the memory owner alive.
     for (ember_tensor * node : g->nodes) {
         for (ember_tensor * s : node->src) {
-            if (s) infos[memory_owner(s)].readers++;
+            if (s) infos[ember_memory_owner(s)].readers++;
         }
-        if (node->view_src) infos[memory_owner(node)].readers++;  // released when the view dies
+        if (node->view_src) infos[ember_memory_owner(node)].readers++;  // released when the view dies
     }
 
     auto place = [&](ember_tensor * t, int buft) -> bool {
@@ -135,7 +129,7 @@ ember_status ember_gallocr::plan(ember_graph * g, const std::vector<int> & node_
         if (needs_memory(node) && !place(node, node_buft[i])) return EMBER_ERR_INTERNAL;
         // Release the sources this node was the last reader of.
         auto done_reading = [&](ember_tensor * s) {
-            ember_tensor * owner = memory_owner(s);
+            ember_tensor * owner = ember_memory_owner(s);
             info &         in    = infos[owner];
             if (--in.readers == 0 && in.placed && !in.released &&
                 !(owner->flags & (EMBER_TENSOR_FLAG_OUTPUT | EMBER_TENSOR_FLAG_INPUT))) {

@@ -28,20 +28,15 @@ struct ember_converted_layout {
     void (*unpack)(ember_type t, int64_t rows, int64_t k, const void * src, void * dst);
 };
 
-inline const ember_tensor * ember_converted_owner(const ember_tensor * t) {
-    while (t->view_src) t = t->view_src;
-    return t;
-}
-
 // set_tensor's part. read(dst, n) / write(src, n) move the owner tensor's n bytes (all of them)
-// between the device and the host; `who` names the device in messages. Returns false when the caller is to write the bytes as they
-// are (not a converted weight, or no host memory to convert one).
+// between the device and the host; `who` names the device in messages. Returns false when the
+// caller is to write the bytes as they are (not a converted weight, or no host memory to
+// convert one).
 template <typename Read, typename Write>
 bool ember_converted_set(const ember_converted_layout & L, const char * who, ember_tensor * t, const void * data, size_t offset, size_t size, Read && read,
                          Write && write) {
-    ember_tensor * owner = t;
-    while (owner->view_src) owner = owner->view_src;
-    const size_t n     = ember_nbytes(owner);
+    ember_tensor * owner = ember_memory_owner(t);
+    const size_t   n     = ember_nbytes(owner);
     const size_t at    = static_cast<size_t>(static_cast<const char *>(t->data) - static_cast<const char *>(owner->data)) + offset;
     const bool   whole = owner == t && offset == 0 && size == n;
     const bool   done  = (owner->flags & L.flag) != 0;
@@ -70,7 +65,7 @@ bool ember_converted_set(const ember_converted_layout & L, const char * who, emb
 // bytes as they are); else data holds the file bytes (zeros, with a message, without host memory).
 template <typename Read>
 bool ember_converted_get(const ember_converted_layout & L, const char * who, const ember_tensor * t, void * data, size_t offset, size_t size, Read && read) {
-    const ember_tensor * owner = ember_converted_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     if (!(owner->flags & L.flag)) return false;
     const size_t               n = ember_nbytes(owner);
     std::unique_ptr<uint8_t[]> tmp(new (std::nothrow) uint8_t[n]);

@@ -16,11 +16,6 @@ std::vector<ember_buffer_type *> stream_bufts(const std::vector<ember_stream *> 
     return bufts;
 }
 
-ember_tensor * memory_owner(ember_tensor * t) {
-    while (t->view_src) t = t->view_src;
-    return t;
-}
-
 // Copies the bytes spanned by src into dst (same strides), through host memory when needed.
 // Host to device goes through the device stream's queued copy when it has one (`into`: the
 // stream that owns dst's memory, or nullptr): the stream runs it before its next split, with
@@ -82,7 +77,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
         ember_tensor * node = g->nodes[i];
         int            s    = -1;
         if (node->op == EMBER_OP_VIEW || node->view_src) {
-            ember_tensor * owner = memory_owner(node);
+            ember_tensor * owner = ember_memory_owner(node);
             if (owner->buffer && !(owner->flags & EMBER_TENSOR_FLAG_PLANNED)) {
                 s = stream_of_buffer(owner->buffer);
             } else if (where.count(owner)) {
@@ -92,12 +87,12 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
         }
         // Weights repacked for the CPU can only be read there.
         for (ember_tensor * src : node->src) {
-            if (s < 0 && src && (memory_owner(src)->flags & EMBER_TENSOR_FLAG_CPU_REPACKED)) s = cpu;
+            if (s < 0 && src && (ember_memory_owner(src)->flags & EMBER_TENSOR_FLAG_CPU_REPACKED)) s = cpu;
         }
         if (s < 0) {
             for (ember_tensor * src : node->src) {
                 if (!src) continue;
-                ember_tensor * owner = memory_owner(src);
+                ember_tensor * owner = ember_memory_owner(src);
                 if (owner->op != EMBER_OP_NONE || !owner->buffer || (owner->flags & EMBER_TENSOR_FLAG_PLANNED)) continue;
                 int ws = stream_of_buffer(owner->buffer);
                 if (ws >= 0 && supports(ws, node)) {
@@ -153,7 +148,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
     // stay where it is, after the writes.
     std::unordered_set<const ember_tensor *> written;
     for (ember_tensor * node : g->nodes) {
-        if (node->op != EMBER_OP_VIEW && node->op != EMBER_OP_NONE && node->view_src) written.insert(memory_owner(node));
+        if (node->op != EMBER_OP_VIEW && node->op != EMBER_OP_NONE && node->view_src) written.insert(ember_memory_owner(node));
     }
 
     // Pass 2: copies where a node reads memory its device cannot use. Copies of leaves the
@@ -193,7 +188,7 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
             ember_tensor * src = node->src[k];
             if (!src) continue;
             if (node->op == EMBER_OP_VIEW) break;  // a view is only an address
-            ember_tensor * owner = memory_owner(src);
+            ember_tensor * owner = ember_memory_owner(src);
             int            home;
             bool           leaf = true;
             if (owner->buffer && !(owner->flags & EMBER_TENSOR_FLAG_PLANNED)) {
@@ -296,7 +291,7 @@ ember_status ember_sched::compute(ember_graph * g) {
         if (s < 0) {
             for (int32_t k = i; k < j; k++) {
                 ember_tensor * dst   = g->nodes[k];
-                const int      owner = dst->buffer ? stream_of_buffer(memory_owner(dst)->buffer) : -1;
+                const int      owner = dst->buffer ? stream_of_buffer(ember_memory_owner(dst)->buffer) : -1;
                 host.copies_queued += copy_tensor(dst->src[0], dst, owner >= 0 ? streams_[owner] : nullptr, staging) ? 1 : 0;
                 host.copies++;
             }

@@ -68,6 +68,16 @@ EMBER_BACKEND_API int          ember_op_n_src(ember_op op);
 
 inline int64_t ember_nelements(const ember_tensor * t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
 inline int64_t ember_nrows(const ember_tensor * t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+// The tensor whose memory t uses: t itself, or the end of its chain of views (the one the
+// allocator places, the backends flag and the scheduler copies).
+inline ember_tensor * ember_memory_owner(ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return t;
+}
+inline const ember_tensor * ember_memory_owner(const ember_tensor * t) {
+    while (t->view_src) t = t->view_src;
+    return t;
+}
 // Bytes spanned by the tensor (for a contiguous tensor: its size).
 EMBER_BACKEND_API size_t ember_nbytes(const ember_tensor * t);
 EMBER_BACKEND_API bool   ember_is_contiguous(const ember_tensor * t);

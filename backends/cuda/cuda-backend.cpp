@@ -39,13 +39,14 @@
 #include <string>
 #include <vector>
 
+#include "converted-weights.h"
+#include "cuda-env.h"
 #include "cuda-graph-signature.h"
-#include "graph-signature.h"  // ember_hash4
 #include "cuda-matvec-ext.h"
 #include "cuda-ops.h"
 #include "cuda-plan.h"
-#include "converted-weights.h"
 #include "cuda-repack.h"
+#include "graph-signature.h"  // ember_hash4
 #include "host-copy.h"
 #include "host-timer.h"
 
@@ -186,11 +187,6 @@ void upload(cuda_device_ctx * d, char * dst, const char * src, size_t size) {
 
 void download(cuda_device_ctx * d, void * data, const char * src, size_t size);
 
-const ember_tensor * memory_owner(const ember_tensor * t) {
-    while (t->view_src) t = t->view_src;
-    return t;
-}
-
 // Weights of the CUDA layout (cuda-repack.h) are converted here, when uploaded whole, and read
 // back as their GGUF bytes (converted-weights.h has the rules).
 const ember_converted_layout k_cuda_layout = {EMBER_TENSOR_FLAG_CUDA_REPACKED, ember_cuda_repack_wanted, ember_cuda_repack,
@@ -198,7 +194,7 @@ const ember_converted_layout k_cuda_layout = {EMBER_TENSOR_FLAG_CUDA_REPACKED, e
 
 void cuda_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
     cuda_device_ctx *    d     = buf_ctx(buf)->dev;
-    const ember_tensor * owner = memory_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     char *               od    = static_cast<char *>(owner->data);
     const auto read  = [&](void * dst, size_t n) { download(d, dst, od, n); };
     const auto write = [&](const void * src, size_t n) { upload(d, od, static_cast<const char *>(src), n); };
@@ -209,7 +205,7 @@ void cuda_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * d
 
 void cuda_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
     cuda_device_ctx *    d     = buf_ctx(buf)->dev;
-    const ember_tensor * owner = memory_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     const auto read = [&](void * dst, size_t n) { download(d, dst, static_cast<const char *>(owner->data), n); };
     if (!ember_converted_get(k_cuda_layout, d->name.c_str(), t, data, offset, size, read)) download(d, data, static_cast<const char *>(t->data) + offset, size);
 }
@@ -264,7 +260,7 @@ bool is_cuda_buft(ember_buffer_type * buft);
 bool cuda_buffer_cpy_tensor(ember_buffer * buf, const ember_tensor * src, ember_tensor * dst) {
     if (!src->buffer || ember_nbytes(src) != ember_nbytes(dst) || !ember_is_contiguous(src) || !ember_is_contiguous(dst)) return false;
     // The CUDA weight layout: through get/set_tensor, which convert.
-    if ((memory_owner(src)->flags | memory_owner(dst)->flags) & EMBER_TENSOR_FLAG_CUDA_REPACKED) return false;
+    if ((ember_memory_owner(src)->flags | ember_memory_owner(dst)->flags) & EMBER_TENSOR_FLAG_CUDA_REPACKED) return false;
     const size_t n = ember_nbytes(src);
     if (ember_buffer_type_is_host(src->buffer->buft)) {
         upload(buf_ctx(buf)->dev, static_cast<char *>(dst->data), static_cast<const char *>(src->data), n);
@@ -370,7 +366,7 @@ bool supports(const ember_tensor * op) {
     const ember_tensor * s1 = op->src[1];
     // Weights in the CUDA layout: read only by MUL_MAT and GET_ROWS (2-D tables), not through views.
     for (int i = 0; i < EMBER_MAX_SRC; i++) {
-        if (!op->src[i] || !(memory_owner(op->src[i])->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED)) continue;
+        if (!op->src[i] || !(ember_memory_owner(op->src[i])->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED)) continue;
         if (i != 0 || op->src[i]->view_src) return false;
         if (op->op == EMBER_OP_GET_ROWS ? s0->ne[2] * s0->ne[3] != 1 : op->op != EMBER_OP_MUL_MAT) return false;
     }
@@ -446,18 +442,12 @@ ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
 // EMBER_CUDA_FUSE=0: only the RMS_NORM + MUL fusion (no residual ADD, no quantized x), for comparisons.
 // EMBER_CUDA_MV_GROUP=0: every matvec its own launch.
 bool group_matvecs() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_GROUP");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_GROUP");
     return on;
 }
 
 bool fuse_more() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_FUSE");
-        return !e || std::strcmp(e, "0") != 0;
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_FUSE");
     return on;
 }
 
@@ -507,10 +497,7 @@ bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int
 
 // EMBER_CUDA_MV_EPI=0: RoPE and the KV cache writes as their own kernels (no matvec epilogues).
 bool mv_epilogues() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_EPI");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_EPI");
     return on;
 }
 
@@ -1072,7 +1059,7 @@ void cuda_stream_synchronize(ember_stream * s) {
 // memory.
 bool cuda_stream_set_tensor_async(ember_stream * s, ember_tensor * t, const void * data, size_t offset, size_t size) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
-    const ember_tensor * owner = memory_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     if (size == 0) return true;
     if (c->stage_failed || size > k_async_stage_bytes || !owner->buffer || !is_cuda_buft(owner->buffer->buft) || buf_ctx(owner->buffer)->dev != c->dev ||
         (owner->flags & (EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED))) {
@@ -1167,14 +1154,12 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (!c) return EMBER_ERR_OOM;
     c->dev       = d;
     c->cu.device = d->id;
-    const char * graphs = std::getenv("EMBER_CUDA_GRAPHS");
-    c->graphs_off       = graphs && std::strcmp(graphs, "0") == 0;
+    c->graphs_off       = !ember_cuda_env_on("EMBER_CUDA_GRAPHS");
     const char * sig    = std::getenv("EMBER_CUDA_SIGNATURE");
     c->sig_always       = sig && std::strcmp(sig, "always") == 0;
     const char * defer  = std::getenv("EMBER_CUDA_DEFER_COPIES");
     c->defer_copies     = defer && std::strcmp(defer, "1") == 0;
-    const char * pdl    = std::getenv("EMBER_CUDA_PDL");
-    c->cu.pdl           = d->cc_major >= 9 && !(pdl && std::strcmp(pdl, "0") == 0);
+    c->cu.pdl           = d->cc_major >= 9 && ember_cuda_env_on("EMBER_CUDA_PDL");
     c->host_on          = ember_profile_host_on();
     const char * skip   = std::getenv("EMBER_CUDA_SKIP");
     c->cu.skip          = ember_cuda_skip_parse(skip);

@@ -1,6 +1,7 @@
 // Host side of the CUDA weight layout (cuda-repack.h).
 #include "cuda-repack.h"
 
+#include "cuda-env.h"
 #include "q6k-planar.h"
 
 #include <cstdlib>
@@ -27,19 +28,10 @@ bool ember_cuda_repack_is_ext(ember_type t) {
     }
 }
 
-namespace {
-
-bool env_off(const char * name) {
-    const char * e = std::getenv(name);
-    return e && std::strcmp(e, "0") == 0;
-}
-
-}  // namespace
-
 bool ember_cuda_repack_wanted(const ember_tensor * t) {
-    static const bool off     = env_off("EMBER_CUDA_REPACK");
-    static const bool ext_off = env_off("EMBER_CUDA_EXT_MV");
-    static const bool q6p_off = env_off("EMBER_CUDA_Q6P");
+    static const bool off     = !ember_cuda_env_on("EMBER_CUDA_REPACK");
+    static const bool ext_off = !ember_cuda_env_on("EMBER_CUDA_EXT_MV");
+    static const bool q6p_off = !ember_cuda_env_on("EMBER_CUDA_Q6P");
     if (off || !(t->flags & EMBER_TENSOR_FLAG_WEIGHT) || t->view_src) return false;
     if (t->type == EMBER_TYPE_Q6_K) {
         return !q6p_off && t->ne[0] > 0 && t->ne[0] % k_q6p_seg_weights == 0 && ember_nelements(t) > 0 && ember_is_contiguous(t);

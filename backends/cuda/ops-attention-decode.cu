@@ -45,6 +45,7 @@
 #include <cooperative_groups.h>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 
 namespace cg = cooperative_groups;
 
@@ -829,10 +830,7 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
 // 8B shape at depth <= 128: 7.6 us attention + 4.7 us merge per layer). Longer contexts have
 // more splits than a cluster holds and keep the merge kernel. EMBER_CUDA_ATTN_CLUSTER=0: off.
 bool dec_cluster_on(int device) {
-    static const bool env_on = [] {
-        const char * e = std::getenv("EMBER_CUDA_ATTN_CLUSTER");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool env_on = ember_cuda_env_on("EMBER_CUDA_ATTN_CLUSTER");
     static int major[16] = {};
     if (!env_on || device < 0 || device >= 16) return false;
     if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -843,10 +841,7 @@ bool dec_cluster_on(int device) {
 }
 
 bool dec_enabled() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_ATTN_DEC");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_ATTN_DEC");
     return on;
 }
 
@@ -874,8 +869,7 @@ int dec_target_blocks(int device, int fit) {
 // copies of the byte types read up to 3 bytes around a row. Allocations start 256-aligned, so
 // only the end of the base tensor's memory matters.
 bool dec_words_in_bounds(const ember_tensor * t) {
-    const ember_tensor * b = t;
-    while (b->view_src) b = b->view_src;
+    const ember_tensor * b = ember_memory_owner(t);
     return (reinterpret_cast<uintptr_t>(b->data) + ember_nbytes(b)) % 4 == 0;
 }
 

@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 
 namespace {
 
@@ -372,10 +373,7 @@ __global__ void __launch_bounds__(32 * k_fa_warps) fa_kernel(cu_tensor q, cu_ten
 }
 
 bool fa_enabled() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_FA");
-        return !e || std::strcmp(e, "0") != 0;
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_FA");
     return on;
 }
 

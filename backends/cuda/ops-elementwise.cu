@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 
 namespace {
 
@@ -335,10 +336,7 @@ static void launch_norm_dec(ember_cuda_ctx & ctx, unsigned rows, int nv, const n
 // F32 (each tensor's rows nb[1] apart, 16-byte aligned), at most 8192 wide, n % 4 == 0, a 1-D
 // weight of the row's length, and rows addressed by dim 1 only. EMBER_CUDA_NORM_DEC=0: off.
 static bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_NORM_DEC");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_NORM_DEC");
     const int64_t n = norm->ne[0];
     if (!on || n % 4 != 0 || n > 8192 || norm->ne[2] * norm->ne[3] != 1) return false;
     const ember_tensor * w = mul->src[1];
@@ -417,10 +415,7 @@ ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst) {
 }
 
 // EMBER_CUDA_SWIGLU_FLAT=0: the quantizing SWIGLU through swiglu_kernel<true> (unflattened indices).
-static const bool k_swiglu_flat_q = [] {
-    const char * e = std::getenv("EMBER_CUDA_SWIGLU_FLAT");
-    return !(e && std::strcmp(e, "0") == 0);
-}();
+static const bool k_swiglu_flat_q = ember_cuda_env_on("EMBER_CUDA_SWIGLU_FLAT");
 
 ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, bool qx) {
     const int64_t n   = ember_nelements(dst);

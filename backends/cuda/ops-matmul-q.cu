@@ -43,6 +43,7 @@
 #include <type_traits>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-matvec-ext.h"
 #include "cuda-mmq.h"
 #include "cuda-repack.h"
@@ -298,10 +299,7 @@ int forced_tile() {
 // EMBER_CUDA_MMQ_PIPE=0: the weight chunks of the next step are fetched after the products of
 // this one, not before (their load latency not hidden by this warp's products).
 bool pipelined() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MMQ_PIPE");
-        return !e || std::strcmp(e, "0") != 0;
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MMQ_PIPE");
     return on;
 }
 
@@ -361,8 +359,7 @@ template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(em
 
 // EMBER_CUDA_MMQ_WG=0: the mma.sync kernel on Hopper too (read at every call: tests run both).
 bool wgmma_wanted() {
-    const char * e = std::getenv("EMBER_CUDA_MMQ_WG");
-    return !e || std::strcmp(e, "0") != 0;
+    return ember_cuda_env_on("EMBER_CUDA_MMQ_WG");
 }
 
 // Big: 128 rows x 128 tokens, 8 warps; small: 64 rows x 128 tokens, 4 warps (both 32 x 64 per

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-matvec-ext.h"
 
 namespace {
@@ -70,10 +71,7 @@ __global__ void __launch_bounds__(k_threads) dequant_f16_co_kernel(const char * 
 }
 
 bool dq_coalesced() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_DQ");
-        return !e || std::strcmp(e, "0") != 0;
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_DQ");
     return on;
 }
 

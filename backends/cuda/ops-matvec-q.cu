@@ -25,6 +25,7 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-repack.h"
 
 namespace {
@@ -529,10 +530,7 @@ constexpr int k_rp_warps = 4;  // warps per block of the CUDA-layout kernel
 // EMBER_CUDA_MV_PAIR_OCC=0: never capped.
 constexpr int k_mv_pair_blocks = 6, k_mv_pair_blocks_uncapped = 4;
 bool mv_pair_capped() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_PAIR_OCC");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_PAIR_OCC");
     return on;
 }
 
@@ -1081,20 +1079,14 @@ inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd,
 // (mvr_kernel P). Q8_0 runs without it: H200 8B tg128 Q4_0 329 -> 343 t/s with it, Q8_0
 // 257 -> 244 (one call).
 bool mv_pipe() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_PIPE");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_PIPE");
     return on;
 }
 
 // EMBER_CUDA_MV_SPLIT=0: long rows on one warp each (mvr_kernel, P for Q4_0) instead of
 // mvr_split_kernel.
 bool mv_split() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_SPLIT");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_SPLIT");
     return on;
 }
 
@@ -1168,19 +1160,12 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
 // Rows per block: EMBER_CUDA_MV_ROWS (1, 2 or 4) for experiments, else 4 (on an H100, 4 rows
 // beat 2 by 3% on the 8B shape and 7% on the 1B one, and 1 row lost 5-15%).
 int rows_per_block() {
-    static const int r = [] {
-        const char * e = std::getenv("EMBER_CUDA_MV_ROWS");
-        const int    v = e ? std::atoi(e) : 4;
-        return v == 1 || v == 2 ? v : 4;
-    }();
+    static const int r = ember_cuda_env_choice("EMBER_CUDA_MV_ROWS", 4, {1, 2, 4});
     return r;
 }
 
 // EMBER_CUDA_Q4K_WIDE=0: Q4_K through mvq_kernel (2-byte-word loads) instead of mvk_kernel.
-const bool k_q4k_wide = [] {
-    const char * e = std::getenv("EMBER_CUDA_Q4K_WIDE");
-    return !e || std::strcmp(e, "0") != 0;
-}();
+const bool k_q4k_wide = ember_cuda_env_on("EMBER_CUDA_Q4K_WIDE");
 
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
@@ -1188,28 +1173,17 @@ template <int T> bool aligned_for(const ember_tensor * w) {
 }
 
 // EMBER_CUDA_Q6K_WIDE=0: Q6_K through mvq_kernel instead of mv6_kernel.
-const bool k_q6k_wide = [] {
-    const char * e = std::getenv("EMBER_CUDA_Q6K_WIDE");
-    return !e || std::strcmp(e, "0") != 0;
-}();
+const bool k_q6k_wide = ember_cuda_env_on("EMBER_CUDA_Q6K_WIDE");
 
 // mv6_kernel's rows per warp for rows of at most one segment (EMBER_CUDA_Q6K_ROWS=1|2|4).
 int q6k_rows_per_warp() {
-    static const int rw = [] {
-        const char * e = std::getenv("EMBER_CUDA_Q6K_ROWS");
-        const int    v = e ? std::atoi(e) : 2;
-        return v == 1 || v == 4 ? v : 2;
-    }();
+    static const int rw = ember_cuda_env_choice("EMBER_CUDA_Q6K_ROWS", 2, {1, 2, 4});
     return rw;
 }
 
 // mvp6_kernel's rows per warp (EMBER_CUDA_Q6P_ROWS=1|2|4).
 int q6p_rows_per_warp() {
-    static const int rw = [] {
-        const char * e = std::getenv("EMBER_CUDA_Q6P_ROWS");
-        const int    v = e ? std::atoi(e) : 4;
-        return v == 1 || v == 2 ? v : 4;
-    }();
+    static const int rw = ember_cuda_env_choice("EMBER_CUDA_Q6P_ROWS", 4, {1, 2, 4});
     return rw;
 }
 

@@ -1051,7 +1051,7 @@ static const ember_converted_layout k_vk_layout = {
 
 static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const void * data, size_t offset, size_t size) {
     vk_buffer_ctx *      bc    = bctx(buf);
-    const ember_tensor * owner = ember_converted_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     const auto read  = [&](void * dst, size_t n) { vk_read(bc, owner, tensor_offset(owner), dst, n); };
     const auto write = [&](const void * src, size_t n) { vk_write(bc, owner, tensor_offset(owner), src, n); };
     if (!ember_converted_set(k_vk_layout, "vulkan", t, data, offset, size, read, write)) vk_write(bc, t, tensor_offset(t) + offset, data, size);
@@ -1059,7 +1059,7 @@ static void vk_buffer_set_tensor(ember_buffer * buf, ember_tensor * t, const voi
 
 static void vk_buffer_get_tensor(ember_buffer * buf, const ember_tensor * t, void * data, size_t offset, size_t size) {
     vk_buffer_ctx *      bc    = bctx(buf);
-    const ember_tensor * owner = ember_converted_owner(t);
+    const ember_tensor * owner = ember_memory_owner(t);
     const auto read = [&](void * dst, size_t n) { vk_read(bc, owner, tensor_offset(owner), dst, n); };
     if (!ember_converted_get(k_vk_layout, "vulkan", t, data, offset, size, read)) vk_read(bc, t, tensor_offset(t) + offset, data, size);
 }

@@ -37,7 +37,7 @@ std::string tname(ember_type t) { return ember_type_get_name(t); }
 
 // Whether t's memory holds weights in the backend's own layout (vk-repack.h: planar Q6_K).
 bool planar(const ember_tensor * t) {
-    return (ember_converted_owner(t)->flags & EMBER_TENSOR_FLAG_VK_REPACKED) != 0;
+    return (ember_memory_owner(t)->flags & EMBER_TENSOR_FLAG_VK_REPACKED) != 0;
 }
 
 // The type part of the name of a shader reading weights w (shaders/dequant.glsl's types).
@@ -110,7 +110,7 @@ bool ember_vk_supports_op(vk_device_ctx * dc, const ember_tensor * op) {
     for (int i = 0; i < EMBER_MAX_SRC; i++) {
         const ember_tensor * s = op->src[i];
         if (!s || !planar(s)) continue;
-        const ember_tensor * o = ember_converted_owner(s);
+        const ember_tensor * o = ember_memory_owner(s);
         if (i != 0 || (op->op != EMBER_OP_MUL_MAT && op->op != EMBER_OP_GET_ROWS)) return false;
         if (s->ne[0] != o->ne[0] || s->nb[1] != o->nb[1] || (s->data != o->data && (size_t) ((const char *) s->data - (const char *) o->data) % o->nb[1] != 0)) return false;
     }

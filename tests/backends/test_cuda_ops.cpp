@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "backends/cuda/cuda-env.h"  // the switches' reading rule (host-only)
 #include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
 #include "graph.h"
 #include "quant/ref/ref.h"
@@ -771,6 +772,31 @@ TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
 
 // The CUDA FP8 codec (cuda-fp8.h) compiled for the host: no GPU needed. The device build runs
 // the same source (with __fmul_rn / __fadd_rn for the multiplications and the rounding).
+// The rule every EMBER_CUDA_* switch is read by (no device needed): on unless "0"; an integer
+// choice only from its allowed values, anything else the default.
+TEST_CASE("[cuda] environment switches: on unless 0, integer choices from a set") {
+    const char * name = "EMBER_CUDA_TEST_SWITCH";
+    set_env(name, "");
+    CHECK(ember_cuda_env_on(name));
+    CHECK(ember_cuda_env_choice(name, 4, {1, 2, 4}) == 4);
+    set_env(name, "0");
+    CHECK_FALSE(ember_cuda_env_on(name));
+    CHECK(ember_cuda_env_choice(name, 4, {1, 2, 4}) == 4);
+    set_env(name, "1");
+    CHECK(ember_cuda_env_on(name));
+    CHECK(ember_cuda_env_choice(name, 4, {1, 2, 4}) == 1);
+    set_env(name, "2");
+    CHECK(ember_cuda_env_choice(name, 4, {1, 2, 4}) == 2);
+    CHECK(ember_cuda_env_choice(name, 2, {1, 4}) == 2);
+    for (const char * bad : {"3", "2x", "x2", "2.0", "-1", "99999999999999999999"}) {
+        CAPTURE(std::string(bad));
+        set_env(name, bad);
+        CHECK(ember_cuda_env_on(name));
+        CHECK(ember_cuda_env_choice(name, 4, {1, 2, 4}) == 4);
+    }
+    set_env(name, "");
+}
+
 TEST_CASE("[cuda] FP8 codec of the CUDA kernels matches quant/ref bit for bit (host build)") {
     for (bool e4m3 : {true, false}) {
         CAPTURE(e4m3);
