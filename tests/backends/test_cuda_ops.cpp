@@ -518,6 +518,43 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
     }
 }
 
+// The FFN down product over a grid that stays (mvr_split_loop_kernel, EMBER_CUDA_MV_SPLIT_LOOP=1;
+// opt-in until measured): rows split over 2 and 4 warps, row counts that leave the last block
+// part of a group and give blocks one or several groups, 1 and 3 columns, and a width too long
+// for one step per warp (the plain kernel then). Against the CPU, and bit for bit against the
+// plain kernel (the same sums in the same order).
+TEST_CASE("[cuda] long matvec rows over a grid that stays") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        for (int64_t k : {4096 + 32 * 5, 14336, 14336 + 32 * 3, 32768}) {
+            for (int64_t n : {67, 4096, 20000}) {
+                for (int64_t m : {1, 3}) {
+                    if (n == 20000 && (m == 3 || k != 4096 + 32 * 5)) continue;
+                    const std::string what = std::string("split loop ") + ember_type_get_name(t) + " k=" + std::to_string(k) +
+                                             " n=" + std::to_string(n) + " m=" + std::to_string(m);
+                    CAPTURE(what);
+                    const builder build = [=](case_ctx & c) {
+                        return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                    };
+                    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 88);
+                    set_env("EMBER_CUDA_MV_SPLIT_LOOP", "1");
+                    const std::vector<float> got = run_on(cuda_device(), build, 88);
+                    set_env("EMBER_CUDA_MV_SPLIT_LOOP", "");
+                    const std::vector<float> plain = run_on(cuda_device(), build, 88);
+                    REQUIRE(got.size() == want.size());
+                    const double e = nmse(got, want);
+                    CAPTURE(e);
+                    CHECK(e < 1e-3);
+                    CHECK(got == plain);
+                }
+            }
+        }
+    }
+}
+
 // Q6_K weights with rows of a multiple of 2048 take the planar layout at upload (cuda-repack.h,
 // backends/common/q6k-planar.h): decode products by mvp6_kernel with 1, 2, 3, 7 and 9 segments
 // per row (warps per row KS = 1, 2, 3, 7 and 8, the last looping), row counts that leave a
