@@ -918,6 +918,20 @@ TEST_CASE("[cuda] FP8 codec of the CUDA kernels matches quant/ref bit for bit (h
 // FP8 E4M3 / E5M2 KV caches: SET_ROWS and CPY write the reference encoder's bytes, attention
 // over them (decode with split keys, GQA; the tiled prefill kernel; mixed K/V types) matches
 // the CPU.
+// Decode attention over a cache of type t: 32 query heads over n_head_kv KV heads, one token
+// (n_kv odd) or two, keys j % 11 == 4 hidden.
+ember_tensor * decode_attn_masked(case_ctx & c, ember_type t, int64_t d, int64_t n_kv, int64_t n_head_kv) {
+    const int64_t      n_tok = n_kv % 2 ? 1 : 2;
+    ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 32, n_tok);
+    ember_tensor *     k     = c.rand_leaf(t, d, n_head_kv, n_kv, -2.0f, 2.0f);
+    ember_tensor *     v     = c.rand_leaf(t, d, n_head_kv, n_kv);
+    std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
+    for (int64_t j = 0; j < n_kv; j++) {
+        if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
+    }
+    return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+}
+
 TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attention") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -959,15 +973,7 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
                     const std::string what = "decode attn " + name + " d=" + std::to_string(d) + " n_kv=" + std::to_string(n_kv) +
                                              " kv heads " + std::to_string(n_head_kv);
                     check_case(what, [=](case_ctx & c) {
-                        const int64_t      n_tok = n_kv % 2 ? 1 : 2;
-                        ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 32, n_tok);
-                        ember_tensor *     k     = c.rand_leaf(t, d, n_head_kv, n_kv, -2.0f, 2.0f);
-                        ember_tensor *     v     = c.rand_leaf(t, d, n_head_kv, n_kv);
-                        std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
-                        for (int64_t j = 0; j < n_kv; j++) {
-                            if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
-                        }
-                        return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+                        return decode_attn_masked(c, t, d, n_kv, n_head_kv);
                     }, 1e-8);
                 }
             }
@@ -1023,15 +1029,7 @@ TEST_CASE("[cuda] decode attention with integer scores over Q8_0 / Q4_0 keys") {
                                              " n_kv=" + std::to_string(n_kv) + " kv heads " + std::to_string(n_head_kv);
                     CAPTURE(what);
                     const builder build = [=](case_ctx & c) {
-                        const int64_t      n_tok = n_kv % 2 ? 1 : 2;
-                        ember_tensor *     q     = c.rand_leaf(EMBER_TYPE_F32, d, 32, n_tok);
-                        ember_tensor *     k     = c.rand_leaf(t, d, n_head_kv, n_kv, -2.0f, 2.0f);
-                        ember_tensor *     v     = c.rand_leaf(t, d, n_head_kv, n_kv);
-                        std::vector<float> mv(static_cast<size_t>(n_kv * n_tok), 0.0f);
-                        for (int64_t j = 0; j < n_kv; j++) {
-                            if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
-                        }
-                        return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, n_tok), 1.0f / std::sqrt(static_cast<float>(d)));
+                        return decode_attn_masked(c, t, d, n_kv, n_head_kv);
                     };
                     const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 77);
                     set_env("EMBER_CUDA_ATTN_DEC_FAST", "3");
