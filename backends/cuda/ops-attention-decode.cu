@@ -850,8 +850,7 @@ bool dec_enabled() {
 // products over an 8-bit copy of Q (opt-in until measured); default 1. Read at every launch
 // (graphs replay without calling here), so tests can switch it.
 int dec_version() {
-    const char * e = std::getenv("EMBER_CUDA_ATTN_DEC_FAST");
-    return e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "2") == 0 || std::strcmp(e, "3") == 0) ? e[0] - '0' : 1;
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_DEC_FAST", 1, {0, 1, 2, 3});
 }
 
 // Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM, at most `fit` (blocks that

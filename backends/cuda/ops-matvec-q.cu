@@ -676,7 +676,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 // the weight stream does not stop between one block's end and the next one's start (the 8B FFN
 // down product's 4096 one-row blocks ran in ~4 waves at 2.8 TB/s, H200 session 18 trace). Rows
 // whose part per warp is one step (at most 32 U chunks); the same sums in the same order as
-// mvr_split_kernel, so the same bits.
+// mvr_split_kernel (the same bits unless the compiler contracts them differently).
 template <int T, int KS>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_loop_kernel(mvr_args a, int64_t n_groups) {
     using D                  = mvr<T>;
@@ -1163,8 +1163,7 @@ bool mv_split() {
 // EMBER_CUDA_MV_SPLIT_LOOP=1: mvr_split_loop_kernel (opt-in until measured; read at every
 // launch, so tests can switch it).
 bool mv_split_loop() {
-    const char * e = std::getenv("EMBER_CUDA_MV_SPLIT_LOOP");
-    return e && std::strcmp(e, "1") == 0;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_SPLIT_LOOP", 0, {0, 1}) == 1;
 }
 
 // Blocks of mvr_split_loop_kernel<T, KS> that fit an SM at once (cached per device; 1 when

@@ -540,9 +540,7 @@ TEST_CASE("[cuda] long matvec rows over a grid that stays") {
                         return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
                     };
                     const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 88);
-                    set_env("EMBER_CUDA_MV_SPLIT_LOOP", "1");
-                    const std::vector<float> got = run_on(cuda_device(), build, 88);
-                    set_env("EMBER_CUDA_MV_SPLIT_LOOP", "");
+                    const std::vector<float> got  = run_on_cuda_with("EMBER_CUDA_MV_SPLIT_LOOP", "1", build, 88);
                     const std::vector<float> plain = run_on(cuda_device(), build, 88);
                     REQUIRE(got.size() == want.size());
                     const double e = nmse(got, want);
@@ -1032,9 +1030,7 @@ TEST_CASE("[cuda] decode attention with integer scores over Q8_0 / Q4_0 keys") {
                         return decode_attn_masked(c, t, d, n_kv, n_head_kv);
                     };
                     const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 77);
-                    set_env("EMBER_CUDA_ATTN_DEC_FAST", "3");
-                    const std::vector<float> got = run_on(cuda_device(), build, 77);
-                    set_env("EMBER_CUDA_ATTN_DEC_FAST", "");
+                    const std::vector<float> got  = run_on_cuda_with("EMBER_CUDA_ATTN_DEC_FAST", "3", build, 77);
                     const std::vector<float> flt = run_on(cuda_device(), build, 77);
                     REQUIRE(got.size() == want.size());
                     REQUIRE(flt.size() == want.size());
