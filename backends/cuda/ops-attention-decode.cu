@@ -91,13 +91,11 @@ inline int dec_slot_bytes(int T, int row_bytes) {
 // Shared memory layout (bytes), in order: raw stages [k_dec_stages][2 (K, V)][32][slot], which
 // also hold the final sum of the key groups [groups][rows][d] floats; Q [rows][d]; mask
 // [stages][rows][32]; score quarters [4][rows][32]; probabilities [32][rows]; M, S, rescale
-// [rows]; with q8 (the integer scores, V = 3) Q's 8-bit copy [rows][d] and its (d, d sum q)
-// per 32 values [rows][d / 32]; 16 bytes slack (the decoders' word reads run up to 8 bytes past
-// a row's last word).
+// [rows]; 16 bytes slack (the decoders' word reads run up to 8 bytes past a row's last word).
 struct dec_layout {
-    size_t stage, q, mask, part, p, m, q8, q8d, total;
+    size_t stage, q, mask, part, p, m, total;
 };
-__host__ __device__ inline dec_layout dec_layout_of(int d, int slot_bytes, bool q8) {
+__host__ __device__ inline dec_layout dec_layout_of(int d, int slot_bytes) {
     dec_layout L;
     L.stage           = 0;
     size_t end        = static_cast<size_t>(k_dec_stages) * 2 * k_dec_keys * slot_bytes;
@@ -109,9 +107,7 @@ __host__ __device__ inline dec_layout dec_layout_of(int d, int slot_bytes, bool 
     L.part            = L.mask + sizeof(float) * k_dec_stages * k_dec_rows * k_dec_keys;
     L.p               = L.part + sizeof(float) * k_dec_warps * k_dec_rows * k_dec_keys;
     L.m               = L.p + sizeof(float) * k_dec_keys * k_dec_rows;
-    L.q8              = (L.m + sizeof(float) * 3 * k_dec_rows + 15) / 16 * 16;
-    L.q8d             = L.q8 + (q8 ? static_cast<size_t>(k_dec_rows) * d : 0);
-    L.total           = L.q8d + (q8 ? sizeof(float2) * k_dec_rows * (d / 32) : 0) + 16;
+    L.total           = L.m + sizeof(float) * 3 * k_dec_rows + 16;
     return L;
 }
 
@@ -383,7 +379,7 @@ template <int T, int V> __device__ __forceinline__ void dec_load4_v(const uint8_
 template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
     extern __shared__ __align__(16) uint8_t smem[];
     const int        d       = static_cast<int>(a.q.ne[0]);
-    const dec_layout L       = dec_layout_of(d, a.slot_bytes, V == 3);
+    const dec_layout L       = dec_layout_of(d, a.slot_bytes);
     const int        slot    = a.slot_bytes;
     float *          sQ      = reinterpret_cast<float *>(smem + L.q);     // [rows][d]
     float *          sMask   = reinterpret_cast<float *>(smem + L.mask);  // [stages][rows][32]
@@ -541,23 +537,6 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
             }
         }
         __syncthreads();  // tile t (and Q on the first pass) visible to all
-        if constexpr (V == 3) {
-            // The integer scores' Q: each (row, 32 values) to 8 bits with its own scale, as the
-            // matvecs' x (cu_quantize_warp's arithmetic, the scale kept in float), a warp each.
-            if (t == 0) {
-                const int nb = d / 32;
-                for (int pr = warp; pr < k_dec_rows * nb; pr += k_dec_warps) {
-                    const int   r  = pr / nb, b = pr - r * nb;
-                    const float v  = sQ[r * d + 32 * b + lane];  // 0 past nrows
-                    const float dq = cu_warp_max(fabsf(v)) / 127.0f;
-                    const int   q  = static_cast<int>(roundf(__fmul_rn(v, dq != 0.0f ? 1.0f / dq : 0.0f)));
-                    const float sq = cu_warp_sum(static_cast<float>(q));  // exact: |sum| <= 32 * 127
-                    reinterpret_cast<int8_t *>(smem + L.q8)[r * d + 32 * b + lane] = static_cast<int8_t>(q);
-                    if (lane == 0) reinterpret_cast<float2 *>(smem + L.q8d)[pr] = make_float2(dq, dq * sq);
-                }
-                __syncthreads();
-            }
-        }
         const uint8_t * raw = smem + L.stage + static_cast<size_t>(t % k_dec_stages) * 2 * k_dec_keys * slot;
         // Scores: thread (key = lane, quarter = warp of the dims), every row.
         {
@@ -567,61 +546,20 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
             float           sc[k_dec_rows];
 #pragma unroll
             for (int r = 0; r < k_dec_rows; r++) sc[r] = 0.0f;
-            if constexpr (V == 3) {
-                // Integer scores (Q8_0 / Q4_0 K): 8 K bytes against 8 of Q's int8 values in two
-                // __dp4a per row, one float multiply-add per row and 32-value block (K's scale
-                // times Q's), where the float path decoded every K value and spent a multiply-add
-                // per value and row. Q4_0's nibbles have 8 taken off as bytes (__vsub4).
-                const int8_t * q8  = reinterpret_cast<const int8_t *>(smem + L.q8);
-                const float2 * q8d = reinterpret_cast<const float2 *>(smem + L.q8d);
-                const int      nb  = d / 32;
-                for (int e = e0; e < e0 + ds;) {
-                    const int   blk  = e / 32, eend = min(e0 + ds, 32 * (blk + 1));
-                    const int   b    = koff + (T == EMBER_TYPE_Q8_0 ? 34 : 18) * blk;
-                    const float dk   = cu_half(static_cast<ember_half>(krow[b] | krow[b + 1] << 8));
-                    int         acc[k_dec_rows];
+            for (int e = e0; e < e0 + ds; e += 8) {
+                float kf[8];
+                float ks = 1.0f;
+                if constexpr (V >= 1) ks = dec_load8_u<T, V>(krow, koff, e, kf);
+                else dec_load8<T>(krow, koff, e, kf);
 #pragma unroll
-                    for (int r = 0; r < k_dec_rows; r++) acc[r] = 0;
-                    for (; e < eend; e += 8) {
-                        uint2 kw;
-                        if constexpr (T == EMBER_TYPE_Q8_0) {
-                            kw = dec_bytes8(krow, b + 2 + e % 32);
-                        } else {
-                            const int j = e % 32;
-                            kw          = dec_bytes8(krow, b + 2 + j % 16);
-                            const unsigned sh = static_cast<unsigned>(j / 16) * 4u;
-                            kw.x        = __vsub4(kw.x >> sh & 0x0f0f0f0fu, 0x08080808u);
-                            kw.y        = __vsub4(kw.y >> sh & 0x0f0f0f0fu, 0x08080808u);
-                        }
-#pragma unroll
-                        for (int r = 0; r < k_dec_rows; r++) {
-                            if (r < nrows) {
-                                const int2 qq = *reinterpret_cast<const int2 *>(q8 + r * d + e);
-                                acc[r]        = __dp4a(static_cast<int>(kw.y), qq.y, __dp4a(static_cast<int>(kw.x), qq.x, acc[r]));
-                            }
-                        }
-                    }
-#pragma unroll
-                    for (int r = 0; r < k_dec_rows; r++) {
-                        if (r < nrows) sc[r] = fmaf(dk * q8d[r * nb + blk].x, static_cast<float>(acc[r]), sc[r]);
-                    }
-                }
-            } else {
-                for (int e = e0; e < e0 + ds; e += 8) {
-                    float kf[8];
-                    float ks = 1.0f;
-                    if constexpr (V >= 1) ks = dec_load8_u<T, V>(krow, koff, e, kf);
-                    else dec_load8<T>(krow, koff, e, kf);
-#pragma unroll
-                    for (int r = 0; r < k_dec_rows; r++) {
-                        if (r < nrows) {
-                            const float4 q0 = *reinterpret_cast<const float4 *>(sQ + r * d + e);
-                            const float4 q1 = *reinterpret_cast<const float4 *>(sQ + r * d + e + 4);
-                            const float  t8 = q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
-                                             q1.z * kf[6] + q1.w * kf[7];
-                            if constexpr (V >= 1 && dec_scaled<T>()) sc[r] = fmaf(ks, t8, sc[r]);  // the block scale once
-                            else sc[r] += t8;
-                        }
+                for (int r = 0; r < k_dec_rows; r++) {
+                    if (r < nrows) {
+                        const float4 q0 = *reinterpret_cast<const float4 *>(sQ + r * d + e);
+                        const float4 q1 = *reinterpret_cast<const float4 *>(sQ + r * d + e + 4);
+                        const float  t8 = q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
+                                         q1.z * kf[6] + q1.w * kf[7];
+                        if constexpr (V >= 1 && dec_scaled<T>()) sc[r] = fmaf(ks, t8, sc[r]);  // the block scale once
+                        else sc[r] += t8;
                     }
                 }
             }
@@ -846,11 +784,9 @@ bool dec_enabled() {
 }
 
 // The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
-// copies and decoders, 2 FP8 E4M3 decoded by bit moves, 3 Q8_0 / Q4_0 K's scores in integer dot
-// products over an 8-bit copy of Q (opt-in until measured); default 1. Read at every launch
-// (graphs replay without calling here), so tests can switch it.
+// copies and decoders, 2 FP8 E4M3 decoded by bit moves; default 1.
 int dec_version() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_DEC_FAST", 1, {0, 1, 2, 3});
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_DEC_FAST", 1, {0, 1, 2});
 }
 
 // Blocks to aim at: EMBER_CUDA_ATTN_DEC_BLOCKS (default 4) per SM, at most `fit` (blocks that
@@ -905,9 +841,6 @@ struct dec_launch {
         if constexpr (T == EMBER_TYPE_FP8_E4M3) {
             if (v == 2) return run<T, 2>();
         }
-        if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
-            if (v == 3) return run<T, 3>();
-        }
         run<T, 1>();
     }
     template <int T, int V> void run() const {
@@ -919,7 +852,7 @@ struct dec_launch {
             if (!al(a.k) || !al(a.v)) return;
         }
         a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
-        const size_t smem   = dec_layout_of(d, a.slot_bytes, V == 3).total;
+        const size_t smem   = dec_layout_of(d, a.slot_bytes).total;
         // Above 48 KiB of shared memory the kernel must opt in.
         if (smem > 48 * 1024 &&
             cudaFuncSetAttribute(attn_dec_kernel<T, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {

@@ -21,7 +21,6 @@
 // The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -670,75 +669,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     }
 }
 
-// mvr_split_kernel over a grid that stays (EMBER_CUDA_MV_SPLIT_LOOP=1, opt-in until measured):
-// as many blocks as fit the GPU at once, each taking row group bx, bx + gridDim.x, ... (a group:
-// the block's 4 / KS rows), the next group's weights loaded while the current one is summed, so
-// the weight stream does not stop between one block's end and the next one's start (the 8B FFN
-// down product's 4096 one-row blocks ran in ~4 waves at 2.8 TB/s, H200 session 18 trace). Rows
-// whose part per warp is one step (at most 32 U chunks); the same sums in the same order as
-// mvr_split_kernel (the same bits unless the compiler contracts them differently).
-template <int T, int KS>
-__global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_loop_kernel(mvr_args a, int64_t n_groups) {
-    using D                  = mvr<T>;
-    constexpr int U          = 4;
-    constexpr int rows_block = k_rp_warps / KS;
-    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, part = wi % KS;
-    const int64_t n    = a.n;
-    const int64_t col  = blockIdx.y;
-    const mvr_batch bp = mvr_batch_of(a);
-    const int       per = (a.nchunk + KS - 1) / KS;
-    const int       c0 = part * per + lane, c_end = min(a.nchunk, part * per + per);
-    uint4           w[2][U];
-    float           dw[2][U];
-    const auto      load = [&](int b, int64_t grp) {  // b: a constant after inlining (register arrays)
-        const int64_t          row = grp * rows_block + wi / KS;
-        const int64_t          g   = bp.wm * n + (row < n ? row : n - 1);  // rows past n: read, discard
-        const uint4 *          wq  = a.wq + g * a.nchunk;
-        const unsigned short * wd  = a.wd + g * a.nb;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int  c  = c0 + 32 * u;
-            const bool ok = c < c_end;
-            w[b][u]       = ok ? __ldcs(wq + c) : make_uint4(0, 0, 0, 0);
-            dw[b][u]      = ok ? __half2float(__ushort_as_half(__ldg(wd + c / D::CPB))) : 0.0f;
-        }
-    };
-    const auto step = [&](int b, int64_t grp, float * parts) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
-            if (c < c_end) acc += D::dot(w[b][u], dw[b][u], D::load_x(bp.xq, bp.xds, c));
-        }
-        acc = cu_warp_sum(acc);
-        if (lane == 0) parts[wi] = acc;
-        __syncthreads();
-        const int64_t row = grp * rows_block + wi / KS;
-        if (part == 0 && lane == 0 && row < n) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int k = 0; k < KS; k++) sum += parts[wi + k];
-            reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + bp.i2 * a.y.nb[2] + bp.i3 * a.y.nb[3])[row] = sum;
-        }
-    };
-    // Two part buffers: group i writes parts[i % 2] and reads it after the barrier; it is
-    // written again two groups later, past a barrier its reader has reached.
-    __shared__ float parts[2][k_rp_warps];
-    int64_t grp = blockIdx.x;
-    if (grp < n_groups) load(0, grp);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
-    while (grp < n_groups) {
-        const int64_t next = grp + gridDim.x;
-        if (next < n_groups) load(1, next);
-        step(0, grp, parts[0]);
-        if (next >= n_groups) break;
-        const int64_t after = next + gridDim.x;
-        if (after < n_groups) load(0, after);
-        step(1, next, parts[1]);
-        grp = after;
-    }
-}
-
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
@@ -1160,27 +1090,6 @@ bool mv_split() {
     return on;
 }
 
-// EMBER_CUDA_MV_SPLIT_LOOP=1: mvr_split_loop_kernel (opt-in until measured; read at every
-// launch, so tests can switch it).
-bool mv_split_loop() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_SPLIT_LOOP", 0, {0, 1}) == 1;
-}
-
-// Blocks of mvr_split_loop_kernel<T, KS> that fit an SM at once (cached per device; 1 when
-// the occupancy query fails).
-template <int T, int KS> int split_loop_blocks_per_sm(int device) {
-    static std::atomic<int> fit[64];
-    if (device < 0 || device >= 64) return 1;
-    int f = fit[device].load(std::memory_order_relaxed);
-    if (f > 0) return f;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, mvr_split_loop_kernel<T, KS>, 32 * k_rp_warps, 0) != cudaSuccess || f < 1) {
-        cudaGetLastError();
-        f = 1;
-    }
-    fit[device].store(f, std::memory_order_relaxed);
-    return f;
-}
-
 // Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
 // more warps, and more loads in flight, beat two rows sharing their x loads (H200 tg128: 8B Q4_0
 // 334 -> 339, 1B 1020 -> 1042); but 2 from 4096 rows for Q4_K (8B Q4_K_M 248 -> 270: its block
@@ -1229,20 +1138,10 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
-        const int     ks       = a.nchunk > 2 * 32 * 4 ? 4 : 2;
-        const int64_t n_groups = (a.n + k_rp_warps / ks - 1) / (k_rp_warps / ks);
-        const dim3    gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
-        if (mv_split_loop() && (a.nchunk + ks - 1) / ks <= 32 * 4) {
-            const int fit = ks == 4 ? split_loop_blocks_per_sm<T, 4>(ctx.device) : split_loop_blocks_per_sm<T, 2>(ctx.device);
-            const dim3 gl(static_cast<unsigned>(std::min<int64_t>(n_groups, static_cast<int64_t>(std::max(fit, 1)) * cu_sm_count(ctx.device))),
-                          grid.y, grid.z);
-            if (ks == 4) cu_launch(ctx, mvr_split_loop_kernel<T, 4>, gl, 32 * k_rp_warps, 0, a, n_groups);
-            else cu_launch(ctx, mvr_split_loop_kernel<T, 2>, gl, 32 * k_rp_warps, 0, a, n_groups);
-        } else if (ks == 4) {
-            cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
-        } else {
-            cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
-        }
+        const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
+        const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
+        if (ks == 4) cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
+        else cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
     } else if (r == 2) {
         const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
         if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {

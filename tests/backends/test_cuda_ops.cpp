@@ -518,41 +518,6 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
     }
 }
 
-// The FFN down product over a grid that stays (mvr_split_loop_kernel, EMBER_CUDA_MV_SPLIT_LOOP=1;
-// opt-in until measured): rows split over 2 and 4 warps, row counts that leave the last block
-// part of a group and give blocks one or several groups, 1 and 3 columns, and a width too long
-// for one step per warp (the plain kernel then). Against the CPU, and against the plain kernel
-// (the same sums in the same order: equal up to how the compiler contracts them).
-TEST_CASE("[cuda] long matvec rows over a grid that stays") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (int64_t k : {4096 + 32 * 5, 14336, 14336 + 32 * 3, 32768}) {
-            for (int64_t n : {67, 4096, 20000}) {
-                for (int64_t m : {1, 3}) {
-                    if (n == 20000 && (m == 3 || k != 4096 + 32 * 5)) continue;
-                    const std::string what = std::string("split loop ") + ember_type_get_name(t) + " k=" + std::to_string(k) +
-                                             " n=" + std::to_string(n) + " m=" + std::to_string(m);
-                    CAPTURE(what);
-                    const builder build = [=](case_ctx & c) {
-                        return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
-                    };
-                    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 88);
-                    const std::vector<float> got  = run_on_cuda_with("EMBER_CUDA_MV_SPLIT_LOOP", "1", build, 88);
-                    const std::vector<float> plain = run_on(cuda_device(), build, 88);
-                    REQUIRE(got.size() == want.size());
-                    const double e = nmse(got, want);
-                    CAPTURE(e);
-                    CHECK(e < 1e-3);
-                    CHECK(nmse(got, plain) < 1e-10);  // the same sums (a compiler may still contract them differently)
-                }
-            }
-        }
-    }
-}
-
 // Q6_K weights with rows of a multiple of 2048 take the planar layout at upload (cuda-repack.h,
 // backends/common/q6k-planar.h): decode products by mvp6_kernel with 1, 2, 3, 7 and 9 segments
 // per row (warps per row KS = 1, 2, 3, 7 and 8, the last looping), row counts that leave a
@@ -1005,47 +970,6 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
                 return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 128, 8, n_tok), c.rand_leaf(kv.first, 128, 2, 500),
                                   c.rand_leaf(kv.second, 128, 2, 500), nullptr, 0.088f);
             }, 1e-8);
-        }
-    }
-}
-
-// The decode attention's integer scores (EMBER_CUDA_ATTN_DEC_FAST=3; opt-in until measured):
-// Q8_0 and Q4_0 keys against an 8-bit copy of Q in __dp4a. Head sizes 64 (a warp's quarter of
-// the dims half a block), 128 and 256 (two blocks), one and several key tiles per block, GQA and
-// not, one and two tokens, hidden keys. Against the CPU with a bound for Q's 8-bit rounding, and
-// unlike the float scores (so the integer kernel really ran).
-TEST_CASE("[cuda] decode attention with integer scores over Q8_0 / Q4_0 keys") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    for (ember_type t : {EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0}) {
-        for (int64_t d : {64, 128, 256}) {
-            for (int64_t n_kv : {37, 300, 4100}) {
-                for (int64_t n_head_kv : {8, 32}) {
-                    const std::string what = std::string("integer scores ") + ember_type_get_name(t) + " d=" + std::to_string(d) +
-                                             " n_kv=" + std::to_string(n_kv) + " kv heads " + std::to_string(n_head_kv);
-                    CAPTURE(what);
-                    const builder build = [=](case_ctx & c) {
-                        return decode_attn_masked(c, t, d, n_kv, n_head_kv);
-                    };
-                    const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 77);
-                    const std::vector<float> got  = run_on_cuda_with("EMBER_CUDA_ATTN_DEC_FAST", "3", build, 77);
-                    const std::vector<float> flt = run_on(cuda_device(), build, 77);
-                    REQUIRE(got.size() == want.size());
-                    REQUIRE(flt.size() == want.size());
-                    bool finite = true;
-                    for (float x : got) finite = finite && std::isfinite(x);
-                    CHECK(finite);
-                    const double e = nmse(got, want), e_flt = nmse(flt, want), e_diff = nmse(got, flt);
-                    CAPTURE(e);
-                    CAPTURE(e_flt);
-                    CAPTURE(e_diff);
-                    CHECK(e < 1e-4);
-                    CHECK(e_flt < 1e-8);
-                    CHECK(e_diff > 1e-12);
-                }
-            }
         }
     }
 }
