@@ -2,7 +2,8 @@
 // into splits, and a block of k_dec_threads threads takes one split of one KV head for up to
 // k_dec_rows query rows that read that head (the GQA group's heads x the tokens; more rows take
 // more blocks, gridDim.z), so each K/V element is read from memory once per step, not once per
-// query head.
+// query head. Rows of up to 256 keys take attn_dec_short_kernel instead (one block per query row
+// and pass of keys, no tiles; see there).
 //
 // A block walks its split 32 keys (a tile) at a time. The raw bytes of tile t + 1's K and V
 // rows and mask values are copied into shared memory with cp.async (sm_80+; plain copies
@@ -761,6 +762,199 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
     }
 }
 
+// Short contexts (up to 256 keys, the runtime's attention padding: dec_short_keys): one block of
+// 8 warps per query row (head, token) and pass of keys, no shared-memory tiles. The tiled
+// kernel spends ~2900 dependent instructions per warp on one 32-key tile (copies, four
+// barriers, the cluster merge) with one warp per scheduler: ~10.8 us for the 8B shape at 64
+// keys (ncu, clocks free, H200), 11.7 us a layer on the token's critical path (kernel trace).
+// Here each key goes to a group of d / 8 lanes that holds 8 of its values (slot = the warp's
+// group), so a warp takes 32 / (d / 8) keys at once; every lane loads its 8 K and 8 V values
+// of k_short_unroll keys before using any (one memory round trip per pass of the slots),
+// reduces the score over its group with shuffles and keeps its own online softmax (M, S, 8
+// sums of P V). The slots' results are merged once through shared memory. A pass takes
+// 8 x 32 / (d / 8) x k_short_unroll keys (64 at d = 128, 128 at d = 64); longer rows take one
+// block per pass in a thread block cluster (sm_90, up to 8; the blocks merged by rank 0
+// through distributed shared memory), else more passes. Keys past the last one the mask shows
+// are not read. K/V rows are read in place with the tiled kernel's decoders (byte types from
+// the aligned word before the row), once per query head (the GQA group's heads read the same
+// rows from L2).
+constexpr int k_short_threads = 256;
+constexpr int k_short_warps   = k_short_threads / 32;
+constexpr int k_short_unroll  = 4;  // keys of a slot in flight
+
+template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+    __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
+    __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
+    const int     d = static_cast<int>(a.q.ne[0]), lk = d / 8, kpw = 32 / lk, ns = k_short_warps * kpw;
+    const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int     slot = warp * kpw + lane / lk, part = lane % lk;
+    const int64_t head = blockIdx.x, tok = blockIdx.y, ik = head / a.group;
+    const int64_t n_kv = a.k.ne[2];
+    const char *  kbase = a.k.data + ik * a.k.nb[1];
+    const char *  vbase = a.v.data + ik * a.v.nb[1];
+    __shared__ int sLast[k_short_warps];
+    cu_pdl_begin();
+    // Keys past the last one the mask shows are not read: the runtime pads the attention range
+    // to 256 cells (EMBER_KV_PAD) so decode graphs are reused, and a short context's mask hides
+    // most of it. The mask row is read with Q (one round trip), the last shown key found by a
+    // block reduction.
+    const float * mrow = a.has_mask ? reinterpret_cast<const float *>(a.mask.data + tok * a.mask.nb[1]) : nullptr;
+    int           last = static_cast<int>(n_kv) - 1;
+    if (mrow) {
+        last = -1;
+        for (int j = threadIdx.x; j < n_kv; j += k_short_threads) {
+            if (mrow[j] != -INFINITY) last = j;
+        }
+    }
+    float         q[8];
+    const float * qr = reinterpret_cast<const float *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2]) + 8 * part;
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    if (lane == 0) sLast[warp] = last;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < k_short_warps; w++) last = max(last, sLast[w]);
+    const int64_t n_used = last + 1;
+    // A row's bytes: 16-byte types read where they are; byte types from the aligned word before.
+    const auto row_at = [](const char * base, int64_t nb, int64_t j, int & off) {
+        const char * row = base + j * nb;
+        if constexpr (dec_copy16<T>()) {
+            off = 0;
+            return reinterpret_cast<const uint8_t *>(row);
+        } else {
+            off = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 3u);
+            return reinterpret_cast<const uint8_t *>(row - off);
+        }
+    };
+    float m = -INFINITY, s = 0.0f, acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = 0.0f;
+    // Passes of k_short_unroll keys per slot; with n_split blocks per row (a cluster), block z
+    // takes passes z, z + n_split, ...: up to n_split passes' keys take one pass's time.
+    const int     n_split = a.n_split, z = static_cast<int>(blockIdx.z);
+    const int64_t kpp     = static_cast<int64_t>(k_short_unroll) * ns;  // keys per pass
+    const int64_t step    = kpp * n_split;
+    for (int64_t j0 = z * kpp + slot; j0 - slot < n_used; j0 += step) {  // the same trip count for every lane (shuffles below)
+        float kf[k_short_unroll][8], vf[k_short_unroll][8], ks[k_short_unroll], vs[k_short_unroll], mv[k_short_unroll];
+#pragma unroll
+        for (int u = 0; u < k_short_unroll; u++) {
+            const int64_t j = j0 + static_cast<int64_t>(u) * ns;
+            if (j < n_used) {
+                int             ko, vo;
+                const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
+                const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
+                ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
+                vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
+                mv[u]              = mrow ? mrow[j] : 0.0f;
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
+                ks[u] = vs[u] = 0.0f;
+                mv[u]         = -INFINITY;
+            }
+        }
+        float sc[k_short_unroll];
+        float mx = m;
+#pragma unroll
+        for (int u = 0; u < k_short_unroll; u++) {
+            float t = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) t = fmaf(q[i], kf[u][i], t);
+            t *= ks[u];
+            for (int o = lk / 2; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+            sc[u] = mv[u] == -INFINITY ? -INFINITY : t + mv[u];
+            mx    = fmaxf(mx, sc[u]);
+        }
+        const float f = m == -INFINITY ? 0.0f : expf(m - mx);  // m = -INF: nothing summed yet
+        s *= f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i] *= f;
+#pragma unroll
+        for (int u = 0; u < k_short_unroll; u++) {
+            const float p = sc[u] == -INFINITY ? 0.0f : expf(sc[u] - mx);
+            s += p;
+            const float pv = p * vs[u];
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(pv, vf[u][i], acc[i]);
+        }
+        m = mx;
+    }
+    *reinterpret_cast<float4 *>(sAcc + slot * d + 8 * part)     = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    *reinterpret_cast<float4 *>(sAcc + slot * d + 8 * part + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    if (part == 0) {
+        sM[slot] = m;
+        sS[slot] = s;
+    }
+    __syncthreads();
+    const bool merger = warp < d / 32;  // warp-uniform: thread e < d makes value e
+    // Every warp finds M and the slots' weights itself (lane i: slots i and i + 32).
+    const float m0 = lane < ns ? sM[lane] : -INFINITY, m1 = lane + 32 < ns ? sM[lane + 32] : -INFINITY;
+    const float M  = cu_warp_max(fmaxf(m0, m1));
+    const float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
+    const float S  = cu_warp_sum((lane < ns ? w0 * sS[lane] : 0.0f) + (lane + 32 < ns ? w1 * sS[lane + 32] : 0.0f));
+    const int   e  = threadIdx.x;
+    float       o  = 0.0f;
+    if (merger) {
+        for (int i = 0; i < ns; i++) {
+            const float w = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i % 32);
+            o             = fmaf(w, sAcc[i * d + e], o);
+        }
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (n_split > 1) {
+        // The blocks' (M, S, unnormalized row) through distributed shared memory; rank 0 merges.
+        // Every thread of every block reaches both cluster barriers.
+        __shared__ float sOut[EMBER_CUDA_ATTN_MAX_D], sMS[2];
+        if (merger) sOut[e] = o;
+        if (e == 0) sMS[0] = M, sMS[1] = S;
+        cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+        if (z == 0 && merger) {
+            float mr[k_dec_max_cluster], sr[k_dec_max_cluster], orr[k_dec_max_cluster];
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) {  // every remote read issued before any is used
+                mr[r]  = r < n_split ? *cluster.map_shared_rank(sMS, r) : -INFINITY;
+                sr[r]  = r < n_split ? *cluster.map_shared_rank(sMS + 1, r) : 0.0f;
+                orr[r] = r < n_split ? *cluster.map_shared_rank(sOut + e, r) : 0.0f;
+            }
+            float mx = -INFINITY;
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) mx = fmaxf(mx, mr[r]);
+            float sum = 0.0f, v = 0.0f;
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) {
+                const float w = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - mx);
+                sum += w * sr[r];
+                v += w * orr[r];
+            }
+            const float y = v * (sum > 0.0f ? 1.0f / sum : 0.0f);  // every key hidden: zeros
+            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
+            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+        }
+        cluster.sync();  // no block leaves while rank 0 still reads its shared memory
+        return;
+    }
+#endif
+    if (!merger) return;
+    o *= S > 0.0f ? 1.0f / S : 0.0f;  // every key hidden: zeros, as the tiled kernel
+    reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = o;
+    if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);
+}
+
+// Keys up to which the short kernel runs: 256, the runtime's attention padding (EMBER_KV_PAD), so
+// a context's first 256 tokens take it. H200, tg32 at depth 32 / 96 / 160 / 224 (the row padded
+// to 256 keys in all four) against the tiled kernel, F16 KV: 8B Q4_0 529.1 / 517.7 / 521.1 /
+// 502.3 against 488.3 / 500.4 / 500.2 / 481.6 t/s, 1B Q4_0 1758 / 1647 / 1631 / 1569 against
+// 1579 / 1619 / 1609 / 1539; Q8_0 KV gains 2.5-10% the same way. Without the cluster (one block
+// per row, passes in turn) depth 160-224 lost 3-10% on the 8B shape. EMBER_CUDA_ATTN_SHORT=n:
+// up to n keys (0: off); read at every launch, so tests can switch it (graphs replay without
+// calling here).
+int64_t dec_short_keys() {
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_SHORT", 256, {0, 32, 64, 128, 256, 512, 1024, 2048, 4096});
+}
+
 // Splits merged inside the kernel, through distributed shared memory (a thread block cluster of
 // the head's n_split blocks, sm_90+; the portable cluster size bounds n_split), instead of by
 // attn_dec_merge_kernel: at short contexts (a few tiles per head) the second kernel's launch
@@ -850,6 +1044,20 @@ struct dec_launch {
                 return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.nb[1] % 16 == 0 && t.nb[2] % 16 == 0;
             };
             if (!al(a.k) || !al(a.v)) return;
+        }
+        if constexpr (V >= 1) {
+            if ((d == 32 || d == 64 || d == 128 || d == 256) && a.k.ne[2] <= dec_short_keys() && a.q.ne[2] <= 65535) {
+                // One pass of every slot per block: as many blocks per row (a cluster, sm_90) as
+                // the keys need, up to the portable cluster size; more keys take more passes.
+                const int64_t kpp = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
+                int64_t       n   = std::min<int64_t>(std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp), k_dec_max_cluster);
+                if (n > 1 && !dec_cluster_on(ctx.device)) n = 1;
+                a.n_split = static_cast<int>(n), a.cluster = n > 1, a.part = nullptr;
+                const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
+                cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, static_cast<unsigned>(n)), a);
+                st = EMBER_OK;
+                return;
+            }
         }
         a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
         const size_t smem   = dec_layout_of(d, a.slot_bytes).total;

@@ -177,6 +177,15 @@ inline void set_env(const char * name, const char * value) {
 #endif
 }
 
+// The outputs of `build` on the CUDA device with the switch `name` set to `value` for that run
+// (emptied after it): another kernel's results, to compare with the CPU's and the default's.
+inline std::vector<float> run_on_cuda_with(const char * name, const char * value, const builder & build, uint32_t seed) {
+    set_env(name, value);
+    std::vector<float> r = run_on(cuda_device(), build, seed);
+    set_env(name, "");
+    return r;
+}
+
 }  // namespace
 
 #endif  // EMBER_TESTS_CUDA_TEST_UTIL_H

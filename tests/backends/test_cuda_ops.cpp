@@ -974,6 +974,65 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
     }
 }
 
+// The short-context decode attention (attn_dec_short_kernel; EMBER_CUDA_ATTN_SHORT=4096 runs it
+// in every case here, whatever its default limit for the head size): every cache type, head
+// sizes 32..256 (4..32 lanes per key), 1 to 600 keys (1 to 8 blocks per row in a cluster, one
+// pass of the slots or several), GQA and not, one token and two, some keys hidden
+// (decode_attn_masked), and a mask that hides every key of one token. Against the CPU,
+// and against the tiled kernel (EMBER_CUDA_ATTN_SHORT=0) so both paths stay tested.
+TEST_CASE("[cuda] decode attention at short context: one block per query row") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const ember_type types[] = {EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_F32, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2};
+    for (ember_type t : types) {
+        for (int64_t d : {32, 64, 128, 256}) {
+            for (int64_t n_kv : {1, 6, 37, 100, 256, 600}) {
+                for (int64_t n_head_kv : {8, 32}) {
+                    if (d == 32 && t != EMBER_TYPE_F16 && t != EMBER_TYPE_Q8_0) continue;
+                    const std::string what = std::string("short attn ") + ember_type_get_name(t) + " d=" + std::to_string(d) +
+                                             " n_kv=" + std::to_string(n_kv) + " kv heads " + std::to_string(n_head_kv);
+                    CAPTURE(what);
+                    const builder build = [=](case_ctx & c) {
+                        return decode_attn_masked(c, t, d, n_kv, n_head_kv);
+                    };
+                    const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 71);
+                    const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", build, 71);
+                    const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "0", build, 71);
+                    REQUIRE(got.size() == want.size());
+                    REQUIRE(tiled.size() == want.size());
+                    const double e = nmse(got, want), e_tiled = nmse(tiled, want);
+                    CAPTURE(e);
+                    CAPTURE(e_tiled);
+                    CHECK(e < 1e-8);
+                    CHECK(e_tiled < 1e-8);
+                }
+            }
+        }
+    }
+    // Two tokens, the second with every key hidden: its rows are zeros (as the tiled kernel's).
+    const builder hidden = [](case_ctx & c) {
+        const int64_t      d = 128, n_kv = 50;
+        std::vector<float> mv(static_cast<size_t>(2 * n_kv), 0.0f);
+        for (int64_t j = 0; j < n_kv; j++) mv[static_cast<size_t>(n_kv + j)] = -INFINITY;
+        return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, d, 32, 2), c.rand_leaf(EMBER_TYPE_F16, d, 8, n_kv),
+                          c.rand_leaf(EMBER_TYPE_F16, d, 8, n_kv), c.f32_leaf(mv, n_kv, 2), 0.1f);
+    };
+    const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", hidden, 5);
+    const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "0", hidden, 5);
+    REQUIRE(got.size() == 2 * 32 * 128);
+    REQUIRE(tiled.size() == got.size());
+    bool zeros = true, first_nonzero = false;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (i >= got.size() / 2) zeros = zeros && got[i] == 0.0f && tiled[i] == 0.0f;
+        else first_nonzero = first_nonzero || got[i] != 0.0f;
+    }
+    CHECK(zeros);
+    CHECK(first_nonzero);
+    CHECK(nmse(got, tiled) < 1e-10);
+}
+
 TEST_CASE("[cuda] device enumeration and buffers") {
     ember_device * dev = cuda_device();
     if (!dev) {
