@@ -785,6 +785,7 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
+    __shared__ int                 sLast[k_short_warps];
     const int     d = static_cast<int>(a.q.ne[0]), lk = d / 8, kpw = 32 / lk, ns = k_short_warps * kpw;
     const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int     slot = warp * kpw + lane / lk, part = lane % lk;
@@ -792,7 +793,6 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     const int64_t n_kv = a.k.ne[2];
     const char *  kbase = a.k.data + ik * a.k.nb[1];
     const char *  vbase = a.v.data + ik * a.v.nb[1];
-    __shared__ int sLast[k_short_warps];
     cu_pdl_begin();
     // Keys past the last one the mask shows are not read: the runtime pads the attention range
     // to 256 cells (EMBER_KV_PAD) so decode graphs are reused, and a short context's mask hides
@@ -1049,14 +1049,20 @@ struct dec_launch {
             if ((d == 32 || d == 64 || d == 128 || d == 256) && a.k.ne[2] <= dec_short_keys() && a.q.ne[2] <= 65535) {
                 // One pass of every slot per block: as many blocks per row (a cluster, sm_90) as
                 // the keys need, up to the portable cluster size; more keys take more passes.
+                // Without clusters (before sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run
+                // in turn in one block: level with the tiled kernel at two passes and slower
+                // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
                 const int64_t kpp = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 int64_t       n   = std::min<int64_t>(std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp), k_dec_max_cluster);
-                if (n > 1 && !dec_cluster_on(ctx.device)) n = 1;
-                a.n_split = static_cast<int>(n), a.cluster = n > 1, a.part = nullptr;
-                const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
-                cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, static_cast<unsigned>(n)), a);
-                st = EMBER_OK;
-                return;
+                const bool    cl  = n > 1 && dec_cluster_on(ctx.device);
+                if (cl || n <= 2) {
+                    if (!cl) n = 1;
+                    a.n_split = static_cast<int>(n), a.cluster = n > 1, a.part = nullptr;
+                    const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
+                    cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, static_cast<unsigned>(n)), a);
+                    st = EMBER_OK;
+                    return;
+                }
             }
         }
         a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
