@@ -961,10 +961,10 @@ int64_t dec_short_keys() {
 // and its round trip through scratch memory cost as much as the attention itself (H200 trace,
 // 8B shape at depth <= 128: 7.6 us attention + 4.7 us merge per layer). Longer contexts have
 // more splits than a cluster holds and keep the merge kernel. EMBER_CUDA_ATTN_CLUSTER=0: off.
+// Read at every launch (graphs replay without calling here), so tests can switch it.
 bool dec_cluster_on(int device) {
-    static const bool env_on = ember_cuda_env_on("EMBER_CUDA_ATTN_CLUSTER");
     static int major[16] = {};
-    if (!env_on || device < 0 || device >= 16) return false;
+    if (!ember_cuda_env_on("EMBER_CUDA_ATTN_CLUSTER") || device < 0 || device >= 16) return false;
     if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
         cudaGetLastError();
         major[device] = -1;

@@ -978,8 +978,9 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
 // in every case here, whatever its default limit for the head size): every cache type, head
 // sizes 32..256 (4..32 lanes per key), 1 to 600 keys (1 to 8 blocks per row in a cluster, one
 // pass of the slots or several), GQA and not, one token and two, some keys hidden
-// (decode_attn_masked), and a mask that hides every key of one token. Against the CPU,
-// and against the tiled kernel (EMBER_CUDA_ATTN_SHORT=0) so both paths stay tested.
+// (decode_attn_masked), and a mask that hides every key of one token. Against the CPU, with
+// the tiled kernel (EMBER_CUDA_ATTN_SHORT=0) and without clusters (EMBER_CUDA_ATTN_CLUSTER=0:
+// the passes in one block, or the tiled kernel's merge launch) so every path stays tested.
 TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1000,13 +1001,21 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
                     const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 71);
                     const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", build, 71);
                     const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "0", build, 71);
+                    // Without clusters: rows of up to two passes in one block, longer ones tiled
+                    // with the merge kernel (as before sm_90).
+                    set_env("EMBER_CUDA_ATTN_CLUSTER", "0");
+                    const std::vector<float> flat = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", build, 71);
+                    set_env("EMBER_CUDA_ATTN_CLUSTER", "");
                     REQUIRE(got.size() == want.size());
                     REQUIRE(tiled.size() == want.size());
-                    const double e = nmse(got, want), e_tiled = nmse(tiled, want);
+                    REQUIRE(flat.size() == want.size());
+                    const double e = nmse(got, want), e_tiled = nmse(tiled, want), e_flat = nmse(flat, want);
                     CAPTURE(e);
                     CAPTURE(e_tiled);
+                    CAPTURE(e_flat);
                     CHECK(e < 1e-8);
                     CHECK(e_tiled < 1e-8);
+                    CHECK(e_flat < 1e-8);
                 }
             }
         }
