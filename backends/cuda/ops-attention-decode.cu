@@ -902,8 +902,18 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
             o             = fmaf(w, sAcc[i * d + e], o);
         }
     }
+    if (a.part) {
+        // One of many blocks per row (more than a cluster holds): the unnormalized row, M and S
+        // to scratch memory in attn_dec_merge_kernel's order; that kernel merges them.
+        if (merger) {
+            float * pr = a.part + ((tok * a.q.ne[1] + head) * n_split + z) * (d + 2);
+            pr[e]      = o;
+            if (e == 0) pr[d] = M, pr[d + 1] = S;
+        }
+        return;
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (n_split > 1) {
+    if (a.cluster) {
         // The blocks' (M, S, unnormalized row) through distributed shared memory; rank 0 merges.
         // Every thread of every block reaches both cluster barriers.
         __shared__ float sOut[EMBER_CUDA_ATTN_MAX_D], sMS[2];
@@ -1052,9 +1062,25 @@ struct dec_launch {
                 // Without clusters (before sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run
                 // in turn in one block: level with the tiled kernel at two passes and slower
                 // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
-                const int64_t kpp = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
-                int64_t       n   = std::min<int64_t>(std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp), k_dec_max_cluster);
-                const bool    cl  = n > 1 && dec_cluster_on(ctx.device);
+                const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
+                const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
+                int64_t       n      = std::min<int64_t>(n_full, k_dec_max_cluster);
+                const bool    cl     = n > 1 && dec_cluster_on(ctx.device);
+                if (cl && n_full > k_dec_max_cluster) {
+                    // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT above 256,
+                    // not measured yet): a block per pass, merged by attn_dec_merge_kernel.
+                    n         = std::min<int64_t>(n_full, k_dec_max_split);
+                    a.n_split = static_cast<int>(n), a.cluster = false;
+                    a.part    = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n) * part_floats_per_split * sizeof(float)));
+                    if (!a.part) {
+                        st = EMBER_ERR_OOM;
+                        return;
+                    }
+                    cu_launch(ctx, attn_dec_short_kernel<T, V>, dim3(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n)),
+                              k_short_threads, 0, a);
+                    st = EMBER_OK;
+                    return;
+                }
                 if (cl || n <= 2) {
                     if (!cl) n = 1;
                     a.n_split = static_cast<int>(n), a.cluster = n > 1, a.part = nullptr;
