@@ -375,6 +375,23 @@ template <int T, int V> __device__ __forceinline__ void dec_load4_v(const uint8_
     }
 }
 
+// The weights of a cluster merge's splits, from their maxima m and sums s (k_dec_max_cluster
+// entries, -INF / 0 past the cluster): w = exp(m - max m), 0 for a split whose keys were all
+// hidden; returns 1 / sum w s (0 when every key was hidden: the row is zeros).
+__device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_cluster], const float (&s)[k_dec_max_cluster],
+                                                     float (&w)[k_dec_max_cluster]) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < k_dec_max_cluster; r++) mx = fmaxf(mx, m[r]);
+    float sum = 0.0f;
+#pragma unroll
+    for (int r = 0; r < k_dec_max_cluster; r++) {
+        w[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
+        sum += w[r] * s[r];
+    }
+    return sum > 0.0f ? 1.0f / sum : 0.0f;
+}
+
 // V: 0 the first version's copies and decoders, 1 the second's (EMBER_CUDA_ATTN_DEC_FAST; 2:
 // FP8 E4M3 by bit moves instead of the conversion instruction).
 template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_dec_kernel(dec_args a) {
@@ -657,17 +674,8 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                 m[s2]  = s2 < a.n_split ? *cluster.map_shared_rank(sM + r, s2) : -INFINITY;
                 sv[s2] = s2 < a.n_split ? *cluster.map_shared_rank(sS + r, s2) : 0.0f;
             }
-            float mx = -INFINITY;
-#pragma unroll
-            for (int s2 = 0; s2 < k_dec_max_cluster; s2++) mx = fmaxf(mx, m[s2]);
-            float w[k_dec_max_cluster];
-            float ssum = 0.0f;
-#pragma unroll
-            for (int s2 = 0; s2 < k_dec_max_cluster; s2++) {
-                w[s2] = m[s2] == -INFINITY ? 0.0f : expf(m[s2] - mx);  // a split of hidden keys: its row is zeros
-                ssum += w[s2] * sv[s2];
-            }
-            const float   inv  = ssum > 0.0f ? 1.0f / ssum : 0.0f;
+            float         w[k_dec_max_cluster];
+            const float   inv  = dec_cluster_weights(m, sv, w);
             const int64_t tok  = (r0 + r) / a.group;
             const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group;
             float *       y    = reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2]);
@@ -929,17 +937,11 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
                 sr[r]  = r < n_split ? *cluster.map_shared_rank(sMS + 1, r) : 0.0f;
                 orr[r] = r < n_split ? *cluster.map_shared_rank(sOut + e, r) : 0.0f;
             }
-            float mx = -INFINITY;
+            float       w[k_dec_max_cluster], v = 0.0f;
+            const float inv = dec_cluster_weights(mr, sr, w);
 #pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) mx = fmaxf(mx, mr[r]);
-            float sum = 0.0f, v = 0.0f;
-#pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) {
-                const float w = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - mx);
-                sum += w * sr[r];
-                v += w * orr[r];
-            }
-            const float y = v * (sum > 0.0f ? 1.0f / sum : 0.0f);  // every key hidden: zeros
+            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
+            const float y = v * inv;
             reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
             if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
         }
@@ -1064,28 +1066,23 @@ struct dec_launch {
                 // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
                 const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
-                int64_t       n      = std::min<int64_t>(n_full, k_dec_max_cluster);
-                const bool    cl     = n > 1 && dec_cluster_on(ctx.device);
-                if (cl && n_full > k_dec_max_cluster) {
-                    // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT above 256,
-                    // not measured yet): a block per pass, merged by attn_dec_merge_kernel.
-                    n         = std::min<int64_t>(n_full, k_dec_max_split);
-                    a.n_split = static_cast<int>(n), a.cluster = false;
-                    a.part    = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n) * part_floats_per_split * sizeof(float)));
-                    if (!a.part) {
-                        st = EMBER_ERR_OOM;
-                        return;
+                const bool    cl     = n_full > 1 && dec_cluster_on(ctx.device);
+                if (cl || n_full <= 2) {
+                    const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
+                    a.n_split       = static_cast<int>(n);
+                    a.cluster       = n > 1 && n <= k_dec_max_cluster;
+                    a.part          = nullptr;
+                    if (n > 1 && !a.cluster) {
+                        // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT above
+                        // 256, not measured yet): a block per pass, merged by attn_dec_merge_kernel.
+                        a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n) * part_floats_per_split * sizeof(float)));
+                        if (!a.part) {
+                            st = EMBER_ERR_OOM;
+                            return;
+                        }
                     }
-                    cu_launch(ctx, attn_dec_short_kernel<T, V>, dim3(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n)),
-                              k_short_threads, 0, a);
-                    st = EMBER_OK;
-                    return;
-                }
-                if (cl || n <= 2) {
-                    if (!cl) n = 1;
-                    a.n_split = static_cast<int>(n), a.cluster = n > 1, a.part = nullptr;
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
-                    cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, static_cast<unsigned>(n)), a);
+                    cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u), a);
                     st = EMBER_OK;
                     return;
                 }
