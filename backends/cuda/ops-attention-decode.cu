@@ -770,7 +770,7 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
     }
 }
 
-// Short contexts (up to 256 keys, the runtime's attention padding: dec_short_keys): one block of
+// Short contexts (up to 512 keys whose passes fit a cluster: dec_short_keys): one block of
 // 8 warps per query row (head, token) and pass of keys, no shared-memory tiles. The tiled
 // kernel spends ~2900 dependent instructions per warp on one 32-key tile (copies, four
 // barriers, the cluster merge) with one warp per scheduler: ~10.8 us for the 8B shape at 64
@@ -955,16 +955,29 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);
 }
 
-// Keys up to which the short kernel runs: 256, the runtime's attention padding (EMBER_KV_PAD), so
-// a context's first 256 tokens take it. H200, tg32 at depth 32 / 96 / 160 / 224 (the row padded
-// to 256 keys in all four) against the tiled kernel, F16 KV: 8B Q4_0 529.1 / 517.7 / 521.1 /
+// Keys up to which the short kernel runs: 512 by default, when the row's passes fit one thread
+// block cluster (8 passes: 512 keys at d = 128, 256 at d = 256; a context's first 512 tokens
+// with the runtime's 256-key attention padding, EMBER_KV_PAD). H200, tg32 at depth 32 / 96 /
+// 160 / 224 (one 256-key row) against the tiled kernel, F16 KV: 8B Q4_0 529.1 / 517.7 / 521.1 /
 // 502.3 against 488.3 / 500.4 / 500.2 / 481.6 t/s, 1B Q4_0 1758 / 1647 / 1631 / 1569 against
-// 1579 / 1619 / 1609 / 1539; Q8_0 KV gains 2.5-10% the same way. Without the cluster (one block
-// per row, passes in turn) depth 160-224 lost 3-10% on the 8B shape. EMBER_CUDA_ATTN_SHORT=n:
-// up to n keys (0: off); read at every launch, so tests can switch it (graphs replay without
+// 1579 / 1619 / 1609 / 1539; Q8_0 KV gains 2.5-10% the same way. At depth 512 (H200, session
+// 21, tg32, -r 2; 512 up to 256 before): 8B Q4_0 F16 KV 472.8 against 460.7, Q8_0 KV 425.6 /
+// 424.3, FP8 422.6 / 417.4, 1B 1564 against 1432. Further up it gains little or loses: depth
+// 1024 (16 passes, a block per pass and the merge kernel) 8B F16 454.6 / 446.8, Q8_0 414.0 /
+// 414.1, FP8 400.0 / 402.7, 1B 1378 / 1374; depth 4096 with 4096: 8B F16 361.3 / 367.0, Q8_0
+// 331.7 / 333.6, FP8 320.3 / 323.6. Without the cluster (one block per row, passes in turn)
+// depth 160-224 lost 3-10% on the 8B shape. EMBER_CUDA_ATTN_SHORT=n: up to n keys whatever
+// the passes (0: off); read at every launch, so tests can switch it (graphs replay without
 // calling here).
 int64_t dec_short_keys() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_SHORT", 256, {0, 32, 64, 128, 256, 512, 1024, 2048, 4096});
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_SHORT", 512, {0, 32, 64, 128, 256, 512, 1024, 2048, 4096});
+}
+
+// Whether EMBER_CUDA_ATTN_SHORT names the limit (then rows up to it take the short kernel
+// whatever their passes), or the default applies (only rows whose passes fit one cluster).
+bool dec_short_keys_set() {
+    const char * v = std::getenv("EMBER_CUDA_ATTN_SHORT");
+    return v && *v;
 }
 
 // Splits merged inside the kernel, through distributed shared memory (a thread block cluster of
@@ -1067,14 +1080,14 @@ struct dec_launch {
                 const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
                 const bool    cl     = n_full > 1 && dec_cluster_on(ctx.device);
-                if (cl || n_full <= 2) {
+                if ((cl && (n_full <= k_dec_max_cluster || dec_short_keys_set())) || n_full <= 2) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster;
                     a.part          = nullptr;
                     if (n > 1 && !a.cluster) {
-                        // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT above
-                        // 256, not measured yet): a block per pass, merged by attn_dec_merge_kernel.
+                        // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT set
+                        // above the default): a block per pass, merged by attn_dec_merge_kernel.
                         a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n) * part_floats_per_split * sizeof(float)));
                         if (!a.part) {
                             st = EMBER_ERR_OOM;

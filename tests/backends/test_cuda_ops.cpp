@@ -976,7 +976,7 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
 
 // The short-context decode attention (attn_dec_short_kernel; EMBER_CUDA_ATTN_SHORT=4096 runs it
 // in every case here, whatever its default limit for the head size): every cache type, head
-// sizes 32..256 (4..32 lanes per key), 1 to 600 keys (1 to 8 blocks per row in a cluster, or
+// sizes 32..256 (4..32 lanes per key), 1 to 600 keys, with the default limit too (1 to 8 blocks per row in a cluster, or
 // more blocks merged by the split-merge kernel: 600 keys at d = 128, 256), GQA and not, one
 // token and two, some keys hidden (decode_attn_masked), and a mask that hides every key of one
 // token. Against the CPU, with
@@ -990,7 +990,7 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     const ember_type types[] = {EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_F32, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2};
     for (ember_type t : types) {
         for (int64_t d : {32, 64, 128, 256}) {
-            for (int64_t n_kv : {1, 6, 37, 100, 256, 600}) {
+            for (int64_t n_kv : {1, 6, 37, 100, 256, 512, 600}) {
                 for (int64_t n_head_kv : {8, 32}) {
                     if (d == 32 && t != EMBER_TYPE_F16 && t != EMBER_TYPE_Q8_0) continue;
                     const std::string what = std::string("short attn ") + ember_type_get_name(t) + " d=" + std::to_string(d) +
@@ -1002,6 +1002,8 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
                     const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 71);
                     const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", build, 71);
                     const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "0", build, 71);
+                    // The default limit (512 keys when the passes fit one cluster, else tiled).
+                    const std::vector<float> dflt = run_on(cuda_device(), build, 71);
                     // Without clusters: rows of up to two passes in one block, longer ones tiled
                     // with the merge kernel (as before sm_90).
                     set_env("EMBER_CUDA_ATTN_CLUSTER", "0");
@@ -1010,13 +1012,16 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
                     REQUIRE(got.size() == want.size());
                     REQUIRE(tiled.size() == want.size());
                     REQUIRE(flat.size() == want.size());
-                    const double e = nmse(got, want), e_tiled = nmse(tiled, want), e_flat = nmse(flat, want);
+                    REQUIRE(dflt.size() == want.size());
+                    const double e = nmse(got, want), e_tiled = nmse(tiled, want), e_flat = nmse(flat, want), e_dflt = nmse(dflt, want);
+                    CAPTURE(e_dflt);
                     CAPTURE(e);
                     CAPTURE(e_tiled);
                     CAPTURE(e_flat);
                     CHECK(e < 1e-8);
                     CHECK(e_tiled < 1e-8);
                     CHECK(e_flat < 1e-8);
+                    CHECK(e_dflt < 1e-8);
                 }
             }
         }
