@@ -419,6 +419,38 @@ bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
     return ember_cuda_overlaps(node, &x);
 }
 
+// Whether a fused norm's MUL result `mul` (made by nodes before k, with its quantized copy)
+// needs its floats in memory: not when every reader is an integer matvec of this range of the
+// graph (readers on another backend take the floats) reading it as x, so it takes the
+// quantized copy, and nothing between the first and the last reader could replace that copy:
+// only those matvecs, views, RoPE and cache writes run between (a layer's Q, K and V units;
+// gate and up). The decode norm then leaves the MUL's rows unwritten (8 to 32 KB a token and
+// norm).
+bool mul_floats_needed(const ember_graph * g, const ember_tensor * mul, int32_t k, int32_t end) {
+    if (mul->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
+    const int32_t n_nodes = static_cast<int32_t>(g->nodes.size());
+    int32_t       last    = -1;
+    for (int32_t n = k; n < n_nodes; n++) {
+        const ember_tensor * c = g->nodes[n];
+        if (c->view_src == mul) return true;
+        bool reads = false;
+        for (const ember_tensor * s : c->src) reads = reads || s == mul;
+        if (!reads) continue;
+        if (n >= end || !is_matvec(c) || c->src[0] == mul || c->src[1] != mul || ember_cuda_ext_layout(c->src[0]) ||
+            !ember_cuda_mul_mat_vec_q_supported(c)) {
+            return true;
+        }
+        last = n;
+    }
+    for (int32_t n = k; n < last; n++) {
+        const ember_tensor * c  = g->nodes[n];
+        const bool           ok = c->op == EMBER_OP_NONE || c->op == EMBER_OP_VIEW || c->op == EMBER_OP_ROPE || c->op == EMBER_OP_SET_ROWS ||
+                        (is_matvec(c) && c->src[1] == mul);
+        if (!ok) return true;
+    }
+    return last < 0;
+}
+
 ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
     if (clobbers_qx(ctx, node)) ctx.qx_valid = false;
     switch (node->op) {
@@ -553,7 +585,16 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             const bool     qx   = fuse_more() && mul && next && is_matvec(next) && next->src[1] == mul && ember_cuda_mul_mat_vec_q_supported(next);
             *used               = k - i;
             ctx.qx_valid        = false;
-            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx);
+            // The norm's rows only when something but the MUL reads them; the MUL's when
+            // something reads its floats.
+            // EMBER_CUDA_NORM_STORE=1: both always written (to compare).
+            static const bool all = [] {
+                const char * e = std::getenv("EMBER_CUDA_NORM_STORE");
+                return e && std::strcmp(e, "1") == 0;
+            }();
+            const bool store_norm = all || !mul || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
+            const bool store_mul  = all || !qx || mul_floats_needed(g, mul, k, end);
+            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;

@@ -85,9 +85,13 @@ ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
 // RMS_NORM `norm` in one kernel with, when not null, the residual ADD `add` that makes its
 // input and the MUL `mul` = norm * w after it; with qx also the integer matvec's quantized
 // copy of the result (mul, else norm), marked valid for the next matvec (when scratch allows).
+// The decode kernel leaves out the norm's rows unless store_norm (only the MUL reads them) and
+// the MUL's unless store_mul (only matvecs reading the quantized copy read them; kept when no
+// copy is made).
 bool         ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tensor * norm);
-ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx);
+ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx,
+                                       bool store_norm = true, bool store_mul = true);
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);

@@ -41,6 +41,10 @@ struct norm_args {
     float     eps;
     int8_t *  xq;
     float2 *  xds;
+    // rms_norm_dec_kernel: store the RMS_NORM's / the MUL's rows, else only the quantized copy
+    // (the stream decides: cuda-backend.cpp; H200 tg128 1B Q4_0 1671-1684 against 1617 with
+    // both stored, EMBER_CUDA_NORM_STORE=1; 8B level)
+    bool      wy, wz;
 };
 
 // Element i of a normalized row (nv): the norm, with FUSED the MUL's product by the weight wv,
@@ -205,10 +209,8 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
         const bool   in = i < n;
         const float4 nv = make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale);
         const float4 zv = make_float4(nv.x * wv[k].x, nv.y * wv[k].y, nv.z * wv[k].z, nv.w * wv[k].w);
-        if (in) {
-            y[i / 4] = nv;
-            z[i / 4] = zv;
-        }
+        if (in && p.wy) y[i / 4] = nv;
+        if (in && p.wz) z[i / 4] = zv;
         if constexpr (QX) {
             // cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32
             float amax = fmaxf(fmaxf(fabsf(zv.x), fabsf(zv.y)), fmaxf(fabsf(zv.z), fabsf(zv.w)));
@@ -231,6 +233,16 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
             }
         }
     }
+}
+
+// EMBER_CUDA_NORM_PROBE=empty (measuring only: results are wrong): the decode norm's launch with
+// no work but the wait, to split a norm's cost on the token's critical path into the launch
+// and dependency (this against EMBER_CUDA_SKIP=norm) and the kernel's own work (the default
+// against this). H200, tg128 (session 21): 8B Q4_0 527.1 default, 533.9 empty, 570.7 skipped;
+// 1B 1615 / 1696 / 1877. So a norm costs the token its launch in the dependent chain far more
+// than its work (the next matvec's first weight loads overlap that work).
+__global__ void norm_probe_empty_kernel() {
+    cu_pdl_begin();
 }
 
 template <bool IS_MUL>
@@ -324,9 +336,22 @@ bool ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tens
     return ember_nrows(norm) <= 0x7fffffff;
 }
 
+// EMBER_CUDA_NORM_PROBE=empty: norm_probe_empty_kernel instead of the decode norm.
+static bool norm_probe_empty() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_NORM_PROBE");
+        return e && !std::strcmp(e, "empty");
+    }();
+    return on;
+}
+
 // rms_norm_dec_kernel with nv (1, 2, 4 or 8) float4 per thread, one block per row.
 template <bool ADD, bool QX>
 static void launch_norm_dec(ember_cuda_ctx & ctx, unsigned rows, int nv, const norm_args & p, int64_t n) {
+    if (norm_probe_empty()) {
+        cu_launch(ctx, norm_probe_empty_kernel, rows, k_norm_dec_threads, 0);
+        return;
+    }
     const auto kernel = nv == 1 ? rms_norm_dec_kernel<1, ADD, QX> : nv == 2 ? rms_norm_dec_kernel<2, ADD, QX>
                       : nv == 4 ? rms_norm_dec_kernel<4, ADD, QX> : rms_norm_dec_kernel<8, ADD, QX>;
     cu_launch(ctx, kernel, rows, k_norm_dec_threads, 0, p, static_cast<int>(n));
@@ -349,7 +374,8 @@ static bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, con
     return !add || (rows_ok(add->src[0]) && rows_ok(add->src[1]));
 }
 
-ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx) {
+ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx, bool store_norm,
+                                       bool store_mul) {
     const int64_t rows = ember_nrows(norm);
     if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
     norm_args p;
@@ -374,6 +400,9 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
         p.xds = static_cast<float2 *>(xds);
     }
     qx = p.xq != nullptr;
+    // The RMS_NORM's rows are the result without a MUL; the MUL's are the only copy without qx.
+    p.wy = store_norm || !mul;
+    p.wz = store_mul || !qx || !mul;
     const unsigned g = static_cast<unsigned>(rows);
     if (mul && norm_dec_ok(add, norm, mul)) {
         const int64_t n  = norm->ne[0];

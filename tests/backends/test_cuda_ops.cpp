@@ -717,6 +717,20 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
                                      c.rand_leaf(EMBER_TYPE_F32, 4096, 1));
         return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 4096, 64), h);
     }, 1e-3);
+    // The MUL's floats are left unwritten when only integer matvecs read it (the cases above);
+    // these read them elsewhere too, so they must be written: an ADD, a matvec over F16
+    // weights (float x), a SWIGLU.
+    for (int which = 0; which < 3; which++) {
+        check_case("decode norm kernel, the MUL's floats read elsewhere " + std::to_string(which), [=](case_ctx & c) {
+            const int64_t  n  = 1024;
+            ember_tensor * x2 = ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
+            ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
+            ember_tensor * y  = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, n, n), h);
+            if (which == 0) return ember_add(c.g, y, h);
+            if (which == 1) return ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_F16, n, n), h));
+            return ember_swiglu(c.g, y, h);
+        }, 1e-3);
+    }
     // Rows of x whose width is not a multiple of 32 (no quantized copy), several rows.
     check_case("add + norm + mul, 100 wide, 3 rows", [](case_ctx & c) {
         ember_tensor * x2 = ember_add(c.g, c.rand_leaf(EMBER_TYPE_F32, 100, 3), c.rand_leaf(EMBER_TYPE_F32, 100, 3));
