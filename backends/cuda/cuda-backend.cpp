@@ -426,6 +426,12 @@ bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
 // only those matvecs, views, RoPE and cache writes run between (a layer's Q, K and V units;
 // gate and up). The decode norm then leaves the MUL's rows unwritten (8 to 32 KB a token and
 // norm).
+// EMBER_CUDA_NORM_STORE=1: the decode norm writes both float rows always (to compare).
+bool norm_store_all() {
+    static const bool on = ember_cuda_env_choice("EMBER_CUDA_NORM_STORE", 0, {0, 1}) == 1;
+    return on;
+}
+
 bool mul_floats_needed(const ember_graph * g, const ember_tensor * mul, int32_t k, int32_t end) {
     if (mul->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
     const int32_t n_nodes = static_cast<int32_t>(g->nodes.size());
@@ -585,15 +591,12 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             const bool     qx   = fuse_more() && mul && next && is_matvec(next) && next->src[1] == mul && ember_cuda_mul_mat_vec_q_supported(next);
             *used               = k - i;
             ctx.qx_valid        = false;
-            // The norm's rows only when something but the MUL reads them; the MUL's when
-            // something reads its floats.
-            // EMBER_CUDA_NORM_STORE=1: both always written (to compare).
-            static const bool all = [] {
-                const char * e = std::getenv("EMBER_CUDA_NORM_STORE");
-                return e && std::strcmp(e, "1") == 0;
-            }();
-            const bool store_norm = all || !mul || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
-            const bool store_mul  = all || !qx || mul_floats_needed(g, mul, k, end);
+            // With the quantized copy (decode), the norm's rows only when something but the
+            // MUL reads them and the MUL's when something reads its floats; both scans only
+            // then (a prefill step or an eager decode step would pay them per norm).
+            const bool skip_ok    = qx && !norm_store_all();
+            const bool store_norm = !skip_ok || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
+            const bool store_mul  = !skip_ok || mul_floats_needed(g, mul, k, end);
             return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
         }
     }

@@ -770,7 +770,7 @@ __global__ void attn_dec_merge_kernel(const float * part, int n_split, int64_t d
     }
 }
 
-// Short contexts (up to 512 keys whose passes fit a cluster: dec_short_keys): one block of
+// Short contexts (up to 512 keys whose passes fit a cluster: k_short_default_keys): one block of
 // 8 warps per query row (head, token) and pass of keys, no shared-memory tiles. The tiled
 // kernel spends ~2900 dependent instructions per warp on one 32-key tile (copies, four
 // barriers, the cluster merge) with one warp per scheduler: ~10.8 us for the 8B shape at 64
@@ -967,17 +967,13 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
 // 414.1, FP8 400.0 / 402.7, 1B 1378 / 1374; depth 4096 with 4096: 8B F16 361.3 / 367.0, Q8_0
 // 331.7 / 333.6, FP8 320.3 / 323.6. Without the cluster (one block per row, passes in turn)
 // depth 160-224 lost 3-10% on the 8B shape. EMBER_CUDA_ATTN_SHORT=n: up to n keys whatever
-// the passes (0: off); read at every launch, so tests can switch it (graphs replay without
-// calling here).
-int64_t dec_short_keys() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_SHORT", 512, {0, 32, 64, 128, 256, 512, 1024, 2048, 4096});
-}
+// the passes (0: off); -1 when it names no limit (the default applies: only rows whose passes
+// fit one cluster). Read at every launch, so tests can switch it (graphs replay without calling
+// here).
+constexpr int64_t k_short_default_keys = 512;
 
-// Whether EMBER_CUDA_ATTN_SHORT names the limit (then rows up to it take the short kernel
-// whatever their passes), or the default applies (only rows whose passes fit one cluster).
-bool dec_short_keys_set() {
-    const char * v = std::getenv("EMBER_CUDA_ATTN_SHORT");
-    return v && *v;
+int64_t dec_short_keys_env() {
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_SHORT", -1, {0, 32, 64, 128, 256, 512, 1024, 2048, 4096});
 }
 
 // Splits merged inside the kernel, through distributed shared memory (a thread block cluster of
@@ -1071,7 +1067,9 @@ struct dec_launch {
             if (!al(a.k) || !al(a.v)) return;
         }
         if constexpr (V >= 1) {
-            if ((d == 32 || d == 64 || d == 128 || d == 256) && a.k.ne[2] <= dec_short_keys() && a.q.ne[2] <= 65535) {
+            const int64_t short_env = dec_short_keys_env();
+            const int64_t short_max = short_env < 0 ? k_short_default_keys : short_env;
+            if ((d == 32 || d == 64 || d == 128 || d == 256) && a.k.ne[2] <= short_max && a.q.ne[2] <= 65535) {
                 // One pass of every slot per block: as many blocks per row (a cluster, sm_90) as
                 // the keys need, up to the portable cluster size; more keys take more passes.
                 // Without clusters (before sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run
@@ -1080,7 +1078,7 @@ struct dec_launch {
                 const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
                 const bool    cl     = n_full > 1 && dec_cluster_on(ctx.device);
-                if ((cl && (n_full <= k_dec_max_cluster || dec_short_keys_set())) || n_full <= 2) {
+                if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= 2) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster;

@@ -990,12 +990,12 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
 
 // The short-context decode attention (attn_dec_short_kernel; EMBER_CUDA_ATTN_SHORT=4096 runs it
 // in every case here, whatever its default limit for the head size): every cache type, head
-// sizes 32..256 (4..32 lanes per key), 1 to 600 keys, with the default limit too (1 to 8 blocks per row in a cluster, or
+// sizes 32..256 (4..32 lanes per key), 1 to 600 keys (1 to 8 blocks per row in a cluster, or
 // more blocks merged by the split-merge kernel: 600 keys at d = 128, 256), GQA and not, one
 // token and two, some keys hidden (decode_attn_masked), and a mask that hides every key of one
-// token. Against the CPU, with
-// the tiled kernel (EMBER_CUDA_ATTN_SHORT=0) and without clusters (EMBER_CUDA_ATTN_CLUSTER=0:
-// the passes in one block, or the tiled kernel's merge launch) so every path stays tested.
+// token. Against the CPU, with the default limit, with the tiled kernel
+// (EMBER_CUDA_ATTN_SHORT=0) and without clusters (EMBER_CUDA_ATTN_CLUSTER=0: the passes in one
+// block, or the tiled kernel's merge launch) so every path stays tested.
 TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
