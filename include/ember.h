@@ -362,8 +362,17 @@ static inline ember_batch ember_batch_one(const int32_t * tokens, int32_t n_toke
  * Returns EMBER_OK; EMBER_ERR_INVALID_ARG for a bad batch (nothing changed);
  * EMBER_ERR_CONTEXT_FULL when the cache has no room for the batch (nothing changed);
  * EMBER_ERR_CANCELLED when the abort callback stopped it (the micro-batches already
- * computed stay in the cache, the rest are not added); EMBER_ERR_BACKEND / EMBER_ERR_OOM. */
+ * computed stay in the cache, the rest are not added); EMBER_ERR_BACKEND / EMBER_ERR_OOM.
+ * On a GPU a batch of at most n_ubatch tokens may return once its work is queued, so the
+ * caller's next step overlaps it; reading its outputs (ember_get_logits*, ember_get_top_k,
+ * ember_sampler_sample), editing the KV cache or ember_context_synchronize waits for it. A
+ * device error found then is returned by that call, and the tokens of the steps not yet
+ * waited for are removed from the cache. (EMBER_DECODE_ASYNC=0 in the environment when the
+ * context is created: every decode waits.) */
 EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * batch);
+/* Waits for the decode steps still running on the device (a no-op when none are): for timing,
+ * or to find a device error early. EMBER_OK, or the error (see ember_decode). */
+EMBER_API ember_status ember_context_synchronize(ember_context * ctx);
 
 /* Logits of the last successful ember_decode: one row of n_vocab floats per token that
  * asked for logits, in batch order. Owned by the context, valid until the next decode.

@@ -99,6 +99,7 @@ EMBER_API int32_t ember_sampler_sample(ember_sampler * s, ember_context * ctx, i
     return guarded_token([&](int32_t & token) -> ember_status {
         if (!s) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_sampler_sample: sampler is NULL");
         if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_sampler_sample: context is NULL");
+        ctx->sync();  // the last decode's outputs, if its step is still queued
         const int32_t n_vocab = static_cast<int32_t>(ctx->model.hp.n_vocab);
         if (ctx->top_k > 0) {  // only the device's top-k candidates came back
             const int32_t row = ember_api_output_row(ctx, i, "ember_sampler_sample");

@@ -308,6 +308,23 @@ EMBER_API ember_status ember_decode(ember_context * ctx, const ember_batch * bat
     });
 }
 
+EMBER_API ember_status ember_context_synchronize(ember_context * ctx) {
+    return ember_api_guarded([&]() -> ember_status {
+        EMBER_CHECK_ARG(ctx, "ember_context_synchronize: context is NULL");
+        ctx->sync();
+        return EMBER_OK;
+    });
+}
+
+// The last decode's outputs are in the context once its queued step is waited for (a device
+// error found then fails the reader: the message says so, and the step's cells are released).
+static bool outputs_ready(ember_context * ctx) {
+    return ember_api_guarded([&]() -> ember_status {
+        ctx->sync();
+        return EMBER_OK;
+    }) == EMBER_OK;
+}
+
 // Why there is no logits row to give: the context keeps the top-k candidates only.
 static const float * no_logits_kept(const ember_context * ctx, const char * fn) {
     ember_api_fail(EMBER_ERR_UNSUPPORTED,
@@ -319,6 +336,7 @@ static const float * no_logits_kept(const ember_context * ctx, const char * fn) 
 
 EMBER_API const float * ember_get_logits(ember_context * ctx) {
     if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: context is NULL"), nullptr;
+    if (!outputs_ready(ctx)) return nullptr;
     if (ctx->n_outputs == 0) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits: the last decode produced no logits"), nullptr;
     if (ctx->top_k > 0) return no_logits_kept(ctx, "ember_get_logits");
     return ctx->logits.data();
@@ -326,6 +344,7 @@ EMBER_API const float * ember_get_logits(ember_context * ctx) {
 
 EMBER_API const float * ember_get_logits_ith(ember_context * ctx, int32_t i) {
     if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_logits_ith: context is NULL"), nullptr;
+    if (!outputs_ready(ctx)) return nullptr;
     const int32_t row = ember_api_output_row(ctx, i, "ember_get_logits_ith");
     if (row < 0) return nullptr;
     if (ctx->top_k > 0) return no_logits_kept(ctx, "ember_get_logits_ith");
@@ -336,6 +355,7 @@ EMBER_API int32_t ember_get_top_k(ember_context * ctx, int32_t i, int32_t * ids,
     if (!ctx) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: context is NULL"), -1;
     if (!ids) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: ids is NULL"), -1;
     if (n < 1) return ember_api_fail(EMBER_ERR_INVALID_ARG, "ember_get_top_k: n = %d must be at least 1", n), -1;
+    if (!outputs_ready(ctx)) return -1;
     const int32_t row = ember_api_output_row(ctx, i, "ember_get_top_k");
     if (row < 0) return -1;
     if (ctx->top_k > 0) {
@@ -380,6 +400,7 @@ EMBER_API int32_t ember_get_top_k(ember_context * ctx, int32_t i, int32_t * ids,
 EMBER_API ember_status ember_kv_cache_clear(ember_context * ctx) {
     return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_clear: context is NULL");
+        ctx->sync();  // (a queued step that fails releases its cells: before the cache changes)
         ctx->kv.clear();
         return EMBER_OK;
     });
@@ -388,6 +409,7 @@ EMBER_API ember_status ember_kv_cache_clear(ember_context * ctx) {
 EMBER_API ember_status ember_kv_cache_seq_rm(ember_context * ctx, int32_t seq_id, int32_t p0, int32_t p1) {
     return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_seq_rm: context is NULL");
+        ctx->sync();  // (a queued step that fails releases its cells: before the cache changes)
         EMBER_CHECK_SEQ(ctx, seq_id, true);
         ctx->kv.seq_rm(seq_id, p0, p1);
         return EMBER_OK;
@@ -397,6 +419,7 @@ EMBER_API ember_status ember_kv_cache_seq_rm(ember_context * ctx, int32_t seq_id
 EMBER_API ember_status ember_kv_cache_seq_cp(ember_context * ctx, int32_t seq_src, int32_t seq_dst, int32_t p0, int32_t p1) {
     return ember_api_guarded([&]() -> ember_status {
         EMBER_CHECK_ARG(ctx, "ember_kv_cache_seq_cp: context is NULL");
+        ctx->sync();  // (a queued step that fails releases its cells: before the cache changes)
         EMBER_CHECK_SEQ(ctx, seq_src, false);
         EMBER_CHECK_SEQ(ctx, seq_dst, false);
         ctx->kv.seq_cp(seq_src, seq_dst, p0, p1);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -82,6 +83,7 @@ ember_context::ember_context(const ember_model & m, const ember_context_params &
         streams_.push_back(s);
     }
     sched_ = std::make_unique<ember_sched>(streams_);
+    if (const char * e = std::getenv("EMBER_DECODE_ASYNC")) async_ = std::strcmp(e, "0") != 0;
     host_.on = sched_->host.on = ember_profile_host_on();
     sched_->set_abort_callback(params.abort_callback, params.abort_user_data);
 
@@ -226,7 +228,14 @@ void ember_context::decode(const ember_batch & b) {
                     kv.size() - kv.used(), kv.size());
     }
 
-    // Until this batch completes there are no valid logits.
+    // One micro-batch may be left running; anything else waits for the steps before it. A
+    // bounded number of steps between waits: a device error surfaces within it, and the cells
+    // to release then stay few.
+    const bool may_queue = async_ && n <= params.n_ubatch && !observe_mul_mat;
+    if (!may_queue || unsynced_steps_ >= 64) sync();
+
+    // Until this batch completes there are no valid logits (a queued step's are superseded).
+    pending_        = {};
     last_batch_size = 0;
     n_outputs       = 0;
     for (uint32_t i = 0; i < n; i++) output_row[i] = want_[i] ? n_outputs++ : -1;
@@ -240,13 +249,51 @@ void ember_context::decode(const ember_batch & b) {
     int32_t row = 0;
     for (uint32_t u0 = 0; u0 < n; u0 += params.n_ubatch) {
         const uint32_t un = std::min(params.n_ubatch, n - u0);
-        run_ubatch(u0, un, row);
+        run_ubatch(u0, un, row, may_queue);
         for (uint32_t i = u0; i < u0 + un; i++) row += want_[i] ? 1 : 0;
     }
     last_batch_size = static_cast<int32_t>(n);
 }
 
-void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
+void ember_context::sync() {
+    if (!pending_.on && !sched_->busy()) return;
+    ember_host_timer   timer(host_.on);
+    const ember_status st = sched_->wait();
+    timer.lap(host_.compute_s);
+    if (st != EMBER_OK) {
+        kv.release(unsynced_cells_.data(), static_cast<uint32_t>(unsynced_cells_.size()));
+        unsynced_cells_.clear();
+        unsynced_steps_ = 0;
+        pending_        = {};
+        last_batch_size = 0;
+        n_outputs       = 0;
+        ember_throw(st, "decode failed on the device (found when its results were waited for); its KV cache cells were released");
+    }
+    unsynced_cells_.clear();
+    unsynced_steps_ = 0;
+    if (pending_.on && pending_.at) take_outputs(pending_.at, pending_.n_out, pending_.out_row0);
+    pending_ = {};
+    timer.lap(host_.outputs_s);
+}
+
+// One micro-batch's output rows (TOP_K's k ids then k value bits per row, or the logits) from
+// `src` into the context's vectors.
+void ember_context::take_outputs(const void * src, uint32_t n_out, int32_t out_row0) {
+    if (top_k > 0) {
+        const size_t    k   = static_cast<size_t>(top_k);
+        const int32_t * raw = static_cast<const int32_t *>(src);
+        for (uint32_t r = 0; r < n_out; r++) {
+            const int32_t * row = raw + r * 2 * k;
+            const size_t    dst = (static_cast<size_t>(out_row0) + r) * k;
+            std::memcpy(&top_ids[dst], row, k * sizeof(int32_t));
+            std::memcpy(&top_vals[dst], row + k, k * sizeof(float));  // value bits
+        }
+    } else {
+        std::memcpy(&logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], src, static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
+    }
+}
+
+void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0, bool may_queue) {
     uint32_t n_out = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (want_[u0 + i]) out_ids_[n_out++] = static_cast<int32_t>(i);
@@ -271,25 +318,37 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0) {
         kv.fill_mask(static_cast<float *>(cg.in.mask->data), cg.n_kv, &pos_[u0], &seq_[u0], n);
 
         timer.lap(host_.setup_s);
-        st = sched_->compute(cg.g.get());
+        const size_t   k          = static_cast<size_t>(top_k);
+        ember_tensor * out        = top_k > 0 ? cg.top : cg.logits;
+        const size_t   out_bytes  = top_k > 0 ? n_out * 2 * k * sizeof(int32_t) : static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float);
+        const void *   out_at     = nullptr;
+        bool           queued     = false;
+        st = may_queue ? sched_->launch(cg.g.get(), discard ? nullptr : out, out_bytes, &out_at, &queued) : sched_->compute(cg.g.get());
         timer.lap(host_.compute_s);
         if (st == EMBER_ERR_CANCELLED) ember_throw(st, "decode cancelled by the abort callback");
         if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
         n_ubatches++;
+        if (queued && (out_at || discard)) {  // left running: sync() brings the outputs
+            unsynced_cells_.insert(unsynced_cells_.end(), cells_.begin(), cells_.begin() + n);
+            unsynced_steps_++;
+            pending_.on       = true;
+            pending_.at       = discard ? nullptr : out_at;
+            pending_.n_out    = n_out;
+            pending_.out_row0 = out_row0;
+            return;
+        }
+        if (queued) {
+            st = sched_->wait();
+            if (st != EMBER_OK) ember_throw(st, "compute failed on micro-batch at token %u", u0);
+        }
         if (observe_mul_mat) {  // calibration hook (see context.h)
             for (ember_tensor * node : cg.g->nodes) {
                 if (node->op == EMBER_OP_MUL_MAT && (node->src[0]->flags & EMBER_TENSOR_FLAG_WEIGHT)) observe_mul_mat(node->src[0], node->src[1]);
             }
         }
         if (!discard && top_k > 0) {
-            const size_t k = static_cast<size_t>(top_k);
-            ember_tensor_get(cg.top, top_raw_.data(), 0, n_out * 2 * k * sizeof(int32_t));
-            for (uint32_t r = 0; r < n_out; r++) {
-                const int32_t * src = &top_raw_[r * 2 * k];
-                const size_t    dst = (static_cast<size_t>(out_row0) + r) * k;
-                std::memcpy(&top_ids[dst], src, k * sizeof(int32_t));
-                std::memcpy(&top_vals[dst], src + k, k * sizeof(float));  // value bits
-            }
+            ember_tensor_get(cg.top, top_raw_.data(), 0, out_bytes);
+            take_outputs(top_raw_.data(), n_out, out_row0);
         } else if (!discard) {
             ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
                              static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));

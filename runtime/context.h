@@ -20,7 +20,15 @@ struct ember_context {
     ~ember_context();
 
     // Validates and evaluates a batch; throws ember_error (nothing changed on a bad batch).
+    // A batch of one micro-batch on a device that can leave work running (CUDA) returns once
+    // its step is queued, so the host's work for the next step overlaps this one's kernels
+    // (EMBER_DECODE_ASYNC=0: always wait); its outputs come back with sync().
     void decode(const ember_batch & batch);
+    // Waits for the queued decode steps and brings the last one's outputs (logits / top-k)
+    // into the vectors below. Everything that reads them or changes the KV cache calls it
+    // first. A step that failed on the device throws here: the cells of every step not yet
+    // synchronized are released and there are no outputs.
+    void sync();
     void set_n_threads(int32_t n);
 
     const ember_model &  model;
@@ -62,7 +70,21 @@ struct ember_context {
     };
     cached_graph & graph_for(uint32_t n_tokens, uint32_t n_outputs, uint32_t n_kv);
     void           build(cached_graph & cg);
-    void           run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0);
+    void           run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0, bool may_queue);
+    void           take_outputs(const void * src, uint32_t n_out, int32_t out_row0);
+
+    // Decode steps left running (decode with may_queue): where the last one's outputs will be
+    // (stream memory, valid after the scheduler's wait) and the cells of every step since the
+    // last sync (released if one failed).
+    bool                 async_ = true;  // EMBER_DECODE_ASYNC != 0
+    struct pending_outputs {
+        bool         on  = false;
+        const void * at  = nullptr;  // NULL: the step's rows are discarded (no output wanted)
+        uint32_t     n_out = 0;
+        int32_t      out_row0 = 0;
+    } pending_;
+    std::vector<int32_t> unsynced_cells_;
+    uint32_t             unsynced_steps_ = 0;
 
     std::vector<ember_stream *>  streams_;
     std::unique_ptr<ember_sched> sched_;

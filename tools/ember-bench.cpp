@@ -18,8 +18,11 @@
 // timed, so pp and tg are measured at that depth ("pp512 @ d4096", "tg128 @ d4096").
 // --device-top-k N: contexts keep only the best N candidates per row (device_top_k), computed
 // where the logits are, and each decode step reads just the greedy token id with
-// ember_get_top_k ("tg128 top-k1"; JSON "device_top_k"). Without it a step copies the whole
-// logits row to the host (inside ember_decode) and reads nothing; neither samples on the host.
+// ember_get_top_k ("tg128 top-k1"; JSON "device_top_k"). Without it a step queues the copy of
+// its whole logits row to the host (on a GPU, behind its kernels) and reads nothing, as
+// llama-bench does; the host's work for the next step then overlaps this one's (ember_decode may
+// return once queued; every timed run ends with ember_context_synchronize). Neither samples on
+// the host.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -189,16 +192,18 @@ double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t 
             if (ember_decode(ctx, &b) != EMBER_OK) return -1;
         }
     }
+    // A GPU decode may return once queued: every timed run ends when its last step is done.
+    if (ember_context_synchronize(ctx) != EMBER_OK) return -1;
     if (n_prompt > 0) {
         std::vector<int32_t> toks = random_tokens(n_prompt, n_vocab, 42);
         ember_batch          b    = ember_batch_one(toks.data(), n_prompt);
         const double         t0   = now_s();
-        if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+        if (ember_decode(ctx, &b) != EMBER_OK || ember_context_synchronize(ctx) != EMBER_OK) return -1;
         return n_prompt / (now_s() - t0);
     }
     int32_t     tok = 1;
     ember_batch b   = ember_batch_one(&tok, 1);
-    if (ember_decode(ctx, &b) != EMBER_OK) return -1;
+    if (ember_decode(ctx, &b) != EMBER_OK || ember_context_synchronize(ctx) != EMBER_OK) return -1;
     std::vector<int32_t> toks = random_tokens(n_gen, n_vocab, 7);
     const double         t0   = now_s();
     for (int32_t i = 0; i < n_gen; i++) {
@@ -207,6 +212,7 @@ double run_once(ember_context * ctx, int32_t n_vocab, int32_t n_prompt, int32_t 
         int32_t id = -1;  // the greedy token: what a generation loop would feed back
         if (read_id && ember_get_top_k(ctx, -1, &id, nullptr, 1) != 1) return -1;
     }
+    if (ember_context_synchronize(ctx) != EMBER_OK) return -1;
     return n_gen / (now_s() - t0);
 }
 

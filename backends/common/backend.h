@@ -18,7 +18,7 @@
 
 // Bumped whenever a vtable below changes; a backend module built against another value is
 // refused at load.
-#define EMBER_BACKEND_API_VERSION 2  // 2: ember_stream_i.set_tensor_async
+#define EMBER_BACKEND_API_VERSION 3  // 2: ember_stream_i.set_tensor_async; 3: graph_launch, wait, read_async
 
 struct ember_buffer_type;
 struct ember_buffer;
@@ -159,6 +159,20 @@ struct ember_stream_i {
     // for the next graph_compute. false: nothing was queued (the caller copies with
     // ember_tensor_set instead).
     bool         (*set_tensor_async)(ember_stream * s, ember_tensor * t, const void * data, size_t offset, size_t size);
+    // (optional, all three or none) Work left running, for a decode step the host does not wait
+    // for (the next step's host work then overlaps this one's kernels):
+    // graph_launch: graph_compute that may return once the work is queued (it waits when it
+    //     cannot queue, e.g. while a graph is recorded); everything later on this stream
+    //     (graph_compute, set_tensor_async, read_async) is ordered behind it.
+    // wait: waits for all queued work and returns the first error any of it met (EMBER_OK
+    //     when there was none or nothing was queued).
+    // read_async: queues a copy of `size` bytes of t (this device's compute memory) at
+    //     `offset` behind the queued work into host memory the stream owns, and returns where
+    //     the bytes are once wait() returned EMBER_OK (valid until the next read_async or the
+    //     stream's end); NULL when nothing was queued (wait, then ember_tensor_get).
+    ember_status (*graph_launch)(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end);
+    ember_status (*wait)(ember_stream * s);
+    const void * (*read_async)(ember_stream * s, const ember_tensor * t, size_t offset, size_t size);
 };
 
 struct ember_stream {

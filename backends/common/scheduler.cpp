@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <unordered_map>
@@ -39,9 +40,9 @@ bool copy_tensor(const ember_tensor * src, ember_tensor * dst, ember_stream * in
 }  // namespace
 
 ember_sched::ember_sched(std::vector<ember_stream *> streams)
-    : streams_(std::move(streams)), galloc_(new ember_gallocr(stream_bufts(streams_))) {}
+    : streams_(std::move(streams)), running_(streams_.size(), 0), galloc_(new ember_gallocr(stream_bufts(streams_))) {}
 
-ember_sched::~ember_sched() = default;
+ember_sched::~ember_sched() { (void)wait(); }
 
 void ember_sched::set_abort_callback(ember_abort_callback cb, void * user_data) {
     abort_cb_ = cb;
@@ -242,7 +243,10 @@ ember_status ember_sched::plan_graph(ember_graph * g, graph_plan & p) {
 
 ember_status ember_sched::ensure_allocated(ember_graph * g, graph_plan & p) {
     if (p.generation == galloc_->generation()) return EMBER_OK;
-    ember_status st = galloc_->alloc_graph(g, p.node_buft, static_cast<int>(streams_.size()) - 1);
+    // A buffer may grow (free and allocate): nothing may still be running in it.
+    ember_status st = wait();
+    if (st != EMBER_OK) return st;
+    st = galloc_->alloc_graph(g, p.node_buft, static_cast<int>(streams_.size()) - 1);
     if (st != EMBER_OK) return st;
     // If that grew a buffer, every other graph's addresses are stale; this one is current.
     p.generation = galloc_->generation();
@@ -252,6 +256,7 @@ ember_status ember_sched::ensure_allocated(ember_graph * g, graph_plan & p) {
 ember_status ember_sched::reserve(ember_graph * g) {
     graph_plan * p  = nullptr;
     ember_status st = find_or_plan(g, &p);
+    if (st == EMBER_OK) st = wait();  // (buffers may grow)
     if (st != EMBER_OK) return st;
     return galloc_->reserve(g, p->node_buft, static_cast<int>(streams_.size()) - 1);
 }
@@ -276,9 +281,35 @@ ember_status ember_sched::prepare(ember_graph * g) {
     return st != EMBER_OK ? st : ensure_allocated(g, *p);
 }
 
-ember_status ember_sched::compute(ember_graph * g) {
+ember_status ember_sched::compute(ember_graph * g) { return run(g, false, nullptr, 0, nullptr, nullptr); }
+
+ember_status ember_sched::launch(ember_graph * g, const ember_tensor * read, size_t read_bytes, const void ** read_at, bool * queued) {
+    return run(g, true, read, read_bytes, read_at, queued);
+}
+
+bool ember_sched::busy() const { return std::find(running_.begin(), running_.end(), 1) != running_.end(); }
+
+ember_status ember_sched::wait() {
+    ember_status first = EMBER_OK;
+    for (size_t s = 0; s < streams_.size(); s++) {
+        if (!running_[s]) continue;
+        running_[s]           = 0;
+        const ember_status st = streams_[s]->iface.wait(streams_[s]);
+        if (first == EMBER_OK) first = st;
+    }
+    return first;
+}
+
+ember_status ember_sched::run(ember_graph * g, bool queue_last, const ember_tensor * read, size_t read_bytes, const void ** read_at,
+                              bool * queued) {
+    if (read_at) *read_at = nullptr;
+    if (queued) *queued = false;
     ember_status st = prepare(g);
     if (st != EMBER_OK) return st;
+    if (!queue_last) {  // everything below waits: so does what was left running
+        st = wait();
+        if (st != EMBER_OK) return st;
+    }
     graph_plan & p = plans_.find(g)->second;
 
     std::vector<uint8_t> staging;
@@ -292,24 +323,53 @@ ember_status ember_sched::compute(ember_graph * g) {
             for (int32_t k = i; k < j; k++) {
                 ember_tensor * dst   = g->nodes[k];
                 const int      owner = dst->buffer ? stream_of_buffer(ember_memory_owner(dst)->buffer) : -1;
-                host.copies_queued += copy_tensor(dst->src[0], dst, owner >= 0 ? streams_[owner] : nullptr, staging) ? 1 : 0;
+                ember_stream * into  = owner >= 0 ? streams_[owner] : nullptr;
+                // Queued behind the running work, or copied now once nothing runs.
+                if (into && into->iface.set_tensor_async && ember_buffer_type_is_host(dst->src[0]->buffer->buft) &&
+                    !ember_buffer_type_is_host(dst->buffer->buft) &&
+                    into->iface.set_tensor_async(into, dst, dst->src[0]->data, 0, ember_nbytes(dst->src[0]))) {
+                    host.copies_queued++;
+                } else {
+                    st = wait();
+                    if (st != EMBER_OK) return st;
+                    host.copies_queued += copy_tensor(dst->src[0], dst, into, staging) ? 1 : 0;
+                }
                 host.copies++;
             }
             timer.lap(host.copies_s);
         } else {
             if (abort_cb_ && abort_cb_(abort_ud_)) return EMBER_ERR_CANCELLED;
             ember_stream * stream = streams_[s];
-            st                    = stream->iface.graph_compute(stream, g, i, j);
+            const bool     last   = j == n;
+            const bool     queue  = queue_last && last && stream->iface.graph_launch && stream->iface.wait;
+            if (!queue && running_[s]) {  // (a split before the last: the ones after read what it writes)
+                st = wait();
+                if (st != EMBER_OK) return st;
+            }
+            st = queue ? stream->iface.graph_launch(stream, g, i, j) : stream->iface.graph_compute(stream, g, i, j);
             timer.lap(host.compute_s);
             host.splits++;
-            if (st != EMBER_OK) return st;
+            if (queue) running_[s] = 1;
+            if (st != EMBER_OK) {
+                const ember_status ws = wait();  // (leave nothing running behind an error)
+                (void)ws;
+                return st;
+            }
+            if (queue) {
+                if (queued) *queued = true;
+                if (read && read_at && stream->iface.read_async) *read_at = stream->iface.read_async(stream, read, 0, read_bytes);
+                i = j;
+                continue;
+            }
             // The next split may read what this one wrote.
             if (j < n) stream->iface.synchronize(stream);
             timer.lap(host.wait_s);
         }
         i = j;
     }
-    for (ember_stream * s : streams_) s->iface.synchronize(s);
+    for (size_t k = 0; k < streams_.size(); k++) {
+        if (!running_[k]) streams_[k]->iface.synchronize(streams_[k]);
+    }
     timer.lap(host.wait_s);
     host.runs++;
     return EMBER_OK;

@@ -26,8 +26,17 @@ struct ember_sched {
     ember_status reserve(ember_graph * g);
     // Plans g if needed and gives every tensor its address (inputs can then be written).
     ember_status prepare(ember_graph * g);
-    // Runs g (preparing it first if needed) and waits for it.
+    // Runs g (preparing it first if needed) and waits for it (and for work launch() left).
     ember_status compute(ember_graph * g);
+    // Like compute(), but the last split is only queued when its stream can leave work running
+    // (graph_launch), and then `read` (`read_bytes` from the start of a tensor of g, on that
+    // stream) is queued behind it when the stream can (read_async): *read_at says where its
+    // bytes will be once wait() returned EMBER_OK, else stays NULL. *queued: work was left
+    // running; call wait() before using any result of g.
+    ember_status launch(ember_graph * g, const ember_tensor * read, size_t read_bytes, const void ** read_at, bool * queued);
+    // Waits for the work launch() left running; the first error it met.
+    ember_status wait();
+    bool         busy() const;
     // Drops the plan of g (call before destroying or clearing g).
     void         forget(ember_graph * g);
     void         set_abort_callback(ember_abort_callback cb, void * user_data);
@@ -58,7 +67,10 @@ struct ember_sched {
     ember_status ensure_allocated(ember_graph * g, graph_plan & p);
     int          stream_of_buffer(const ember_buffer * buf) const;
 
+    ember_status run(ember_graph * g, bool queue_last, const ember_tensor * read, size_t read_bytes, const void ** read_at, bool * queued);
+
     std::vector<ember_stream *>                   streams_;
+    std::vector<char>                             running_;  // per stream: work left by launch(), not yet waited for
     std::unique_ptr<ember_gallocr>                galloc_;
     std::unordered_map<ember_graph *, graph_plan> plans_;
     ember_abort_callback                          abort_cb_ = nullptr;

@@ -466,6 +466,9 @@ static const ember_stream_i k_cpu_stream_i = {
     /* .event_record       = */ nullptr,
     /* .event_wait         = */ nullptr,
     /* .set_tensor_async   = */ nullptr,
+    /* .graph_launch       = */ nullptr,
+    /* .wait               = */ nullptr,
+    /* .read_async         = */ nullptr,
 };
 
 //

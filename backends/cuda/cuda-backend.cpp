@@ -7,10 +7,12 @@
 // set_tensor, get_tensor gives the GGUF bytes back), and only the ops that understand it
 // (MUL_MAT, GET_ROWS) are offered for them.
 //
-// Synchronization: graph_compute waits for its kernels before returning (caps.async = 0: the
-// scheduler synchronizes after every split anyway, and the kernels' data-error flag must be
-// read to return a status), and every buffer transfer runs on the device's copy stream and
-// waits for it, so host-side order is device-side order.
+// Synchronization: graph_compute waits for its kernels before returning (the kernels'
+// data-error flag must be read to return a status), and every buffer transfer runs on the
+// device's copy stream and waits for it, so host-side order is device-side order. The one
+// exception is graph_launch: a replayed decode graph is left running, with its outputs queued
+// behind it (read_async) and its inputs queued before it (set_tensor_async), until wait(); the
+// scheduler waits before any other transfer or compute (backends/common/scheduler.h).
 //
 // CUDA graphs: a node range made only of decode-sized work (no cuBLAS) is recorded into a CUDA
 // graph on its second run and replayed as long as its signature (every node's op, type,
@@ -797,6 +799,12 @@ struct cuda_stream_ctx {
     std::vector<queued_copy> pending;
     uint64_t                 exec_copies = 0;          // key of the pending list recorded in exec
     bool                     defer_copies = false;     // EMBER_CUDA_DEFER_COPIES=1
+    // Work graph_launch left running (a decode step the host did not wait for): finish() waits
+    // for it and returns its status. Reads queued behind it (read_async) land in `out`
+    // (pinned, grown on demand, one read at a time).
+    bool   running  = false;
+    char * out      = nullptr;
+    size_t out_size = 0;
 };
 
 // The pending copies' key (their destinations, ring offsets and sizes, in order).
@@ -861,6 +869,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     }
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
+    if (c->out) cudaFreeHost(c->out);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
@@ -878,6 +887,7 @@ void cuda_stream_free(ember_stream * s) {
 // Waits for the stream; then the first data error the kernels recorded, if any.
 // The flag comes back with the same wait (one round trip per graph_compute, not two).
 ember_status finish(cuda_stream_ctx * c) {
+    c->running    = false;
     cudaError_t e = cudaMemcpyAsync(c->h_error, c->cu.d_error, sizeof(int), cudaMemcpyDeviceToHost, c->cu.stream);
     if (e != cudaSuccess) {
         report(c->dev->name.c_str(), "reading the error flag", e);
@@ -960,7 +970,9 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     return EMBER_OK;
 }
 
-ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+// graph_compute (queue = false) and graph_launch (queue = true: a replayed graph is left
+// running; every other path waits, as graph_compute does).
+ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end, bool queue) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     if (!g || node_begin < 0 || node_begin > node_end || static_cast<size_t>(node_end) > g->nodes.size()) return EMBER_ERR_INVALID_ARG;
     set_device(c->cu.device);
@@ -1009,9 +1021,20 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
         }
         pending_done(c);
         c->host_replays++;
+        // Deferred copies (EMBER_CUDA_DEFER_COPIES=1) need the ring reset between steps to
+        // land at the offsets the graph was recorded with: that mode waits.
+        if (queue && !c->defer_copies) {
+            c->running = true;
+            return EMBER_OK;
+        }
         const ember_status fs = finish(c);
         timer.lap(c->host_wait_s);
         return fs;
+    }
+    // Everything below may record, grow scratch memory or run eagerly: nothing may still run.
+    if (c->running) {
+        const ember_status fs = finish(c);
+        if (fs != EMBER_OK) return fs;
     }
     // Check every node first, so a graph either runs or fails before touching memory.
     for (int32_t i = node_begin; i < node_end; i++) {
@@ -1089,6 +1112,58 @@ ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_
     return finish(c);
 }
 
+ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+    return run_range(s, g, node_begin, node_end, false);
+}
+
+ember_status cuda_stream_graph_launch(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
+    return run_range(s, g, node_begin, node_end, true);
+}
+
+ember_status cuda_stream_wait(ember_stream * s) {
+    cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
+    set_device(c->cu.device);
+    if (pending_flush(c) != cudaSuccess) {
+        finish(c);
+        return EMBER_ERR_BACKEND;
+    }
+    return finish(c);
+}
+
+// A decode step's outputs (a logits row: 501 KiB for a 128256-token vocabulary; or the top-k
+// ids) queued behind its kernels into this stream's pinned memory: no second round trip
+// through the copy stream, and the host copies them out only when they are read.
+constexpr size_t k_read_async_max = 64u << 20;
+
+const void * cuda_stream_read_async(ember_stream * s, const ember_tensor * t, size_t offset, size_t size) {
+    cuda_stream_ctx *    c     = static_cast<cuda_stream_ctx *>(s->context);
+    const ember_tensor * owner = ember_memory_owner(t);
+    if (size == 0 || size > k_read_async_max || !t->data || !owner->buffer || !is_cuda_buft(owner->buffer->buft) ||
+        buf_ctx(owner->buffer)->dev != c->dev || (owner->flags & (EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED))) {
+        return nullptr;
+    }
+    set_device(c->cu.device);
+    if (size > c->out_size) {
+        if (c->out) {  // an earlier read may still be landing there
+            if (cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return nullptr;  // (wait() reports it)
+            cudaFreeHost(c->out);
+            c->out      = nullptr;
+            c->out_size = 0;
+        }
+        const size_t want = (size + (1u << 20) - 1) / (1u << 20) * (1u << 20);
+        if (cudaMallocHost(reinterpret_cast<void **>(&c->out), want) != cudaSuccess) {
+            cudaGetLastError();
+            c->out = nullptr;
+            return nullptr;
+        }
+        c->out_size = want;
+    }
+    if (cudaMemcpyAsync(c->out, static_cast<const char *>(t->data) + offset, size, cudaMemcpyDeviceToHost, c->cu.stream) != cudaSuccess) {
+        return nullptr;  // (a launch error: wait() reports it)
+    }
+    return c->out;
+}
+
 void cuda_stream_synchronize(ember_stream * s) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     set_device(c->cu.device);
@@ -1157,6 +1232,9 @@ const ember_stream_i k_cuda_stream_i = {
     /* .event_record       = */ nullptr,
     /* .event_wait         = */ nullptr,
     /* .set_tensor_async   = */ cuda_stream_set_tensor_async,
+    /* .graph_launch       = */ cuda_stream_graph_launch,
+    /* .wait               = */ cuda_stream_wait,
+    /* .read_async         = */ cuda_stream_read_async,
 };
 
 //

@@ -1548,6 +1548,9 @@ static const ember_stream_i k_vk_stream_i = {
     /* .event_record       = */ nullptr,
     /* .event_wait         = */ nullptr,
     /* .set_tensor_async   = */ nullptr,
+    /* .graph_launch       = */ nullptr,
+    /* .wait               = */ nullptr,
+    /* .read_async         = */ nullptr,
 };
 
 static ember_status vk_stream_init_objects(vk_stream_ctx * sc) {

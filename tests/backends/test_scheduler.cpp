@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -23,18 +24,21 @@ struct fake_state {
     int n_computed = 0;
     int n_calls    = 0;  // graph_compute calls (splits run on the fake device)
     int n_async    = 0;  // copies queued through set_tensor_async
+    int n_launch = 0, n_wait = 0, n_reads = 0;  // graph_launch / wait / read_async calls
+    int n_raced  = 0;    // synchronous transfers made while queued work had not run
     bool refuse_async = false;
-    // Queued copies, applied in order when the device next runs or synchronizes (as a GPU
-    // stream would): a scheduler that computed before queuing, or read before synchronizing,
-    // would see stale bytes.
-    struct pending_copy {
-        uint8_t *            dst;
-        std::vector<uint8_t> bytes;
-    };
-    std::vector<pending_copy> pending;
+    bool refuse_read  = false;
+    ember_status launch_fails = EMBER_OK;  // what the work of the next graph_launch reports at wait()
+    ember_status failed       = EMBER_OK;  // the first error of the queued work run so far
+    // Queued work (copies set_tensor_async queued, ranges graph_launch left, reads read_async
+    // queued), run in order when the device next computes, synchronizes or waits (as a GPU
+    // stream would): a scheduler that computed before queuing, or read before waiting, would
+    // see stale bytes.
+    std::vector<std::function<void()>> queue;
+    std::vector<uint8_t>               read_mem;  // read_async's host memory
     void apply_pending() {
-        for (pending_copy & c : pending) std::memcpy(c.dst, c.bytes.data(), c.bytes.size());
-        pending.clear();
+        for (auto & f : queue) f();
+        queue.clear();
     }
 };
 fake_state g_fake;
@@ -46,9 +50,11 @@ bool         fake_buft_is_host(ember_buffer_type *) { return false; }
 void   fake_buf_free(ember_buffer * b) { std::free(b->context), delete b; }
 void * fake_buf_base(ember_buffer * b) { return b->context; }
 void   fake_buf_set(ember_buffer *, ember_tensor * t, const void * data, size_t off, size_t size) {
+    if (!g_fake.queue.empty()) g_fake.n_raced++;
     std::memcpy(static_cast<uint8_t *>(t->data) + off, data, size);
 }
 void fake_buf_get(ember_buffer *, const ember_tensor * t, void * data, size_t off, size_t size) {
+    if (!g_fake.queue.empty()) g_fake.n_raced++;
     std::memcpy(data, static_cast<const uint8_t *>(t->data) + off, size);
 }
 void fake_buf_clear(ember_buffer * b, uint8_t v) { std::memset(b->context, v, b->size); }
@@ -76,9 +82,7 @@ bool                fake_dev_supports_op(ember_device *, const ember_tensor * t)
 }
 bool fake_dev_supports_buft(ember_device *, ember_buffer_type * bt) { return bt == &g_fake_buft; }
 
-ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_t end) {
-    g_fake.n_calls++;
-    g_fake.apply_pending();
+void fake_run(ember_graph * g, int32_t begin, int32_t end) {
     for (int32_t i = begin; i < end; i++) {
         ember_tensor * t = g->nodes[i];
         REQUIRE(ember_buffer_type_is_host(t->buffer->buft) == false);  // only its own memory
@@ -102,15 +106,47 @@ ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_
         }
         g_fake.n_computed++;
     }
+}
+ember_status fake_compute(ember_stream *, ember_graph * g, int32_t begin, int32_t end) {
+    g_fake.n_calls++;
+    g_fake.apply_pending();
+    fake_run(g, begin, end);
     return EMBER_OK;
 }
 void         fake_sync(ember_stream *) { g_fake.apply_pending(); }
 bool         fake_set_async(ember_stream *, ember_tensor * t, const void * data, size_t off, size_t size) {
     if (g_fake.refuse_async) return false;
-    const uint8_t * p = static_cast<const uint8_t *>(data);
-    g_fake.pending.push_back({static_cast<uint8_t *>(t->data) + off, std::vector<uint8_t>(p, p + size)});
+    const uint8_t * p   = static_cast<const uint8_t *>(data);
+    uint8_t *       dst = static_cast<uint8_t *>(t->data) + off;
+    g_fake.queue.push_back([dst, bytes = std::vector<uint8_t>(p, p + size)]() { std::memcpy(dst, bytes.data(), bytes.size()); });
     g_fake.n_async++;
     return true;
+}
+// Work left running: the range runs when the device next waits (or computes, synchronizes).
+ember_status fake_launch(ember_stream *, ember_graph * g, int32_t begin, int32_t end) {
+    g_fake.n_launch++;
+    const ember_status fails = g_fake.launch_fails;
+    g_fake.launch_fails      = EMBER_OK;
+    g_fake.queue.push_back([g, begin, end, fails]() {
+        fake_run(g, begin, end);
+        if (g_fake.failed == EMBER_OK) g_fake.failed = fails;
+    });
+    return EMBER_OK;
+}
+ember_status fake_wait(ember_stream *) {
+    g_fake.n_wait++;
+    g_fake.apply_pending();
+    const ember_status st = g_fake.failed;
+    g_fake.failed         = EMBER_OK;
+    return st;
+}
+const void * fake_read_async(ember_stream *, const ember_tensor * t, size_t off, size_t size) {
+    if (g_fake.refuse_read) return nullptr;
+    g_fake.n_reads++;
+    g_fake.read_mem.assign(size, 0xEE);
+    const uint8_t * src = static_cast<const uint8_t *>(t->data) + off;
+    g_fake.queue.push_back([src, size]() { std::memcpy(g_fake.read_mem.data(), src, size); });
+    return g_fake.read_mem.data();
 }
 const char * fake_stream_name(ember_stream *) { return "fake"; }
 void         fake_stream_free(ember_stream *) {}
@@ -123,9 +159,9 @@ void init_fake() {
     g_fake_dev.iface      = {fake_dev_name, fake_dev_name, nullptr, fake_dev_buft, nullptr, nullptr, fake_dev_supports_op, fake_dev_supports_buft, nullptr};
     g_fake_buft.device    = &g_fake_dev;
     g_fake_stream         = ember_stream{};
-    g_fake_stream.iface   = {fake_stream_name, fake_stream_free, fake_compute, fake_sync, nullptr, nullptr, nullptr, nullptr, fake_set_async};
-    g_fake.pending.clear();
-    g_fake.refuse_async = false;
+    g_fake_stream.iface   = {fake_stream_name, fake_stream_free, fake_compute, fake_sync, nullptr, nullptr, nullptr, nullptr, fake_set_async,
+                             fake_launch, fake_wait, fake_read_async};
+    g_fake              = fake_state{};
     g_fake_stream.device  = &g_fake_dev;
 }
 
@@ -221,7 +257,8 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     REQUIRE(sched.compute(&tg.g) == EMBER_OK);
     CHECK(g_fake.n_computed == 2);  // the first matmul and the add
     CHECK(g_fake.n_async == 2);     // x and the norm's output, queued on the fake stream
-    CHECK(g_fake.pending.empty());
+    CHECK(g_fake.queue.empty());
+    CHECK(g_fake.n_raced == 0);
 
     const std::vector<int> & where = *sched.node_streams(&tg.g);
     int n_copies = 0;
@@ -253,6 +290,123 @@ TEST_CASE("[scheduler] ops go where their weights live, fall back to the CPU, an
     CHECK(g_fake.n_async == 2);
     ember_tensor_get(tg.out, got.data(), 0, got.size() * sizeof(float));
     for (size_t i = 0; i < got.size(); i++) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-4));
+}
+
+TEST_CASE("[scheduler] launch leaves the last split running: inputs queue behind it, its read comes with wait") {
+    // out = W_fake x + b_fake: x is copied to the fake device (queued), the one split runs there.
+    sched_env      env;
+    std::mt19937   rng(11);
+    size_t         co = 0, fo = 0;
+    ember_graph    g;
+    ember_tensor * x   = leaf(g, env.cpu_buf, co, 16, 1, rng, false);
+    ember_tensor * w   = leaf(g, env.fake_buf, fo, 16, 8, rng, true);
+    ember_tensor * b   = leaf(g, env.fake_buf, fo, 8, 1, rng, true);
+    ember_tensor * out = ember_add(g, ember_mul_mat(g, w, x), b);
+    out->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+    g.build_forward(out);
+    std::vector<float> wv(16 * 8), bv(8);
+    ember_tensor_get(w, wv.data(), 0, wv.size() * sizeof(float));
+    ember_tensor_get(b, bv.data(), 0, bv.size() * sizeof(float));
+    const size_t bytes = 8 * sizeof(float);
+    // A new x; the result it must give.
+    const auto set_x = [&](float scale) {
+        std::vector<float> xv(16);
+        for (int j = 0; j < 16; j++) xv[j] = scale * static_cast<float>(j - 7);
+        ember_tensor_set(x, xv.data(), 0, sizeof(float) * 16);
+        std::vector<float> want(8);
+        for (int r = 0; r < 8; r++) {
+            double acc = bv[r];
+            for (int j = 0; j < 16; j++) acc += double(wv[r * 16 + j]) * xv[j];
+            want[r] = static_cast<float>(acc);
+        }
+        return want;
+    };
+    const auto check_bytes = [&](const void * at, const std::vector<float> & want) {
+        REQUIRE(at);
+        std::vector<float> got(8);
+        std::memcpy(got.data(), at, bytes);
+        for (int r = 0; r < 8; r++) CHECK(got[r] == doctest::Approx(want[r]).epsilon(1e-4));
+    };
+    ember_sched  sched({&g_fake_stream, env.cpu_st});
+    const void * at     = nullptr;
+    bool         queued = false;
+
+    std::vector<float> want = set_x(0.5f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(queued);
+    CHECK(sched.busy());
+    REQUIRE(at);
+    CHECK(static_cast<const uint8_t *>(at)[0] == 0xEE);  // nothing ran yet: the read lands at wait()
+    CHECK(g_fake.n_launch == 1);
+    CHECK(g_fake.n_calls == 0);
+    REQUIRE(sched.wait() == EMBER_OK);
+    CHECK_FALSE(sched.busy());
+    check_bytes(at, want);
+
+    // Two steps in a row: the second one's input copy is queued behind the first one's work.
+    set_x(-1.0f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    want = set_x(2.0f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(g_fake.n_wait == 1);  // the second launch did not wait for the first
+    REQUIRE(sched.wait() == EMBER_OK);
+    check_bytes(at, want);
+    CHECK(g_fake.n_raced == 0);
+
+    // A copy the stream will not queue is made once nothing runs.
+    set_x(1.0f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    g_fake.refuse_async = true;
+    want                = set_x(3.0f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(g_fake.n_raced == 0);
+    REQUIRE(sched.wait() == EMBER_OK);
+    check_bytes(at, want);
+    g_fake.refuse_async = false;
+
+    // No queued read: NULL, and the tensor is read after wait().
+    g_fake.refuse_read = true;
+    want               = set_x(-0.25f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(queued);
+    CHECK(at == nullptr);
+    REQUIRE(sched.wait() == EMBER_OK);
+    std::vector<float> got(8);
+    ember_tensor_get(out, got.data(), 0, bytes);
+    check_bytes(got.data(), want);
+    g_fake.refuse_read = false;
+
+    // An error of the queued work comes from wait(), once.
+    g_fake.launch_fails = EMBER_ERR_BACKEND;
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(sched.wait() == EMBER_ERR_BACKEND);
+    CHECK_FALSE(sched.busy());
+    CHECK(sched.wait() == EMBER_OK);
+    // ... or from a compute() that runs after it (compute waits for what was left running).
+    g_fake.launch_fails = EMBER_ERR_BACKEND;
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    CHECK(sched.compute(&g) == EMBER_ERR_BACKEND);
+    want = set_x(0.75f);
+    REQUIRE(sched.launch(&g, out, bytes, &at, &queued) == EMBER_OK);
+    REQUIRE(sched.compute(&g) == EMBER_OK);
+    CHECK_FALSE(sched.busy());
+    ember_tensor_get(out, got.data(), 0, bytes);
+    check_bytes(got.data(), want);
+    CHECK(g_fake.n_raced == 0);
+
+    // A stream that cannot leave work running computes and waits: nothing is queued.
+    ember_sched cpu_only({env.cpu_st});
+    ember_graph g2;
+    size_t      co2 = 0;
+    std::mt19937 rng2(3);
+    ember_tensor * x2 = leaf(g2, env.cpu_buf2, co2, 4, 1, rng2, false);
+    ember_tensor * o2 = ember_add(g2, x2, x2);
+    o2->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+    g2.build_forward(o2);
+    REQUIRE(cpu_only.launch(&g2, o2, 4 * sizeof(float), &at, &queued) == EMBER_OK);
+    CHECK_FALSE(queued);
+    CHECK(at == nullptr);
+    CHECK_FALSE(cpu_only.busy());
 }
 
 TEST_CASE("[scheduler] a weightless op after a CPU op runs on the accelerator its consumers use") {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -170,6 +171,107 @@ TEST_CASE("[cuda] KV cache types on the GPU keep the default model's greedy ids"
         const ember_test_logit_diff dc = ember_test_compare_logits(cpu_logits, res.logits, r.n_vocab, tol.margin * scale);
         MESSAGE(ember_type_name(c.first) << " cache, GPU vs CPU: " << dc.summary());
         CHECK(dc.rel_max() < tol.max_abs);
+    }
+}
+
+TEST_CASE("[cuda] decode steps left running give what waited ones give") {
+    // One-token steps are queued (ember_decode returns before the GPU is done) and their outputs
+    // come back when read. The same steps with EMBER_DECODE_ASYNC=0 (every step waited for)
+    // must give the same rows: read after some steps, after 70 unread ones (past the 64 the
+    // context lets run unwaited), around a KV cache edit, with full logits and with device top-k.
+    if (!have_cuda_device()) {
+        MESSAGE("skipped: no CUDA device");
+        return;
+    }
+    ember_test_reference r;
+    std::string          err;
+    if (!ember_test_load_default_model("q8_0", r, err)) {
+        MESSAGE("skipped: " << err);
+        return;
+    }
+    ember_test_model_ptr model;
+    REQUIRE_MESSAGE(load_on_cuda(r.model_path, -1, model, err) == EMBER_OK, err);
+    const int32_t n_vocab = r.n_vocab;
+    for (int32_t top_k : {0, 4}) {
+        CAPTURE(top_k);
+        // What each step gave: the logits row, or the top-k ids and values.
+        struct step_out {
+            std::vector<float>   row;
+            std::vector<int32_t> ids;
+        };
+        const auto run = [&](bool async, std::vector<step_out> & outs) {
+            if (!async) setenv("EMBER_DECODE_ASYNC", "0", 1);
+            ember_context_params cp = ember_context_default_params();
+            cp.n_ctx                = 256;
+            cp.n_batch              = 32;
+            cp.device_top_k         = top_k;
+            ember_context *    c    = nullptr;
+            const ember_status st   = ember_context_create(model.get(), &cp, &c);
+            unsetenv("EMBER_DECODE_ASYNC");
+            REQUIRE_MESSAGE(st == EMBER_OK, ember_last_error());
+            ember_test_context_ptr ctx(c);
+            const auto read = [&]() {
+                step_out o;
+                if (top_k > 0) {
+                    o.ids.resize(top_k);
+                    o.row.resize(top_k);
+                    REQUIRE(ember_get_top_k(ctx.get(), -1, o.ids.data(), o.row.data(), top_k) == top_k);
+                } else {
+                    const float * row = ember_get_logits_ith(ctx.get(), -1);
+                    REQUIRE_MESSAGE(row, ember_last_error());
+                    o.row.assign(row, row + n_vocab);
+                }
+                outs.push_back(std::move(o));
+            };
+            int32_t    pos  = 0;
+            const auto step = [&](int32_t token) {
+                ember_batch b = ember_batch_one(&token, 1);
+                b.pos         = &pos;
+                REQUIRE_MESSAGE(ember_decode(ctx.get(), &b) == EMBER_OK, ember_last_error());
+                pos++;
+            };
+            const auto token_at = [&](int32_t i) { return r.tokens[static_cast<size_t>(i) % r.tokens.size()]; };
+            // Five steps, each read; 70 unread, then one read; a removed tail and two more steps.
+            for (int32_t i = 0; i < 5; i++) {
+                step(token_at(i));
+                read();
+            }
+            for (int32_t i = 5; i < 75; i++) step(token_at(i));
+            step(token_at(75));
+            read();
+            REQUIRE(ember_kv_cache_seq_rm(ctx.get(), 0, 60, -1) == EMBER_OK);
+            pos = 60;
+            step(token_at(3));
+            step(token_at(4));
+            read();
+            // A batch of several tokens (waited for) after queued steps, then one more step.
+            std::vector<int32_t> several = {token_at(7), token_at(8), token_at(9)};
+            std::vector<int32_t> ps      = {pos, pos + 1, pos + 2};
+            ember_batch          b       = ember_batch_one(several.data(), 3);
+            b.pos                        = ps.data();
+            REQUIRE_MESSAGE(ember_decode(ctx.get(), &b) == EMBER_OK, ember_last_error());
+            pos += 3;
+            read();
+            step(token_at(10));
+            read();
+            CHECK(ember_kv_cache_used(ctx.get()) == pos);
+        };
+        std::vector<step_out> queued, waited;
+        run(true, queued);
+        run(false, waited);
+        REQUIRE(queued.size() == waited.size());
+        for (size_t k = 0; k < queued.size(); k++) {
+            CAPTURE(k);
+            CHECK(queued[k].ids == waited[k].ids);
+            REQUIRE(queued[k].row.size() == waited[k].row.size());
+            double scale = 0, diff = 0;
+            for (size_t j = 0; j < queued[k].row.size(); j++) {
+                scale = std::max(scale, static_cast<double>(std::fabs(waited[k].row[j])));
+                diff  = std::max(diff, static_cast<double>(std::fabs(queued[k].row[j] - waited[k].row[j])));
+            }
+            CHECK(std::isfinite(diff));
+            CHECK(diff <= 1e-5 * scale);  // the same kernels on the same data
+        }
     }
 }
 

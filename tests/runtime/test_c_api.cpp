@@ -254,6 +254,7 @@ TEST_CASE("[c-api] every entry point rejects NULL handles with a message") {
     const int32_t tok = 1;
     ember_batch   b   = ember_batch_one(&tok, 1);
     EXPECT_ERR(ember_decode(nullptr, &b), invalid);
+    EXPECT_ERR(ember_context_synchronize(nullptr), invalid);
     EXPECT_ERR(static_cast<const void *>(ember_get_logits(nullptr)), is_null);
     EXPECT_ERR(static_cast<const void *>(ember_get_logits_ith(nullptr, 0)), is_null);
     EXPECT_ERR(ember_n_outputs(nullptr), le_zero);
@@ -710,6 +711,9 @@ TEST_CASE("[c-api] logits access: rows, negative indices, rows without logits") 
     CHECK(ember_n_outputs(c) == 0);
     CHECK(ember_get_logits_ith(c, -1) == nullptr);
     CHECK(ember_kv_cache_seq_pos_max(c, 0) == 6);
+    // Nothing left running on the CPU: synchronizing is a no-op that succeeds.
+    CHECK(ember_context_synchronize(c) == EMBER_OK);
+    CHECK(ember_n_outputs(c) == 0);
 }
 
 TEST_CASE("[c-api] kv cache calls with bad arguments") {
