@@ -44,6 +44,9 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--gap-us", type=float, default=20.0)
+    ap.add_argument("--split-before", default="",
+                    help="tokens start at each row whose name contains this (and the row before's does not), "
+                         "e.g. 'memcpy HtoD' with EMBER_TRACE_MEMCPY=1, for steps that run back to back")
     a = ap.parse_args()
     rows = []
     with open(a.csv) as f:
@@ -56,7 +59,10 @@ def main():
     # token boundaries: a kernel starting gap-us after every earlier kernel ended
     starts, latest = [0], rows[0][1]
     for i in range(1, len(rows)):
-        if rows[i][0] - latest > a.gap_us * 1e3:
+        if a.split_before:
+            if a.split_before in rows[i][2] and a.split_before not in rows[i - 1][2]:
+                starts.append(i)
+        elif rows[i][0] - latest > a.gap_us * 1e3:
             starts.append(i)
         latest = max(latest, rows[i][1])
     starts.append(len(rows))
