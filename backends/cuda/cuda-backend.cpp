@@ -561,6 +561,17 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
 // The node at i (and those its launch covers), its kernels left out when EMBER_CUDA_SKIP
 // names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
+    if (ember_cuda_norm_pending(ctx)) {  // a fused decode norm waits only for a matvec that may take it
+        const ember_tensor * node = g->nodes[i];
+        const ember_tensor * w    = node->op == EMBER_OP_MUL_MAT ? node->src[0] : nullptr;
+        const bool keep = node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0 ||
+                          (w && is_matvec(node) && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) &&
+                           (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0) && !ember_cuda_ext_layout(w));
+        if (!keep) {
+            const ember_status fs = ember_cuda_norm_flush(ctx);
+            if (fs != EMBER_OK) return fs;
+        }
+    }
     ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
     const ember_status st  = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now           = false;
@@ -805,6 +816,16 @@ struct cuda_stream_ctx {
     bool   running  = false;
     char * out      = nullptr;
     size_t out_size = 0;
+    // The read's path off the compute stream: a device-to-device copy of the outputs into
+    // `side` on the compute stream (the next step may overwrite them), then the copy to `out` on
+    // `read_stream` while the next step's kernels run. `read_done` guards `side` against the next
+    // step's copy into it. Made on the first read; without them the read goes on the compute
+    // stream.
+    char *       side        = nullptr;
+    cudaStream_t read_stream = nullptr;
+    cudaEvent_t  read_ready = nullptr, read_done = nullptr;
+    bool         read_setup_failed = false;  // also EMBER_CUDA_READ_SIDE=0: the read on the compute stream
+    bool         read_pending      = false;  // a copy on read_stream not yet waited for
 };
 
 // The pending copies' key (their destinations, ring offsets and sizes, in order).
@@ -867,9 +888,15 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->dev->name.c_str(), static_cast<unsigned long long>(c->host_calls), static_cast<unsigned long long>(c->host_replays),
                      c->host_sig_s * us, static_cast<unsigned long long>(c->n_sigs), c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
+    ember_cuda_norm_free(c->cu);
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
+    if (c->read_stream) cudaStreamSynchronize(c->read_stream);
     if (c->out) cudaFreeHost(c->out);
+    if (c->side) cudaFree(c->side);
+    if (c->read_ready) cudaEventDestroy(c->read_ready);
+    if (c->read_done) cudaEventDestroy(c->read_done);
+    if (c->read_stream) cudaStreamDestroy(c->read_stream);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
@@ -919,6 +946,7 @@ ember_status finish(cuda_stream_ctx * c) {
 ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, int32_t end, bool * retry) {
     *retry = false;
     cudaStream_t st = c->cu.stream;
+    if (ember_cuda_norm_begin_step(c->cu, true) != EMBER_OK) return EMBER_ERR_BACKEND;
     if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
         return EMBER_ERR_UNSUPPORTED;
@@ -927,6 +955,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     c->cu.n_hoisted = 0;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
+    if (rs == EMBER_OK) rs = ember_cuda_norm_end_step(c->cu);
     c->cu.capturing = false;
     cudaGraph_t graph = nullptr;
     cudaError_t e     = cudaStreamEndCapture(st, &graph);
@@ -1057,7 +1086,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         const auto   t0 = std::chrono::steady_clock::now();
         p->n            = 0;
         ember_cuda_prof_mark(c->cu, "");
-        ember_status st = EMBER_OK;
+        ember_status st = ember_cuda_norm_begin_step(c->cu, true);
         for (int32_t i = node_begin, used = 1; i < node_end && st == EMBER_OK; i += used) {
             st = compute_at(c->cu, g, i, node_end, &used);
             if (st != EMBER_OK) {
@@ -1067,6 +1096,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             }
             ember_cuda_prof_mark(c->cu, prof_label(g->nodes[i], used).c_str());
         }
+        if (st == EMBER_OK) st = ember_cuda_norm_end_step(c->cu);
         const ember_status fs = finish(c);
         prof_collect(p);
         if (p->calls > 0) p->host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -1091,7 +1121,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             if (!retry) c->graphs_off = true;  // recording does not work here: eager from now on
         }
     }
-    if (pending_flush(c) != cudaSuccess) {
+    if (pending_flush(c) != cudaSuccess || ember_cuda_norm_begin_step(c->cu, true) != EMBER_OK) {
         finish(c);
         return EMBER_ERR_BACKEND;
     }
@@ -1105,11 +1135,14 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             return st;
         }
         if (c->abort_cb && c->abort_cb(c->abort_ud)) {
+            ember_cuda_norm_end_step(c->cu);
             finish(c);
             return EMBER_ERR_CANCELLED;
         }
     }
-    return finish(c);
+    const ember_status es = ember_cuda_norm_end_step(c->cu);
+    const ember_status fs = finish(c);
+    return es != EMBER_OK ? es : fs;
 }
 
 ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {
@@ -1120,14 +1153,29 @@ ember_status cuda_stream_graph_launch(ember_stream * s, ember_graph * g, int32_t
     return run_range(s, g, node_begin, node_end, true);
 }
 
+// The copy to the host that read_async left on read_stream, waited for.
+ember_status read_finish(cuda_stream_ctx * c) {
+    if (!c->read_pending) return EMBER_OK;
+    c->read_pending     = false;
+    const cudaError_t e = cudaStreamSynchronize(c->read_stream);
+    if (e != cudaSuccess) {
+        report(c->dev->name.c_str(), "reading the outputs", e);
+        return EMBER_ERR_BACKEND;
+    }
+    return EMBER_OK;
+}
+
 ember_status cuda_stream_wait(ember_stream * s) {
     cuda_stream_ctx * c = static_cast<cuda_stream_ctx *>(s->context);
     set_device(c->cu.device);
     if (pending_flush(c) != cudaSuccess) {
         finish(c);
+        read_finish(c);
         return EMBER_ERR_BACKEND;
     }
-    return finish(c);
+    const ember_status st = finish(c);
+    const ember_status rs = read_finish(c);
+    return st != EMBER_OK ? st : rs;
 }
 
 // A decode step's outputs (a logits row: 501 KiB for a 128256-token vocabulary; or the top-k
@@ -1146,8 +1194,11 @@ const void * cuda_stream_read_async(ember_stream * s, const ember_tensor * t, si
     if (size > c->out_size) {
         if (c->out) {  // an earlier read may still be landing there
             if (cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return nullptr;  // (wait() reports it)
+            if (c->read_stream && cudaStreamSynchronize(c->read_stream) != cudaSuccess) return nullptr;
             cudaFreeHost(c->out);
+            cudaFree(c->side);
             c->out      = nullptr;
+            c->side     = nullptr;
             c->out_size = 0;
         }
         const size_t want = (size + (1u << 20) - 1) / (1u << 20) * (1u << 20);
@@ -1157,10 +1208,33 @@ const void * cuda_stream_read_async(ember_stream * s, const ember_tensor * t, si
             return nullptr;
         }
         c->out_size = want;
+        if (!c->read_setup_failed && cudaMalloc(reinterpret_cast<void **>(&c->side), want) != cudaSuccess) {
+            cudaGetLastError();
+            c->side = nullptr;
+        }
     }
-    if (cudaMemcpyAsync(c->out, static_cast<const char *>(t->data) + offset, size, cudaMemcpyDeviceToHost, c->cu.stream) != cudaSuccess) {
-        return nullptr;  // (a launch error: wait() reports it)
+    if (c->side && !c->read_stream && !c->read_setup_failed) {
+        if (cudaStreamCreateWithFlags(&c->read_stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->read_ready, cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->read_done, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            c->read_setup_failed = true;
+        }
     }
+    const char * src = static_cast<const char *>(t->data) + offset;
+    if (c->side && c->read_stream && !c->read_setup_failed) {
+        // side is free once the last read from it is done; the outputs into it now, then to the
+        // host beside the next step.
+        cudaError_t e = c->read_pending ? cudaStreamWaitEvent(c->cu.stream, c->read_done, 0) : cudaSuccess;
+        if (e == cudaSuccess) e = cudaMemcpyAsync(c->side, src, size, cudaMemcpyDeviceToDevice, c->cu.stream);
+        if (e == cudaSuccess) e = cudaEventRecord(c->read_ready, c->cu.stream);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(c->read_stream, c->read_ready, 0);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(c->out, c->side, size, cudaMemcpyDeviceToHost, c->read_stream);
+        if (e == cudaSuccess) e = cudaEventRecord(c->read_done, c->read_stream);
+        c->read_pending = true;
+        return e == cudaSuccess ? c->out : nullptr;  // (a launch error: wait() reports it)
+    }
+    if (cudaMemcpyAsync(c->out, src, size, cudaMemcpyDeviceToHost, c->cu.stream) != cudaSuccess) return nullptr;
     return c->out;
 }
 
@@ -1281,6 +1355,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->sig_always       = sig && std::strcmp(sig, "always") == 0;
     const char * defer  = std::getenv("EMBER_CUDA_DEFER_COPIES");
     c->defer_copies     = defer && std::strcmp(defer, "1") == 0;
+    c->read_setup_failed = !ember_cuda_env_on("EMBER_CUDA_READ_SIDE");
     c->cu.pdl           = d->cc_major >= 9 && ember_cuda_env_on("EMBER_CUDA_PDL");
     c->host_on          = ember_profile_host_on();
     const char * skip   = std::getenv("EMBER_CUDA_SKIP");
