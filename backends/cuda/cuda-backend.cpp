@@ -561,17 +561,6 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
 // The node at i (and those its launch covers), its kernels left out when EMBER_CUDA_SKIP
 // names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
-    if (ember_cuda_norm_pending(ctx)) {  // a fused decode norm waits only for a matvec that may take it
-        const ember_tensor * node = g->nodes[i];
-        const ember_tensor * w    = node->op == EMBER_OP_MUL_MAT ? node->src[0] : nullptr;
-        const bool keep = node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0 ||
-                          (w && is_matvec(node) && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) &&
-                           (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0) && !ember_cuda_ext_layout(w));
-        if (!keep) {
-            const ember_status fs = ember_cuda_norm_flush(ctx);
-            if (fs != EMBER_OK) return fs;
-        }
-    }
     ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
     const ember_status st  = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now           = false;
@@ -888,7 +877,6 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->dev->name.c_str(), static_cast<unsigned long long>(c->host_calls), static_cast<unsigned long long>(c->host_replays),
                      c->host_sig_s * us, static_cast<unsigned long long>(c->n_sigs), c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
-    ember_cuda_norm_free(c->cu);
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->read_stream) cudaStreamSynchronize(c->read_stream);
@@ -946,7 +934,6 @@ ember_status finish(cuda_stream_ctx * c) {
 ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, int32_t end, bool * retry) {
     *retry = false;
     cudaStream_t st = c->cu.stream;
-    if (ember_cuda_norm_begin_step(c->cu, true) != EMBER_OK) return EMBER_ERR_BACKEND;
     if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         cudaGetLastError();
         return EMBER_ERR_UNSUPPORTED;
@@ -955,7 +942,6 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     c->cu.n_hoisted = 0;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
-    if (rs == EMBER_OK) rs = ember_cuda_norm_end_step(c->cu);
     c->cu.capturing = false;
     cudaGraph_t graph = nullptr;
     cudaError_t e     = cudaStreamEndCapture(st, &graph);
@@ -1086,7 +1072,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         const auto   t0 = std::chrono::steady_clock::now();
         p->n            = 0;
         ember_cuda_prof_mark(c->cu, "");
-        ember_status st = ember_cuda_norm_begin_step(c->cu, true);
+        ember_status st = EMBER_OK;
         for (int32_t i = node_begin, used = 1; i < node_end && st == EMBER_OK; i += used) {
             st = compute_at(c->cu, g, i, node_end, &used);
             if (st != EMBER_OK) {
@@ -1096,7 +1082,6 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             }
             ember_cuda_prof_mark(c->cu, prof_label(g->nodes[i], used).c_str());
         }
-        if (st == EMBER_OK) st = ember_cuda_norm_end_step(c->cu);
         const ember_status fs = finish(c);
         prof_collect(p);
         if (p->calls > 0) p->host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -1121,7 +1106,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             if (!retry) c->graphs_off = true;  // recording does not work here: eager from now on
         }
     }
-    if (pending_flush(c) != cudaSuccess || ember_cuda_norm_begin_step(c->cu, true) != EMBER_OK) {
+    if (pending_flush(c) != cudaSuccess) {
         finish(c);
         return EMBER_ERR_BACKEND;
     }
@@ -1135,14 +1120,11 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             return st;
         }
         if (c->abort_cb && c->abort_cb(c->abort_ud)) {
-            ember_cuda_norm_end_step(c->cu);
             finish(c);
             return EMBER_ERR_CANCELLED;
         }
     }
-    const ember_status es = ember_cuda_norm_end_step(c->cu);
-    const ember_status fs = finish(c);
-    return es != EMBER_OK ? es : fs;
+    return finish(c);
 }
 
 ember_status cuda_stream_graph_compute(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end) {

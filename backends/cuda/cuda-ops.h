@@ -57,18 +57,6 @@ struct ember_cuda_ctx {
     unsigned     skip      = 0;
     const char * skip_list = nullptr;  // the variable's value when it has "w:NAME" entries
     bool         skip_now  = false;
-
-    // EMBER_CUDA_NORM_FUSE=1: a decode norm (ADD + RMS_NORM + MUL + quantized x) is left pending
-    // and done by block 0 of the next matvec launch that reads its quantized copy, the other
-    // blocks waiting for a flag (norm-dec.cuh); any other work first launches it as its own
-    // kernel (ember_cuda_norm_flush). norm_pending: its arguments (ops-elementwise.cu);
-    // norm_flags: one device int per fused norm of a step, all zero between steps (each fused
-    // norm's flag is cleared by the next norm of the step; ember_cuda_norm_end_step clears a
-    // last one); norm_site: the next one's index; norm_reset: the flag to clear next (-1: none).
-    void * norm_pending = nullptr;
-    int *  norm_flags   = nullptr;
-    int    norm_site    = 0;
-    int    norm_reset   = -1;
 };
 
 
@@ -104,16 +92,6 @@ bool         ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const e
 bool         ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tensor * norm);
 ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx,
                                        bool store_norm = true, bool store_mul = true);
-// The fused decode norm (ember_cuda_ctx::norm_pending): whether one is pending; launching it as
-// its own kernel; a step's start (eager or recorded runs: zero_flags clears the flags first, in
-// case an earlier step stopped half way) and end (the pending one launched, the last flag
-// cleared); the stream's end.
-bool         ember_cuda_norm_fuse_on();
-bool         ember_cuda_norm_pending(const ember_cuda_ctx & ctx);
-ember_status ember_cuda_norm_flush(ember_cuda_ctx & ctx);
-ember_status ember_cuda_norm_begin_step(ember_cuda_ctx & ctx, bool zero_flags);
-ember_status ember_cuda_norm_end_step(ember_cuda_ctx & ctx);
-void         ember_cuda_norm_free(ember_cuda_ctx & ctx);
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);

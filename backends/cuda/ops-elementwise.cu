@@ -7,8 +7,6 @@
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
-#include "cuda-ops.h"
-#include "norm-dec.cuh"
 
 namespace {
 
@@ -30,6 +28,24 @@ __device__ __forceinline__ float * at(const cu_tensor & t, int64_t i0, int64_t i
 // registers (8192: every model dimension Ember meets).
 constexpr int k_norm_threads = 1024;
 constexpr int k_norm_vpt     = 8;
+
+// RMS_NORM, with fusions that each save a launch and a pass over the row:
+// - ADD: the residual ADD before the norm (src = a + b, written for its other readers, and
+//   the norm's input): p.src is the ADD's result, p.a and p.b its operands (same shapes).
+// - FUSED: the MUL that follows (mul = norm * w, w broadcast as in MUL's binary_kernel); the
+//   norm is still written for its other readers.
+// - QX: the quantized copy of the MUL's result (cu_quantize_warp); needs ne[0] % 32 == 0: a warp
+//   then holds 32 consecutive elements in each step.
+struct norm_args {
+    cu_tensor a, b, src, dst, w, mul;
+    float     eps;
+    int8_t *  xq;
+    float2 *  xds;
+    // rms_norm_dec_kernel: store the RMS_NORM's / the MUL's rows, else only the quantized copy
+    // (the stream decides: cuda-backend.cpp; H200 tg128 1B Q4_0 1671-1684 against 1617 with
+    // both stored, EMBER_CUDA_NORM_STORE=1; 8B level)
+    bool      wy, wz;
+};
 
 // Element i of a normalized row (nv): the norm, with FUSED the MUL's product by the weight wv,
 // with QX its quantized copy (flat index row_off + i).
@@ -140,7 +156,83 @@ constexpr int k_norm_dec_threads = 256;
 
 template <int NV, bool ADD, bool QX>
 __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_args p, int n) {
-    norm_dec_row<k_norm_dec_threads, NV, ADD, QX>(p, n, blockIdx.x);
+    const int     t   = threadIdx.x;
+    const int64_t row = blockIdx.x;
+    float4        wv[NV], v[NV];
+    const float4 * w4 = reinterpret_cast<const float4 *>(p.w.data);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        wv[k]       = i < n ? __ldg(w4 + i / 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // weights: before the wait
+    }
+    cu_pdl_begin();
+    const auto rowp = [&](const cu_tensor & x) { return reinterpret_cast<float4 *>(x.data + row * x.nb[1]); };
+    float4 *   src  = rowp(p.src);
+    float      ss   = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        if (i < n) {
+            if constexpr (ADD) {
+                const float4 a = rowp(p.a)[i / 4], b = rowp(p.b)[i / 4];
+                v[k]           = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+            } else {
+                v[k] = src[i / 4];
+            }
+        } else {
+            v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        if constexpr (ADD) {
+            if (i < n) src[i / 4] = v[k];  // the sum, for the ADD's other readers
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    __shared__ float part[k_norm_dec_threads / 32];
+    ss = cu_warp_sum(ss);
+    if (t % 32 == 0) part[t / 32] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < k_norm_dec_threads / 32; k++) tot += part[k];
+    const float scale = 1.0f / sqrtf(tot / static_cast<float>(n) + p.eps);
+    float4 *    y     = rowp(p.dst);
+    float4 *    z     = rowp(p.mul);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        // Lanes past n hold zeros and still take part in the shuffles (whole 8-lane groups:
+        // with QX n % 32 == 0); only their stores are dropped.
+        const int    i  = 4 * (t + k_norm_dec_threads * k);
+        const bool   in = i < n;
+        const float4 nv = make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale);
+        const float4 zv = make_float4(nv.x * wv[k].x, nv.y * wv[k].y, nv.z * wv[k].z, nv.w * wv[k].w);
+        if (in && p.wy) y[i / 4] = nv;
+        if (in && p.wz) z[i / 4] = zv;
+        if constexpr (QX) {
+            // cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32
+            float amax = fmaxf(fmaxf(fabsf(zv.x), fabsf(zv.y)), fmaxf(fabsf(zv.z), fabsf(zv.w)));
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float d  = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int   q0 = static_cast<int>(roundf(__fmul_rn(zv.x, id))), q1 = static_cast<int>(roundf(__fmul_rn(zv.y, id)));
+            const int   q2 = static_cast<int>(roundf(__fmul_rn(zv.z, id))), q3 = static_cast<int>(roundf(__fmul_rn(zv.w, id)));
+            int         sq = q0 + q1 + q2 + q3;
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            const int64_t e = row * n + i;
+            if (!in) continue;
+            reinterpret_cast<char4 *>(p.xq + e)[0] =
+                make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1), static_cast<signed char>(q2), static_cast<signed char>(q3));
+            if (t % 8 == 0) {
+                const float dh = __half2float(__float2half_rn(d));
+                p.xds[e / 32]  = make_float2(dh, dh * static_cast<float>(sq));
+            }
+        }
+    }
 }
 
 // EMBER_CUDA_NORM_PROBE=empty (measuring only: results are wrong): the decode norm's launch with
@@ -282,125 +374,8 @@ static bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, con
     return !add || (rows_ok(add->src[0]) && rows_ok(add->src[1]));
 }
 
-namespace {
-
-// The pending fused norm (ember_cuda_ctx::norm_pending).
-struct norm_pend {
-    bool      on = false;
-    norm_args p;
-    int       n = 0, nv = 0;
-};
-constexpr int    k_norm_flags  = 256;        // fused norms per step (2 a layer)
-constexpr size_t k_norm_x_each = 8u << 10;   // each one's copy of x: 4096 int8, then 128 float2
-constexpr size_t k_norm_alloc  = k_norm_flags * sizeof(int) + k_norm_flags * k_norm_x_each;
-
-norm_pend * pend_of(ember_cuda_ctx & ctx) {
-    if (!ctx.norm_pending) ctx.norm_pending = new norm_pend;
-    return static_cast<norm_pend *>(ctx.norm_pending);
-}
-
-// The flag the next norm clears (nullptr: none), taken.
-int * take_reset(ember_cuda_ctx & ctx) {
-    int * r        = ctx.norm_reset >= 0 && ctx.norm_flags ? ctx.norm_flags + ctx.norm_reset : nullptr;
-    ctx.norm_reset = -1;
-    return r;
-}
-
-}  // namespace
-
-bool ember_cuda_norm_fuse_on() {
-    static const bool on = [] {
-        const char * e = std::getenv("EMBER_CUDA_NORM_FUSE");
-        return e && std::strcmp(e, "1") == 0;
-    }();
-    return on;
-}
-
-bool ember_cuda_norm_pending(const ember_cuda_ctx & ctx) {
-    return ctx.norm_pending && static_cast<const norm_pend *>(ctx.norm_pending)->on;
-}
-
-ember_status ember_cuda_norm_flush(ember_cuda_ctx & ctx) {
-    if (!ember_cuda_norm_pending(ctx)) return EMBER_OK;
-    norm_pend * q = pend_of(ctx);
-    q->on         = false;
-    norm_args p   = q->p;
-    p.reset       = take_reset(ctx);
-    launch_norm_dec<true, true>(ctx, 1, q->nv, p, q->n);
-    return ember_cuda_check_launch("add + rms_norm + mul (decode, pending)");
-}
-
-ember_status ember_cuda_norm_begin_step(ember_cuda_ctx & ctx, bool zero_flags) {
-    ctx.norm_site  = 0;
-    ctx.norm_reset = -1;
-    if (ctx.norm_pending) pend_of(ctx)->on = false;
-    if (!ember_cuda_norm_fuse_on() || ctx.capturing) return EMBER_OK;
-    if (!ctx.norm_flags) {
-        if (cudaMalloc(reinterpret_cast<void **>(&ctx.norm_flags), k_norm_alloc) != cudaSuccess ||
-            cudaMemset(ctx.norm_flags, 0, k_norm_flags * sizeof(int)) != cudaSuccess) {
-            cudaGetLastError();
-            cudaFree(ctx.norm_flags);
-            ctx.norm_flags = nullptr;  // no fusion: the norms keep their own kernels
-        }
-        return EMBER_OK;
-    }
-    if (zero_flags && cudaMemsetAsync(ctx.norm_flags, 0, k_norm_flags * sizeof(int), ctx.stream) != cudaSuccess) return EMBER_ERR_BACKEND;
-    return EMBER_OK;
-}
-
-ember_status ember_cuda_norm_end_step(ember_cuda_ctx & ctx) {
-    ember_status st = ember_cuda_norm_flush(ctx);
-    if (st != EMBER_OK) return st;
-    if (int * r = take_reset(ctx)) {
-        if (cudaMemsetAsync(r, 0, sizeof(int), ctx.stream) != cudaSuccess) return EMBER_ERR_BACKEND;
-    }
-    return EMBER_OK;
-}
-
-void ember_cuda_norm_free(ember_cuda_ctx & ctx) {
-    delete static_cast<norm_pend *>(ctx.norm_pending);
-    ctx.norm_pending = nullptr;
-    if (ctx.norm_flags) cudaFree(ctx.norm_flags);
-    ctx.norm_flags = nullptr;
-}
-
-// A matvec launch over the quantized copy xq takes the pending norm into its block 0: its
-// arguments, with the flag it sets and the one it clears.
-bool ember_cuda_norm_take(ember_cuda_ctx & ctx, const int8_t * xq, norm_fuse * out) {
-    if (!ember_cuda_norm_pending(ctx)) return false;
-    norm_pend * q = pend_of(ctx);
-    if (q->p.xq != xq) return false;
-    q->on      = false;
-    out->p     = q->p;
-    out->p.reset = take_reset(ctx);
-    out->n     = q->n;
-    out->flag  = ctx.norm_flags + ctx.norm_site;
-    char * xm  = reinterpret_cast<char *>(ctx.norm_flags + k_norm_flags) + ctx.norm_site * k_norm_x_each;
-    out->p.xq2  = reinterpret_cast<int8_t *>(xm);
-    out->p.xds2 = reinterpret_cast<float2 *>(xm + 4096);
-    ctx.norm_reset = ctx.norm_site++;
-    return true;
-}
-
-namespace {
-
-ember_status rms_norm_fused_impl(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx, bool store_norm,
-                                 bool store_mul);
-
-}  // namespace
-
 ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx, bool store_norm,
                                        bool store_mul) {
-    // (a pending norm's outputs may be this one's inputs)
-    const ember_status fs = ember_cuda_norm_flush(ctx);
-    if (fs != EMBER_OK) return fs;
-    return rms_norm_fused_impl(ctx, add, norm, mul, qx, store_norm, store_mul);
-}
-
-namespace {
-
-ember_status rms_norm_fused_impl(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx, bool store_norm,
-                                 bool store_mul) {
     const int64_t rows = ember_nrows(norm);
     if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
     norm_args p;
@@ -415,12 +390,9 @@ ember_status rms_norm_fused_impl(ember_cuda_ctx & ctx, ember_tensor * add, ember
         p.w   = cu_desc(mul->src[1]);
         p.mul = cu_desc(mul);
     }
-    p.eps   = ember_get_op_param_f32(norm, 0);
-    p.xq    = nullptr;
-    p.xds   = nullptr;
-    p.reset = nullptr;
-    p.xq2   = nullptr;
-    p.xds2  = nullptr;
+    p.eps = ember_get_op_param_f32(norm, 0);
+    p.xq  = nullptr;
+    p.xds = nullptr;
     const ember_tensor * qt = mul ? mul : norm;
     if (qx && qt->ne[0] % 32 == 0 && qt->nb[0] == sizeof(float) && qt->nb[1] == qt->ne[0] * sizeof(float)) {
         void * xds = nullptr;
@@ -435,17 +407,6 @@ ember_status rms_norm_fused_impl(ember_cuda_ctx & ctx, ember_tensor * add, ember
     if (mul && norm_dec_ok(add, norm, mul)) {
         const int64_t n  = norm->ne[0];
         const int     nv = n <= 1024 ? 1 : n <= 2048 ? 2 : n <= 4096 ? 4 : 8;
-        if (add && qx && rows == 1 && n <= 4096 && ember_cuda_norm_fuse_on() && ctx.norm_flags && ctx.norm_site < k_norm_flags &&
-            !norm_probe_empty()) {
-            norm_pend * q = pend_of(ctx);  // for the next matvec's block 0, or flushed
-            q->on         = true;
-            q->p          = p;
-            q->n          = static_cast<int>(n);
-            q->nv         = nv;
-            ember_cuda_qx_set_valid(ctx, qt, p.xq);
-            return EMBER_OK;
-        }
-        p.reset = take_reset(ctx);
         if (add && qx) launch_norm_dec<true, true>(ctx, g, nv, p, n);
         else if (add) launch_norm_dec<true, false>(ctx, g, nv, p, n);
         else if (qx) launch_norm_dec<false, true>(ctx, g, nv, p, n);
@@ -465,8 +426,6 @@ ember_status rms_norm_fused_impl(ember_cuda_ctx & ctx, ember_tensor * add, ember
     if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
     return st;
 }
-
-}  // namespace
 
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const int64_t n = ember_nelements(dst);

@@ -23,12 +23,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
 #include "cuda-repack.h"
-#include "norm-dec.cuh"
 
 namespace {
 
@@ -448,12 +446,8 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         int4   lo, hi;
         float2 ds;
     };
-    // CG: x written by another block of this launch (a fused norm): loads that do not go
-    // through the read-only / L1 path.
-    template <bool CG = false>
     static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        if constexpr (CG) return {__ldcg(p), __ldcg(p + 1), __ldcg(xds + c)};
         return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -476,9 +470,7 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         int4  v;
         float d;
     };
-    template <bool CG = false>
     static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
-        if constexpr (CG) return {__ldcg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldcg(xds + c / 2).x};
         return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -545,25 +537,9 @@ bool mv_pair_capped() {
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
 // MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
-// NORM (EMBER_CUDA_NORM_FUSE=1): the decode norm that makes x runs in block 0 of this launch
-// (norm_dec_row over its 128 threads, before any weight load of that block), which then sets
-// nrm->flag; every block waits for the flag after its first weight loads and the wait for the
-// previous kernel, and reads x around the L1. The norm's own launch and grid boundary leave the
-// token's dependent chain.
-template <int T, int R, int U, bool P, int MINB, int NVN>
-__device__ __forceinline__ void mvr_body(const mvr_args & a, const norm_fuse * nrm) {
+template <int T, int R, int U, bool P, int MINB = 0>
+__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
-    constexpr bool NORM     = NVN > 0;  // NVN: the norm's float4 per thread (rows of up to 512 NVN)
-    if constexpr (NORM) {
-        if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
-            norm_dec_row<32 * k_rp_warps, NVN, true, true>(nrm->p, nrm->n, 0);
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                __threadfence();
-                cu_st_release(nrm->flag, 1);
-            }
-        }
-    }
     const int     lane      = threadIdx.x % 32;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
     const int     m         = a.grouped ? mv_which(a.grp, blockIdx.x) : 0;
@@ -618,17 +594,6 @@ __device__ __forceinline__ void mvr_body(const mvr_args & a, const norm_fuse * n
     };
     load(0, lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if constexpr (NORM) {
-        // One lane a warp polls, sleeping between polls (a tight acquire loop on every lane and
-        // x read with ld.cg: 1B Q4_0 gate/up 4.9 -> 30.7 us; one polling lane: 37.4 us). x is
-        // this launch's own copy, read through the L1 (every warp reading it from L2 made its
-        // ~20 lines the hottest in the GPU).
-        if (lane == 0) {
-            while (cu_ld_relaxed(nrm->flag) == 0) __nanosleep(k_norm_poll_ns);
-            asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        }
-        __syncwarp();
-    }
     if constexpr (P) {
         for (int c0 = lane; c0 < a.nchunk; c0 += 64 * U) {
             load(1, c0 + 32 * U);
@@ -645,16 +610,6 @@ __device__ __forceinline__ void mvr_body(const mvr_args & a, const norm_fuse * n
     }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
-}
-
-template <int T, int R, int U, bool P, int MINB = 0>
-__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
-    mvr_body<T, R, U, P, MINB, 0>(a, nullptr);
-}
-
-template <int T, int R, int U, bool P, int MINB, int NVN>
-__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_norm_kernel(mvr_args a, norm_fuse nrm) {
-    mvr_body<T, R, U, P, MINB, NVN>(a, &nrm);
 }
 
 // Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
@@ -1181,29 +1136,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
-    const bool     split     = r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split();
-    // The pending decode norm that made x: in block 0 of this launch (mvr_kernel), else its own kernel first.
-    norm_fuse nf;
-    if (!split && grid.y == 1 && grid.z == 1 && ember_cuda_norm_take(ctx, xq, &nf)) {
-        a.xq  = nf.p.xq2;  // the launch's own copy (norm-dec.cuh)
-        a.xds = nf.p.xds2;
-        const bool capped = r == 2 && mv_pair_capped() && static_cast<int64_t>(grid.x) > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device);
-        const auto go     = [&](auto nvn) {
-            constexpr int V = decltype(nvn)::value;
-            if (r == 2 && capped) cu_launch(ctx, mvr_norm_kernel<T, 2, 4, false, k_mv_pair_blocks, V>, grid, 32 * k_rp_warps, 0, a, nf);
-            else if (r == 2) cu_launch(ctx, mvr_norm_kernel<T, 2, 4, false, 0, V>, grid, 32 * k_rp_warps, 0, a, nf);
-            else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) cu_launch(ctx, mvr_norm_kernel<T, 1, 4, pipe_type, 0, V>, grid, 32 * k_rp_warps, 0, a, nf);
-            else cu_launch(ctx, mvr_norm_kernel<T, 1, 4, false, 0, V>, grid, 32 * k_rp_warps, 0, a, nf);
-        };
-        if (nf.n <= 512 * 4) go(std::integral_constant<int, 4>{});
-        else go(std::integral_constant<int, 8>{});
-        return ember_cuda_check_launch("mul_mat (matvec q, cuda layout, with the decode norm)");
-    }
-    {
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-    }
-    if (split) {
+    if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
         const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
         const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
@@ -1533,17 +1466,6 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
     const ember_tensor * x   = dsts[0]->src[1];
-    if (ember_cuda_norm_pending(ctx)) {  // only a CUDA-layout launch over the norm's quantized copy takes it
-        const ember_tensor * w  = dsts[0]->src[0];
-        int8_t *             q0 = nullptr;
-        void *               d0 = nullptr;
-        ember_cuda_qx_buffer(ctx, x, &q0, &d0);
-        const bool rp = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0);
-        if (!rp || !q0 || !qx_is(ctx, x, q0)) {
-            const ember_status fs = ember_cuda_norm_flush(ctx);
-            if (fs != EMBER_OK) return fs;
-        }
-    }
     int8_t *             xq  = nullptr;
     float2 *             xds = nullptr;
     const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);
