@@ -40,6 +40,22 @@ ember_status load_on_cuda(const std::string & path, int32_t n_gpu_layers, ember_
     return EMBER_OK;
 }
 
+// The default model (Q8_0) with every layer on the GPU: false (the test skips, saying why)
+// without a CUDA device or the model's reference files.
+bool default_model_on_cuda(ember_test_reference & r, ember_test_model_ptr & model) {
+    if (!have_cuda_device()) {
+        MESSAGE("skipped: no CUDA device");
+        return false;
+    }
+    std::string err;
+    if (!ember_test_load_default_model("q8_0", r, err)) {
+        MESSAGE("skipped: " << err);
+        return false;
+    }
+    REQUIRE_MESSAGE(load_on_cuda(r.model_path, -1, model, err) == EMBER_OK, err);
+    return true;
+}
+
 void check_run(const ember_test_reference & r, const ember_test_run_result & res, const ember_test_tolerance & tol) {
     const ember_test_logit_diff d = ember_test_compare_logits(r.logits, res.logits, r.n_vocab, tol.margin * r.scale);
     CAPTURE(d.summary());
@@ -109,18 +125,10 @@ TEST_CASE("[cuda] fixture models on the GPU match llama.cpp logits and greedy id
 }
 
 TEST_CASE("[cuda] KV cache types on the GPU keep the default model's greedy ids") {
-    if (!have_cuda_device()) {
-        MESSAGE("skipped: no CUDA device");
-        return;
-    }
     ember_test_reference r;
-    std::string          err;
-    if (!ember_test_load_default_model("q8_0", r, err)) {
-        MESSAGE("skipped: " << err);
-        return;
-    }
     ember_test_model_ptr model;
-    REQUIRE_MESSAGE(load_on_cuda(r.model_path, -1, model, err) == EMBER_OK, err);
+    std::string          err;
+    if (!default_model_on_cuda(r, model)) return;
     const ember_test_tolerance tol = ember_test_tolerance_for(r.weights);
     ember_test_run_result f16;
     for (int32_t kv : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
@@ -179,18 +187,10 @@ TEST_CASE("[cuda] decode steps left running give what waited ones give") {
     // come back when read. The same steps with EMBER_DECODE_ASYNC=0 (every step waited for)
     // must give the same rows: read after some steps, after 70 unread ones (past the 64 the
     // context lets run unwaited), around a KV cache edit, with full logits and with device top-k.
-    if (!have_cuda_device()) {
-        MESSAGE("skipped: no CUDA device");
-        return;
-    }
     ember_test_reference r;
-    std::string          err;
-    if (!ember_test_load_default_model("q8_0", r, err)) {
-        MESSAGE("skipped: " << err);
-        return;
-    }
     ember_test_model_ptr model;
-    REQUIRE_MESSAGE(load_on_cuda(r.model_path, -1, model, err) == EMBER_OK, err);
+    std::string          err;
+    if (!default_model_on_cuda(r, model)) return;
     const int32_t n_vocab = r.n_vocab;
     for (int32_t top_k : {0, 4}) {
         CAPTURE(top_k);
