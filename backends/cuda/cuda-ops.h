@@ -104,6 +104,15 @@ ember_status ember_cuda_rope(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_rope_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b);
 
 // ops-rows.cu
+// Queued input copies merged (EMBER_CUDA_MERGE_COPIES=1, cuda-backend.cpp): after one copy of
+// their ring span into device memory at `base`, piece k's `size` bytes at base + at go to dst,
+// in order (a later piece may overwrite an earlier one); up to k_cuda_scatter_max pieces.
+struct ember_cuda_piece {
+    void *   dst;
+    uint32_t at, size;
+};
+constexpr int k_cuda_scatter_max = 16;
+ember_status  ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const ember_cuda_piece * pieces, int n);
 bool         ember_cuda_type_has_chunks(ember_type t);    // 32-weight dequantizer (weights, GET_ROWS)
 bool         ember_cuda_type_has_encoder(ember_type t);   // SET_ROWS / CPY destinations
 bool         ember_cuda_type_has_elem(ember_type t);      // element reader (ATTN's K and V)

@@ -282,7 +282,39 @@ bool is_float_type(ember_type t) {
     return t == EMBER_TYPE_F32 || t == EMBER_TYPE_F16 || t == EMBER_TYPE_BF16;
 }
 
+struct scatter_args {
+    const char *     base;
+    ember_cuda_piece p[k_cuda_scatter_max];
+    int              n;
+};
+
+// One block, the pieces in order (a barrier between them): decode inputs are a few KiB.
+__global__ void __launch_bounds__(256) scatter_kernel(scatter_args a) {
+    cu_pdl_begin();
+    for (int k = 0; k < a.n; k++) {
+        const char *   src  = a.base + a.p[k].at;
+        char *         dst  = static_cast<char *>(a.p[k].dst);
+        const uint32_t size = a.p[k].size;
+        if (((reinterpret_cast<uintptr_t>(dst) | size) & 3) == 0) {  // (src: 256-byte ring offsets)
+            for (uint32_t i = threadIdx.x; i < size / 4; i += blockDim.x) reinterpret_cast<int *>(dst)[i] = reinterpret_cast<const int *>(src)[i];
+        } else {
+            for (uint32_t i = threadIdx.x; i < size; i += blockDim.x) dst[i] = src[i];
+        }
+        __syncthreads();
+    }
+}
+
 }  // namespace
+
+ember_status ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const ember_cuda_piece * pieces, int n) {
+    if (n < 1 || n > k_cuda_scatter_max) return EMBER_ERR_INVALID_ARG;
+    scatter_args a;
+    a.base = base;
+    a.n    = n;
+    for (int k = 0; k < n; k++) a.p[k] = pieces[k];
+    cu_launch(ctx, scatter_kernel, 1, 256, 0, a);
+    return ember_cuda_check_launch("queued inputs (scatter)");
+}
 
 bool ember_cuda_type_has_chunks(ember_type t) {
     switch (t) {

@@ -1099,15 +1099,21 @@ TEST_CASE("[cuda] device enumeration and buffers") {
 // pieces of odd sizes and offsets, one overwriting part of an earlier one (it must land last),
 // a large one; the source buffer is reused at once. Then a weight (refused: its layout is made
 // by set_tensor).
+// Each copy issued as it is queued, and with EMBER_CUDA_MERGE_COPIES=1 (the pieces as one copy
+// of their ring span and a scatter kernel that applies them in order).
 TEST_CASE("[cuda] queued host-to-device copies land in order") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
+  for (const char * merge : {"0", "1"}) {
+    CAPTURE(std::string(merge));
+    setenv("EMBER_CUDA_MERGE_COPIES", merge, 1);  // read when the stream is made
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
     REQUIRE(ember_device_init_stream(dev, &sp, &st) == EMBER_OK);
+    unsetenv("EMBER_CUDA_MERGE_COPIES");
     const bool has_async = st->iface.set_tensor_async != nullptr;
     REQUIRE(has_async);
     ember_buffer * buf = nullptr;
@@ -1141,27 +1147,31 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
     CHECK_FALSE(queued);
     ember_buffer_free(buf);
     ember_stream_free(st);
+  }
 }
 
 // Queued inputs taken by the graph that reads them: the first run eager, the second recorded
 // (the queued copies as its first nodes), then replayed with new values at the same ring
 // offsets; a step whose input is written synchronously (no queued copy: recorded again, the
 // copies left out) and one that queues two inputs (recorded again); each step's result is
-// 2 * that step's x (+ b). With EMBER_CUDA_DEFER_COPIES=1 (the copies as graph nodes) and
-// without (each copy issued as it is queued).
+// 2 * that step's x (+ b). With EMBER_CUDA_DEFER_COPIES=1 (the copies as graph nodes), without
+// (each copy issued as it is queued) and with EMBER_CUDA_MERGE_COPIES=1 (two or more issued
+// before the graph as one copy and a scatter kernel).
 TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-  for (const char * defer : {"1", "0"}) {
-    CAPTURE(std::string(defer));
-    setenv("EMBER_CUDA_DEFER_COPIES", defer, 1);  // read when the stream is made
+  for (const char * mode : {"defer", "plain", "merge"}) {
+    CAPTURE(std::string(mode));
+    setenv("EMBER_CUDA_DEFER_COPIES", std::strcmp(mode, "defer") == 0 ? "1" : "0", 1);  // read when the stream is made
+    setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : "0", 1);
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
     REQUIRE(ember_device_init_stream(dev, &sp, &st) == EMBER_OK);
     unsetenv("EMBER_CUDA_DEFER_COPIES");
+    unsetenv("EMBER_CUDA_MERGE_COPIES");
     ember_buffer * buf = nullptr;
     REQUIRE(ember_buffer_type_alloc(ember_device_buffer_type(dev), 1 << 16, &buf) == EMBER_OK);
     ember_graph    g;
