@@ -256,7 +256,7 @@ void ember_context::decode(const ember_batch & b) {
 }
 
 void ember_context::sync() {
-    if (!pending_.on && !sched_->busy()) return;
+    if (unsynced_steps_ == 0 && !sched_->busy()) return;
     ember_host_timer   timer(host_.on);
     const ember_status st = sched_->wait();
     timer.lap(host_.compute_s);
@@ -271,7 +271,7 @@ void ember_context::sync() {
     }
     unsynced_cells_.clear();
     unsynced_steps_ = 0;
-    if (pending_.on && pending_.at) take_outputs(pending_.at, pending_.n_out, pending_.out_row0);
+    if (pending_.at) take_outputs(pending_.at, pending_.n_out, pending_.out_row0);
     pending_ = {};
     timer.lap(host_.outputs_s);
 }
@@ -331,8 +331,7 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0, bool m
         if (queued && (out_at || discard)) {  // left running: sync() brings the outputs
             unsynced_cells_.insert(unsynced_cells_.end(), cells_.begin(), cells_.begin() + n);
             unsynced_steps_++;
-            pending_.on       = true;
-            pending_.at       = discard ? nullptr : out_at;
+            pending_.at       = out_at;  // (NULL when discarded: nothing was read)
             pending_.n_out    = n_out;
             pending_.out_row0 = out_row0;
             return;
@@ -350,8 +349,7 @@ void ember_context::run_ubatch(uint32_t u0, uint32_t n, int32_t out_row0, bool m
             ember_tensor_get(cg.top, top_raw_.data(), 0, out_bytes);
             take_outputs(top_raw_.data(), n_out, out_row0);
         } else if (!discard) {
-            ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0,
-                             static_cast<size_t>(n_out) * model.hp.n_vocab * sizeof(float));
+            ember_tensor_get(cg.logits, &logits[static_cast<size_t>(out_row0) * model.hp.n_vocab], 0, out_bytes);
         }
         timer.lap(host_.outputs_s);
     } catch (...) {

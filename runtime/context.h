@@ -78,13 +78,12 @@ struct ember_context {
     // last sync (released if one failed).
     bool                 async_ = true;  // EMBER_DECODE_ASYNC != 0
     struct pending_outputs {
-        bool         on  = false;
-        const void * at  = nullptr;  // NULL: the step's rows are discarded (no output wanted)
-        uint32_t     n_out = 0;
+        const void * at       = nullptr;  // NULL: none (no step queued since, or no output wanted)
+        uint32_t     n_out    = 0;
         int32_t      out_row0 = 0;
     } pending_;
     std::vector<int32_t> unsynced_cells_;
-    uint32_t             unsynced_steps_ = 0;
+    uint32_t             unsynced_steps_ = 0;  // steps queued since the last sync
 
     std::vector<ember_stream *>  streams_;
     std::unique_ptr<ember_sched> sched_;

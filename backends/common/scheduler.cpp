@@ -17,24 +17,28 @@ std::vector<ember_buffer_type *> stream_bufts(const std::vector<ember_stream *> 
     return bufts;
 }
 
-// Copies the bytes spanned by src into dst (same strides), through host memory when needed.
-// Host to device goes through the device stream's queued copy when it has one (`into`: the
-// stream that owns dst's memory, or nullptr): the stream runs it before its next split, with
-// no wait here (a decode step's inputs: five copies, ~40 us of round trips per token on CUDA).
-// Returns whether the copy was queued.
-bool copy_tensor(const ember_tensor * src, ember_tensor * dst, ember_stream * into, std::vector<uint8_t> & staging) {
+// Host to device through the device stream's queued copy when it has one (`into`: the stream
+// that owns dst's memory, or nullptr): the stream runs it before its next split, behind any
+// work left running, with no wait here (a decode step's inputs: five copies, ~40 us of round
+// trips per token on CUDA). Returns whether the copy was queued.
+bool queue_copy(const ember_tensor * src, ember_tensor * dst, ember_stream * into) {
+    return into && into->iface.set_tensor_async && !ember_buffer_type_is_host(dst->buffer->buft) &&
+           ember_buffer_type_is_host(src->buffer->buft) && into->iface.set_tensor_async(into, dst, src->data, 0, ember_nbytes(src));
+}
+
+// Copies the bytes spanned by src into dst (same strides) now, through host memory when needed
+// (nothing may be running on either side).
+void copy_now(const ember_tensor * src, ember_tensor * dst, std::vector<uint8_t> & staging) {
     const size_t n = ember_nbytes(src);
     if (ember_buffer_type_is_host(dst->buffer->buft)) {
         ember_tensor_get(src, dst->data, 0, n);
     } else if (ember_buffer_type_is_host(src->buffer->buft)) {
-        if (into && into->iface.set_tensor_async && into->iface.set_tensor_async(into, dst, src->data, 0, n)) return true;
         ember_tensor_set(dst, src->data, 0, n);
     } else {
         staging.resize(n);
         ember_tensor_get(src, staging.data(), 0, n);
         ember_tensor_set(dst, staging.data(), 0, n);
     }
-    return false;
 }
 
 }  // namespace
@@ -323,16 +327,13 @@ ember_status ember_sched::run(ember_graph * g, bool queue_last, const ember_tens
             for (int32_t k = i; k < j; k++) {
                 ember_tensor * dst   = g->nodes[k];
                 const int      owner = dst->buffer ? stream_of_buffer(ember_memory_owner(dst)->buffer) : -1;
-                ember_stream * into  = owner >= 0 ? streams_[owner] : nullptr;
                 // Queued behind the running work, or copied now once nothing runs.
-                if (into && into->iface.set_tensor_async && ember_buffer_type_is_host(dst->src[0]->buffer->buft) &&
-                    !ember_buffer_type_is_host(dst->buffer->buft) &&
-                    into->iface.set_tensor_async(into, dst, dst->src[0]->data, 0, ember_nbytes(dst->src[0]))) {
+                if (queue_copy(dst->src[0], dst, owner >= 0 ? streams_[owner] : nullptr)) {
                     host.copies_queued++;
                 } else {
                     st = wait();
                     if (st != EMBER_OK) return st;
-                    host.copies_queued += copy_tensor(dst->src[0], dst, into, staging) ? 1 : 0;
+                    copy_now(dst->src[0], dst, staging);
                 }
                 host.copies++;
             }
@@ -351,8 +352,7 @@ ember_status ember_sched::run(ember_graph * g, bool queue_last, const ember_tens
             host.splits++;
             if (queue) running_[s] = 1;
             if (st != EMBER_OK) {
-                const ember_status ws = wait();  // (leave nothing running behind an error)
-                (void)ws;
+                (void)wait();  // (leave nothing running behind an error)
                 return st;
             }
             if (queue) {
