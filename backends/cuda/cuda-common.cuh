@@ -649,6 +649,62 @@ template <> struct cu_encoder<EMBER_TYPE_FP8_E5M2> {
     }
 };
 
+// One 32-value block encoded by a warp, lane j holding x[j]: the same bits as cu_encoder<T>::block
+// (the maxima are order-free, the rest is the same arithmetic per value). A decode step's
+// SET_ROWS into a quantized KV cache (a few blocks per row) then costs one round trip and a
+// few shuffles instead of one thread walking 32 values twice (set_rows_warp_kernel).
+template <int T> __host__ __device__ constexpr bool cu_has_warp_encoder() {
+    return T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
+}
+template <int T> __device__ __forceinline__ void cu_encode_warp(float x, char * dst) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    if constexpr (T == EMBER_TYPE_Q8_0) {
+        ember_block_q8_0 * b    = reinterpret_cast<ember_block_q8_0 *>(dst);
+        const float        amax = cu_warp_max(fmaxf(0.0f, fabsf(x)));  // NaN counts as 0, as fmaxf in the loop
+        const float        d    = amax / 127.0f;
+        const float        id   = d != 0.0f ? 1.0f / d : 0.0f;
+        if (lane == 0) b->d = cu_to_half(d);
+        b->qs[lane] = static_cast<int8_t>(roundf(__fmul_rn(x, id)));
+    } else if constexpr (T == EMBER_TYPE_Q4_0) {
+        // The first value of the largest magnitude (the serial loop's strict comparison).
+        float a = fabsf(x);
+        if (!(a > 0.0f)) a = 0.0f;  // NaN never wins; nor does a zero (the loop keeps max = +0)
+        int j = lane;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ao = __shfl_xor_sync(0xffffffffu, a, o);
+            const int   jo = __shfl_xor_sync(0xffffffffu, j, o);
+            if (ao > a || (ao == a && jo < j)) a = ao, j = jo;
+        }
+        const float xj  = __shfl_sync(0xffffffffu, x, j);
+        const float max = a > 0.0f ? xj : 0.0f;
+        const float d   = max / -8.0f;
+        const float id  = d != 0.0f ? 1.0f / d : 0.0f;
+        ember_block_q4_0 * b = reinterpret_cast<ember_block_q4_0 *>(dst);
+        if (lane == 0) b->d = cu_to_half(d);
+        const unsigned q  = static_cast<uint8_t>(fminf(15.0f, __fadd_rn(__fmul_rn(x, id), 8.5f)));
+        const unsigned hi = __shfl_down_sync(0xffffffffu, q, 16);
+        if (lane < 16) b->qs[lane] = static_cast<uint8_t>(q | (hi << 4));
+    } else {
+        constexpr bool    E4M3 = T == EMBER_TYPE_FP8_E4M3;
+        ember_block_fp8 * b    = reinterpret_cast<ember_block_fp8 *>(dst);
+        const uint32_t    u    = cu_fp8_bits(x);
+        const uint32_t    au   = u & 0x7fffffffu;
+        uint32_t          amax = au < 0x7f800000u ? au : 0u;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const uint32_t e = cu_fp8_block_exponent<E4M3>(amax);
+        if (lane == 0) b->e = static_cast<uint8_t>(e);
+        const uint32_t sign = (u >> 24) & 0x80u;
+        if (au > 0x7f800000u) {
+            b->qs[lane] = static_cast<uint8_t>(sign | 0x7fu);  // NaN
+        } else {
+            const float s = cu_fp8_pow2(127 - static_cast<int>(e));
+            b->qs[lane]   = static_cast<uint8_t>(cu_fp8_encode_abs<E4M3>(__fmul_rn(cu_fp8_float(au), s), sign));
+        }
+    }
+}
+
 //
 // Type dispatch: calls F.template operator()<T>() for the run-time type t; false when t has
 // no codec here.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-matvec-ext.h"
 
 namespace {
@@ -176,6 +177,42 @@ __global__ void set_rows_kernel(set_rows_args a0, set_rows_args a1, unsigned spl
     }
 }
 
+// A few rows into a quantized cache (a decode step's K and V): one warp per 32-value block
+// (cu_encode_warp), lanes scanning the later indices together. The thread-per-block kernel
+// above took 5.0 us a layer on an 8B token's critical path with a Q8_0 cache (H200 trace at
+// depth 4096: 2 blocks, 32 busy threads each walking its block twice). Warps [0, items0)
+// write a0, the others a1.
+constexpr int64_t k_set_rows_warp_max = 64;  // rows of a SET_ROWS taking it, at most
+
+// EMBER_CUDA_SET_ROWS_WARP=0: the thread-per-block kernel for every SET_ROWS. Read at every
+// launch (tests switch it; graphs replay without calling here).
+bool set_rows_warp_on() {
+    return ember_cuda_env_on("EMBER_CUDA_SET_ROWS_WARP");
+}
+
+template <int T>
+__global__ void set_rows_warp_kernel(set_rows_args a0, set_rows_args a1, int64_t items0, const char * idx, int64_t idx_nb0, int * err) {
+    cu_pdl_begin();
+    const int64_t       w      = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int           lane   = static_cast<int>(threadIdx.x % 32);
+    const bool          second = w >= items0;
+    const set_rows_args a      = second ? a1 : a0;
+    const int64_t       it     = second ? w - items0 : w;
+    if (it >= a.n_items) return;  // the whole warp
+    const int64_t i  = it / a.blocks_row;
+    const int64_t b  = it % a.blocks_row;
+    const int32_t id = *reinterpret_cast<const int32_t *>(idx + i * idx_nb0);
+    if (id < 0 || id >= a.dst.ne[1]) {
+        if (b == 0 && lane == 0) cu_set_error(err, EMBER_ERR_INTERNAL);
+        return;
+    }
+    bool later = false;
+    for (int64_t j = i + 1 + lane; j < a.rows.ne[1]; j += 32) later |= *reinterpret_cast<const int32_t *>(idx + j * idx_nb0) == id;
+    if (__any_sync(0xffffffffu, later)) return;  // a later row writes this one
+    const float x = reinterpret_cast<const float *>(a.rows.data + i * a.rows.nb[1])[b * 32 + lane];
+    cu_encode_warp<T>(x, a.dst.data + id * a.dst.nb[1] + b * a.dst.nb[0]);
+}
+
 struct set_rows_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
@@ -198,6 +235,14 @@ struct set_rows_launch {
         const unsigned na = grid_for(a.n_items), nb = dst2 ? grid_for(b.n_items) : 0;
         const char *   ip = static_cast<const char *>(idx->data);
         const int64_t  in = static_cast<int64_t>(idx->nb[0]);
+        if constexpr (cu_has_warp_encoder<T>()) {
+            if (rows->ne[1] <= k_set_rows_warp_max && set_rows_warp_on()) {
+                const int64_t  items  = a.n_items + (dst2 ? b.n_items : 0);
+                const unsigned blocks = static_cast<unsigned>((items * 32 + k_threads - 1) / k_threads);
+                cu_launch(ctx, set_rows_warp_kernel<T>, blocks, k_threads, 0, a, b, a.n_items, ip, in, ctx.d_error);
+                return;
+            }
+        }
         if (rows->ne[1] <= k_set_rows_smem) {
             cu_launch(ctx, set_rows_kernel<T, true>, na + nb, k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), a, b, na, ip, in,
                       ctx.d_error);

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -364,7 +365,7 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     for (const dec_shape & s : {dec_shape{128, 32, 4, 4133, 1, false}, dec_shape{128, 32, 8, 257, 2, true}, dec_shape{256, 8, 1, 300, 1, true},
                                 dec_shape{64, 64, 1, 90, 1, false}, dec_shape{96, 8, 8, 65, 1, false}, dec_shape{128, 32, 8, 4096, 1, false},
                                 dec_shape{128, 32, 4, 1000, 3, true}, dec_shape{32, 4, 2, 20, 1, false}, dec_shape{128, 32, 8, 250, 1, true},
-                                dec_shape{128, 32, 8, 100, 3, false}}) {
+                                dec_shape{128, 32, 8, 100, 3, false}, dec_shape{96, 8, 2, 3000, 1, true}}) {
         for (ember_type tk : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_BF16,
                               EMBER_TYPE_F32}) {
             const std::string what = std::string("decode attn ") + ember_type_get_name(tk) + " d=" + std::to_string(s.d) + " heads " +
@@ -984,6 +985,77 @@ TEST_CASE("[cuda] FP8 KV caches: set_rows bit-exact, decode and prefill attentio
                 return ember_attn(c.g, c.rand_leaf(EMBER_TYPE_F32, 128, 8, n_tok), c.rand_leaf(kv.first, 128, 2, 500),
                                   c.rand_leaf(kv.second, 128, 2, 500), nullptr, 0.088f);
             }, 1e-8);
+        }
+    }
+}
+
+// SET_ROWS into quantized caches: a few rows take one warp per block (set_rows_warp_kernel,
+// cu_encode_warp), more rows the thread-per-block kernel; both write the same bytes
+// (EMBER_CUDA_SET_ROWS_WARP=0 forces the second). Rows 5, 0, 5 (the last 5 wins), 40 rows whose
+// repeats lie more than 32 rows apart (the lanes' scan of later indices), and 70 rows (over the
+// warp kernel's limit). Values: random, ties of the largest magnitude with opposite signs (Q4_0
+// keeps the first), blocks of zeros and -0.0, FP8's edge values (NaN, infinities, subnormals).
+std::vector<float> set_rows_values(ember_type t, int64_t n_rows) {
+    std::vector<float> v;
+    std::mt19937       rng(11);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    const bool         fp8 = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+    const std::vector<float> edge = fp8_edge_values();
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int b = 0; b < 4; b++) {  // 128 values: 4 blocks
+            for (int j = 0; j < 32; j++) {
+                float x = u(rng);
+                switch ((r + b) % 5) {
+                    case 1: x = j == 3 ? 2.5f : j == 7 ? -2.5f : x * 0.5f; break;   // +max first
+                    case 2: x = j == 1 ? -2.5f : j == 20 ? 2.5f : x * 0.5f; break;  // -max first
+                    case 3: x = j % 3 ? 0.0f : -0.0f; break;                        // zeros only
+                    case 4: if (fp8) x = edge[static_cast<size_t>((32 * (r + b) + j) % edge.size())]; break;
+                    default: break;
+                }
+                v.push_back(x);
+            }
+        }
+    }
+    return v;
+}
+
+TEST_CASE("[cuda] set_rows into quantized caches: the warp encoder writes the thread encoder's bytes") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (ember_type t : {EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+        for (int64_t m : {3, 40, 70}) {
+            const std::string name = ember_type_get_name(t);
+            CAPTURE(name);
+            CAPTURE(m);
+            std::vector<int32_t> idx;
+            if (m == 3) idx = {5, 0, 5};
+            for (int64_t i = 0; m > 3 && i < m; i++) idx.push_back(static_cast<int32_t>(i % 37));
+            const std::vector<float> x = set_rows_values(t, m);
+            const builder set = [=](case_ctx & c) {
+                ember_tensor * dst = c.rand_leaf(t, 128, 48);
+                return ember_set_rows(c.g, dst, c.f32_leaf(x, 128, m), c.i32_leaf(idx));
+            };
+            std::vector<std::vector<uint8_t>> warp, thread, cpu;
+            run_on_n(cuda_device(), set, {77}, &warp);
+            set_env("EMBER_CUDA_SET_ROWS_WARP", "0");
+            run_on_n(cuda_device(), set, {77}, &thread);
+            set_env("EMBER_CUDA_SET_ROWS_WARP", "");
+            run_on_n(ember_registry_cpu_device(), set, {77}, &cpu);
+            CHECK(first_diff(warp.at(0), thread.at(0)) == -1);
+            if (t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2) CHECK(first_diff(warp.at(0), cpu.at(0)) == -1);
+            // Rows never written keep their bytes; written ones changed.
+            REQUIRE(warp.at(0).size() == cpu.at(0).size());
+            const size_t row = warp.at(0).size() / 48;
+            for (size_t r = 0; r < 48; r++) {
+                const bool written = std::find(idx.begin(), idx.end(), static_cast<int32_t>(r)) != idx.end();
+                const bool same    = std::equal(warp.at(0).begin() + r * row, warp.at(0).begin() + (r + 1) * row, cpu.at(0).begin() + r * row);
+                if (!written) CHECK(same);
+            }
+            // Against the CPU's encoder as values (Q8_0 / Q4_0 may round a tie differently;
+            // FP8 matched bit for bit above, NaN codes included).
+            if (t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0) check_case("set_rows values " + name, set, 1e-6, 77);
         }
     }
 }
