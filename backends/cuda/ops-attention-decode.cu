@@ -75,6 +75,8 @@ struct dec_args {
     int8_t *  xq;          // or nullptr: the output's quantized copy for the O matvec (cu_quantize_warp),
     float2 *  xds;         //   element e of head h of token t at flat index t xk + h d + e
     int64_t   xk;
+    int       mask_rows;   // attn_dec_mma_kernel: mask rows (tokens) a block stages, at most
+    int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -811,6 +813,8 @@ __global__ void __launch_bounds__(k_merge_threads)
     if (xq) cu_quantize_warp(o, row * d + e, xq, xds);  // rows (token, head) in x's order; d % 32 == 0
 }
 
+#include "ops-attention-decode-mma.cuh"
+
 // Short contexts (up to 512 keys whose passes fit a cluster: k_short_default_keys): one block of
 // 8 warps per query row (head, token) and pass of keys, no shared-memory tiles. The tiled
 // kernel spends ~2900 dependent instructions per warp on one 32-key tile (copies, four
@@ -1039,6 +1043,39 @@ bool dec_enabled() {
     return on;
 }
 
+// The tensor-core kernel (attn_dec_mma_kernel) for rows past the short kernel's: sm_80+, head
+// sizes 64 and 128. EMBER_CUDA_ATTN_MMA=1 (default): F16 caches; 2: also Q8_0 / Q4_0 / FP8
+// (slower than the tiled kernel there so far: H200, 8B Q4_0 tg128 at depth 4096, Q8_0 377.0
+// against 402.8 t/s, Q4_0 403.9 / 419.6, FP8 E4M3 374.9 / ~402; F16 444.3 against 430.1);
+// 0: the tiled kernel. Read at every launch (tests switch it; graphs replay without calling here).
+int dec_mma_mode(int device) {
+    static int major[16] = {};
+    const int  mode      = ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA", 1, {0, 1, 2});
+    if (mode == 0 || device < 0 || device >= 16) return 0;
+    if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaGetLastError();
+        major[device] = -1;
+    }
+    return major[device] >= 8 ? mode : 0;
+}
+
+// Blocks of attn_dec_mma_kernel<T, D> that fit an SM with smem bytes of shared memory (cached).
+template <int T, int D> int mma_blocks_per_sm(int device, size_t smem) {
+    static std::mutex m;
+    static int        c_dev = -1, c_blocks = 0;
+    static size_t     c_smem = 0;
+    std::lock_guard<std::mutex> lock(m);
+    if (c_dev != device || c_smem != smem) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_mma_kernel<T, D>, k_mma_threads, smem) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        c_dev = device, c_smem = smem, c_blocks = n;
+    }
+    return c_blocks;
+}
+
 // The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
 // copies and decoders, 2 FP8 E4M3 decoded by bit moves; default 1.
 int dec_version() {
@@ -1099,6 +1136,41 @@ struct dec_launch {
         }
         run<T, 1>();
     }
+    // attn_dec_mma_kernel: splits of whole 64-key tiles, as few per block as fill the GPU's
+    // block slots (as the tiled kernel's); one split writes the output, more go through the merge.
+    template <int T, int D> void run_mma() const {
+        a.slot_bytes      = dec_slot_bytes(T, a.row_bytes);
+        // A block's 16 rows span at most 15 / group + 2 tokens (and no more than there are).
+        a.mask_rows       = a.has_mask ? static_cast<int>(std::min<int64_t>({16, a.q.ne[2], 15 / a.group + 2})) : 0;
+        a.q_rows          = static_cast<int>(std::min<int64_t>(k_mma_rows, a.n_rows)) + 1;
+        const size_t smem = mma_layout_of(mma_direct<T>(), D, a.slot_bytes, a.mask_rows, a.q_rows).total;
+        if (smem > 48 * 1024 &&
+            cudaFuncSetAttribute(attn_dec_mma_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+            cudaGetLastError();
+            return;
+        }
+        const int64_t n_kv    = a.k.ne[2];
+        const int64_t tiles   = std::max<int64_t>(1, (n_kv + k_mma_keys - 1) / k_mma_keys);
+        const int64_t chunks  = (a.n_rows + k_mma_rows - 1) / k_mma_rows;
+        const int64_t target  = dec_target_blocks(ctx.device, mma_blocks_per_sm<T, D>(ctx.device, smem));
+        int64_t       per     = std::max<int64_t>(1, (tiles * grid.x * chunks + target - 1) / target);
+        per                   = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
+        const int64_t n_split = (tiles + per - 1) / per;
+        a.n_split             = static_cast<int>(n_split);
+        a.split_keys          = static_cast<int>(per * k_mma_keys);
+        a.cluster             = false;
+        a.part                = nullptr;
+        if (n_split > 1) {
+            a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n_split) * part_floats_per_split * sizeof(float)));
+            if (!a.part) {
+                st = EMBER_ERR_OOM;
+                return;
+            }
+        }
+        const dim3 g(grid.x, static_cast<unsigned>(n_split), static_cast<unsigned>(chunks));
+        cu_launch(ctx, attn_dec_mma_kernel<T, D>, g, k_mma_threads, smem, a);
+        st = EMBER_OK;
+    }
     template <int T, int V> void run() const {
         // Rows must suit the copies (16-byte pieces; the byte types' words need no alignment).
         if (dec_copy16<T>()) {
@@ -1138,6 +1210,13 @@ struct dec_launch {
                     st = EMBER_OK;
                     return;
                 }
+            }
+        }
+        if constexpr (V == 1 && mma_type<T>()) {
+            const int mode = (d == 64 || d == 128) && a.n_rows <= 65535 * k_mma_rows ? dec_mma_mode(ctx.device) : 0;
+            if (mode == 2 || (mode == 1 && T == EMBER_TYPE_F16)) {
+                if (d == 64) return run_mma<T, 64>();
+                return run_mma<T, 128>();
             }
         }
         a.slot_bytes        = dec_slot_bytes(T, a.row_bytes);
@@ -1230,6 +1309,8 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.xq        = nullptr;
     a.xds       = nullptr;
     a.xk        = d * q->ne[1];
+    a.mask_rows = 0;
+    a.q_rows    = 0;
     if (qx_of) {
         void * xds = nullptr;
         ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own

@@ -1,0 +1,396 @@
+// Decode attention on tensor cores (sm_80+), for rows longer than the short kernel takes: part
+// of ops-attention-decode.cu (included inside its anonymous namespace, after the tile copies
+// and decoders it shares with attn_dec_kernel).
+//
+// attn_dec_kernel spends ~125 warp instructions per key at d = 128 with a GQA group of 4 (counted
+// from its code, not measured: every
+// query row's scores and P V as scalar FMAs, each K/V value decoded once per warp quarter, four
+// barriers per 32-key tile): 14.7 us a layer for an 8B token at depth 4096 with an F16 cache and
+// 18.4 us with Q8_0 (H200 kernel trace), while its 16.8 MB (F16) take ~4 us to read. Here a
+// block of 4 warps takes one KV head, one split of its keys and up to 16 query rows (the GQA
+// group's heads x the tokens: mma's M, padded), and walks the split 64 keys at a time:
+//   tile: K and V rows as f16 in shared memory ([key][d + 8 halves], conflict-free ldmatrix):
+//         an F16 cache copied there with cp.async, a block-quantized one copied raw (the tiled
+//         kernel's word copies) and then decoded into the f16 tile by the whole block;
+//   warp w: keys 16 w .. 16 w + 15 of the tile: S = Q K^T (mma.m16n8k16, Q's and K's fragments
+//         by ldmatrix), an online softmax per row in log2 units (scores scaled
+//         by log2 e with Q), P as the A operand straight from S's accumulators, O += P V (V's
+//         fragments by ldmatrix.trans); each warp keeps its own M, S and O;
+// then the four warps merge through shared memory, and the split's row goes out as
+// attn_dec_kernel's does (normalized when there is one split, else to scratch memory for
+// attn_dec_merge_kernel, M in natural-log units). Q, K, V and P are rounded to f16 (sums in
+// f32), as llama.cpp's tensor-core attention does: a relative error of ~2^-11 per element,
+// where the scalar kernels are exact to f32.
+//
+// Taken by default for F16 caches only (dec_mma_mode, EMBER_CUDA_ATTN_MMA): H200, 8B Q4_0 tg128 at
+// depth 4096, F16 444.3 against the tiled kernel's 430.1 t/s, but Q8_0 377.0 / 402.8, Q4_0 403.9 /
+// 419.6, FP8 E4M3 374.9 / ~402 (ncu: two to three blocks an SM, latency-bound; the block types'
+// decode pass costs as much as the rest). PERF-NOTES.md, session 23.
+constexpr int k_mma_threads = 128;
+constexpr int k_mma_warps   = k_mma_threads / 32;
+constexpr int k_mma_keys    = 16 * k_mma_warps;  // keys per tile
+constexpr int k_mma_rows    = 16;                // query rows per block
+
+template <int T> __host__ __device__ constexpr bool mma_direct() {  // copied straight into the f16 tile
+    return T == EMBER_TYPE_F16;
+}
+template <int T> __host__ __device__ constexpr bool mma_type() {  // cache types the kernel reads
+    return T == EMBER_TYPE_F16 || T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
+}
+
+// Shared memory (bytes), in order: Q [q_rows][ld] halves (the rows a block has, at most 16, and
+// a row of zeros that the padding rows of mma's 16 read: dec_args::q_rows); the f16 K and V tiles [stages][64][ld]
+// (two stages when copied straight, else one); the raw tiles [2][2 (K, V)][64][slot] (block
+// types); the mask [2][mask_rows][64] floats (a row per token of a block: dec_args::mask_rows).
+// At the end the warps' O [4][16][d] floats and M, S
+// [2][4][16] reuse the memory from the K tile on.
+struct mma_layout {
+    size_t k, v, raw, mask, total;
+};
+__host__ __device__ inline mma_layout mma_layout_of(bool direct, int d, int slot_bytes, int mask_rows, int q_rows) {
+    const size_t ld   = static_cast<size_t>(d) + 8;
+    const size_t tile = static_cast<size_t>(k_mma_keys) * ld * 2 * (direct ? 2 : 1);
+    mma_layout   L;
+    L.k          = static_cast<size_t>(q_rows) * ld * 2;
+    L.v          = L.k + tile;
+    L.raw        = L.v + tile;
+    L.mask       = L.raw + (direct ? 0 : static_cast<size_t>(2) * 2 * k_mma_keys * slot_bytes);
+    L.total      = L.mask + sizeof(float) * 2 * mask_rows * k_mma_keys;
+    const size_t merge = L.k + sizeof(float) * (static_cast<size_t>(k_mma_warps) * k_mma_rows * d + 2 * k_mma_warps * k_mma_rows);
+    if (L.total < merge) L.total = merge;
+    return L;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t mma_smem(const void * p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mma_ldsm(uint32_t (&r)[4], uint32_t p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(p));
+}
+__device__ __forceinline__ void mma_ldsm_t(uint32_t (&r)[4], uint32_t p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(p));
+}
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t mma_pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+// 2^x by the special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0): one instruction where
+// exp2f's full-precision path took several per probability.
+__device__ __forceinline__ float mma_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// Two f16 pairs from four byte values u (0..255) minus bias, times d: each byte moved into the
+// f16 1024 + u by a byte permute, the bias subtracted exactly, one f16 multiply (d q rounded
+// once, as the float product rounded to f16 would be).
+__device__ __forceinline__ uint2 mma_bytes_to_h2(uint32_t u, __half2 bias, __half2 d) {
+    const uint32_t lo = __byte_perm(u, 0x64646464u, 0x4140), hi = __byte_perm(u, 0x64646464u, 0x4342);
+    const __half2  a  = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&lo), bias), d);
+    const __half2  b  = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&hi), bias), d);
+    return make_uint2(*reinterpret_cast<const uint32_t *>(&a), *reinterpret_cast<const uint32_t *>(&b));
+}
+// Values [8 pc, 8 pc + 8) of a Q8_0 / Q4_0 row (raw slot `row`, bytes from `off`) as f16 pairs
+// times the block scale, the pieces dec_load8_u reads.
+template <int T> __device__ __forceinline__ uint4 mma_dec8_q(const uint8_t * row, int off, int pc) {
+    uint32_t u0, u1;
+    unsigned b;
+    float    bias;
+    if constexpr (T == EMBER_TYPE_Q8_0) {
+        b             = static_cast<unsigned>(off) + 34u * static_cast<unsigned>(pc / 4);
+        const uint2 q = dec_bytes8(row, static_cast<int>(b + 2u + 8u * static_cast<unsigned>(pc % 4)));
+        u0 = q.x ^ 0x80808080u, u1 = q.y ^ 0x80808080u, bias = 1152.0f;  // signed bytes + 128
+    } else {
+        b                = static_cast<unsigned>(off) + 18u * static_cast<unsigned>(pc / 4);
+        const uint2    q = dec_bytes8(row, static_cast<int>(b + 2u + 8u * static_cast<unsigned>(pc % 2)));
+        const unsigned sh = static_cast<unsigned>(pc % 4) / 2u * 4u;
+        u0 = q.x >> sh & 0x0f0f0f0fu, u1 = q.y >> sh & 0x0f0f0f0fu, bias = 1032.0f;  // nibbles, 8 below
+    }
+    const unsigned short dh = static_cast<unsigned short>(row[b] | row[b + 1] << 8);
+    const __half2        d2 = __half2half2(__ushort_as_half(dh));
+    const __half2        b2 = __float2half2_rn(bias);
+    const uint2          x  = mma_bytes_to_h2(u0, b2, d2), y = mma_bytes_to_h2(u1, b2, d2);
+    return make_uint4(x.x, x.y, y.x, y.y);
+}
+#endif
+
+template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_dec_mma_kernel(dec_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(16) uint8_t smem[];
+    constexpr int    LD     = D + 8;
+    constexpr bool   direct = mma_direct<T>();
+    constexpr float  kLog2e = 1.4426950408889634f;
+    const int        slot   = a.slot_bytes;
+    const mma_layout L      = mma_layout_of(direct, D, slot, a.mask_rows, a.q_rows);
+    __half *         sQ     = reinterpret_cast<__half *>(smem);
+    __half *         sK0    = reinterpret_cast<__half *>(smem + L.k);
+    __half *         sV0    = reinterpret_cast<__half *>(smem + L.v);
+    uint8_t *        sRaw   = smem + L.raw;
+    float *          sMask  = reinterpret_cast<float *>(smem + L.mask);  // [2][16][64]
+    const int        ik     = blockIdx.x;
+    const int        split  = blockIdx.y;
+    const int        r0     = blockIdx.z * k_mma_rows;
+    const int        nrows  = min(k_mma_rows, a.n_rows - r0);
+    const int        tid    = threadIdx.x;
+    const int        lane   = tid % 32, warp = tid / 32;
+    const int64_t    n_kv   = a.k.ne[2];
+    const int64_t    j0     = static_cast<int64_t>(split) * a.split_keys;
+    const int64_t    j1     = j0 + a.split_keys < n_kv ? j0 + a.split_keys : n_kv;
+    const int        n_tiles = j1 > j0 ? static_cast<int>((j1 - j0 + k_mma_keys - 1) / k_mma_keys) : 0;
+    const char *     kbase  = a.k.data + ik * a.k.nb[1];
+    const char *     vbase  = a.v.data + ik * a.v.nb[1];
+    const auto row_off = [](const char * base, int64_t nb, int64_t j) {
+        const unsigned lo = static_cast<unsigned>(reinterpret_cast<uintptr_t>(base)) + static_cast<unsigned>(j) * static_cast<unsigned>(nb);
+        return static_cast<int>(lo & 3u);
+    };
+    // The block's tokens (a mask row each): tk0 .. tk0 + ntok - 1, at most 16.
+    const int tk0 = r0 / a.group, ntok = nrows > 0 ? (r0 + nrows - 1) / a.group - tk0 + 1 : 0;
+    // The raw word copies (block types): each thread walks (row, word) from (tid / per_row,
+    // tid % per_row) by k_mma_threads items at a time, with no division per copy.
+    const int per_row = direct ? D / 8 : a.row_bytes / 4 + 2;
+    const int c_r0 = tid / per_row, c_p0 = tid - c_r0 * per_row;
+    const int c_dr = k_mma_threads / per_row, c_dp = k_mma_threads - c_dr * per_row;
+
+    // Starts the copies of tile t (K, V, mask rows) into stage t % 2 (one cp.async group). An
+    // F16 tile's rows past the split's end are zeroed here (plain stores: nobody reads that
+    // stage until the barrier after its group lands); block types zero them when decoding.
+    const auto issue = [&](int t) {
+        const int64_t jt = j0 + static_cast<int64_t>(t) * k_mma_keys;
+        const int     nk = static_cast<int>(j1 - jt < k_mma_keys ? j1 - jt : k_mma_keys);
+        const int     st = t % 2;
+        if constexpr (direct) {
+            __half * dk = sK0 + st * k_mma_keys * LD;
+            __half * dv = sV0 + st * k_mma_keys * LD;
+            for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
+                const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
+                __half *  dst = (kv ? dv : dk) + key * LD + 8 * pc;
+                if (key < nk) {
+                    const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
+                    dec_cp16(dst, row + 16 * pc);
+                } else {
+                    *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
+        } else {
+            uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
+            int       r = c_r0, w = c_p0;
+            for (int i = tid; i < 2 * k_mma_keys * per_row; i += k_mma_threads) {
+                const int kv = r / k_mma_keys, key = r % k_mma_keys;
+                if (key < nk) {
+                    const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
+                    const char * a0  = row - (reinterpret_cast<uintptr_t>(row) & 3);
+                    if (a0 + 4 * w < row + a.row_bytes) dec_cp4(stg + r * slot + 4 * w, a0 + 4 * w);
+                }
+                w += c_dp;
+                r += c_dr;
+                if (w >= per_row) w -= per_row, r++;
+            }
+        }
+        if (a.has_mask) {  // one row per token of the block (the GQA group's rows share it)
+            for (int i = tid; i < ntok * k_mma_keys; i += k_mma_threads) {
+                const int r = i / k_mma_keys, key = i % k_mma_keys;
+                if (key < nk) {
+                    const float * mr = reinterpret_cast<const float *>(a.mask.data + static_cast<int64_t>(tk0 + r) * a.mask.nb[1]);
+                    dec_cp4(sMask + (st * a.mask_rows + r) * k_mma_keys + key, mr + jt + key);
+                }
+            }
+        }
+        dec_cp_commit();
+    };
+
+    cu_pdl_begin();
+    // Tiles 0 and 1 in flight (a group each, empty when there is none), then Q: its rows
+    // (head ik * group + rr % group of token rr / group, rr = r0 + r) times scale and log2 e as
+    // f16, rows past nrows zeros (their scores are never used), every load issued before the
+    // first store so the block waits one round trip, beside the tiles' copies.
+    if (n_tiles > 0) issue(0);
+    else dec_cp_commit();
+    if (n_tiles > 1) issue(1);
+    else dec_cp_commit();
+    {
+        constexpr int NQ = k_mma_rows * (D / 2) / k_mma_threads;  // f32 pairs per thread
+        const float   qs = a.scale * kLog2e;
+        float2        qv[NQ];
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            const int i = tid + u * k_mma_threads, r = i / (D / 2), e = 2 * (i % (D / 2));
+            qv[u]       = make_float2(0.0f, 0.0f);
+            if (r < nrows && n_tiles > 0) {
+                const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group, tok = (r0 + r) / a.group;
+                qv[u]              = *reinterpret_cast<const float2 *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2] + 4 * e);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            const int i = tid + u * k_mma_threads, r = i / (D / 2), e = 2 * (i % (D / 2));
+            if (r < nrows) *reinterpret_cast<__half2 *>(sQ + r * LD + e) = __floats2half2_rn(qv[u].x * qs, qv[u].y * qs);
+        }
+        for (int e = 2 * tid; e < D; e += 2 * k_mma_threads) *reinterpret_cast<__half2 *>(sQ + (a.q_rows - 1) * LD + e) = __floats2half2_rn(0.0f, 0.0f);
+    }
+    // Q's fragment rows: lane % 16, or the zero row past nrows.
+    const int q_row = lane % 16 < nrows ? lane % 16 : a.q_rows - 1;
+
+    // The mask rows of this thread's two query rows (lane / 4 and lane / 4 + 8).
+    const int mt0 = (r0 + lane / 4) / a.group - tk0, mt1 = (r0 + lane / 4 + 8) / a.group - tk0;
+    float    o[D / 8][4];
+    float    m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+    for (int t = 0; t < n_tiles; t++) {
+        const int64_t jt = j0 + static_cast<int64_t>(t) * k_mma_keys;
+        const int     nk = static_cast<int>(j1 - jt < k_mma_keys ? j1 - jt : k_mma_keys);
+        const int     st = t % 2;
+        dec_cp_wait1();   // tile t's group landed (tile t + 1's may still be in flight)
+        __syncthreads();  // tile t (and Q) visible to all
+        if constexpr (!direct) {
+            // Decode the raw tile into the f16 tiles: item (K or V, key, 8 values).
+            const uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
+            for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
+                const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
+                uint4     h  = make_uint4(0u, 0u, 0u, 0u);
+                if (key < nk) {
+                    const int       off = kv ? row_off(vbase, a.v.nb[2], jt + key) : row_off(kbase, a.k.nb[2], jt + key);
+                    const uint8_t * row = stg + (kv * k_mma_keys + key) * slot;
+                    if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
+                        h = mma_dec8_q<T>(row, off, pc);
+                    } else {  // FP8: the code values by the tiled kernel's decoder, the power-of-two scale in f32
+                        float       y[8];
+                        const float s = dec_load8_u<T, 1>(row, off, 8 * pc, y);
+                        h = make_uint4(mma_pack(y[0] * s, y[1] * s), mma_pack(y[2] * s, y[3] * s), mma_pack(y[4] * s, y[5] * s), mma_pack(y[6] * s, y[7] * s));
+                    }
+                }
+                *reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 8 * pc) = h;
+            }
+            __syncthreads();
+        }
+        const __half * sK = direct ? sK0 + st * k_mma_keys * LD : sK0;
+        const __half * sV = direct ? sV0 + st * k_mma_keys * LD : sV0;
+        const int      kw = 16 * warp;  // the warp's first key in the tile
+        if (kw < nk) {
+            float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                uint32_t qa[4], kb[4];
+                mma_ldsm(qa, mma_smem(sQ + q_row * LD + 16 * ks + 8 * (lane / 16)));
+                mma_ldsm(kb, mma_smem(sK + (kw + 8 * (lane / 16) + lane % 8) * LD + 16 * ks + 8 * ((lane / 8) % 2)));
+                mma_16816(s[0], qa, kb[0], kb[1]);
+                mma_16816(s[1], qa, kb[2], kb[3]);
+            }
+            // Keys past the tile's end and hidden ones: -INF; the mask's values in log2 units.
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int key = kw + 8 * nt + 2 * (lane % 4) + (j % 2), row = lane / 4 + 8 * (j / 2);
+                    float     x   = s[nt][j];
+                    if (key >= nk) {
+                        x = -INFINITY;
+                    } else if (a.has_mask && row < nrows) {
+                        const float mv = sMask[(st * a.mask_rows + (j < 2 ? mt0 : mt1)) * k_mma_keys + key];
+                        x              = mv == -INFINITY ? -INFINITY : fmaf(mv, kLog2e, x);
+                    }
+                    s[nt][j] = x;
+                }
+            }
+            float f[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {  // rows lane / 4 and lane / 4 + 8
+                float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+                mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[h], mx);
+                f[h]           = m[h] == -INFINITY ? 0.0f : mma_exp2(m[h] - mn);
+                float ps       = 0.0f;
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+                    for (int j = 2 * h; j < 2 * h + 2; j++) {
+                        const float p = s[nt][j] == -INFINITY ? 0.0f : mma_exp2(s[nt][j] - mn);
+                        s[nt][j]      = p;
+                        ps += p;
+                    }
+                }
+                l[h] = l[h] * f[h] + ps;  // this thread's keys; the quad is summed at the end
+                m[h] = mn;
+            }
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) {
+                o[j][0] *= f[0], o[j][1] *= f[0];
+                o[j][2] *= f[1], o[j][3] *= f[1];
+            }
+            const uint32_t pa[4] = {mma_pack(s[0][0], s[0][1]), mma_pack(s[0][2], s[0][3]), mma_pack(s[1][0], s[1][1]), mma_pack(s[1][2], s[1][3])};
+#pragma unroll
+            for (int np = 0; np < D / 16; np++) {
+                uint32_t vb[4];
+                mma_ldsm_t(vb, mma_smem(sV + (kw + 8 * ((lane / 8) % 2) + lane % 8) * LD + 16 * np + 8 * (lane / 16)));
+                mma_16816(o[2 * np], pa, vb[0], vb[1]);
+                mma_16816(o[2 * np + 1], pa, vb[2], vb[3]);
+            }
+        }
+        __syncthreads();  // stage t % 2 (and the decoded tile) free again
+        if (t + 2 < n_tiles) issue(t + 2);
+        else dec_cp_commit();  // an empty group: wait1 then covers tile t + 1
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    // The warps' rows through shared memory (over the tiles: every warp is past the last barrier).
+    float * sO  = reinterpret_cast<float *>(smem + L.k);  // [warp][row][D]
+    float * sMw = sO + k_mma_warps * k_mma_rows * D;      // [warp][row]
+    float * sSw = sMw + k_mma_warps * k_mma_rows;
+    {
+        const int row = lane / 4, c = 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            *reinterpret_cast<float2 *>(sO + (warp * k_mma_rows + row) * D + 8 * j + c)     = make_float2(o[j][0], o[j][1]);
+            *reinterpret_cast<float2 *>(sO + (warp * k_mma_rows + row + 8) * D + 8 * j + c) = make_float2(o[j][2], o[j][3]);
+        }
+        if (lane % 4 == 0) {
+            sMw[warp * k_mma_rows + row] = m[0], sMw[warp * k_mma_rows + row + 8] = m[1];
+            sSw[warp * k_mma_rows + row] = l[0], sSw[warp * k_mma_rows + row + 8] = l[1];
+        }
+    }
+    __syncthreads();
+    for (int r = 0; r < nrows; r++) {
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < k_mma_warps; w++) M = fmaxf(M, sMw[w * k_mma_rows + r]);
+        float wt[k_mma_warps], S = 0.0f;
+#pragma unroll
+        for (int w = 0; w < k_mma_warps; w++) {
+            const float mw = sMw[w * k_mma_rows + r];
+            wt[w]          = mw == -INFINITY ? 0.0f : exp2f(mw - M);
+            S += wt[w] * sSw[w * k_mma_rows + r];
+        }
+        const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group, tok = (r0 + r) / a.group;
+        for (int e = tid; e < D; e += k_mma_threads) {
+            float v = 0.0f;
+#pragma unroll
+            for (int w = 0; w < k_mma_warps; w++) v = fmaf(wt[w], sO[(w * k_mma_rows + r) * D + e], v);
+            if (a.part) {
+                float * pr = a.part + ((tok * a.q.ne[1] + head) * a.n_split + split) * dec_part_stride(D);  // the merge kernel's order
+                pr[e]      = v;
+                if (e == 0) {
+                    pr[D]     = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // natural-log units, as the merge expects
+                    pr[D + 1] = S;
+                }
+            } else {
+                const float y = S > 0.0f ? v / S : 0.0f;
+                reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
+                if (a.xq) cu_quantize_warp(y, tok * a.xk + head * D + e, a.xq, a.xds);  // D % 32 == 0: warp-uniform
+            }
+        }
+    }
+#endif
+}
