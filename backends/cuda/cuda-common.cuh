@@ -174,6 +174,30 @@ __device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * 
     }
 }
 
+// Tensor-core building blocks (sm_80+), for the tensor-core prefill (ops-matmul-q.cu) and decode
+// attention (ops-attention-decode-mma.cuh): a shared-memory address for ldmatrix; four 8x8 f16
+// matrices by ldmatrix (rows given by lanes 8 i .. 8 i + 7 for matrix i), transposed or not; and
+// one mma.m16n8k16 f16 x f16 -> f32 accumulating into c. The product is not volatile (no side
+// effects), so the compiler may schedule it around the (volatile, ordered) fragment loads.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ uint32_t cu_smem_addr(const void * p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cu_ldsm_x4(uint32_t (&r)[4], uint32_t p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(p));
+}
+__device__ __forceinline__ void cu_ldsm_x4_t(uint32_t (&r)[4], uint32_t p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(p));
+}
+__device__ __forceinline__ void cu_mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
 // The IQ4_NL / IQ4_XS grid.
 __device__ __forceinline__ int cu_iq4nl_value(int q) {
     const int8_t v[16] = EMBER_IQ4NL_VALUES;

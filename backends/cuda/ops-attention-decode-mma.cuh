@@ -62,22 +62,6 @@ __host__ __device__ inline mma_layout mma_layout_of(bool direct, int d, int slot
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ uint32_t mma_smem(const void * p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mma_ldsm(uint32_t (&r)[4], uint32_t p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(p));
-}
-__device__ __forceinline__ void mma_ldsm_t(uint32_t (&r)[4], uint32_t p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(p));
-}
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t mma_pack(float lo, float hi) {
     const __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t *>(&h);
@@ -280,10 +264,10 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
                 uint32_t qa[4], kb[4];
-                mma_ldsm(qa, mma_smem(sQ + q_row * LD + 16 * ks + 8 * (lane / 16)));
-                mma_ldsm(kb, mma_smem(sK + (kw + 8 * (lane / 16) + lane % 8) * LD + 16 * ks + 8 * ((lane / 8) % 2)));
-                mma_16816(s[0], qa, kb[0], kb[1]);
-                mma_16816(s[1], qa, kb[2], kb[3]);
+                cu_ldsm_x4(qa, cu_smem_addr(sQ + q_row * LD + 16 * ks + 8 * (lane / 16)));
+                cu_ldsm_x4(kb, cu_smem_addr(sK + (kw + 8 * (lane / 16) + lane % 8) * LD + 16 * ks + 8 * ((lane / 8) % 2)));
+                cu_mma_16816(s[0], qa, kb[0], kb[1]);
+                cu_mma_16816(s[1], qa, kb[2], kb[3]);
             }
             // Keys past the tile's end and hidden ones: -INF; the mask's values in log2 units.
 #pragma unroll
@@ -331,9 +315,9 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
 #pragma unroll
             for (int np = 0; np < D / 16; np++) {
                 uint32_t vb[4];
-                mma_ldsm_t(vb, mma_smem(sV + (kw + 8 * ((lane / 8) % 2) + lane % 8) * LD + 16 * np + 8 * (lane / 16)));
-                mma_16816(o[2 * np], pa, vb[0], vb[1]);
-                mma_16816(o[2 * np + 1], pa, vb[2], vb[3]);
+                cu_ldsm_x4_t(vb, cu_smem_addr(sV + (kw + 8 * ((lane / 8) % 2) + lane % 8) * LD + 16 * np + 8 * (lane / 16)));
+                cu_mma_16816(o[2 * np], pa, vb[0], vb[1]);
+                cu_mma_16816(o[2 * np + 1], pa, vb[2], vb[3]);
             }
         }
         __syncthreads();  // stage t % 2 (and the decoded tile) free again

@@ -1059,23 +1059,6 @@ int dec_mma_mode(int device) {
     return major[device] >= 8 ? mode : 0;
 }
 
-// Blocks of attn_dec_mma_kernel<T, D> that fit an SM with smem bytes of shared memory (cached).
-template <int T, int D> int mma_blocks_per_sm(int device, size_t smem) {
-    static std::mutex m;
-    static int        c_dev = -1, c_blocks = 0;
-    static size_t     c_smem = 0;
-    std::lock_guard<std::mutex> lock(m);
-    if (c_dev != device || c_smem != smem) {
-        int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_mma_kernel<T, D>, k_mma_threads, smem) != cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        c_dev = device, c_smem = smem, c_blocks = n;
-    }
-    return c_blocks;
-}
-
 // The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
 // copies and decoders, 2 FP8 E4M3 decoded by bit moves; default 1.
 int dec_version() {
@@ -1101,16 +1084,16 @@ bool dec_words_in_bounds(const ember_tensor * t) {
     return (reinterpret_cast<uintptr_t>(b->data) + ember_nbytes(b)) % 4 == 0;
 }
 
-// Blocks of attn_dec_kernel<T> that fit an SM with smem bytes of shared memory (cached: the
-// same few values come back every layer; the lock is only taken here).
-template <int T, int V> int dec_blocks_per_sm(int device, size_t smem) {
+// Blocks of Kernel (Threads threads) that fit an SM with smem bytes of shared memory (cached per
+// kernel: the same few values come back every layer; the lock is only taken here).
+template <auto Kernel, int Threads> int dec_blocks_per_sm(int device, size_t smem) {
     static std::mutex m;
     static int        c_dev = -1, c_blocks = 0;
     static size_t     c_smem = 0;
     std::lock_guard<std::mutex> lock(m);
     if (c_dev != device || c_smem != smem) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attn_dec_kernel<T, V>, k_dec_threads, smem) != cudaSuccess) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, smem) != cudaSuccess) {
             cudaGetLastError();
             n = 0;
         }
@@ -1152,7 +1135,7 @@ struct dec_launch {
         const int64_t n_kv    = a.k.ne[2];
         const int64_t tiles   = std::max<int64_t>(1, (n_kv + k_mma_keys - 1) / k_mma_keys);
         const int64_t chunks  = (a.n_rows + k_mma_rows - 1) / k_mma_rows;
-        const int64_t target  = dec_target_blocks(ctx.device, mma_blocks_per_sm<T, D>(ctx.device, smem));
+        const int64_t target  = dec_target_blocks(ctx.device, dec_blocks_per_sm<attn_dec_mma_kernel<T, D>, k_mma_threads>(ctx.device, smem));
         int64_t       per     = std::max<int64_t>(1, (tiles * grid.x * chunks + target - 1) / target);
         per                   = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
         const int64_t n_split = (tiles + per - 1) / per;
@@ -1231,7 +1214,7 @@ struct dec_launch {
         // block's tiles are in flight almost at once; long contexts give each block more tiles,
         // pipelined). The target counts only the blocks that fit at once, so that the grid is
         // one wave, not one and a bit.
-        const int64_t target = dec_target_blocks(ctx.device, dec_blocks_per_sm<T, V>(ctx.device, smem));
+        const int64_t target = dec_target_blocks(ctx.device, dec_blocks_per_sm<attn_dec_kernel<T, V>, k_dec_threads>(ctx.device, smem));
         int64_t       per    = std::max<int64_t>(1, (tiles * units + target - 1) / target);
         per                  = std::max<int64_t>(per, (tiles + k_dec_max_split - 1) / k_dec_max_split);
         const int64_t n_split = (tiles + per - 1) / per;

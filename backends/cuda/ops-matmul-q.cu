@@ -53,28 +53,6 @@ namespace {
 constexpr int BK  = 64;      // k per pipeline step: two 32-weight chunks per row
 constexpr int LDS = BK + 8;  // shared-memory row, in halves (padded: conflict-free ldmatrix)
 
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ uint32_t smem_addr(const void * p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(p));
-}
-
-// Not volatile: no side effects, so the compiler may schedule the products around the (volatile,
-// ordered) shared-memory loads instead of issuing each right behind the fragment load it needs.
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-#endif
-
 // BM weight rows x BN tokens per block; WR x WT warps, each TR = BM / WR rows x TT = BN / WT tokens.
 template <int BM, int BN, int WR, int WT> struct mmq_shape {
     static constexpr int NT  = WR * WT * 32;
@@ -120,7 +98,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         wok[i]        = r < a.n;
         wh[i]         = idx % 2;
         wrow[i]       = RP ? (a.g0 + r) * a.nc : r * a.w_nb1;
-        wdst[i]       = smem_addr(sw + (idx / 2) * LDS + 32 * (idx % 2));
+        wdst[i]       = cu_smem_addr(sw + (idx / 2) * LDS + 32 * (idx % 2));
     }
     const auto fetch_w = [&](int kt) {
 #pragma unroll
@@ -163,7 +141,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
     // The activation copies of this thread: tokens xt0 + (NT / 8) i, 8 halves at k offset 8 seg.
     const int      seg = tid % 8, xt0 = tid / 8;
     const __half * xsrc = a.x + static_cast<int64_t>(m0 + xt0) * a.k + 8 * seg;
-    const uint32_t xdst = smem_addr(sx + xt0 * LDS + 8 * seg);
+    const uint32_t xdst = cu_smem_addr(sx + xt0 * LDS + 8 * seg);
     const auto     load_x = [&](int kt, int st) {
         const int  kk  = BK * (kt0 + kt);
         const bool kok = kk + 8 * seg < a.k;
@@ -190,8 +168,8 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
     }
     // ldmatrix addresses of this lane: A (tokens) rows lane % 16, k half lane / 16; B (weight
     // rows) matrices lane / 8: rows + 8 for matrices 2 and 3, k + 8 for 1 and 3.
-    const uint32_t xa = smem_addr(sx + (wt * S::TT + lane % 16) * LDS + 8 * (lane / 16));
-    const uint32_t wa = smem_addr(sw + (wr * S::TR + 8 * (lane / 16) + lane % 8) * LDS + 8 * (lane / 8 % 2));
+    const uint32_t xa = cu_smem_addr(sx + (wt * S::TT + lane % 16) * LDS + 8 * (lane / 16));
+    const uint32_t wa = cu_smem_addr(sw + (wr * S::TR + 8 * (lane / 16) + lane % 8) * LDS + 8 * (lane / 8 % 2));
     const auto     compute = [&](int st) {
 #pragma unroll
         for (int ks = 0; ks < BK / 16; ks++) {
@@ -199,7 +177,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
 #pragma unroll
             for (int j = 0; j < S::NJ / 2; j++) {
                 uint32_t r4[4];
-                ldsm_x4(r4, wa + st * WST + (16 * j * LDS + 16 * ks) * 2);
+                cu_ldsm_x4(r4, wa + st * WST + (16 * j * LDS + 16 * ks) * 2);
                 bf[2 * j][0]     = r4[0];
                 bf[2 * j][1]     = r4[1];
                 bf[2 * j + 1][0] = r4[2];
@@ -208,9 +186,9 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
 #pragma unroll
             for (int i = 0; i < S::MI; i++) {
                 uint32_t af[4];
-                ldsm_x4(af, xa + st * XST + (16 * i * LDS + 16 * ks) * 2);
+                cu_ldsm_x4(af, xa + st * XST + (16 * i * LDS + 16 * ks) * 2);
 #pragma unroll
-                for (int j = 0; j < S::NJ; j++) mma_16816(acc[i][j], af, bf[j][0], bf[j][1]);
+                for (int j = 0; j < S::NJ; j++) cu_mma_16816(acc[i][j], af, bf[j][0], bf[j][1]);
             }
         }
     };
