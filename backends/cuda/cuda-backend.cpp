@@ -1368,6 +1368,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (!c) return EMBER_ERR_OOM;
     c->dev       = d;
     c->cu.device = d->id;
+    c->cu.cc_major = d->cc_major;
     c->graphs_off       = !ember_cuda_env_on("EMBER_CUDA_GRAPHS");
     const char * sig    = std::getenv("EMBER_CUDA_SIGNATURE");
     c->sig_always       = sig && std::strcmp(sig, "always") == 0;

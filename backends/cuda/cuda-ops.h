@@ -18,6 +18,7 @@ typedef struct cublasContext * cublasHandle_t;
 
 struct ember_cuda_ctx {
     int            device  = 0;
+    int            cc_major = 0;  // the device's compute capability (major), set with the stream
     cudaStream_t   stream  = nullptr;
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute

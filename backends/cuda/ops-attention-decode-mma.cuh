@@ -131,10 +131,6 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
     const int        n_tiles = j1 > j0 ? static_cast<int>((j1 - j0 + k_mma_keys - 1) / k_mma_keys) : 0;
     const char *     kbase  = a.k.data + ik * a.k.nb[1];
     const char *     vbase  = a.v.data + ik * a.v.nb[1];
-    const auto row_off = [](const char * base, int64_t nb, int64_t j) {
-        const unsigned lo = static_cast<unsigned>(reinterpret_cast<uintptr_t>(base)) + static_cast<unsigned>(j) * static_cast<unsigned>(nb);
-        return static_cast<int>(lo & 3u);
-    };
     // The block's tokens (a mask row each): tk0 .. tk0 + ntok - 1, at most 16.
     const int tk0 = r0 / a.group, ntok = nrows > 0 ? (r0 + nrows - 1) / a.group - tk0 + 1 : 0;
     // The raw word copies (block types): each thread walks (row, word) from (tid / per_row,
@@ -242,7 +238,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
                 uint4     h  = make_uint4(0u, 0u, 0u, 0u);
                 if (key < nk) {
-                    const int       off = kv ? row_off(vbase, a.v.nb[2], jt + key) : row_off(kbase, a.k.nb[2], jt + key);
+                    const int       off = kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
                     const uint8_t * row = stg + (kv * k_mma_keys + key) * slot;
                     if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
                         h = mma_dec8_q<T>(row, off, pc);

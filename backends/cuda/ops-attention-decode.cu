@@ -89,6 +89,12 @@ template <int T> __host__ __device__ constexpr bool dec_copy16() {  // rows copi
     return T == EMBER_TYPE_F16 || T == EMBER_TYPE_F32 || T == EMBER_TYPE_BF16;
 }
 
+// Byte types: where key j's row (base + j nb) starts within its aligned word.
+__device__ __forceinline__ int dec_row_off(const char * base, int64_t nb, int64_t j) {
+    const unsigned lo = static_cast<unsigned>(reinterpret_cast<uintptr_t>(base)) + static_cast<unsigned>(j) * static_cast<unsigned>(nb);
+    return static_cast<int>(lo & 3u);
+}
+
 // Raw slot of one K/V row: 16-byte copies need the row plus 16 bytes of padding; word copies
 // the words around the row (it may start mid-word, and the decoders read a word past the one
 // holding its last byte), an odd number of them (bank-conflict free reads by key).
@@ -432,8 +438,7 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
     // Byte types: where key j's row starts within its first word (only the low bits matter).
     const auto row_off = [](const char * base, int64_t nb, int64_t j) {
         if constexpr (dec_copy16<T>()) return 0;
-        const unsigned lo = static_cast<unsigned>(reinterpret_cast<uintptr_t>(base)) + static_cast<unsigned>(j) * static_cast<unsigned>(nb);
-        return static_cast<int>(lo & 3u);
+        return dec_row_off(base, nb, j);
     };
 
     // V >= 1: each thread's copies walk (row, piece) from (tid / per_row, tid % per_row) by
@@ -735,10 +740,31 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
     }
 }
 
+// The merge of n (<= 64) partial rows of an online softmax, element e: row i's unnormalized
+// values vals[i * d + e], its maximum ms[i] (-INF: nothing summed) and sum ss[i]. Every warp finds
+// the weights exp(ms[i] - M) itself (lane i: rows i and i + 32); sets M and S (the merged maximum
+// and sum) and returns the merged unnormalized value when sum_values (warp-uniform), else 0.
+__device__ __forceinline__ float dec_merge_rows(const float * ms, const float * ss, const float * vals, int n, int d, int e, bool sum_values,
+                                                float & M, float & S) {
+    const int   lane = static_cast<int>(threadIdx.x % 32);
+    const float m0 = lane < n ? ms[lane] : -INFINITY, m1 = lane + 32 < n ? ms[lane + 32] : -INFINITY;
+    M              = cu_warp_max(fmaxf(m0, m1));
+    const float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
+    S              = cu_warp_sum((lane < n ? w0 * ss[lane] : 0.0f) + (lane + 32 < n ? w1 * ss[lane + 32] : 0.0f));
+    float o        = 0.0f;
+    if (sum_values) {
+        for (int i = 0; i < n; i++) {
+            const float w = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i % 32);
+            o             = fmaf(w, vals[i * d + e], o);
+        }
+    }
+    return o;
+}
+
 // Merges the splits of each query row: one block of k_merge_threads per row. Thread (quad tq,
 // group g) takes 4 dims of splits g, g + groups, ..., eight at a time with every load issued
 // before any is used, and keeps its own online maximum and sum; the groups are then merged
-// through shared memory, as the short kernel merges its slots. Splits whose keys were all hidden
+// through shared memory (dec_merge_rows, as the short kernel merges its slots). Splits whose keys were all hidden
 // (M = -INF) count for nothing; a row with every key hidden is zeros. The first version (one
 // thread per dim walking every split in turn, each weight found first) waited one L2 round trip
 // per split: 15.3 us a layer on the critical path of an 8B token at depth 4096 (65 splits),
@@ -797,17 +823,8 @@ __global__ void __launch_bounds__(k_merge_threads)
     __syncthreads();
     const int e = static_cast<int>(threadIdx.x);
     if (e >= d) return;  // d % 32 == 0: whole warps leave
-    // Every warp finds M and the groups' weights itself (lane i: groups i and i + 32).
-    const int   lane = e % 32;
-    const float m0 = lane < groups ? sM[lane] : -INFINITY, m1 = lane + 32 < groups ? sM[lane + 32] : -INFINITY;
-    const float M  = cu_warp_max(fmaxf(m0, m1));
-    const float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
-    const float S  = cu_warp_sum((lane < groups ? w0 * sS[lane] : 0.0f) + (lane + 32 < groups ? w1 * sS[lane + 32] : 0.0f));
-    float       o  = 0.0f;
-    for (int i = 0; i < groups; i++) {
-        const float w = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i % 32);
-        o             = fmaf(w, sAcc[i * d + e], o);
-    }
+    float M, S;
+    float o = dec_merge_rows(sM, sS, sAcc, groups, d, e, true, M, S);
     o *= S > 0.0f ? 1.0f / S : 0.0f;
     reinterpret_cast<float *>(dst.data + (row % n_head) * dst.nb[1] + (row / n_head) * dst.nb[2])[e] = o;
     if (xq) cu_quantize_warp(o, row * d + e, xq, xds);  // rows (token, head) in x's order; d % 32 == 0
@@ -942,19 +959,9 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     }
     __syncthreads();
     const bool merger = warp < d / 32;  // warp-uniform: thread e < d makes value e
-    // Every warp finds M and the slots' weights itself (lane i: slots i and i + 32).
-    const float m0 = lane < ns ? sM[lane] : -INFINITY, m1 = lane + 32 < ns ? sM[lane + 32] : -INFINITY;
-    const float M  = cu_warp_max(fmaxf(m0, m1));
-    const float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
-    const float S  = cu_warp_sum((lane < ns ? w0 * sS[lane] : 0.0f) + (lane + 32 < ns ? w1 * sS[lane + 32] : 0.0f));
-    const int   e  = threadIdx.x;
-    float       o  = 0.0f;
-    if (merger) {
-        for (int i = 0; i < ns; i++) {
-            const float w = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i % 32);
-            o             = fmaf(w, sAcc[i * d + e], o);
-        }
-    }
+    const int  e      = threadIdx.x;
+    float      M, S;
+    float      o = dec_merge_rows(sM, sS, sAcc, ns, d, e, merger, M, S);
     if (a.part) {
         // One of many blocks per row (more than a cluster holds): the unnormalized row, M and S
         // to scratch memory in attn_dec_merge_kernel's order; that kernel merges them.
@@ -1028,14 +1035,8 @@ int64_t dec_short_keys_env() {
 // 8B shape at depth <= 128: 7.6 us attention + 4.7 us merge per layer). Longer contexts have
 // more splits than a cluster holds and keep the merge kernel. EMBER_CUDA_ATTN_CLUSTER=0: off.
 // Read at every launch (graphs replay without calling here), so tests can switch it.
-bool dec_cluster_on(int device) {
-    static int major[16] = {};
-    if (!ember_cuda_env_on("EMBER_CUDA_ATTN_CLUSTER") || device < 0 || device >= 16) return false;
-    if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        cudaGetLastError();
-        major[device] = -1;
-    }
-    return major[device] >= 9;
+bool dec_cluster_on(const ember_cuda_ctx & ctx) {
+    return ember_cuda_env_on("EMBER_CUDA_ATTN_CLUSTER") && ctx.cc_major >= 9;
 }
 
 bool dec_enabled() {
@@ -1048,15 +1049,8 @@ bool dec_enabled() {
 // (slower than the tiled kernel there so far: H200, 8B Q4_0 tg128 at depth 4096, Q8_0 377.0
 // against 402.8 t/s, Q4_0 403.9 / 419.6, FP8 E4M3 374.9 / ~402; F16 444.3 against 430.1);
 // 0: the tiled kernel. Read at every launch (tests switch it; graphs replay without calling here).
-int dec_mma_mode(int device) {
-    static int major[16] = {};
-    const int  mode      = ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA", 1, {0, 1, 2});
-    if (mode == 0 || device < 0 || device >= 16) return 0;
-    if (major[device] == 0 && cudaDeviceGetAttribute(&major[device], cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        cudaGetLastError();
-        major[device] = -1;
-    }
-    return major[device] >= 8 ? mode : 0;
+int dec_mma_mode(const ember_cuda_ctx & ctx) {
+    return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA", 1, {0, 1, 2}) : 0;
 }
 
 // The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
@@ -1173,7 +1167,7 @@ struct dec_launch {
                 // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
                 const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
-                const bool    cl     = n_full > 1 && dec_cluster_on(ctx.device);
+                const bool    cl     = n_full > 1 && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= 2) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
                     a.n_split       = static_cast<int>(n);
@@ -1196,7 +1190,7 @@ struct dec_launch {
             }
         }
         if constexpr (V == 1 && mma_type<T>()) {
-            const int mode = (d == 64 || d == 128) && a.n_rows <= 65535 * k_mma_rows ? dec_mma_mode(ctx.device) : 0;
+            const int mode = (d == 64 || d == 128) && a.n_rows <= 65535 * k_mma_rows ? dec_mma_mode(ctx) : 0;
             if (mode == 2 || (mode == 1 && T == EMBER_TYPE_F16)) {
                 if (d == 64) return run_mma<T, 64>();
                 return run_mma<T, 128>();
@@ -1221,7 +1215,7 @@ struct dec_launch {
         a.n_split            = static_cast<int>(n_split);
         a.split_keys         = static_cast<int>(per * k_dec_keys);
         a.part               = nullptr;
-        a.cluster            = n_split > 1 && n_split <= k_dec_max_cluster && dec_cluster_on(ctx.device);
+        a.cluster            = n_split > 1 && n_split <= k_dec_max_cluster && dec_cluster_on(ctx);
         if (a.cluster) {
             dim3 g = grid;
             g.y    = static_cast<unsigned>(n_split);
