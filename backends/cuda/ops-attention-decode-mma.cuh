@@ -10,22 +10,29 @@
 // block of 4 warps takes one KV head, one split of its keys and up to 16 query rows (the GQA
 // group's heads x the tokens: mma's M, padded), and walks the split 64 keys at a time:
 //   tile: K and V rows as f16 in shared memory ([key][d + 8 halves], conflict-free ldmatrix):
-//         an F16 cache copied there with cp.async, a block-quantized one copied raw (the tiled
-//         kernel's word copies) and then decoded into the f16 tile by the whole block;
+//         an F16 cache copied there with cp.async, a block-quantized one copied raw and then
+//         decoded into the f16 tile by the whole block (mma_dec_block: a 32-value block per
+//         item, when the rows start on 8 or 4 bytes, mma_piece_bytes; else the tiled kernel's
+//         word copies around each row and 8 values per item);
 //   warp w: keys 16 w .. 16 w + 15 of the tile: S = Q K^T (mma.m16n8k16, Q's and K's fragments
 //         by ldmatrix), an online softmax per row in log2 units (scores scaled
 //         by log2 e with Q), P as the A operand straight from S's accumulators, O += P V (V's
-//         fragments by ldmatrix.trans); each warp keeps its own M, S and O;
+//         fragments by ldmatrix.trans, O rescaled only when a row's maximum moved); each warp
+//         keeps its own M, S and O;
 // then the four warps merge through shared memory, and the split's row goes out as
 // attn_dec_kernel's does (normalized when there is one split, else to scratch memory for
 // attn_dec_merge_kernel, M in natural-log units). Q, K, V and P are rounded to f16 (sums in
 // f32), as llama.cpp's tensor-core attention does: a relative error of ~2^-11 per element,
 // where the scalar kernels are exact to f32.
 //
-// Taken by default for F16 caches only (dec_mma_mode, EMBER_CUDA_ATTN_MMA): H200, 8B Q4_0 tg128 at
-// depth 4096, F16 444.3 against the tiled kernel's 430.1 t/s, but Q8_0 377.0 / 402.8, Q4_0 403.9 /
-// 419.6, FP8 E4M3 374.9 / ~402 (ncu: two to three blocks an SM, latency-bound; the block types'
-// decode pass costs as much as the rest). PERF-NOTES.md, session 23.
+// The copies were a third of the kernel's instructions (a division and a 64-bit multiply per
+// 16-byte piece) and the 8-value decode of the block types twice the rest (ncu, H200, 8B at
+// 4096 keys: 14.0 us a launch for F16 at 0.33 instructions per cycle and scheduler, 2 warps
+// each); now each thread's rows are walked by pointer steps. Kernel trace at depth 4096 (8B
+// Q4_0, us a layer): F16 14.45 -> 13.65, Q8_0 24.6 -> 15.6, FP8 E4M3 (8-value decode) 19.2
+// against the tiled kernel's 18.4. tg128 at depth 4096 (8B Q4_0 weights, H200): F16 447.3,
+// Q8_0 420.4 (tiled 402.7), Q4_0 445.2 (419.7), FP8 E4M3 415.0 (402.1); 1B: F16 1437.3, Q8_0
+// 1410.1, FP8 1305.0 (64-value FP8 rows, 66 bytes, stay tiled). PERF-NOTES.md, session 24.
 constexpr int k_mma_threads = 128;
 constexpr int k_mma_warps   = k_mma_threads / 32;
 constexpr int k_mma_keys    = 16 * k_mma_warps;  // keys per tile
@@ -104,6 +111,85 @@ template <int T> __device__ __forceinline__ uint4 mma_dec8_q(const uint8_t * row
     const uint2          x  = mma_bytes_to_h2(u0, b2, d2), y = mma_bytes_to_h2(u1, b2, d2);
     return make_uint4(x.x, x.y, y.x, y.y);
 }
+// Block b (32 values) of a Q8_0 / Q4_0 / FP8 row whose raw slot `row` starts with the row (no
+// offset: mma_piece set) as 16 f16 pairs times the block scale, in order, by whole words: the
+// quants' words read once (a funnel shift where they start mid-word) where the 8-value decoders
+// reread the scale and three words per 8 values. FP8 codes become f16 (cvt on sm_89+ for E4M3;
+// E5M2 codes are the top byte of an f16) times the power-of-two scale in f16 (exact, rounded
+// once, so the same f16 as the float product rounded: mma_pack), in f32 where the scale has no
+// f16.
+template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * row, int b, uint4 (&h)[4]) {
+    constexpr bool   FP8 = T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
+    constexpr int    SB  = FP8 ? 1 : 2;                           // scale bytes
+    constexpr int    BS  = SB + (T == EMBER_TYPE_Q4_0 ? 16 : 32);  // block bytes
+    constexpr int    NW  = (BS - SB) / 4;                          // quant words
+    const unsigned   o   = static_cast<unsigned>(BS * b + SB);
+    const uint32_t * w   = reinterpret_cast<const uint32_t *>(row + (o & ~3u));
+    const unsigned   sh  = (o & 3u) * 8u;
+    uint32_t         x[NW + 1];
+#pragma unroll
+    for (int j = 0; j <= NW; j++) x[j] = w[j];  // the last is read past the row (slot padding) when sh = 0: unused then
+    uint32_t q[NW];
+#pragma unroll
+    for (int j = 0; j < NW; j++) q[j] = __funnelshift_r(x[j], x[j + 1], sh);
+    if constexpr (FP8) {
+        constexpr bool E4M3 = T == EMBER_TYPE_FP8_E4M3;
+        float          post = 1.0f;  // the f16 bits' value times post is the code's
+#if __CUDA_ARCH__ < 890
+        if constexpr (E4M3) post = 256.0f;
+#endif
+        const float   sc = cu_fp8_e8m0_scale(row[BS * b]);
+        const float   m  = post * sc;
+        const bool    hm = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
+        const __half2 m2 = __float2half2_rn(m);
+        uint32_t      r[2 * NW];
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            uint32_t lo, hi;
+#if __CUDA_ARCH__ >= 890
+            if constexpr (E4M3) {
+                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(static_cast<unsigned short>(q[j] & 0xffffu)));
+                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(static_cast<unsigned short>(q[j] >> 16)));
+            } else {
+                cu_fp8x4_half_bits<false>(q[j], lo, hi);
+            }
+#else
+            cu_fp8x4_half_bits<E4M3>(q[j], lo, hi);
+#endif
+            if (hm) {
+                const __half2 a = __hmul2(*reinterpret_cast<const __half2 *>(&lo), m2), c = __hmul2(*reinterpret_cast<const __half2 *>(&hi), m2);
+                r[2 * j] = *reinterpret_cast<const uint32_t *>(&a), r[2 * j + 1] = *reinterpret_cast<const uint32_t *>(&c);
+            } else {
+                const float2 a = dec_half2(lo), c = dec_half2(hi);
+                r[2 * j]       = mma_pack(a.x * post * sc, a.y * post * sc);
+                r[2 * j + 1]   = mma_pack(c.x * post * sc, c.y * post * sc);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) h[k] = make_uint4(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3]);
+        return;
+    }
+    const __half2 d2 = __half2half2(*reinterpret_cast<const __half *>(row + BS * b));
+    if constexpr (T == EMBER_TYPE_Q8_0) {
+        const __half2 b2 = __float2half2_rn(1152.0f);  // signed bytes + 128
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint2 u = mma_bytes_to_h2(q[2 * k] ^ 0x80808080u, b2, d2), v = mma_bytes_to_h2(q[2 * k + 1] ^ 0x80808080u, b2, d2);
+            h[k]          = make_uint4(u.x, u.y, v.x, v.y);
+        }
+    } else {  // Q4_0, values j < 16: low nibbles of bytes j; the others the high nibbles of bytes j - 16
+        const __half2 b2 = __float2half2_rn(1032.0f);  // nibbles, 8 below
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                const unsigned s = 4u * static_cast<unsigned>(hi);
+                const uint2    u = mma_bytes_to_h2(q[2 * k] >> s & 0x0f0f0f0fu, b2, d2), v = mma_bytes_to_h2(q[2 * k + 1] >> s & 0x0f0f0f0fu, b2, d2);
+                h[2 * hi + k]    = make_uint4(u.x, u.y, v.x, v.y);
+            }
+        }
+    }
+}
 #endif
 
 template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_dec_mma_kernel(dec_args a) {
@@ -133,11 +219,16 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
     const char *     vbase  = a.v.data + ik * a.v.nb[1];
     // The block's tokens (a mask row each): tk0 .. tk0 + ntok - 1, at most 16.
     const int tk0 = r0 / a.group, ntok = nrows > 0 ? (r0 + nrows - 1) / a.group - tk0 + 1 : 0;
-    // The raw word copies (block types): each thread walks (row, word) from (tid / per_row,
-    // tid % per_row) by k_mma_threads items at a time, with no division per copy.
-    const int per_row = direct ? D / 8 : a.row_bytes / 4 + 2;
+    // The copies, each thread's (row, piece) pairs found once: piece pc of rows c_r0, c_r0 + c_dr,
+    // ... of the K rows, then the same of the V rows, walked by pointer steps (no division or
+    // 64-bit multiply per copy). F16: 16-byte pieces; block types with mma_piece set: 8- or
+    // 4-byte pieces (every row starts on that boundary); else the words around each row (rows at
+    // any byte: the pair walks the K and V rows together, from (tid / per_row, tid % per_row)).
+    const int piece   = direct ? 16 : a.mma_piece;
+    const int per_row = direct ? D / 8 : piece ? a.row_bytes / piece : a.row_bytes / 4 + 2;
     const int c_r0 = tid / per_row, c_p0 = tid - c_r0 * per_row;
     const int c_dr = k_mma_threads / per_row, c_dp = k_mma_threads - c_dr * per_row;
+    const bool c_on = !piece || c_r0 < c_dr;  // piece copies: threads past the last whole row pass idle
 
     // Starts the copies of tile t (K, V, mask rows) into stage t % 2 (one cp.async group). An
     // F16 tile's rows past the split's end are zeroed here (plain stores: nobody reads that
@@ -147,16 +238,31 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
         const int     nk = static_cast<int>(j1 - jt < k_mma_keys ? j1 - jt : k_mma_keys);
         const int     st = t % 2;
         if constexpr (direct) {
-            __half * dk = sK0 + st * k_mma_keys * LD;
-            __half * dv = sV0 + st * k_mma_keys * LD;
-            for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
-                const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
-                __half *  dst = (kv ? dv : dk) + key * LD + 8 * pc;
-                if (key < nk) {
-                    const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
-                    dec_cp16(dst, row + 16 * pc);
-                } else {
-                    *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+            constexpr int R = k_mma_threads / (D / 8);  // rows a pass of the block covers
+#pragma unroll
+            for (int kv = 0; kv < 2; kv++) {
+                const char * src = (kv ? vbase + (jt + c_r0) * a.v.nb[2] : kbase + (jt + c_r0) * a.k.nb[2]) + 16 * c_p0;
+                const int64_t step = static_cast<int64_t>(R) * (kv ? a.v.nb[2] : a.k.nb[2]);
+                __half *     dst = (kv ? sV0 : sK0) + st * k_mma_keys * LD + c_r0 * LD + 8 * c_p0;
+#pragma unroll
+                for (int u = 0; u < k_mma_keys / R; u++, src += step, dst += R * LD) {
+                    if (c_r0 + u * R < nk) dec_cp16(dst, src);
+                    else *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
+        } else if (piece) {
+            uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
+            if (c_on) {
+                for (int kv = 0; kv < 2; kv++) {
+                    const int64_t nb2  = kv ? a.v.nb[2] : a.k.nb[2];
+                    const char *  src  = (kv ? vbase : kbase) + (jt + c_r0) * nb2 + piece * c_p0;
+                    uint8_t *     dst  = stg + (kv * k_mma_keys + c_r0) * slot + piece * c_p0;
+                    const int64_t step = c_dr * nb2;
+                    if (piece == 8) {
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp8(dst, src);
+                    } else {
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp4(dst, src);
+                    }
                 }
             }
         } else {
@@ -232,23 +338,35 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
         dec_cp_wait1();   // tile t's group landed (tile t + 1's may still be in flight)
         __syncthreads();  // tile t (and Q) visible to all
         if constexpr (!direct) {
-            // Decode the raw tile into the f16 tiles: item (K or V, key, 8 values).
             const uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
-            for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
-                const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
-                uint4     h  = make_uint4(0u, 0u, 0u, 0u);
-                if (key < nk) {
-                    const int       off = kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
-                    const uint8_t * row = stg + (kv * k_mma_keys + key) * slot;
-                    if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
-                        h = mma_dec8_q<T>(row, off, pc);
-                    } else {  // FP8: the code values by the tiled kernel's decoder, the power-of-two scale in f32
-                        float       y[8];
-                        const float s = dec_load8_u<T, 1>(row, off, 8 * pc, y);
-                        h = make_uint4(mma_pack(y[0] * s, y[1] * s), mma_pack(y[2] * s, y[3] * s), mma_pack(y[4] * s, y[5] * s), mma_pack(y[6] * s, y[7] * s));
-                    }
+            if (piece) {
+                // Whole 32-value blocks: item (K or V, block b, key), lanes over keys.
+                constexpr int NB = D / 32;
+                for (int i = tid; i < 2 * k_mma_keys * NB; i += k_mma_threads) {
+                    const int key = i % k_mma_keys, rest = i / k_mma_keys, b = rest % NB, kv = rest / NB;
+                    uint4     h[4] = {};
+                    if (key < nk) mma_dec_block<T>(stg + (kv * k_mma_keys + key) * slot, b, h);
+                    uint4 * dst = reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 32 * b);
+                    dst[0] = h[0], dst[1] = h[1], dst[2] = h[2], dst[3] = h[3];
                 }
-                *reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 8 * pc) = h;
+            } else {
+                // Item (K or V, key, 8 values).
+                for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
+                    const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
+                    uint4     h  = make_uint4(0u, 0u, 0u, 0u);
+                    if (key < nk) {
+                        const int       off = piece ? 0 : kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
+                        const uint8_t * row = stg + (kv * k_mma_keys + key) * slot;
+                        if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
+                            h = mma_dec8_q<T>(row, off, pc);
+                        } else {  // FP8: the code values by the tiled kernel's decoder, the power-of-two scale in f32
+                            float       y[8];
+                            const float s = dec_load8_u<T, 1>(row, off, 8 * pc, y);
+                            h = make_uint4(mma_pack(y[0] * s, y[1] * s), mma_pack(y[2] * s, y[3] * s), mma_pack(y[4] * s, y[5] * s), mma_pack(y[6] * s, y[7] * s));
+                        }
+                    }
+                    *reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 8 * pc) = h;
+                }
             }
             __syncthreads();
         }
@@ -288,7 +406,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float mn = fmaxf(m[h], mx);
-                f[h]           = m[h] == -INFINITY ? 0.0f : mma_exp2(m[h] - mn);
+                f[h]           = m[h] == mn ? 1.0f : mma_exp2(m[h] - mn);  // m = -INF < mn: 0
                 float ps       = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++) {
@@ -302,10 +420,12 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 l[h] = l[h] * f[h] + ps;  // this thread's keys; the quad is summed at the end
                 m[h] = mn;
             }
+            if (__any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f)) {  // a row's maximum moved (rarely, after the first tiles)
 #pragma unroll
-            for (int j = 0; j < D / 8; j++) {
-                o[j][0] *= f[0], o[j][1] *= f[0];
-                o[j][2] *= f[1], o[j][3] *= f[1];
+                for (int j = 0; j < D / 8; j++) {
+                    o[j][0] *= f[0], o[j][1] *= f[0];
+                    o[j][2] *= f[1], o[j][3] *= f[1];
+                }
             }
             const uint32_t pa[4] = {mma_pack(s[0][0], s[0][1]), mma_pack(s[0][2], s[0][3]), mma_pack(s[1][0], s[1][1]), mma_pack(s[1][2], s[1][3])};
 #pragma unroll

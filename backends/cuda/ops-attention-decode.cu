@@ -77,6 +77,7 @@ struct dec_args {
     int64_t   xk;
     int       mask_rows;   // attn_dec_mma_kernel: mask rows (tokens) a block stages, at most
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
+    int       mma_piece;   //   block types: bytes per copy (8 or 4: rows start on such a boundary, no offset), or 0 (words around each row)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -133,6 +134,14 @@ __device__ __forceinline__ void dec_cp16(void * dst, const void * src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 #else
     *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+#endif
+}
+__device__ __forceinline__ void dec_cp8(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint2 *>(dst) = *static_cast<const uint2 *>(src);
 #endif
 }
 __device__ __forceinline__ void dec_cp4(void * dst, const void * src) {
@@ -1045,12 +1054,39 @@ bool dec_enabled() {
 }
 
 // The tensor-core kernel (attn_dec_mma_kernel) for rows past the short kernel's: sm_80+, head
-// sizes 64 and 128. EMBER_CUDA_ATTN_MMA=1 (default): F16 caches; 2: also Q8_0 / Q4_0 / FP8
-// (slower than the tiled kernel there so far: H200, 8B Q4_0 tg128 at depth 4096, Q8_0 377.0
-// against 402.8 t/s, Q4_0 403.9 / 419.6, FP8 E4M3 374.9 / ~402; F16 444.3 against 430.1);
-// 0: the tiled kernel. Read at every launch (tests switch it; graphs replay without calling here).
+// sizes 64 and 128. EMBER_CUDA_ATTN_MMA=1 (default): F16 caches, and Q8_0 / Q4_0 / FP8 caches
+// whose rows suit the piece copies (mma_piece_bytes: whole-block decode); 2: also the block
+// types' other rows (the word copies, slower than the tiled kernel: H200, 8B Q4_0 tg128 at depth
+// 4096, Q8_0 377.0 against 402.8 t/s); 0: the tiled kernel. Read at every launch (tests switch
+// it; graphs replay without calling here).
 int dec_mma_mode(const ember_cuda_ctx & ctx) {
     return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA", 1, {0, 1, 2}) : 0;
+}
+
+// attn_dec_mma_kernel over a block type: the bytes of each copy into the raw tile, 8 or 4 when
+// both caches' rows start on such a boundary and are a whole number of them (a row's copy then
+// needs no offset, and its blocks decode by whole words: mma_dec_block), else 0 (the words
+// around each row, at any offset). EMBER_CUDA_ATTN_MMA_COPY=0: always 0 (tests compare the
+// two). Read at every launch.
+int mma_piece_bytes(const dec_args & a) {
+    if (!ember_cuda_env_on("EMBER_CUDA_ATTN_MMA_COPY")) return 0;
+    const auto al = [&](const cu_tensor & t, int g) {
+        return reinterpret_cast<uintptr_t>(t.data) % g == 0 && t.nb[1] % g == 0 && t.nb[2] % g == 0;
+    };
+    for (int g : {8, 4}) {
+        if (a.row_bytes % g == 0 && al(a.k, g) && al(a.v, g)) return g;
+    }
+    return 0;
+}
+
+// Raw slot of a row copied in pieces of g bytes: a multiple of g with a word past the row
+// (mma_dec_block's funnel shift reads it), 8-byte pieces at 2 mod 4 words (lanes on
+// consecutive keys meet in 2-way bank conflicts at most), 4-byte ones at an odd number of words.
+int mma_slot_bytes(int g, int row_bytes) {
+    if (g == 4) return 4 * ((row_bytes / 4 + 1) | 1);
+    int w = 2 * ((row_bytes / 4 + 2) / 2);
+    if (w % 4 == 0) w += 2;
+    return 4 * w;
 }
 
 // The kernel version (attn_dec_kernel's V): EMBER_CUDA_ATTN_DEC_FAST=0 the first version's
@@ -1116,7 +1152,8 @@ struct dec_launch {
     // attn_dec_mma_kernel: splits of whole 64-key tiles, as few per block as fill the GPU's
     // block slots (as the tiled kernel's); one split writes the output, more go through the merge.
     template <int T, int D> void run_mma() const {
-        a.slot_bytes      = dec_slot_bytes(T, a.row_bytes);
+        a.mma_piece       = mma_direct<T>() ? 0 : mma_piece_bytes(a);
+        a.slot_bytes      = a.mma_piece ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
         // A block's 16 rows span at most 15 / group + 2 tokens (and no more than there are).
         a.mask_rows       = a.has_mask ? static_cast<int>(std::min<int64_t>({16, a.q.ne[2], 15 / a.group + 2})) : 0;
         a.q_rows          = static_cast<int>(std::min<int64_t>(k_mma_rows, a.n_rows)) + 1;
@@ -1191,7 +1228,7 @@ struct dec_launch {
         }
         if constexpr (V == 1 && mma_type<T>()) {
             const int mode = (d == 64 || d == 128) && a.n_rows <= 65535 * k_mma_rows ? dec_mma_mode(ctx) : 0;
-            if (mode == 2 || (mode == 1 && T == EMBER_TYPE_F16)) {
+            if (mode == 2 || (mode == 1 && (T == EMBER_TYPE_F16 || mma_piece_bytes(a) != 0))) {
                 if (d == 64) return run_mma<T, 64>();
                 return run_mma<T, 128>();
             }
@@ -1288,6 +1325,7 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.xk        = d * q->ne[1];
     a.mask_rows = 0;
     a.q_rows    = 0;
+    a.mma_piece = 0;
     if (qx_of) {
         void * xds = nullptr;
         ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own

@@ -91,12 +91,20 @@ std::vector<uint8_t> fp8_host_encode(bool e4m3, const float * x, int64_t n) {
     return b;
 }
 
-// NMSE bound of a decode attention against the CPU: rows past the short kernel's 512 keys with
-// head size 64 / 128 over an F16 cache take the tensor-core kernel by default, which rounds Q
-// and P to f16 (~5e-8 at 4096 keys, by a host model of its rounding); the scalar kernels are
-// exact to f32.
+// Whether rows past the short kernel's 512 keys take the tensor-core decode attention by default
+// (contiguous caches): head size 64 / 128 over F16, Q8_0, Q4_0 caches, and FP8 at 128 (132-byte
+// rows: 4-byte copies; FP8 rows of 64 values, 66 bytes, stay on the tiled kernel).
+bool dec_mma_default(ember_type t, int64_t d) {
+    if (d != 64 && d != 128) return false;
+    if (t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0) return true;
+    return (t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2) && d == 128;
+}
+
+// NMSE bound of a decode attention against the CPU: the tensor-core kernel (dec_mma_default)
+// rounds Q and P to f16 (~5e-8 at 4096 keys, by a host model of its rounding); the scalar
+// kernels are exact to f32.
 double dec_attn_tol(ember_type t, int64_t d, int64_t n_kv) {
-    return t == EMBER_TYPE_F16 && (d == 64 || d == 128) && n_kv > 512 ? 1e-6 : 1e-8;
+    return dec_mma_default(t, d) && n_kv > 512 ? 1e-6 : 1e-8;
 }
 
 // Index of the first differing byte, or -1.
@@ -1122,13 +1130,22 @@ TEST_CASE("[cuda] decode attention on tensor cores") {
                 const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_MMA", "2", build, 17);
                 const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_MMA", "0", build, 17);
                 const std::vector<float> dflt  = run_on(cuda_device(), build, 17);
+                if (t != EMBER_TYPE_F16) {
+                    // The block types' raw tiles copied as the words around each row (any offset)
+                    // decode to the same f16 tiles as the 8- / 4-byte piece copies (whole-block
+                    // decode) the contiguous caches here take, where their rows allow it.
+                    set_env("EMBER_CUDA_ATTN_MMA_COPY", "0");
+                    const std::vector<float> words = run_on_cuda_with("EMBER_CUDA_ATTN_MMA", "2", build, 17);
+                    set_env("EMBER_CUDA_ATTN_MMA_COPY", "");
+                    CHECK(words == got);
+                }
                 REQUIRE(got.size() == want.size());
                 REQUIRE(tiled.size() == want.size());
                 REQUIRE(dflt.size() == want.size());
                 const double e_dflt = nmse(dflt, want);
                 CAPTURE(e_dflt);
                 CHECK(e_dflt < dec_attn_tol(t, d, s.n_kv));
-                if (t == EMBER_TYPE_F16) CHECK(dflt == got);  // the default takes the tensor-core kernel
+                if (dec_mma_default(t, d)) CHECK(dflt == got);  // the default takes the tensor-core kernel
                 bool finite = true;
                 for (float x : got) finite = finite && std::isfinite(x);
                 CHECK(finite);
