@@ -111,19 +111,19 @@ template <int T> __device__ __forceinline__ uint4 mma_dec8_q(const uint8_t * row
     const uint2          x  = mma_bytes_to_h2(u0, b2, d2), y = mma_bytes_to_h2(u1, b2, d2);
     return make_uint4(x.x, x.y, y.x, y.y);
 }
-// Block b (32 values) of a Q8_0 / Q4_0 / FP8 row whose raw slot `row` starts with the row (no
-// offset: mma_piece set) as 16 f16 pairs times the block scale, in order, by whole words: the
+// Block b (32 values) of a Q8_0 / Q4_0 / FP8 row whose bytes start at byte `off` of its raw slot
+// `row` (0 for 8- / 4-byte piece copies, 0..3 for mma_piece 1) as 16 f16 pairs times the block scale, in order, by whole words: the
 // quants' words read once (a funnel shift where they start mid-word) where the 8-value decoders
 // reread the scale and three words per 8 values. FP8 codes become f16 (cvt on sm_89+ for E4M3;
 // E5M2 codes are the top byte of an f16) times the power-of-two scale in f16 (exact, rounded
 // once, so the same f16 as the float product rounded: mma_pack), in f32 where the scale has no
 // f16.
-template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * row, int b, uint4 (&h)[4]) {
+template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * row, int off, int b, uint4 (&h)[4]) {
     constexpr bool   FP8 = T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
     constexpr int    SB  = FP8 ? 1 : 2;                           // scale bytes
     constexpr int    BS  = SB + (T == EMBER_TYPE_Q4_0 ? 16 : 32);  // block bytes
     constexpr int    NW  = (BS - SB) / 4;                          // quant words
-    const unsigned   o   = static_cast<unsigned>(BS * b + SB);
+    const unsigned   o   = static_cast<unsigned>(off + BS * b + SB);
     const uint32_t * w   = reinterpret_cast<const uint32_t *>(row + (o & ~3u));
     const unsigned   sh  = (o & 3u) * 8u;
     uint32_t         x[NW + 1];
@@ -138,7 +138,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
 #if __CUDA_ARCH__ < 890
         if constexpr (E4M3) post = 256.0f;
 #endif
-        const float   sc = cu_fp8_e8m0_scale(row[BS * b]);
+        const float   sc = cu_fp8_e8m0_scale(row[off + BS * b]);
         const float   m  = post * sc;
         const bool    hm = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
         const __half2 m2 = __float2half2_rn(m);
@@ -169,7 +169,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
         for (int k = 0; k < 4; k++) h[k] = make_uint4(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3]);
         return;
     }
-    const __half2 d2 = __half2half2(*reinterpret_cast<const __half *>(row + BS * b));
+    const __half2 d2 = __half2half2(*reinterpret_cast<const __half *>(row + off + BS * b));  // off even: mma_piece_bytes
     if constexpr (T == EMBER_TYPE_Q8_0) {
         const __half2 b2 = __float2half2_rn(1152.0f);  // signed bytes + 128
 #pragma unroll
@@ -225,9 +225,9 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
     // 4-byte pieces (every row starts on that boundary); else the words around each row (rows at
     // any byte: the pair walks the K and V rows together, from (tid / per_row, tid % per_row)).
     const int piece   = direct ? 16 : a.mma_piece;
-    const int per_row = direct ? D / 8 : piece ? a.row_bytes / piece : a.row_bytes / 4 + 2;
+    const int per_row = direct ? D / 8 : piece > 1 ? a.row_bytes / piece : a.row_bytes / 4 + 2;
     const int c_r0 = tid / per_row, c_p0 = tid - c_r0 * per_row;
-    const int c_dr = k_mma_threads / per_row, c_dp = k_mma_threads - c_dr * per_row;
+    const int c_dr = piece == 1 ? (k_mma_threads / per_row) & ~1 : k_mma_threads / per_row, c_dp = k_mma_threads - c_dr * per_row;
     const bool c_on = !piece || c_r0 < c_dr;  // piece copies: threads past the last whole row pass idle
 
     // Starts the copies of tile t (K, V, mask rows) into stage t % 2 (one cp.async group). An
@@ -248,6 +248,24 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 for (int u = 0; u < k_mma_keys / R; u++, src += step, dst += R * LD) {
                     if (c_r0 + u * R < nk) dec_cp16(dst, src);
                     else *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
+        } else if (piece == 1) {
+            // Word copies around rows at any even byte: an even number of rows per pass over
+            // rows of even stride keeps each thread's offset within its word, so the words it
+            // copies are found once per tile (words past the row's end are not read: only the
+            // allocation's end is known to be a word boundary, dec_words_in_bounds).
+            uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
+            if (c_on) {
+                for (int kv = 0; kv < 2; kv++) {
+                    const int64_t nb2  = kv ? a.v.nb[2] : a.k.nb[2];
+                    const char *  row  = (kv ? vbase : kbase) + (jt + c_r0) * nb2;
+                    const int     off  = static_cast<int>(reinterpret_cast<uintptr_t>(row) & 3);
+                    if (4 * c_p0 >= off + a.row_bytes) continue;
+                    const char *  src  = row - off + 4 * c_p0;
+                    uint8_t *     dst  = stg + (kv * k_mma_keys + c_r0) * slot + 4 * c_p0;
+                    const int64_t step = c_dr * nb2;
+                    for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp4(dst, src);
                 }
             }
         } else if (piece) {
@@ -345,7 +363,10 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 for (int i = tid; i < 2 * k_mma_keys * NB; i += k_mma_threads) {
                     const int key = i % k_mma_keys, rest = i / k_mma_keys, b = rest % NB, kv = rest / NB;
                     uint4     h[4] = {};
-                    if (key < nk) mma_dec_block<T>(stg + (kv * k_mma_keys + key) * slot, b, h);
+                    if (key < nk) {
+                        const int off = piece > 1 ? 0 : kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
+                        mma_dec_block<T>(stg + (kv * k_mma_keys + key) * slot, off, b, h);
+                    }
                     uint4 * dst = reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 32 * b);
                     dst[0] = h[0], dst[1] = h[1], dst[2] = h[2], dst[3] = h[3];
                 }

@@ -1065,9 +1065,10 @@ int dec_mma_mode(const ember_cuda_ctx & ctx) {
 
 // attn_dec_mma_kernel over a block type: the bytes of each copy into the raw tile, 8 or 4 when
 // both caches' rows start on such a boundary and are a whole number of them (a row's copy then
-// needs no offset, and its blocks decode by whole words: mma_dec_block), else 0 (the words
-// around each row, at any offset). EMBER_CUDA_ATTN_MMA_COPY=0: always 0 (tests compare the
-// two). Read at every launch.
+// needs no offset); 1: the words around each row, rows at even bytes with even strides (each
+// thread's rows then share their offset within a word); both decode whole blocks
+// (mma_dec_block). Else 0: the words around rows at any byte, found per copy, decoded 8 values
+// at a time. EMBER_CUDA_ATTN_MMA_COPY=0: always 0 (tests compare them). Read at every launch.
 int mma_piece_bytes(const dec_args & a) {
     if (!ember_cuda_env_on("EMBER_CUDA_ATTN_MMA_COPY")) return 0;
     const auto al = [&](const cu_tensor & t, int g) {
@@ -1076,7 +1077,7 @@ int mma_piece_bytes(const dec_args & a) {
     for (int g : {8, 4}) {
         if (a.row_bytes % g == 0 && al(a.k, g) && al(a.v, g)) return g;
     }
-    return 0;
+    return al(a.k, 2) && al(a.v, 2) ? 1 : 0;  // words around rows at even bytes (64-value FP8 rows: 66 bytes)
 }
 
 // Raw slot of a row copied in pieces of g bytes: a multiple of g with a word past the row
@@ -1153,7 +1154,7 @@ struct dec_launch {
     // block slots (as the tiled kernel's); one split writes the output, more go through the merge.
     template <int T, int D> void run_mma() const {
         a.mma_piece       = mma_direct<T>() ? 0 : mma_piece_bytes(a);
-        a.slot_bytes      = a.mma_piece ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
+        a.slot_bytes      = a.mma_piece > 1 ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
         // A block's 16 rows span at most 15 / group + 2 tokens (and no more than there are).
         a.mask_rows       = a.has_mask ? static_cast<int>(std::min<int64_t>({16, a.q.ne[2], 15 / a.group + 2})) : 0;
         a.q_rows          = static_cast<int>(std::min<int64_t>(k_mma_rows, a.n_rows)) + 1;

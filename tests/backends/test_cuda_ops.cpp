@@ -92,12 +92,11 @@ std::vector<uint8_t> fp8_host_encode(bool e4m3, const float * x, int64_t n) {
 }
 
 // Whether rows past the short kernel's 512 keys take the tensor-core decode attention by default
-// (contiguous caches): head size 64 / 128 over F16, Q8_0, Q4_0 caches, and FP8 at 128 (132-byte
-// rows: 4-byte copies; FP8 rows of 64 values, 66 bytes, stay on the tiled kernel).
+// (contiguous caches): head size 64 / 128 over F16, Q8_0, Q4_0 and FP8 caches (rows copied in 8-
+// or 4-byte pieces, or as the words around rows at even bytes: 64-value FP8 rows, 66 bytes).
 bool dec_mma_default(ember_type t, int64_t d) {
     if (d != 64 && d != 128) return false;
-    if (t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0) return true;
-    return (t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2) && d == 128;
+    return t == EMBER_TYPE_F16 || t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
 }
 
 // NMSE bound of a decode attention against the CPU: the tensor-core kernel (dec_mma_default)
