@@ -12,8 +12,9 @@
 //   tile: K and V rows as f16 in shared memory ([key][d + 8 halves], conflict-free ldmatrix):
 //         an F16 cache copied there with cp.async, a block-quantized one copied raw and then
 //         decoded into the f16 tile by the whole block (mma_dec_block: a 32-value block per
-//         item, when the rows start on 8 or 4 bytes, mma_piece_bytes; else the tiled kernel's
-//         word copies around each row and 8 values per item);
+//         item, when the rows start on 8 or 4 bytes, or on even bytes with even strides,
+//         mma_piece_bytes; else the tiled kernel's word copies around each row and 8 values
+//         per item);
 //   warp w: keys 16 w .. 16 w + 15 of the tile: S = Q K^T (mma.m16n8k16, Q's and K's fragments
 //         by ldmatrix), an online softmax per row in log2 units (scores scaled
 //         by log2 e with Q), P as the A operand straight from S's accumulators, O += P V (V's
@@ -32,7 +33,8 @@
 // Q4_0, us a layer): F16 14.45 -> 13.65, Q8_0 24.6 -> 15.6, FP8 E4M3 (8-value decode) 19.2
 // against the tiled kernel's 18.4. tg128 at depth 4096 (8B Q4_0 weights, H200): F16 447.3,
 // Q8_0 420.4 (tiled 402.7), Q4_0 445.2 (419.7), FP8 E4M3 415.0 (402.1); 1B: F16 1437.3, Q8_0
-// 1410.1, FP8 1305.0 (64-value FP8 rows, 66 bytes, stay tiled). PERF-NOTES.md, session 24.
+// 1410.1, FP8 1374.1 (66-byte rows: words around each row; tiled 1302.8). PERF-NOTES.md,
+// session 24.
 constexpr int k_mma_threads = 128;
 constexpr int k_mma_warps   = k_mma_threads / 32;
 constexpr int k_mma_keys    = 16 * k_mma_warps;  // keys per tile
