@@ -400,7 +400,10 @@ template <int T, int V> __device__ __forceinline__ void dec_load4_v(const uint8_
 
 // The weights of a cluster merge's splits, from their maxima m and sums s (k_dec_max_cluster
 // entries, -INF / 0 past the cluster): w = exp(m - max m), 0 for a split whose keys were all
-// hidden; returns 1 / sum w s (0 when every key was hidden: the row is zeros).
+// hidden; returns 1 / sum w s (0 when every key was hidden: the row is zeros). Compiled only
+// where clusters exist (its callers are sm_90 code; before, every older architecture's pass
+// warned that it was never referenced).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_cluster], const float (&s)[k_dec_max_cluster],
                                                      float (&w)[k_dec_max_cluster]) {
     float mx = -INFINITY;
@@ -414,6 +417,7 @@ __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_
     }
     return sum > 0.0f ? 1.0f / sum : 0.0f;
 }
+#endif
 
 // V: 0 the first version's copies and decoders, 1 the second's (EMBER_CUDA_ATTN_DEC_FAST; 2:
 // FP8 E4M3 by bit moves instead of the conversion instruction).
