@@ -136,10 +136,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
     for (int j = 0; j < NW; j++) q[j] = __funnelshift_r(x[j], x[j + 1], sh);
     if constexpr (FP8) {
         constexpr bool E4M3 = T == EMBER_TYPE_FP8_E4M3;
-        float          post = 1.0f;  // the f16 bits' value times post is the code's
-#if __CUDA_ARCH__ < 890
-        if constexpr (E4M3) post = 256.0f;
-#endif
+        const float    post = dec_fp8_post<E4M3>();  // the f16 bits' value times post is the code's
         const float   sc = cu_fp8_e8m0_scale(row[off + BS * b]);
         const float   m  = post * sc;
         const bool    hm = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
@@ -148,16 +145,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
 #pragma unroll
         for (int j = 0; j < NW; j++) {
             uint32_t lo, hi;
-#if __CUDA_ARCH__ >= 890
-            if constexpr (E4M3) {
-                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(static_cast<unsigned short>(q[j] & 0xffffu)));
-                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(static_cast<unsigned short>(q[j] >> 16)));
-            } else {
-                cu_fp8x4_half_bits<false>(q[j], lo, hi);
-            }
-#else
-            cu_fp8x4_half_bits<E4M3>(q[j], lo, hi);
-#endif
+            dec_fp8x4_half<E4M3>(q[j], lo, hi);
             if (hm) {
                 const __half2 a = __hmul2(*reinterpret_cast<const __half2 *>(&lo), m2), c = __hmul2(*reinterpret_cast<const __half2 *>(&hi), m2);
                 r[2 * j] = *reinterpret_cast<const uint32_t *>(&a), r[2 * j + 1] = *reinterpret_cast<const uint32_t *>(&c);
@@ -271,6 +259,8 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                 }
             }
         } else if (piece) {
+            // Pieces on 8- / 4-byte boundaries: separate from piece 1 above, whose run-time
+            // offset here took FP8's d = 128 kernel from 128 to 154 registers (sm_90).
             uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
             if (c_on) {
                 for (int kv = 0; kv < 2; kv++) {
@@ -378,7 +368,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                     const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
                     uint4     h  = make_uint4(0u, 0u, 0u, 0u);
                     if (key < nk) {
-                        const int       off = piece ? 0 : kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
+                        const int       off = kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
                         const uint8_t * row = stg + (kv * k_mma_keys + key) * slot;
                         if constexpr (T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_Q4_0) {
                             h = mma_dec8_q<T>(row, off, pc);

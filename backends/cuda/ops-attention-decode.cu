@@ -77,7 +77,7 @@ struct dec_args {
     int64_t   xk;
     int       mask_rows;   // attn_dec_mma_kernel: mask rows (tokens) a block stages, at most
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
-    int       mma_piece;   //   block types: bytes per copy (8 or 4: rows start on such a boundary, no offset), or 0 (words around each row)
+    int       mma_piece;   //   block types' copy form (mma_piece_bytes: 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -176,22 +176,33 @@ __device__ __forceinline__ float2 dec_half2(uint32_t h) {
     return __half22float2(*reinterpret_cast<const __half2 *>(&h));
 }
 
-// Four FP8 codes to floats times s, as cu_fp8_block_elem (code value * scale, one rounding).
-template <bool E4M3> __device__ __forceinline__ void dec_fp8x4(uint32_t w, float s, float * y) {
-    uint32_t lo, hi;
-    float    post = 1.0f;
+// Four FP8 codes as two f16 pairs (codes 0, 1 in lo) whose values times dec_fp8_post are the
+// codes': E4M3 by the hardware conversion on sm_89+ (exact; NaN codes give NaN), else by bit
+// moves (cu_fp8x4_half_bits: E4M3 as value / 256).
+template <bool E4M3> __device__ __forceinline__ void dec_fp8x4_half(uint32_t w, uint32_t & lo, uint32_t & hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    if constexpr (E4M3) {  // hardware conversion, exact (NaN codes give NaN)
+    if constexpr (E4M3) {
         const unsigned short w0 = static_cast<unsigned short>(w & 0xffffu), w1 = static_cast<unsigned short>(w >> 16);
         asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(w0));
         asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(w1));
-    } else {
-        cu_fp8x4_half_bits<false>(w, lo, hi);
+        return;
     }
-#else
-    cu_fp8x4_half_bits<E4M3>(w, lo, hi);
-    if constexpr (E4M3) post = 256.0f;
 #endif
+    cu_fp8x4_half_bits<E4M3>(w, lo, hi);
+}
+template <bool E4M3> __device__ __forceinline__ constexpr float dec_fp8_post() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return 1.0f;
+#else
+    return E4M3 ? 256.0f : 1.0f;
+#endif
+}
+
+// Four FP8 codes to floats times s, as cu_fp8_block_elem (code value * scale, one rounding).
+template <bool E4M3> __device__ __forceinline__ void dec_fp8x4(uint32_t w, float s, float * y) {
+    uint32_t    lo, hi;
+    const float post = dec_fp8_post<E4M3>();
+    dec_fp8x4_half<E4M3>(w, lo, hi);
     const float2 a = dec_half2(lo), b = dec_half2(hi);
     y[0]           = a.x * post * s;
     y[1]           = a.y * post * s;
@@ -1156,8 +1167,7 @@ struct dec_launch {
     }
     // attn_dec_mma_kernel: splits of whole 64-key tiles, as few per block as fill the GPU's
     // block slots (as the tiled kernel's); one split writes the output, more go through the merge.
-    template <int T, int D> void run_mma() const {
-        a.mma_piece       = mma_direct<T>() ? 0 : mma_piece_bytes(a);
+    template <int T, int D> void run_mma() const {  // a.mma_piece set
         a.slot_bytes      = a.mma_piece > 1 ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
         // A block's 16 rows span at most 15 / group + 2 tokens (and no more than there are).
         a.mask_rows       = a.has_mask ? static_cast<int>(std::min<int64_t>({16, a.q.ne[2], 15 / a.group + 2})) : 0;
@@ -1233,7 +1243,8 @@ struct dec_launch {
         }
         if constexpr (V == 1 && mma_type<T>()) {
             const int mode = (d == 64 || d == 128) && a.n_rows <= 65535 * k_mma_rows ? dec_mma_mode(ctx) : 0;
-            if (mode == 2 || (mode == 1 && (T == EMBER_TYPE_F16 || mma_piece_bytes(a) != 0))) {
+            a.mma_piece    = mode == 0 || mma_direct<T>() ? 0 : mma_piece_bytes(a);
+            if (mode == 2 || (mode == 1 && (T == EMBER_TYPE_F16 || a.mma_piece != 0))) {
                 if (d == 64) return run_mma<T, 64>();
                 return run_mma<T, 128>();
             }
