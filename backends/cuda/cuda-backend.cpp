@@ -535,6 +535,43 @@ bool hoistable(const ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int
     return true;
 }
 
+// EMBER_CUDA_KV_ATTN=0: a layer's writes into block-quantized KV caches always launch on their
+// own (else kv_defer). Read at every graph_compute that records or runs eagerly (tests switch it).
+bool kv_attn_on() {
+    return ember_cuda_env_on("EMBER_CUDA_KV_ATTN");
+}
+
+// The SET_ROWS pair (a, b) at node i (b hoisted or next) left for the decode attention that
+// reads both caches through views, when it can write the rows itself
+// (ember_cuda_attn_kv_write_ok) and nothing between them in [i, end) reads or writes the caches
+// or writes the pair's rows or indices (the pair then runs as late as that node). The attention
+// writes the rows or launches the pair before its kernel (ember_cuda_kv_flush); compute_at
+// launches it if the range ends first. True: left (ctx.kv_attn set).
+bool kv_defer(ember_cuda_ctx & ctx, const ember_graph * g, int32_t i, int32_t end, ember_tensor * a, ember_tensor * b) {
+    if (ctx.kv_attn || !kv_attn_on()) return false;
+    for (int32_t k = i + 1; k < end && k <= i + 2 * k_hoist_window; k++) {
+        const ember_tensor * n = g->nodes[k];
+        if (n->op == EMBER_OP_ATTN) {
+            ember_tensor * sk = n->src[1] && n->src[1]->src[0] == b ? b : a;
+            ember_tensor * sv = sk == a ? b : a;
+            if (!ember_cuda_attn_kv_write_ok(ctx, n, sk, sv)) return false;
+            ctx.kv_attn   = n;
+            ctx.kv_set[0] = sk;
+            ctx.kv_set[1] = sv;
+            return true;
+        }
+        if (n == a || n == b || n->op == EMBER_OP_VIEW || n->op == EMBER_OP_NONE || is_hoisted(ctx, n)) continue;  // no launch
+        for (const ember_tensor * t : {a, b}) {
+            if (ember_cuda_overlaps(n, t)) return false;
+            for (int s = 0; s < EMBER_MAX_SRC; s++) {
+                if (n->src[s] == t || ember_cuda_overlaps(n->src[s], t)) return false;
+            }
+            if (ember_cuda_overlaps(n, t->src[1]) || ember_cuda_overlaps(n, t->src[2])) return false;
+        }
+    }
+    return false;
+}
+
 // EMBER_CUDA_MV_EPI=0: RoPE and the KV cache writes as their own kernels (no matvec epilogues).
 bool mv_epilogues() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_EPI");
@@ -562,10 +599,29 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
 // names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
-    const ember_status st  = compute_at_node(ctx, g, i, end, used);
-    ctx.skip_now           = false;
+    ember_status st = compute_at_node(ctx, g, i, end, used);
+    ctx.skip_now    = false;
+    if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
     return st;
 }
+
+}  // namespace
+
+// The pair's own launch, counted (EMBER_CUDA_SKIP) as the SET_ROWS it is.
+ember_status ember_cuda_kv_flush(ember_cuda_ctx & ctx) {
+    if (!ctx.kv_attn) return EMBER_OK;
+    ember_tensor * k = ctx.kv_set[0];
+    ember_tensor * v = ctx.kv_set[1];
+    ctx.kv_attn      = nullptr;
+    ctx.kv_set[0] = ctx.kv_set[1] = nullptr;
+    const bool skip_was = ctx.skip_now;
+    ctx.skip_now        = (ctx.skip & ember_cuda_skip_kind_of(k)) != 0;
+    const ember_status st = ember_cuda_set_rows_pair(ctx, k, v);
+    ctx.skip_now          = skip_was;
+    return st;
+}
+
+namespace {
 
 ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ember_tensor * node = g->nodes[i];
@@ -638,7 +694,9 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             return ember_cuda_ext_layout(node->src[0]) ? ember_cuda_mul_mat_vec_ext(ctx, grp, n) : ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
         }
     }
-    // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted).
+    // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted); a
+    // SET_ROWS pair into block-quantized caches is left to the decode attention that reads them
+    // next (kv_defer), which writes the rows itself: one launch less per layer.
     if ((node->op == EMBER_OP_ROPE || node->op == EMBER_OP_SET_ROWS) && fuse_more() && ctx.n_hoisted < 6) {
         for (int32_t j = i + 1; j < end && j <= i + k_hoist_window; j++) {
             ember_tensor * c  = g->nodes[j];
@@ -650,6 +708,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
                 ctx.hoisted[ctx.n_hoisted++] = c;
             }
             if (clobbers_qx(ctx, node) || clobbers_qx(ctx, c)) ctx.qx_valid = false;
+            if (node->op == EMBER_OP_SET_ROWS && kv_defer(ctx, g, i, end, node, c)) return EMBER_OK;
             return node->op == EMBER_OP_ROPE ? ember_cuda_rope_pair(ctx, node, c) : ember_cuda_set_rows_pair(ctx, node, c);
         }
     }
@@ -975,6 +1034,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     }
     c->cu.capturing = true;
     c->cu.n_hoisted = 0;
+    c->cu.kv_attn   = nullptr;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
     c->cu.capturing = false;
@@ -1064,6 +1124,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
         c->cu.qx_valid  = false;
         c->cu.n_hoisted = 0;
+        c->cu.kv_attn   = nullptr;
         const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);  // (the pending copies are its first nodes)
         timer.lap(c->host_launch_s);
         if (e != cudaSuccess) {
@@ -1102,6 +1163,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
     }
     c->cu.qx_valid  = false;  // x's memory may hold new data since the last call
     c->cu.n_hoisted = 0;
+    c->cu.kv_attn   = nullptr;
     if (c->cu.prof) {  // the per-op timer: every node eagerly, between events
         if (pending_flush(c) != cudaSuccess) return EMBER_ERR_BACKEND;
         op_profile * p  = static_cast<op_profile *>(c->cu.prof);

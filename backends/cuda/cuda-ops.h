@@ -41,6 +41,13 @@ struct ember_cuda_ctx {
     const ember_tensor * hoisted[8] = {};
     int                  n_hoisted  = 0;
 
+    // A layer's K and V cache writes (a SET_ROWS pair into a block-quantized cache) left for the
+    // decode attention that reads the caches next (cuda-backend.cpp, kv_defer): that launch
+    // encodes the rows in its own blocks (attn_dec_mma_kernel) or, on any other path, launches
+    // the pair first (ember_cuda_kv_flush). kv_attn is that ATTN node; cleared with n_hoisted.
+    const ember_tensor * kv_attn   = nullptr;
+    ember_tensor *       kv_set[2] = {nullptr, nullptr};
+
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
 
@@ -123,6 +130,9 @@ ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
 // same index tensor, 2-D.
 bool         ember_cuda_set_rows_can_pair(const ember_tensor * a, const ember_tensor * b);
 ember_status ember_cuda_set_rows_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b);
+// The cache writes left for the attention (ctx.kv_attn), launched now as a pair and cleared;
+// EMBER_OK when there are none.
+ember_status ember_cuda_kv_flush(ember_cuda_ctx & ctx);
 ember_status ember_cuda_cpy(ember_cuda_ctx & ctx, ember_tensor * dst);
 bool         ember_cuda_supports_cpy(const ember_tensor * dst);
 
@@ -135,6 +145,10 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const emb
 // ops-attention-decode.cu: the decode kernel (few query tokens; one block per KV head and
 // split of the keys). EMBER_ERR_UNSUPPORTED when the shapes or types do not suit it.
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);
+// Whether the decode attention `attn` can itself write the rows of the SET_ROWS pair (set_k,
+// set_v) whose caches it reads through views (ctx.kv_attn); it still launches them first when
+// its kernel at run time is not the one that does (attn_dec_mma_kernel).
+bool ember_cuda_attn_kv_write_ok(const ember_cuda_ctx & ctx, const ember_tensor * attn, const ember_tensor * set_k, const ember_tensor * set_v);
 
 // ops-matvec.cu: m (columns of x) <= EMBER_CUDA_MATVEC_MAX_COLS
 constexpr int64_t EMBER_CUDA_MATVEC_MAX_COLS = 8;

@@ -182,6 +182,40 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
 }
 #endif
 
+// The step's new K and V rows (dec_args::kvw) into the caches, by the block whose split holds
+// the row (the last split also takes rows past the view), for its KV head: item (K or V, 32-value
+// block) per warp, encoded as set_rows_warp_kernel does (cu_encode_warp: the same bytes). The
+// caller's barrier then orders the stores before the block's tile copies; no other block reads
+// a row outside its split, and blocks of other row chunks of this split store the same bytes.
+// An index repeated later in the batch is written by its last occurrence only; one out of the
+// caches' rows is reported (block 0) and skipped, as SET_ROWS does.
+template <int T, int D> __device__ __forceinline__ void mma_kv_write(const dec_args & a, int ik, int split) {
+    if constexpr (cu_has_warp_encoder<T>()) {
+        constexpr int        NB = D / 32;
+        const dec_kv_write & w  = a.kvw;
+        const int            lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        const int            block_bytes = a.row_bytes / NB;
+        for (int i = 0; i < w.n; i++) {
+            const int32_t id = *reinterpret_cast<const int32_t *>(w.idx + i * w.idx_nb0);
+            if (id < 0 || id >= w.cache_rows) {
+                if (ik == 0 && split == 0 && blockIdx.z == 0 && threadIdx.x == 0) cu_set_error(w.err, EMBER_ERR_INTERNAL);
+                continue;
+            }
+            const int64_t s = min(static_cast<int64_t>(id) / a.split_keys, static_cast<int64_t>(a.n_split - 1));
+            if (s != split) continue;
+            bool later = false;
+            for (int j = i + 1; j < w.n; j++) later = later || *reinterpret_cast<const int32_t *>(w.idx + j * w.idx_nb0) == id;
+            if (later) continue;
+            for (int it = warp; it < 2 * NB; it += k_mma_warps) {
+                const int     kv  = it / NB, b = it % NB;
+                const float * src = reinterpret_cast<const float *>(kv ? w.v_rows + i * w.v_nb1 : w.k_rows + i * w.k_nb1);
+                char *        dst = kv ? a.v.data + id * a.v.nb[2] + ik * a.v.nb[1] : a.k.data + id * a.k.nb[2] + ik * a.k.nb[1];
+                cu_encode_warp<T>(src[ik * D + 32 * b + lane], dst + b * block_bytes);
+            }
+        }
+    }
+}
+
 template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_dec_mma_kernel(dec_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) uint8_t smem[];
@@ -303,6 +337,10 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
     };
 
     cu_pdl_begin();
+    if (a.kvw.n > 0) {  // the step's new cache rows first (block types: the stream's deferred SET_ROWS pair)
+        mma_kv_write<T, D>(a, ik, split);
+        __syncthreads();
+    }
     // Tiles 0 and 1 in flight (a group each, empty when there is none), then Q: its rows
     // (head ik * group + rr % group of token rr / group, rr = r0 + r) times scale and log2 e as
     // f16, rows past nrows zeros (their scores are never used), every load issued before the

@@ -60,6 +60,21 @@ constexpr int k_dec_stages  = 2;   // raw tile buffers: the one computed and the
 constexpr int k_dec_max_split = 1024;
 constexpr int k_dec_max_cluster = 8;  // splits merged in one thread block cluster, at most (the portable cluster size)
 
+// A decode step's new K and V rows that attn_dec_mma_kernel writes into the block-quantized
+// caches it reads (the SET_ROWS pair the stream left to it: ember_cuda_ctx::kv_attn): f32 rows
+// (token i at rows + i nb1, KV head h at h d floats) to cache rows idx[i], at the view's own
+// strides (the view starts at the cache's row 0). n = 0: none.
+struct dec_kv_write {
+    const char * k_rows, * v_rows;
+    int64_t      k_nb1, v_nb1;
+    const char * idx;
+    int64_t      idx_nb0;
+    int64_t      cache_rows;  // rows of the caches: indices past them are errors, as SET_ROWS's
+    int          n;           // tokens (at most k_kv_write_max)
+    int *        err;
+};
+constexpr int k_kv_write_max = 8;
+
 struct dec_args {
     cu_tensor q, k, v, mask, dst;
     bool      has_mask;
@@ -78,6 +93,7 @@ struct dec_args {
     int       mask_rows;   // attn_dec_mma_kernel: mask rows (tokens) a block stages, at most
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
     int       mma_piece;   //   block types' copy form (mma_piece_bytes: 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
+    dec_kv_write kvw;      //   the cache rows it writes first (n = 0: none)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -1157,6 +1173,15 @@ struct dec_launch {
     int              d;
     size_t           part_floats_per_split;
     ember_status &   st;
+    // The cache writes left for this attention (ctx.kv_attn), launched on their own before a
+    // kernel that does not take them (a.kvw cleared); false when that failed (st says why).
+    bool flush() const {
+        a.kvw.n = 0;
+        st      = ember_cuda_kv_flush(ctx);
+        if (st != EMBER_OK) return false;
+        st = EMBER_ERR_UNSUPPORTED;
+        return true;
+    }
     template <int T> void operator()() const {
         const int v = dec_version();
         if (v == 0) return run<T, 0>();
@@ -1196,6 +1221,12 @@ struct dec_launch {
                 return;
             }
         }
+        if (a.kvw.n > 0 && cu_has_warp_encoder<T>()) {  // this launch writes the new rows (mma_kv_write)
+            ctx.kv_attn   = nullptr;
+            ctx.kv_set[0] = ctx.kv_set[1] = nullptr;
+        } else if (!flush()) {
+            return;
+        }
         const dim3 g(grid.x, static_cast<unsigned>(n_split), static_cast<unsigned>(chunks));
         cu_launch(ctx, attn_dec_mma_kernel<T, D>, g, k_mma_threads, smem, a);
         st = EMBER_OK;
@@ -1234,6 +1265,7 @@ struct dec_launch {
                             return;
                         }
                     }
+                    if (!flush()) return;
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
                     cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u), a);
                     st = EMBER_OK;
@@ -1269,6 +1301,7 @@ struct dec_launch {
         a.split_keys         = static_cast<int>(per * k_dec_keys);
         a.part               = nullptr;
         a.cluster            = n_split > 1 && n_split <= k_dec_max_cluster && dec_cluster_on(ctx);
+        if (!flush()) return;
         if (a.cluster) {
             dim3 g = grid;
             g.y    = static_cast<unsigned>(n_split);
@@ -1307,6 +1340,51 @@ static int64_t kv_row_bytes(ember_type t, int64_t d) {
     }
 }
 
+// Whether attn_dec_mma_kernel can write the new rows of SET_ROWS pair (sk, sv) into the caches
+// attn reads through views of them: block-quantized caches it encodes (cu_encode_warp), head
+// sizes 64 / 128, the views starting at the caches' row 0 with their row stride and d values
+// per head, f32 rows of the whole row's width, one I32 index per token, at most k_kv_write_max
+// tokens. Fills *w (n = tokens) when it can.
+static bool kv_write_layout(const ember_tensor * attn, const ember_tensor * sk, const ember_tensor * sv, dec_kv_write * w) {
+    const ember_tensor * kview = attn->src[1];
+    const ember_tensor * vview = attn->src[2];
+    if (!sk || !sv || !kview || !vview || kview->op != EMBER_OP_VIEW || vview->op != EMBER_OP_VIEW || kview->src[0] != sk || vview->src[0] != sv) {
+        return false;
+    }
+    const int64_t d = kview->ne[0];
+    const ember_type t = sk->type;
+    const bool type_ok = t == EMBER_TYPE_Q8_0 || t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+    if (!type_ok || sv->type != t || (d != 64 && d != 128) || vview->ne[0] != d || sk->src[2] != sv->src[2]) return false;
+    const ember_tensor * idx = sk->src[2];
+    const int64_t        n   = sk->src[1]->ne[1];
+    if (!idx || idx->type != EMBER_TYPE_I32 || idx->ne[0] != n || n < 1 || n > k_kv_write_max || sv->src[1]->ne[1] != n) return false;
+    for (int kv = 0; kv < 2; kv++) {
+        const ember_tensor * set  = kv ? sv : sk;
+        const ember_tensor * view = kv ? vview : kview;
+        const ember_tensor * rows = set->src[1];
+        if (view->type != t || view->data != set->data || view->nb[2] != set->nb[1] || view->nb[1] != static_cast<size_t>(kv_row_bytes(t, d)) ||
+            set->ne[0] != d * view->ne[1] || set->ne[2] * set->ne[3] != 1 || set->nb[0] != view->nb[0] || !rows || rows->type != EMBER_TYPE_F32 ||
+            rows->nb[0] != sizeof(float) || rows->ne[0] != set->ne[0] || rows->ne[2] * rows->ne[3] != 1 || set->ne[1] != sk->ne[1]) {
+            return false;
+        }
+    }
+    if (w) {
+        w->k_rows     = static_cast<const char *>(sk->src[1]->data);
+        w->v_rows     = static_cast<const char *>(sv->src[1]->data);
+        w->k_nb1      = static_cast<int64_t>(sk->src[1]->nb[1]);
+        w->v_nb1      = static_cast<int64_t>(sv->src[1]->nb[1]);
+        w->idx        = static_cast<const char *>(idx->data);
+        w->idx_nb0    = static_cast<int64_t>(idx->nb[0]);
+        w->cache_rows = sk->ne[1];
+        w->n          = static_cast<int>(n);
+    }
+    return true;
+}
+
+bool ember_cuda_attn_kv_write_ok(const ember_cuda_ctx & ctx, const ember_tensor * attn, const ember_tensor * sk, const ember_tensor * sv) {
+    return ctx.cc_major >= 8 && attn->op == EMBER_OP_ATTN && attn->src[0]->ne[2] <= k_kv_write_max && kv_write_layout(attn, sk, sv, nullptr);
+}
+
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
     const ember_tensor * q    = dst->src[0];
     const ember_tensor * k    = dst->src[1];
@@ -1342,6 +1420,9 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.mask_rows = 0;
     a.q_rows    = 0;
     a.mma_piece = 0;
+    a.kvw       = dec_kv_write{};
+    a.kvw.n     = 0;
+    if (ctx.kv_attn == dst && kv_write_layout(dst, ctx.kv_set[0], ctx.kv_set[1], &a.kvw)) a.kvw.err = ctx.d_error;
     if (qx_of) {
         void * xds = nullptr;
         ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own

@@ -495,6 +495,12 @@ struct attn_k_launch {
 
 ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
     const ember_tensor * q = dst->src[0];
+    // Cache writes left for this node (ctx.kv_attn): only the decode kernels take them (they
+    // launch them first where they cannot); every other path launches them now.
+    if (ctx.kv_attn && (ctx.kv_attn != dst || q->ne[2] >= k_fa_min_tokens || q->ne[1] * q->ne[2] == 0)) {
+        const ember_status fs = ember_cuda_kv_flush(ctx);
+        if (fs != EMBER_OK) return fs;
+    }
     if (q->ne[0] > EMBER_CUDA_ATTN_MAX_D || q->ne[1] * q->ne[2] > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
     if (q->ne[1] * q->ne[2] == 0) return EMBER_OK;
     if (!ember_cuda_type_has_elem(dst->src[1]->type) || !ember_cuda_type_has_elem(dst->src[2]->type)) return EMBER_ERR_UNSUPPORTED;
@@ -513,7 +519,8 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const emb
     if (q->ne[2] < k_fa_min_tokens) {  // decode: ops-attention-decode.cu, when it takes these shapes
         st = ember_cuda_attn_decode(ctx, dst, qx_of);
         if (st != EMBER_ERR_UNSUPPORTED) return st;
-        st = EMBER_OK;
+        st = ember_cuda_kv_flush(ctx);  // the plain kernel below does not write them
+        if (st != EMBER_OK) return st;
     }
     cu_dispatch_elem_type(dst->src[1]->type, attn_k_launch{ctx, dst, st});
     if (st != EMBER_OK) return st;
