@@ -10,11 +10,11 @@
 // block of 4 warps takes one KV head, one split of its keys and up to 16 query rows (the GQA
 // group's heads x the tokens: mma's M, padded), and walks the split 64 keys at a time:
 //   tile: K and V rows as f16 in shared memory ([key][d + 8 halves], conflict-free ldmatrix):
-//         an F16 cache copied there with cp.async, a block-quantized one copied raw and then
-//         decoded into the f16 tile by the whole block (mma_dec_block: a 32-value block per
-//         item, when the rows start on 8 or 4 bytes, or on even bytes with even strides,
-//         mma_piece_bytes; else the tiled kernel's word copies around each row and 8 values
-//         per item);
+//         an F16 cache copied there with cp.async, a block-quantized one copied raw (16-byte
+//         pieces around each row where key rows are 16 bytes apart, else 8- / 4-byte pieces or
+//         words: mma_piece_bytes) and then decoded into the f16 tile, each warp its own 16 keys
+//         (mma_dec_block: a 32-value block per item; the word copies around rows at any byte: 8
+//         values per item);
 //   warp w: keys 16 w .. 16 w + 15 of the tile: S = Q K^T (mma.m16n8k16, Q's and K's fragments
 //         by ldmatrix), an online softmax per row in log2 units (scores scaled
 //         by log2 e with Q), P as the A operand straight from S's accumulators, O += P V (V's
@@ -34,7 +34,9 @@
 // against the tiled kernel's 18.4. tg128 at depth 4096 (8B Q4_0 weights, H200): F16 447.3,
 // Q8_0 420.4 (tiled 402.7), Q4_0 445.2 (419.7), FP8 E4M3 415.0 (402.1); 1B: F16 1437.3, Q8_0
 // 1410.1, FP8 1374.1 (66-byte rows: words around each row; tiled 1302.8). PERF-NOTES.md,
-// session 24.
+// session 24. Session 25: the step's new rows written by this kernel (mma_kv_write), 16-byte
+// copies, the decode per warp, 3 blocks an SM at d = 128: tg128 at 4096 (8B): F16 446.5, Q8_0
+// 437.1 (0.979), FP8 E4M3 430.4 (0.964).
 constexpr int k_mma_threads = 128;
 constexpr int k_mma_warps   = k_mma_threads / 32;
 constexpr int k_mma_keys    = 16 * k_mma_warps;  // keys per tile
@@ -64,7 +66,7 @@ __host__ __device__ inline mma_layout mma_layout_of(bool direct, int d, int slot
     L.v          = L.k + tile;
     L.raw        = L.v + tile;
     L.mask       = L.raw + (direct ? 0 : static_cast<size_t>(2) * 2 * k_mma_keys * slot_bytes);
-    L.total      = L.mask + sizeof(float) * 2 * mask_rows * k_mma_keys;
+    L.total      = L.mask + sizeof(float) * 2 * mask_rows * k_mma_keys + 16;  // slack: the last raw slot's funnel word
     const size_t merge = L.k + sizeof(float) * (static_cast<size_t>(k_mma_warps) * k_mma_rows * d + 2 * k_mma_warps * k_mma_rows);
     if (L.total < merge) L.total = merge;
     return L;
@@ -216,7 +218,14 @@ template <int T, int D> __device__ __forceinline__ void mma_kv_write(const dec_a
     }
 }
 
-template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_dec_mma_kernel(dec_args a) {
+// Blocks an SM the registers must allow: F16 none (127 registers at d = 128 uncapped; a bound
+// made the compiler take more); the block types 3 at d = 128 (their shared memory fits 3, and a
+// split of 4225 keys over 8 KV heads then takes 2 tiles a block, not 3) and 4 at d = 64.
+template <int T, int D> __host__ __device__ constexpr int mma_min_blocks() {
+    return mma_direct<T>() ? 0 : D == 64 ? 4 : 3;
+}
+
+template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min_blocks<T, D>()) attn_dec_mma_kernel(dec_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int    LD     = D + 8;
@@ -249,7 +258,11 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
     // 4-byte pieces (every row starts on that boundary); else the words around each row (rows at
     // any byte: the pair walks the K and V rows together, from (tid / per_row, tid % per_row)).
     const int piece   = direct ? 16 : a.mma_piece;
-    const int per_row = direct ? D / 8 : piece > 1 ? a.row_bytes / piece : a.row_bytes / 4 + 2;
+    // 16-byte pieces of a block type: K's and V's rows start `off_k` / `off_v` bytes into their
+    // 16 (key rows 16 bytes apart: mma_piece_bytes), copied from there.
+    const int off_k   = !direct && piece == 16 ? static_cast<int>(reinterpret_cast<uintptr_t>(kbase) & 15) : 0;
+    const int off_v   = !direct && piece == 16 ? static_cast<int>(reinterpret_cast<uintptr_t>(vbase) & 15) : 0;
+    const int per_row = direct ? D / 8 : piece == 16 ? (max(off_k, off_v) + a.row_bytes + 15) / 16 : piece > 1 ? a.row_bytes / piece : a.row_bytes / 4 + 2;
     const int c_r0 = tid / per_row, c_p0 = tid - c_r0 * per_row;
     const int c_dr = piece == 1 ? (k_mma_threads / per_row) & ~1 : k_mma_threads / per_row, c_dp = k_mma_threads - c_dr * per_row;
     const bool c_on = !piece || c_r0 < c_dr;  // piece copies: threads past the last whole row pass idle
@@ -302,7 +315,12 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                     const char *  src  = (kv ? vbase : kbase) + (jt + c_r0) * nb2 + piece * c_p0;
                     uint8_t *     dst  = stg + (kv * k_mma_keys + c_r0) * slot + piece * c_p0;
                     const int64_t step = c_dr * nb2;
-                    if (piece == 8) {
+                    if (piece == 16) {
+                        const int off = kv ? off_v : off_k;
+                        if (16 * c_p0 >= off + a.row_bytes) continue;  // past this cache's row (the other's may need it)
+                        src -= off;
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp16(dst, src);
+                    } else if (piece == 8) {
                         for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp8(dst, src);
                     } else {
                         for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp4(dst, src);
@@ -386,24 +404,31 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
         dec_cp_wait1();   // tile t's group landed (tile t + 1's may still be in flight)
         __syncthreads();  // tile t (and Q) visible to all
         if constexpr (!direct) {
+            // Each warp decodes the 16 keys it computes on (K and V), so a warp barrier orders
+            // its decode before its mma and the warps do not wait for each other here.
             const uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
             if (piece) {
-                // Whole 32-value blocks: item (K or V, block b, key), lanes over keys.
-                constexpr int NB = D / 32;
-                for (int i = tid; i < 2 * k_mma_keys * NB; i += k_mma_threads) {
-                    const int key = i % k_mma_keys, rest = i / k_mma_keys, b = rest % NB, kv = rest / NB;
+                // Whole 32-value blocks: item (K or V, block b) of key kw + lane % 16, the
+                // half-warps on alternate items.
+                constexpr int NB  = D / 32;
+                const int     key = 16 * warp + lane % 16;
+#pragma unroll 1
+                for (int u = lane / 16; u < 2 * NB; u += 2) {
+                    const int b = u % NB, kv = u / NB;
                     uint4     h[4] = {};
                     if (key < nk) {
-                        const int off = piece > 1 ? 0 : kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
+                        const int off = piece == 16 ? (kv ? off_v : off_k)
+                                        : piece > 1 ? 0 : kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
                         mma_dec_block<T>(stg + (kv * k_mma_keys + key) * slot, off, b, h);
                     }
                     uint4 * dst = reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 32 * b);
                     dst[0] = h[0], dst[1] = h[1], dst[2] = h[2], dst[3] = h[3];
                 }
             } else {
-                // Item (K or V, key, 8 values).
-                for (int i = tid; i < 2 * k_mma_keys * (D / 8); i += k_mma_threads) {
-                    const int kv = i / (k_mma_keys * (D / 8)), rem = i % (k_mma_keys * (D / 8)), key = rem / (D / 8), pc = rem % (D / 8);
+                // Item (K or V, key, 8 values) of the warp's keys.
+#pragma unroll 1
+                for (int i = lane; i < 2 * 16 * (D / 8); i += 32) {
+                    const int kv = i / (16 * (D / 8)), rem = i % (16 * (D / 8)), key = 16 * warp + rem / (D / 8), pc = rem % (D / 8);
                     uint4     h  = make_uint4(0u, 0u, 0u, 0u);
                     if (key < nk) {
                         const int       off = kv ? dec_row_off(vbase, a.v.nb[2], jt + key) : dec_row_off(kbase, a.k.nb[2], jt + key);
@@ -419,7 +444,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads) attn_de
                     *reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 8 * pc) = h;
                 }
             }
-            __syncthreads();
+            __syncwarp();
         }
         const __half * sK = direct ? sK0 + st * k_mma_keys * LD : sK0;
         const __half * sV = direct ? sV0 + st * k_mma_keys * LD : sV0;

@@ -1094,17 +1094,22 @@ int dec_mma_mode(const ember_cuda_ctx & ctx) {
     return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA", 1, {0, 1, 2}) : 0;
 }
 
-// attn_dec_mma_kernel over a block type: the bytes of each copy into the raw tile, 8 or 4 when
-// both caches' rows start on such a boundary and are a whole number of them (a row's copy then
-// needs no offset); 1: the words around each row, rows at even bytes with even strides (each
-// thread's rows then share their offset within a word); both decode whole blocks
-// (mma_dec_block). Else 0: the words around rows at any byte, found per copy, decoded 8 values
-// at a time. EMBER_CUDA_ATTN_MMA_COPY=0: always 0 (tests compare them). Read at every launch.
+// attn_dec_mma_kernel over a block type: the bytes of each copy into the raw tile. 16: when
+// both caches' key rows are 16 bytes apart (nb[2] % 16 == 0, so every row of a KV head starts at
+// the same offset within 16 bytes, found once a block), the 16-byte pieces around each row
+// (FP8 d = 128, 132-byte rows: 9 copies a row instead of 33 words); 8 or 4 when both caches'
+// rows start on such a boundary and are a whole number of them (a row's copy then needs no
+// offset); 1: the words around each row, rows at even bytes with even strides (each thread's
+// rows then share their offset within a word); all decode whole blocks (mma_dec_block). Else 0:
+// the words around rows at any byte, found per copy, decoded 8 values at a time.
+// EMBER_CUDA_ATTN_MMA_COPY=0: always 0, 2: never 16 (tests compare them). Read at every launch.
 int mma_piece_bytes(const dec_args & a) {
-    if (!ember_cuda_env_on("EMBER_CUDA_ATTN_MMA_COPY")) return 0;
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA_COPY", 1, {0, 1, 2});
+    if (mode == 0) return 0;
     const auto al = [&](const cu_tensor & t, int g) {
         return reinterpret_cast<uintptr_t>(t.data) % g == 0 && t.nb[1] % g == 0 && t.nb[2] % g == 0;
     };
+    if (mode == 1 && a.k.nb[2] % 16 == 0 && a.v.nb[2] % 16 == 0) return 16;
     for (int g : {8, 4}) {
         if (a.row_bytes % g == 0 && al(a.k, g) && al(a.v, g)) return g;
     }
@@ -1112,8 +1117,23 @@ int mma_piece_bytes(const dec_args & a) {
 }
 
 // Raw slot of a row copied in pieces of g bytes: a multiple of g with a word past the row
-// (mma_dec_block's funnel shift reads it), 8-byte pieces at 2 mod 4 words (lanes on
-// consecutive keys meet in 2-way bank conflicts at most), 4-byte ones at an odd number of words.
+// (mma_dec_block's funnel shift reads it), 8-byte pieces at 2 mod 4 words (the decode's lanes
+// on consecutive keys meet in 2-way bank conflicts at most), 4-byte ones at an odd number of
+// words. 16-byte pieces: the 16-byte units the rows span from their offset, at most, over the
+// launch's KV heads (mma_slot16_bytes): a row's funnel shift only reads past the row's last
+// word when it shifts by 0 (the word unused; the layout keeps slack for the last slot), so
+// FP8 d = 128 rows (132 bytes at offsets 0, 4, 8, 12) take 144 bytes and the kernel still fits
+// three blocks an SM (H200: 228 KB).
+int mma_slot16_bytes(const dec_args & a) {
+    int e = 0;
+    for (int kv = 0; kv < 2; kv++) {
+        const cu_tensor & t = kv ? a.v : a.k;
+        for (int64_t h = 0; h < t.ne[1] && h < 16; h++) {  // offsets repeat after 16 heads (nb[1] mod 16)
+            e = std::max(e, static_cast<int>((reinterpret_cast<uintptr_t>(t.data) + static_cast<uintptr_t>(h * t.nb[1])) & 15) + a.row_bytes);
+        }
+    }
+    return 16 * ((e + 15) / 16);
+}
 int mma_slot_bytes(int g, int row_bytes) {
     if (g == 4) return 4 * ((row_bytes / 4 + 1) | 1);
     int w = 2 * ((row_bytes / 4 + 2) / 2);
@@ -1193,7 +1213,7 @@ struct dec_launch {
     // attn_dec_mma_kernel: splits of whole 64-key tiles, as few per block as fill the GPU's
     // block slots (as the tiled kernel's); one split writes the output, more go through the merge.
     template <int T, int D> void run_mma() const {  // a.mma_piece set
-        a.slot_bytes      = a.mma_piece > 1 ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
+        a.slot_bytes      = a.mma_piece == 16 ? mma_slot16_bytes(a) : a.mma_piece > 1 ? mma_slot_bytes(a.mma_piece, a.row_bytes) : dec_slot_bytes(T, a.row_bytes);
         // A block's 16 rows span at most 15 / group + 2 tokens (and no more than there are).
         a.mask_rows       = a.has_mask ? static_cast<int>(std::min<int64_t>({16, a.q.ne[2], 15 / a.group + 2})) : 0;
         a.q_rows          = static_cast<int>(std::min<int64_t>(k_mma_rows, a.n_rows)) + 1;

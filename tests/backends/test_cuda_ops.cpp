@@ -1135,8 +1135,13 @@ TEST_CASE("[cuda] decode attention on tensor cores") {
                     // decode) the contiguous caches here take, where their rows allow it.
                     set_env("EMBER_CUDA_ATTN_MMA_COPY", "0");
                     const std::vector<float> words = run_on_cuda_with("EMBER_CUDA_ATTN_MMA", "2", build, 17);
+                    // Without the 16-byte pieces around rows (taken where key rows are 16 bytes
+                    // apart: the 8- and 512-head shapes): the 8- / 4-byte pieces or words.
+                    set_env("EMBER_CUDA_ATTN_MMA_COPY", "2");
+                    const std::vector<float> no16 = run_on_cuda_with("EMBER_CUDA_ATTN_MMA", "2", build, 17);
                     set_env("EMBER_CUDA_ATTN_MMA_COPY", "");
                     CHECK(words == got);
+                    CHECK(no16 == got);
                 }
                 REQUIRE(got.size() == want.size());
                 REQUIRE(tiled.size() == want.size());
