@@ -70,6 +70,23 @@ struct case_ctx {
 
 using builder = std::function<ember_tensor *(case_ctx &)>;
 
+// g's tensors placed in `dev`'s memory (zeroed), its leaves filled; free with ember_buffer_free.
+inline ember_buffer * place_filled(ember_graph & g, std::vector<leaf_data> & leaves, ember_device * dev) {
+    ember_buffer * buf = ember_test::place_graph(g, dev);
+    buf->iface.clear(buf, 0);
+    for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
+    return buf;
+}
+
+// A stream of `dev` (two CPU threads where it has any); free with ember_stream_free.
+inline ember_stream * new_stream(ember_device * dev) {
+    ember_stream_params sp{};
+    sp.n_threads     = 2;
+    ember_stream * s = nullptr;
+    REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
+    return s;
+}
+
 // Runs the graph of `build` with every tensor in `dev`'s memory once per seed, on one stream,
 // the leaves refilled with that seed's data before each run (later runs on the CUDA stream
 // replay a recorded CUDA graph); returns the outputs as floats (and their bytes in *raw).
@@ -82,14 +99,8 @@ inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builde
     ember_tensor *         out = build(cc);
     g.build_forward(out);
 
-    ember_buffer * buf = ember_test::place_graph(g, dev);
-    buf->iface.clear(buf, 0);
-    for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
-
-    ember_stream_params sp{};
-    sp.n_threads     = 2;
-    ember_stream * s = nullptr;
-    REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
+    ember_buffer *                  buf = place_filled(g, leaves, dev);
+    ember_stream *                  s   = new_stream(dev);
     std::vector<std::vector<float>> results;
     for (size_t run = 0; run < seeds.size(); run++) {
         if (run > 0) {  // the same builder with another seed: same shapes, new values

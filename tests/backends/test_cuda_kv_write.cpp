@@ -65,14 +65,9 @@ kv_result run_kv_step(ember_device * dev, const kv_case & p, uint32_t seed) {
                                       1.0f / std::sqrt(static_cast<float>(p.d)));
     g.build_forward(out);
 
-    ember_buffer * buf = ember_test::place_graph(g, dev);
-    buf->iface.clear(buf, 0);
-    for (leaf_data & l : leaves) ember_tensor_set(l.t, l.bytes.data(), 0, l.bytes.size());
-    ember_stream_params sp{};
-    sp.n_threads     = 2;
-    ember_stream * s = nullptr;
-    REQUIRE(ember_device_init_stream(dev, &sp, &s) == EMBER_OK);
-    kv_result r;
+    ember_buffer * buf = place_filled(g, leaves, dev);
+    ember_stream * s   = new_stream(dev);
+    kv_result      r;
     r.st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
     s->iface.synchronize(s);
     r.out = ember_test::get_f32(out);
