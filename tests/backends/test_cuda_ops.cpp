@@ -1083,16 +1083,26 @@ TEST_CASE("[cuda] set_rows into quantized caches: the warp encoder writes the th
 // (splits with no key) for 3 tokens of a GQA group of 16 (48 rows: 3 blocks of 16 per KV head)
 // with finite mask values; 20 query heads over one KV head (a block of 16 rows and one of 4);
 // 512 KV heads over 600 keys (one split: the kernel writes the output itself); a token whose
-// every key is hidden (zeros).
+// every key is hidden (zeros); V a strided view one block into wider rows (K's and V's rows then
+// start at different offsets within 16 bytes: the 16-byte copies take each cache's own).
 struct mma_shape {
     int64_t heads, kv_heads, n_kv, n_tok;
     int     mask;  // 0 none, 1 keys j % 11 == 4 hidden and a causal tail, 2 the front hidden + finite values, 3 last token all hidden
+    bool    v_shift = false;  // V: rows of 16 more blocks, viewed from their second block
 };
 
 ember_tensor * mma_attn(case_ctx & c, ember_type t, int64_t d, const mma_shape & s) {
-    ember_tensor * q    = c.rand_leaf(EMBER_TYPE_F32, d, s.heads, s.n_tok);
-    ember_tensor * k    = c.rand_leaf(t, d, s.kv_heads, s.n_kv, -2.0f, 2.0f);
-    ember_tensor * v    = c.rand_leaf(t, d, s.kv_heads, s.n_kv);
+    ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, s.heads, s.n_tok);
+    ember_tensor * k = c.rand_leaf(t, d, s.kv_heads, s.n_kv, -2.0f, 2.0f);
+    ember_tensor * v = nullptr;
+    if (s.v_shift) {  // 16 extra blocks keep the row stride a multiple of 16 bytes for every type
+        ember_tensor * w     = c.rand_leaf(t, d * s.kv_heads + 16 * 32, s.n_kv);
+        const int64_t  ne[4] = {d, s.kv_heads, s.n_kv, 1};
+        const size_t   nb[4] = {w->nb[0], ember_row_size(t, d), w->nb[1], w->nb[1] * static_cast<size_t>(s.n_kv)};
+        v                    = ember_view_strided(c.g, w, ne, nb, ember_row_size(t, 32));
+    } else {
+        v = c.rand_leaf(t, d, s.kv_heads, s.n_kv);
+    }
     ember_tensor * mask = nullptr;
     if (s.mask) {
         std::vector<float> mv(static_cast<size_t>(s.n_kv * s.n_tok), 0.0f);
@@ -1116,13 +1126,13 @@ TEST_CASE("[cuda] decode attention on tensor cores") {
         return;
     }
     const mma_shape shapes[] = {{32, 8, 4133, 1, 1}, {32, 8, 600, 2, 1}, {32, 2, 2000, 3, 2}, {20, 1, 1000, 1, 0}, {512, 512, 600, 1, 0},
-                                {32, 8, 700, 2, 3}};
+                                {32, 8, 700, 2, 3},  {32, 8, 1000, 1, 1, true}};
     for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
         for (int64_t d : {64, 128}) {
             for (const mma_shape & s : shapes) {
                 const std::string what = std::string("mma attn ") + ember_type_get_name(t) + " d=" + std::to_string(d) + " heads " +
                                          std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " n_kv=" + std::to_string(s.n_kv) +
-                                         " tokens " + std::to_string(s.n_tok) + " mask " + std::to_string(s.mask);
+                                         " tokens " + std::to_string(s.n_tok) + " mask " + std::to_string(s.mask) + (s.v_shift ? " v shifted" : "");
                 CAPTURE(what);
                 const builder            build = [=](case_ctx & c) { return mma_attn(c, t, d, s); };
                 const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 17);
