@@ -254,9 +254,10 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
     const int tk0 = r0 / a.group, ntok = nrows > 0 ? (r0 + nrows - 1) / a.group - tk0 + 1 : 0;
     // The copies, each thread's (row, piece) pairs found once: piece pc of rows c_r0, c_r0 + c_dr,
     // ... of the K rows, then the same of the V rows, walked by pointer steps (no division or
-    // 64-bit multiply per copy). F16: 16-byte pieces; block types with mma_piece set: 8- or
-    // 4-byte pieces (every row starts on that boundary); else the words around each row (rows at
-    // any byte: the pair walks the K and V rows together, from (tid / per_row, tid % per_row)).
+    // 64-bit multiply per copy). F16: 16-byte pieces; block types (mma_piece): 16-byte pieces
+    // from each cache's offset, 8- or 4-byte pieces (every row starts on that boundary), words
+    // around rows at even bytes (1); else the words around each row (rows at any byte: the pair
+    // walks the K and V rows together, from (tid / per_row, tid % per_row)).
     const int piece   = direct ? 16 : a.mma_piece;
     // 16-byte pieces of a block type: K's and V's rows start `off_k` / `off_v` bytes into their
     // 16 (key rows 16 bytes apart: mma_piece_bytes), copied from there.
@@ -408,7 +409,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
             // its decode before its mma and the warps do not wait for each other here.
             const uint8_t * stg = sRaw + static_cast<size_t>(st) * 2 * k_mma_keys * slot;
             if (piece) {
-                // Whole 32-value blocks: item (K or V, block b) of key kw + lane % 16, the
+                // Whole 32-value blocks: item (K or V, block b) of key 16 warp + lane % 16, the
                 // half-warps on alternate items.
                 constexpr int NB  = D / 32;
                 const int     key = 16 * warp + lane % 16;

@@ -92,7 +92,7 @@ struct dec_args {
     int64_t   xk;
     int       mask_rows;   // attn_dec_mma_kernel: mask rows (tokens) a block stages, at most
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
-    int       mma_piece;   //   block types' copy form (mma_piece_bytes: 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
+    int       mma_piece;   //   block types' copy form (mma_piece_bytes: 16 bytes from a per-cache offset, 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
     dec_kv_write kvw;      //   the cache rows it writes first (n = 0: none)
 };
 
@@ -1440,8 +1440,7 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.mask_rows = 0;
     a.q_rows    = 0;
     a.mma_piece = 0;
-    a.kvw       = dec_kv_write{};
-    a.kvw.n     = 0;
+    a.kvw       = dec_kv_write{};  // n = 0: none unless the stream left this node its cache writes
     if (ctx.kv_attn == dst && kv_write_layout(dst, ctx.kv_set[0], ctx.kv_set[1], &a.kvw)) a.kvw.err = ctx.d_error;
     if (qx_of) {
         void * xds = nullptr;
