@@ -444,7 +444,7 @@ bool mul_floats_needed(const ember_graph * g, const ember_tensor * mul, int32_t 
         bool reads = false;
         for (const ember_tensor * s : c->src) reads = reads || s == mul;
         if (!reads) continue;
-        if (n >= end || !is_matvec(c) || c->src[0] == mul || c->src[1] != mul || ember_cuda_ext_layout(c->src[0]) ||
+        if (n >= end || !is_matvec(c) || c->src[0] == mul || c->src[1] != mul || ember_cuda_ext_float_x(c->src[0]) ||
             !ember_cuda_mul_mat_vec_q_supported(c)) {
             return true;
         }
@@ -661,7 +661,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
     // A matvec with the RoPE and KV cache write after it done by its store, with the next
     // such units (a layer's Q, K, V) in the same launch.
-    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node) && !ember_cuda_ext_layout(node->src[0])) {
+    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node)) {
         int32_t            n  = 0;
         const ember_status st = run_units(ctx, g, i, end, &n);
         if (st != EMBER_OK || n > 0) {
@@ -690,8 +690,8 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             int32_t run = 1;
             while (run < n && g->nodes[i + run] == grp[run]) run++;
             *used = run;
-            // Ember's types in the CUDA ext layout group the same way (ops-matvec-ext.cu).
-            return ember_cuda_ext_layout(node->src[0]) ? ember_cuda_mul_mat_vec_ext(ctx, grp, n) : ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
+            // (Ember's types in the CUDA ext layout: ops-matvec-ext.cu, through the same call.)
+            return ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
         }
     }
     // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted); a

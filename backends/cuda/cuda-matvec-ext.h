@@ -10,11 +10,15 @@
 // an Ember type).
 bool ember_cuda_ext_layout(const ember_tensor * t);
 
+// Whether the decode matvec of weight w (ext layout) reads x as floats (FP8), not the 8-bit copy.
+bool ember_cuda_ext_float_x(const ember_tensor * w);
+
 // The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
 // three, 2-D weights of one type and width over the same 2-D x, as
-// ember_cuda_mul_mat_vec_q_can_group allows) run in one launch.
+// ember_cuda_mul_mat_vec_q_can_group allows) run in one launch. With units (units[m].mm ==
+// dsts[m], each ember_cuda_mv_unit_ok) their RoPE and cache writes are done by the store.
 bool         ember_cuda_mul_mat_vec_ext_supported(const ember_tensor * dst);
-ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
+ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units = nullptr);
 
 // Rows [g0, g0 + rows) of the whole tensor w (ext layout; rows counted over all its matrices)
 // to F16, rows of ne[0] elements at out.

@@ -24,6 +24,8 @@
 #include <algorithm>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
+#include "cuda-matvec-epi.cuh"
 #include "cuda-matvec-ext.h"
 #include "cuda-repack.h"
 
@@ -293,6 +295,12 @@ struct mvx_args {
     int64_t         x_nb1, x_nb2, x_nb3;
     int64_t         x_ne1, x_ne2;
     bool            xal;
+    // Units (ember_cuda_mv_unit; 2-D, one launch per layer's Q, K, V): each matrix's store
+    // through its epilogue (cuda-matvec-epi.cuh), rows paired for a NEOX RoPE (neox_hd).
+    bool            has_epi;
+    int             neox_hd[k_group];
+    mv_epi          epi[k_group];
+    int *           err;
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -303,15 +311,19 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
 // Registers (ptxas, sm_90, two rows per warp): INT4 89, NF4 164, FP8 118. Limiting them
 // (__launch_bounds__ with 4-5 blocks per SM: NF4 123, FP8 90) measured no faster on the 8B
 // shape (FP8 4% slower, NF4 level) and 2% either way on the 1B one, so there is no limit.
-template <int T, int R, int U>
+// KS > 1: the KS warps of a block share their R rows, each summing a contiguous KS-th of the
+// chunks (rows longer than one step of U chunks per lane: all of a warp's loads in flight at
+// once, as mvr_split_kernel), the parts meeting in shared memory in a fixed order.
+template <int T, int R, int U, int KS>
 __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     using D = mx<T>;
+    static_assert(k_warps % KS == 0, "warps per row");
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
         for (int i = threadIdx.x; i < 256; i += 32 * k_warps) dyn[i] = cu_nf4_dyn.v[i];
         __syncthreads();
     }
-    const int lane = threadIdx.x % 32;
+    const int lane = threadIdx.x % 32, wi = threadIdx.x / 32, part = wi % KS;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
     const int       m      = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                              : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -322,8 +334,10 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     const int64_t   n      = pick(a.n, m);
     char *          y_data = pick(a.y, m);
     const int64_t   y_nb1  = pick(a.y_nb1, m);
-    const int64_t   row0   = (static_cast<int64_t>(bx) * k_warps + threadIdx.x / 32) * R;
-    if (row0 >= n) return;  // no block-wide synchronization below
+    const int64_t   row0   = (static_cast<int64_t>(bx) * (k_warps / KS) + wi / KS) * R;
+    if (KS == 1 && row0 >= n) return;  // no block-wide synchronization below (KS > 1: read, discard)
+    int64_t rows[R];
+    mv_rows<R>(row0, a.has_epi ? pick(a.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
     int64_t       i2 = 0, i3 = 0, wm = 0;
     if (gridDim.z > 1) {
@@ -341,10 +355,12 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     int64_t       gr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        gr[r] = wm * n + (row0 + r < n ? row0 + r : n - 1);  // tail rows: read, discard
+        gr[r] = wm * n + (rows[r] < n ? rows[r] : n - 1);  // tail rows: read, discard
         wr[r] = reinterpret_cast<const uint4 *>(wq + gr[r] * a.rowq);
     }
-    const int nchunk = a.nchunk, nb = a.nb, ng = a.ng;
+    const int nb = a.nb, ng = a.ng;
+    const int per = KS == 1 ? a.nchunk : (a.nchunk + KS - 1) / KS;
+    const int c_begin = part * per, c_end = KS == 1 ? a.nchunk : min(a.nchunk, c_begin + per);
     float     rs[R];  // _ROW: the row scales
 #pragma unroll
     for (int r = 0; r < R; r++) rs[r] = is_row(T) ? __ldg(reinterpret_cast<const float *>(ws) + gr[r]) : 1.0f;
@@ -355,7 +371,7 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
-            const bool ok = c < nchunk;
+            const bool ok = c < c_end;
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 w[u][r]  = ok ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
@@ -363,47 +379,100 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
             }
         }
     };
-    load(lane);  // weights only: before waiting for the kernel that makes x
+    load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
-        if (c0 != lane) load(c0);
+    for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
+        if (c0 != c_begin + lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
-            if (c < nchunk) {
+            if (c < c_end) {
                 const typename D::xs_t x = D::load_x(xs, c);
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r] += D::dot(w[u][r], sc[u][r], x, dyn);
             }
         }
     }
+    float sum[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) sum[r] = cu_warp_sum(acc[r]);
+    if constexpr (KS > 1) {
+        __shared__ float parts[k_warps][R];
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++) parts[wi][r] = sum[r];
+        }
+        __syncthreads();
+        if (part != 0 || row0 >= n) return;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            sum[r] = parts[wi][r];
+#pragma unroll
+            for (int k = 1; k < KS; k++) sum[r] += parts[wi + k][r];
+        }
+    }
+    if (lane != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; r++) sum[r] = is_row(T) ? sum[r] * rs[r] : sum[r];
+    if (a.has_epi) {  // 2-D units: no batch offsets
+        if (m == 0) mv_store_epi<R>(a.epi[0], y_data, y_nb1, n, col, rows, sum, a.err);
+        else if (m == 1) mv_store_epi<R>(a.epi[1], y_data, y_nb1, n, col, rows, sum, a.err);
+        else mv_store_epi<R>(a.epi[2], y_data, y_nb1, n, col, rows, sum, a.err);
+        return;
+    }
     float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3);
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const float s = cu_warp_sum(acc[r]);
-        if (lane == 0 && row0 + r < n) yc[row0 + r] = is_row(T) ? s * rs[r] : s;
+        if (rows[r] < n) yc[rows[r]] = sum[r];
     }
 }
 
-template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, mvx_args & a) {
+// EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
+bool ext_split() {
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
+    return on;
+}
+
+template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
+    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
+        if (ks == 4) return cu_launch(ctx, mvx_kernel<T, R, 4, 4>, grid, 32 * k_warps, 0, a);
+        if (ks == 2) return cu_launch(ctx, mvx_kernel<T, R, 4, 2>, grid, 32 * k_warps, 0, a);
+    }
+    cu_launch(ctx, mvx_kernel<T, R, 4, 1>, grid, 32 * k_warps, 0, a);
+}
+
+template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units,
+                                         mvx_args & a) {
     int64_t nmax = 0;
     for (int m = 0; m < nd; m++) nmax = std::max<int64_t>(nmax, dsts[m]->src[0]->ne[1]);
     // Two rows per warp share the x loads; below 4096 rows one row per warp keeps more warps
-    // (and loads in flight) on the GPU.
-    const int R  = nmax >= 4096 ? 2 : 1;
-    unsigned  bx = 0;
+    // (and loads in flight) on the GPU. A fused RoPE needs its pairs of rows on one warp.
+    bool rope = false;
+    for (int m = 0; units && m < nd; m++) rope = rope || units[m].rope;
+    const int R = nmax >= 4096 || rope ? 2 : 1;
+    // INT4 rows of more than one step (32 lanes x U = 4 chunks): 2 or 4 warps per row (H200
+    // tg128 8B INT4 495.7 -> 519.4 t/s, 1B 1744.6 -> 1823.6). Not for NF4 and FP8, whose longer
+    // math per chunk already hides a warp's chain of steps: 8B FP8 E4M3 258.7 -> 250.9, NF4
+    // 379.8 -> 369.8 with it.
+    constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
+    const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
+    const int      ks    = !int4 || !ext_split() ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
+    unsigned  bx    = 0;
+    a.has_epi       = units != nullptr;
     for (int m = 0; m < nd; m++) {
+        if (units) {
+            a.epi[m]     = mv_epi_of(units[m]);
+            a.neox_hd[m] = a.epi[m].rope == EMBER_ROPE_NEOX ? a.epi[m].hd : 0;
+        }
         a.blk0[m] = static_cast<int>(bx);
-        bx += cu_blocks(dsts[m]->src[0]->ne[1], k_warps * R);
+        bx += cu_blocks(dsts[m]->src[0]->ne[1], (k_warps / ks) * R);
     }
-    a.blk0[nd]               = static_cast<int>(bx);
-    const ember_tensor * x   = dsts[0]->src[1];
+    a.blk0[nd]             = static_cast<int>(bx);
+    a.err                  = ctx.d_error;
+    const ember_tensor * x = dsts[0]->src[1];
     const dim3           grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-    if (R == 2) {
-        cu_launch(ctx, mvx_kernel<T, 2, 4>, grid, 32 * k_warps, 0, a);
-    } else {
-        cu_launch(ctx, mvx_kernel<T, 1, 4>, grid, 32 * k_warps, 0, a);
-    }
+    if (R == 2) launch_mvx_ks<T, 2>(ctx, grid, ks, a);
+    else launch_mvx_ks<T, 1>(ctx, grid, ks, a);
     return ember_cuda_check_launch("mul_mat (matvec, ember types)");
 }
 
@@ -421,12 +490,13 @@ template <typename F> bool dispatch_ext(ember_type t, F && f) {
 }
 
 struct mvx_probe {
-    ember_cuda_ctx &       ctx;
-    ember_tensor * const * dsts;
-    int                    nd;
-    mvx_args &             a;
-    ember_status &         st;
-    template <int T> void operator()() const { st = launch_mvx<T>(ctx, dsts, nd, a); }
+    ember_cuda_ctx &           ctx;
+    ember_tensor * const *     dsts;
+    int                        nd;
+    const ember_cuda_mv_unit * units;
+    mvx_args &                 a;
+    ember_status &             st;
+    template <int T> void operator()() const { st = launch_mvx<T>(ctx, dsts, nd, units, a); }
 };
 
 //
@@ -578,7 +648,11 @@ bool ember_cuda_mul_mat_vec_ext_supported(const ember_tensor * dst) {
            w->ne[0] % 32 == 0;
 }
 
-ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+bool ember_cuda_ext_float_x(const ember_tensor * w) {
+    return ember_cuda_ext_layout(w) && w->type != EMBER_TYPE_INT4 && w->type != EMBER_TYPE_INT4_G32 && w->type != EMBER_TYPE_NF4;
+}
+
+ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_group) return EMBER_ERR_INVALID_ARG;
     const ember_tensor * w0 = dsts[0]->src[0];
     const ember_tensor * x  = dsts[0]->src[1];
@@ -587,7 +661,8 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
         if (!ember_cuda_mul_mat_vec_ext_supported(dsts[m]) || w->type != w0->type || w->ne[0] != w0->ne[0] || dsts[m]->src[1] != x) {
             return EMBER_ERR_INTERNAL;
         }
-        if (nd > 1 && (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1)) return EMBER_ERR_INTERNAL;
+        if ((nd > 1 || units) && (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1)) return EMBER_ERR_INTERNAL;
+        if (units && (units[m].mm != dsts[m] || !ember_cuda_mv_unit_ok(units[m]))) return EMBER_ERR_INTERNAL;
     }
     mvx_args         a{};
     const ext_layout l0 = layout_of(w0);
@@ -613,8 +688,7 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     a.nchunk = static_cast<int>(l0.rowq / 16);
     a.x_ne1  = x->ne[1];
     a.x_ne2  = x->ne[2];
-    const bool fl = w0->type != EMBER_TYPE_INT4 && w0->type != EMBER_TYPE_INT4_G32 && w0->type != EMBER_TYPE_NF4;
-    if (fl) {  // FP8: the float activations as they are
+    if (ember_cuda_ext_float_x(w0)) {  // FP8: the float activations as they are
         a.xf    = static_cast<const char *>(x->data);
         a.x_nb1 = static_cast<int64_t>(x->nb[1]);
         a.x_nb2 = static_cast<int64_t>(x->nb[2]);
@@ -630,9 +704,10 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
         a.xds = xds;
     }
     ember_status st = EMBER_ERR_UNSUPPORTED;
-    dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, a, st});
-    for (int m = 0; m < nd; m++) {
-        if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;  // a result written over x
+    dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, units, a, st});
+    for (int m = 0; m < nd; m++) {  // a result written over x
+        if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
+        if (units && (ember_cuda_overlaps(units[m].rope, x) || ember_cuda_overlaps(units[m].set_rows, x))) ctx.qx_valid = false;
     }
     return st;
 }

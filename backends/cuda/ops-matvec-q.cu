@@ -26,6 +26,8 @@
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
+#include "cuda-matvec-epi.cuh"
+#include "cuda-matvec-ext.h"
 #include "cuda-repack.h"
 
 namespace {
@@ -209,28 +211,6 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(cu_tensor x, int64_t k,
 // y_nb1 bytes per column). One launch and one grid drain instead of three.
 constexpr int k_mv_group = 3;
 
-// What a matrix of a group does with its rows besides storing them (ember_cuda_mv_unit: the
-// nodes after a Q/K/V projection fused into its store): RoPE over pairs of rows (R == 2: a
-// warp's two rows are a rotated pair) and/or a copy of the (rotated) rows into row idx[col]
-// of a KV cache of F32/F16/BF16 elements. The arithmetic is rope_kernel's and
-// set_rows_kernel's, so the fused and separate paths give the same bits.
-struct mv_epi {
-    int           rope = -1;  // -1: none, else EMBER_ROPE_NORMAL or EMBER_ROPE_NEOX
-    int           hd   = 0;   // head size (= n_rot)
-    float         theta_scale = 1.0f, freq_scale = 1.0f;
-    const char *  pos     = nullptr;  // I32 position of each column
-    int64_t       pos_nb0 = 0;
-    const float * ff      = nullptr;  // frequency factors or nullptr
-    char *        ry      = nullptr;  // rope result: element (dim, head, col) at dim 4 + head ry_nb1 + col ry_nb2
-    int64_t       ry_nb1 = 0, ry_nb2 = 0;
-    bool          write_y = true;  // the plain product too (mv_group::y)
-    char *        cache   = nullptr;  // SET_ROWS destination or nullptr
-    int           cache_type = 0;
-    int64_t       cache_nb1 = 0, cache_rows = 0;
-    const char *  idx     = nullptr;  // I32 cache row of each column
-    int64_t       idx_nb0 = 0;
-};
-
 struct mv_group {
     int     nmat = 1;
     int     blk0[k_mv_group + 1] = {};
@@ -250,66 +230,6 @@ template <typename T> __device__ __forceinline__ T mv_pick(const T (&v)[k_mv_gro
 }
 __device__ __forceinline__ int mv_which(const mv_group & g, int bx) {
     return g.nmat > 2 && bx >= g.blk0[2] ? 2 : g.nmat > 1 && bx >= g.blk0[1] ? 1 : 0;
-}
-
-// The weight rows of a warp whose first row (in the plain order) is row0: row0 + r, or with a
-// fused NEOX RoPE (R == 2) the pair (head hd + j, head hd + j + hd / 2) of pair index row0 / 2.
-template <int R> __device__ __forceinline__ void mv_rows(int64_t row0, int neox_hd, int64_t (&rows)[R]) {
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = row0 + r;
-    if (R == 2 && neox_hd > 0) {
-        const int64_t p = row0 / 2, half = neox_hd / 2;
-        rows[0]         = (p / half) * neox_hd + p % half;
-        rows[R - 1]     = rows[0] + half;
-    }
-}
-
-// Lane 0's store of a warp's R row sums s (rows `rows` of n) for column col, through e.
-template <int R>
-__device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, int64_t y_nb1, int64_t n, int64_t col, const int64_t (&rows)[R],
-                                             float (&s)[R], int * err) {
-    if (e.write_y) {
-        float * yc = reinterpret_cast<float *>(y_data + col * y_nb1);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            if (rows[r] < n) yc[rows[r]] = s[r];
-        }
-    }
-    if (R == 2 && e.rope >= 0 && rows[R - 1] < n) {
-        const int32_t p    = *reinterpret_cast<const int32_t *>(e.pos + col * e.pos_nb0);
-        const int64_t dim0 = rows[0] % e.hd, head = rows[0] / e.hd;
-        const int     i    = static_cast<int>(e.rope == EMBER_ROPE_NEOX ? dim0 : dim0 / 2);
-        const float   th   = e.freq_scale * ((static_cast<float>(p) * powf(e.theta_scale, static_cast<float>(i))) / (e.ff ? e.ff[i] : 1.0f));
-        float         sn, cs;
-        sincosf(th, &sn, &cs);
-        const float x0 = s[0], x1 = s[R - 1];
-        s[0]           = x0 * cs - x1 * sn;
-        s[R - 1]       = x0 * sn + x1 * cs;
-        if (e.ry) {
-            char * ry = e.ry + head * e.ry_nb1 + col * e.ry_nb2;
-#pragma unroll
-            for (int r = 0; r < R; r++) *reinterpret_cast<float *>(ry + (rows[r] % e.hd) * 4) = s[r];
-        }
-    }
-    if (e.cache) {
-        const int32_t id = *reinterpret_cast<const int32_t *>(e.idx + col * e.idx_nb0);
-        if (id < 0 || id >= e.cache_rows) {
-            cu_set_error(err, EMBER_ERR_INTERNAL);
-            return;
-        }
-        char * row = e.cache + id * e.cache_nb1;
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            if (rows[r] >= n) continue;
-            if (e.cache_type == EMBER_TYPE_F16) {
-                cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
-            } else if (e.cache_type == EMBER_TYPE_BF16) {
-                cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
-            } else {
-                cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
-            }
-        }
-    }
 }
 
 // The store of matrix m of a group with epilogues (a select chain on m: the parameters are
@@ -1021,36 +941,6 @@ const unsigned short * rp_scales(const ember_tensor * w) {
                                                     ember_nrows(w) * (w->ne[0] / 32) * ember_cuda_repack_qbytes(w->type));
 }
 
-// The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
-mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
-    mv_epi e;
-    e.write_y = u.write_mm;
-    if (u.rope) {
-        const ember_tensor * pos = u.rope->src[1];
-        const ember_tensor * ff  = u.rope->src[2];
-        e.rope        = u.rope->op_params[1];
-        e.hd          = static_cast<int>(u.rope->ne[0]);
-        e.theta_scale = powf(ember_get_op_param_f32(u.rope, 2), -2.0f / static_cast<float>(u.rope->op_params[0]));
-        e.freq_scale  = ember_get_op_param_f32(u.rope, 3);
-        e.pos         = static_cast<const char *>(pos->data);
-        e.pos_nb0     = static_cast<int64_t>(pos->nb[0]);
-        e.ff          = ff ? static_cast<const float *>(ff->data) : nullptr;
-        e.ry          = u.write_rope ? static_cast<char *>(u.rope->data) : nullptr;
-        e.ry_nb1      = static_cast<int64_t>(u.rope->nb[1]);
-        e.ry_nb2      = static_cast<int64_t>(u.rope->nb[2]);
-    }
-    if (u.set_rows) {
-        const ember_tensor * idx = u.set_rows->src[2];
-        e.cache      = static_cast<char *>(u.set_rows->data);
-        e.cache_type = u.set_rows->type;
-        e.cache_nb1  = static_cast<int64_t>(u.set_rows->nb[1]);
-        e.cache_rows = u.set_rows->ne[1];
-        e.idx        = static_cast<const char *>(idx->data);
-        e.idx_nb0    = static_cast<int64_t>(idx->nb[0]);
-    }
-    return e;
-}
-
 // Fills the group part of a launch over dsts[0 .. nd) (nd > 1: 2-D weights of one type, the
 // same x; or units with epilogues) for `per_block` rows per block; returns grid.x.
 inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp, const ember_cuda_mv_unit * units) {
@@ -1380,12 +1270,16 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
         return false;
     }
     const bool rp = rp_q4q8(wa) && rp_q4q8(wb);
+    if (ember_cuda_ext_layout(wa) || ember_cuda_ext_layout(wb)) {  // Ember's types: ops-matvec-ext.cu
+        return ember_cuda_mul_mat_vec_ext_supported(a) && ember_cuda_mul_mat_vec_ext_supported(b) && ember_cuda_ext_layout(wa) &&
+               ember_cuda_ext_layout(wb);
+    }
     if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
 
 // Whether the store of mm can do the work of `rope` (over a reshape of mm) and/or `set_rows`
-// (of the rotated rows, or of mm's rows): mm a decode matvec of mvr_kernel / mvk_kernel (the
+// (of the rotated rows, or of mm's rows): mm a decode matvec of mvr_kernel / mvk_kernel / mvx_kernel (the
 // kernels with epilogues), 2-D, one x column when a cache row is written (two columns with
 // one index would race; the separate SET_ROWS keeps the last), RoPE over whole heads.
 bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
@@ -1393,7 +1287,7 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    if (!rp_q4q8(w) && !q4k_wide_ok(w)) return false;
+    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) return false;
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;
@@ -1465,6 +1359,7 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
 
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
+    if (ember_cuda_ext_layout(dsts[0]->src[0])) return ember_cuda_mul_mat_vec_ext(ctx, dsts, nd, units);
     const ember_tensor * x   = dsts[0]->src[1];
     int8_t *             xq  = nullptr;
     float2 *             xds = nullptr;

@@ -638,11 +638,39 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     cases.push_back({EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_ROPE_NORMAL, false, false, 8, 2, 64});
     cases.push_back({EMBER_TYPE_Q8_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 40, 8, 128});  // 5120 Q rows
     cases.push_back({EMBER_TYPE_Q4_1, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64});  // no epilogue kernel
+    // Ember's own types (mvx_kernel, ops-matvec-ext.cu): int8 x (INT4, NF4), float x (FP8),
+    // block and row scales.
+    for (ember_type wt : {EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2_ROW}) {
+        cases.push_back({wt, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64});
+        cases.push_back({wt, EMBER_TYPE_F32, EMBER_ROPE_NEOX, true, true, 4, 4, 128});
+    }
+    cases.push_back({EMBER_TYPE_INT4_G32, EMBER_TYPE_BF16, EMBER_ROPE_NEOX, false, false, 40, 8, 128});  // 5120 Q rows
     for (const qkv_case & p : cases) {
         const std::string what = std::string("qkv epilogue ") + ember_type_get_name(p.wt) + " cache " + ember_type_get_name(p.cache) +
                                  " mode " + std::to_string(p.mode) + (p.ff ? " ff" : "") + (p.q_read_elsewhere ? " q read twice" : "") +
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
+    }
+    // Proof that the stores did the RoPE and the cache writes: with EMBER_CUDA_SKIP=other no ROPE
+    // or SET_ROWS kernel runs, and the results must still be right; for Q4_1 (no epilogue kernel)
+    // they must not be (so the check can fail).
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_1}) {
+        for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
+            const qkv_case    p{wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64};
+            const std::string tn = ember_type_get_name(wt);
+            CAPTURE(tn);
+            CAPTURE(mode);
+            const auto   build = [=](case_ctx & c) { return qkv_layer(c, p); };
+            const auto   want  = run_on(ember_registry_cpu_device(), build, 5);
+            const auto   got   = run_on_cuda_with("EMBER_CUDA_SKIP", "other", build, 5);
+            const double e     = nmse(got, want);
+            CAPTURE(e);
+            if (wt == EMBER_TYPE_Q4_1) {
+                CHECK_FALSE(e < 1e-3);  // (unwritten rows may even hold NaNs)
+            } else {
+                CHECK(e < 1e-3);
+            }
+        }
     }
 }
 
