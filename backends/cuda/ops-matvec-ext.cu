@@ -79,6 +79,9 @@ ext_layout layout_of(const ember_tensor * w) {
 __host__ __device__ constexpr bool is_row(int T) {
     return T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
 }
+__host__ __device__ constexpr bool is_fp8_type(int T) {
+    return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2 || is_row(T);
+}
 __host__ __device__ constexpr bool is_e4m3(int T) {
     return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
 }
@@ -427,6 +430,161 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     }
 }
 
+// FP8 weights on tensor cores (sm_80+; mvx_fp8_mma_kernel). mvx_kernel's FP8 path converts
+// each code to a float and spends a float multiply-add on it: ~3 instructions a weight byte,
+// which held the 8B shape at ~2 TB/s (47% of an H200's bandwidth). Here a warp takes 16 rows
+// and each mma.m16n8k16 multiplies 16 rows x 16 codes (converted to F16 pairs, exact) with the
+// x values of those columns (rounded to F16), summing in F32. The 8 columns of the mma's B
+// operand are the 8 blocks of 32 of a 256-wide span of the row: column n holds x where the k
+// index belongs to block n and 0 elsewhere, so C[row][n] is the row's sum over block n alone,
+// which the block's E8M0 scale then multiplies (one FMA per row and block). Per warp and span:
+// 8 16-byte weight loads per lane (rows g and g + 8 of the mma's row groups, chunk 4 j + t of
+// the span for load j), 64 conversions, 16 mma, against ~600 instructions for the same bytes
+// in mvx_kernel. x goes through F16 (|x| above 65504 would become infinite; activations of a
+// model never come near).
+//
+// Lane (g, t) = (lane / 4, lane % 4). Its load j holds chunk c = 16 sp + 4 j + t (16 codes),
+// whose word s (4 codes) feeds step (j, s): codes 0, 1 as the mma's k = 2t, 2t+1 and codes 2, 3
+// as k = 2t+8, 2t+9 (any k order works when A and B agree). Chunk c lies in block 2 j + t / 2
+// of the span, so B's column g is nonzero only in load j = g / 2 and for t / 2 = g % 2: each
+// lane converts the 16 x values of that one chunk. C's c0, c1 are row g's columns 2t, 2t + 1.
+constexpr int k_fp8_mma_warps = 8;  // warps of a block, all on the same 16 rows (k split 8 ways)
+
+template <bool E4M3> __device__ __forceinline__ uint32_t fp8x2_half2(uint32_t two) {  // codes in the low 16 bits
+    if constexpr (E4M3) {
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+        return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+    } else {
+        return __byte_perm(two, 0u, 0x1404);  // each code as the top byte of a half
+    }
+}
+
+__device__ __forceinline__ uint32_t f2_half2(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+template <int T>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int KS   = k_fp8_mma_warps;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int     m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
+                         : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
+    const int       bx     = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
+    const uint8_t * wq     = pick(a.q, m);
+    const uint8_t * ws     = pick(a.s, m);
+    const int64_t   n      = pick(a.n, m);
+    char *          y_data = pick(a.y, m);
+    const int64_t   y_nb1  = pick(a.y_nb1, m);
+    const int64_t   r0     = static_cast<int64_t>(bx) * 16;
+    const int64_t   col    = blockIdx.y;
+    int64_t         i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const float * xf = reinterpret_cast<const float *>(a.xf + col * a.x_nb1 + i2 * a.x_nb2 + i3 * a.x_nb3);
+    // Rows g and g + 8 of the 16 (rows past n: the last row read, the sums dropped).
+    const int64_t ga = wm * n + min(r0 + g, n - 1), gb = wm * n + min(r0 + g + 8, n - 1);
+    const uint4 * wa = reinterpret_cast<const uint4 *>(wq + ga * a.rowq);
+    const uint4 * wb = reinterpret_cast<const uint4 *>(wq + gb * a.rowq);
+    const int     nchunk = a.nchunk, nb = a.nb;
+    const int     nspan  = (nchunk + 15) / 16;
+    const int     per    = (nspan + KS - 1) / KS;
+    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
+    const int     xj  = g / 2;                 // the load whose chunk's block is B's column g
+    const bool    xon = t / 2 == g % 2;        // ... for this lane's t
+    float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8: this lane's blocks 2t, 2t + 1 of each span
+    uint4         w[2][4];
+    const auto    load = [&](int sp) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int  c  = 16 * sp + 4 * j + t;
+            const bool ok = c < nchunk;
+            w[0][j]       = ok ? __ldcs(wa + c) : make_uint4(0, 0, 0, 0);
+            w[1][j]       = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    if (sp0 < sp1) load(sp0);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    for (int sp = sp0; sp < sp1; sp++) {
+        if (sp != sp0) load(sp);
+        // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0).
+        uint32_t  xh[8];
+        const int cx = 16 * sp + 4 * xj + t;
+        if (xon && cx < nchunk) {
+            const float * p = xf + 16 * static_cast<int64_t>(cx);
+            if (a.xal) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
+                    xh[2 * i]      = f2_half2(v.x, v.y);
+                    xh[2 * i + 1]  = f2_half2(v.z, v.w);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++) xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) xh[i] = 0u;
+        }
+        // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows ga, gb.
+        float     sa[2], sb[2];
+        const int b0 = 8 * sp + 2 * t;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if constexpr (is_row(T)) {
+                sa[i] = sb[i] = 1.0f;
+            } else {
+                const bool ok = b0 + i < nb;
+                sa[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + ga * nb + b0 + i)) : 0.0f;
+                sb[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + gb * nb + b0 + i)) : 0.0f;
+            }
+        }
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wa4[4] = {w[0][j].x, w[0][j].y, w[0][j].z, w[0][j].w};
+            const uint32_t wb4[4] = {w[1][j].x, w[1][j].y, w[1][j].z, w[1][j].w};
+#pragma unroll
+            for (int s4 = 0; s4 < 4; s4++) {
+                const uint32_t af[4] = {fp8x2_half2<is_e4m3(T)>(wa4[s4]), fp8x2_half2<is_e4m3(T)>(wb4[s4]),
+                                        fp8x2_half2<is_e4m3(T)>(wa4[s4] >> 16), fp8x2_half2<is_e4m3(T)>(wb4[s4] >> 16)};
+                const bool     on    = j == xj;
+                cu_mma_16816(c, af, on ? xh[2 * s4] : 0u, on ? xh[2 * s4 + 1] : 0u);
+            }
+        }
+        acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
+        acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
+    }
+    // The 4 lanes of a row group hold its 8 block columns: sum them, then the warps' parts.
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
+    __shared__ float parts[KS][16];
+    if (t == 0) {
+        parts[wi][g]     = acc_a;
+        parts[wi][g + 8] = acc_b;
+    }
+    __syncthreads();
+    if (wi != 0 || lane >= 16 || r0 + lane >= n) return;
+    float sum = parts[0][lane];
+#pragma unroll
+    for (int k = 1; k < KS; k++) sum += parts[k][lane];
+    if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + wm * n + r0 + lane);
+    reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3)[r0 + lane] = sum;
+#endif
+}
+
+// EMBER_CUDA_FP8_MMA=0: FP8 weights through mvx_kernel's float products (read at every call).
+bool fp8_mma(const ember_cuda_ctx & ctx) {
+    return ctx.cc_major >= 8 && ember_cuda_env_on("EMBER_CUDA_FP8_MMA");
+}
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -470,7 +628,20 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     a.blk0[nd]             = static_cast<int>(bx);
     a.err                  = ctx.d_error;
     const ember_tensor * x = dsts[0]->src[1];
-    const dim3           grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    if constexpr (is_fp8_type(T)) {
+        if (!units && fp8_mma(ctx)) {  // plain products and groups (the units keep mvx_kernel's stores)
+            unsigned b16 = 0;
+            for (int m = 0; m < nd; m++) {
+                a.blk0[m] = static_cast<int>(b16);
+                b16 += cu_blocks(dsts[m]->src[0]->ne[1], 16);
+            }
+            a.blk0[nd] = static_cast<int>(b16);
+            const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            cu_launch(ctx, mvx_fp8_mma_kernel<T>, g16, 32 * k_fp8_mma_warps, 0, a);
+            return ember_cuda_check_launch("mul_mat (matvec, fp8 on tensor cores)");
+        }
+    }
+    const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if (R == 2) launch_mvx_ks<T, 2>(ctx, grid, ks, a);
     else launch_mvx_ks<T, 1>(ctx, grid, ks, a);
     return ember_cuda_check_launch("mul_mat (matvec, ember types)");
