@@ -51,9 +51,10 @@ struct int4_view {
 inline float half_round(float v) { return ember_half_to_float(ember_float_to_half(v)); }
 
 // Nearest level of x for (d, z) (both as stored); d == 0: every level dequantizes to 0.
-inline int level(float x, float id, float z) {
+[[maybe_unused]] inline int level(float x, float id, float z) {
     float v = x * id + z;
-    v       = std::fmin(16.0f, std::fmax(-1.0f, v));  // NaN -> -1; keeps nearest_int in range
+    v       = v > -1.0f ? v : -1.0f;  // NaN -> -1; keeps nearest_int in range
+    v       = v < 16.0f ? v : 16.0f;
     return ember_ref_clamp_int(ember_ref_nearest_int(v), 0, 15);
 }
 
@@ -64,20 +65,64 @@ struct candidate {
 
 // Scores (d, z) after fp16 rounding; writes the levels to q. xc is x with non-finite values
 // replaced by 0 (their weight w is 0): they take a level but no part in the error. The error
-// is summed in float: candidates differ by far more than its rounding.
+// is summed in float, in 8 interleaved partial sums (element i into sum i % 8, added pairwise
+// at the end), so the loop runs on vector registers instead of one chain of dependent
+// additions: candidates differ by far more than its rounding. G is a multiple of 32. With
+// GCC / Clang the loop is written with vector types (the compiler does not vectorize the
+// selects and the ordered sums by itself): make-bench-model --shape 1b --type INT4 -t 2 44.5 ->
+// 27.4 s here (Q4_0: 13.7 s), the same bytes as the scalar loop below.
 float score(const float * x, const float * xc, const float * w, int G, float d_in, float z_in, uint8_t * q,
             candidate & c) {
     const float d   = half_round(d_in);
     const float z   = half_round(z_in);
     const float id  = d != 0.0f ? 1.0f / d : 0.0f;
-    float       err = 0.0f;
+    // d == 0: every level 0 (x * 0 - 1 is -1 or NaN, both clamp to level 0)
+    const float idz = d != 0.0f ? id : 0.0f;
+    const float zz  = d != 0.0f ? z : -1.0f;
+    float       part[8];
+#if defined(__GNUC__)
+    typedef float   v4f __attribute__((vector_size(16)));
+    typedef int32_t v4i __attribute__((vector_size(16)));
+    const v4f       vid = {idz, idz, idz, idz}, vzz = {zz, zz, zz, zz}, vz = {z, z, z, z}, vd = {d, d, d, d};
+    const v4f       lo = {-1.0f, -1.0f, -1.0f, -1.0f}, hi = {16.0f, 16.0f, 16.0f, 16.0f};
+    const v4f       magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};  // ember_ref_nearest_int's
+    v4f             acc[2] = {};
+    for (int i0 = 0; i0 < G; i0 += 8) {
+        for (int h = 0; h < 2; h++) {
+            const int i = i0 + 4 * h;
+            v4f       xv, wv, cv;
+            std::memcpy(&xv, x + i, sizeof(xv));
+            std::memcpy(&wv, w + i, sizeof(wv));
+            std::memcpy(&cv, xc + i, sizeof(cv));
+            v4f v = xv * vid + vzz;
+            v     = v > lo ? v : lo;  // NaN -> -1; keeps the rounding in range
+            v     = v < hi ? v : hi;
+            const v4f b = v + magic;
+            v4i       l;
+            std::memcpy(&l, &b, sizeof(l));
+            l = (l & 0x7fffff) - 0x400000;
+            l = l < 0 ? 0 : l;
+            l = l > 15 ? 15 : l;
+            const v4f e = cv - vd * (__builtin_convertvector(l, v4f) - vz);
+            acc[h] += wv * e * e;
+            for (int k = 0; k < 4; k++) q[i + k] = static_cast<uint8_t>(l[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) {
+        part[k]     = acc[0][k];
+        part[k + 4] = acc[1][k];
+    }
+#else
+    for (float & p : part) p = 0.0f;
     for (int i = 0; i < G; i++) {
-        const int   l   = d != 0.0f ? level(x[i], id, z) : 0;
+        const int   l   = level(x[i], idz, zz);
         const float deq = d * (static_cast<float>(l) - z);
         const float e   = xc[i] - deq;
         q[i]            = static_cast<uint8_t>(l);
-        err += w[i] * e * e;
+        part[i % 8] += w[i] * e * e;
     }
+#endif
+    const float err = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
     c.d   = d;
     c.z   = z;
     c.err = std::isnan(err) ? INFINITY : err;
