@@ -459,6 +459,7 @@ template <bool E4M3> __device__ __forceinline__ uint32_t fp8x2_half2(uint32_t tw
     }
 }
 
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // (the kernel's body is empty below sm_80)
 __device__ __forceinline__ uint32_t f2_half2(float a, float b) {
     const __half2 h = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t *>(&h);
@@ -471,6 +472,7 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
     const int64_t p = l / 2, half = neox_hd / 2;
     return (p / half) * neox_hd + p % half + (l % 2) * half;
 }
+#endif
 
 // U: spans whose loads a warp issues together (1: the next span's loads wait for this one's math).
 // EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
