@@ -24,8 +24,9 @@ struct layer_nodes {
     ember_tensor *q_mm, *k_mm, *v_mm, *q_rope, *k_rope, *k_set, *v_set;
 };
 
-// Two layers of attention over a residual stream, as ember_build_attn lays them out.
-ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<layer_nodes> & layers) {
+// Two layers of attention over a residual stream, as ember_build_attn lays them out; weights of
+// type wt.
+ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<layer_nodes> & layers, ember_type wt = EMBER_TYPE_Q4_0) {
     const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = 8;
     ember_tensor * x   = g.new_tensor(EMBER_TYPE_F32, n_embd, 1);
     ember_tensor * pos = g.new_tensor(EMBER_TYPE_I32, 1);
@@ -33,9 +34,9 @@ ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<
     for (int il = 0; il < 2; il++) {
         layer_nodes    L;
         ember_tensor * h = ember_rms_norm(g, x, 1e-5f);
-        L.q_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head), h);
-        L.k_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head_kv), h);
-        L.v_mm           = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, n_embd, hd * n_head_kv), h);
+        L.q_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head), h);
+        L.k_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
+        L.v_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
         L.q_rope = ember_rope(g, ember_view(g, L.q_mm, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
         L.k_rope = ember_rope(g, ember_view(g, L.k_mm, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
         ember_tensor * kc = g.new_tensor(cache_type, hd * n_head_kv, n_kv);
@@ -46,11 +47,50 @@ ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<
         const size_t   kb[4] = {kc->nb[0], ember_row_size(cache_type, hd), kc->nb[1], kc->nb[1] * n_kv};
         ember_tensor * o     = ember_attn(g, L.q_rope, ember_view_strided(g, L.k_set, ne, kb, 0), ember_view_strided(g, L.v_set, ne, kb, 0),
                                           nullptr, 0.125f);
-        o                    = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, hd * n_head, n_embd), ember_view(g, o, hd * n_head, 1));
+        o                    = ember_mul_mat(g, g.new_tensor(wt, hd * n_head, n_embd), ember_view(g, o, hd * n_head, 1));
         x                    = ember_add(g, x, o);
         layers.push_back(L);
     }
     return x;
+}
+
+// As the runtime has it: weights, inputs and KV caches in buffers of their own, the
+// intermediate results placed by the graph allocator (memory reused once read). Returns the
+// leaves' buffer (to free).
+ember_buffer * place_graph(ember_graph & g) {
+    ember_buffer_type * buft  = ember_device_buffer_type(ember_registry_cpu_device());
+    size_t              total = 0;
+    for (ember_tensor * t : g.leafs) total += (ember_nbytes(t) + 255) / 256 * 256;
+    ember_buffer * leaves = nullptr;
+    REQUIRE(ember_buffer_type_alloc(buft, total, &leaves) == EMBER_OK);
+    size_t offs = 0;
+    for (ember_tensor * t : g.leafs) {
+        ember_buffer_place_tensor(leaves, t, offs);
+        offs += (ember_nbytes(t) + 255) / 256 * 256;
+    }
+    ember_gallocr alloc({buft});
+    REQUIRE(alloc.alloc_graph(&g, std::vector<int>(g.nodes.size(), 0), 0) == EMBER_OK);
+    return leaves;
+}
+
+// The plans of every matvec of g, walked as the stream walks them.
+std::vector<ember_cuda_unit_plan> plan_all(ember_graph & g, const ember_cuda_plan_hooks & h) {
+    std::vector<ember_cuda_unit_plan> plans;
+    const ember_tensor *              hoisted[8] = {};
+    int                               n_hoisted  = 0;
+    const int32_t                     end        = static_cast<int32_t>(g.nodes.size());
+    for (int32_t i = 0; i < end; i++) {
+        if (!ember_cuda_is_matvec(g.nodes[i])) continue;
+        bool skip = false;
+        for (int k = 0; k < n_hoisted; k++) skip = skip || hoisted[k] == g.nodes[i];
+        if (skip) continue;
+        const ember_cuda_unit_plan p = ember_cuda_plan_units(&g, i, end, hoisted, n_hoisted, h);
+        if (p.n == 0) continue;
+        plans.push_back(p);
+        if (p.hoist) hoisted[n_hoisted++] = p.hoist;
+        i = p.next - 1;
+    }
+    return plans;
 }
 
 // The kernels' side, as the CUDA backend has it: the store writes F16 caches, not Q8_0 ones;
@@ -72,20 +112,7 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
         ember_graph              g;
         std::vector<layer_nodes> layers;
         g.build_forward(build_layers(g, cache, layers));
-        // As the runtime has it: weights, inputs and KV caches in buffers of their own, the
-        // intermediate results placed by the graph allocator (memory reused once read).
-        ember_buffer_type * buft  = ember_device_buffer_type(ember_registry_cpu_device());
-        size_t              total = 0;
-        for (ember_tensor * t : g.leafs) total += (ember_nbytes(t) + 255) / 256 * 256;
-        ember_buffer * leaves = nullptr;
-        REQUIRE(ember_buffer_type_alloc(buft, total, &leaves) == EMBER_OK);
-        size_t offs = 0;
-        for (ember_tensor * t : g.leafs) {
-            ember_buffer_place_tensor(leaves, t, offs);
-            offs += (ember_nbytes(t) + 255) / 256 * 256;
-        }
-        ember_gallocr alloc({buft});
-        REQUIRE(alloc.alloc_graph(&g, std::vector<int>(g.nodes.size(), 0), 0) == EMBER_OK);
+        ember_buffer * leaves = place_graph(g);
         // The case that matters: products placed where earlier ones of the layer were (V's on K's
         // rotated rows here), which a plan writing every intermediate result could not group.
         bool reused = false;
@@ -95,23 +122,11 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
         CHECK(reused);
 
         ember_cuda_plan_hooks h;
-        h.unit_ok   = unit_ok;
-        h.can_share = can_share;
-        std::vector<ember_cuda_unit_plan> plans;
-        const ember_tensor *              hoisted[8] = {};
-        int                               n_hoisted  = 0;
-        const int32_t                     end        = static_cast<int32_t>(g.nodes.size());
-        for (int32_t i = 0; i < end; i++) {
-            if (!ember_cuda_is_matvec(g.nodes[i])) continue;
-            bool skip = false;
-            for (int k = 0; k < n_hoisted; k++) skip = skip || hoisted[k] == g.nodes[i];
-            if (skip) continue;
-            const ember_cuda_unit_plan p = ember_cuda_plan_units(&g, i, end, hoisted, n_hoisted, h);
-            if (p.n == 0) continue;
-            plans.push_back(p);
-            if (p.hoist) hoisted[n_hoisted++] = p.hoist;
-            i = p.next - 1;
-        }
+        h.unit_ok                                    = unit_ok;
+        h.can_share                                  = can_share;
+        const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
+        const ember_tensor *                    hoisted[8] = {};
+        const int32_t                           end        = static_cast<int32_t>(g.nodes.size());
         // A layer whose V did not join runs V as a plan of its own only if it fuses something
         // (a Q8_0 cache: no), so one plan per layer either way.
         REQUIRE(plans.size() == layers.size());
@@ -160,6 +175,71 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
         ember_buffer_free(leaves);
     }
 }
+
+#ifdef EMBER_HAVE_CUDA
+// The same plan with the CUDA backend's own hooks (ember_cuda_mv_unit_ok, ..._can_share: host
+// code, no device needed) for weights in the backend's layouts (flagged as converted at upload,
+// as the CUDA buffer does): every type with an epilogue kernel must give one Q/K/V launch with
+// its RoPE and F16 cache writes, and gate / up must group. Until session 26 the hooks refused
+// Ember's own types, so their layers ran as 14 launches instead of 8 and no test noticed.
+TEST_CASE("[cuda plan] the backend's hooks: Q/K/V units and gate/up groups for every type with an epilogue kernel") {
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3,
+                          EMBER_TYPE_FP8_E5M2_ROW}) {
+        const std::string tn = ember_type_get_name(wt);
+        CAPTURE(tn);
+        ember_graph              g;
+        std::vector<layer_nodes> layers;
+        g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, wt));
+        for (ember_tensor * t : g.leafs) {
+            if (t->type == wt) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        }
+        ember_buffer *        leaves = place_graph(g);
+        ember_cuda_plan_hooks h;
+        h.unit_ok                                     = ember_cuda_mv_unit_ok;
+        h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
+        const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
+        REQUIRE(plans.size() == layers.size());
+        for (size_t l = 0; l < layers.size(); l++) {
+            CAPTURE(l);
+            const ember_cuda_unit_plan & p = plans[l];
+            REQUIRE(p.n == 3);
+            CHECK(p.u[0].mm == layers[l].q_mm);
+            CHECK(p.u[0].rope == layers[l].q_rope);
+            CHECK(p.u[1].rope == layers[l].k_rope);
+            CHECK(p.u[1].set_rows == layers[l].k_set);
+            CHECK(p.u[2].set_rows == layers[l].v_set);
+        }
+        // Gate and up over one x group; a weight of another type or one not converted does not.
+        ember_tensor * x    = g.new_tensor(EMBER_TYPE_F32, 256, 1);
+        ember_tensor * wg   = g.new_tensor(wt, 256, 768);
+        ember_tensor * wu   = g.new_tensor(wt, 256, 768);
+        ember_tensor * wraw = g.new_tensor(wt, 256, 768);
+        ember_tensor * wq4  = g.new_tensor(wt == EMBER_TYPE_Q4_0 ? EMBER_TYPE_Q8_0 : EMBER_TYPE_Q4_0, 256, 768);
+        for (ember_tensor * w : {wg, wu, wq4}) w->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        std::vector<char> mem(static_cast<size_t>(ember_nbytes(x) + ember_nbytes(wg) + ember_nbytes(wu) + ember_nbytes(wraw) + ember_nbytes(wq4)) + 4 * 256);
+        size_t            off = 0;
+        for (ember_tensor * t : {x, wg, wu, wraw, wq4}) {  // distinct memory: no hazards
+            t->data = mem.data() + off;
+            off += (ember_nbytes(t) + 255) / 256 * 256;
+        }
+        ember_tensor * gate = ember_mul_mat(g, wg, x);
+        ember_tensor * up   = ember_mul_mat(g, wu, x);
+        ember_tensor * raw  = ember_mul_mat(g, wraw, x);
+        ember_tensor * other = ember_mul_mat(g, wq4, x);
+        std::vector<float> y(4 * 768);
+        gate->data  = y.data();
+        up->data    = y.data() + 768;
+        raw->data   = y.data() + 2 * 768;
+        other->data = y.data() + 3 * 768;
+        CHECK(ember_cuda_mul_mat_vec_q_can_group(gate, up));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(gate, other));
+        if (wt != EMBER_TYPE_Q4_0 && wt != EMBER_TYPE_Q8_0) {
+            CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(gate, raw));  // GGUF bytes: the generic kernel
+        }
+        ember_buffer_free(leaves);
+    }
+}
+#endif
 
 TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
     CHECK(ember_cuda_skip_parse(nullptr) == 0);
