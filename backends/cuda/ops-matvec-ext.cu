@@ -465,12 +465,12 @@ __device__ __forceinline__ uint32_t f2_half2(float a, float b) {
     return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-// The weight row of logical row l of a unit launch whose RoPE is NEOX over heads of neox_hd
-// (else l): logical rows 2p, 2p + 1 are the rotated pair p, hd / 2 apart (mv_rows' pairing).
+// The weight row of logical row l of a unit launch: logical rows 2p, 2p + 1 are the pair mv_rows
+// gives (with a NEOX RoPE over heads of neox_hd the rotated pair hd / 2 apart, else 2p, 2p + 1).
 __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
-    if (neox_hd <= 0) return l;
-    const int64_t p = l / 2, half = neox_hd / 2;
-    return (p / half) * neox_hd + p % half + (l % 2) * half;
+    int64_t rows[2];
+    mv_rows<2>(l - l % 2, neox_hd, rows);
+    return l % 2 ? rows[1] : rows[0];
 }
 #endif
 
@@ -603,8 +603,9 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + min(row, n - 1));
         const float next = __shfl_down_sync(0x0000ffffu, sum, 1);
         if (lane % 2 != 0 || r0 + lane >= n) return;
-        int64_t rows[2] = {row, mvx_pair_row(r0 + lane + 1, nx)};
-        float   s2[2]   = {sum, next};
+        int64_t rows[2];
+        mv_rows<2>(r0 + lane, nx, rows);
+        float s2[2] = {sum, next};
         if (m == 0) mv_store_epi<2>(a.epi[0], y_data, y_nb1, n, col, rows, s2, a.err);
         else if (m == 1) mv_store_epi<2>(a.epi[1], y_data, y_nb1, n, col, rows, s2, a.err);
         else mv_store_epi<2>(a.epi[2], y_data, y_nb1, n, col, rows, s2, a.err);
