@@ -185,6 +185,10 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
 // half. Kernels that produce x may write them and mark them valid for the next matvec.
 void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, void ** xds);
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq);
+// After a launch of the matvecs dsts[0 .. nd) over x (with their units' RoPE and cache writes,
+// when units is not null): the quantized copy is no longer x's when any of them wrote over x.
+void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, ember_tensor * const * dsts, int nd,
+                                 const ember_cuda_mv_unit * units);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

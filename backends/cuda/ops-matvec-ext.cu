@@ -928,10 +928,7 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     }
     ember_status st = EMBER_ERR_UNSUPPORTED;
     dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, units, a, st});
-    for (int m = 0; m < nd; m++) {  // a result written over x
-        if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
-        if (units && (ember_cuda_overlaps(units[m].rope, x) || ember_cuda_overlaps(units[m].set_rows, x))) ctx.qx_valid = false;
-    }
+    ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
     return st;
 }
 

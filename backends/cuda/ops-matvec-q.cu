@@ -1368,12 +1368,16 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
     ember_status st = EMBER_OK;
     // A type without a kernel here (the callers check first) must not pass as done.
     if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st})) return EMBER_ERR_UNSUPPORTED;
-    // A result written over x would make the copy stale.
-    for (int m = 0; m < nd; m++) {
+    ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
+    return st;
+}
+
+void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, ember_tensor * const * dsts, int nd,
+                                 const ember_cuda_mv_unit * units) {
+    for (int m = 0; m < nd; m++) {  // a result written over x would make the copy stale
         if (ember_cuda_overlaps(dsts[m], x)) ctx.qx_valid = false;
         if (units && (ember_cuda_overlaps(units[m].rope, x) || ember_cuda_overlaps(units[m].set_rows, x))) ctx.qx_valid = false;
     }
-    return st;
 }
 
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
