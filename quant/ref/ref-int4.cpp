@@ -76,14 +76,12 @@ float score(const float * x, const float * xc, const float * w, int G, float d_i
     const float d   = half_round(d_in);
     const float z   = half_round(z_in);
     const float id  = d != 0.0f ? 1.0f / d : 0.0f;
-    // d == 0: every level 0 (x * 0 - 1 is -1 or NaN, both clamp to level 0)
-    const float idz = d != 0.0f ? id : 0.0f;
-    const float zz  = d != 0.0f ? z : -1.0f;
+    const float zz  = d != 0.0f ? z : -1.0f;  // d == 0: x * 0 - 1 is -1 or NaN, both level 0
     float       part[8];
 #if defined(__GNUC__)
     typedef float   v4f __attribute__((vector_size(16)));
     typedef int32_t v4i __attribute__((vector_size(16)));
-    const v4f       vid = {idz, idz, idz, idz}, vzz = {zz, zz, zz, zz}, vz = {z, z, z, z}, vd = {d, d, d, d};
+    const v4f       vid = {id, id, id, id}, vzz = {zz, zz, zz, zz}, vz = {z, z, z, z}, vd = {d, d, d, d};
     const v4f       lo = {-1.0f, -1.0f, -1.0f, -1.0f}, hi = {16.0f, 16.0f, 16.0f, 16.0f};
     const v4f       magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};  // ember_ref_nearest_int's
     v4f             acc[2] = {};
@@ -115,7 +113,7 @@ float score(const float * x, const float * xc, const float * w, int G, float d_i
 #else
     for (float & p : part) p = 0.0f;
     for (int i = 0; i < G; i++) {
-        const int   l   = level(x[i], idz, zz);
+        const int   l   = level(x[i], id, zz);
         const float deq = d * (static_cast<float>(l) - z);
         const float e   = xc[i] - deq;
         q[i]            = static_cast<uint8_t>(l);
