@@ -474,10 +474,11 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
 }
 #endif
 
-// U: spans whose loads a warp issues together (1: the next span's loads wait for this one's math).
+// A warp's next span's loads wait for this span's math: issuing two spans' loads together (116-124
+// registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
 // EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
 // 0, 2, .., 14 of warp 0 store a pair each through the matrix's epilogue.
-template <int T, int U, bool EPI>
+template <int T, bool EPI>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int KS   = k_fp8_mma_warps;
@@ -512,76 +513,68 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     const int     xj  = g / 2;                 // the load whose chunk's block is B's column g
     const bool    xon = t / 2 == g % 2;        // ... for this lane's t
     float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8: this lane's blocks 2t, 2t + 1 of each span
-    uint4         w[U][2][4];
-    const auto    load = [&](int spb) {
+    uint4         w[2][4];
+    const auto    load = [&](int sp) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int  c  = 16 * (spb + u) + 4 * j + t;
-                const bool ok = spb + u < sp1 && c < nchunk;
-                w[u][0][j]    = ok ? __ldcs(wa + c) : make_uint4(0, 0, 0, 0);
-                w[u][1][j]    = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
-            }
+        for (int j = 0; j < 4; j++) {
+            const int  c  = 16 * sp + 4 * j + t;
+            const bool ok = c < nchunk;
+            w[0][j]       = ok ? __ldcs(wa + c) : make_uint4(0, 0, 0, 0);
+            w[1][j]       = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
         }
     };
     if (sp0 < sp1) load(sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    for (int spb = sp0; spb < sp1; spb += U) {
-        if (spb != sp0) load(spb);
+    for (int sp = sp0; sp < sp1; sp++) {
+        if (sp != sp0) load(sp);
+        // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0).
+        uint32_t  xh[8];
+        const int cx = 16 * sp + 4 * xj + t;
+        if (xon && cx < nchunk) {
+            const float * p = xf + 16 * static_cast<int64_t>(cx);
+            if (a.xal) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int sp = spb + u;
-            if (sp >= sp1) break;
-            // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0).
-            uint32_t  xh[8];
-            const int cx = 16 * sp + 4 * xj + t;
-            if (xon && cx < nchunk) {
-                const float * p = xf + 16 * static_cast<int64_t>(cx);
-                if (a.xal) {
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
-                        xh[2 * i]      = f2_half2(v.x, v.y);
-                        xh[2 * i + 1]  = f2_half2(v.z, v.w);
-                    }
-                } else {
-#pragma unroll
-                    for (int i = 0; i < 8; i++) xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
+                for (int i = 0; i < 4; i++) {
+                    const float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
+                    xh[2 * i]      = f2_half2(v.x, v.y);
+                    xh[2 * i + 1]  = f2_half2(v.z, v.w);
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < 8; i++) xh[i] = 0u;
+                for (int i = 0; i < 8; i++) xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
             }
-            // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows ga, gb.
-            float     sa[2], sb[2];
-            const int b0 = 8 * sp + 2 * t;
+        } else {
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                if constexpr (is_row(T)) {
-                    sa[i] = sb[i] = 1.0f;
-                } else {
-                    const bool ok = b0 + i < nb;
-                    sa[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + ga * nb + b0 + i)) : 0.0f;
-                    sb[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + gb * nb + b0 + i)) : 0.0f;
-                }
-            }
-            float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const uint32_t wa4[4] = {w[u][0][j].x, w[u][0][j].y, w[u][0][j].z, w[u][0][j].w};
-                const uint32_t wb4[4] = {w[u][1][j].x, w[u][1][j].y, w[u][1][j].z, w[u][1][j].w};
-#pragma unroll
-                for (int s4 = 0; s4 < 4; s4++) {
-                    const uint32_t af[4] = {fp8x2_half2<is_e4m3(T)>(wa4[s4]), fp8x2_half2<is_e4m3(T)>(wb4[s4]),
-                                            fp8x2_half2<is_e4m3(T)>(wa4[s4] >> 16), fp8x2_half2<is_e4m3(T)>(wb4[s4] >> 16)};
-                    const bool     on    = j == xj;
-                    cu_mma_16816(c, af, on ? xh[2 * s4] : 0u, on ? xh[2 * s4 + 1] : 0u);
-                }
-            }
-            acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
-            acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
+            for (int i = 0; i < 8; i++) xh[i] = 0u;
         }
+        // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows ga, gb.
+        float     sa[2], sb[2];
+        const int b0 = 8 * sp + 2 * t;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if constexpr (is_row(T)) {
+                sa[i] = sb[i] = 1.0f;
+            } else {
+                const bool ok = b0 + i < nb;
+                sa[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + ga * nb + b0 + i)) : 0.0f;
+                sb[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + gb * nb + b0 + i)) : 0.0f;
+            }
+        }
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wa4[4] = {w[0][j].x, w[0][j].y, w[0][j].z, w[0][j].w};
+            const uint32_t wb4[4] = {w[1][j].x, w[1][j].y, w[1][j].z, w[1][j].w};
+#pragma unroll
+            for (int s4 = 0; s4 < 4; s4++) {
+                const uint32_t af[4] = {fp8x2_half2<is_e4m3(T)>(wa4[s4]), fp8x2_half2<is_e4m3(T)>(wb4[s4]),
+                                        fp8x2_half2<is_e4m3(T)>(wa4[s4] >> 16), fp8x2_half2<is_e4m3(T)>(wb4[s4] >> 16)};
+                const bool     on    = j == xj;
+                cu_mma_16816(c, af, on ? xh[2 * s4] : 0u, on ? xh[2 * s4 + 1] : 0u);
+            }
+        }
+        acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
+        acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
     }
     // The 4 lanes of a row group hold its 8 block columns: sum them, then the warps' parts.
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
@@ -620,17 +613,17 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 #endif
 }
 
-// EMBER_CUDA_FP8_MMA=0: FP8 weights through mvx_kernel's float products; =2: the tensor-core
-// kernel with two spans' loads issued together (U = 2; not yet measured). Read at every call;
-// 0 below sm_80.
-int fp8_mma(const ember_cuda_ctx & ctx) {
-    return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_FP8_MMA", 1, {0, 1, 2}) : 0;
+// EMBER_CUDA_FP8_MMA=0: FP8 weights through mvx_kernel's float products. Read at every call;
+// off below sm_80.
+bool fp8_mma(const ember_cuda_ctx & ctx) {
+    return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_FP8_MMA", 1, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_FP8_MMA_UNITS=1 (opt-in, not yet measured): FP8 units (Q/K/V with their RoPE and
-// cache writes) on the tensor-core kernel too; by default they keep mvx_kernel's stores.
+// FP8 units (Q/K/V with their RoPE and cache writes) on the tensor-core kernel too (H200 tg128
+// 8B FP8 E4M3 326.7 against 315.7 with mvx_kernel's units, 1B level: 1185.3 / 1187.3);
+// EMBER_CUDA_FP8_MMA_UNITS=0: units keep mvx_kernel.
 bool fp8_mma_units() {
-    return ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_UNITS", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_UNITS", 1, {0, 1}) == 1;
 }
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
@@ -677,8 +670,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     a.err                  = ctx.d_error;
     const ember_tensor * x = dsts[0]->src[1];
     if constexpr (is_fp8_type(T)) {
-        const int mma = units && !fp8_mma_units() ? 0 : fp8_mma(ctx);
-        if (mma > 0) {  // units only with EMBER_CUDA_FP8_MMA_UNITS=1
+        if (fp8_mma(ctx) && (!units || fp8_mma_units())) {
             unsigned b16 = 0;
             for (int m = 0; m < nd; m++) {
                 a.blk0[m] = static_cast<int>(b16);
@@ -686,10 +678,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             }
             a.blk0[nd] = static_cast<int>(b16);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            if (units && mma == 2) cu_launch(ctx, mvx_fp8_mma_kernel<T, 2, true>, g16, 32 * k_fp8_mma_warps, 0, a);
-            else if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, 1, true>, g16, 32 * k_fp8_mma_warps, 0, a);
-            else if (mma == 2) cu_launch(ctx, mvx_fp8_mma_kernel<T, 2, false>, g16, 32 * k_fp8_mma_warps, 0, a);
-            else cu_launch(ctx, mvx_fp8_mma_kernel<T, 1, false>, g16, 32 * k_fp8_mma_warps, 0, a);
+            if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+            else cu_launch(ctx, mvx_fp8_mma_kernel<T, false>, g16, 32 * k_fp8_mma_warps, 0, a);
             return ember_cuda_check_launch("mul_mat (matvec, fp8 on tensor cores)");
         }
     }

@@ -56,9 +56,8 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
         return;
     }
     for (const ember_type t : k_types) {
-        // FP8: on tensor cores (the default on sm_80+; "2": two spans' loads at once) and
-        // through the float products ("0").
-        for (const char * mma : {"1", "2", "0"}) {
+        // FP8: on tensor cores (the default on sm_80+) and through the float products ("0").
+        for (const char * mma : {"1", "0"}) {
             if (!fp8(t) && mma[0] != '1') continue;
             set_env("EMBER_CUDA_FP8_MMA", mma);
             const std::string tn = std::string(ember_type_get_name(t)) + (fp8(t) ? std::string(" fp8 mma ") + mma : "");

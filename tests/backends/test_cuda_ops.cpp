@@ -651,29 +651,29 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
     }
-    // FP8 units on the tensor-core matvec (EMBER_CUDA_FP8_MMA_UNITS=1, opt-in): a warp's 16 rows
-    // are 8 RoPE pairs; with one and two spans' loads at once (EMBER_CUDA_FP8_MMA=2).
-    for (const char * spans : {"1", "2"}) {
-        set_env("EMBER_CUDA_FP8_MMA_UNITS", "1");
-        set_env("EMBER_CUDA_FP8_MMA", spans);
+    // FP8 units run on the tensor-core matvec by default (a warp's 16 rows are 8 RoPE pairs);
+    // EMBER_CUDA_FP8_MMA_UNITS=0 gives them mvx_kernel's stores, EMBER_CUDA_FP8_MMA=0 every FP8
+    // product the float path.
+    for (const char * var : {"EMBER_CUDA_FP8_MMA_UNITS", "EMBER_CUDA_FP8_MMA"}) {
+        set_env(var, "0");
         for (const qkv_case & p : cases) {
             if (p.wt != EMBER_TYPE_FP8_E4M3 && p.wt != EMBER_TYPE_FP8_E5M2_ROW) continue;
-            const std::string what = std::string("qkv epilogue on tensor cores (EMBER_CUDA_FP8_MMA=") + spans + ") " +
-                                     ember_type_get_name(p.wt) + " cache " + ember_type_get_name(p.cache) + " mode " + std::to_string(p.mode) +
-                                     " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
+            const std::string what = std::string("qkv epilogue with ") + var + "=0 " + ember_type_get_name(p.wt) + " cache " +
+                                     ember_type_get_name(p.cache) + " mode " + std::to_string(p.mode) + " heads " + std::to_string(p.n_head) +
+                                     "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
             check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
         }
-        set_env("EMBER_CUDA_FP8_MMA_UNITS", "");
-        set_env("EMBER_CUDA_FP8_MMA", "");
+        set_env(var, "");
     }
     // Proof that the stores did the RoPE and the cache writes: with EMBER_CUDA_SKIP=other no ROPE
     // or SET_ROWS kernel runs, and the results must still be right; for Q4_1 (no epilogue kernel)
-    // they must not be (so the check can fail). The last pass: FP8 units on tensor cores.
-    for (const char * fp8_units : {"0", "1"}) {
+    // they must not be (so the check can fail). FP8 units on tensor cores (the default) and on
+    // mvx_kernel.
+    for (const char * fp8_units : {"1", "0"}) {
         set_env("EMBER_CUDA_FP8_MMA_UNITS", fp8_units);
         CAPTURE(fp8_units);
         for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_1}) {
-            if (fp8_units[0] == '1' && wt != EMBER_TYPE_FP8_E4M3) continue;
+            if (fp8_units[0] == '0' && wt != EMBER_TYPE_FP8_E4M3) continue;
             for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
                 const qkv_case    p{wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64};
                 const std::string tn = ember_type_get_name(wt);
