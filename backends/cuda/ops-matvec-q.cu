@@ -593,19 +593,66 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
 // packed scales) loaded alongside (8 lanes share it through L1).
-// cu_k4_scale_min on a Q4_K block header held in registers (x: d, dmin; y, z, w: the 12
-// scale bytes), with shifts instead of an indexed (local-memory) byte array.
-__device__ __forceinline__ void k4_scale_min(const uint4 & h, int j, int & sc, int & m) {
-    const auto byte = [](uint32_t w, int i) { return static_cast<int>((w >> (8 * i)) & 0xffu); };
-    if (j < 4) {
-        sc = byte(h.y, j) & 63;
-        m  = byte(h.z, j) & 63;
-    } else {
-        sc = (byte(h.w, j - 4) & 0xf) | (byte(h.y, j - 4) >> 6) << 4;
-        m  = (byte(h.w, j - 4) >> 4) | (byte(h.z, j - 4) >> 6) << 4;
-    }
+//
+// A warp's chunks start on a block, so a lane's chunks c all have c % 8 == lane % 8: the same
+// group g = (lane % 8) / 2 of every block, hence the same two sub-blocks 2g, 2g + 1 and the same
+// bytes of the packed scales (k4_lane). Their 6-bit scales and mins come out of the header by
+// byte permutes with the lane's selectors, two values a word, and every small integer becomes a
+// float by the exponent trick (k4_f, k4_int_float) instead of a conversion instruction (I2F and
+// F2F issue at a quarter of the rate of the integer and float pipes: the kernel spent 8 of them a
+// chunk and row and read the 8B shape's Q4_K matrices at ~2.4 TB/s where Q4_0's ran at ~3.9;
+// H200 tg128 8B Q4_K_M 420.1 -> 461.3 t/s).
+struct k4_lane {
+    uint32_t sel_pair;  // the lane's two scale bytes b0, b0 + 1 into bytes 0 and 2
+    uint32_t sel_lo;    // the low-bits source: the same bytes of the first word (j < 4) or of h.w (j >= 4)
+    uint32_t sh_hi;     // 0 (j < 4: the 6 bits are in one byte) or 2 (j >= 4: the top 2 bits are bits 6-7 of y / z)
+    uint32_t sh_m;      // 0 or 4: the mins' low 4 bits are the high nibble of h.w's byte for j >= 4
+    int      xoff;      // the chunk's x offset within its block: 64 g + 16 (lane % 2)
+};
+__device__ __forceinline__ k4_lane k4_lane_of(int lane) {
+    const int      g  = (lane % 8) / 2;
+    const uint32_t b0 = 2 * (g & 1), hi = g >= 2;
+    k4_lane        l;
+    l.sel_pair = b0 | (b0 + 1) << 8;
+    l.sel_lo   = hi ? (b0 + 4) | (b0 + 5) << 8 : l.sel_pair;
+    l.sh_hi    = hi ? 2 : 0;
+    l.sh_m     = hi ? 4 : 0;
+    l.xoff     = 64 * g + 16 * (lane % 2);
+    return l;
+}
+// The float of a small non-negative integer in bits 0-7 (byte 0) or 16-23 (byte 2) of v: the
+// byte under the exponent of 2^23, minus 2^23 (exact; one byte permute and a subtraction).
+template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
+    return __int_as_float(static_cast<int>(__byte_perm(v, 0x4b000000u, 0x7440u | BYTE))) - 8388608.0f;
+}
+// The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
+// 1.5 * 2^23, minus that (exact).
+__device__ __forceinline__ float k4_int_float(int v) {
+    return __int_as_float(0x4b400000 + v) - 12582912.0f;
+}
+// One row's chunk: q its 16 quant bytes, h its block's header, x the lane's 2 x 16 activation
+// bytes of sub-blocks 2g / 2g + 1 and ds their (d, d sum q) pairs.
+__device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, const k4_lane & l, const int4 & xlo, const int4 & xhi,
+                                          const float4 & ds) {
+    int s0 = 0, s1 = 0;
+    s0 = __dp4a(static_cast<int>(q.x & 0x0f0f0f0fu), xlo.x, s0);
+    s1 = __dp4a(static_cast<int>((q.x >> 4) & 0x0f0f0f0fu), xhi.x, s1);
+    s0 = __dp4a(static_cast<int>(q.y & 0x0f0f0f0fu), xlo.y, s0);
+    s1 = __dp4a(static_cast<int>((q.y >> 4) & 0x0f0f0f0fu), xhi.y, s1);
+    s0 = __dp4a(static_cast<int>(q.z & 0x0f0f0f0fu), xlo.z, s0);
+    s1 = __dp4a(static_cast<int>((q.z >> 4) & 0x0f0f0f0fu), xhi.z, s1);
+    s0 = __dp4a(static_cast<int>(q.w & 0x0f0f0f0fu), xlo.w, s0);
+    s1 = __dp4a(static_cast<int>((q.w >> 4) & 0x0f0f0f0fu), xhi.w, s1);
+    // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
+    // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
+    const uint32_t sc = (__byte_perm(h.y, h.w, l.sel_lo) & 0x000f000fu) | ((__byte_perm(h.y, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
+    const uint32_t mn = ((__byte_perm(h.z, h.w, l.sel_lo) >> l.sh_m) & 0x000f000fu) | ((__byte_perm(h.z, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
+    const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&h.x));  // d, dmin
+    // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
+    return dm.x * (k4_f<0>(sc) * ds.x * k4_int_float(s0) + k4_f<2>(sc) * ds.z * k4_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
 }
 
+// R rows a warp, U chunks of each in flight per lane.
 template <int R, int U, int MINB = 0>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
@@ -625,25 +672,25 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     const int64_t col = blockIdx.y;
     const mvq_batch bp = mvq_batch_of(a, w_base);
     const int64_t   i2 = bp.i2, i3 = bp.i3;
-    const char *    wb  = bp.w;
-    const int8_t *  xq  = bp.xq;
-    const float2 *  xds = bp.xds;
+    const k4_lane   l   = k4_lane_of(lane);
+    const int8_t *  xq  = bp.xq + l.xoff;
+    const float4 *  xds = reinterpret_cast<const float4 *>(bp.xds) + (lane % 8) / 2;  // (d, d sum q) of sub-blocks 2g, 2g + 1
     const char *   wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = wb + (rows[r] < n ? rows[r] : n - 1) * w_nb1;
+    for (int r = 0; r < R; r++) wr[r] = bp.w + (rows[r] < n ? rows[r] : n - 1) * w_nb1 + 16 + 16 * (lane % 8);
     const int nchunk = static_cast<int>(a.nblk) * 8;
     float     acc[R] = {};
     uint4     q[U][R], h[U][R];
-    const auto load = [&](int c0) {
+    const auto load = [&](int c0) {  // c0 % 8 == lane % 8: chunk c0 + 32 u is in block (c0 >> 3) + 4 u
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
             const bool ok = c < nchunk;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const char * blk = wr[r] + static_cast<int64_t>(c >> 3) * BYTES;
-                q[u][r]          = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 16 * (c & 7))) : make_uint4(0, 0, 0, 0);
-                h[u][r]          = ok ? __ldg(reinterpret_cast<const uint4 *>(blk)) : make_uint4(0, 0, 0, 0);
+                const char * blk = wr[r] + static_cast<int64_t>(c >> 3) * BYTES;  // this lane's 16 quant bytes
+                q[u][r]          = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk)) : make_uint4(0, 0, 0, 0);
+                h[u][r]          = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 16 * (lane % 8))) : make_uint4(0, 0, 0, 0);
             }
         }
     };
@@ -655,32 +702,13 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c >= nchunk) continue;
-            const int     b    = c >> 3, g = (c & 7) >> 1, o = 16 * (c & 1);
-            const int8_t * xb  = xq + 256 * static_cast<int64_t>(b) + 64 * g + o;
+            const int      b   = c >> 3;
+            const int8_t * xb  = xq + 256 * static_cast<int64_t>(b);
             const int4     xlo = __ldg(reinterpret_cast<const int4 *>(xb));
             const int4     xhi = __ldg(reinterpret_cast<const int4 *>(xb + 32));
-            const float2   ds0 = __ldg(xds + 8 * static_cast<int64_t>(b) + 2 * g), ds1 = __ldg(xds + 8 * static_cast<int64_t>(b) + 2 * g + 1);
+            const float4   ds  = __ldg(xds + 4 * static_cast<int64_t>(b));
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const uint4 w = q[u][r];
-                int         s0 = 0, s1 = 0;
-                s0 = __dp4a(static_cast<int>(w.x & 0x0f0f0f0fu), xlo.x, s0);
-                s1 = __dp4a(static_cast<int>((w.x >> 4) & 0x0f0f0f0fu), xhi.x, s1);
-                s0 = __dp4a(static_cast<int>(w.y & 0x0f0f0f0fu), xlo.y, s0);
-                s1 = __dp4a(static_cast<int>((w.y >> 4) & 0x0f0f0f0fu), xhi.y, s1);
-                s0 = __dp4a(static_cast<int>(w.z & 0x0f0f0f0fu), xlo.z, s0);
-                s1 = __dp4a(static_cast<int>((w.z >> 4) & 0x0f0f0f0fu), xhi.z, s1);
-                s0 = __dp4a(static_cast<int>(w.w & 0x0f0f0f0fu), xlo.w, s0);
-                s1 = __dp4a(static_cast<int>((w.w >> 4) & 0x0f0f0f0fu), xhi.w, s1);
-                int sc0, m0, sc1, m1;
-                k4_scale_min(h[u][r], 2 * g, sc0, m0);
-                k4_scale_min(h[u][r], 2 * g + 1, sc1, m1);
-                const float d    = __half2float(__ushort_as_half(static_cast<unsigned short>(h[u][r].x & 0xffffu)));
-                const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(h[u][r].x >> 16)));
-                // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
-                acc[r] += d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(s0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(s1)) -
-                          dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * 0.5f;
-            }
+            for (int r = 0; r < R; r++) acc[r] += k4_chunk(q[u][r], h[u][r], l, xlo, xhi, ds);
         }
     }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,

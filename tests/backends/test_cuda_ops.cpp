@@ -727,15 +727,25 @@ TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    // One row per warp below 4096 rows, two from there (4100: a tail warp); 9 blocks of 256
-    // per row: 72 chunks, not a multiple of the 32 lanes.
+    // mvk_kernel: one row per warp below 4096 rows, two from there (4100: a tail warp); 9 blocks
+    // of 256 per row: 72 chunks, not a multiple of the 32 lanes; 56 blocks: the FFN down row (a
+    // warp's 7 steps); 3 columns; 67 rows: block tails. Every lane's scale bytes (sub-blocks 0-7
+    // of each block: the two ways the 6-bit scales and mins are packed) meet random headers.
     for (int64_t n : {4100, 67}) {
-        for (int64_t k : {2048, 256 * 9}) {
-            check_case("q4_k matvec k=" + std::to_string(k) + " n=" + std::to_string(n), [=](case_ctx & c) {
-                return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
+        for (int64_t k : {2048, 256 * 9, 256 * 56}) {
+            const int64_t m = k == 256 * 9 ? 3 : 1;
+            check_case("q4_k matvec k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m), [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
             }, 1e-3);
         }
     }
+    // gate / up in one grouped launch, then the down product over their 5120-wide SWIGLU
+    check_case("q4_k grouped gate/up + down", [](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 256 * 9, 1, 1, -3.0f, 3.0f);
+        ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 256 * 9, 5120), x);
+        ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 256 * 9, 5120), x);
+        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 5120, 300), ember_swiglu(c.g, gt, up));
+    }, 1e-3);
 }
 
 TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
