@@ -955,6 +955,13 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
         }
     }
     if (lane == 0 && part == 0) {
+        if (a.grp.has_epi) {  // a unit (2-D, one column): the rows into their KV cache row too (V: no RoPE)
+            int64_t rows[RW];
+#pragma unroll
+            for (int r = 0; r < RW; r++) rows[r] = row0 + r;
+            mv_store_epi<RW>(a.grp.epi[0], a.y.data, a.y.nb[1], a.n, blockIdx.y, rows, acc, a.err);
+            return;
+        }
         float * yc = reinterpret_cast<float *>(a.y.data + blockIdx.y * a.y.nb[1] + bp.i2 * a.y.nb[2] + bp.i3 * a.y.nb[3]);
 #pragma unroll
         for (int r = 0; r < RW; r++) {
@@ -1163,9 +1170,14 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
     }
-    if (a.grouped) return EMBER_ERR_INTERNAL;
     if constexpr (T == EMBER_TYPE_Q6_K) {
         if (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {  // the planar layout (cuda-repack.h)
+            // Alone (no group); as a unit without RoPE (Q4_K_M's V in Q6_K, its cache write in the store).
+            if (nd > 1 || (units && units[0].rope)) return EMBER_ERR_INTERNAL;
+            if (units) {
+                a.grp.has_epi = true;
+                a.grp.epi[0]  = mv_epi_of(units[0]);
+            }
             const int  nseg = static_cast<int>(a.nblk / 8);
             const int  ks   = std::min(nseg, k_q6p_max_warps);
             const int  nw   = ks * std::max(1, 4 / ks);  // warps per block: 4, or one per segment
@@ -1176,6 +1188,9 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             else cu_launch(ctx, mvp6_kernel<4>, gp, 32 * nw, 0, a, ks);
             return ember_cuda_check_launch("mul_mat (matvec q6_k, planar layout)");
         }
+    }
+    if (a.grouped) return EMBER_ERR_INTERNAL;
+    if constexpr (T == EMBER_TYPE_Q6_K) {
         if (q6k_wide_ok(w)) {
             // rows of more than one segment: 4 warps per row (mv6_kernel KS)
             const bool split = a.nblk > k6_seg && mv_split();
@@ -1315,7 +1330,10 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) return false;
+    // Q6_K in the planar layout: units without RoPE only (mvp6_kernel's rows are not RoPE pairs;
+    // Q4_K_M's V products, whose cache write then needs no launch of its own).
+    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && !u.rope;
+    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) return false;
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;

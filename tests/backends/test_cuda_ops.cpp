@@ -589,10 +589,13 @@ struct qkv_case {
     bool       ff;
     bool       q_read_elsewhere;
     int64_t    n_head, n_head_kv, hd;
+    ember_type vt     = static_cast<ember_type>(EMBER_TYPE_COUNT);  // V's weights (COUNT: wt)
+    int64_t    n_embd = 512;
 };
 
 ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
-    const int64_t n_embd = 512, n_kv = 12, row = 7;
+    const int64_t n_embd = p.n_embd, n_kv = 12, row = 7;
+    const ember_type vt  = p.vt == EMBER_TYPE_COUNT ? p.wt : p.vt;
     ember_graph & g      = c.g;
     ember_tensor * x     = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, -2.0f, 2.0f);
     ember_tensor * pos   = c.i32_leaf({row + 1000});
@@ -605,7 +608,7 @@ ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
     }
     ember_tensor * q_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head), x);
     ember_tensor * k_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head_kv), x);
-    ember_tensor * v_mm = ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, p.hd * p.n_head_kv), x);
+    ember_tensor * v_mm = ember_mul_mat(g, c.weight_leaf(vt, n_embd, p.hd * p.n_head_kv), x);
     ember_tensor * q    = ember_rope(g, ember_view(g, q_mm, p.hd, p.n_head, 1), pos, ff, static_cast<int32_t>(p.hd), p.mode, 10000.0f, 1.0f);
     ember_tensor * k    = ember_rope(g, ember_view(g, k_mm, p.hd, p.n_head_kv, 1), pos, ff, static_cast<int32_t>(p.hd), p.mode, 10000.0f, 1.0f);
     ember_tensor * kc   = c.rand_leaf(p.cache, p.hd * p.n_head_kv, n_kv);
@@ -645,8 +648,19 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         cases.push_back({wt, EMBER_TYPE_F32, EMBER_ROPE_NEOX, true, true, 4, 4, 128});
     }
     cases.push_back({EMBER_TYPE_INT4_G32, EMBER_TYPE_BF16, EMBER_ROPE_NEOX, false, false, 40, 8, 128});  // 5120 Q rows
+    // Q4_K_M's layers with V in Q6_K (the planar layout from 2048 wide): V a unit of its own,
+    // mvp6_kernel writing its cache rows (F16 / F32 / BF16), rows per warp 4 and 1.
+    const qkv_case q4km_v{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
+    cases.push_back(q4km_v);
+    for (ember_type cache : {EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
+        qkv_case p = q4km_v;
+        p.cache    = cache;
+        p.n_head_kv = 3;  // 384 V rows: not a multiple of a block's 4 x 4
+        p.n_head    = 6;
+        cases.push_back(p);
+    }
     for (const qkv_case & p : cases) {
-        const std::string what = std::string("qkv epilogue ") + ember_type_get_name(p.wt) + " cache " + ember_type_get_name(p.cache) +
+        const std::string what = std::string("qkv epilogue ") + ember_type_get_name(p.wt) + (p.vt == EMBER_TYPE_COUNT ? "" : " v q6_k") + " cache " + ember_type_get_name(p.cache) +
                                  " mode " + std::to_string(p.mode) + (p.ff ? " ff" : "") + (p.q_read_elsewhere ? " q read twice" : "") +
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
@@ -672,11 +686,14 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     for (const char * fp8_units : {"1", "0"}) {
         set_env("EMBER_CUDA_FP8_MMA_UNITS", fp8_units);
         CAPTURE(fp8_units);
-        for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_1}) {
+        // (COUNT: Q4_K with V in planar Q6_K, 2048 wide.)
+        for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_1,
+                              static_cast<ember_type>(EMBER_TYPE_COUNT)}) {
             if (fp8_units[0] == '0' && wt != EMBER_TYPE_FP8_E4M3) continue;
             for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
-                const qkv_case    p{wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64};
-                const std::string tn = ember_type_get_name(wt);
+                qkv_case p{wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64};
+                if (wt == EMBER_TYPE_COUNT) p = qkv_case{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, mode, false, false, 8, 2, 64, EMBER_TYPE_Q6_K, 2048};
+                const std::string tn = std::string(ember_type_get_name(p.wt)) + (p.vt == EMBER_TYPE_COUNT ? "" : " v q6_k");
                 CAPTURE(tn);
                 CAPTURE(mode);
                 const auto   build = [=](case_ctx & c) { return qkv_layer(c, p); };

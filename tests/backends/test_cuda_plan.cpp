@@ -26,7 +26,10 @@ struct layer_nodes {
 
 // Two layers of attention over a residual stream, as ember_build_attn lays them out; weights of
 // type wt.
-ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<layer_nodes> & layers, ember_type wt = EMBER_TYPE_Q4_0) {
+// vt: V's weight type (EMBER_TYPE_COUNT: wt, as Q and K).
+ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<layer_nodes> & layers, ember_type wt = EMBER_TYPE_Q4_0,
+                            ember_type vt = static_cast<ember_type>(EMBER_TYPE_COUNT)) {
+    if (vt == EMBER_TYPE_COUNT) vt = wt;
     const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = 8;
     ember_tensor * x   = g.new_tensor(EMBER_TYPE_F32, n_embd, 1);
     ember_tensor * pos = g.new_tensor(EMBER_TYPE_I32, 1);
@@ -36,7 +39,7 @@ ember_tensor * build_layers(ember_graph & g, ember_type cache_type, std::vector<
         ember_tensor * h = ember_rms_norm(g, x, 1e-5f);
         L.q_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head), h);
         L.k_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
-        L.v_mm           = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
+        L.v_mm           = ember_mul_mat(g, g.new_tensor(vt, n_embd, hd * n_head_kv), h);
         L.q_rope = ember_rope(g, ember_view(g, L.q_mm, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
         L.k_rope = ember_rope(g, ember_view(g, L.k_mm, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
         ember_tensor * kc = g.new_tensor(cache_type, hd * n_head_kv, n_kv);
@@ -238,6 +241,43 @@ TEST_CASE("[cuda plan] the backend's hooks: Q/K/V units and gate/up groups for e
         }
         ember_buffer_free(leaves);
     }
+}
+
+TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit of its own with its cache write") {
+    ember_graph              g;
+    std::vector<layer_nodes> layers;
+    g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K));
+    for (ember_tensor * t : g.leafs) {
+        if (t->type == EMBER_TYPE_Q6_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the planar layout
+        if (t->type == EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    }
+    ember_buffer *        leaves = place_graph(g);
+    ember_cuda_plan_hooks h;
+    h.unit_ok                                     = ember_cuda_mv_unit_ok;
+    h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
+    const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
+    // Per layer: Q and K (Q4_K, RoPE, K's cache write) in one launch, then V alone (a kernel of
+    // another type) with its cache write; no RoPE on a Q6_K unit.
+    REQUIRE(plans.size() == 2 * layers.size());
+    for (size_t l = 0; l < layers.size(); l++) {
+        CAPTURE(l);
+        const ember_cuda_unit_plan & qk = plans[2 * l];
+        const ember_cuda_unit_plan & v  = plans[2 * l + 1];
+        REQUIRE(qk.n == 2);
+        CHECK(qk.u[0].rope == layers[l].q_rope);
+        CHECK(qk.u[1].set_rows == layers[l].k_set);
+        REQUIRE(v.n == 1);
+        CHECK(v.u[0].mm == layers[l].v_mm);
+        CHECK(v.u[0].set_rows == layers[l].v_set);
+        CHECK(v.u[0].rope == nullptr);
+    }
+    // The same V unit with a RoPE, or in the GGUF layout, is refused.
+    ember_cuda_mv_unit u = plans[1].u[0];
+    u.rope               = layers[0].k_rope;
+    CHECK_FALSE(ember_cuda_mv_unit_ok(u));
+    layers[0].v_mm->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;
+    CHECK_FALSE(ember_cuda_mv_unit_ok(plans[1].u[0]));
+    ember_buffer_free(leaves);
 }
 #endif
 
