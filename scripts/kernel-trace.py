@@ -45,9 +45,13 @@ def main():
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--gap-us", type=float, default=20.0)
     ap.add_argument("--split-before", default="",
-                    help="tokens start at each row whose name contains this (and the row before's does not), "
-                         "e.g. 'memcpy HtoD' with EMBER_TRACE_MEMCPY=1, for steps that run back to back")
+                    help="tokens start at each row whose name matches this regular expression (and the row "
+                         "before's does not), for steps that run back to back (queued decode steps leave no "
+                         "gap): 'rms_norm_dec_kernel<\\d, false' is layer 0's norm, once a step (its input "
+                         "is the embedding row, no residual ADD); 'memcpy HtoD' (EMBER_TRACE_MEMCPY=1) "
+                         "matches the step's input copies, which may come in two places of a step")
     a = ap.parse_args()
+    split = re.compile(a.split_before) if a.split_before else None
     rows = []
     with open(a.csv) as f:
         for r in csv.DictReader(f):
@@ -56,11 +60,13 @@ def main():
     if not rows:
         print("kernel-trace: no kernels")
         return
-    # token boundaries: a kernel starting gap-us after every earlier kernel ended
+    names = short(sorted({r[2] for r in rows}))
+    # token boundaries: a kernel starting gap-us after every earlier kernel ended, or a row
+    # whose (demangled) name matches --split-before
     starts, latest = [0], rows[0][1]
     for i in range(1, len(rows)):
         if a.split_before:
-            if a.split_before in rows[i][2] and a.split_before not in rows[i - 1][2]:
+            if split.search(names[rows[i][2]]) and not split.search(names[rows[i - 1][2]]):
                 starts.append(i)
         elif rows[i][0] - latest > a.gap_us * 1e3:
             starts.append(i)
@@ -69,7 +75,6 @@ def main():
     toks = [(starts[i], starts[i + 1]) for i in range(len(starts) - 1)]
     # the usual decode token: the most common kernel count among the last ones
     last = toks[-a.tokens:] if len(toks) > a.tokens else toks
-    names = short(sorted({r[2] for r in rows}))
     agg = collections.defaultdict(lambda: [0, 0.0, 0.0, 0, 0])
     tok_us, gaps = [], []
     for (b, e) in last:
