@@ -6,6 +6,7 @@
 // quantized here has the bytes llama-quantize writes for it (checked against the tiny-llama
 // F32 / Q2_K / Q3_K_M / Q4_K_M / Q5_K_M fixtures). Keep every expression's operand order: a
 // reordered sum or a fused multiply-add can pick a different candidate scale.
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -24,6 +25,73 @@
 namespace {
 
 using namespace ember_ref_k;
+
+#if EMBER_K_SEARCH_VEC
+// make_qkx2_quants' candidate search, 8 candidates at a time: lane k of each vector is
+// candidate is0 + k, and every lane sums its weights in the reference's order (i = 0 .. n - 1,
+// each expression's operands as there), so each candidate gets the reference's bits; they are
+// then taken in candidate order with the same strict comparison. A better candidate changes
+// min, which the later candidates use, so the search restarts after it (3.9 passes of 8 per
+// group on random weights, against 21 / 16 candidates one at a time). One candidate at a time,
+// the search waits on the latency of its chains of dependent float additions (3 sums, then the
+// error): Q4_K took ~60 ns of CPU time a weight (8B Q4_K_M ~90 s of a device call on 14 threads).
+typedef ember_k_v8f k_v8f;
+typedef ember_k_v8i k_v8i;
+
+EMBER_K_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min, float rmin, float rdelta,
+                      int nstep, bool use_mad, float min, float max, float sum_w, float sum_x, float scale, float best_error) {
+    k_v8f       lev[32];  // the levels of x[i] in the lanes, as floats
+    const k_v8f vzero = {}, vsw = vzero + sum_w, vsx = vzero + sum_x, vtop = vzero + static_cast<float>(nmax);
+    for (int is0 = 0; is0 <= nstep;) {
+        k_v8f iscale;
+        for (int k = 0; k < 8; k++) iscale[k] = (rmin + rdelta * static_cast<float>(is0 + k) + static_cast<float>(nmax)) / (max - min);
+        k_v8f sum_l = vzero, sum_l2 = vzero, sum_xl = vzero;
+        for (int i = 0; i < n; i++) {
+            // clamp(nearest_int(v), 0, nmax) as a float: clamped first (the same level: v below 0
+            // rounds to 0 or less, above nmax to nmax or more), then rounded by adding and
+            // subtracting 1.5 * 2^23 (ember_ref_nearest_int's rounding; exact below 2^22)
+            k_v8f v        = iscale * (x[i] - min);
+            v              = v > vzero ? v : vzero;
+            v              = v < vtop ? v : vtop;
+            const k_v8f fl = (v + 12582912.0f) - 12582912.0f;
+            lev[i]         = fl;
+            const float w  = weights[i];
+            sum_l += w * fl;
+            sum_l2 += w * fl * fl;
+            sum_xl += w * fl * x[i];
+        }
+        const k_v8f D          = vsw * sum_l2 - sum_l * sum_l;
+        k_v8f       this_scale = (vsw * sum_xl - vsx * sum_l) / D;
+        k_v8f       this_min   = (sum_l2 * vsx - sum_l * sum_xl) / D;
+        const k_v8i pos        = this_min > 0;
+        this_scale             = pos ? sum_xl / sum_l2 : this_scale;
+        this_min               = pos ? vzero : this_min;
+        k_v8f cur_error        = vzero;
+        for (int i = 0; i < n; i++) {
+            k_v8f diff = this_scale * lev[i] + this_min - x[i];
+            diff       = use_mad ? (k_v8f)((k_v8i)diff & 0x7fffffff) : diff * diff;  // (casts between vector types keep the bits)
+            cur_error += weights[i] * diff;
+        }
+        // The reference's candidates after a better one use its min (iscale over max - min and
+        // the levels of x - min): the lanes past an update are recomputed from there.
+        int next = is0 + 8;
+        for (int k = 0; k < 8 && is0 + k <= nstep; k++) {
+            if (!(D[k] > 0)) continue;
+            if (cur_error[k] < best_error) {
+                for (int i = 0; i < n; i++) L[i] = static_cast<uint8_t>(lev[i][k]);
+                best_error = cur_error[k];
+                scale      = this_scale[k];
+                min        = this_min[k];
+                next       = is0 + k + 1;
+                break;
+            }
+        }
+        is0 = next;
+    }
+    *the_min = -min;
+    return scale;
+}
+#endif
 
 // Scale and min of one group of n weights for levels [0, nmax], x ~ scale * l - the_min,
 // minimising the weighted error (llama.cpp's make_qkx2_quants). The range starts as
@@ -65,6 +133,9 @@ float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, 
         *the_min = -min;
         return scale;
     }
+#if EMBER_K_SEARCH_VEC
+    if (n <= 32 && vector_search()) return search_qkx2_vec(n, nmax, x, weights, L, the_min, rmin, rdelta, nstep, use_mad, min, max, sum_w, sum_x, scale, best_error);
+#endif
     for (int is = 0; is <= nstep; is++) {
         iscale      = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
@@ -290,6 +361,21 @@ inline float k4_dot(ember_half dh, ember_half dminh, const uint8_t * scales, con
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> g_k_vector_off{false};
+}  // namespace
+
+void ember_ref_k_vector_search(bool on) { g_k_vector_off.store(!on, std::memory_order_relaxed); }
+
+bool ember_ref_k_vector_search_on() {
+#if EMBER_K_SEARCH_VEC
+    static const bool cpu = EMBER_K_SEARCH_CPU_OK();  // (after the CPU model is known: not in a static initializer)
+    return cpu && !g_k_vector_off.load(std::memory_order_relaxed);
+#else
+    return false;
+#endif
+}
 
 //
 // Q2_K

@@ -213,4 +213,11 @@ inline int ember_ref_nearest_int(float v) {
 
 inline int ember_ref_clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+// The K-quant scale searches (Q2_K, Q4_K, Q5_K: make_qkx2_quants; Q6_K: make_qx_quants) try 8
+// candidate scales at a time where the compiler has vector types and the CPU AVX2 (x86) or
+// NEON; each candidate keeps the scalar loop's operations and order, so the bytes are the same.
+// Tests turn them off to compare both ways (not thread-safe: set it before quantizing).
+void ember_ref_k_vector_search(bool on);
+bool ember_ref_k_vector_search_on();
+
 #endif  // EMBER_QUANT_REF_H

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/ref/ref.h"
 #include "quant/types.h"
 #include "runtime/gguf.h"
 #include "support/data-path.h"
@@ -414,6 +415,39 @@ TEST_CASE("[q2_k][q3_k][q4_k][q5_k] re-quantizing the F32 fixtures gives llama-q
             CHECK(got.at(type).blocks == want.blocks);
             CHECK(got.at(type).differing == 0);
         }
+    }
+}
+
+// The scale searches' vector path (8 candidates at a time: ember_ref_k_vector_search) writes the
+// scalar loops' bytes: random rows of several spreads, rows with outliers, constant and zero
+// sub-blocks, sub-blocks of one sign. (Where the CPU has no vector path both runs are scalar.)
+TEST_CASE("[q2_k][q4_k][q5_k][q6_k] the vectorized scale searches write the scalar search's bytes") {
+    const int64_t      n = 256 * 64;
+    std::vector<float> x(n);
+    std::mt19937       rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t blk = i / 256, sub = (i % 256) / 16;
+        float         v   = nd(rng) * (blk % 4 == 0 ? 0.02f : blk % 4 == 1 ? 1.0f : blk % 4 == 2 ? 300.0f : 1e-4f);
+        if (blk % 7 == 3 && sub == 2) v = 0.0f;                        // a zero sub-block
+        if (blk % 7 == 4 && sub == 5) v = 0.5f;                        // a constant one
+        if (blk % 5 == 1 && i % 97 == 0) v *= 40.0f;                   // outliers
+        if (blk % 6 == 2 && sub < 8) v = std::fabs(v);                 // one sign
+        if (blk % 6 == 5 && sub >= 8) v = -std::fabs(v) - 0.25f;      // negative, away from 0
+        x[i] = v;
+    }
+    for (ember_type t : {EMBER_TYPE_Q2_K, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K}) {
+        CAPTURE(ember_type_get_name(t));
+        const ember_type_traits & tr = traits(t);
+        std::vector<uint8_t>      a(static_cast<size_t>(n / tr.block_size * tr.type_size)), b(a.size());
+        const bool                was = ember_ref_k_vector_search_on();
+        ember_ref_k_vector_search(true);
+        tr.from_float(x.data(), a.data(), n);
+        ember_ref_k_vector_search(false);
+        CHECK_FALSE(ember_ref_k_vector_search_on());
+        tr.from_float(x.data(), b.data(), n);
+        ember_ref_k_vector_search(was);
+        CHECK(a == b);
     }
 }
 
