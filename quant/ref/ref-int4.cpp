@@ -63,68 +63,80 @@ struct candidate {
     float err = INFINITY;
 };
 
-// Scores (d, z) after fp16 rounding; writes the levels to q. xc is x with non-finite values
-// replaced by 0 (their weight w is 0): they take a level but no part in the error. The error
-// is summed in float, in 8 interleaved partial sums (element i into sum i % 8, added pairwise
-// at the end), so the loop runs on vector registers instead of one chain of dependent
-// additions: candidates differ by far more than its rounding. G is a multiple of 32. With
-// GCC / Clang the loop is written with vector types (the compiler does not vectorize the
-// selects and the ordered sums by itself): make-bench-model --shape 1b --type INT4 -t 2 44.5 ->
-// 27.4 s here (Q4_0: 13.7 s), the same bytes as the scalar loop below.
-float score(const float * x, const float * xc, const float * w, int G, float d_in, float z_in, uint8_t * q,
-            candidate & c) {
-    const float d   = half_round(d_in);
-    const float z   = half_round(z_in);
-    const float id  = d != 0.0f ? 1.0f / d : 0.0f;
-    const float zz  = d != 0.0f ? z : -1.0f;  // d == 0: x * 0 - 1 is -1 or NaN, both level 0
-    float       part[8];
-#if defined(__GNUC__)
-    typedef float   v4f __attribute__((vector_size(16)));
-    typedef int32_t v4i __attribute__((vector_size(16)));
-    const v4f       vid = {id, id, id, id}, vzz = {zz, zz, zz, zz}, vz = {z, z, z, z}, vd = {d, d, d, d};
-    const v4f       lo = {-1.0f, -1.0f, -1.0f, -1.0f}, hi = {16.0f, 16.0f, 16.0f, 16.0f};
-    const v4f       magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};  // ember_ref_nearest_int's
-    v4f             acc[2] = {};
-    for (int i0 = 0; i0 < G; i0 += 8) {
-        for (int h = 0; h < 2; h++) {
-            const int i = i0 + 4 * h;
-            v4f       xv, wv, cv;
-            std::memcpy(&xv, x + i, sizeof(xv));
-            std::memcpy(&wv, w + i, sizeof(wv));
-            std::memcpy(&cv, xc + i, sizeof(cv));
-            v4f v = xv * vid + vzz;
-            v     = v > lo ? v : lo;  // NaN -> -1; keeps the rounding in range
-            v     = v < hi ? v : hi;
-            const v4f b = v + magic;
-            v4i       l;
-            std::memcpy(&l, &b, sizeof(l));
-            l = (l & 0x7fffff) - 0x400000;
-            l = l < 0 ? 0 : l;
-            l = l > 15 ? 15 : l;
-            const v4f e = cv - vd * (__builtin_convertvector(l, v4f) - vz);
-            acc[h] += wv * e * e;
-            for (int k = 0; k < 4; k++) q[i + k] = static_cast<uint8_t>(l[k]);
+// Scores (d, z) after fp16 rounding into c (the error of its levels, not written: fill_levels
+// writes the winner's). xc is x with non-finite values replaced by 0 (their weight w is 0):
+// they take a level but no part in the error. The error is summed in float, in 8 interleaved
+// partial sums (element i into sum i % 8, added pairwise at the end), so the loop runs on vector
+// registers instead of one chain of dependent additions: candidates differ by far more than its
+// rounding. G is a multiple of 32. With GCC / Clang the loop is written with vector types of 8
+// (the compiler does not vectorize the selects and the ordered sums by itself; on x86 compiled
+// for AVX2 where the CPU has it), the same sums as the scalar loop below.
+struct score_in {
+    float d, z, id, zz;
+};
+score_in score_setup(float d_in, float z_in) {
+    score_in s;
+    s.d  = half_round(d_in);
+    s.z  = half_round(z_in);
+    s.id = s.d != 0.0f ? 1.0f / s.d : 0.0f;
+    s.zz = s.d != 0.0f ? s.z : -1.0f;  // d == 0: x * 0 - 1 is -1 or NaN, both level 0
+    return s;
+}
+
+#if EMBER_REF_SEARCH_VEC
+EMBER_REF_SEARCH_TARGET void score_parts_vec(const float * x, const float * xc, const float * w, int G, const score_in & s, float * part) {
+    typedef ember_ref_v8f v8f;
+    const v8f vzero = {}, vid = vzero + s.id, vzz = vzero + s.zz, vz = vzero + s.z, vd = vzero + s.d;
+    const v8f lo = vzero - 1.0f, hi = vzero + 16.0f, top = vzero + 15.0f;
+    v8f       acc = vzero;
+    for (int i = 0; i < G; i += 8) {
+        v8f xv, wv, cv;
+        std::memcpy(&xv, x + i, sizeof(xv));
+        std::memcpy(&wv, w + i, sizeof(wv));
+        std::memcpy(&cv, xc + i, sizeof(cv));
+        v8f v = xv * vid + vzz;
+        v     = v > lo ? v : lo;  // NaN -> -1; keeps the rounding in range
+        v     = v < hi ? v : hi;
+        // clamp(nearest_int(v), 0, 15) as a float: rounded by adding and subtracting 1.5 * 2^23
+        // (ember_ref_nearest_int's rounding, exact here), then clamped
+        v8f l = (v + 12582912.0f) - 12582912.0f;
+        l     = l > vzero ? l : vzero;
+        l     = l < top ? l : top;
+        const v8f e = cv - vd * (l - vz);
+        acc += wv * e * e;
+    }
+    for (int k = 0; k < 8; k++) part[k] = acc[k];
+}
+#endif
+
+float score(const float * x, const float * xc, const float * w, int G, float d_in, float z_in, candidate & c) {
+    const score_in s = score_setup(d_in, z_in);
+    float          part[8];
+#if EMBER_REF_SEARCH_VEC
+    if (ember_ref_vector_search_on()) {
+        score_parts_vec(x, xc, w, G, s, part);
+    } else
+#endif
+    {
+        for (float & p : part) p = 0.0f;
+        for (int i = 0; i < G; i++) {
+            const int   l   = level(x[i], s.id, s.zz);
+            const float deq = s.d * (static_cast<float>(l) - s.z);
+            const float e   = xc[i] - deq;
+            part[i % 8] += w[i] * e * e;
         }
     }
-    for (int k = 0; k < 4; k++) {
-        part[k]     = acc[0][k];
-        part[k + 4] = acc[1][k];
-    }
-#else
-    for (float & p : part) p = 0.0f;
-    for (int i = 0; i < G; i++) {
-        const int   l   = level(x[i], id, zz);
-        const float deq = d * (static_cast<float>(l) - z);
-        const float e   = xc[i] - deq;
-        q[i]            = static_cast<uint8_t>(l);
-        part[i % 8] += w[i] * e * e;
-    }
-#endif
     const float err = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-    c.d   = d;
-    c.z   = z;
+    c.d   = s.d;
+    c.z   = s.z;
     c.err = std::isnan(err) ? INFINITY : err;
     return c.err;
+}
+
+// The levels of candidate c (as score made them) into q.
+void fill_levels(const float * x, int G, const candidate & c, uint8_t * q) {
+    const score_in s = score_setup(c.d, c.z);  // c.d, c.z are fp16 values: the same again
+    for (int i = 0; i < G; i++) q[i] = static_cast<uint8_t>(level(x[i], s.id, s.zz));
 }
 
 // The search of the file comment for one group of G weights; q receives the levels.
@@ -160,16 +172,12 @@ void quantize_group(const float * x, const float * imp, int G, ember_half & dh, 
         return;
     }
 
-    uint8_t   tmp[128];
     candidate best, c;
-    score(x, xc, w, G, 0.0f, 0.0f, q, best);  // all zero: the fallback every candidate must beat
+    score(x, xc, w, G, 0.0f, 0.0f, best);  // all zero: the fallback every candidate must beat
     const float amax = std::fmax(-mn, mx);
     {   // plain min/max rounding: integer zero-point
         const float d = (mx - mn) / 15.0f;
-        if (score(x, xc, w, G, d, std::nearbyint(-mn / half_round(d)), tmp, c) < best.err) {
-            best = c;
-            std::memcpy(q, tmp, static_cast<size_t>(G));
-        }
+        if (score(x, xc, w, G, d, std::nearbyint(-mn / half_round(d)), c) < best.err) best = c;
     }
     for (int i = 0; i <= k_grid; i++) {
         const float r  = 1.0f - 0.5f * static_cast<float>(i) / k_grid;
@@ -181,12 +189,10 @@ void quantize_group(const float * x, const float * imp, int G, ember_half & dh, 
         if (dr == 0.0f) continue;
         // z = -lo / d puts lo on level 0; its integer neighbour keeps a level on 0 exactly
         for (const float z : {-lo / dr, std::nearbyint(-lo / dr)}) {
-            if (score(x, xc, w, G, d, z, tmp, c) < best.err) {
-                best = c;
-                std::memcpy(q, tmp, static_cast<size_t>(G));
-            }
+            if (score(x, xc, w, G, d, z, c) < best.err) best = c;
         }
     }
+    fill_levels(x, G, best, q);  // the best candidate's levels (the refinement starts from them)
     for (int it = 0; it < k_refine && best.err > 0.0f; it++) {
         double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
         for (int i = 0; i < G; i++) {
@@ -202,9 +208,9 @@ void quantize_group(const float * x, const float * imp, int G, ember_half & dh, 
         const double a = (sw * sqx - sq * sx) / det;
         const double m = (sqq * sx - sq * sqx) / det;
         if (!(a > 0.0)) break;
-        if (!(score(x, xc, w, G, static_cast<float>(a), static_cast<float>(-m / a), tmp, c) < best.err)) break;
+        if (!(score(x, xc, w, G, static_cast<float>(a), static_cast<float>(-m / a), c) < best.err)) break;
         best = c;
-        std::memcpy(q, tmp, static_cast<size_t>(G));
+        fill_levels(x, G, best, q);
     }
     dh = ember_float_to_half(best.d);  // exact: best.d is an fp16 value
     zh = ember_float_to_half(best.z);

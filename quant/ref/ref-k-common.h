@@ -19,27 +19,10 @@
 #    pragma GCC optimize("fp-contract=off")
 #endif
 
-// 8 floats / ints a vector for the candidate searches (ref-k-quants.cpp, ref-q6_k.cpp). On
-// x86 the search functions are compiled for AVX2 (16 registers of 8 floats: the SSE2 baseline
-// spills their vectors and was no faster than the scalar loop) and taken only where the CPU has
-// it; no FMA there either, so every path rounds the same.
-#if defined(__GNUC__) || defined(__clang__)
-#    define EMBER_K_SEARCH_VEC 1
-#    if defined(__x86_64__) || defined(__i386__)
-#        define EMBER_K_SEARCH_TARGET __attribute__((target("avx2")))
-#        define EMBER_K_SEARCH_CPU_OK() __builtin_cpu_supports("avx2")
-#    else
-#        define EMBER_K_SEARCH_TARGET
-#        define EMBER_K_SEARCH_CPU_OK() true
-#    endif
-typedef float   ember_k_v8f __attribute__((vector_size(32)));
-typedef int32_t ember_k_v8i __attribute__((vector_size(32)));
-#endif
-
 namespace ember_ref_k {
 
 // Whether the vector searches run (the CPU can, and tests have not turned them off).
-inline bool vector_search() { return ember_ref_k_vector_search_on(); }
+inline bool vector_search() { return ember_ref_vector_search_on(); }
 
 constexpr float kGroupEps = 1e-15f;  // below this a group counts as all zero
 

@@ -26,7 +26,7 @@ namespace {
 
 using namespace ember_ref_k;
 
-#if EMBER_K_SEARCH_VEC
+#if EMBER_REF_SEARCH_VEC
 // make_qkx2_quants' candidate search, 8 candidates at a time: lane k of each vector is
 // candidate is0 + k, and every lane sums its weights in the reference's order (i = 0 .. n - 1,
 // each expression's operands as there), so each candidate gets the reference's bits; they are
@@ -35,10 +35,10 @@ using namespace ember_ref_k;
 // group on random weights, against 21 / 16 candidates one at a time). One candidate at a time,
 // the search waits on the latency of its chains of dependent float additions (3 sums, then the
 // error): Q4_K took ~60 ns of CPU time a weight (8B Q4_K_M ~90 s of a device call on 14 threads).
-typedef ember_k_v8f k_v8f;
-typedef ember_k_v8i k_v8i;
+typedef ember_ref_v8f k_v8f;
+typedef ember_ref_v8i k_v8i;
 
-EMBER_K_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min, float rmin, float rdelta,
+EMBER_REF_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min, float rmin, float rdelta,
                       int nstep, bool use_mad, float min, float max, float sum_w, float sum_x, float scale, float best_error) {
     k_v8f       lev[32];  // the levels of x[i] in the lanes, as floats
     const k_v8f vzero = {}, vsw = vzero + sum_w, vsx = vzero + sum_x, vtop = vzero + static_cast<float>(nmax);
@@ -133,7 +133,7 @@ float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, 
         *the_min = -min;
         return scale;
     }
-#if EMBER_K_SEARCH_VEC
+#if EMBER_REF_SEARCH_VEC
     if (n <= 32 && vector_search()) return search_qkx2_vec(n, nmax, x, weights, L, the_min, rmin, rdelta, nstep, use_mad, min, max, sum_w, sum_x, scale, best_error);
 #endif
     for (int is = 0; is <= nstep; is++) {
@@ -366,11 +366,11 @@ namespace {
 std::atomic<bool> g_k_vector_off{false};
 }  // namespace
 
-void ember_ref_k_vector_search(bool on) { g_k_vector_off.store(!on, std::memory_order_relaxed); }
+void ember_ref_vector_search(bool on) { g_k_vector_off.store(!on, std::memory_order_relaxed); }
 
-bool ember_ref_k_vector_search_on() {
-#if EMBER_K_SEARCH_VEC
-    static const bool cpu = EMBER_K_SEARCH_CPU_OK();  // (after the CPU model is known: not in a static initializer)
+bool ember_ref_vector_search_on() {
+#if EMBER_REF_SEARCH_VEC
+    static const bool cpu = EMBER_REF_SEARCH_CPU_OK();  // (after the CPU model is known: not in a static initializer)
     return cpu && !g_k_vector_off.load(std::memory_order_relaxed);
 #else
     return false;

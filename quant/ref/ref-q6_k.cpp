@@ -26,7 +26,7 @@ using namespace ember_ref_k;
 constexpr int kSubBlock = 16;                      // weights per Q6_K scale
 constexpr int kNumSub   = EMBER_QK_K / kSubBlock;  // 16 scales per super-block
 
-#if EMBER_K_SEARCH_VEC
+#if EMBER_REF_SEARCH_VEC
 // make_qx_quants_rmse1's 18 later candidates, 8 at a time (lane k: candidate is0 + k of
 // -9..9 without 0): each lane sums in the scalar loop's order and operands, so each candidate
 // gets its bits; they are then taken in candidate order with the same comparison. The
@@ -34,19 +34,19 @@ constexpr int kNumSub   = EMBER_QK_K / kSubBlock;  // 16 scales per super-block
 // level, clamp(nearest_int(v), -nmax, nmax - 1), is computed as a float: v clamped first (the
 // same level), then rounded by adding and subtracting 1.5 * 2^23 (ember_ref_nearest_int's
 // rounding, exact below 2^22).
-EMBER_K_SEARCH_TARGET float search_qx_rmse1_vec(int n, int nmax, const float * x, int8_t * L, float max, float scale, float best) {
-    const ember_k_v8f vzero = {}, vlo = vzero - static_cast<float>(nmax), vhi = vzero + static_cast<float>(nmax - 1);
-    ember_k_v8f       lev[kSubBlock];
+EMBER_REF_SEARCH_TARGET float search_qx_rmse1_vec(int n, int nmax, const float * x, int8_t * L, float max, float scale, float best) {
+    const ember_ref_v8f vzero = {}, vlo = vzero - static_cast<float>(nmax), vhi = vzero + static_cast<float>(nmax - 1);
+    ember_ref_v8f       lev[kSubBlock];
     static const int  cand[24] = {-9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0, 0, 0};
     for (int c0 = 0; c0 < 18; c0 += 8) {
-        ember_k_v8f iscale;
+        ember_ref_v8f iscale;
         for (int k = 0; k < 8; k++) iscale[k] = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(cand[c0 + k])) / max;
-        ember_k_v8f sumlx = vzero, suml2 = vzero;
+        ember_ref_v8f sumlx = vzero, suml2 = vzero;
         for (int i = 0; i < n; i++) {
-            ember_k_v8f v = iscale * x[i];
+            ember_ref_v8f v = iscale * x[i];
             v             = v > vlo ? v : vlo;
             v             = v < vhi ? v : vhi;
-            const ember_k_v8f fl = (v + 12582912.0f) - 12582912.0f;
+            const ember_ref_v8f fl = (v + 12582912.0f) - 12582912.0f;
             lev[i]               = fl;
             const float w        = x[i] * x[i];  // add_x2_weighted's sums
             sumlx += w * x[i] * fl;
@@ -87,7 +87,7 @@ float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
     }
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best  = scale * sumlx;
-#if EMBER_K_SEARCH_VEC
+#if EMBER_REF_SEARCH_VEC
     if (n <= kSubBlock && vector_search()) return search_qx_rmse1_vec(n, nmax, x, L, max, scale, best);
 #endif
     for (int is = -9; is <= 9; is++) {

@@ -213,11 +213,29 @@ inline int ember_ref_nearest_int(float v) {
 
 inline int ember_ref_clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-// The K-quant scale searches (Q2_K, Q4_K, Q5_K: make_qkx2_quants; Q6_K: make_qx_quants) try 8
-// candidate scales at a time where the compiler has vector types and the CPU AVX2 (x86) or
-// NEON; each candidate keeps the scalar loop's operations and order, so the bytes are the same.
-// Tests turn them off to compare both ways (not thread-safe: set it before quantizing).
-void ember_ref_k_vector_search(bool on);
-bool ember_ref_k_vector_search_on();
+// The quantizers' searches (the K-quants' scale candidates: Q2_K, Q4_K, Q5_K make_qkx2_quants,
+// Q6_K make_qx_quants; INT4 / INT4_G32's candidate scoring) work on 8 values at a time where
+// the compiler has vector types and the CPU AVX2 (x86) or NEON; each keeps the scalar loop's
+// operations and order, so the bytes are the same. Tests turn them off to compare both ways
+// (not thread-safe: set it before quantizing).
+void ember_ref_vector_search(bool on);
+bool ember_ref_vector_search_on();
+
+// 8 floats / ints a vector for the quantizers' searches (ref-k-quants.cpp, ref-q6_k.cpp,
+// ref-int4.cpp). On x86 the search functions are compiled for AVX2 (16 registers of 8 floats:
+// the SSE2 baseline spills their vectors and was no faster than the scalar loop) and taken only
+// where the CPU has it; no FMA there either, so every path rounds the same.
+#if defined(__GNUC__) || defined(__clang__)
+#    define EMBER_REF_SEARCH_VEC 1
+#    if defined(__x86_64__) || defined(__i386__)
+#        define EMBER_REF_SEARCH_TARGET __attribute__((target("avx2")))
+#        define EMBER_REF_SEARCH_CPU_OK() __builtin_cpu_supports("avx2")
+#    else
+#        define EMBER_REF_SEARCH_TARGET
+#        define EMBER_REF_SEARCH_CPU_OK() true
+#    endif
+typedef float   ember_ref_v8f __attribute__((vector_size(32)));
+typedef int32_t ember_ref_v8i __attribute__((vector_size(32)));
+#endif
 
 #endif  // EMBER_QUANT_REF_H

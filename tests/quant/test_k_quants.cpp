@@ -418,10 +418,10 @@ TEST_CASE("[q2_k][q3_k][q4_k][q5_k] re-quantizing the F32 fixtures gives llama-q
     }
 }
 
-// The scale searches' vector path (8 candidates at a time: ember_ref_k_vector_search) writes the
+// The scale searches' vector path (8 candidates at a time: ember_ref_vector_search) writes the
 // scalar loops' bytes: random rows of several spreads, rows with outliers, constant and zero
 // sub-blocks, sub-blocks of one sign. (Where the CPU has no vector path both runs are scalar.)
-TEST_CASE("[q2_k][q4_k][q5_k][q6_k] the vectorized scale searches write the scalar search's bytes") {
+TEST_CASE("[q2_k][q4_k][q5_k][q6_k][int4] the vectorized searches write the scalar search's bytes") {
     const int64_t      n = 256 * 64;
     std::vector<float> x(n);
     std::mt19937       rng(7);
@@ -436,17 +436,23 @@ TEST_CASE("[q2_k][q4_k][q5_k][q6_k] the vectorized scale searches write the scal
         if (blk % 6 == 5 && sub >= 8) v = -std::fabs(v) - 0.25f;      // negative, away from 0
         x[i] = v;
     }
-    for (ember_type t : {EMBER_TYPE_Q2_K, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K}) {
+    // (INT4 / INT4_G32: the candidate scoring of quant/ref/ref-int4.cpp, rows of 4096.)
+    for (ember_type t : {EMBER_TYPE_Q2_K, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32}) {
         CAPTURE(ember_type_get_name(t));
         const ember_type_traits & tr = traits(t);
-        std::vector<uint8_t>      a(static_cast<size_t>(n / tr.block_size * tr.type_size)), b(a.size());
-        const bool                was = ember_ref_k_vector_search_on();
-        ember_ref_k_vector_search(true);
-        tr.from_float(x.data(), a.data(), n);
-        ember_ref_k_vector_search(false);
-        CHECK_FALSE(ember_ref_k_vector_search_on());
-        tr.from_float(x.data(), b.data(), n);
-        ember_ref_k_vector_search(was);
+        const int64_t             row = 4096;
+        const size_t              rb  = ember_row_size(t, row);
+        std::vector<uint8_t>      a(rb * static_cast<size_t>(n / row)), b(a.size());
+        const auto                quantize = [&](std::vector<uint8_t> & out) {
+            for (int64_t r = 0; r < n / row; r++) tr.from_float(x.data() + r * row, out.data() + r * rb, row);
+        };
+        const bool was = ember_ref_vector_search_on();
+        ember_ref_vector_search(true);
+        quantize(a);
+        ember_ref_vector_search(false);
+        CHECK_FALSE(ember_ref_vector_search_on());
+        quantize(b);
+        ember_ref_vector_search(was);
         CHECK(a == b);
     }
 }
