@@ -51,7 +51,7 @@ struct int4_view {
 inline float half_round(float v) { return ember_half_to_float(ember_float_to_half(v)); }
 
 // Nearest level of x for (d, z) (both as stored); d == 0: every level dequantizes to 0.
-[[maybe_unused]] inline int level(float x, float id, float z) {
+inline int level(float x, float id, float z) {
     float v = x * id + z;
     v       = v > -1.0f ? v : -1.0f;  // NaN -> -1; keeps nearest_int in range
     v       = v < 16.0f ? v : 16.0f;
@@ -84,7 +84,8 @@ score_in score_setup(float d_in, float z_in) {
 }
 
 #if EMBER_REF_SEARCH_VEC
-EMBER_REF_SEARCH_TARGET void score_parts_vec(const float * x, const float * xc, const float * w, int G, const score_in & s, float * part) {
+EMBER_REF_SEARCH_TARGET void score_parts_vec(const float * x, const float * xc, const float * w, int G, const score_in & s,
+                                             float * part) {
     typedef ember_ref_v8f v8f;
     const v8f vzero = {}, vid = vzero + s.id, vzz = vzero + s.zz, vz = vzero + s.z, vd = vzero + s.d;
     const v8f lo = vzero - 1.0f, hi = vzero + 16.0f, top = vzero + 15.0f;

@@ -21,9 +21,6 @@
 
 namespace ember_ref_k {
 
-// Whether the vector searches run (the CPU can, and tests have not turned them off).
-inline bool vector_search() { return ember_ref_vector_search_on(); }
-
 constexpr float kGroupEps = 1e-15f;  // below this a group counts as all zero
 
 inline int nearest_int(float v) { return ember_ref_nearest_int(v); }

@@ -38,8 +38,9 @@ using namespace ember_ref_k;
 typedef ember_ref_v8f k_v8f;
 typedef ember_ref_v8i k_v8i;
 
-EMBER_REF_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min, float rmin, float rdelta,
-                      int nstep, bool use_mad, float min, float max, float sum_w, float sum_x, float scale, float best_error) {
+EMBER_REF_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min,
+                                              float rmin, float rdelta, int nstep, bool use_mad, float min, float max, float sum_w,
+                                              float sum_x, float scale, float best_error) {
     k_v8f       lev[32];  // the levels of x[i] in the lanes, as floats
     const k_v8f vzero = {}, vsw = vzero + sum_w, vsx = vzero + sum_x, vtop = vzero + static_cast<float>(nmax);
     for (int is0 = 0; is0 <= nstep;) {
@@ -134,7 +135,9 @@ float make_qkx2_quants(int n, int nmax, const float * x, const float * weights, 
         return scale;
     }
 #if EMBER_REF_SEARCH_VEC
-    if (n <= 32 && vector_search()) return search_qkx2_vec(n, nmax, x, weights, L, the_min, rmin, rdelta, nstep, use_mad, min, max, sum_w, sum_x, scale, best_error);
+    if (n <= 32 && ember_ref_vector_search_on()) {
+        return search_qkx2_vec(n, nmax, x, weights, L, the_min, rmin, rdelta, nstep, use_mad, min, max, sum_w, sum_x, scale, best_error);
+    }
 #endif
     for (int is = 0; is <= nstep; is++) {
         iscale      = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
@@ -362,16 +365,18 @@ inline float k4_dot(ember_half dh, ember_half dminh, const uint8_t * scales, con
 
 }  // namespace
 
+// The switch of every reference quantizer's vector search (quant/ref/ref.h): the K-quants here
+// and in ref-q6_k.cpp, INT4's scoring in ref-int4.cpp.
 namespace {
-std::atomic<bool> g_k_vector_off{false};
+std::atomic<bool> g_vector_search_off{false};
 }  // namespace
 
-void ember_ref_vector_search(bool on) { g_k_vector_off.store(!on, std::memory_order_relaxed); }
+void ember_ref_vector_search(bool on) { g_vector_search_off.store(!on, std::memory_order_relaxed); }
 
 bool ember_ref_vector_search_on() {
 #if EMBER_REF_SEARCH_VEC
     static const bool cpu = EMBER_REF_SEARCH_CPU_OK();  // (after the CPU model is known: not in a static initializer)
-    return cpu && !g_k_vector_off.load(std::memory_order_relaxed);
+    return cpu && !g_vector_search_off.load(std::memory_order_relaxed);
 #else
     return false;
 #endif

@@ -37,18 +37,18 @@ constexpr int kNumSub   = EMBER_QK_K / kSubBlock;  // 16 scales per super-block
 EMBER_REF_SEARCH_TARGET float search_qx_rmse1_vec(int n, int nmax, const float * x, int8_t * L, float max, float scale, float best) {
     const ember_ref_v8f vzero = {}, vlo = vzero - static_cast<float>(nmax), vhi = vzero + static_cast<float>(nmax - 1);
     ember_ref_v8f       lev[kSubBlock];
-    static const int  cand[24] = {-9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0, 0, 0};
+    static const int    cand[24] = {-9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 0, 0, 0, 0, 0};  // (lanes 18-23 unused)
     for (int c0 = 0; c0 < 18; c0 += 8) {
         ember_ref_v8f iscale;
         for (int k = 0; k < 8; k++) iscale[k] = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(cand[c0 + k])) / max;
         ember_ref_v8f sumlx = vzero, suml2 = vzero;
         for (int i = 0; i < n; i++) {
-            ember_ref_v8f v = iscale * x[i];
-            v             = v > vlo ? v : vlo;
-            v             = v < vhi ? v : vhi;
+            ember_ref_v8f v        = iscale * x[i];
+            v                      = v > vlo ? v : vlo;
+            v                      = v < vhi ? v : vhi;
             const ember_ref_v8f fl = (v + 12582912.0f) - 12582912.0f;
-            lev[i]               = fl;
-            const float w        = x[i] * x[i];  // add_x2_weighted's sums
+            lev[i]                 = fl;
+            const float w          = x[i] * x[i];  // add_x2_weighted's sums
             sumlx += w * x[i] * fl;
             suml2 += w * fl * fl;
         }
@@ -88,7 +88,7 @@ float make_qx_quants_rmse1(int n, int nmax, const float * x, int8_t * L) {
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best  = scale * sumlx;
 #if EMBER_REF_SEARCH_VEC
-    if (n <= kSubBlock && vector_search()) return search_qx_rmse1_vec(n, nmax, x, L, max, scale, best);
+    if (n <= kSubBlock && ember_ref_vector_search_on()) return search_qx_rmse1_vec(n, nmax, x, L, max, scale, best);
 #endif
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;

@@ -217,7 +217,7 @@ inline int ember_ref_clamp_int(int v, int lo, int hi) { return v < lo ? lo : v >
 // Q6_K make_qx_quants; INT4 / INT4_G32's candidate scoring) work on 8 values at a time where
 // the compiler has vector types and the CPU AVX2 (x86) or NEON; each keeps the scalar loop's
 // operations and order, so the bytes are the same. Tests turn them off to compare both ways
-// (not thread-safe: set it before quantizing).
+// (switch it while nothing is quantizing: a search reads it once per call).
 void ember_ref_vector_search(bool on);
 bool ember_ref_vector_search_on();
 
