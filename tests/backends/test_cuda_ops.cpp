@@ -593,6 +593,11 @@ struct qkv_case {
     int64_t    n_embd = 512;
 };
 
+// The case's weight types for its name: Q/K's, and V's when it differs.
+std::string qkv_types(const qkv_case & p) {
+    return std::string(ember_type_get_name(p.wt)) + (p.vt == EMBER_TYPE_COUNT ? "" : std::string(" v ") + ember_type_get_name(p.vt));
+}
+
 ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
     const int64_t n_embd = p.n_embd, n_kv = 12, row = 7;
     const ember_type vt  = p.vt == EMBER_TYPE_COUNT ? p.wt : p.vt;
@@ -649,7 +654,7 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
     cases.push_back({EMBER_TYPE_INT4_G32, EMBER_TYPE_BF16, EMBER_ROPE_NEOX, false, false, 40, 8, 128});  // 5120 Q rows
     // Q4_K_M's layers with V in Q6_K (the planar layout from 2048 wide): V a unit of its own,
-    // mvp6_kernel writing its cache rows (F16 / F32 / BF16), rows per warp 4 and 1.
+    // mvp6_kernel writing its cache rows (F16 / F32 / BF16).
     const qkv_case q4km_v{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
     cases.push_back(q4km_v);
     for (ember_type cache : {EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
@@ -660,7 +665,7 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         cases.push_back(p);
     }
     for (const qkv_case & p : cases) {
-        const std::string what = std::string("qkv epilogue ") + ember_type_get_name(p.wt) + (p.vt == EMBER_TYPE_COUNT ? "" : " v q6_k") + " cache " + ember_type_get_name(p.cache) +
+        const std::string what = "qkv epilogue " + qkv_types(p) + " cache " + ember_type_get_name(p.cache) +
                                  " mode " + std::to_string(p.mode) + (p.ff ? " ff" : "") + (p.q_read_elsewhere ? " q read twice" : "") +
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
@@ -686,14 +691,20 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     for (const char * fp8_units : {"1", "0"}) {
         set_env("EMBER_CUDA_FP8_MMA_UNITS", fp8_units);
         CAPTURE(fp8_units);
-        // (COUNT: Q4_K with V in planar Q6_K, 2048 wide.)
-        for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_1,
-                              static_cast<ember_type>(EMBER_TYPE_COUNT)}) {
+        // (Q/K weights, V's: Q4_K_M's layers with V in planar Q6_K, 2048 wide, the last.)
+        const std::pair<ember_type, ember_type> types[] = {{EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0}, {EMBER_TYPE_Q4_K, EMBER_TYPE_Q4_K},
+                                                           {EMBER_TYPE_INT4, EMBER_TYPE_INT4}, {EMBER_TYPE_NF4, EMBER_TYPE_NF4},
+                                                           {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E4M3}, {EMBER_TYPE_Q4_1, EMBER_TYPE_Q4_1},
+                                                           {EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K}};
+        for (const auto & [wt, vt] : types) {
             if (fp8_units[0] == '0' && wt != EMBER_TYPE_FP8_E4M3) continue;
             for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
                 qkv_case p{wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64};
-                if (wt == EMBER_TYPE_COUNT) p = qkv_case{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, mode, false, false, 8, 2, 64, EMBER_TYPE_Q6_K, 2048};
-                const std::string tn = std::string(ember_type_get_name(p.wt)) + (p.vt == EMBER_TYPE_COUNT ? "" : " v q6_k");
+                if (vt != wt) {
+                    p.vt     = vt;
+                    p.n_embd = 2048;
+                }
+                const std::string tn = qkv_types(p);
                 CAPTURE(tn);
                 CAPTURE(mode);
                 const auto   build = [=](case_ctx & c) { return qkv_layer(c, p); };
