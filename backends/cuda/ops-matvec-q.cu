@@ -1015,6 +1015,18 @@ bool mv_split() {
     return on;
 }
 
+// Rows of at most 64 chunks (2 a lane; the 1B shape's Q4_0 products from 2048 wide) in the CUDA
+// layout: two rows a warp with U = 2 instead of one row with U = 4, of whose load slots two stay
+// empty. Twice the weight bytes in flight per warp, x and the warp's prologue shared by two rows;
+// capped at 64 registers (k_mv_short_blocks blocks an SM; 78 uncapped). H200 tg128 1B Q4_0 1819
+// -> 1892 (uncapped 1852); the gate/up launch 8.0 -> 6.3 us in the trace. EMBER_CUDA_MV_SHORT=0:
+// the rule of mv_rows_per_warp for them too.
+constexpr int k_mv_short_blocks = 8;
+bool mv_short_rows() {
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_SHORT");
+    return on;
+}
+
 // Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
 // more warps, and more loads in flight, beat two rows sharing their x loads (H200 tg128: 8B Q4_0
 // 334 -> 339, 1B 1020 -> 1042); but 2 from 4096 rows for Q4_K (8B Q4_K_M 248 -> 270: its block
@@ -1057,11 +1069,16 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     a.nb      = static_cast<int>(nb);
     a.grouped = nd > 1 || units;
     a.err     = ctx.d_error;
-    const int      r  = mv_rows_per_warp(dsts, nd, units);
+    // Short rows (at most 2 chunks a lane: the 1B shape's 2048 Q4_0 weights are 64 chunks): two
+    // rows a warp, U = 2 (no dead load slots), capped at 64 registers for 8 blocks an SM.
+    const bool     short_rows = a.nchunk <= 32 * 2 && mv_short_rows();
+    const int      r          = short_rows ? 2 : mv_rows_per_warp(dsts, nd, units);
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
-    if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
+    if (short_rows) {
+        cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
+    } else if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
         const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
         const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);

@@ -506,7 +506,9 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
         const std::string tn = ember_type_get_name(t);
         // Row counts: several blocks (67, 4100: a tail warp) and one row, widths whose chunk
         // count is not a multiple of the 128 a warp loads per step, rows of several steps
-        // (loaded one step ahead: mvr_kernel P) with an odd and an even count of steps.
+        // (loaded one step ahead: mvr_kernel P) with an odd and an even count of steps, and
+        // short rows of at most 64 chunks (Q4_0 k = 2048, k = 32), two a warp (the pair's
+        // second row past n when n is 67 or 1).
         for (int64_t n : {67, 1, 4100}) {
             for (int64_t k : {2048, 4096 + 32 * 5, 32, 14336 + 32 * 3}) {
                 for (int64_t m : {1, 3}) {
