@@ -626,6 +626,15 @@ bool fp8_mma_units() {
     return ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_UNITS", 1, {0, 1}) == 1;
 }
 
+// Rows of at most 64 chunks (2 a lane; the 1B shape's products from 2048 wide), INT4 and NF4:
+// two rows a warp with U = 2 instead of U = 4 with two empty load slots (as mvr_kernel's short
+// rows, ops-matvec-q.cu): INT4 in 64 registers (94 at U = 4), NF4 118 (167).
+// EMBER_CUDA_EXT_SHORT=0: the R / U rule of launch_mvx for them too.
+bool ext_short_rows() {
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SHORT");
+    return on;
+}
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -648,14 +657,16 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     // (and loads in flight) on the GPU. A fused RoPE needs its pairs of rows on one warp.
     bool rope = false;
     for (int m = 0; units && m < nd; m++) rope = rope || units[m].rope;
-    const int R = nmax >= 4096 || rope ? 2 : 1;
+    // INT4 / NF4 rows of at most 64 chunks: two a warp, U = 2 (ext_short_rows).
+    const bool short_rows = !is_fp8_type(T) && a.nchunk <= 32 * 2 && ext_short_rows();
+    const int  R          = short_rows || nmax >= 4096 || rope ? 2 : 1;
     // INT4 rows of more than one step (32 lanes x U = 4 chunks): 2 or 4 warps per row (H200
     // tg128 8B INT4 495.7 -> 519.4 t/s, 1B 1744.6 -> 1823.6). Not for NF4 and FP8, whose longer
     // math per chunk already hides a warp's chain of steps: 8B FP8 E4M3 258.7 -> 250.9, NF4
     // 379.8 -> 369.8 with it.
     constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
     const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
-    const int      ks    = !int4 || !ext_split() ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
+    const int      ks    = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
     unsigned  bx    = 0;
     a.has_epi       = units != nullptr;
     for (int m = 0; m < nd; m++) {
@@ -684,6 +695,12 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    if constexpr (!is_fp8_type(T)) {
+        if (short_rows) {
+            cu_launch(ctx, mvx_kernel<T, 2, 2, 1>, grid, 32 * k_warps, 0, a);
+            return ember_cuda_check_launch("mul_mat (matvec, ember types)");
+        }
+    }
     if (R == 2) launch_mvx_ks<T, 2>(ctx, grid, ks, a);
     else launch_mvx_ks<T, 1>(ctx, grid, ks, a);
     return ember_cuda_check_launch("mul_mat (matvec, ember types)");

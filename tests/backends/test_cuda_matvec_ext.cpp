@@ -64,7 +64,8 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
             const bool        on = mma[0] != '0';
             // Rows: one per warp with a block tail (67), a single row, two per warp (from 4096) with
             // a warp tail (4100). INT4 rows of more than 128 16-byte chunks (4096 + 5 blocks) are
-            // shared by 2 or 4 warps of a block (mvx_kernel KS).
+            // shared by 2 or 4 warps of a block (mvx_kernel KS); INT4 / NF4 rows of at most 64
+            // chunks (k = 2048, 3 blocks) take two rows a warp whatever n (U = 2).
             for (int64_t n : {67, 1, 4100}) {
                 for (int64_t k : widths(t)) {
                     for (int64_t m : {1, 3}) {
