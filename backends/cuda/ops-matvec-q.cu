@@ -1174,7 +1174,8 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     a.err     = ctx.d_error;
     if constexpr (T == EMBER_TYPE_Q4_K) {
         if (q4k_wide_ok(w)) {
-            const int      rk = mv_rows_per_warp(dsts, nd, units);
+            // rows of at most 64 chunks (2048 weights): two a warp, as mvr_kernel's short rows
+            const int      rk = a.nblk * 8 <= 32 * 2 && mv_short_rows() ? 2 : mv_rows_per_warp(dsts, nd, units);
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (rk == 2 && mv_pair_capped()) {

@@ -757,7 +757,8 @@ TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    // mvk_kernel: one row per warp below 4096 rows, two from there (4100: a tail warp); 9 blocks
+    // mvk_kernel: one row per warp below 4096 rows, two from there (4100: a tail warp) and for
+    // rows of at most 2048 weights whatever their count (k = 2048, n = 67: a pair's tail); 9 blocks
     // of 256 per row: 72 chunks, not a multiple of the 32 lanes; 56 blocks: the FFN down row (a
     // warp's 7 steps); 3 columns; 67 rows: block tails. Every lane's scale bytes (sub-blocks 0-7
     // of each block: the two ways the 6-bit scales and mins are packed) meet random headers.
