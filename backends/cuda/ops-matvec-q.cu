@@ -1144,6 +1144,18 @@ bool rp_q4q8(const ember_tensor * w) {
     return (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && (w->type == EMBER_TYPE_Q4_0 || w->type == EMBER_TYPE_Q8_0);
 }
 
+// Q4_K rows of one U = 4 step (65-128 chunks: 4096 weights) one a warp when the launch fits one
+// wave at that (mvk_kernel<1, 4>: 64 registers, k_q4k_one_blocks blocks an SM): each warp waits for
+// one step of loads instead of two (two rows, U = 2). The 8B shape's O product (1024 blocks):
+// 4.2 -> 3.3 us on the critical path, H200 tg128 8B Q4_K_M 465.8 -> 468.1 / 467.7. Not for
+// launches of several waves: the gate/up product (7168 blocks) took 20.8 -> 22.1 us that way.
+// EMBER_CUDA_Q4K_ONE=0: two rows a warp for them too.
+constexpr int k_q4k_one_blocks = 8;
+bool q4k_one_step() {
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_Q4K_ONE");
+    return on;
+}
+
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
 bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
@@ -1175,7 +1187,14 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     if constexpr (T == EMBER_TYPE_Q4_K) {
         if (q4k_wide_ok(w)) {
             // rows of at most 64 chunks (2048 weights): two a warp, as mvr_kernel's short rows
-            const int      rk = a.nblk * 8 <= 32 * 2 && mv_short_rows() ? 2 : mv_rows_per_warp(dsts, nd, units);
+            int rk = a.nblk * 8 <= 32 * 2 && mv_short_rows() ? 2 : mv_rows_per_warp(dsts, nd, units);
+            // rows of one U = 4 step (65-128 chunks) in a launch that fits one wave one a warp
+            // (q4k_one_step: the 8B shape's O product)
+            if (rk == 2 && !units && a.nblk * 8 > 32 * 2 && a.nblk * 8 <= 32 * 4 && q4k_one_step() &&
+                static_cast<int64_t>(cu_blocks(a.n, k_rp_warps)) * x->ne[1] * x->ne[2] * x->ne[3] <=
+                    static_cast<int64_t>(k_q4k_one_blocks) * cu_sm_count(ctx.device)) {
+                rk = 1;
+            }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (rk == 2 && mv_pair_capped()) {

@@ -770,6 +770,13 @@ TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
             }, 1e-3);
         }
     }
+    // 4096-wide rows (one step of U = 4 chunks) in a launch of one wave: one row a warp
+    // (q4k_one_step; 4100 rows: 1025 blocks, a tail warp), and at several waves two (3 columns)
+    for (int64_t m : {1, 3}) {
+        check_case("q4_k matvec k=4096 n=4100 m=" + std::to_string(m), [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 4096, 4100), c.rand_leaf(EMBER_TYPE_F32, 4096, m, 1, -3.0f, 3.0f));
+        }, 1e-3);
+    }
     // gate / up in one grouped launch, then the down product over their 5120-wide SWIGLU
     check_case("q4_k grouped gate/up + down", [](case_ctx & c) {
         ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 256 * 9, 1, 1, -3.0f, 3.0f);
