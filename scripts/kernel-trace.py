@@ -7,7 +7,7 @@ of the critical path is how far it moved the latest end time: max(0, end - max(p
 With programmatic dependent launch a kernel starts (and waits) before its predecessor ends, so
 "busy" (end - start) overstates it; the critical-path column is what it costs the token.
 
-    scripts/kernel-trace.py /tmp/trace.csv [--tokens 16] [--gap-us 20]
+    scripts/kernel-trace.py /tmp/trace.csv [--tokens 16] [--gap-us 20] [--by-grid]
 """
 import argparse
 import collections
@@ -50,6 +50,9 @@ def main():
                          "gap): 'rms_norm_dec_kernel<\\d, false' is layer 0's norm, once a step (its input "
                          "is the embedding row, no residual ADD); 'memcpy HtoD' (EMBER_TRACE_MEMCPY=1) "
                          "matches the step's input copies, which may come in two places of a step")
+    ap.add_argument("--by-grid", action="store_true",
+                    help="one row per kernel and grid size, so the launches of one kernel for different "
+                         "products (Q/K/V, O, gate/up, down) are told apart")
     a = ap.parse_args()
     split = re.compile(a.split_before) if a.split_before else None
     rows = []
@@ -83,7 +86,7 @@ def main():
             s, t, n, g, bx = rows[i]
             crit = max(0, t - latest)  # latest starts at the token's first start
             latest = max(latest, t)
-            x = agg[names[n]]
+            x = agg[f"{names[n]} [{g}]" if a.by_grid else names[n]]
             x[0] += 1
             x[1] += crit / 1e3
             x[2] += (t - s) / 1e3
