@@ -1028,17 +1028,21 @@ int mv_short_rows() {
     static const int v = ember_cuda_env_choice("EMBER_CUDA_MV_SHORT", 1, {0, 1, 2});
     return v;
 }
-// The Q4_0 / Q8_0 short-row rule for a launch (mv_short_rows; blocks of one row a warp against 8
-// blocks an SM for "one wave").
-bool mv_short_launch(const ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, int64_t nchunk) {
-    const int mode = mv_short_rows();
-    if (nchunk > 32 * 2 || mode == 0) return false;
-    if (mode == 1) return true;
+// Whether a matvec launch over dsts (one or a group of matrices, every column of x) at one row a
+// warp (k_rp_warps rows a block) fits one wave of `per_sm` blocks an SM.
+bool mv_one_wave(const ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, int per_sm) {
     const ember_tensor * x    = dsts[0]->src[1];
     int64_t              rows = 0;
     for (int m = 0; m < nd; m++) rows += dsts[m]->src[0]->ne[1];
-    return static_cast<int64_t>(cu_blocks(rows, k_rp_warps)) * x->ne[1] * x->ne[2] * x->ne[3] >
-           static_cast<int64_t>(k_mv_short_blocks) * cu_sm_count(ctx.device);
+    return static_cast<int64_t>(cu_blocks(rows, k_rp_warps)) * x->ne[1] * x->ne[2] * x->ne[3] <=
+           static_cast<int64_t>(per_sm) * cu_sm_count(ctx.device);
+}
+
+// The short-row rule (mv_short_rows) for a launch of rows of nchunk chunks (Q4_0 / Q8_0 / Q4_K).
+bool mv_short_launch(const ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, int64_t nchunk) {
+    const int mode = mv_short_rows();
+    if (nchunk > 32 * 2 || mode == 0) return false;
+    return mode == 1 || !mv_one_wave(ctx, dsts, nd, k_mv_short_blocks);
 }
 
 // Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
@@ -1205,8 +1209,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             // rows of one U = 4 step (65-128 chunks) in a launch that fits one wave one a warp
             // (q4k_one_step: the 8B shape's O product)
             if (rk == 2 && !units && a.nblk * 8 > 32 * 2 && a.nblk * 8 <= 32 * 4 && q4k_one_step() &&
-                static_cast<int64_t>(cu_blocks(a.n, k_rp_warps)) * x->ne[1] * x->ne[2] * x->ne[3] <=
-                    static_cast<int64_t>(k_q4k_one_blocks) * cu_sm_count(ctx.device)) {
+                mv_one_wave(ctx, dsts, nd, k_q4k_one_blocks)) {
                 rk = 1;
             }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
