@@ -95,12 +95,9 @@ EMBER_REF_SEARCH_TARGET void score_parts_vec(const float * x, const float * xc, 
         std::memcpy(&xv, x + i, sizeof(xv));
         std::memcpy(&wv, w + i, sizeof(wv));
         std::memcpy(&cv, xc + i, sizeof(cv));
-        v8f v = xv * vid + vzz;
-        v     = v > lo ? v : lo;  // NaN -> -1; keeps the rounding in range
-        v     = v < hi ? v : hi;
-        // clamp(nearest_int(v), 0, 15) as a float: rounded by adding and subtracting 1.5 * 2^23
-        // (ember_ref_nearest_int's rounding, exact here), then clamped
-        v8f l = (v + 12582912.0f) - 12582912.0f;
+        // clamp(nearest_int(v), 0, 15) as a float: v clamped to [-1, 16] (NaN -> -1; keeps the
+        // rounding in range) and rounded, then clamped
+        v8f l = ember_ref_v8_level(xv * vid + vzz, lo, hi);
         l     = l > vzero ? l : vzero;
         l     = l < top ? l : top;
         const v8f e = cv - vd * (l - vz);

@@ -35,42 +35,34 @@ using namespace ember_ref_k;
 // group on random weights, against 21 / 16 candidates one at a time). One candidate at a time,
 // the search waits on the latency of its chains of dependent float additions (3 sums, then the
 // error): Q4_K took ~60 ns of CPU time a weight (8B Q4_K_M ~90 s of a device call on 14 threads).
-typedef ember_ref_v8f k_v8f;
-typedef ember_ref_v8i k_v8i;
-
 EMBER_REF_SEARCH_TARGET float search_qkx2_vec(int n, int nmax, const float * x, const float * weights, uint8_t * L, float * the_min,
                                               float rmin, float rdelta, int nstep, bool use_mad, float min, float max, float sum_w,
                                               float sum_x, float scale, float best_error) {
-    k_v8f       lev[32];  // the levels of x[i] in the lanes, as floats
-    const k_v8f vzero = {}, vsw = vzero + sum_w, vsx = vzero + sum_x, vtop = vzero + static_cast<float>(nmax);
+    ember_ref_v8f       lev[32];  // the levels of x[i] in the lanes, as floats
+    const ember_ref_v8f vzero = {}, vsw = vzero + sum_w, vsx = vzero + sum_x, vtop = vzero + static_cast<float>(nmax);
     for (int is0 = 0; is0 <= nstep;) {
-        k_v8f iscale;
+        ember_ref_v8f iscale;
         for (int k = 0; k < 8; k++) iscale[k] = (rmin + rdelta * static_cast<float>(is0 + k) + static_cast<float>(nmax)) / (max - min);
-        k_v8f sum_l = vzero, sum_l2 = vzero, sum_xl = vzero;
+        ember_ref_v8f sum_l = vzero, sum_l2 = vzero, sum_xl = vzero;
         for (int i = 0; i < n; i++) {
-            // clamp(nearest_int(v), 0, nmax) as a float: clamped first (the same level: v below 0
-            // rounds to 0 or less, above nmax to nmax or more), then rounded by adding and
-            // subtracting 1.5 * 2^23 (ember_ref_nearest_int's rounding; exact below 2^22)
-            k_v8f v        = iscale * (x[i] - min);
-            v              = v > vzero ? v : vzero;
-            v              = v < vtop ? v : vtop;
-            const k_v8f fl = (v + 12582912.0f) - 12582912.0f;
-            lev[i]         = fl;
-            const float w  = weights[i];
+            const ember_ref_v8f fl = ember_ref_v8_level(iscale * (x[i] - min), vzero, vtop);  // clamp(nearest_int(.), 0, nmax)
+            lev[i]                 = fl;
+            const float w          = weights[i];
             sum_l += w * fl;
             sum_l2 += w * fl * fl;
             sum_xl += w * fl * x[i];
         }
-        const k_v8f D          = vsw * sum_l2 - sum_l * sum_l;
-        k_v8f       this_scale = (vsw * sum_xl - vsx * sum_l) / D;
-        k_v8f       this_min   = (sum_l2 * vsx - sum_l * sum_xl) / D;
-        const k_v8i pos        = this_min > 0;
-        this_scale             = pos ? sum_xl / sum_l2 : this_scale;
-        this_min               = pos ? vzero : this_min;
-        k_v8f cur_error        = vzero;
+        const ember_ref_v8f D          = vsw * sum_l2 - sum_l * sum_l;
+        ember_ref_v8f       this_scale = (vsw * sum_xl - vsx * sum_l) / D;
+        ember_ref_v8f       this_min   = (sum_l2 * vsx - sum_l * sum_xl) / D;
+        const ember_ref_v8i pos        = this_min > 0;
+        this_scale                     = pos ? sum_xl / sum_l2 : this_scale;
+        this_min                       = pos ? vzero : this_min;
+        ember_ref_v8f cur_error        = vzero;
         for (int i = 0; i < n; i++) {
-            k_v8f diff = this_scale * lev[i] + this_min - x[i];
-            diff       = use_mad ? (k_v8f)((k_v8i)diff & 0x7fffffff) : diff * diff;  // (casts between vector types keep the bits)
+            ember_ref_v8f diff = this_scale * lev[i] + this_min - x[i];
+            // |diff| by its bits (casts between vector types keep them), or diff^2
+            diff = use_mad ? (ember_ref_v8f)((ember_ref_v8i)diff & 0x7fffffff) : diff * diff;
             cur_error += weights[i] * diff;
         }
         // The reference's candidates after a better one use its min (iscale over max - min and

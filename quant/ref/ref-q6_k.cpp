@@ -31,9 +31,7 @@ constexpr int kNumSub   = EMBER_QK_K / kSubBlock;  // 16 scales per super-block
 // -9..9 without 0): each lane sums in the scalar loop's order and operands, so each candidate
 // gets its bits; they are then taken in candidate order with the same comparison. The
 // candidates do not depend on each other here (max is fixed), so three passes do all 18. The
-// level, clamp(nearest_int(v), -nmax, nmax - 1), is computed as a float: v clamped first (the
-// same level), then rounded by adding and subtracting 1.5 * 2^23 (ember_ref_nearest_int's
-// rounding, exact below 2^22).
+// level, clamp(nearest_int(v), -nmax, nmax - 1), as a float (ember_ref_v8_level).
 EMBER_REF_SEARCH_TARGET float search_qx_rmse1_vec(int n, int nmax, const float * x, int8_t * L, float max, float scale, float best) {
     const ember_ref_v8f vzero = {}, vlo = vzero - static_cast<float>(nmax), vhi = vzero + static_cast<float>(nmax - 1);
     ember_ref_v8f       lev[kSubBlock];
@@ -43,10 +41,7 @@ EMBER_REF_SEARCH_TARGET float search_qx_rmse1_vec(int n, int nmax, const float *
         for (int k = 0; k < 8; k++) iscale[k] = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(cand[c0 + k])) / max;
         ember_ref_v8f sumlx = vzero, suml2 = vzero;
         for (int i = 0; i < n; i++) {
-            ember_ref_v8f v        = iscale * x[i];
-            v                      = v > vlo ? v : vlo;
-            v                      = v < vhi ? v : vhi;
-            const ember_ref_v8f fl = (v + 12582912.0f) - 12582912.0f;
+            const ember_ref_v8f fl = ember_ref_v8_level(iscale * x[i], vlo, vhi);
             lev[i]                 = fl;
             const float w          = x[i] * x[i];  // add_x2_weighted's sums
             sumlx += w * x[i] * fl;

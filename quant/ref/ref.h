@@ -236,6 +236,17 @@ bool ember_ref_vector_search_on();
 #    endif
 typedef float   ember_ref_v8f __attribute__((vector_size(32)));
 typedef int32_t ember_ref_v8i __attribute__((vector_size(32)));
+
+// The searches' level of each lane, clamp(nearest_int(v), lo, hi) as a float: v clamped first
+// (the same level; NaN -> lo), then rounded by adding and subtracting 1.5 * 2^23
+// (ember_ref_nearest_int's rounding, exact below 2^22). For the search functions only (their
+// target: inlined into them).
+EMBER_REF_SEARCH_TARGET __attribute__((always_inline)) inline ember_ref_v8f ember_ref_v8_level(ember_ref_v8f v, ember_ref_v8f lo,
+                                                                                               ember_ref_v8f hi) {
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    return (v + 12582912.0f) - 12582912.0f;
+}
 #endif
 
 #endif  // EMBER_QUANT_REF_H
