@@ -7,7 +7,7 @@ of the critical path is how far it moved the latest end time: max(0, end - max(p
 With programmatic dependent launch a kernel starts (and waits) before its predecessor ends, so
 "busy" (end - start) overstates it; the critical-path column is what it costs the token.
 
-    scripts/kernel-trace.py /tmp/trace.csv [--tokens 16] [--gap-us 20] [--by-grid]
+    scripts/kernel-trace.py /tmp/trace.csv [--tokens 16] [--gap-us 20] [--by-grid [--by-prev]]
 """
 import argparse
 import collections
@@ -53,6 +53,10 @@ def main():
     ap.add_argument("--by-grid", action="store_true",
                     help="one row per kernel and grid size, so the launches of one kernel for different "
                          "products (Q/K/V, O, gate/up, down) are told apart")
+    ap.add_argument("--by-prev", action="store_true",
+                    help="with --by-grid: also split each row by the kernel (and grid) that started just "
+                         "before it, so a small kernel's cost after each product is told apart (the norm "
+                         "after the O product against the norm after the FFN down product)")
     a = ap.parse_args()
     split = re.compile(a.split_before) if a.split_before else None
     rows = []
@@ -86,7 +90,10 @@ def main():
             s, t, n, g, bx = rows[i]
             crit = max(0, t - latest)  # latest starts at the token's first start
             latest = max(latest, t)
-            x = agg[f"{names[n]} [{g}]" if a.by_grid else names[n]]
+            key = f"{names[n]} [{g}]" if a.by_grid else names[n]
+            if a.by_prev and i > b:
+                key += f" after {names[rows[i - 1][2]]} [{rows[i - 1][3]}]"
+            x = agg[key]
             x[0] += 1
             x[1] += crit / 1e3
             x[2] += (t - s) / 1e3
