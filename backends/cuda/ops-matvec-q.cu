@@ -1020,13 +1020,13 @@ bool mv_split() {
 // empty. Twice the weight bytes in flight per warp, x and the warp's prologue shared by two rows;
 // capped at 64 registers (k_mv_short_blocks blocks an SM; 78 uncapped). H200 tg128 1B Q4_0 1819
 // -> 1892 (uncapped 1852); the gate/up launch 8.0 -> 6.3 us in the trace. EMBER_CUDA_MV_SHORT=0:
-// the rule of mv_rows_per_warp for them too; =2 (experiment, not yet measured): only launches of
-// more than one wave at one row a warp (the 1B gate/up, not its O product, whose next norm took
-// 2.8 -> 3.5 us on the critical path in the trace when the O product went to two rows a warp).
+// the rule of mv_rows_per_warp for them too. (Two rows a warp only in launches of more than one
+// wave, keeping the 1B O product at one row: 1B Q4_0 1892 -> 1825, 1B Q4_K_M 1688 -> 1667;
+// session 29, dropped.)
 constexpr int k_mv_short_blocks = 8;
-int mv_short_rows() {
-    static const int v = ember_cuda_env_choice("EMBER_CUDA_MV_SHORT", 1, {0, 1, 2});
-    return v;
+bool mv_short_rows() {
+    static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_SHORT");
+    return on;
 }
 // Whether a matvec launch over dsts (one or a group of matrices, every column of x) at one row a
 // warp (k_rp_warps rows a block) fits one wave of `per_sm` blocks an SM.
@@ -1039,10 +1039,8 @@ bool mv_one_wave(const ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
 }
 
 // The short-row rule (mv_short_rows) for a launch of rows of nchunk chunks (Q4_0 / Q8_0 / Q4_K).
-bool mv_short_launch(const ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, int64_t nchunk) {
-    const int mode = mv_short_rows();
-    if (nchunk > 32 * 2 || mode == 0) return false;
-    return mode == 1 || !mv_one_wave(ctx, dsts, nd, k_mv_short_blocks);
+bool mv_short_launch(int64_t nchunk) {
+    return nchunk <= 32 * 2 && mv_short_rows();
 }
 
 // Rows per warp: 2 when a fused RoPE pairs them. Otherwise 1 for the CUDA layout (Q4_0/Q8_0):
@@ -1089,7 +1087,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     a.err     = ctx.d_error;
     // Short rows (at most 2 chunks a lane: the 1B shape's 2048 Q4_0 weights are 64 chunks): two
     // rows a warp, U = 2 (no dead load slots), capped at 64 registers for 8 blocks an SM.
-    const bool     short_rows = mv_short_launch(ctx, dsts, nd, a.nchunk);
+    const bool     short_rows = mv_short_launch(a.nchunk);
     const int      r          = short_rows ? 2 : mv_rows_per_warp(dsts, nd, units);
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
@@ -1205,7 +1203,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     if constexpr (T == EMBER_TYPE_Q4_K) {
         if (q4k_wide_ok(w)) {
             // rows of at most 64 chunks (2048 weights): two a warp, as mvr_kernel's short rows
-            int rk = mv_short_launch(ctx, dsts, nd, a.nblk * 8) ? 2 : mv_rows_per_warp(dsts, nd, units);
+            int rk = mv_short_launch(a.nblk * 8) ? 2 : mv_rows_per_warp(dsts, nd, units);
             // rows of one U = 4 step (65-128 chunks) in a launch that fits one wave one a warp
             // (q4k_one_step: the 8B shape's O product)
             if (rk == 2 && !units && a.nblk * 8 > 32 * 2 && a.nblk * 8 <= 32 * 4 && q4k_one_step() &&
