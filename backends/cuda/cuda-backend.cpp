@@ -858,14 +858,22 @@ struct cuda_stream_ctx {
     std::vector<queued_copy> pending;
     uint64_t                 exec_copies = 0;          // key of the pending list recorded in exec
     bool                     defer_copies = false;     // EMBER_CUDA_DEFER_COPIES=1
-    // EMBER_CUDA_MERGE_COPIES=1 (opt-in, not yet measured): the queued copies are kept as with
-    // DEFER, but issued eagerly before any work (never inside a recorded graph): two or more as
-    // one copy of their ring span into `mirror` (device memory at the ring's offsets) and one
-    // scatter kernel (ember_cuda_scatter), instead of a cudaMemcpyAsync each. The kernel trace
-    // of a queued 1B Q4_0 step (session 22): its four input copies took 10.2 us of the GPU's
-    // critical path, and the host ~18-33 us to issue them.
+    // Merged input copies (EMBER_CUDA_MERGE_COPIES, default 2): the queued copies are kept as
+    // with DEFER, but issued eagerly before any work (never inside a recorded graph): two or
+    // more as one copy of their ring span into `mirror` (device memory at the ring's offsets)
+    // and one scatter kernel (ember_cuda_scatter), instead of a cudaMemcpyAsync each. The kernel
+    // trace of a queued 1B Q4_0 step (session 22): its four input copies took 10.2 us of the
+    // GPU's critical path, and the host ~18-33 us to issue them.
+    // 2 (merge_side): that copy on its own stream (up_stream), which the compute stream waits
+    // for (up_done) only before the scatter kernel, so the copy runs while the step before still
+    // computes and only the scatter is on the critical path. H200 tg128 (session 29), a copy
+    // each (=0) / merged on the compute stream (=1) / on its own stream (=2): 1B Q4_0 1897.7 /
+    // 1888.1 / 1927.7, 8B Q4_0 541.9 / 542.6 / 545.2.
     bool                     merge_copies = false;
     char *                   mirror       = nullptr;
+    bool                     merge_side   = false;
+    cudaStream_t             up_stream    = nullptr;
+    cudaEvent_t              up_done      = nullptr;
     // Work graph_launch left running (a decode step the host did not wait for): finish() waits
     // for it and returns its status. Reads queued behind it (read_async) land in `out`
     // (pinned, grown on demand, one read at a time).
@@ -928,7 +936,22 @@ bool pending_merge(cuda_stream_ctx * c, cudaError_t * e) {
     }
     ember_cuda_piece p[k_cuda_scatter_max];
     for (size_t k = 0; k < n; k++) p[k] = {c->pending[k].dst, static_cast<uint32_t>(c->pending[k].at), static_cast<uint32_t>(c->pending[k].size)};
-    *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->cu.stream);
+    if (c->merge_side && !c->up_stream) {
+        if (cudaStreamCreateWithFlags(&c->up_stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->up_done, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            c->merge_side = false;  // the copy on the compute stream, as mode 1
+        }
+    }
+    if (c->merge_side) {
+        // The ring and mirror regions are written again only after the compute stream was
+        // synchronized, and it waited for this copy: nothing can overwrite them under it.
+        *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->up_stream);
+        if (*e == cudaSuccess) *e = cudaEventRecord(c->up_done, c->up_stream);
+        if (*e == cudaSuccess) *e = cudaStreamWaitEvent(c->cu.stream, c->up_done, 0);
+    } else {
+        *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->cu.stream);
+    }
     if (*e == cudaSuccess && ember_cuda_scatter(c->cu, c->mirror, p, static_cast<int>(n)) != EMBER_OK) *e = cudaErrorLaunchFailure;
     return true;
 }
@@ -974,11 +997,14 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->stage) cudaFreeHost(c->stage);
     if (c->mirror) cudaFree(c->mirror);
     if (c->read_stream) cudaStreamSynchronize(c->read_stream);
+    if (c->up_stream) cudaStreamSynchronize(c->up_stream);
     if (c->out) cudaFreeHost(c->out);
     if (c->side) cudaFree(c->side);
     if (c->read_ready) cudaEventDestroy(c->read_ready);
     if (c->read_done) cudaEventDestroy(c->read_done);
     if (c->read_stream) cudaStreamDestroy(c->read_stream);
+    if (c->up_done) cudaEventDestroy(c->up_done);
+    if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
@@ -1436,8 +1462,9 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     c->sig_always       = sig && std::strcmp(sig, "always") == 0;
     const char * defer  = std::getenv("EMBER_CUDA_DEFER_COPIES");
     c->defer_copies     = defer && std::strcmp(defer, "1") == 0;
-    const char * merge  = std::getenv("EMBER_CUDA_MERGE_COPIES");
-    c->merge_copies     = !c->defer_copies && merge && std::strcmp(merge, "1") == 0;
+    const int merge     = ember_cuda_env_choice("EMBER_CUDA_MERGE_COPIES", 2, {0, 1, 2});
+    c->merge_copies     = !c->defer_copies && merge != 0;
+    c->merge_side       = c->merge_copies && merge == 2;
     c->read_setup_failed = !ember_cuda_env_on("EMBER_CUDA_READ_SIDE");
     c->cu.pdl           = d->cc_major >= 9 && ember_cuda_env_on("EMBER_CUDA_PDL");
     c->host_on          = ember_profile_host_on();

@@ -112,7 +112,7 @@ ember_status ember_cuda_rope(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_rope_pair(ember_cuda_ctx & ctx, ember_tensor * a, ember_tensor * b);
 
 // ops-rows.cu
-// Queued input copies merged (EMBER_CUDA_MERGE_COPIES=1, cuda-backend.cpp): after one copy of
+// Queued input copies merged (EMBER_CUDA_MERGE_COPIES, cuda-backend.cpp): after one copy of
 // their ring span into device memory at `base`, piece k's `size` bytes at base + at go to dst,
 // in order (a later piece may overwrite an earlier one); up to k_cuda_scatter_max pieces.
 struct ember_cuda_piece {

@@ -510,9 +510,10 @@ TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readbac
         // short rows of at most 64 chunks (Q4_0 k = 2048, k = 32), two a warp (the pair's
         // second row past n when n is 67 or 1).
         for (int64_t n : {67, 1, 4100}) {
-            for (int64_t k : {2048, 4096 + 32 * 5, 32, 14336 + 32 * 3}) {
+            for (int64_t k : {2048, 4096 + 32 * 5, 32, 14336 + 32 * 3, 14336}) {
                 for (int64_t m : {1, 3}) {
                     if (n == 4100 && (k == 32 || k > 5000 || m == 3)) continue;
+                    if (k == 14336 && (n != 67 || m != 1)) continue;  // the 8B down product's rows exactly (448 chunks)
                     check_case("cuda layout matvec " + tn + " k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                [=](case_ctx & c) {
                                    return ember_mul_mat(c.g, c.weight_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
@@ -1397,14 +1398,15 @@ TEST_CASE("[cuda] device enumeration and buffers") {
 // pieces of odd sizes and offsets, one overwriting part of an earlier one (it must land last),
 // a large one; the source buffer is reused at once. Then a weight (refused: its layout is made
 // by set_tensor).
-// Each copy issued as it is queued, and with EMBER_CUDA_MERGE_COPIES=1 (the pieces as one copy
-// of their ring span and a scatter kernel that applies them in order).
+// Each copy issued as it is queued (EMBER_CUDA_MERGE_COPIES=0), and merged (=1: the pieces as one
+// copy of their ring span and a scatter kernel that applies them in order; =2, the default: that
+// copy on a stream of its own, waited for by the compute stream before the scatter).
 TEST_CASE("[cuda] queued host-to-device copies land in order") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-  for (const char * merge : {"0", "1"}) {
+  for (const char * merge : {"0", "1", "2"}) {  // 2: the merged copy on its own stream
     CAPTURE(std::string(merge));
     setenv("EMBER_CUDA_MERGE_COPIES", merge, 1);  // read when the stream is made
     ember_device *      dev = cuda_device();
@@ -1454,16 +1456,16 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
 // copies left out) and one that queues two inputs (recorded again); each step's result is
 // 2 * that step's x (+ b). With EMBER_CUDA_DEFER_COPIES=1 (the copies as graph nodes), without
 // (each copy issued as it is queued) and with EMBER_CUDA_MERGE_COPIES=1 (two or more issued
-// before the graph as one copy and a scatter kernel).
+// before the graph as one copy and a scatter kernel) or =2 (that copy on its own stream).
 TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-  for (const char * mode : {"defer", "plain", "merge"}) {
+  for (const char * mode : {"defer", "plain", "merge", "merge-side"}) {
     CAPTURE(std::string(mode));
     setenv("EMBER_CUDA_DEFER_COPIES", std::strcmp(mode, "defer") == 0 ? "1" : "0", 1);  // read when the stream is made
-    setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : "0", 1);
+    setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : std::strcmp(mode, "merge-side") == 0 ? "2" : "0", 1);
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
