@@ -224,9 +224,12 @@ struct mv_group {
     mv_epi  epi[k_mv_group];
 };
 
-// The matrix of this block (a select chain: no dynamic indexing of kernel parameters).
+// The matrix of this block: an indexed load from the parameter bank (m is uniform across the
+// block, so it is a uniform-register index). A select chain here compiled into a jump table per
+// field (~8 dependent uniform instructions and an indexed branch each) before a warp's first
+// weight load.
 template <typename T> __device__ __forceinline__ T mv_pick(const T (&v)[k_mv_group], int m) {
-    return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
+    return v[m];
 }
 __device__ __forceinline__ int mv_which(const mv_group & g, int bx) {
     return g.nmat > 2 && bx >= g.blk0[2] ? 2 : g.nmat > 1 && bx >= g.blk0[1] ? 1 : 0;
