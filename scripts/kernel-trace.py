@@ -12,9 +12,11 @@ With programmatic dependent launch a kernel starts (and waits) before its predec
 import argparse
 import collections
 import csv
+import os
 import re
 import shutil
 import subprocess
+import sys
 
 
 def short(names):
@@ -112,4 +114,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BrokenPipeError:  # the table piped into head: a quiet end
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
