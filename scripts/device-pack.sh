@@ -7,6 +7,9 @@
 #     scripts/device-pack.sh backends/cuda/ops-matvec-q.cu tests/backends/test_cuda_ops.cpp
 #     run(command="cd .devpack && scripts/bench-gpu.sh ...", carry=[".devpack"])
 #
+# HEAD's versions of the named files go to .devpack/.ab-head/ (scripts/ab-gpu.sh: your edits
+# against HEAD in one call).
+#
 # Why: a call carries the whole working tree, so several engineers' unfinished edits travel
 # with it (one that breaks the CUDA module's link spoils everyone's benchmark), and the tree
 # (~30 MB, mostly the default model) plus all of .devdata (~35 MB of fixtures) is over the
@@ -20,6 +23,11 @@ git archive HEAD -- . ':(exclude)models' | tar -x -C "$pack"
 for f in "$@"; do
     [ -f "$f" ] || { echo "device-pack: no file $f" >&2; exit 1; }
     mkdir -p "$pack/$(dirname "$f")"
+    # HEAD's version beside it, for scripts/ab-gpu.sh (the A side of an A/B call); none for a new file
+    if git cat-file -e "HEAD:$f" 2>/dev/null; then
+        mkdir -p "$pack/.ab-head/$(dirname "$f")"
+        git show "HEAD:$f" >"$pack/.ab-head/$f"
+    fi
     cp "$f" "$pack/$f"
 done
 # .devdata/deps: what the device image lacks for the build and tests (libxxhash, doctest's

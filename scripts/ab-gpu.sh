@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Decode speed of working-tree edits (B) against HEAD (A) in one call on the lent GPU: builds the
+# pack as it is (your edits, B), runs the CUDA tests named by EMBER_AB_TESTS on it, benchmarks
+# every model; then puts HEAD's versions of the edited files back (.devpack/.ab-head/, written by
+# scripts/device-pack.sh), rebuilds what changed and benchmarks again (A). Models are made here
+# with make-bench-model (never committed). Both sides run in one process environment, so a
+# variant switch (EMBER_AB_ENV) applies to both.
+#
+#     scripts/device-pack.sh backends/cuda/ops-matvec-q.cu
+#     run(command="cd .devpack && EMBER_AB_MODELS='1b-Q4_0 8b-Q4_K_M' scripts/ab-gpu.sh", carry=[".devpack"])
+#
+#   EMBER_AB_MODELS   shape-type names (default "1b-Q4_0 8b-Q4_0"; types as make-bench-model's --type)
+#   EMBER_AB_RUNS     ember-bench runs per model and side (default 2; each -p 0 -n 128 -r 3)
+#   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
+#   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
+#   EMBER_AB_DEVICE   ember-bench --device (default cuda); EMBER_AB_CMAKE: the backend options
+#                     (default "-DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF"), so the
+#                     same A/B runs on the CPU here: EMBER_AB_DEVICE=cpu EMBER_AB_CMAKE="-DEMBER_CUDA=OFF
+#                     -DEMBER_VULKAN=OFF" EMBER_AB_MODELS=tiny-Q4_0 (from a pack, as above)
+# New files of the edit stay on both sides.
+# Output: one line per run and a table of the mean tg128 per model and side with B / A; copies of the
+# logs under $OUT when set.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${EMBER_BUILD_DIR:-/tmp/ember-ab-build}
+models_dir=${EMBER_AB_MODEL_DIR:-/tmp/ember-ab-models}
+logs=${OUT:-/tmp/ember-ab}
+models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
+runs=${EMBER_AB_RUNS:-2}
+order=${EMBER_AB_ORDER:-BA}
+mkdir -p "$build" "$models_dir" "$logs"
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+[ -d .ab-head ] || { echo "ab-gpu: no .ab-head/ here: run it from a pack made by scripts/device-pack.sh FILES" >&2; exit 1; }
+
+cmake_extra=()
+[ -d .devdata/deps ] && cmake_extra+=(-DCMAKE_PREFIX_PATH="$root/.devdata/deps")
+device=${EMBER_AB_DEVICE:-cuda}
+read -r -a backend_opts <<<"${EMBER_AB_CMAKE:--DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${backend_opts[@]}" "${cmake_extra[@]}" >"$logs/ab-cmake.log" 2>&1 ||
+    { tail -30 "$logs/ab-cmake.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" --target make-bench-model >"$logs/ab-build.log" 2>&1 || { tail -30 "$logs/ab-build.log"; exit 1; }
+# The models in the background while the rest builds.
+(
+    for x in $models; do
+        [ -f "$models_dir/$x.gguf" ] && continue
+        "$build/bin/make-bench-model" --shape "${x%%-*}" --type "${x#*-}" -t "$(( $(nproc) / 2 ))" -o "$models_dir/$x.tmp" >>"$logs/ab-gen.log" 2>&1 &&
+            mv "$models_dir/$x.tmp" "$models_dir/$x.gguf"
+    done
+) &
+gen=$!
+targets=(ember-bench)
+[ -n "${EMBER_AB_TESTS:-}" ] && targets+=(test-backends)
+build_side() {
+    cmake --build "$build" -j"$(( $(nproc) / 2 ))" --target "${targets[@]}" >>"$logs/ab-build.log" 2>&1 ||
+        { grep -m5 -A5 error "$logs/ab-build.log"; return 1; }
+}
+# Swap the edited files: "A" puts HEAD's versions in place, "B" the edits (kept in .ab-edit/).
+swap_to() {
+    (cd .ab-head && find . -type f) | while read -r f; do
+        f=${f#./}
+        if [ "$1" = A ]; then
+            mkdir -p ".ab-edit/$(dirname "$f")"
+            [ -f ".ab-edit/$f" ] || cp "$f" ".ab-edit/$f"
+            cp ".ab-head/$f" "$f"
+        else
+            cp ".ab-edit/$f" "$f"
+        fi
+    done
+}
+results=$logs/ab-results.txt
+: >"$results"
+bench_side() {
+    local side=$1 x r
+    for x in $models; do
+        while [ ! -f "$models_dir/$x.gguf" ]; do
+            kill -0 "$gen" 2>/dev/null || { echo "ab-gpu: no model $x (see ab-gen.log)"; continue 2; }
+            sleep 1
+        done
+        for ((i = 0; i < runs; i++)); do
+            r=$("$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
+                grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
+            echo "$x $side tg128 ${r:-failed}"
+            [ -n "$r" ] && echo "$x $side $r" >>"$results"
+        done
+    done
+}
+first=1
+for ((k = 0; k < ${#order}; k++)); do
+    side=${order:k:1}
+    [ "$side" = A ] && swap_to A
+    [ "$side" = B ] && [ $first = 0 ] && swap_to B
+    first=0
+    build_side || exit 1
+    stamp "built $side"
+    if [ "$side" = B ] && [ -n "${EMBER_AB_TESTS:-}" ]; then
+        "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
+        echo "tests on B (rc=$?): $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/ab-tests.log" | tr '\n' ' ')"
+        grep -m3 -B3 -A10 "ERROR" "$logs/ab-tests.log" | head -30
+    fi
+    bench_side "$side"
+done
+swap_to B  # the pack as it came
+echo
+echo "| model | A (HEAD) tg128 | B (edits) tg128 | B / A |"
+echo "| --- | ---: | ---: | ---: |"
+for x in $models; do
+    awk -v x="$x" '$1 == x { s[$2] += $3; n[$2]++ }
+        END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0
+              r = a > 0 ? sprintf("%.3f", b / a) : "-"  # (not inside printf: ">" there redirects)
+              printf "| %s | %.1f | %.1f | %s |\n", x, a, b, r }' "$results"
+done
+stamp done
