@@ -362,6 +362,19 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
 // shared memory and no block-wide reduction: a warp shuffle sums each row.
 template <int T> struct mvr;
 
+// The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
+// 1.5 * 2^23, minus that (exact; an integer add and a float add where I2F issues at a quarter
+// of the rate).
+__device__ __forceinline__ float k4_int_float(int v) {
+    return __int_as_float(0x4b400000 + v) - 12582912.0f;
+}
+// dp4a of unsigned bytes (a) with signed bytes (b).
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 template <> struct mvr<EMBER_TYPE_Q4_0> {
     static constexpr int CPB = 1;  // chunks per block
     // x of the chunk: its 32 int8 values as two int4, and the block's (d, d sum q).
@@ -373,17 +386,20 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
         return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
+    // The high nibbles are used in place (16 q, unsigned bytes: dp4a.u32.s32) and their sum
+    // shifted down once, a shift a word less; the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
-        int s = 0;
-        s     = __dp4a(static_cast<int>(w.x & 0x0f0f0f0fu), x.lo.x, s);
-        s     = __dp4a(static_cast<int>((w.x >> 4) & 0x0f0f0f0fu), x.hi.x, s);
-        s     = __dp4a(static_cast<int>(w.y & 0x0f0f0f0fu), x.lo.y, s);
-        s     = __dp4a(static_cast<int>((w.y >> 4) & 0x0f0f0f0fu), x.hi.y, s);
-        s     = __dp4a(static_cast<int>(w.z & 0x0f0f0f0fu), x.lo.z, s);
-        s     = __dp4a(static_cast<int>((w.z >> 4) & 0x0f0f0f0fu), x.hi.z, s);
-        s     = __dp4a(static_cast<int>(w.w & 0x0f0f0f0fu), x.lo.w, s);
-        s     = __dp4a(static_cast<int>((w.w >> 4) & 0x0f0f0f0fu), x.hi.w, s);
-        return dw * (x.ds.x * static_cast<float>(s) - 8.0f * x.ds.y);
+        int lo = 0, hi = 0;
+        lo          = dp4a_us(w.x & 0x0f0f0f0fu, x.lo.x, lo);
+        hi          = dp4a_us(w.x & 0xf0f0f0f0u, x.hi.x, hi);
+        lo          = dp4a_us(w.y & 0x0f0f0f0fu, x.lo.y, lo);
+        hi          = dp4a_us(w.y & 0xf0f0f0f0u, x.hi.y, hi);
+        lo          = dp4a_us(w.z & 0x0f0f0f0fu, x.lo.z, lo);
+        hi          = dp4a_us(w.z & 0xf0f0f0f0u, x.hi.z, hi);
+        lo          = dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
+        hi          = dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
+        const int s = lo + (hi >> 4);  // hi is 16 times the high nibbles' sum
+        return dw * (x.ds.x * k4_int_float(s) - 8.0f * x.ds.y);
     }
 };
 
@@ -402,7 +418,7 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         s     = __dp4a(static_cast<int>(w.y), x.v.y, s);
         s     = __dp4a(static_cast<int>(w.z), x.v.z, s);
         s     = __dp4a(static_cast<int>(w.w), x.v.w, s);
-        return dw * x.d * static_cast<float>(s);
+        return dw * x.d * k4_int_float(s);
     }
 };
 
@@ -627,11 +643,6 @@ __device__ __forceinline__ k4_lane k4_lane_of(int lane) {
 // byte under the exponent of 2^23, minus 2^23 (exact; one byte permute and a subtraction).
 template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
     return __int_as_float(static_cast<int>(__byte_perm(v, 0x4b000000u, 0x7440u | BYTE))) - 8388608.0f;
-}
-// The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
-// 1.5 * 2^23, minus that (exact).
-__device__ __forceinline__ float k4_int_float(int v) {
-    return __int_as_float(0x4b400000 + v) - 12582912.0f;
 }
 // One row's chunk: q its 16 quant bytes, h its block's header, x the lane's 2 x 16 activation
 // bytes of sub-blocks 2g / 2g + 1 and ds their (d, d sum q) pairs.
