@@ -3,8 +3,9 @@
 # pack as it is (your edits, B), runs the CUDA tests named by EMBER_AB_TESTS on it, benchmarks
 # every model; then puts HEAD's versions of the edited files back (.devpack/.ab-head/, written by
 # scripts/device-pack.sh), rebuilds what changed and benchmarks again (A). Models are made here
-# with make-bench-model (never committed). Both sides run in one process environment, so a
-# variant switch (EMBER_AB_ENV) applies to both.
+# with make-bench-model (never committed). EMBER_AB_ENV_A / EMBER_AB_ENV_B: settings for one side's
+# runs only ("EMBER_CUDA_X=0 EMBER_CUDA_Y=2"); with them and no edited files (a pack made with no
+# FILES) the two sides are one build, told apart by their settings.
 #
 #     scripts/device-pack.sh backends/cuda/ops-matvec-q.cu
 #     run(command="cd .devpack && EMBER_AB_MODELS='1b-Q4_0 8b-Q4_K_M' scripts/ab-gpu.sh", carry=[".devpack"])
@@ -32,7 +33,11 @@ order=${EMBER_AB_ORDER:-BA}
 mkdir -p "$build" "$models_dir" "$logs"
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-[ -d .ab-head ] || { echo "ab-gpu: no .ab-head/ here: run it from a pack made by scripts/device-pack.sh FILES" >&2; exit 1; }
+if [ ! -d .ab-head ] && [ -z "${EMBER_AB_ENV_A:-}${EMBER_AB_ENV_B:-}" ]; then
+    echo "ab-gpu: nothing tells A from B: no .ab-head/ (a pack made by scripts/device-pack.sh FILES) and no EMBER_AB_ENV_A / _B" >&2
+    exit 1
+fi
+mkdir -p .ab-head
 
 cmake_extra=()
 [ -d .devdata/deps ] && cmake_extra+=(-DCMAKE_PREFIX_PATH="$root/.devdata/deps")
@@ -73,13 +78,15 @@ results=$logs/ab-results.txt
 : >"$results"
 bench_side() {
     local side=$1 x r
+    local -a envs
+    if [ "$side" = A ]; then read -r -a envs <<<"${EMBER_AB_ENV_A:-}"; else read -r -a envs <<<"${EMBER_AB_ENV_B:-}"; fi
     for x in $models; do
         while [ ! -f "$models_dir/$x.gguf" ]; do
             kill -0 "$gen" 2>/dev/null || { echo "ab-gpu: no model $x (see ab-gen.log)"; continue 2; }
             sleep 1
         done
         for ((i = 0; i < runs; i++)); do
-            r=$("$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
+            r=$(env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
                 grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
             echo "$x $side tg128 ${r:-failed}"
             [ -n "$r" ] && echo "$x $side $r" >>"$results"
@@ -95,7 +102,8 @@ for ((k = 0; k < ${#order}; k++)); do
     build_side || exit 1
     stamp "built $side"
     if [ "$side" = B ] && [ -n "${EMBER_AB_TESTS:-}" ]; then
-        "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
+        read -r -a envs_b <<<"${EMBER_AB_ENV_B:-}"
+        env "${envs_b[@]}" "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
         echo "tests on B (rc=$?): $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/ab-tests.log" | tr '\n' ' ')"
         grep -m3 -B3 -A10 "ERROR" "$logs/ab-tests.log" | head -30
     fi
@@ -103,7 +111,7 @@ for ((k = 0; k < ${#order}; k++)); do
 done
 swap_to B  # the pack as it came
 echo
-echo "| model | A (HEAD) tg128 | B (edits) tg128 | B / A |"
+echo "| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |"
 echo "| --- | ---: | ---: | ---: |"
 for x in $models; do
     awk -v x="$x" '$1 == x { s[$2] += $3; n[$2]++ }
