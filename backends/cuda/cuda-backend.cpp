@@ -993,11 +993,11 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->dev->name.c_str(), static_cast<unsigned long long>(c->host_calls), static_cast<unsigned long long>(c->host_replays),
                      c->host_sig_s * us, static_cast<unsigned long long>(c->n_sigs), c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
+    if (c->up_stream) cudaStreamSynchronize(c->up_stream);  // (its copies read stage, write mirror)
     for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->mirror) cudaFree(c->mirror);
     if (c->read_stream) cudaStreamSynchronize(c->read_stream);
-    if (c->up_stream) cudaStreamSynchronize(c->up_stream);
     if (c->out) cudaFreeHost(c->out);
     if (c->side) cudaFree(c->side);
     if (c->read_ready) cudaEventDestroy(c->read_ready);
