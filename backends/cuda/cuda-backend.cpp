@@ -943,15 +943,12 @@ bool pending_merge(cuda_stream_ctx * c, cudaError_t * e) {
             c->merge_side = false;  // the copy on the compute stream, as mode 1
         }
     }
-    if (c->merge_side) {
-        // The ring and mirror regions are written again only after the compute stream was
-        // synchronized, and it waited for this copy: nothing can overwrite them under it.
-        *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->up_stream);
-        if (*e == cudaSuccess) *e = cudaEventRecord(c->up_done, c->up_stream);
-        if (*e == cudaSuccess) *e = cudaStreamWaitEvent(c->cu.stream, c->up_done, 0);
-    } else {
-        *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->cu.stream);
-    }
+    // On up_stream (merge_side): the ring and mirror regions are written again only after the
+    // compute stream was synchronized, and it waits for this copy, so nothing can overwrite them
+    // under it.
+    *e = cudaMemcpyAsync(c->mirror + lo, c->stage + lo, hi - lo, cudaMemcpyHostToDevice, c->merge_side ? c->up_stream : c->cu.stream);
+    if (*e == cudaSuccess && c->merge_side) *e = cudaEventRecord(c->up_done, c->up_stream);
+    if (*e == cudaSuccess && c->merge_side) *e = cudaStreamWaitEvent(c->cu.stream, c->up_done, 0);
     if (*e == cudaSuccess && ember_cuda_scatter(c->cu, c->mirror, p, static_cast<int>(n)) != EMBER_OK) *e = cudaErrorLaunchFailure;
     return true;
 }

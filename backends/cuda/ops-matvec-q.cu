@@ -365,7 +365,7 @@ template <int T> struct mvr;
 // The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
 // 1.5 * 2^23, minus that (exact; an integer add and a float add where I2F issues at a quarter
 // of the rate).
-__device__ __forceinline__ float k4_int_float(int v) {
+__device__ __forceinline__ float mv_int_float(int v) {
     return __int_as_float(0x4b400000 + v) - 12582912.0f;
 }
 // dp4a of unsigned bytes (a) with signed bytes (b).
@@ -399,7 +399,7 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         lo          = dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
         hi          = dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
         const int s = lo + (hi >> 4);  // hi is 16 times the high nibbles' sum
-        return dw * (x.ds.x * k4_int_float(s) - 8.0f * x.ds.y);
+        return dw * (x.ds.x * mv_int_float(s) - 8.0f * x.ds.y);
     }
 };
 
@@ -418,7 +418,7 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         s     = __dp4a(static_cast<int>(w.y), x.v.y, s);
         s     = __dp4a(static_cast<int>(w.z), x.v.z, s);
         s     = __dp4a(static_cast<int>(w.w), x.v.w, s);
-        return dw * x.d * k4_int_float(s);
+        return dw * x.d * mv_int_float(s);
     }
 };
 
@@ -617,7 +617,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 // group g = (lane % 8) / 2 of every block, hence the same two sub-blocks 2g, 2g + 1 and the same
 // bytes of the packed scales (k4_lane). Their 6-bit scales and mins come out of the header by
 // byte permutes with the lane's selectors, two values a word, and every small integer becomes a
-// float by the exponent trick (k4_f, k4_int_float) instead of a conversion instruction (I2F and
+// float by the exponent trick (k4_f, mv_int_float) instead of a conversion instruction (I2F and
 // F2F issue at a quarter of the rate of the integer and float pipes: the kernel spent 8 of them a
 // chunk and row and read the 8B shape's Q4_K matrices at ~2.4 TB/s where Q4_0's ran at ~3.9;
 // H200 tg128 8B Q4_K_M 420.1 -> 461.3 t/s).
@@ -663,7 +663,7 @@ __device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, cons
     const uint32_t mn = ((__byte_perm(h.z, h.w, l.sel_lo) >> l.sh_m) & 0x000f000fu) | ((__byte_perm(h.z, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
     const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&h.x));  // d, dmin
     // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
-    return dm.x * (k4_f<0>(sc) * ds.x * k4_int_float(s0) + k4_f<2>(sc) * ds.z * k4_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
+    return dm.x * (k4_f<0>(sc) * ds.x * mv_int_float(s0) + k4_f<2>(sc) * ds.z * mv_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
 }
 
 // R rows a warp, U chunks of each in flight per lane.
