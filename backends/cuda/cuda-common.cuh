@@ -141,6 +141,20 @@ __device__ __forceinline__ ember_half cu_to_half(float f) {
     return __half_as_ushort(__float2half_rn(f));
 }
 
+// The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
+// 1.5 * 2^23, minus that (exact; an integer add and a float add where I2F issues at a quarter
+// of the rate).
+__device__ __forceinline__ float cu_int_float(int v) {
+    return __int_as_float(0x4b400000 + v) - 12582912.0f;
+}
+// dp4a of unsigned bytes (a) with signed bytes (b): 4-bit quants' high nibbles used in place
+// (a & 0xf0f0f0f0, the sum 16 times theirs), a shift a word less than moving them down.
+__device__ __forceinline__ int cu_dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 __device__ __forceinline__ float cu_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -362,19 +362,6 @@ __global__ void __launch_bounds__(k_threads) mvq_kernel(mvq_args a) {
 // shared memory and no block-wide reduction: a warp shuffle sums each row.
 template <int T> struct mvr;
 
-// The float of an integer |v| < 2^22 (a dp4a sum): its bits added under the exponent of
-// 1.5 * 2^23, minus that (exact; an integer add and a float add where I2F issues at a quarter
-// of the rate).
-__device__ __forceinline__ float mv_int_float(int v) {
-    return __int_as_float(0x4b400000 + v) - 12582912.0f;
-}
-// dp4a of unsigned bytes (a) with signed bytes (b).
-__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
-    int d;
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-
 template <> struct mvr<EMBER_TYPE_Q4_0> {
     static constexpr int CPB = 1;  // chunks per block
     // x of the chunk: its 32 int8 values as two int4, and the block's (d, d sum q).
@@ -390,16 +377,16 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
     // shifted down once, a shift a word less; the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int lo = 0, hi = 0;
-        lo          = dp4a_us(w.x & 0x0f0f0f0fu, x.lo.x, lo);
-        hi          = dp4a_us(w.x & 0xf0f0f0f0u, x.hi.x, hi);
-        lo          = dp4a_us(w.y & 0x0f0f0f0fu, x.lo.y, lo);
-        hi          = dp4a_us(w.y & 0xf0f0f0f0u, x.hi.y, hi);
-        lo          = dp4a_us(w.z & 0x0f0f0f0fu, x.lo.z, lo);
-        hi          = dp4a_us(w.z & 0xf0f0f0f0u, x.hi.z, hi);
-        lo          = dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
-        hi          = dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
+        lo          = cu_dp4a_us(w.x & 0x0f0f0f0fu, x.lo.x, lo);
+        hi          = cu_dp4a_us(w.x & 0xf0f0f0f0u, x.hi.x, hi);
+        lo          = cu_dp4a_us(w.y & 0x0f0f0f0fu, x.lo.y, lo);
+        hi          = cu_dp4a_us(w.y & 0xf0f0f0f0u, x.hi.y, hi);
+        lo          = cu_dp4a_us(w.z & 0x0f0f0f0fu, x.lo.z, lo);
+        hi          = cu_dp4a_us(w.z & 0xf0f0f0f0u, x.hi.z, hi);
+        lo          = cu_dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
+        hi          = cu_dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
         const int s = lo + (hi >> 4);  // hi is 16 times the high nibbles' sum
-        return dw * (x.ds.x * mv_int_float(s) - 8.0f * x.ds.y);
+        return dw * (x.ds.x * cu_int_float(s) - 8.0f * x.ds.y);
     }
 };
 
@@ -418,7 +405,7 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         s     = __dp4a(static_cast<int>(w.y), x.v.y, s);
         s     = __dp4a(static_cast<int>(w.z), x.v.z, s);
         s     = __dp4a(static_cast<int>(w.w), x.v.w, s);
-        return dw * x.d * mv_int_float(s);
+        return dw * x.d * cu_int_float(s);
     }
 };
 
@@ -617,7 +604,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 // group g = (lane % 8) / 2 of every block, hence the same two sub-blocks 2g, 2g + 1 and the same
 // bytes of the packed scales (k4_lane). Their 6-bit scales and mins come out of the header by
 // byte permutes with the lane's selectors, two values a word, and every small integer becomes a
-// float by the exponent trick (k4_f, mv_int_float) instead of a conversion instruction (I2F and
+// float by the exponent trick (k4_f, cu_int_float) instead of a conversion instruction (I2F and
 // F2F issue at a quarter of the rate of the integer and float pipes: the kernel spent 8 of them a
 // chunk and row and read the 8B shape's Q4_K matrices at ~2.4 TB/s where Q4_0's ran at ~3.9;
 // H200 tg128 8B Q4_K_M 420.1 -> 461.3 t/s).
@@ -648,22 +635,24 @@ template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
 // bytes of sub-blocks 2g / 2g + 1 and ds their (d, d sum q) pairs.
 __device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, const k4_lane & l, const int4 & xlo, const int4 & xhi,
                                           const float4 & ds) {
+    // The high nibbles in place, as in mvr<Q4_0>::dot: s1 is 16 times their sum.
     int s0 = 0, s1 = 0;
-    s0 = __dp4a(static_cast<int>(q.x & 0x0f0f0f0fu), xlo.x, s0);
-    s1 = __dp4a(static_cast<int>((q.x >> 4) & 0x0f0f0f0fu), xhi.x, s1);
-    s0 = __dp4a(static_cast<int>(q.y & 0x0f0f0f0fu), xlo.y, s0);
-    s1 = __dp4a(static_cast<int>((q.y >> 4) & 0x0f0f0f0fu), xhi.y, s1);
-    s0 = __dp4a(static_cast<int>(q.z & 0x0f0f0f0fu), xlo.z, s0);
-    s1 = __dp4a(static_cast<int>((q.z >> 4) & 0x0f0f0f0fu), xhi.z, s1);
-    s0 = __dp4a(static_cast<int>(q.w & 0x0f0f0f0fu), xlo.w, s0);
-    s1 = __dp4a(static_cast<int>((q.w >> 4) & 0x0f0f0f0fu), xhi.w, s1);
+    s0 = cu_dp4a_us(q.x & 0x0f0f0f0fu, xlo.x, s0);
+    s1 = cu_dp4a_us(q.x & 0xf0f0f0f0u, xhi.x, s1);
+    s0 = cu_dp4a_us(q.y & 0x0f0f0f0fu, xlo.y, s0);
+    s1 = cu_dp4a_us(q.y & 0xf0f0f0f0u, xhi.y, s1);
+    s0 = cu_dp4a_us(q.z & 0x0f0f0f0fu, xlo.z, s0);
+    s1 = cu_dp4a_us(q.z & 0xf0f0f0f0u, xhi.z, s1);
+    s0 = cu_dp4a_us(q.w & 0x0f0f0f0fu, xlo.w, s0);
+    s1 = cu_dp4a_us(q.w & 0xf0f0f0f0u, xhi.w, s1);
+    s1 >>= 4;
     // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
     // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
     const uint32_t sc = (__byte_perm(h.y, h.w, l.sel_lo) & 0x000f000fu) | ((__byte_perm(h.y, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
     const uint32_t mn = ((__byte_perm(h.z, h.w, l.sel_lo) >> l.sh_m) & 0x000f000fu) | ((__byte_perm(h.z, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
     const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&h.x));  // d, dmin
     // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
-    return dm.x * (k4_f<0>(sc) * ds.x * mv_int_float(s0) + k4_f<2>(sc) * ds.z * mv_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
+    return dm.x * (k4_f<0>(sc) * ds.x * cu_int_float(s0) + k4_f<2>(sc) * ds.z * cu_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
 }
 
 // R rows a warp, U chunks of each in flight per lane.
