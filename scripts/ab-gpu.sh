@@ -14,6 +14,10 @@
 #   EMBER_AB_RUNS     ember-bench runs per model and side (default 2; each -p 0 -n 128 -r 3)
 #   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
 #   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
+#   EMBER_AB_TRACE    1: also a kernel trace of each model on each side (tg32, scripts/kernel-trace.cpp
+#                     through CUPTI; tables by kernel and grid) and, at the end, per model the launches
+#                     whose critical-path time moved most (scripts/kernel-trace-diff.py); the tables
+#                     in $OUT/ab-traces.txt
 #   EMBER_AB_DEVICE   ember-bench --device (default cuda); EMBER_AB_CMAKE: the backend options
 #                     (default "-DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF"), so the
 #                     same A/B runs on the CPU here: EMBER_AB_DEVICE=cpu EMBER_AB_CMAKE="-DEMBER_CUDA=OFF
@@ -55,6 +59,18 @@ cmake --build "$build" -j"$(nproc)" --target make-bench-model >"$logs/ab-build.l
     done
 ) &
 gen=$!
+traces=/tmp/ember-ab-traces
+kt=""
+if [ "${EMBER_AB_TRACE:-0}" = 1 ]; then
+    rm -rf "$traces" && mkdir -p "$traces"
+    cuda=${CUDA_HOME:-/usr/local/cuda}
+    if g++ -shared -fPIC -O2 -I"$cuda/include" scripts/kernel-trace.cpp -o "$traces/kt.so" -L"$cuda/lib64" \
+        -Wl,-rpath,"$cuda/lib64" -lcupti >"$logs/ab-trace-build.log" 2>&1; then
+        kt=$traces/kt.so
+    else
+        echo "ab-gpu: no kernel trace (scripts/kernel-trace.cpp did not build: CUPTI?)"; tail -5 "$logs/ab-trace-build.log"
+    fi
+fi
 targets=(ember-bench)
 [ -n "${EMBER_AB_TESTS:-}" ] && targets+=(test-backends)
 build_side() {
@@ -91,6 +107,12 @@ bench_side() {
             echo "$x $side tg128 ${r:-failed}"
             [ -n "$r" ] && echo "$x $side $r" >>"$results"
         done
+        if [ -n "$kt" ]; then  # queued steps leave no gap: a token starts at layer 0's norm
+            env "${envs[@]}" CUDA_INJECTION64_PATH="$kt" EMBER_TRACE_OUT="$traces/$x-$side.csv" "$build/bin/ember-bench" \
+                -m "$models_dir/$x.gguf" -p 0 -n 32 -r 1 --device "$device" --device-bw 0 >/dev/null 2>>"$logs/ab-bench.err"
+            python3 scripts/kernel-trace.py "$traces/$x-$side.csv" --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false' \
+                --by-grid >"$traces/$x-$side.txt" 2>&1
+        fi
     done
 }
 first=1
@@ -119,4 +141,15 @@ for x in $models; do
               r = a > 0 ? sprintf("%.3f", b / a) : "-"  # (not inside printf: ">" there redirects)
               printf "| %s | %.1f | %.1f | %s |\n", x, a, b, r }' "$results"
 done
+if [ -n "$kt" ]; then
+    : >"$logs/ab-traces.txt"
+    for x in $models; do
+        for side in A B; do
+            { echo "== $x $side"; cat "$traces/$x-$side.txt"; echo; } >>"$logs/ab-traces.txt" 2>/dev/null
+        done
+        echo
+        echo "$x, kernel trace (tg32, critical path):"
+        python3 scripts/kernel-trace-diff.py "$traces/$x-A.txt" "$traces/$x-B.txt" --top 8 --names A B
+    done
+fi
 stamp done
