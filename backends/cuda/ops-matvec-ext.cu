@@ -212,20 +212,11 @@ template <int G> struct mx_int4 {
     }
     static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run(x, c); }
     static __device__ __forceinline__ float dot(const uint4 & w, sc_t sc, const xs_t & x, const float *) {
-        // The high nibbles in place (hi is 16 times their sum) and the sum to float by the
-        // exponent trick, as in ops-matvec-q.cu's Q4_0 dot. H200 tg128 8B INT4 520.0 -> 562.1
+        // The high nibbles in place (cu_dot_q4) and the sum to float by the exponent trick, as
+        // in ops-matvec-q.cu's Q4_0 dot. H200 tg128 8B INT4 520.0 -> 562.1
         // (the U = 4 kernels); the short rows' kernel (U = 2, the 1B shape's) lost with it
         // (1B 1994 -> 1934: its 2048-block product 5.35 -> 5.69 us) and keeps dot_shifted.
-        int lo = 0, hi = 0;
-        lo          = cu_dp4a_us(w.x & 0x0f0f0f0fu, x.lo.x, lo);
-        hi          = cu_dp4a_us(w.x & 0xf0f0f0f0u, x.hi.x, hi);
-        lo          = cu_dp4a_us(w.y & 0x0f0f0f0fu, x.lo.y, lo);
-        hi          = cu_dp4a_us(w.y & 0xf0f0f0f0u, x.hi.y, hi);
-        lo          = cu_dp4a_us(w.z & 0x0f0f0f0fu, x.lo.z, lo);
-        hi          = cu_dp4a_us(w.z & 0xf0f0f0f0u, x.hi.z, hi);
-        lo          = cu_dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
-        hi          = cu_dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
-        const int   s = lo + (hi >> 4);
+        const int   s = cu_dot_q4(w, x.lo, x.hi);
         const float d = cu_half(static_cast<ember_half>(sc & 0xffffu));
         const float z = cu_half(static_cast<ember_half>(sc >> 16));
         return d * (x.ds.x * cu_int_float(s) - z * x.ds.y);

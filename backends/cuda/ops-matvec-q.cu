@@ -373,20 +373,9 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
         return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
-    // The high nibbles are used in place (16 q, unsigned bytes: dp4a.u32.s32) and their sum
-    // shifted down once, a shift a word less; the sum to float by the exponent trick. Exact.
+    // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
-        int lo = 0, hi = 0;
-        lo          = cu_dp4a_us(w.x & 0x0f0f0f0fu, x.lo.x, lo);
-        hi          = cu_dp4a_us(w.x & 0xf0f0f0f0u, x.hi.x, hi);
-        lo          = cu_dp4a_us(w.y & 0x0f0f0f0fu, x.lo.y, lo);
-        hi          = cu_dp4a_us(w.y & 0xf0f0f0f0u, x.hi.y, hi);
-        lo          = cu_dp4a_us(w.z & 0x0f0f0f0fu, x.lo.z, lo);
-        hi          = cu_dp4a_us(w.z & 0xf0f0f0f0u, x.hi.z, hi);
-        lo          = cu_dp4a_us(w.w & 0x0f0f0f0fu, x.lo.w, lo);
-        hi          = cu_dp4a_us(w.w & 0xf0f0f0f0u, x.hi.w, hi);
-        const int s = lo + (hi >> 4);  // hi is 16 times the high nibbles' sum
-        return dw * (x.ds.x * cu_int_float(s) - 8.0f * x.ds.y);
+        return dw * (x.ds.x * cu_int_float(cu_dot_q4(w, x.lo, x.hi)) - 8.0f * x.ds.y);
     }
 };
 
