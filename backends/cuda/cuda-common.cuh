@@ -155,10 +155,10 @@ __device__ __forceinline__ int cu_dp4a_us(uint32_t a, int b, int c) {
     return d;
 }
 
-// The integer dot of 32 4-bit quants (16 bytes: weight i in byte i % 16's low nibble for i < 16,
-// its high nibble above) with 32 int8 activations (xlo: those of weights 0-15, xhi: 16-31): the
-// high nibbles used in place, their sum (16 times theirs) shifted down once. Q4_0 and INT4.
-__device__ __forceinline__ int cu_dot_q4(const uint4 & w, const int4 & xlo, const int4 & xhi) {
+// The integer dots of 16 bytes of 4-bit quants with int8 activations: the low nibbles with xlo
+// (.x) and the high nibbles, used in place, with xhi (.y: 16 times their dot). Q4_K takes the
+// two apart (two sub-blocks); cu_dot_q4 adds them.
+__device__ __forceinline__ int2 cu_dot_q4_halves(const uint4 & w, const int4 & xlo, const int4 & xhi) {
     int lo = 0, hi = 0;
     lo = cu_dp4a_us(w.x & 0x0f0f0f0fu, xlo.x, lo);
     hi = cu_dp4a_us(w.x & 0xf0f0f0f0u, xhi.x, hi);
@@ -168,7 +168,14 @@ __device__ __forceinline__ int cu_dot_q4(const uint4 & w, const int4 & xlo, cons
     hi = cu_dp4a_us(w.z & 0xf0f0f0f0u, xhi.z, hi);
     lo = cu_dp4a_us(w.w & 0x0f0f0f0fu, xlo.w, lo);
     hi = cu_dp4a_us(w.w & 0xf0f0f0f0u, xhi.w, hi);
-    return lo + (hi >> 4);
+    return make_int2(lo, hi);
+}
+// The integer dot of 32 4-bit quants (16 bytes: weight i in byte i % 16's low nibble for i < 16,
+// its high nibble above) with 32 int8 activations (xlo: those of weights 0-15, xhi: 16-31), the
+// high nibbles' sum shifted down once. Q4_0 and INT4.
+__device__ __forceinline__ int cu_dot_q4(const uint4 & w, const int4 & xlo, const int4 & xhi) {
+    const int2 s = cu_dot_q4_halves(w, xlo, xhi);
+    return s.x + (s.y >> 4);
 }
 
 __device__ __forceinline__ float cu_warp_sum(float v) {

@@ -624,17 +624,9 @@ template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
 // bytes of sub-blocks 2g / 2g + 1 and ds their (d, d sum q) pairs.
 __device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, const k4_lane & l, const int4 & xlo, const int4 & xhi,
                                           const float4 & ds) {
-    // The high nibbles in place, as in mvr<Q4_0>::dot: s1 is 16 times their sum.
-    int s0 = 0, s1 = 0;
-    s0 = cu_dp4a_us(q.x & 0x0f0f0f0fu, xlo.x, s0);
-    s1 = cu_dp4a_us(q.x & 0xf0f0f0f0u, xhi.x, s1);
-    s0 = cu_dp4a_us(q.y & 0x0f0f0f0fu, xlo.y, s0);
-    s1 = cu_dp4a_us(q.y & 0xf0f0f0f0u, xhi.y, s1);
-    s0 = cu_dp4a_us(q.z & 0x0f0f0f0fu, xlo.z, s0);
-    s1 = cu_dp4a_us(q.z & 0xf0f0f0f0u, xhi.z, s1);
-    s0 = cu_dp4a_us(q.w & 0x0f0f0f0fu, xlo.w, s0);
-    s1 = cu_dp4a_us(q.w & 0xf0f0f0f0u, xhi.w, s1);
-    s1 >>= 4;
+    // The high nibbles in place (cu_dot_q4_halves: .y is 16 times their sum).
+    const int2 sh = cu_dot_q4_halves(q, xlo, xhi);
+    const int  s0 = sh.x, s1 = sh.y >> 4;
     // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
     // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
     const uint32_t sc = (__byte_perm(h.y, h.w, l.sel_lo) & 0x000f000fu) | ((__byte_perm(h.y, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
