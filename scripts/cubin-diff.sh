@@ -10,7 +10,8 @@
 # Needs a configured CUDA build directory (EMBER_BUILD_DIR, default /tmp/b-cu: cmake -G Ninja
 # -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 ...): its compile command for the file is reused with
 # -cubin. REV's tree (backends/, include/, runtime/, quant/) is taken from git, so edited headers
-# count too.
+# count too. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed) for a closer look, e.g.
+# at a kernel that gained a template argument and so shows as gone + new.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -24,7 +25,7 @@ cmd=$(ninja -C "$build" -t commands | grep -F -- "$root/$src" | grep -- " -c " |
 cmd=$(sed -E 's/^.*ccache //; s/ -MD -MT [^ ]* -MF [^ ]*//; s/ -o [^ ]*\.o/ -o OUTFILE/;
               s/--generate-code=arch=compute_[0-9a-z]+,code=\[[^]]*\]/ /g; s/ -c / -arch=sm_90 -cubin /' <<<"$cmd")
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+[ -n "${EMBER_CUBIN_KEEP:-}" ] && echo "cubins in $tmp" >&2 || trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/old"
 git archive "$rev" -- backends include runtime quant | tar -x -C "$tmp/old"
 (cd "$build" && eval "${cmd//OUTFILE/$tmp/new.cubin}") >"$tmp/new.log" 2>&1 || { cat "$tmp/new.log" >&2; exit 1; }

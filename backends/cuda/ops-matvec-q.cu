@@ -27,6 +27,7 @@
 #include "cuda-common.cuh"
 #include "cuda-env.h"
 #include "cuda-matvec-epi.cuh"
+#include "cuda-mv-norm.cuh"
 #include "cuda-matvec-ext.h"
 #include "cuda-repack.h"
 
@@ -369,9 +370,11 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         int4   lo, hi;
         float2 ds;
     };
-    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+    // NC: the read-only path (x made before the launch); else coherent loads (cuda-mv-norm.cuh).
+    template <bool NC = true> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
+        if constexpr (NC) return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
+        return {__ldca(p), __ldca(p + 1), __ldca(xds + c)};
     }
     // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -385,8 +388,10 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         int4  v;
         float d;
     };
-    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
-        return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
+    template <bool NC = true> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        const int4 * p = reinterpret_cast<const int4 *>(xq + 16 * c);
+        if constexpr (NC) return {__ldg(p), __ldg(xds + c / 2).x};
+        return {__ldca(p), __ldca(xds + c / 2).x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int s = 0;
@@ -412,6 +417,7 @@ struct mvr_args {
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
+    ember_cuda_mv_norm     nm;   // mvr_kernel NM: the decode norm block 0 does first
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -452,7 +458,9 @@ bool mv_pair_capped() {
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
 // MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
-template <int T, int R, int U, bool P, int MINB = 0>
+// NM: block 0 does the decode norm that makes x first (a.nm, cuda-mv-norm.cuh; one column, one
+// matrix batch), the other blocks wait for it; x through coherent loads.
+template <int T, int R, int U, bool P, int MINB = 0, bool NM = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
     const int     lane      = threadIdx.x % 32;
@@ -465,7 +473,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
     char *        y_data    = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1     = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0 = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= n) return;  // no block-wide synchronization below
+    if (!NM && row0 >= n) return;  // no block-wide synchronization below (NM: after the norm's)
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t   col = blockIdx.y;
@@ -501,7 +509,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c < a.nchunk) {
-                const typename D::xs x = D::load_x(xq, xds, c);
+                const typename D::xs x = D::template load_x<!NM>(xq, xds, c);
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r] += D::dot(w[b][u][r], dw[b][u][r], x);
             }
@@ -509,6 +517,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
     };
     load(0, lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
+    if constexpr (NM) {
+        static_assert(32 * k_rp_warps == k_mv_norm_threads, "the norm's block");
+        mv_norm_prologue(a.nm, blockIdx.x == 0);
+        if (row0 >= n) return;
+    }
     if constexpr (P) {
         for (int c0 = lane; c0 < a.nchunk; c0 += 64 * U) {
             load(1, c0 + 32 * U);
@@ -1076,9 +1089,26 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
+    const bool     split     = !short_rows && r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split();
+    // A pending decode norm that makes this x: block 0 of an NM kernel does it (one column, one
+    // batch); the split kernel has no NM form, so the norm is launched first there.
+    bool nm = ctx.norm_pending && ctx.norm_mul == x;
+    if (nm && (split || grid.y != 1 || grid.z != 1)) {
+        const ember_status fs = ember_cuda_norm_flush(ctx);
+        if (fs != EMBER_OK) return fs;
+        nm = false;
+    }
+    size_t smem = 0;
+    if (nm) {
+        a.nm              = ctx.norm_defer;
+        smem              = mv_norm_smem_bytes(a.nm);
+        ctx.norm_pending  = false;
+        ctx.norm_mul      = nullptr;
+    }
     if (short_rows) {
-        cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
-    } else if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
+        if (nm) cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, smem, a);
+        else cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
+    } else if (split) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
         const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
         const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
@@ -1087,14 +1117,18 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     } else if (r == 2) {
         const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
         if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
-            cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
+            if (nm) cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks, true>, grid, 32 * k_rp_warps, smem, a);
+            else cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
         } else {
-            cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
+            if (nm) cu_launch(ctx, mvr_kernel<T, 2, 4, false, 0, true>, grid, 32 * k_rp_warps, smem, a);
+            else cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
         }
     } else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) {
-        cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
+        if (nm) cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type, 0, true>, grid, 32 * k_rp_warps, smem, a);
+        else cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
     } else {
-        cu_launch(ctx, mvr_kernel<T, 1, 4, false>, grid, 32 * k_rp_warps, 0, a);
+        if (nm) cu_launch(ctx, mvr_kernel<T, 1, 4, false, 0, true>, grid, 32 * k_rp_warps, smem, a);
+        else cu_launch(ctx, mvr_kernel<T, 1, 4, false>, grid, 32 * k_rp_warps, 0, a);
     }
     return ember_cuda_check_launch("mul_mat (matvec q, cuda layout)");
 }
@@ -1425,6 +1459,10 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
     ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
     if (!xq) return EMBER_ERR_OOM;
     float2 * xds = static_cast<float2 *>(xdv);
+    if (ctx.norm_pending && !qx_is(ctx, x, xq)) {  // a launch before the pending norm's: it goes first
+        const ember_status fs = ember_cuda_norm_flush(ctx);
+        if (fs != EMBER_OK) return fs;
+    }
     if (!qx_is(ctx, x, xq)) {
         const int64_t k  = x->ne[0];
         const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
@@ -1439,8 +1477,18 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
     return EMBER_OK;
 }
 
+bool ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n) {
+    const ember_tensor * x = mm->src[1];
+    return mm->op == EMBER_OP_MUL_MAT && rp_q4q8(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm) && x->ne[1] == 1 &&
+           x->ne[2] * x->ne[3] == 1 && n % (4 * k_mv_norm_threads) == 0 && n <= 8192;
+}
+
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
+    if (ctx.norm_pending && !(rp_q4q8(dsts[0]->src[0]) && ctx.norm_mul == dsts[0]->src[1])) {  // only mvr_kernel takes it
+        const ember_status fs = ember_cuda_norm_flush(ctx);
+        if (fs != EMBER_OK) return fs;
+    }
     if (ember_cuda_ext_layout(dsts[0]->src[0])) return ember_cuda_mul_mat_vec_ext(ctx, dsts, nd, units);
     const ember_tensor * x   = dsts[0]->src[1];
     int8_t *             xq  = nullptr;
