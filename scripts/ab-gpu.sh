@@ -18,6 +18,8 @@
 #                     through CUPTI; tables by kernel and grid) and, at the end, per model the launches
 #                     whose critical-path time moved most (scripts/kernel-trace-diff.py); the tables
 #                     in $OUT/ab-traces.txt
+#   EMBER_AB_LIMIT    seconds one ember-bench run or the test run may take (default 240; then killed:
+#                     a side that hangs, e.g. an opt-in kernel waiting for a flag, ends as "failed")
 #   EMBER_AB_DEVICE   ember-bench --device (default cuda); EMBER_AB_CMAKE: the backend options
 #                     (default "-DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF"), so the
 #                     same A/B runs on the CPU here: EMBER_AB_DEVICE=cpu EMBER_AB_CMAKE="-DEMBER_CUDA=OFF
@@ -34,6 +36,7 @@ logs=${OUT:-/tmp/ember-ab}
 models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
 runs=${EMBER_AB_RUNS:-2}
 order=${EMBER_AB_ORDER:-BA}
+run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
 mkdir -p "$build" "$models_dir" "$logs"
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
@@ -102,13 +105,13 @@ bench_side() {
             sleep 1
         done
         for ((i = 0; i < runs; i++)); do
-            r=$(env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
+            r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
                 grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
             echo "$x $side tg128 ${r:-failed}"
             [ -n "$r" ] && echo "$x $side $r" >>"$results"
         done
         if [ -n "$kt" ]; then  # queued steps leave no gap: a token starts at layer 0's norm
-            env "${envs[@]}" CUDA_INJECTION64_PATH="$kt" EMBER_TRACE_OUT="$traces/$x-$side.csv" "$build/bin/ember-bench" \
+            timeout "$run_limit" env "${envs[@]}" CUDA_INJECTION64_PATH="$kt" EMBER_TRACE_OUT="$traces/$x-$side.csv" "$build/bin/ember-bench" \
                 -m "$models_dir/$x.gguf" -p 0 -n 32 -r 1 --device "$device" --device-bw 0 >/dev/null 2>>"$logs/ab-bench.err"
             python3 scripts/kernel-trace.py "$traces/$x-$side.csv" --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false' \
                 --by-grid >"$traces/$x-$side.txt" 2>&1
@@ -125,7 +128,7 @@ for ((k = 0; k < ${#order}; k++)); do
     stamp "built $side"
     if [ "$side" = B ] && [ -n "${EMBER_AB_TESTS:-}" ]; then
         read -r -a envs_b <<<"${EMBER_AB_ENV_B:-}"
-        env "${envs_b[@]}" "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
+        timeout "$run_limit" env "${envs_b[@]}" "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
         echo "tests on B (rc=$?): $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/ab-tests.log" | tr '\n' ' ')"
         grep -m3 -B3 -A10 "ERROR" "$logs/ab-tests.log" | head -30
     fi
