@@ -281,6 +281,7 @@ struct mvq_args {
     bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
     mv_group       grp;
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
+    ember_cuda_mv_norm nm;  // mvk_kernel NM: the decode norm block 0 does first
 };
 
 // The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3),
@@ -650,7 +651,7 @@ __device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, cons
 }
 
 // R rows a warp, U chunks of each in flight per lane.
-template <int R, int U, int MINB = 0>
+template <int R, int U, int MINB = 0, bool NM = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
     const int     lane  = threadIdx.x % 32;
@@ -663,7 +664,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= n) return;
+    if (!NM && row0 >= n) return;  // NM: after the norm's barrier
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
@@ -693,6 +694,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     };
     load(lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
+    if constexpr (NM) {  // block 0 makes x (cuda-mv-norm.cuh); x then through coherent loads
+        static_assert(32 * k_rp_warps == k_mv_norm_threads, "the norm's block");
+        mv_norm_prologue(a.nm, blockIdx.x == 0);
+        if (row0 >= n) return;
+    }
     for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
         if (c0 != lane) load(c0);
 #pragma unroll
@@ -701,9 +707,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
             if (c >= nchunk) continue;
             const int      b   = c >> 3;
             const int8_t * xb  = xq + 256 * static_cast<int64_t>(b);
-            const int4     xlo = __ldg(reinterpret_cast<const int4 *>(xb));
-            const int4     xhi = __ldg(reinterpret_cast<const int4 *>(xb + 32));
-            const float4   ds  = __ldg(xds + 4 * static_cast<int64_t>(b));
+            const int4 *   xp  = reinterpret_cast<const int4 *>(xb);
+            const int4     xlo = NM ? __ldca(xp) : __ldg(xp);
+            const int4     xhi = NM ? __ldca(xp + 2) : __ldg(xp + 2);
+            const float4   ds  = NM ? __ldca(xds + 4 * static_cast<int64_t>(b)) : __ldg(xds + 4 * static_cast<int64_t>(b));
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r] += k4_chunk(q[u][r], h[u][r], l, xlo, xhi, ds);
         }
@@ -1230,12 +1237,30 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            // A pending decode norm that makes this x: block 0 of the NM kernel does it (one
+            // column, one batch; else it is launched first).
+            bool nm = ctx.norm_pending && ctx.norm_mul == x;
+            if (nm && (gk.y != 1 || gk.z != 1)) {
+                const ember_status fs = ember_cuda_norm_flush(ctx);
+                if (fs != EMBER_OK) return fs;
+                nm = false;
+            }
+            size_t smem = 0;
+            if (nm) {
+                a.nm             = ctx.norm_defer;
+                smem             = mv_norm_smem_bytes(a.nm);
+                ctx.norm_pending = false;
+                ctx.norm_mul     = nullptr;
+            }
             if (rk == 2 && mv_pair_capped()) {
-                cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
+                if (nm) cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks, true>, gk, 32 * k_rp_warps, smem, a);
+                else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2) {
-                cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
+                if (nm) cu_launch(ctx, mvk_kernel<2, 2, 0, true>, gk, 32 * k_rp_warps, smem, a);
+                else cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
-                cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
+                if (nm) cu_launch(ctx, mvk_kernel<1, 4, 0, true>, gk, 32 * k_rp_warps, smem, a);
+                else cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
@@ -1477,15 +1502,21 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
     return EMBER_OK;
 }
 
+// The weights whose kernel has an NM form: mvr_kernel (Q4_0 / Q8_0 in the CUDA layout),
+// mvk_kernel (Q4_K with aligned rows).
+static bool mv_norm_kernel(const ember_tensor * w) {
+    return rp_q4q8(w) || q4k_wide_ok(w);
+}
+
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n) {
     const ember_tensor * x = mm->src[1];
-    return mm->op == EMBER_OP_MUL_MAT && rp_q4q8(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm) && x->ne[1] == 1 &&
+    return mm->op == EMBER_OP_MUL_MAT && mv_norm_kernel(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm) && x->ne[1] == 1 &&
            x->ne[2] * x->ne[3] == 1 && n % (4 * k_mv_norm_threads) == 0 && n <= 8192;
 }
 
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
-    if (ctx.norm_pending && !(rp_q4q8(dsts[0]->src[0]) && ctx.norm_mul == dsts[0]->src[1])) {  // only mvr_kernel takes it
+    if (ctx.norm_pending && !(mv_norm_kernel(dsts[0]->src[0]) && ctx.norm_mul == dsts[0]->src[1])) {  // only NM kernels take it
         const ember_status fs = ember_cuda_norm_flush(ctx);
         if (fs != EMBER_OK) return fs;
     }
