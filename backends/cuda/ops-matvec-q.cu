@@ -1503,9 +1503,10 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
 }
 
 // The weights whose kernel has an NM form: mvr_kernel (Q4_0 / Q8_0 in the CUDA layout),
-// mvk_kernel (Q4_K with aligned rows).
+// mvk_kernel (Q4_K with aligned rows), mvx_kernel (INT4, INT4_G32, NF4 in the ext layout).
 static bool mv_norm_kernel(const ember_tensor * w) {
-    return rp_q4q8(w) || q4k_wide_ok(w);
+    const bool ext_nm = w->type == EMBER_TYPE_INT4 || w->type == EMBER_TYPE_INT4_G32 || w->type == EMBER_TYPE_NF4;
+    return rp_q4q8(w) || q4k_wide_ok(w) || (ember_cuda_ext_layout(w) && ext_nm);
 }
 
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n) {

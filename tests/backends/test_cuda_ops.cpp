@@ -858,15 +858,16 @@ TEST_CASE("[cuda] the decode norm done by block 0 of the matvec after it (EMBER_
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    // Two layers' worth of a decode step over Q4_0 / Q8_0 weights in the CUDA layout and Q4_K: the first
+    // Two layers' worth of a decode step over Q4_0 / Q8_0 weights in the CUDA layout, Q4_K, and
+    // INT4 / NF4 in the ext layout: the first
     // norm (no ADD) before a group of three matvecs, the ADD + norm before the gate/up group,
     // whose sum row the last ADD reads again, and the final norm before one matvec. With the
-    // switch every one of them is done by block 0 of the launch after it (mvr_kernel / mvk_kernel NM), the
+    // switch every one of them is done by block 0 of the launch after it (mvr / mvk / mvx_kernel NM), the
     // other blocks waiting for its flag. Six runs on one stream (eager, recorded, replayed with
     // new values: a stale flag would give old results) against the CPU.
     set_env("EMBER_CUDA_GRAPHS", "1");
     set_env("EMBER_CUDA_NORM_IN_MV", "1");
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
         for (int64_t n : {2048, 4096}) {
             check_runs(std::string("norm in the matvec ") + ember_type_get_name(t) + " n=" + std::to_string(n), [=](case_ctx & c) {
                 ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f);
