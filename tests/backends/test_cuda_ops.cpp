@@ -865,6 +865,11 @@ TEST_CASE("[cuda] the decode norm done by block 0 of the matvec after it (EMBER_
     // switch every one of them is done by block 0 of the launch after it (mvr / mvk / mvx_kernel NM), the
     // other blocks waiting for its flag. Six runs on one stream (eager, recorded, replayed with
     // new values: a stale flag would give old results) against the CPU.
+    struct env_reset {  // the switches cleared however the case ends (a failed REQUIRE included)
+        ~env_reset() {
+            for (const char * v : {"EMBER_CUDA_GRAPHS", "EMBER_CUDA_NORM_IN_MV", "EMBER_CUDA_SKIP"}) set_env(v, "");
+        }
+    } reset;
     set_env("EMBER_CUDA_GRAPHS", "1");
     set_env("EMBER_CUDA_NORM_IN_MV", "1");
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
@@ -901,9 +906,6 @@ TEST_CASE("[cuda] the decode norm done by block 0 of the matvec after it (EMBER_
     const std::vector<float> want = run_on(ember_registry_cpu_device(), proof, 7);
     const std::vector<float> off  = run_on(cuda_device(), proof, 7);
     CHECK(nmse(off, want) > 1e-2);  // the skip did leave the norm out
-    set_env("EMBER_CUDA_SKIP", "");
-    set_env("EMBER_CUDA_NORM_IN_MV", "");
-    set_env("EMBER_CUDA_GRAPHS", "");
 }
 
 TEST_CASE("[cuda] NF4 rows of an odd number of blocks (unaligned row headers)") {
