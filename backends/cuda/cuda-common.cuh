@@ -211,6 +211,48 @@ __device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * 
     }
 }
 
+// The sum of v over a block of THREADS threads (every thread calls it with t = threadIdx.x; all
+// get the sum): warp sums, then the warps' sums added in warp order (one fixed order: the same
+// bits every run). The decode norms (rms_norm_dec_kernel, cuda-mv-norm.cuh).
+template <int THREADS> __device__ __forceinline__ float cu_block_sum(float v, int t) {
+    __shared__ float part[THREADS / 32];
+    v = cu_warp_sum(v);
+    if (t % 32 == 0) part[t / 32] = v;
+    __syncthreads();
+    float tot = 0.0f;
+#pragma unroll
+    for (int k = 0; k < THREADS / 32; k++) tot += part[k];
+    return tot;
+}
+
+// cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32 values, 4 a lane
+// (lanes 8 j .. 8 j + 7; every lane of the warp calls it): the lane's 4 int8 values, the block's
+// scale d and its sum of q (the same in all 8 lanes); the copy keeps (d, d sum q) as cu_q8_ds
+// makes it. The decode norms' quantized copy (rms_norm_dec_kernel, cuda-mv-norm.cuh).
+struct cu_q8_quad {
+    char4 q;
+    float d;
+    int   sq;
+};
+__device__ __forceinline__ cu_q8_quad cu_quantize_quad(const float4 & z) {
+    float amax = fmaxf(fmaxf(fabsf(z.x), fabsf(z.y)), fmaxf(fabsf(z.z), fabsf(z.w)));
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d  = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q0 = static_cast<int>(roundf(__fmul_rn(z.x, id))), q1 = static_cast<int>(roundf(__fmul_rn(z.y, id)));
+    const int   q2 = static_cast<int>(roundf(__fmul_rn(z.z, id))), q3 = static_cast<int>(roundf(__fmul_rn(z.w, id)));
+    int         sq = q0 + q1 + q2 + q3;
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    return {make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1), static_cast<signed char>(q2), static_cast<signed char>(q3)), d, sq};
+}
+// A block's (d, d sum q) as the quantized copy keeps it: d rounded through half.
+__device__ __forceinline__ float2 cu_q8_ds(const cu_q8_quad & v) {
+    const float dh = __half2float(__float2half_rn(v.d));
+    return make_float2(dh, dh * static_cast<float>(v.sq));
+}
+
 // Tensor-core building blocks (sm_80+), for the tensor-core prefill (ops-matmul-q.cu) and decode
 // attention (ops-attention-decode-mma.cuh): a shared-memory address for ldmatrix; four 8x8 f16
 // matrices by ldmatrix (rows given by lanes 8 i .. 8 i + 7 for matrix i), transposed or not; and

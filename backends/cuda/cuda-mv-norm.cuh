@@ -24,6 +24,22 @@ inline size_t mv_norm_smem_bytes(const ember_cuda_mv_norm & p) {
     return static_cast<size_t>(p.n) * sizeof(float);
 }
 
+// At a matvec launch over x: whether it takes the pending decode norm (ctx.norm_defer). able:
+// this launch's kernel has an NM form and the launch is one column of one batch. Taken: *nm
+// holds its arguments, *smem the NM kernel's dynamic shared memory (> 0) and the context is
+// cleared; a pending norm of this x that cannot be taken is launched now (ember_cuda_norm_flush);
+// otherwise *smem is 0. EMBER_OK, or the flush's error.
+inline ember_status mv_norm_take(ember_cuda_ctx & ctx, const void * x, bool able, ember_cuda_mv_norm * nm, size_t * smem) {
+    *smem = 0;
+    if (!ctx.norm_pending || ctx.norm_mul != x) return EMBER_OK;
+    if (!able) return ember_cuda_norm_flush(ctx);
+    *nm              = ctx.norm_defer;
+    *smem            = mv_norm_smem_bytes(*nm);
+    ctx.norm_pending = false;
+    ctx.norm_mul     = nullptr;
+    return EMBER_OK;
+}
+
 __device__ __forceinline__ unsigned long long mv_norm_ready_value(const ember_cuda_mv_norm & p) {
     const unsigned long long serial = *reinterpret_cast<const volatile unsigned long long *>(p.serial);
     return serial << 8 | static_cast<unsigned long long>(p.k & 0xff);
@@ -48,7 +64,6 @@ __device__ __forceinline__ void mv_norm_prologue(const ember_cuda_mv_norm & p, b
         return;
     }
     extern __shared__ float4 mv_norm_row[];
-    __shared__ float         part[k_mv_norm_threads / 32];
     const int                n4 = p.n / 4;
     const float4 *           a4 = reinterpret_cast<const float4 *>(p.a);
     const float4 *           b4 = reinterpret_cast<const float4 *>(p.b);
@@ -63,12 +78,7 @@ __device__ __forceinline__ void mv_norm_prologue(const ember_cuda_mv_norm & p, b
         mv_norm_row[i] = v;
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-    ss = cu_warp_sum(ss);
-    if (t % 32 == 0) part[t / 32] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int k = 0; k < k_mv_norm_threads / 32; k++) tot += part[k];
+    const float    tot   = cu_block_sum<k_mv_norm_threads>(ss, t);
     const float    scale = 1.0f / sqrtf(tot / static_cast<float>(p.n) + p.eps);
     const float4 * w4    = reinterpret_cast<const float4 *>(p.w);
     float2 *       xds   = static_cast<float2 *>(p.xds);
@@ -79,23 +89,9 @@ __device__ __forceinline__ void mv_norm_prologue(const ember_cuda_mv_norm & p, b
         const float4 zv = make_float4(nv.x * wv.x, nv.y * wv.y, nv.z * wv.z, nv.w * wv.w);
         if (p.y) reinterpret_cast<float4 *>(p.y)[i] = nv;
         if (p.z) reinterpret_cast<float4 *>(p.z)[i] = zv;
-        // rms_norm_dec_kernel's quantizer (cu_quantize_warp's arithmetic over 8 lanes)
-        float amax = fmaxf(fmaxf(fabsf(zv.x), fabsf(zv.y)), fmaxf(fabsf(zv.z), fabsf(zv.w)));
-#pragma unroll
-        for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float d  = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const int   q0 = static_cast<int>(roundf(__fmul_rn(zv.x, id))), q1 = static_cast<int>(roundf(__fmul_rn(zv.y, id)));
-        const int   q2 = static_cast<int>(roundf(__fmul_rn(zv.z, id))), q3 = static_cast<int>(roundf(__fmul_rn(zv.w, id)));
-        int         sq = q0 + q1 + q2 + q3;
-#pragma unroll
-        for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        reinterpret_cast<char4 *>(p.xq)[i] =
-            make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1), static_cast<signed char>(q2), static_cast<signed char>(q3));
-        if (t % 8 == 0) {
-            const float dh = __half2float(__float2half_rn(d));
-            xds[i / 8]     = make_float2(dh, dh * static_cast<float>(sq));
-        }
+        const cu_q8_quad qv = cu_quantize_quad(zv);  // rms_norm_dec_kernel's quantizer
+        reinterpret_cast<char4 *>(p.xq)[i] = qv.q;
+        if (t % 8 == 0) xds[i / 8] = cu_q8_ds(qv);
     }
     __syncthreads();  // the block's own x loads follow; and every store before the release
     if (t == 0) {

@@ -192,13 +192,7 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
         }
         ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
-    __shared__ float part[k_norm_dec_threads / 32];
-    ss = cu_warp_sum(ss);
-    if (t % 32 == 0) part[t / 32] = ss;
-    __syncthreads();
-    float tot = 0.0f;
-#pragma unroll
-    for (int k = 0; k < k_norm_dec_threads / 32; k++) tot += part[k];
+    const float tot   = cu_block_sum<k_norm_dec_threads>(ss, t);
     const float scale = 1.0f / sqrtf(tot / static_cast<float>(n) + p.eps);
     float4 *    y     = rowp(p.dst);
     float4 *    z     = rowp(p.mul);
@@ -213,25 +207,11 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
         if (in && p.wy) y[i / 4] = nv;
         if (in && p.wz) z[i / 4] = zv;
         if constexpr (QX) {
-            // cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32
-            float amax = fmaxf(fmaxf(fabsf(zv.x), fabsf(zv.y)), fmaxf(fabsf(zv.z), fabsf(zv.w)));
-#pragma unroll
-            for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-            const float d  = amax / 127.0f;
-            const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            const int   q0 = static_cast<int>(roundf(__fmul_rn(zv.x, id))), q1 = static_cast<int>(roundf(__fmul_rn(zv.y, id)));
-            const int   q2 = static_cast<int>(roundf(__fmul_rn(zv.z, id))), q3 = static_cast<int>(roundf(__fmul_rn(zv.w, id)));
-            int         sq = q0 + q1 + q2 + q3;
-#pragma unroll
-            for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-            const int64_t e = row * n + i;
+            const cu_q8_quad qv = cu_quantize_quad(zv);  // the 8 lanes that hold a block of 32
+            const int64_t    e  = row * n + i;
             if (!in) continue;
-            reinterpret_cast<char4 *>(p.xq + e)[0] =
-                make_char4(static_cast<signed char>(q0), static_cast<signed char>(q1), static_cast<signed char>(q2), static_cast<signed char>(q3));
-            if (t % 8 == 0) {
-                const float dh = __half2float(__float2half_rn(d));
-                p.xds[e / 32]  = make_float2(dh, dh * static_cast<float>(sq));
-            }
+            reinterpret_cast<char4 *>(p.xq + e)[0] = qv.q;
+            if (t % 8 == 0) p.xds[e / 32] = cu_q8_ds(qv);
         }
     }
 }

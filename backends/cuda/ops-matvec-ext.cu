@@ -673,14 +673,9 @@ bool ext_split() {
     return on;
 }
 
-// The types whose mvx_kernel has an NM form (the int8 copy of x: not FP8's float x).
-constexpr bool mvx_nm_type(int t) {
-    return t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32 || t == EMBER_TYPE_NF4;
-}
-
-// smem > 0: the NM form (a.nm set; only for mvx_nm_type).
+// smem > 0: the NM form (a.nm set; only for ember_cuda_ext_norm_type types).
 template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a, size_t smem = 0) {
-    if constexpr (mvx_nm_type(T)) {
+    if constexpr (ember_cuda_ext_norm_type(T)) {
         if (smem > 0) {
             if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
                 if (ks == 4) return cu_launch(ctx, mvx_kernel<T, R, 4, 4, true>, grid, 32 * k_warps, smem, a);
@@ -742,20 +737,10 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-    // A pending decode norm that makes this x: block 0 of the NM form does it (one column, one
-    // batch; else it is launched first).
-    size_t smem = 0;
-    if (ctx.norm_pending && ctx.norm_mul == x) {
-        if (!mvx_nm_type(T) || grid.y != 1 || grid.z != 1) {
-            const ember_status fs = ember_cuda_norm_flush(ctx);
-            if (fs != EMBER_OK) return fs;
-        } else {
-            a.nm             = ctx.norm_defer;
-            smem             = mv_norm_smem_bytes(a.nm);
-            ctx.norm_pending = false;
-            ctx.norm_mul     = nullptr;
-        }
-    }
+    // A pending decode norm that makes this x: block 0 of the NM form does it (smem > 0).
+    size_t             smem = 0;
+    const ember_status ns   = mv_norm_take(ctx, x, ember_cuda_ext_norm_type(T) && grid.y == 1 && grid.z == 1, &a.nm, &smem);
+    if (ns != EMBER_OK) return ns;
     if constexpr (!is_fp8_type(T)) {
         if (short_rows) {
             if (smem > 0) cu_launch(ctx, mvx_kernel<T, 2, 2, 1, true>, grid, 32 * k_warps, smem, a);
@@ -948,7 +933,7 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     if (nd < 1 || nd > k_group) return EMBER_ERR_INVALID_ARG;
     const ember_tensor * w0 = dsts[0]->src[0];
     const ember_tensor * x  = dsts[0]->src[1];
-    if (ctx.norm_pending && !(mvx_nm_type(w0->type) && ctx.norm_mul == x)) {  // only the NM forms take it
+    if (ctx.norm_pending && !(ember_cuda_ext_norm_type(w0->type) && ctx.norm_mul == x)) {  // only the NM forms take it
         const ember_status fs = ember_cuda_norm_flush(ctx);
         if (fs != EMBER_OK) return fs;
     }

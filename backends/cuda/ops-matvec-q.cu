@@ -1097,21 +1097,12 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     const bool     split     = !short_rows && r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split();
-    // A pending decode norm that makes this x: block 0 of an NM kernel does it (one column, one
-    // batch); the split kernel has no NM form, so the norm is launched first there.
-    bool nm = ctx.norm_pending && ctx.norm_mul == x;
-    if (nm && (split || grid.y != 1 || grid.z != 1)) {
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-        nm = false;
-    }
-    size_t smem = 0;
-    if (nm) {
-        a.nm              = ctx.norm_defer;
-        smem              = mv_norm_smem_bytes(a.nm);
-        ctx.norm_pending  = false;
-        ctx.norm_mul      = nullptr;
-    }
+    // A pending decode norm that makes this x: block 0 of an NM kernel does it; the split kernel
+    // has no NM form, so the norm is launched first there.
+    size_t             smem = 0;
+    const ember_status ns   = mv_norm_take(ctx, x, !split && grid.y == 1 && grid.z == 1, &a.nm, &smem);
+    if (ns != EMBER_OK) return ns;
+    const bool nm = smem > 0;
     if (short_rows) {
         if (nm) cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, smem, a);
         else cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
@@ -1237,21 +1228,11 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            // A pending decode norm that makes this x: block 0 of the NM kernel does it (one
-            // column, one batch; else it is launched first).
-            bool nm = ctx.norm_pending && ctx.norm_mul == x;
-            if (nm && (gk.y != 1 || gk.z != 1)) {
-                const ember_status fs = ember_cuda_norm_flush(ctx);
-                if (fs != EMBER_OK) return fs;
-                nm = false;
-            }
-            size_t smem = 0;
-            if (nm) {
-                a.nm             = ctx.norm_defer;
-                smem             = mv_norm_smem_bytes(a.nm);
-                ctx.norm_pending = false;
-                ctx.norm_mul     = nullptr;
-            }
+            // A pending decode norm that makes this x: block 0 of the NM kernel does it.
+            size_t             smem = 0;
+            const ember_status ns   = mv_norm_take(ctx, x, gk.y == 1 && gk.z == 1, &a.nm, &smem);
+            if (ns != EMBER_OK) return ns;
+            const bool nm = smem > 0;
             if (rk == 2 && mv_pair_capped()) {
                 if (nm) cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks, true>, gk, 32 * k_rp_warps, smem, a);
                 else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
@@ -1505,8 +1486,7 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
 // The weights whose kernel has an NM form: mvr_kernel (Q4_0 / Q8_0 in the CUDA layout),
 // mvk_kernel (Q4_K with aligned rows), mvx_kernel (INT4, INT4_G32, NF4 in the ext layout).
 static bool mv_norm_kernel(const ember_tensor * w) {
-    const bool ext_nm = w->type == EMBER_TYPE_INT4 || w->type == EMBER_TYPE_INT4_G32 || w->type == EMBER_TYPE_NF4;
-    return rp_q4q8(w) || q4k_wide_ok(w) || (ember_cuda_ext_layout(w) && ext_nm);
+    return rp_q4q8(w) || q4k_wide_ok(w) || (ember_cuda_ext_layout(w) && ember_cuda_ext_norm_type(w->type));
 }
 
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n) {
