@@ -598,18 +598,10 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
 // The node at i (and those its launch covers), its kernels left out when EMBER_CUDA_SKIP
 // names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
-    const ember_tensor * node = g->nodes[i];
-    // A decode norm left to the matvec that reads it (ember_cuda_mv_norm) is launched now unless
-    // this node is that matvec (or launches nothing).
-    if (ctx.norm_pending && !(is_matvec(node) && node->src[1] == ctx.norm_mul) && node->op != EMBER_OP_VIEW && node->op != EMBER_OP_NONE) {
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-    }
-    ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(node)) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, node));
+    ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
     ember_status st = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now    = false;
     if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
-    if (st == EMBER_OK && ctx.norm_pending && i + *used >= end) st = ember_cuda_norm_flush(ctx);  // ... before the norm's matvec
     return st;
 }
 
@@ -663,9 +655,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             const bool skip_ok    = qx && !norm_store_all();
             const bool store_norm = !skip_ok || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
             const bool store_mul  = !skip_ok || mul_floats_needed(g, mul, k, end);
-            // one row whose matvec can do the norm itself (EMBER_CUDA_NORM_IN_MV=1)
-            const bool defer = ctx.norm_in_mv && qx && ember_cuda_mv_norm_ok(next, norm->ne[0]);
-            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul, defer);
+            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
@@ -841,9 +831,6 @@ struct cuda_stream_ctx {
     bool     host_on = false;
     double   host_sig_s = 0, host_check_s = 0, host_launch_s = 0, host_wait_s = 0;
     uint64_t host_calls = 0, host_replays = 0;
-    // EMBER_CUDA_NORM_IN_MV=1: the count of ranges run, uploaded into cu.d_serial with each
-    // range's inputs (ember_cuda_mv_norm's flag values).
-    unsigned long long norm_serial = 0;
     const void *    last_g = nullptr;  // the range run last: captured from its second run on
     int32_t         last_begin = -1, last_end = -1;
     size_t          last_n_nodes = 0;
@@ -1016,7 +1003,6 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->up_done) cudaEventDestroy(c->up_done);
     if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
-    if (c->cu.d_serial) cudaFree(c->cu.d_serial);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1117,8 +1103,6 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     return EMBER_OK;
 }
 
-bool queue_copy(cuda_stream_ctx * c, void * dst, const void * data, size_t size);
-
 // graph_compute (queue = false) and graph_launch (queue = true: a replayed graph is left
 // running; every other path waits, as graph_compute does).
 ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, int32_t node_end, bool queue) {
@@ -1127,14 +1111,6 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
     set_device(c->cu.device);
     ember_host_timer timer(c->host_on);
     c->host_calls++;
-    // The deferred decode norms' flag values are new in every range (ember_cuda_mv_norm): the
-    // serial goes up with the inputs; without the upload this range defers none (norm_k full).
-    c->cu.norm_k       = 0;
-    c->cu.norm_pending = false;
-    if (c->cu.norm_in_mv) {
-        c->norm_serial++;
-        if (!queue_copy(c, c->cu.d_serial, &c->norm_serial, sizeof(c->norm_serial))) c->cu.norm_k = 256;
-    }
     if (c->merge_copies && pending_flush(c) != cudaSuccess) return EMBER_ERR_BACKEND;  // (never into a recording)
     // The same work as the recorded graph (checked and run before): replay it.
     bool graphable = !c->graphs_off && !c->cu.prof;
@@ -1385,12 +1361,6 @@ bool cuda_stream_set_tensor_async(ember_stream * s, ember_tensor * t, const void
         (owner->flags & (EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED))) {
         return false;
     }
-    return queue_copy(c, static_cast<char *>(t->data) + offset, data, size);
-}
-
-// `size` bytes for device memory dst through the pinned ring, queued as the step's inputs are.
-bool queue_copy(cuda_stream_ctx * c, void * dst, const void * data, size_t size) {
-    if (c->stage_failed || size > k_async_stage_bytes) return false;
     set_device(c->cu.device);
     if (!c->stage) {
         if (cudaMallocHost(reinterpret_cast<void **>(&c->stage), k_async_stage_bytes) != cudaSuccess) {
@@ -1404,15 +1374,15 @@ bool queue_copy(cuda_stream_ctx * c, void * dst, const void * data, size_t size)
     if (at + size > k_async_stage_bytes) {  // full: wait for the queued copies, start over
         if (pending_flush(c) != cudaSuccess || cudaStreamSynchronize(c->cu.stream) != cudaSuccess) return false;
         stage_reset(c);
-        return queue_copy(c, dst, data, size);
+        return cuda_stream_set_tensor_async(s, t, data, offset, size);
     }
     std::memcpy(c->stage + at, data, size);
     if (c->defer_copies || c->merge_copies) {
-        c->pending.push_back({dst, at, size});
+        c->pending.push_back({static_cast<char *>(t->data) + offset, at, size});
         c->stage_used = at + size;
         return true;
     }
-    const cudaError_t e = cudaMemcpyAsync(dst, c->stage + at, size, cudaMemcpyHostToDevice, c->cu.stream);
+    const cudaError_t e = cudaMemcpyAsync(static_cast<char *>(t->data) + offset, c->stage + at, size, cudaMemcpyHostToDevice, c->cu.stream);
     if (e != cudaSuccess) {
         report(c->dev->name.c_str(), "queued upload", e);
         cudaStreamSynchronize(c->cu.stream);  // nothing half-done left behind for the synchronous copy
@@ -1505,14 +1475,6 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
-    // The decode norm done by the matvec after it (ember_cuda_mv_norm): off unless
-    // EMBER_CUDA_NORM_IN_MV=1 (being measured); sm_70+ (acquire / release, nanosleep).
-    c->cu.norm_in_mv = d->cc_major >= 7 && ember_cuda_env_choice("EMBER_CUDA_NORM_IN_MV", 0, {0, 1}) == 1;
-    if (e == cudaSuccess && c->cu.norm_in_mv) {
-        e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_serial), 2 * sizeof(unsigned long long));
-        if (e == cudaSuccess) e = cudaMemset(c->cu.d_serial, 0, 2 * sizeof(unsigned long long));
-        if (e == cudaSuccess) c->cu.d_flag = c->cu.d_serial + 1;
-    }
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
         report(d->name.c_str(), "stream creation", e);

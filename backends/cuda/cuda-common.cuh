@@ -213,7 +213,7 @@ __device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * 
 
 // The sum of v over a block of THREADS threads (every thread calls it with t = threadIdx.x; all
 // get the sum): warp sums, then the warps' sums added in warp order (one fixed order: the same
-// bits every run). The decode norms (rms_norm_dec_kernel, cuda-mv-norm.cuh).
+// bits every run). The decode norm (rms_norm_dec_kernel).
 template <int THREADS> __device__ __forceinline__ float cu_block_sum(float v, int t) {
     __shared__ float part[THREADS / 32];
     v = cu_warp_sum(v);
@@ -228,7 +228,7 @@ template <int THREADS> __device__ __forceinline__ float cu_block_sum(float v, in
 // cu_quantize_warp's arithmetic over the 8 lanes that hold a block of 32 values, 4 a lane
 // (lanes 8 j .. 8 j + 7; every lane of the warp calls it): the lane's 4 int8 values, the block's
 // scale d and its sum of q (the same in all 8 lanes); the copy keeps (d, d sum q) as cu_q8_ds
-// makes it. The decode norms' quantized copy (rms_norm_dec_kernel, cuda-mv-norm.cuh).
+// makes it. The decode norm's quantized copy (rms_norm_dec_kernel).
 struct cu_q8_quad {
     char4 q;
     float d;

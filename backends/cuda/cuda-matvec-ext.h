@@ -12,11 +12,6 @@ bool ember_cuda_ext_layout(const ember_tensor * t);
 
 // Whether the decode matvec of weight w (ext layout) reads x as floats (FP8), not the 8-bit copy.
 bool ember_cuda_ext_float_x(const ember_tensor * w);
-// Ember's types whose decode matvec (mvx_kernel) has the form that does a pending decode norm
-// itself (cuda-mv-norm.cuh): those read the int8 copy of x (INT4, INT4_G32, NF4; not FP8).
-constexpr bool ember_cuda_ext_norm_type(int t) {
-    return t == EMBER_TYPE_INT4 || t == EMBER_TYPE_INT4_G32 || t == EMBER_TYPE_NF4;
-}
 
 // The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
 // three, 2-D weights of one type and width over the same 2-D x, as

@@ -16,28 +16,6 @@
 typedef struct CUstream_st *   cudaStream_t;
 typedef struct cublasContext * cublasHandle_t;
 
-// A one-row decode norm ([ADD] RMS_NORM MUL with the quantized copy, rms_norm_dec_kernel's
-// work) left to block 0 of the integer matvec that reads the copy (EMBER_CUDA_NORM_IN_MV=1,
-// PERF-NOTES.md "the decode norm done by block 0"): that block does it after the launch's
-// dependency wait, then stores flag = (serial << 8) | k (release); the other blocks wait for
-// that value (acquire) before their first x load. serial: a count of graph_computes, uploaded
-// with the step's inputs; k: the deferred norm's index in the range. Device pointers.
-struct ember_cuda_mv_norm {
-    const float *        a   = nullptr;  // the ADD's operands (rows of n), or a = the norm's input and b = nullptr
-    const float *        b   = nullptr;
-    float *              sum = nullptr;  // the ADD's result row (written), or nullptr without an ADD
-    const float *        w   = nullptr;  // the MUL's weight (n)
-    float *              y   = nullptr;  // the RMS_NORM's row when stored, else nullptr
-    float *              z   = nullptr;  // the MUL's row when stored, else nullptr
-    int8_t *             xq  = nullptr;  // the quantized copy (n int8) and its (d, d sum q) pairs
-    void *               xds = nullptr;
-    int                  n   = 0;
-    float                eps = 0.0f;
-    const unsigned long long * serial = nullptr;
-    unsigned long long *       flag   = nullptr;
-    int                        k      = 0;
-};
-
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -69,18 +47,6 @@ struct ember_cuda_ctx {
     // the pair first (ember_cuda_kv_flush). kv_attn is that ATTN node; cleared with n_hoisted.
     const ember_tensor * kv_attn   = nullptr;
     ember_tensor *       kv_set[2] = {nullptr, nullptr};
-
-    // EMBER_CUDA_NORM_IN_MV=1 (read at every graph_compute): the decode norm left to the matvec
-    // after it (ember_cuda_mv_norm). norm_defer holds it until that matvec's launch takes it or
-    // any other launch comes first (ember_cuda_norm_flush launches it then). d_serial / d_flag:
-    // device words (made with the stream); norm_k counts the range's deferred norms.
-    bool               norm_in_mv   = false;
-    bool               norm_pending = false;
-    ember_cuda_mv_norm norm_defer;
-    const void *       norm_mul     = nullptr;  // the MUL node the pending norm makes (its matvec's x)
-    unsigned long long * d_serial   = nullptr;
-    unsigned long long * d_flag     = nullptr;
-    int                  norm_k     = 0;
 
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
@@ -132,13 +98,8 @@ ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
 // copy is made).
 bool         ember_cuda_can_fuse_rms_norm_mul(const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_can_fuse_add_rms_norm(const ember_tensor * add, const ember_tensor * norm);
-// defer: the next launch is an integer matvec that can do this norm itself
-// (ember_cuda_mv_norm_ok): with ctx.norm_in_mv the norm is left to it (ctx.norm_pending).
 ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx,
-                                       bool store_norm = true, bool store_mul = true, bool defer = false);
-// The pending decode norm (ctx.norm_pending) launched as rms_norm_dec_kernel and cleared;
-// EMBER_OK when there is none. Every path but the matvec that takes it calls this first.
-ember_status ember_cuda_norm_flush(ember_cuda_ctx & ctx);
+                                       bool store_norm = true, bool store_mul = true);
 ember_status ember_cuda_mul(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);
@@ -195,9 +156,6 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-matvec-q.cu: the integer (dp4a) matvec for Q4_0, Q5_0, Q8_0, Q4_K, Q6_K weights
 bool         ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst);
-// Whether the matvec mm (with its group) can take a pending decode norm of width n: Q4_0 / Q8_0
-// weights in the CUDA layout (mvr_kernel), one column, n % 512 == 0.
-bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n);
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
 // Up to three consecutive matvecs over one x in one launch (Q, K, V; gate, up): can_group(a, b)
 // says whether b may join a's launch.

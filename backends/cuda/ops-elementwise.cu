@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "cuda-common.cuh"
-#include "cuda-plan.h"
 #include "cuda-env.h"
 
 namespace {
@@ -355,43 +354,8 @@ static bool norm_dec_ok(const ember_tensor * add, const ember_tensor * norm, con
     return !add || (rows_ok(add->src[0]) && rows_ok(add->src[1]));
 }
 
-ember_status ember_cuda_norm_flush(ember_cuda_ctx & ctx) {
-    if (!ctx.norm_pending) return EMBER_OK;
-    ctx.norm_pending            = false;
-    ctx.norm_mul                = nullptr;
-    const ember_cuda_mv_norm & d = ctx.norm_defer;
-    norm_args                  p;
-    const auto                 row = [](const float * f, int64_t n) {
-        cu_tensor t{};
-        t.data  = reinterpret_cast<char *>(const_cast<float *>(f));
-        t.nb[0] = sizeof(float);
-        t.nb[1] = t.nb[2] = t.nb[3] = static_cast<int64_t>(n * sizeof(float));
-        return t;
-    };
-    const int64_t n = d.n;
-    p.a   = row(d.a, n);
-    p.b   = row(d.b ? d.b : d.a, n);
-    p.src = row(d.sum ? d.sum : d.a, n);
-    p.w   = row(d.w, n);
-    // Rows not stored still need an address in the kernel's arguments (never written: wy / wz).
-    p.dst = row(d.y ? d.y : d.a, n);
-    p.mul = row(d.z ? d.z : d.a, n);
-    p.eps = d.eps;
-    p.xq  = d.xq;
-    p.xds = static_cast<float2 *>(d.xds);
-    p.wy  = d.y != nullptr;
-    p.wz  = d.z != nullptr;
-    const int  nv       = n <= 1024 ? 1 : n <= 2048 ? 2 : n <= 4096 ? 4 : 8;
-    const bool skip_was = ctx.skip_now;  // counted (EMBER_CUDA_SKIP) as the norm it is
-    ctx.skip_now        = (ctx.skip & EMBER_CUDA_SKIP_NORM) != 0;
-    if (d.sum) launch_norm_dec<true, true>(ctx, 1, nv, p, n);
-    else launch_norm_dec<false, true>(ctx, 1, nv, p, n);
-    ctx.skip_now = skip_was;
-    return ember_cuda_check_launch(d.sum ? "add + rms_norm + mul (decode)" : "rms_norm + mul (decode)");
-}
-
 ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add, ember_tensor * norm, ember_tensor * mul, bool qx, bool store_norm,
-                                       bool store_mul, bool defer) {
+                                       bool store_mul) {
     const int64_t rows = ember_nrows(norm);
     if (rows > 0x7fffffff) return EMBER_ERR_UNSUPPORTED;
     norm_args p;
@@ -422,29 +386,6 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     const unsigned g = static_cast<unsigned>(rows);
     if (mul && norm_dec_ok(add, norm, mul)) {
         const int64_t n  = norm->ne[0];
-        // Left to the matvec after it (ember_cuda_mv_norm): one row, its quantized copy, the
-        // stream's serial and flag words.
-        if (defer && ctx.norm_in_mv && qx && rows == 1 && ctx.d_serial && ctx.d_flag && !ctx.norm_pending && ctx.norm_k < 256) {
-            ember_cuda_mv_norm & d = ctx.norm_defer;
-            d                      = ember_cuda_mv_norm{};
-            d.a                    = reinterpret_cast<const float *>(add ? p.a.data : p.src.data);
-            d.b                    = add ? reinterpret_cast<const float *>(p.b.data) : nullptr;
-            d.sum                  = add ? reinterpret_cast<float *>(p.src.data) : nullptr;
-            d.w                    = reinterpret_cast<const float *>(p.w.data);
-            d.y                    = p.wy ? reinterpret_cast<float *>(p.dst.data) : nullptr;
-            d.z                    = p.wz ? reinterpret_cast<float *>(p.mul.data) : nullptr;
-            d.xq                   = p.xq;
-            d.xds                  = p.xds;
-            d.n                    = static_cast<int>(n);
-            d.eps                  = p.eps;
-            d.serial               = ctx.d_serial;
-            d.flag                 = ctx.d_flag;
-            d.k                    = ctx.norm_k++;
-            ctx.norm_pending       = true;
-            ctx.norm_mul           = mul;
-            ember_cuda_qx_set_valid(ctx, qt, p.xq);
-            return EMBER_OK;
-        }
         const int     nv = n <= 1024 ? 1 : n <= 2048 ? 2 : n <= 4096 ? 4 : 8;
         if (add && qx) launch_norm_dec<true, true>(ctx, g, nv, p, n);
         else if (add) launch_norm_dec<true, false>(ctx, g, nv, p, n);

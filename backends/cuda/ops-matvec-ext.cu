@@ -26,7 +26,6 @@
 #include "cuda-common.cuh"
 #include "cuda-env.h"
 #include "cuda-matvec-epi.cuh"
-#include "cuda-mv-norm.cuh"
 #include "cuda-matvec-ext.h"
 #include "cuda-repack.h"
 
@@ -103,12 +102,9 @@ struct x_run {
     int4   lo, hi;
     float2 ds;
 };
-// NC: the read-only path (x made before the launch); else coherent loads (x made by block 0 of
-// this launch: cuda-mv-norm.cuh).
-template <bool NC = true> __device__ __forceinline__ x_run load_x_run(const x_src & x, int c) {
+__device__ __forceinline__ x_run load_x_run(const x_src & x, int c) {
     const int4 * p = reinterpret_cast<const int4 *>(x.q + 32 * static_cast<int64_t>(c));
-    if constexpr (NC) return {__ldg(p), __ldg(p + 1), __ldg(x.ds + c)};
-    return {__ldca(p), __ldca(p + 1), __ldca(x.ds + c)};
+    return {__ldg(p), __ldg(p + 1), __ldg(x.ds + c)};
 }
 
 // NF4 chunk c: 16 values from each half of block c / 2 and the two halves' d.
@@ -116,15 +112,11 @@ struct x_nf4 {
     int4  lo, hi;
     float dlo, dhi;
 };
-template <bool NC = true> __device__ __forceinline__ x_nf4 load_x_nf4(const x_src & x, int c) {
+__device__ __forceinline__ x_nf4 load_x_nf4(const x_src & x, int c) {
     const int64_t  b = c >> 1;
     const int8_t * p = x.q + 64 * b + 16 * (c & 1);
-    if constexpr (NC) {
-        return {__ldg(reinterpret_cast<const int4 *>(p)), __ldg(reinterpret_cast<const int4 *>(p + 32)), __ldg(x.ds + 2 * b).x,
-                __ldg(x.ds + 2 * b + 1).x};
-    }
-    return {__ldca(reinterpret_cast<const int4 *>(p)), __ldca(reinterpret_cast<const int4 *>(p + 32)), __ldca(x.ds + 2 * b).x,
-            __ldca(x.ds + 2 * b + 1).x};
+    return {__ldg(reinterpret_cast<const int4 *>(p)), __ldg(reinterpret_cast<const int4 *>(p + 32)), __ldg(x.ds + 2 * b).x,
+            __ldg(x.ds + 2 * b + 1).x};
 }
 
 // FP8 chunk c: the 16 floats it multiplies.
@@ -218,7 +210,7 @@ template <int G> struct mx_int4 {
     static __device__ __forceinline__ sc_t load_sc(const uint8_t * s, const uint8_t *, int64_t g, int nb, int, int c) {
         return __ldg(reinterpret_cast<const unsigned *>(s) + g * nb + c / CPB);
     }
-    template <bool NC = true> static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run<NC>(x, c); }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run(x, c); }
     static __device__ __forceinline__ float dot(const uint4 & w, sc_t sc, const xs_t & x, const float *) {
         // The high nibbles in place (cu_dot_q4) and the sum to float by the exponent trick, as
         // in ops-matvec-q.cu's Q4_0 dot. H200 tg128 8B INT4 520.0 -> 562.1
@@ -260,7 +252,7 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         const int b = c >> 1;
         return {__ldg(s + g * nb + b), __ldg(reinterpret_cast<const float2 *>(h) + g * ng + (b >> 8))};
     }
-    template <bool NC = true> static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4<NC>(x, c); }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4(x, c); }
     static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
         int        slo = 0, shi = 0;
         const int2 t0 = nf4_lookup(w.x), t1 = nf4_lookup(w.y), t2 = nf4_lookup(w.z), t3 = nf4_lookup(w.w);
@@ -323,7 +315,6 @@ struct mvx_args {
     int             neox_hd[k_group];
     mv_epi          epi[k_group];
     int *           err;
-    ember_cuda_mv_norm nm;  // NM: the decode norm block 0 does first (INT4 / NF4)
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -337,9 +328,7 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
 // KS > 1: the KS warps of a block share their R rows, each summing a contiguous KS-th of the
 // chunks (rows longer than one step of U chunks per lane: all of a warp's loads in flight at
 // once, as mvr_split_kernel), the parts meeting in shared memory in a fixed order.
-// NM (INT4, INT4_G32, NF4): block 0 does the decode norm that makes x first (a.nm,
-// cuda-mv-norm.cuh; one column, one batch), the other blocks wait for it; x through coherent loads.
-template <int T, int R, int U, int KS, bool NM = false>
+template <int T, int R, int U, int KS>
 __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     using D = mx<T>;
     static_assert(k_warps % KS == 0, "warps per row");
@@ -360,7 +349,7 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     char *          y_data = pick(a.y, m);
     const int64_t   y_nb1  = pick(a.y_nb1, m);
     const int64_t   row0   = (static_cast<int64_t>(bx) * (k_warps / KS) + wi / KS) * R;
-    if (!NM && KS == 1 && row0 >= n) return;  // no block-wide synchronization below (KS > 1: read, discard; NM: after the norm's)
+    if (KS == 1 && row0 >= n) return;  // no block-wide synchronization below (KS > 1: read, discard)
     int64_t rows[R];
     mv_rows<R>(row0, a.has_epi ? pick(a.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
@@ -406,20 +395,13 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     };
     load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if constexpr (NM) {
-        static_assert(32 * k_warps == k_mv_norm_threads, "the norm's block");
-        mv_norm_prologue(a.nm, blockIdx.x == 0);
-        if (KS == 1 && row0 >= n) return;
-    }
     for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
         if (c0 != c_begin + lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c < c_end) {
-                typename D::xs_t x;
-                if constexpr (NM) x = D::template load_x<false>(xs, c);
-                else x = D::load_x(xs, c);
+                const typename D::xs_t x = D::load_x(xs, c);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     if constexpr ((T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) && U < 4) acc[r] += D::dot_shifted(w[u][r], sc[u][r], x);
@@ -673,17 +655,7 @@ bool ext_split() {
     return on;
 }
 
-// smem > 0: the NM form (a.nm set; only for ember_cuda_ext_norm_type types).
-template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a, size_t smem = 0) {
-    if constexpr (ember_cuda_ext_norm_type(T)) {
-        if (smem > 0) {
-            if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
-                if (ks == 4) return cu_launch(ctx, mvx_kernel<T, R, 4, 4, true>, grid, 32 * k_warps, smem, a);
-                if (ks == 2) return cu_launch(ctx, mvx_kernel<T, R, 4, 2, true>, grid, 32 * k_warps, smem, a);
-            }
-            return cu_launch(ctx, mvx_kernel<T, R, 4, 1, true>, grid, 32 * k_warps, smem, a);
-        }
-    }
+template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
     if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
         if (ks == 4) return cu_launch(ctx, mvx_kernel<T, R, 4, 4>, grid, 32 * k_warps, 0, a);
         if (ks == 2) return cu_launch(ctx, mvx_kernel<T, R, 4, 2>, grid, 32 * k_warps, 0, a);
@@ -737,19 +709,14 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-    // A pending decode norm that makes this x: block 0 of the NM form does it (smem > 0).
-    size_t             smem = 0;
-    const ember_status ns   = mv_norm_take(ctx, x, ember_cuda_ext_norm_type(T) && grid.y == 1 && grid.z == 1, &a.nm, &smem);
-    if (ns != EMBER_OK) return ns;
     if constexpr (!is_fp8_type(T)) {
         if (short_rows) {
-            if (smem > 0) cu_launch(ctx, mvx_kernel<T, 2, 2, 1, true>, grid, 32 * k_warps, smem, a);
-            else cu_launch(ctx, mvx_kernel<T, 2, 2, 1>, grid, 32 * k_warps, 0, a);
+            cu_launch(ctx, mvx_kernel<T, 2, 2, 1>, grid, 32 * k_warps, 0, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
     }
-    if (R == 2) launch_mvx_ks<T, 2>(ctx, grid, ks, a, smem);
-    else launch_mvx_ks<T, 1>(ctx, grid, ks, a, smem);
+    if (R == 2) launch_mvx_ks<T, 2>(ctx, grid, ks, a);
+    else launch_mvx_ks<T, 1>(ctx, grid, ks, a);
     return ember_cuda_check_launch("mul_mat (matvec, ember types)");
 }
 
@@ -933,10 +900,6 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     if (nd < 1 || nd > k_group) return EMBER_ERR_INVALID_ARG;
     const ember_tensor * w0 = dsts[0]->src[0];
     const ember_tensor * x  = dsts[0]->src[1];
-    if (ctx.norm_pending && !(ember_cuda_ext_norm_type(w0->type) && ctx.norm_mul == x)) {  // only the NM forms take it
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-    }
     for (int m = 0; m < nd; m++) {
         const ember_tensor * w = dsts[m]->src[0];
         if (!ember_cuda_mul_mat_vec_ext_supported(dsts[m]) || w->type != w0->type || w->ne[0] != w0->ne[0] || dsts[m]->src[1] != x) {

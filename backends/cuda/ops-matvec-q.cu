@@ -27,7 +27,6 @@
 #include "cuda-common.cuh"
 #include "cuda-env.h"
 #include "cuda-matvec-epi.cuh"
-#include "cuda-mv-norm.cuh"
 #include "cuda-matvec-ext.h"
 #include "cuda-repack.h"
 
@@ -281,7 +280,6 @@ struct mvq_args {
     bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
     mv_group       grp;
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
-    ember_cuda_mv_norm nm;  // mvk_kernel NM: the decode norm block 0 does first
 };
 
 // The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3),
@@ -371,11 +369,9 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         int4   lo, hi;
         float2 ds;
     };
-    // NC: the read-only path (x made before the launch); else coherent loads (cuda-mv-norm.cuh).
-    template <bool NC = true> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        if constexpr (NC) return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
-        return {__ldca(p), __ldca(p + 1), __ldca(xds + c)};
+        return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
     // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -389,10 +385,8 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         int4  v;
         float d;
     };
-    template <bool NC = true> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
-        const int4 * p = reinterpret_cast<const int4 *>(xq + 16 * c);
-        if constexpr (NC) return {__ldg(p), __ldg(xds + c / 2).x};
-        return {__ldca(p), __ldca(xds + c / 2).x};
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int s = 0;
@@ -418,7 +412,6 @@ struct mvr_args {
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
-    ember_cuda_mv_norm     nm;   // mvr_kernel NM: the decode norm block 0 does first
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -459,9 +452,7 @@ bool mv_pair_capped() {
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
 // MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
-// NM: block 0 does the decode norm that makes x first (a.nm, cuda-mv-norm.cuh; one column, one
-// matrix batch), the other blocks wait for it; x through coherent loads.
-template <int T, int R, int U, bool P, int MINB = 0, bool NM = false>
+template <int T, int R, int U, bool P, int MINB = 0>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
     const int     lane      = threadIdx.x % 32;
@@ -474,7 +465,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
     char *        y_data    = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1     = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0 = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (!NM && row0 >= n) return;  // no block-wide synchronization below (NM: after the norm's)
+    if (row0 >= n) return;  // no block-wide synchronization below
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t   col = blockIdx.y;
@@ -510,7 +501,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c < a.nchunk) {
-                const typename D::xs x = D::template load_x<!NM>(xq, xds, c);
+                const typename D::xs x = D::load_x(xq, xds, c);
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r] += D::dot(w[b][u][r], dw[b][u][r], x);
             }
@@ -518,11 +509,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
     };
     load(0, lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if constexpr (NM) {
-        static_assert(32 * k_rp_warps == k_mv_norm_threads, "the norm's block");
-        mv_norm_prologue(a.nm, blockIdx.x == 0);
-        if (row0 >= n) return;
-    }
     if constexpr (P) {
         for (int c0 = lane; c0 < a.nchunk; c0 += 64 * U) {
             load(1, c0 + 32 * U);
@@ -651,7 +637,7 @@ __device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, cons
 }
 
 // R rows a warp, U chunks of each in flight per lane.
-template <int R, int U, int MINB = 0, bool NM = false>
+template <int R, int U, int MINB = 0>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
     const int     lane  = threadIdx.x % 32;
@@ -664,7 +650,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (!NM && row0 >= n) return;  // NM: after the norm's barrier
+    if (row0 >= n) return;
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
@@ -694,11 +680,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     };
     load(lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if constexpr (NM) {  // block 0 makes x (cuda-mv-norm.cuh); x then through coherent loads
-        static_assert(32 * k_rp_warps == k_mv_norm_threads, "the norm's block");
-        mv_norm_prologue(a.nm, blockIdx.x == 0);
-        if (row0 >= n) return;
-    }
     for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
         if (c0 != lane) load(c0);
 #pragma unroll
@@ -707,10 +688,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
             if (c >= nchunk) continue;
             const int      b   = c >> 3;
             const int8_t * xb  = xq + 256 * static_cast<int64_t>(b);
-            const int4 *   xp  = reinterpret_cast<const int4 *>(xb);
-            const int4     xlo = NM ? __ldca(xp) : __ldg(xp);
-            const int4     xhi = NM ? __ldca(xp + 2) : __ldg(xp + 2);
-            const float4   ds  = NM ? __ldca(xds + 4 * static_cast<int64_t>(b)) : __ldg(xds + 4 * static_cast<int64_t>(b));
+            const int4     xlo = __ldg(reinterpret_cast<const int4 *>(xb));
+            const int4     xhi = __ldg(reinterpret_cast<const int4 *>(xb + 32));
+            const float4   ds  = __ldg(xds + 4 * static_cast<int64_t>(b));
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r] += k4_chunk(q[u][r], h[u][r], l, xlo, xhi, ds);
         }
@@ -1096,17 +1076,9 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
-    const bool     split     = !short_rows && r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split();
-    // A pending decode norm that makes this x: block 0 of an NM kernel does it; the split kernel
-    // has no NM form, so the norm is launched first there.
-    size_t             smem = 0;
-    const ember_status ns   = mv_norm_take(ctx, x, !split && grid.y == 1 && grid.z == 1, &a.nm, &smem);
-    if (ns != EMBER_OK) return ns;
-    const bool nm = smem > 0;
     if (short_rows) {
-        if (nm) cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, smem, a);
-        else cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
-    } else if (split) {
+        cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
+    } else if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
         const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
         const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), grid.y, grid.z);
@@ -1115,18 +1087,14 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     } else if (r == 2) {
         const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
         if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
-            if (nm) cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks, true>, grid, 32 * k_rp_warps, smem, a);
-            else cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
         } else {
-            if (nm) cu_launch(ctx, mvr_kernel<T, 2, 4, false, 0, true>, grid, 32 * k_rp_warps, smem, a);
-            else cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
         }
     } else if (pipe_type && a.nchunk > 32 * 4 && mv_pipe()) {
-        if (nm) cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type, 0, true>, grid, 32 * k_rp_warps, smem, a);
-        else cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
+        cu_launch(ctx, mvr_kernel<T, 1, 4, pipe_type>, grid, 32 * k_rp_warps, 0, a);
     } else {
-        if (nm) cu_launch(ctx, mvr_kernel<T, 1, 4, false, 0, true>, grid, 32 * k_rp_warps, smem, a);
-        else cu_launch(ctx, mvr_kernel<T, 1, 4, false>, grid, 32 * k_rp_warps, 0, a);
+        cu_launch(ctx, mvr_kernel<T, 1, 4, false>, grid, 32 * k_rp_warps, 0, a);
     }
     return ember_cuda_check_launch("mul_mat (matvec q, cuda layout)");
 }
@@ -1228,20 +1196,12 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            // A pending decode norm that makes this x: block 0 of the NM kernel does it.
-            size_t             smem = 0;
-            const ember_status ns   = mv_norm_take(ctx, x, gk.y == 1 && gk.z == 1, &a.nm, &smem);
-            if (ns != EMBER_OK) return ns;
-            const bool nm = smem > 0;
             if (rk == 2 && mv_pair_capped()) {
-                if (nm) cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks, true>, gk, 32 * k_rp_warps, smem, a);
-                else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
+                cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2) {
-                if (nm) cu_launch(ctx, mvk_kernel<2, 2, 0, true>, gk, 32 * k_rp_warps, smem, a);
-                else cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
+                cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
-                if (nm) cu_launch(ctx, mvk_kernel<1, 4, 0, true>, gk, 32 * k_rp_warps, smem, a);
-                else cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
+                cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
@@ -1465,10 +1425,6 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
     ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
     if (!xq) return EMBER_ERR_OOM;
     float2 * xds = static_cast<float2 *>(xdv);
-    if (ctx.norm_pending && !qx_is(ctx, x, xq)) {  // a launch before the pending norm's: it goes first
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-    }
     if (!qx_is(ctx, x, xq)) {
         const int64_t k  = x->ne[0];
         const int64_t nv = x->ne[1] * x->ne[2] * x->ne[3];
@@ -1483,24 +1439,8 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
     return EMBER_OK;
 }
 
-// The weights whose kernel has an NM form: mvr_kernel (Q4_0 / Q8_0 in the CUDA layout),
-// mvk_kernel (Q4_K with aligned rows), mvx_kernel (INT4, INT4_G32, NF4 in the ext layout).
-static bool mv_norm_kernel(const ember_tensor * w) {
-    return rp_q4q8(w) || q4k_wide_ok(w) || (ember_cuda_ext_layout(w) && ember_cuda_ext_norm_type(w->type));
-}
-
-bool ember_cuda_mv_norm_ok(const ember_tensor * mm, int64_t n) {
-    const ember_tensor * x = mm->src[1];
-    return mm->op == EMBER_OP_MUL_MAT && mv_norm_kernel(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm) && x->ne[1] == 1 &&
-           x->ne[2] * x->ne[3] == 1 && n % (4 * k_mv_norm_threads) == 0 && n <= 8192;
-}
-
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units) {
     if (nd < 1 || nd > k_mv_group) return EMBER_ERR_INVALID_ARG;
-    if (ctx.norm_pending && !(mv_norm_kernel(dsts[0]->src[0]) && ctx.norm_mul == dsts[0]->src[1])) {  // only NM kernels take it
-        const ember_status fs = ember_cuda_norm_flush(ctx);
-        if (fs != EMBER_OK) return fs;
-    }
     if (ember_cuda_ext_layout(dsts[0]->src[0])) return ember_cuda_mul_mat_vec_ext(ctx, dsts, nd, units);
     const ember_tensor * x   = dsts[0]->src[1];
     int8_t *             xq  = nullptr;

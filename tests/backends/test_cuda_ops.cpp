@@ -853,61 +853,6 @@ TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
     }, 1e-5);
 }
 
-TEST_CASE("[cuda] the decode norm done by block 0 of the matvec after it (EMBER_CUDA_NORM_IN_MV=1)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    // Two layers' worth of a decode step over Q4_0 / Q8_0 weights in the CUDA layout, Q4_K, and
-    // INT4 / NF4 in the ext layout: the first
-    // norm (no ADD) before a group of three matvecs, the ADD + norm before the gate/up group,
-    // whose sum row the last ADD reads again, and the final norm before one matvec. With the
-    // switch every one of them is done by block 0 of the launch after it (mvr / mvk / mvx_kernel NM), the
-    // other blocks waiting for its flag. Six runs on one stream (eager, recorded, replayed with
-    // new values: a stale flag would give old results) against the CPU.
-    struct env_reset {  // the switches cleared however the case ends (a failed REQUIRE included)
-        ~env_reset() {
-            for (const char * v : {"EMBER_CUDA_GRAPHS", "EMBER_CUDA_NORM_IN_MV", "EMBER_CUDA_SKIP"}) set_env(v, "");
-        }
-    } reset;
-    set_env("EMBER_CUDA_GRAPHS", "1");
-    set_env("EMBER_CUDA_NORM_IN_MV", "1");
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
-        for (int64_t n : {2048, 4096}) {
-            check_runs(std::string("norm in the matvec ") + ember_type_get_name(t) + " n=" + std::to_string(n), [=](case_ctx & c) {
-                ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f);
-                ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
-                ember_tensor * a  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h);
-                ember_tensor * b  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h);
-                ember_tensor * d  = ember_mul_mat(c.g, c.weight_leaf(t, n, 256), h);
-                ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 256, n), ember_swiglu(c.g, ember_add(c.g, a, d), b)));
-                ember_tensor * h2 = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1));
-                // 4096 rows: two a warp, several waves (the capped two-row kernel)
-                ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, n, 4096), h2);
-                ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, n, 4096), h2);
-                ember_tensor * x3 = ember_add(c.g, x2, ember_mul_mat(c.g, c.weight_leaf(t, 4096, n), ember_swiglu(c.g, gt, up)));
-                return ember_mul_mat(c.g, c.weight_leaf(t, n, 64), ember_mul(c.g, ember_rms_norm(c.g, x3, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1)));
-            }, 1e-3, {41, 42, 43, 44, 45, 46});
-        }
-    }
-    // The proof that the matvec did the norm: with EMBER_CUDA_SKIP=norm no norm kernel is
-    // launched (the flush of a norm no matvec took counts as one), so the results match the CPU
-    // only when block 0 did it; without the switch they must not.
-    const builder proof = [](case_ctx & c) {
-        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 2048, 1, 1, -2.0f, 2.0f);
-        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 2048, 1));
-        ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 2048, 512), h);
-        ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 2048, 512), h);
-        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 512, 96), ember_swiglu(c.g, gt, up));
-    };
-    set_env("EMBER_CUDA_SKIP", "norm");
-    check_runs("norm in the matvec, no norm kernel", proof, 1e-3, {7, 8, 9});
-    set_env("EMBER_CUDA_NORM_IN_MV", "0");
-    const std::vector<float> want = run_on(ember_registry_cpu_device(), proof, 7);
-    const std::vector<float> off  = run_on(cuda_device(), proof, 7);
-    CHECK(nmse(off, want) > 1e-2);  // the skip did leave the norm out
-}
-
 TEST_CASE("[cuda] NF4 rows of an odd number of blocks (unaligned row headers)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
