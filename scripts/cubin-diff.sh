@@ -10,7 +10,7 @@
 # Needs a configured CUDA build directory (EMBER_BUILD_DIR, default /tmp/b-cu: cmake -G Ninja
 # -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 ...): its compile command for the file is reused with
 # -cubin. REV's tree (backends/, include/, runtime/, quant/) is taken from git, so edited headers
-# count too; a kernel that gained a trailing template argument at its default (", false>") is
+# count too; a kernel that gained a trailing template argument at its default (", false>", 0, 1) is
 # compared under its old name. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,10 +56,10 @@ def demangled(ks):
     return {n.replace("(anonymous namespace)::", ""): v for n, v in zip(names, ks.values())}
 
 old, new = demangled(kernels(sys.argv[1])), demangled(kernels(sys.argv[2]))
-# A kernel that gained a trailing template argument at its default (", false>" / ", 0>") is the
+# A kernel that gained a trailing template argument at its default (", false>" / ", 0>" / ", 1>") is the
 # same kernel under a new name: compared under its old one.
 for n in [n for n in new if n not in old]:
-    m = re.sub(r", (false|0)>\(", ">(", n, count=1)
+    m = re.sub(r", (false|0|1)>\(", ">(", n, count=1)
     if m != n and m in old and m not in new:
         new[m] = new.pop(n)
 names = sorted(set(old) | set(new))

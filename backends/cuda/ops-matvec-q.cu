@@ -602,17 +602,21 @@ struct k4_lane {
     uint32_t sel_lo;    // the low-bits source: the same bytes of the first word (j < 4) or of h.w (j >= 4)
     uint32_t sh_hi;     // 0 (j < 4: the 6 bits are in one byte) or 2 (j >= 4: the top 2 bits are bits 6-7 of y / z)
     uint32_t sh_m;      // 0 or 4: the mins' low 4 bits are the high nibble of h.w's byte for j >= 4
-    int      xoff;      // the chunk's x offset within its block: 64 g + 16 (lane % 2)
+    int      g;         // the lane's group of qs (32 bytes: sub-blocks 2g, 2g + 1)
+    int      xoff;      // the chunk's x offset within its block: 64 g (+ 16 for the second half with QW = 1)
 };
-__device__ __forceinline__ k4_lane k4_lane_of(int lane) {
-    const int      g  = (lane % 8) / 2;
+// QW: 16-byte words of qs a lane's chunk has: 1 (half a group: lanes 2g, 2g + 1 of each 8) or 2
+// (the whole group: lane g of each 4).
+template <int QW> __device__ __forceinline__ k4_lane k4_lane_of(int lane) {
+    const int      g  = QW == 1 ? (lane % 8) / 2 : lane % 4;
     const uint32_t b0 = 2 * (g & 1), hi = g >= 2;
     k4_lane        l;
     l.sel_pair = b0 | (b0 + 1) << 8;
     l.sel_lo   = hi ? (b0 + 4) | (b0 + 5) << 8 : l.sel_pair;
     l.sh_hi    = hi ? 2 : 0;
     l.sh_m     = hi ? 4 : 0;
-    l.xoff     = 64 * g + 16 * (lane % 2);
+    l.g        = g;
+    l.xoff     = 64 * g + (QW == 1 ? 16 * (lane % 2) : 0);
     return l;
 }
 // The float of a small non-negative integer in bits 0-7 (byte 0) or 16-23 (byte 2) of v: the
@@ -620,26 +624,36 @@ __device__ __forceinline__ k4_lane k4_lane_of(int lane) {
 template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
     return __int_as_float(static_cast<int>(__byte_perm(v, 0x4b000000u, 0x7440u | BYTE))) - 8388608.0f;
 }
-// One row's chunk: q its 16 quant bytes, h its block's header, x the lane's 2 x 16 activation
-// bytes of sub-blocks 2g / 2g + 1 and ds their (d, d sum q) pairs.
-__device__ __forceinline__ float k4_chunk(const uint4 & q, const uint4 & h, const k4_lane & l, const int4 & xlo, const int4 & xhi,
+// One row's chunk: q its QW words of quant bytes (16 weights of each of sub-blocks 2g / 2g + 1
+// a word), h its block's header, x the lane's activation bytes (xlo[k]: sub-block 2g's 16 of
+// word k, xhi[k]: 2g + 1's) and ds the two sub-blocks' (d, d sum q) pairs.
+template <int QW>
+__device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h, const k4_lane & l, const int4 (&xlo)[QW], const int4 (&xhi)[QW],
                                           const float4 & ds) {
     // The high nibbles in place (cu_dot_q4_halves: .y is 16 times their sum).
-    const int2 sh = cu_dot_q4_halves(q, xlo, xhi);
-    const int  s0 = sh.x, s1 = sh.y >> 4;
+    int2 sh = cu_dot_q4_halves(q[0], xlo[0], xhi[0]);
+    if constexpr (QW == 2) {
+        const int2 s2 = cu_dot_q4_halves(q[1], xlo[1], xhi[1]);
+        sh.x += s2.x;
+        sh.y += s2.y;
+    }
+    const int s0 = sh.x, s1 = sh.y >> 4;
     // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
     // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
     const uint32_t sc = (__byte_perm(h.y, h.w, l.sel_lo) & 0x000f000fu) | ((__byte_perm(h.y, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
     const uint32_t mn = ((__byte_perm(h.z, h.w, l.sel_lo) >> l.sh_m) & 0x000f000fu) | ((__byte_perm(h.z, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
     const float2 dm = __half22float2(*reinterpret_cast<const __half2 *>(&h.x));  // d, dmin
-    // This lane covers 16 of each sub-block's 32 weights: half of the mins' term.
-    return dm.x * (k4_f<0>(sc) * ds.x * cu_int_float(s0) + k4_f<2>(sc) * ds.z * cu_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * 0.5f;
+    // QW = 1: this lane covers 16 of each sub-block's 32 weights, half of the mins' term.
+    constexpr float mins = QW == 2 ? 1.0f : 0.5f;
+    return dm.x * (k4_f<0>(sc) * ds.x * cu_int_float(s0) + k4_f<2>(sc) * ds.z * cu_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * mins;
 }
 
-// R rows a warp, U chunks of each in flight per lane.
-template <int R, int U, int MINB = 0>
+// R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
+template <int R, int U, int MINB = 0, int QW = 1>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
+    constexpr int CPB   = 8 / QW;  // a block's chunks
+    constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
     const int     lane  = threadIdx.x % 32;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
     const int     m      = a.grouped ? mv_which(a.grp, blockIdx.x) : 0;
@@ -656,25 +670,27 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     const int64_t col = blockIdx.y;
     const mvq_batch bp = mvq_batch_of(a, w_base);
     const int64_t   i2 = bp.i2, i3 = bp.i3;
-    const k4_lane   l   = k4_lane_of(lane);
+    const k4_lane   l   = k4_lane_of<QW>(lane);
     const int8_t *  xq  = bp.xq + l.xoff;
-    const float4 *  xds = reinterpret_cast<const float4 *>(bp.xds) + (lane % 8) / 2;  // (d, d sum q) of sub-blocks 2g, 2g + 1
+    const float4 *  xds = reinterpret_cast<const float4 *>(bp.xds) + l.g;  // (d, d sum q) of sub-blocks 2g, 2g + 1
+    const int       qoff = 16 * QW * (lane % CPB);                        // the chunk's qs bytes in its block
     const char *   wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = bp.w + (rows[r] < n ? rows[r] : n - 1) * w_nb1 + 16 + 16 * (lane % 8);
-    const int nchunk = static_cast<int>(a.nblk) * 8;
+    for (int r = 0; r < R; r++) wr[r] = bp.w + (rows[r] < n ? rows[r] : n - 1) * w_nb1 + 16 + qoff;
+    const int nchunk = static_cast<int>(a.nblk) * CPB;
     float     acc[R] = {};
-    uint4     q[U][R], h[U][R];
-    const auto load = [&](int c0) {  // c0 % 8 == lane % 8: chunk c0 + 32 u is in block (c0 >> 3) + 4 u
+    uint4     q[U][R][QW], h[U][R];
+    const auto load = [&](int c0) {  // c0 % CPB == lane % CPB: chunk c0 + 32 u is in block (c0 >> CSH) + 32 u / CPB
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int  c  = c0 + 32 * u;
             const bool ok = c < nchunk;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const char * blk = wr[r] + static_cast<int64_t>(c >> 3) * BYTES;  // this lane's 16 quant bytes
-                q[u][r]          = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk)) : make_uint4(0, 0, 0, 0);
-                h[u][r]          = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 16 * (lane % 8))) : make_uint4(0, 0, 0, 0);
+                const char * blk = wr[r] + static_cast<int64_t>(c >> CSH) * BYTES;  // this lane's quant bytes
+#pragma unroll
+                for (int k = 0; k < QW; k++) q[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk) + k) : make_uint4(0, 0, 0, 0);
+                h[u][r] = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - 16 - qoff)) : make_uint4(0, 0, 0, 0);
             }
         }
     };
@@ -686,13 +702,17 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
             if (c >= nchunk) continue;
-            const int      b   = c >> 3;
-            const int8_t * xb  = xq + 256 * static_cast<int64_t>(b);
-            const int4     xlo = __ldg(reinterpret_cast<const int4 *>(xb));
-            const int4     xhi = __ldg(reinterpret_cast<const int4 *>(xb + 32));
-            const float4   ds  = __ldg(xds + 4 * static_cast<int64_t>(b));
+            const int      b  = c >> CSH;
+            const int4 *   xb = reinterpret_cast<const int4 *>(xq + 256 * static_cast<int64_t>(b));
+            int4           xlo[QW], xhi[QW];
 #pragma unroll
-            for (int r = 0; r < R; r++) acc[r] += k4_chunk(q[u][r], h[u][r], l, xlo, xhi, ds);
+            for (int k = 0; k < QW; k++) {
+                xlo[k] = __ldg(xb + k);
+                xhi[k] = __ldg(xb + 2 + k);
+            }
+            const float4 ds = __ldg(xds + 4 * static_cast<int64_t>(b));
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] += k4_chunk<QW>(q[u][r], h[u][r], l, xlo, xhi, ds);
         }
     }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
@@ -1129,6 +1149,13 @@ int q6p_rows_per_warp() {
     return rw;
 }
 
+// Q4_K decode chunks of 32 bytes of qs a lane (mvk_kernel QW = 2; EMBER_CUDA_Q4K_WIDE=0: 16, the
+// form before). Read at every launch, not once: the tests run both forms in one process (a
+// replayed graph does not come here).
+bool q4k_wide() {
+    return ember_cuda_env_on("EMBER_CUDA_Q4K_WIDE");
+}
+
 // Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
 // Every row of w starts 16-byte aligned (16-byte loads of whole rows).
 bool rows_aligned16(const ember_tensor * w) {
@@ -1196,12 +1223,17 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             }
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * rk, false, units) : cu_blocks(a.n, k_rp_warps * rk);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
+            const bool wide = q4k_wide();
             if (rk == 2 && mv_pair_capped()) {
-                cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
+                if (wide) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2>, gk, 32 * k_rp_warps, 0, a);
+                else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2) {
-                cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
+                if (wide) cu_launch(ctx, mvk_kernel<2, 1, 0, 2>, gk, 32 * k_rp_warps, 0, a);
+                else cu_launch(ctx, mvk_kernel<2, 2>, gk, 32 * k_rp_warps, 0, a);
             } else {
-                cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
+                if (wide) cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2>, gk, 32 * k_rp_warps, 0, a);
+                else cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -779,12 +780,41 @@ TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
         }, 1e-3);
     }
     // gate / up in one grouped launch, then the down product over their 5120-wide SWIGLU
-    check_case("q4_k grouped gate/up + down", [](case_ctx & c) {
+    const builder ffn = [](case_ctx & c) {
         ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 256 * 9, 1, 1, -3.0f, 3.0f);
         ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 256 * 9, 5120), x);
         ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 256 * 9, 5120), x);
         return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 5120, 300), ember_swiglu(c.g, gt, up));
-    }, 1e-3);
+    };
+    check_case("q4_k grouped gate/up + down", ffn, 1e-3);
+    // The default takes a whole 32-byte group of qs a lane (QW = 2); EMBER_CUDA_Q4K_WIDE=0 half
+    // of one (QW = 1, two lanes a group): the same sums in another order, both against the CPU,
+    // in each of the three kernels (pairs of rows, one row a warp, rows of 2048 weights).
+    const std::vector<std::pair<std::string, builder>> forms = {
+        {"grouped gate/up + down", ffn},
+        {"k=4096 n=4100, one a warp", [](case_ctx & c) {
+             return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 4096, 4100), c.rand_leaf(EMBER_TYPE_F32, 4096, 1, 1, -3.0f, 3.0f));
+         }},
+        {"k=2048 n=67", [](case_ctx & c) {
+             return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_K, 2048, 67), c.rand_leaf(EMBER_TYPE_F32, 2048, 1, 1, -3.0f, 3.0f));
+         }},
+    };
+    for (const auto & [what, build] : forms) {
+        CAPTURE(what);
+        const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 9);
+        const std::vector<float> wide = run_on(cuda_device(), build, 9);
+        const std::vector<float> half = run_on_cuda_with("EMBER_CUDA_Q4K_WIDE", "0", build, 9);
+        REQUIRE(wide.size() == want.size());
+        REQUIRE(half.size() == want.size());
+        const double e_wide = nmse(wide, want), e_half = nmse(half, want), e_forms = nmse(wide, half);
+        CAPTURE(e_wide);
+        CAPTURE(e_half);
+        CAPTURE(e_forms);
+        CHECK(e_wide < 1e-3);
+        CHECK(e_half < 1e-3);
+        CHECK(e_forms < 1e-8);  // integer sums; only the float additions' order differs
+        CHECK(e_forms > 0.0);   // two different kernels ran (a switch that did nothing would give the same bits)
+    }
 }
 
 TEST_CASE("[cuda] fused residual ADD + RMS_NORM + MUL + quantized x") {
