@@ -692,7 +692,7 @@ ember_status ember_vk_pipeline(vk_device_ctx * dc, const std::string & shader, u
         }
         VkShaderModuleCreateInfo mi{};
         mi.sType    = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-        mi.codeSize = blob->n_words * 4;
+        mi.codeSize = blob->n_words() * 4;
         mi.pCode    = blob->words;
         EMBER_VK_CHECK(vkCreateShaderModule(dc->dev, &mi, nullptr, &mod), "vkCreateShaderModule");
     }

@@ -6,9 +6,10 @@
 #include <cstdint>
 
 struct ember_vk_shader_blob {
-    const char *     name;   // "mul_mat_vec_q4_0", "cpy_f32_f16", ...
-    const uint32_t * words;
-    size_t           n_words;
+    const char *     name;       // "mul_mat_vec_q4_0", "cpy_f32_f16", ...
+    const uint32_t * words;      // the SPIR-V (4-byte aligned)
+    const uint32_t * words_end;  // past its last word
+    size_t           n_words() const { return static_cast<size_t>(words_end - words); }
 };
 
 extern const ember_vk_shader_blob ember_vk_shader_blobs[];

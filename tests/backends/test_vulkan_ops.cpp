@@ -1864,7 +1864,7 @@ struct spv_counts {
 };
 spv_counts spv_count(const ember_vk_shader_blob & b) {
     spv_counts c;
-    for (size_t i = 5; i < b.n_words;) {  // after the 5-word header
+    for (size_t i = 5; i < b.n_words();) {  // after the 5-word header
         const uint32_t op = b.words[i] & 0xffffu, len = b.words[i] >> 16;
         if (len == 0) break;
         if (op == 224) c.barriers++;                                     // OpControlBarrier
