@@ -578,6 +578,42 @@ bool mv_epilogues() {
     return on;
 }
 
+// EMBER_CUDA_MV_NORM: 1 (default) the decode norm in the product before it where that product's
+// grid fills the GPU (ember_cuda_mul_mat_vec_norm), 2 at any size (tests), 0 never (else
+// mv_norm_plan). Read at every graph walk (tests switch it).
+int mv_norm_mode() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM", 1, {0, 1, 2});
+}
+
+// The decode norm in the product before it (ember_cuda_mul_mat_vec_norm): node i a matvec whose
+// result only the residual ADD at i + 1 reads, that ADD's RMS_NORM and the MUL after it at i + 2,
+// i + 3, the norm's floats read by nothing else, the MUL's read only as the quantized x of
+// integer matvecs of this range (mul_floats_needed) that apply the norm's scale (a layer's gate
+// and up after its O product; the next layer's Q, K and V after the FFN down product). f: the
+// ADD, RMS_NORM and MUL.
+bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor ** f) {
+    if (i + 4 >= end || !fuse_more() || mv_norm_mode() == 0) return false;
+    ember_tensor * mm = g->nodes[i], *add = g->nodes[i + 1], *norm = g->nodes[i + 2], *mul = g->nodes[i + 3];
+    if (!ember_cuda_can_fuse_add_rms_norm(add, norm) || !ember_cuda_can_fuse_rms_norm_mul(norm, mul) ||
+        !ember_cuda_mv_norm_ok(mm, add, norm, mul)) {
+        return false;
+    }
+    if (ember_graph_read_elsewhere(g, mm, add, static_cast<size_t>(i)) || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(i)) ||
+        mul_floats_needed(g, mul, i + 4, end)) {
+        return false;
+    }
+    for (size_t k = static_cast<size_t>(i) + 4; k < g->nodes.size(); k++) {
+        const ember_tensor * c = g->nodes[k];
+        for (const ember_tensor * s : c->src) {
+            if (s == mul && !ember_cuda_mv_norm_reader_ok(c)) return false;
+        }
+    }
+    f[0] = add;
+    f[1] = norm;
+    f[2] = mul;
+    return true;
+}
+
 // A layer's Q, K and V units in one launch (cuda-plan.h finds them): *used = the nodes done, 0
 // when there is nothing to fuse at node i.
 ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
@@ -659,6 +695,15 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
+    // A decode matvec with the residual ADD, RMS_NORM and MUL after it (mv_norm_plan).
+    ember_tensor * nf[3];
+    if (is_matvec(node) && mv_norm_plan(g, i, end, nf)) {
+        const ember_status st = ember_cuda_mul_mat_vec_norm(ctx, node, nf[0], nf[1], nf[2], mv_norm_mode() == 2);
+        if (st != EMBER_ERR_UNSUPPORTED) {
+            *used = 4;
+            return st;
+        }
+    }
     // A matvec with the RoPE and KV cache write after it done by its store, with the next
     // such units (a layer's Q, K, V) in the same launch.
     if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node)) {

@@ -35,6 +35,15 @@ struct ember_cuda_ctx {
     const void * qx_buf   = nullptr;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
+    // qx_ns: the copy is mvr_norm_kernel's (ember_cuda_mul_mat_vec_norm), in scratch slot 1 at
+    // qx_buf / qx_ds: the int8 copy of a decode norm's w * x before the norm's scale, which its
+    // readers apply: 1 / sqrt(sum(qx_nsq[0 .. qx_nsq_n)) / qx_nsq_k + qx_eps). Cleared by
+    // ember_cuda_qx_set_valid.
+    bool          qx_ns    = false;
+    const void *  qx_ds    = nullptr;
+    const float * qx_nsq   = nullptr;
+    int           qx_nsq_n = 0;
+    float         qx_nsq_k = 1.0f, qx_eps = 0.0f;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
@@ -163,8 +172,10 @@ bool         ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const em
 bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tensor * b);
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
+// ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy
+// will do; without it that copy is an error (EMBER_ERR_INTERNAL: x's floats were never written).
 struct float2;
-ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds);
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds, bool ns_ok = false);
 ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
 // A decode matvec and the nodes after it that its store does (cuda-backend.cpp finds them,
 // ops-matvec-q.cu runs them): RoPE over a reshape of its result (Q, K: the warp's two rows are
@@ -189,6 +200,17 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
 // when units is not null): the quantized copy is no longer x's when any of them wrote over x.
 void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, ember_tensor * const * dsts, int nd,
                                  const ember_cuda_mv_unit * units);
+
+// The decode norm in the product before it: the matvec mm (Q4_0 / Q8_0 weights in the CUDA
+// layout, one column, rows a multiple of 32) whose result only `add` reads, add's RMS_NORM `norm`
+// and its MUL `mul` in one launch: add's floats, and the int8 copy of mul for the next matvecs
+// (which must all pass ember_cuda_mv_norm_reader_ok: they apply the norm's scale); neither norm's
+// nor mul's floats are written. Only where its grid (a block per 32 rows) fills at least 3/4 of
+// the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED: not done (run the nodes as usual).
+bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
+bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
+ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
+                                         bool any_size = false);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

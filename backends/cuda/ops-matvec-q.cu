@@ -21,6 +21,7 @@
 // The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -412,6 +413,12 @@ struct mvr_args {
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
+    // mvr_kernel NS (x made by mvr_norm_kernel: the quantized w * (a + b) of a decode norm
+    // before its scale): each row's sum times 1 / sqrt(sum(nsq[0 .. nsq_n)) / nsq_k + nsq_eps).
+    const float * nsq     = nullptr;
+    int           nsq_n   = 0;
+    float         nsq_k   = 1.0f;
+    float         nsq_eps = 0.0f;
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -452,7 +459,9 @@ bool mv_pair_capped() {
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
 // MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
-template <int T, int R, int U, bool P, int MINB = 0>
+// NS: x is mvr_norm_kernel's copy, the norm's scale still to apply (mvr_args nsq): each warp sums
+// the norm's partial sums of squares in one fixed order and scales its rows' sums before the store.
+template <int T, int R, int U, bool P, int MINB = 0, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
     using D                 = mvr<T>;
     const int     lane      = threadIdx.x % 32;
@@ -523,6 +532,13 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
             math(0, c0);
         }
     }
+    if constexpr (NS) {  // as rms_norm_dec_kernel's scale; after the loop: L1 hits but for a first warp
+        float nss = 0.0f;
+        for (int i = lane; i < a.nsq_n; i += 32) nss += __ldg(a.nsq + i);
+        const float sc = 1.0f / sqrtf(cu_warp_sum(nss) / a.nsq_k + a.nsq_eps);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] *= sc;
+    }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
@@ -581,6 +597,97 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 #pragma unroll
         for (int k = 0; k < KS; k++) sum += parts[wi + k];
         reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = sum;
+    }
+}
+
+// The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
+// matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
+// nw, the MUL read only by integer matvecs. A block owns 32 whole rows of W (one quantization
+// block of the result), so no block waits for another: it writes s and the int8 copy of nw * s,
+// which does not depend on the norm's scale (a block's int8 values are the same for any positive
+// scale of its 32 values; only d scales), and the block's sum of squares of s. The readers
+// (mvr_kernel NS) sum those n / 32 partial sums and scale their rows' sums. No norm launch, and
+// nothing of the norm between the two products on the token's critical path.
+// The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
+// 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
+// its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
+struct mvn_args {
+    const uint4 *          wq;  // quants, rows of nchunk 16-byte chunks (CUDA layout)
+    const unsigned short * wd;  // scales, rows of nb
+    int                    nchunk, nb;
+    const int8_t *         xq;   // the product's quantized x
+    const float2 *         xds;
+    const float *          res;  // the ADD's other operand (n floats)
+    float *                sum;  // the ADD's result (n floats)
+    const float *          nw;   // the MUL's weights (n floats)
+    int8_t *               oq;   // out: int8 copy of nw * sum (n values)
+    float2 *               ods;  // (d, d sum q) per 32
+    float *                osq;  // sum of sum^2 per 32
+};
+
+constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
+
+template <int T>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
+    using D                      = mvr<T>;
+    const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int              ro    = lane / 8, j = lane % 8;
+    const int64_t          row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int              nsl   = (a.nchunk + 7) / 8;
+    const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
+    const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
+    const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
+    uint4                  w[8];
+    float                  dw[8];
+    const auto             load = [&](int sl) {
+        const int  c  = 8 * sl + j;
+        const bool ok = c < a.nchunk;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+            dw[t] = ok ? __half2float(__ushort_as_half(__ldg(wd + t * dstep + c / D::CPB))) : 0.0f;
+        }
+    };
+    if (wi < nsl) load(wi);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float acc[8] = {};
+    for (int sl = wi; sl < nsl; sl += nw) {
+        if (sl != wi) load(sl);
+        const int c = 8 * sl + j;
+        if (c < a.nchunk) {
+            const typename D::xs x = D::load_x(a.xq, a.xds, c);
+#pragma unroll
+            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], dw[t], x);
+        }
+    }
+    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        float v = acc[t];
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (j == 0) part[wi][4 * t + ro] = v;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float y = 0.0f;
+    for (int k = 0; k < nw; k++) y += part[k][lane];
+    const int64_t r = row0 + lane;
+    const float   s = a.res[r] + y;
+    a.sum[r]        = s;
+    // The block's quantization as cu_quantize_quad's (q from the unrounded d), d kept in float.
+    const float v  = s * a.nw[r];
+    const float d  = cu_warp_max(fabsf(v)) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
+    int         sq = q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    const float ss = cu_warp_sum(s * s);
+    a.oq[r]        = static_cast<int8_t>(q);
+    if (lane == 0) {
+        a.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
+        a.osq[blockIdx.x] = ss;
     }
 }
 
@@ -1065,9 +1172,27 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
     return n >= 4096 ? 2 : 1;
 }
 
+// The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
+// below, never the split or pipelined kernels.
+template <int T>
+void launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, bool short_rows, int r) {
+    if (short_rows) {
+        cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, 0, a);
+    } else if (r == 2) {
+        const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+        if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks, true>, grid, 32 * k_rp_warps, 0, a);
+        } else {
+            cu_launch(ctx, mvr_kernel<T, 2, 4, false, 0, true>, grid, 32 * k_rp_warps, 0, a);
+        }
+    } else {
+        cu_launch(ctx, mvr_kernel<T, 1, 4, false, 0, true>, grid, 32 * k_rp_warps, 0, a);
+    }
+}
+
 template <int T>
 ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
-                       const float2 * xds) {
+                       const float2 * xds, bool ns) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -1096,7 +1221,13 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
-    if (short_rows) {
+    if (ns) {
+        a.nsq     = ctx.qx_nsq;
+        a.nsq_n   = ctx.qx_nsq_n;
+        a.nsq_k   = ctx.qx_nsq_k;
+        a.nsq_eps = ctx.qx_eps;
+        launch_rp_ns<T>(ctx, grid, a, short_rows, r);
+    } else if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
     } else if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
         // one step per warp where the row allows: 2 warps per row up to 256 chunks, else 4
@@ -1305,15 +1436,16 @@ struct launch_probe {
     const ember_cuda_mv_unit * units;  // or nullptr: plain stores
     const int8_t *         xq;
     const float2 *         xds;
+    bool                   ns;  // x is mvr_norm_kernel's copy: only mvr_kernel NS reads it
     ember_status &         st;
     template <int T> void operator()() const {
         if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
             if (dsts[0]->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) {
-                st = launch_rp<T>(ctx, dsts, nd, units, xq, xds);
+                st = launch_rp<T>(ctx, dsts, nd, units, xq, xds, ns);
                 return;
             }
         }
-        st = launch<T>(ctx, dsts, nd, units, xq, xds);
+        st = ns ? EMBER_ERR_INTERNAL : launch<T>(ctx, dsts, nd, units, xq, xds);
     }
 };
 
@@ -1341,17 +1473,26 @@ void ember_cuda_qx_buffer(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t *
     *xds              = buf ? static_cast<void *>(buf + off) : nullptr;
 }
 
-// Whether the quantized copy in slot 0 is that of x (same memory, shape and strides).
-static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
-    if (!ctx.qx_valid || ctx.qx_data != x->data || ctx.qx_buf != xq) return false;
+// Whether the valid quantized copy is that of x (same memory, shape and strides).
+static bool qx_of(const ember_cuda_ctx & ctx, const ember_tensor * x) {
+    if (!ctx.qx_valid || ctx.qx_data != x->data) return false;
     for (int i = 0; i < 4; i++) {
         if (ctx.qx_ne[i] != x->ne[i] || ctx.qx_nb[i] != static_cast<int64_t>(x->nb[i])) return false;
     }
     return true;
 }
+// ... and in slot 0 at xq (the copy a kernel or the quantizer made there).
+static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
+    return !ctx.qx_ns && ctx.qx_buf == xq && qx_of(ctx, x);
+}
+// ... and mvr_norm_kernel's (ctx.qx_ns).
+static bool qx_ns_is(const ember_cuda_ctx & ctx, const ember_tensor * x) {
+    return ctx.qx_ns && qx_of(ctx, x);
+}
 
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
     ctx.qx_valid = true;
+    ctx.qx_ns    = false;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
     for (int i = 0; i < 4; i++) {
@@ -1451,7 +1592,16 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
 // The 8-bit copy of x in scratch slot 0 (ember_cuda_qx_buffer), made now unless the copy there
 // is still x's: the previous matvec's, or the one the fused RMS_NORM + MUL or SWIGLU that made x
 // wrote (valid while x is the same tensor and nothing wrote over it since).
-ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out) {
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out, bool ns_ok) {
+    if (qx_ns_is(ctx, x)) {  // mvr_norm_kernel's copy: x's floats were never written
+        if (!ns_ok) {
+            std::fprintf(stderr, "ember: cuda: a matvec without the norm's scale reads the norm-in-product copy of x\n");
+            return EMBER_ERR_INTERNAL;
+        }
+        *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
+        *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
+        return EMBER_OK;
+    }
     int8_t * xq  = nullptr;
     void *   xdv = nullptr;
     ember_cuda_qx_buffer(ctx, x, &xq, &xdv);
@@ -1477,11 +1627,12 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
     const ember_tensor * x   = dsts[0]->src[1];
     int8_t *             xq  = nullptr;
     float2 *             xds = nullptr;
-    const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);
+    const bool           ns  = qx_ns_is(ctx, x);
+    const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true);
     if (qs != EMBER_OK) return qs;
     ember_status st = EMBER_OK;
     // A type without a kernel here (the callers check first) must not pass as done.
-    if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, st})) return EMBER_ERR_UNSUPPORTED;
+    if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, ns, st})) return EMBER_ERR_UNSUPPORTED;
     ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
     return st;
 }
@@ -1496,4 +1647,78 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
 
 ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) {
     return ember_cuda_mul_mat_vec_q_group(ctx, &dst, 1);
+}
+
+// The decode norm in the product before it (mvr_norm_kernel; cuda-backend.cpp finds the nodes).
+bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
+    return mm->op == EMBER_OP_MUL_MAT && rp_q4q8(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm);
+}
+
+bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
+    const ember_tensor * w = mm->src[0];
+    const ember_tensor * x = mm->src[1];
+    if (!rp_q4q8(w) || !ember_cuda_mul_mat_vec_q_supported(mm) || w->ne[2] * w->ne[3] != 1) return false;
+    const int64_t n = w->ne[1];
+    if (n % k_mvn_rows != 0 || n > (int64_t{1} << 24) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || w->ne[0] % 32 != 0) return false;
+    const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
+        return t && t->type == EMBER_TYPE_F32 && t->ne[0] == n && ember_nelements(t) == n && t->nb[0] == sizeof(float) && t->data &&
+               (reinterpret_cast<uintptr_t>(t->data) & 3) == 0;
+    };
+    const ember_tensor * res = add->src[0] == mm ? add->src[1] : add->src[0];
+    return (add->src[0] == mm) != (add->src[1] == mm) && vec_ok(mm) && vec_ok(add) && vec_ok(res) && vec_ok(norm) && vec_ok(mul) &&
+           vec_ok(mul->src[1]) && norm->src[0] == add && mul->src[0] == norm;
+}
+
+// Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
+// readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
+// A grid of fewer blocks leaves SMs idle while the next launch's blocks cannot start early on the
+// busy ones: the 1B shape's 64 blocks (of 132 SMs) measured slower than the norm's own launch (H200
+// tg128 1B Q4_0 1957.7 -> 1929.9), the 8B shape's 128 faster (PERF-NOTES.md, session 32).
+ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
+                                         bool any_size) {
+    if (!ember_cuda_mv_norm_ok(mm, add, norm, mul) || qx_ns_is(ctx, mm->src[1])) return EMBER_ERR_UNSUPPORTED;
+    const ember_tensor * w   = mm->src[0];
+    const int64_t        n   = w->ne[1];
+    if (!any_size && 4 * (n / k_mvn_rows) < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
+    const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
+    const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
+    char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
+    if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 1 too small: the plain launches)
+    int8_t *           xq  = nullptr;
+    float2 *           xds = nullptr;
+    const ember_status qs  = ember_cuda_quantized_x(ctx, mm->src[1], &xq, &xds);
+    if (qs != EMBER_OK) return qs;
+    const int  qbytes = ember_cuda_repack_qbytes(w->type);
+    const int  nb     = static_cast<int>(w->ne[0] / 32);
+    mvn_args   a;
+    a.wq     = static_cast<const uint4 *>(w->data);
+    a.wd     = rp_scales(w);
+    a.nchunk = nb * qbytes / 16;
+    a.nb     = nb;
+    a.xq     = xq;
+    a.xds    = xds;
+    a.res    = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
+    a.sum    = static_cast<float *>(add->data);
+    a.nw     = static_cast<const float *>(mul->src[1]->data);
+    a.oq     = reinterpret_cast<int8_t *>(buf);
+    a.ods    = reinterpret_cast<float2 *>(buf + qb);
+    a.osq    = reinterpret_cast<float *>(buf + qb + db);
+    // warps: the slices of 8 chunks spread evenly over at most k_mvn_max_warps (8 or 4 at most
+    // measured slower: H200 tg128 8B Q4_0 584.0 -> 558.7 / 497.2, 1B 1931.0 -> 1886.5 / 1702.2)
+    const int nsl = (a.nchunk + 7) / 8;
+    const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
+    const int nwp = (nsl + per - 1) / per;
+    const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
+    if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * nwp, 0, a);
+    else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * nwp, 0, a);
+    const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
+    if (st != EMBER_OK) return st;
+    ember_cuda_qx_set_valid(ctx, mul, a.oq);
+    ctx.qx_ns    = true;
+    ctx.qx_ds    = a.ods;
+    ctx.qx_nsq   = a.osq;
+    ctx.qx_nsq_n = static_cast<int>(n / 32);
+    ctx.qx_nsq_k = static_cast<float>(n);
+    ctx.qx_eps   = ember_get_op_param_f32(norm, 0);
+    return EMBER_OK;
 }

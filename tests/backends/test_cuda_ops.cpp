@@ -754,6 +754,114 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
     }
 }
 
+// A layer's decode FFN and the next layer's first product as the graph builder orders them: the O
+// product of width k (its result read only by the residual ADD), the ADD, RMS_NORM and MUL, gate
+// and up (f rows), SWIGLU, the down product, the next ADD, RMS_NORM and MUL, and one more product
+// over that (wt2: its weight type) times the residual. By default (EMBER_CUDA_MV_NORM) both
+// norms run inside the product before them (mvr_norm_kernel) for Q4_0 / Q8_0 weights in the CUDA
+// layout.
+ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64_t k, int64_t n, int64_t f) {
+    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f);
+    ember_tensor * a  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
+    ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(wt, k, n), a));
+    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, 0.5f, 1.5f));
+    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(wt, n, f), h);
+    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(wt, n, f), h);
+    ember_tensor * x3 = ember_add(c.g, x2, ember_mul_mat(c.g, c.weight_leaf(wt, f, n), ember_swiglu(c.g, gt, up)));
+    ember_tensor * h3 = ember_mul(c.g, ember_rms_norm(c.g, x3, 1e-6f), c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, 0.5f, 1.5f));
+    // (a SWIGLU, not an ADD, at the end: EMBER_CUDA_SKIP=norm leaves ADD kernels out too)
+    return ember_swiglu(c.g, ember_mul_mat(c.g, c.weight_leaf(wt2, n, n), h3), x3);
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // At every size (by default only where the product's grid fills the GPU: 4096 rows and more on
+    // an H100 / H200); the switches cleared however the case ends.
+    struct env_reset {
+        ~env_reset() {
+            set_env("EMBER_CUDA_MV_NORM", "");
+            set_env("EMBER_CUDA_SKIP", "");
+        }
+    } reset;
+    const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
+        set_env("EMBER_CUDA_MV_NORM", mv_norm);
+        set_env("EMBER_CUDA_SKIP", skip);
+        std::vector<float> r = run_on(cuda_device(), build, seed);
+        set_env("EMBER_CUDA_MV_NORM", "2");
+        set_env("EMBER_CUDA_SKIP", "");
+        return r;
+    };
+    set_env("EMBER_CUDA_MV_NORM", "2");
+    struct shape {
+        int64_t k, n, f;
+    };
+    // 1B and 8B widths (the 8B down product: 56 slices of 8 chunks, 4 a warp), an odd chunk count
+    // (67 blocks: a partial slice), one 32-row block.
+    const shape shapes[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {32 * 67, 32 * 3, 32 * 67}, {256, 32, 512}};
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        for (const shape & sh : shapes) {
+            const std::string what = std::string("norm in the product ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) + " n " +
+                                     std::to_string(sh.n) + " f " + std::to_string(sh.f);
+            CAPTURE(what);
+            const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, sh.k, sh.n, sh.f); };
+            check_runs(what, build, 1e-3, {3, 4, 5});  // eager, recorded, replayed
+            // One step against the norm kernel's path on the GPU: the ADD's floats the same, a
+            // product over the copy within rounding (d kept in float, not rounded to half: ~3e-8;
+            // a wrong scale would be 1e-4 or more), and not identical (the fused kernels ran).
+            // The whole chain is ~3e-5 from that path: each later quantization (the SWIGLU's, the
+            // next norm's) rounds a few int8 values the other way on such differences.
+            for (int which = 0; which < 2; which++) {
+                const auto step = [=](case_ctx & c) {
+                    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, sh.n, 1, 1, -2.0f, 2.0f);
+                    ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.n), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1)));
+                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, sh.n, 1, 1, 0.5f, 1.5f));
+                    ember_tensor * gg = ember_mul_mat(c.g, c.weight_leaf(t, sh.n, sh.f), h);
+                    return which == 0 ? ember_add(c.g, x2, ember_scale(c.g, ember_mul_mat(c.g, c.weight_leaf(t, sh.f, sh.n), gg), 0.0f)) : gg;
+                };
+                const auto   fused = run_on(cuda_device(), step, 6);
+                const auto   plain = run_with("0", "", step, 6);
+                const double e     = nmse(fused, plain);
+                CAPTURE(which);
+                CAPTURE(e);
+                CHECK(e < (which == 0 ? 1e-12 : 1e-6));
+                if (which == 1) CHECK(e > 0.0);
+            }
+            // Proof that the products did the norms: with EMBER_CUDA_SKIP=norm no RMS_NORM, ADD or
+            // MUL kernel runs and the results must still be right; without the fusion they must not be.
+            const auto   want = run_on(ember_registry_cpu_device(), build, 6);
+            const double es   = nmse(run_with("2", "norm", build, 6), want);
+            const double eo   = nmse(run_with("0", "norm", build, 6), want);
+            CAPTURE(es);
+            CAPTURE(eo);
+            CHECK(es < 1e-3);
+            CHECK_FALSE(eo < 1e-3);
+        }
+    }
+    // Where it must not apply, the usual launches (and the same results): the last product's
+    // weights not in the CUDA layout (Q4_K, F16: their kernels do not apply the scale), the
+    // norm's floats read again, the O product's result read again.
+    for (ember_type t2 : {EMBER_TYPE_Q4_K, EMBER_TYPE_F16}) {
+        check_case(std::string("norm in the product, last reader ") + ember_type_get_name(t2),
+                   [=](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_Q4_0, t2, 512, 256, 512); }, 1e-3);
+    }
+    check_case("norm in the product: the norm's floats read again", [](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 256, 1, 1, -2.0f, 2.0f);
+        ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 512, 256), c.rand_leaf(EMBER_TYPE_F32, 512, 1)));
+        ember_tensor * nr = ember_rms_norm(c.g, x2, 1e-5f);
+        ember_tensor * h  = ember_mul(c.g, nr, c.rand_leaf(EMBER_TYPE_F32, 256, 1));
+        return ember_add(c.g, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 256, 256), h), nr);
+    }, 1e-3);
+    check_case("norm in the product: the product's result read again", [](case_ctx & c) {
+        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 256, 1, 1, -2.0f, 2.0f);
+        ember_tensor * o  = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, 512, 256), c.rand_leaf(EMBER_TYPE_F32, 512, 1));
+        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, ember_add(c.g, x, o), 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 256, 1));
+        return ember_add(c.g, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, 256, 256), h), o);
+    }, 1e-3);
+}
+
 TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
