@@ -585,33 +585,18 @@ int mv_norm_mode() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM", 1, {0, 1, 2});
 }
 
-// The decode norm in the product before it (ember_cuda_mul_mat_vec_norm): node i a matvec whose
-// result only the residual ADD at i + 1 reads, that ADD's RMS_NORM and the MUL after it at i + 2,
-// i + 3, the norm's floats read by nothing else, the MUL's read only as the quantized x of
-// integer matvecs of this range (mul_floats_needed) that apply the norm's scale (a layer's gate
-// and up after its O product; the next layer's Q, K and V after the FFN down product). f: the
-// ADD, RMS_NORM and MUL.
+// The backend's conditions of ember_cuda_plan_mv_norm (cuda-plan.h): the fused ADD + RMS_NORM +
+// MUL kernels' and mvr_norm_kernel's.
+bool mv_norm_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
+    return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
+}
+
 bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor ** f) {
-    if (i + 4 >= end || !fuse_more() || mv_norm_mode() == 0) return false;
-    ember_tensor * mm = g->nodes[i], *add = g->nodes[i + 1], *norm = g->nodes[i + 2], *mul = g->nodes[i + 3];
-    if (!ember_cuda_can_fuse_add_rms_norm(add, norm) || !ember_cuda_can_fuse_rms_norm_mul(norm, mul) ||
-        !ember_cuda_mv_norm_ok(mm, add, norm, mul)) {
-        return false;
-    }
-    if (ember_graph_read_elsewhere(g, mm, add, static_cast<size_t>(i)) || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(i)) ||
-        mul_floats_needed(g, mul, i + 4, end)) {
-        return false;
-    }
-    for (size_t k = static_cast<size_t>(i) + 4; k < g->nodes.size(); k++) {
-        const ember_tensor * c = g->nodes[k];
-        for (const ember_tensor * s : c->src) {
-            if (s == mul && !ember_cuda_mv_norm_reader_ok(c)) return false;
-        }
-    }
-    f[0] = add;
-    f[1] = norm;
-    f[2] = mul;
-    return true;
+    if (!fuse_more() || mv_norm_mode() == 0) return false;
+    ember_cuda_norm_hooks h;
+    h.fuse_ok   = mv_norm_fuse_ok;
+    h.reader_ok = ember_cuda_mv_norm_reader_ok;
+    return ember_cuda_plan_mv_norm(g, i, end, h, f);
 }
 
 // A layer's Q, K and V units in one launch (cuda-plan.h finds them): *used = the nodes done, 0

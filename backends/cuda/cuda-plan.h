@@ -36,6 +36,19 @@ bool ember_cuda_is_matvec(const ember_tensor * node);
 ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
                                            const ember_cuda_plan_hooks & h);
 
+// The decode norm in the product before it (ember_cuda_mul_mat_vec_norm, cuda-ops.h): the matvec
+// at node i of g, the residual ADD at i + 1 that alone reads its result, that ADD's RMS_NORM at
+// i + 2 whose result only the MUL at i + 3 reads, and that MUL read only as x by integer matvecs
+// of [i + 4, end) that apply the norm's scale (reader_ok), with only matvecs, views, RoPE and cache
+// writes between them (a layer's gate and up after its O product; the next layer's Q, K and V
+// after the FFN down product). fuse_ok: the kernel's own conditions (types, shapes). True: f =
+// {ADD, RMS_NORM, MUL}.
+struct ember_cuda_norm_hooks {
+    bool (*fuse_ok)(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
+    bool (*reader_ok)(const ember_tensor * mm);
+};
+bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f);
+
 // EMBER_CUDA_SKIP (measuring only; results are wrong): kinds of op whose kernels a decode step
 // does not launch, so a benchmark shows what each kind costs on the token's critical path.
 enum ember_cuda_skip_kind : unsigned {

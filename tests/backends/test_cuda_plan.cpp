@@ -105,9 +105,128 @@ bool can_share(const ember_tensor * a, const ember_tensor * b) {
     return a->src[1] == b->src[1] && a->src[0]->type == b->src[0]->type;
 }
 
+// Decoder layers as ember_build_decoder lays them out (attention and SwiGLU FFN around a
+// residual stream, an output norm and product): weights of type wt, V's of vt in layer vt_layer
+// (-1: none), the output's of out_t. o_mm / down_mm: each layer's O and FFN down products.
+// reread: layer 1's FFN norm and layer 2's O product are read again (added to the logits).
+ember_tensor * build_decoder(ember_graph & g, ember_type wt, ember_type out_t, std::vector<ember_tensor *> & o_mm,
+                             std::vector<ember_tensor *> & down_mm, int vt_layer = -1, ember_type vt = EMBER_TYPE_Q6_K, bool reread = false) {
+    const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = 8, n_ff = 512;
+    ember_tensor * x    = ember_get_rows(g, g.new_tensor(EMBER_TYPE_F32, n_embd, 16), g.new_tensor(EMBER_TYPE_I32, 1));
+    ember_tensor * pos  = g.new_tensor(EMBER_TYPE_I32, 1);
+    ember_tensor * idx  = g.new_tensor(EMBER_TYPE_I32, 1);
+    ember_tensor * mask = g.new_tensor(EMBER_TYPE_F32, n_kv, 1);
+    std::vector<ember_tensor *> extra;
+    const auto     norm = [&](ember_tensor * t) { return ember_mul(g, ember_rms_norm(g, t, 1e-5f), g.new_tensor(EMBER_TYPE_F32, n_embd)); };
+    for (int il = 0; il < 3; il++) {
+        ember_tensor * h  = norm(x);
+        ember_tensor * q  = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head), h);
+        ember_tensor * k  = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
+        ember_tensor * v  = ember_mul_mat(g, g.new_tensor(il == vt_layer ? vt : wt, n_embd, hd * n_head_kv), h);
+        q                 = ember_rope(g, ember_view(g, q, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        k                 = ember_rope(g, ember_view(g, k, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        ember_tensor * kc = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_kv);
+        ember_tensor * vc = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_kv);
+        ember_tensor * ka = ember_set_rows(g, kc, ember_view(g, k, hd * n_head_kv, 1), idx);
+        ember_tensor * va = ember_set_rows(g, vc, v, idx);
+        const int64_t  ne[4] = {hd, n_head_kv, n_kv, 1};
+        const size_t   kb[4] = {kc->nb[0], ember_row_size(EMBER_TYPE_F16, hd), kc->nb[1], kc->nb[1] * n_kv};
+        ember_tensor * o     = ember_attn(g, q, ember_view_strided(g, ka, ne, kb, 0), ember_view_strided(g, va, ne, kb, 0), mask, 0.125f);
+        o_mm.push_back(ember_mul_mat(g, g.new_tensor(wt, hd * n_head, n_embd), ember_view(g, o, hd * n_head, 1)));
+        x                 = ember_add(g, x, o_mm.back());
+        ember_tensor * h2 = norm(x);
+        if (reread && il == 1) extra.push_back(ember_view(g, h2->src[0], 64, 1));
+        if (reread && il == 2) extra.push_back(ember_view(g, o_mm.back(), 64, 1));
+        ember_tensor * gt = ember_mul_mat(g, g.new_tensor(wt, n_embd, n_ff), h2);
+        ember_tensor * up = ember_mul_mat(g, g.new_tensor(wt, n_embd, n_ff), h2);
+        down_mm.push_back(ember_mul_mat(g, g.new_tensor(wt, n_ff, n_embd), ember_swiglu(g, gt, up)));
+        x = ember_add(g, x, down_mm.back());
+    }
+    ember_tensor * logits = ember_mul_mat(g, g.new_tensor(out_t, n_embd, 64), norm(x));
+    for (ember_tensor * e : extra) logits = ember_add(g, logits, e);
+    logits->flags |= EMBER_TENSOR_FLAG_OUTPUT;
+    return logits;
+}
+
+// The matvecs of g at which ember_cuda_plan_mv_norm takes the norm after them.
+std::vector<const ember_tensor *> norm_sites(ember_graph & g, const ember_cuda_norm_hooks & h) {
+    std::vector<const ember_tensor *> sites;
+    const int32_t                     end = static_cast<int32_t>(g.nodes.size());
+    for (int32_t i = 0; i < end; i++) {
+        ember_tensor * f[3] = {};
+        if (!ember_cuda_plan_mv_norm(&g, i, end, h, f)) continue;
+        CHECK(f[0] == g.nodes[i + 1]);
+        CHECK(f[1] == g.nodes[i + 2]);
+        CHECK(f[2] == g.nodes[i + 3]);
+        sites.push_back(g.nodes[i]);
+    }
+    return sites;
+}
+
+// The test's kernel side: Q4_0 weights only.
+bool q4_0_fuse_ok(const ember_tensor * mm, const ember_tensor *, const ember_tensor *, const ember_tensor *) {
+    return mm->src[0]->type == EMBER_TYPE_Q4_0;
+}
+bool q4_0_reader_ok(const ember_tensor * mm) {
+    return mm->src[0]->type == EMBER_TYPE_Q4_0;
+}
+
 }  // namespace
 
 TEST_SUITE("backends") {
+// The decode norm in the product before it needs the graph builder's order (product, residual
+// ADD, RMS_NORM, MUL, then the MUL's products): found after every O and FFN down product, and
+// not where one reader of the MUL cannot apply the scale (another type), where the norm's or
+// the product's floats are read again, or where the range ends before a reader.
+TEST_CASE("[cuda plan] the decode norm in the product before it, on decoder layers as the graph builder orders them") {
+    ember_cuda_norm_hooks h;
+    h.fuse_ok   = q4_0_fuse_ok;
+    h.reader_ok = q4_0_reader_ok;
+    {
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm));
+        ember_buffer * leaves = place_graph(g);
+        const auto     sites  = norm_sites(g, h);
+        REQUIRE(sites.size() == 6);  // 3 layers x (O, down): the last down product's norm feeds the output
+        for (int il = 0; il < 3; il++) {
+            CHECK(sites[2 * il] == o_mm[il]);
+            CHECK(sites[2 * il + 1] == down_mm[il]);
+        }
+        // A range that ends between the MUL and its readers, or before the MUL.
+        const int32_t i0 = static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), o_mm[0]) - g.nodes.begin());
+        ember_tensor * f[3];
+        CHECK(ember_cuda_plan_mv_norm(&g, i0, static_cast<int32_t>(g.nodes.size()), h, f));
+        CHECK_FALSE(ember_cuda_plan_mv_norm(&g, i0, i0 + 4, h, f));
+        CHECK_FALSE(ember_cuda_plan_mv_norm(&g, i0, i0 + 3, h, f));
+        ember_buffer_free(leaves);
+    }
+    {  // the output in another type: not after the last down product; V of another type in layer 1:
+       // not after layer 0's down product (V reads that norm)
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q6_K, o_mm, down_mm, 1));
+        const auto sites = norm_sites(g, h);
+        REQUIRE(sites.size() == 4);
+        CHECK(sites[0] == o_mm[0]);
+        CHECK(sites[1] == o_mm[1]);
+        CHECK(sites[2] == down_mm[1]);
+        CHECK(sites[3] == o_mm[2]);
+    }
+    {  // layer 1's FFN norm read again, layer 2's O product read again
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm, -1, EMBER_TYPE_Q6_K, true));
+        const auto sites = norm_sites(g, h);
+        REQUIRE(sites.size() == 4);
+        CHECK(sites[0] == o_mm[0]);
+        CHECK(sites[1] == down_mm[0]);
+        CHECK(sites[2] == down_mm[1]);
+        CHECK(sites[3] == down_mm[2]);
+    }
+}
+
+
 TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one launch, on allocator-placed graphs") {
     for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
         const std::string cache_name = ember_type_get_name(cache);
@@ -180,6 +299,43 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
 }
 
 #ifdef EMBER_HAVE_CUDA
+// The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
+// mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
+// after every O and down product; Q4_K (no such kernel yet) nowhere.
+bool cuda_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
+    return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
+}
+
+TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product before it for Q4_0 / Q8_0 in the CUDA layout") {
+    ember_cuda_norm_hooks h;
+    h.fuse_ok   = cuda_fuse_ok;
+    h.reader_ok = ember_cuda_mv_norm_reader_ok;
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+        const std::string tn = ember_type_get_name(wt);
+        CAPTURE(tn);
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
+        for (ember_tensor * t : g.leafs) {
+            if (t->type != wt) continue;
+            t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+            if (wt != EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        }
+        ember_buffer * leaves = place_graph(g);
+        const auto     sites  = norm_sites(g, h);
+        if (wt == EMBER_TYPE_Q4_K) {
+            CHECK(sites.empty());
+        } else {
+            REQUIRE(sites.size() == 6);
+            for (int il = 0; il < 3; il++) {
+                CHECK(sites[2 * il] == o_mm[il]);
+                CHECK(sites[2 * il + 1] == down_mm[il]);
+            }
+        }
+        ember_buffer_free(leaves);
+    }
+}
+
 // The same plan with the CUDA backend's own hooks (ember_cuda_mv_unit_ok, ..._can_share: host
 // code, no device needed) for weights in the backend's layouts (flagged as converted at upload,
 // as the CUDA buffer does): every type with an epilogue kernel must give one Q/K/V launch with
