@@ -1304,8 +1304,9 @@ bool rp_q4q8(const ember_tensor * w) {
 
 // Q4_K rows of one U = 4 step (65-128 16-byte chunks: 4096 weights) one a warp when the launch
 // fits one wave at that (mvk_kernel<1, 4> / wide <1, 2, 8, 2>: 64 / 62 registers, k_q4k_one_blocks
-// blocks an SM): each warp waits for one step of loads instead of two (two rows, U = 2). The 8B shape's O product (1024 blocks):
-// 4.2 -> 3.3 us on the critical path, H200 tg128 8B Q4_K_M 465.8 -> 468.1 / 467.7. Not for
+// blocks an SM): each warp waits for one step of loads instead of two (two rows, U = 2). The 8B
+// shape's O product (1024 blocks): 4.2 -> 3.3 us on the critical path, H200 tg128 8B Q4_K_M
+// 465.8 -> 468.1 / 467.7. Not for
 // launches of several waves: the gate/up product (7168 blocks) took 20.8 -> 22.1 us that way.
 // EMBER_CUDA_Q4K_ONE=0: two rows a warp for them too.
 constexpr int k_q4k_one_blocks = 8;
