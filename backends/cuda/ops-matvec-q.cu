@@ -269,6 +269,23 @@ __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool 
     }
 }
 
+// The decode norm a reader of mvr_norm_kernel's / mvk_norm_kernel's copy still applies (the NS
+// forms of mvr_kernel, mvk_kernel, mvp6_kernel): each row's sum times 1 / sqrt(sum(nsq[0 ..
+// nsq_n)) / nsq_k + nsq_eps), as rms_norm_dec_kernel's scale.
+struct mv_norm_in {
+    const float * nsq     = nullptr;
+    int           nsq_n   = 0;
+    float         nsq_k   = 1.0f;
+    float         nsq_eps = 0.0f;
+};
+// Every lane sums its share of the partial sums in one fixed order; called after a warp's main
+// loop (L1 hits but for an SM's first warp, nothing waiting on them).
+__device__ __forceinline__ float mv_norm_scale(const mv_norm_in & ns, int lane) {
+    float s = 0.0f;
+    for (int i = lane; i < ns.nsq_n; i += 32) s += __ldg(ns.nsq + i);
+    return 1.0f / sqrtf(cu_warp_sum(s) / ns.nsq_k + ns.nsq_eps);
+}
+
 struct mvq_args {
     const char *   w;
     int64_t        w_nb1, w_nb2, w_nb3;
@@ -281,6 +298,7 @@ struct mvq_args {
     bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
     mv_group       grp;
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
+    mv_norm_in     ns;   // the NS kernels' norm
 };
 
 // The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3),
@@ -413,12 +431,7 @@ struct mvr_args {
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
-    // mvr_kernel NS (x made by mvr_norm_kernel: the quantized w * (a + b) of a decode norm
-    // before its scale): each row's sum times 1 / sqrt(sum(nsq[0 .. nsq_n)) / nsq_k + nsq_eps).
-    const float * nsq     = nullptr;
-    int           nsq_n   = 0;
-    float         nsq_k   = 1.0f;
-    float         nsq_eps = 0.0f;
+    mv_norm_in             ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -532,10 +545,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
             math(0, c0);
         }
     }
-    if constexpr (NS) {  // as rms_norm_dec_kernel's scale; after the loop: L1 hits but for a first warp
-        float nss = 0.0f;
-        for (int i = lane; i < a.nsq_n; i += 32) nss += __ldg(a.nsq + i);
-        const float sc = 1.0f / sqrtf(cu_warp_sum(nss) / a.nsq_k + a.nsq_eps);
+    if constexpr (NS) {
+        const float sc = mv_norm_scale(a.ns, lane);
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] *= sc;
     }
@@ -611,21 +622,57 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
 // The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
 // 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
 // its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
+// What the end of a norm-in-product block reads and writes (mvn_end).
+struct mvn_out {
+    const float * res;  // the ADD's other operand (n floats)
+    float *       sum;  // the ADD's result (n floats)
+    const float * nw;   // the MUL's weights (n floats)
+    int8_t *      oq;   // out: int8 copy of nw * sum (n values)
+    float2 *      ods;  // (d, d sum q) per 32
+    float *       osq;  // sum of sum^2 per 32
+};
+
 struct mvn_args {
     const uint4 *          wq;  // quants, rows of nchunk 16-byte chunks (CUDA layout)
     const unsigned short * wd;  // scales, rows of nb
     int                    nchunk, nb;
-    const int8_t *         xq;   // the product's quantized x
+    const int8_t *         xq;  // the product's quantized x
     const float2 *         xds;
-    const float *          res;  // the ADD's other operand (n floats)
-    float *                sum;  // the ADD's result (n floats)
-    const float *          nw;   // the MUL's weights (n floats)
-    int8_t *               oq;   // out: int8 copy of nw * sum (n values)
-    float2 *               ods;  // (d, d sum q) per 32
-    float *                osq;  // sum of sum^2 per 32
+    mvn_out                out;
+};
+
+struct mvk_norm_args {
+    const char *   w;  // Q4_K rows, w_nb1 bytes apart (16-byte aligned)
+    int64_t        w_nb1;
+    int            nblk;  // 256-weight blocks a row
+    const int8_t * xq;
+    const float2 * xds;
+    mvn_out        out;
 };
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
+
+// Warp 0 of a norm-in-product block (group grp of 32 rows from row0), lane r holding row row0 + r's sum y: the residual added, the
+// ADD's floats written, the block of 32 quantized as cu_quantize_quad does (q from the unrounded
+// d; d kept in float), and the block's sum of squares.
+__device__ __forceinline__ void mvn_end(const mvn_out & o, int64_t row0, unsigned grp, float y, int lane) {
+    const int64_t r = row0 + lane;
+    const float   s = o.res[r] + y;
+    o.sum[r]        = s;
+    const float v  = s * o.nw[r];
+    const float d  = cu_warp_max(fabsf(v)) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
+    int         sq = q;
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, k);
+    const float ss = cu_warp_sum(s * s);
+    o.oq[r]        = static_cast<int8_t>(q);
+    if (lane == 0) {
+        o.ods[grp] = make_float2(d, d * static_cast<float>(sq));
+        o.osq[grp] = ss;
+    }
+}
 
 template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
@@ -672,23 +719,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     if (wi != 0) return;
     float y = 0.0f;
     for (int k = 0; k < nw; k++) y += part[k][lane];
-    const int64_t r = row0 + lane;
-    const float   s = a.res[r] + y;
-    a.sum[r]        = s;
-    // The block's quantization as cu_quantize_quad's (q from the unrounded d), d kept in float.
-    const float v  = s * a.nw[r];
-    const float d  = cu_warp_max(fabsf(v)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
-    int         sq = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-    const float ss = cu_warp_sum(s * s);
-    a.oq[r]        = static_cast<int8_t>(q);
-    if (lane == 0) {
-        a.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
-        a.osq[blockIdx.x] = ss;
-    }
+    mvn_end(a.out, row0, blockIdx.x, y, lane);
 }
 
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
@@ -756,7 +787,8 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 }
 
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
-template <int R, int U, int MINB = 0, int QW = 1>
+// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
@@ -822,8 +854,68 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
             for (int r = 0; r < R; r++) acc[r] += k4_chunk<QW>(q[u][r], h[u][r], l, xlo, xhi, ds);
         }
     }
+    if constexpr (NS) {
+        const float sc = mv_norm_scale(a.ns, lane);
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] *= sc;
+    }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
+}
+
+// mvr_norm_kernel for Q4_K weights (16-byte-aligned rows, EMBER_CUDA_MV_NORM_Q4K=1; not yet
+// measured on a GPU): a block owns 32 whole rows; its warps split the row length in slices of
+// one 256-weight block; lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2
+// chunk, its header decode and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4
+// rows and each warp load covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's.
+template <int MINB = 1>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
+    constexpr int BYTES = 144;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int     ro   = lane / 4;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const k4_lane l    = k4_lane_of<2>(lane);
+    const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
+    const int64_t rstep = 8 * a.w_nb1;
+    uint4         q[4][2], h[4];
+    const auto    load = [&](int b) {
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const char * blk = wr + t * rstep + static_cast<int64_t>(b) * BYTES;
+            q[t][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk));
+            q[t][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk) + 1);
+            h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
+        }
+    };
+    if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float acc[4] = {};
+    for (int b = wi; b < a.nblk; b += nw) {
+        if (b != wi) load(b);
+        const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
+        int4         xlo[2], xhi[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            xlo[k] = __ldg(xb + k);
+            xhi[k] = __ldg(xb + 2 + k);
+        }
+        const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
+#pragma unroll
+        for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
+    }
+    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        float v = acc[t];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (l.g == 0) part[wi][8 * t + ro] = v;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float y = 0.0f;
+    for (int k = 0; k < nw; k++) y += part[k][lane];
+    mvn_end(a.out, row0, blockIdx.x, y, lane);
 }
 
 // Word k of the 16 levels of group grp (0..3, compile-time once unrolled) of a 64-weight Q6_K
@@ -988,7 +1080,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
 // corrected once: sum((q - 32) x) = sum(q x) - 32 sum(x).
 constexpr int k_q6p_max_warps = 8;
 
-template <int RW>
+// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
+template <int RW, bool NS = false>
 __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, int ks) {
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int       part = wi % ks;
@@ -1049,6 +1142,11 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
     }
 #pragma unroll
     for (int r = 0; r < RW; r++) acc[r] = cu_warp_sum(acc[r]);
+    if constexpr (NS) {
+        const float sc = mv_norm_scale(a.ns, lane);
+#pragma unroll
+        for (int r = 0; r < RW; r++) acc[r] *= sc;
+    }
     if (ks > 1) {  // (uniform) every warp gets here
         __shared__ float parts[k_q6p_max_warps][RW];
         if (lane == 0) {
@@ -1172,6 +1270,16 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
     return n >= 4096 ? 2 : 1;
 }
 
+// The norm the NS kernels apply, as mvr_norm_kernel / mvk_norm_kernel left it (ctx.qx_ns).
+mv_norm_in mv_norm_of(const ember_cuda_ctx & ctx) {
+    mv_norm_in n;
+    n.nsq     = ctx.qx_nsq;
+    n.nsq_n   = ctx.qx_nsq_n;
+    n.nsq_k   = ctx.qx_nsq_k;
+    n.nsq_eps = ctx.qx_eps;
+    return n;
+}
+
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels.
 template <int T>
@@ -1222,10 +1330,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if (ns) {
-        a.nsq     = ctx.qx_nsq;
-        a.nsq_n   = ctx.qx_nsq_n;
-        a.nsq_k   = ctx.qx_nsq_k;
-        a.nsq_eps = ctx.qx_eps;
+        a.ns = mv_norm_of(ctx);
         launch_rp_ns<T>(ctx, grid, a, short_rows, r);
     } else if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
@@ -1320,9 +1425,11 @@ bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
 }
 
+// ns: x is a norm-in-product copy (ctx.qx_ns): only the NS forms of mvk_kernel (wide) and
+// mvp6_kernel read it.
 template <int T>
 ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
-                    const float2 * xds) {
+                    const float2 * xds, bool ns) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -1357,7 +1464,12 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
-            if (rk == 2 && mv_pair_capped()) {
+            if (ns) {
+                a.ns = mv_norm_of(ctx);
+                if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
+                else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
+                else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
+            } else if (rk == 2 && mv_pair_capped()) {
                 if (wide) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2) {
@@ -1383,13 +1495,22 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const int  nw   = ks * std::max(1, 4 / ks);  // warps per block: 4, or one per segment
             const int  rw   = q6p_rows_per_warp();
             const dim3 gp(cu_blocks(a.n, (nw / ks) * rw), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            if (rw == 1) cu_launch(ctx, mvp6_kernel<1>, gp, 32 * nw, 0, a, ks);
-            else if (rw == 2) cu_launch(ctx, mvp6_kernel<2>, gp, 32 * nw, 0, a, ks);
-            else cu_launch(ctx, mvp6_kernel<4>, gp, 32 * nw, 0, a, ks);
+            if (ns) {
+                a.ns = mv_norm_of(ctx);
+                if (rw == 1) cu_launch(ctx, mvp6_kernel<1, true>, gp, 32 * nw, 0, a, ks);
+                else if (rw == 2) cu_launch(ctx, mvp6_kernel<2, true>, gp, 32 * nw, 0, a, ks);
+                else cu_launch(ctx, mvp6_kernel<4, true>, gp, 32 * nw, 0, a, ks);
+            } else if (rw == 1) {
+                cu_launch(ctx, mvp6_kernel<1>, gp, 32 * nw, 0, a, ks);
+            } else if (rw == 2) {
+                cu_launch(ctx, mvp6_kernel<2>, gp, 32 * nw, 0, a, ks);
+            } else {
+                cu_launch(ctx, mvp6_kernel<4>, gp, 32 * nw, 0, a, ks);
+            }
             return ember_cuda_check_launch("mul_mat (matvec q6_k, planar layout)");
         }
     }
-    if (a.grouped) return EMBER_ERR_INTERNAL;
+    if (a.grouped || ns) return EMBER_ERR_INTERNAL;
     if constexpr (T == EMBER_TYPE_Q6_K) {
         if (q6k_wide_ok(w)) {
             // rows of more than one segment: 4 warps per row (mv6_kernel KS)
@@ -1446,7 +1567,7 @@ struct launch_probe {
                 return;
             }
         }
-        st = ns ? EMBER_ERR_INTERNAL : launch<T>(ctx, dsts, nd, units, xq, xds);
+        st = launch<T>(ctx, dsts, nd, units, xq, xds, ns);
     }
 };
 
@@ -1651,14 +1772,26 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) 
 }
 
 // The decode norm in the product before it (mvr_norm_kernel; cuda-backend.cpp finds the nodes).
+// EMBER_CUDA_MV_NORM_Q4K=1 (opt-in until measured on a GPU): Q4_K weights (mvk_norm_kernel) make
+// the norm-in-product copy too, and Q4_K (mvk_kernel NS) and planar Q6_K (mvp6_kernel NS: Q4_K_M's
+// V units) products read it. Read at every call (tests switch it).
+static bool mv_norm_q4k() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 0, {0, 1}) == 1;
+}
+
 bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
-    return mm->op == EMBER_OP_MUL_MAT && rp_q4q8(mm->src[0]) && ember_cuda_mul_mat_vec_q_supported(mm);
+    if (mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
+    const ember_tensor * w = mm->src[0];
+    if (rp_q4q8(w)) return true;
+    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
+    return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
 }
 
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    if (!rp_q4q8(w) || !ember_cuda_mul_mat_vec_q_supported(mm) || w->ne[2] * w->ne[3] != 1) return false;
+    const bool           q4k = q4k_wide_ok(w) && w->ne[0] % 256 == 0 && mv_norm_q4k();
+    if (!(rp_q4q8(w) || q4k) || !ember_cuda_mul_mat_vec_q_supported(mm) || w->ne[2] * w->ne[3] != 1) return false;
     const int64_t n = w->ne[1];
     if (n % k_mvn_rows != 0 || n > (int64_t{1} << 24) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || w->ne[0] % 32 != 0) return false;
     const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
@@ -1689,35 +1822,49 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     float2 *           xds = nullptr;
     const ember_status qs  = ember_cuda_quantized_x(ctx, mm->src[1], &xq, &xds);
     if (qs != EMBER_OK) return qs;
-    const int  qbytes = ember_cuda_repack_qbytes(w->type);
-    const int  nb     = static_cast<int>(w->ne[0] / 32);
-    mvn_args   a;
-    a.wq     = static_cast<const uint4 *>(w->data);
-    a.wd     = rp_scales(w);
-    a.nchunk = nb * qbytes / 16;
-    a.nb     = nb;
-    a.xq     = xq;
-    a.xds    = xds;
-    a.res    = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
-    a.sum    = static_cast<float *>(add->data);
-    a.nw     = static_cast<const float *>(mul->src[1]->data);
-    a.oq     = reinterpret_cast<int8_t *>(buf);
-    a.ods    = reinterpret_cast<float2 *>(buf + qb);
-    a.osq    = reinterpret_cast<float *>(buf + qb + db);
-    // warps: the slices of 8 chunks spread evenly over at most k_mvn_max_warps (8 or 4 at most
-    // measured slower: H200 tg128 8B Q4_0 584.0 -> 558.7 / 497.2, 1B 1931.0 -> 1886.5 / 1702.2)
-    const int nsl = (a.nchunk + 7) / 8;
-    const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
-    const int nwp = (nsl + per - 1) / per;
+    mvn_out o;
+    o.res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
+    o.sum = static_cast<float *>(add->data);
+    o.nw  = static_cast<const float *>(mul->src[1]->data);
+    o.oq  = reinterpret_cast<int8_t *>(buf);
+    o.ods = reinterpret_cast<float2 *>(buf + qb);
+    o.osq = reinterpret_cast<float *>(buf + qb + db);
+    // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly over at most
+    // k_mvn_max_warps (8 or 4 at most measured slower: H200 tg128 8B Q4_0 584.0 -> 558.7 / 497.2,
+    // 1B 1931.0 -> 1886.5 / 1702.2).
+    const auto warps = [](int nsl) {
+        const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
+        return (nsl + per - 1) / per;
+    };
     const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
-    if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * nwp, 0, a);
-    else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * nwp, 0, a);
+    if (w->type == EMBER_TYPE_Q4_K) {
+        mvk_norm_args a;
+        a.w     = static_cast<const char *>(w->data);
+        a.w_nb1 = static_cast<int64_t>(w->nb[1]);
+        a.nblk  = static_cast<int>(w->ne[0] / 256);
+        a.xq    = xq;
+        a.xds   = xds;
+        a.out   = o;
+        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * warps(a.nblk), 0, a);
+    } else {
+        const int nb = static_cast<int>(w->ne[0] / 32);
+        mvn_args  a;
+        a.wq     = static_cast<const uint4 *>(w->data);
+        a.wd     = rp_scales(w);
+        a.nchunk = nb * ember_cuda_repack_qbytes(w->type) / 16;
+        a.nb     = nb;
+        a.xq     = xq;
+        a.xds    = xds;
+        a.out    = o;
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * warps((a.nchunk + 7) / 8), 0, a);
+    }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
-    ember_cuda_qx_set_valid(ctx, mul, a.oq);
+    ember_cuda_qx_set_valid(ctx, mul, o.oq);
     ctx.qx_ns    = true;
-    ctx.qx_ds    = a.ods;
-    ctx.qx_nsq   = a.osq;
+    ctx.qx_ds    = o.ods;
+    ctx.qx_nsq   = o.osq;
     ctx.qx_nsq_n = static_cast<int>(n / 32);
     ctx.qx_nsq_k = static_cast<float>(n);
     ctx.qx_eps   = ember_get_op_param_f32(norm, 0);

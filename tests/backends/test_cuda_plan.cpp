@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -301,7 +302,8 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
 #ifdef EMBER_HAVE_CUDA
 // The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
-// after every O and down product; Q4_K (no such kernel yet) nowhere.
+// after every O and down product; Q4_K only with EMBER_CUDA_MV_NORM_Q4K=1 (mvk_norm_kernel), then
+// with V in planar Q6_K in one layer too (mvp6_kernel NS reads the copy).
 bool cuda_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
 }
@@ -310,27 +312,26 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     ember_cuda_norm_hooks h;
     h.fuse_ok   = cuda_fuse_ok;
     h.reader_ok = ember_cuda_mv_norm_reader_ok;
-    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
-        const std::string tn = ember_type_get_name(wt);
-        CAPTURE(tn);
+    for (int opt : {0, 1, 2, 3}) {  // Q4_0, Q8_0; Q4_K with EMBER_CUDA_MV_NORM_Q4K=1, 3: also V of layer 1 in planar Q6_K
+        const ember_type wt = opt == 0 ? EMBER_TYPE_Q4_0 : opt == 1 ? EMBER_TYPE_Q8_0 : EMBER_TYPE_Q4_K;
+        CAPTURE(opt);
         ember_graph                 g;
         std::vector<ember_tensor *> o_mm, down_mm;
-        g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
+        g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm, opt == 3 ? 1 : -1, EMBER_TYPE_Q6_K));
         for (ember_tensor * t : g.leafs) {
-            if (t->type != wt) continue;
+            if (t->type != wt && t->type != EMBER_TYPE_Q6_K) continue;
             t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
-            if (wt != EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
+            if (t->type != EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;  // Q6_K: the planar layout
         }
         ember_buffer * leaves = place_graph(g);
-        const auto     sites  = norm_sites(g, h);
-        if (wt == EMBER_TYPE_Q4_K) {
-            CHECK(sites.empty());
-        } else {
-            REQUIRE(sites.size() == 6);
-            for (int il = 0; il < 3; il++) {
-                CHECK(sites[2 * il] == o_mm[il]);
-                CHECK(sites[2 * il + 1] == down_mm[il]);
-            }
+        if (wt == EMBER_TYPE_Q4_K) CHECK(norm_sites(g, h).empty());  // not without the switch
+        setenv("EMBER_CUDA_MV_NORM_Q4K", wt == EMBER_TYPE_Q4_K ? "1" : "", 1);
+        const auto sites = norm_sites(g, h);
+        setenv("EMBER_CUDA_MV_NORM_Q4K", "", 1);
+        REQUIRE(sites.size() == 6);
+        for (int il = 0; il < 3; il++) {
+            CHECK(sites[2 * il] == o_mm[il]);
+            CHECK(sites[2 * il + 1] == down_mm[il]);
         }
         ember_buffer_free(leaves);
     }
