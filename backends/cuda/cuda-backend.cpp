@@ -421,6 +421,11 @@ bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
     return ember_cuda_overlaps(node, &x);
 }
 
+// An integer matvec that takes the quantized copy of its x (mul_floats_needed's readers).
+bool int_matvec_reader(const ember_tensor * c) {
+    return !ember_cuda_ext_float_x(c->src[0]) && ember_cuda_mul_mat_vec_q_supported(c);
+}
+
 // Whether a fused norm's MUL result `mul` (made by nodes before k, with its quantized copy)
 // needs its floats in memory: not when every reader is an integer matvec of this range of the
 // graph (readers on another backend take the floats) reading it as x, so it takes the
@@ -435,28 +440,7 @@ bool norm_store_all() {
 }
 
 bool mul_floats_needed(const ember_graph * g, const ember_tensor * mul, int32_t k, int32_t end) {
-    if (mul->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
-    const int32_t n_nodes = static_cast<int32_t>(g->nodes.size());
-    int32_t       last    = -1;
-    for (int32_t n = k; n < n_nodes; n++) {
-        const ember_tensor * c = g->nodes[n];
-        if (c->view_src == mul) return true;
-        bool reads = false;
-        for (const ember_tensor * s : c->src) reads = reads || s == mul;
-        if (!reads) continue;
-        if (n >= end || !is_matvec(c) || c->src[0] == mul || c->src[1] != mul || ember_cuda_ext_float_x(c->src[0]) ||
-            !ember_cuda_mul_mat_vec_q_supported(c)) {
-            return true;
-        }
-        last = n;
-    }
-    for (int32_t n = k; n < last; n++) {
-        const ember_tensor * c  = g->nodes[n];
-        const bool           ok = c->op == EMBER_OP_NONE || c->op == EMBER_OP_VIEW || c->op == EMBER_OP_ROPE || c->op == EMBER_OP_SET_ROWS ||
-                        (is_matvec(c) && c->src[1] == mul);
-        if (!ok) return true;
-    }
-    return last < 0;
+    return !ember_cuda_only_matvecs_read(g, mul, k, end, int_matvec_reader);
 }
 
 ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {

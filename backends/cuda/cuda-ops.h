@@ -16,6 +16,16 @@
 typedef struct CUstream_st *   cudaStream_t;
 typedef struct cublasContext * cublasHandle_t;
 
+// The scale a reader of a norm-in-product copy still applies to its rows' sums (the kernels'
+// NS forms, ops-matvec-q.cu): 1 / sqrt(sum(nsq[0 .. n)) / k + eps), as the decode norm kernel's,
+// from the n partial sums of squares the producing blocks wrote.
+struct ember_cuda_norm_scale {
+    const float * nsq = nullptr;
+    int           n   = 0;
+    float         k   = 1.0f;
+    float         eps = 0.0f;
+};
+
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -35,15 +45,12 @@ struct ember_cuda_ctx {
     const void * qx_buf   = nullptr;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
-    // qx_ns: the copy is mvr_norm_kernel's (ember_cuda_mul_mat_vec_norm), in scratch slot 1 at
-    // qx_buf / qx_ds: the int8 copy of a decode norm's w * x before the norm's scale, which its
-    // readers apply: 1 / sqrt(sum(qx_nsq[0 .. qx_nsq_n)) / qx_nsq_k + qx_eps). Cleared by
-    // ember_cuda_qx_set_valid.
-    bool          qx_ns    = false;
-    const void *  qx_ds    = nullptr;
-    const float * qx_nsq   = nullptr;
-    int           qx_nsq_n = 0;
-    float         qx_nsq_k = 1.0f, qx_eps = 0.0f;
+    // qx_ns: the copy is a norm-in-product kernel's (ember_cuda_mul_mat_vec_norm), in scratch slot 1
+    // at qx_buf / qx_ds: the int8 copy of a decode norm's w * x before the norm's scale, which its
+    // readers apply (qx_norm). Cleared by ember_cuda_qx_set_valid.
+    bool                  qx_ns = false;
+    const void *          qx_ds = nullptr;
+    ember_cuda_norm_scale qx_norm;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.

@@ -136,6 +136,28 @@ ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int
     return p;
 }
 
+bool ember_cuda_only_matvecs_read(const ember_graph * g, const ember_tensor * t, int32_t k, int32_t end,
+                                  bool (*reader_ok)(const ember_tensor * mm)) {
+    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return false;
+    int32_t last = -1;  // t's last reader
+    for (size_t n = static_cast<size_t>(k); n < g->nodes.size(); n++) {
+        const ember_tensor * c = g->nodes[n];
+        if (c->view_src == t) return false;
+        bool reads = false;
+        for (const ember_tensor * s : c->src) reads = reads || s == t;
+        if (!reads) continue;
+        if (static_cast<int32_t>(n) >= end || !ember_cuda_is_matvec(c) || c->src[0] == t || c->src[1] != t || !reader_ok(c)) return false;
+        last = static_cast<int32_t>(n);
+    }
+    for (int32_t n = k; n < last; n++) {
+        const ember_tensor * c  = g->nodes[n];
+        const bool           ok = c->op == EMBER_OP_NONE || c->op == EMBER_OP_VIEW || c->op == EMBER_OP_ROPE || c->op == EMBER_OP_SET_ROWS ||
+                        (ember_cuda_is_matvec(c) && c->src[1] == t);
+        if (!ok) return false;
+    }
+    return last >= 0;
+}
+
 bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f) {
     if (i < 0 || i + 4 >= end) return false;
     ember_tensor * mm = g->nodes[i], *add = g->nodes[i + 1], *norm = g->nodes[i + 2], *mul = g->nodes[i + 3];
@@ -143,27 +165,9 @@ bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, cons
     if ((add->src[0] == mm) == (add->src[1] == mm) || norm->src[0] != add || mul->src[0] != norm || mul->src[1] == norm) return false;
     if (!h.fuse_ok(mm, add, norm, mul)) return false;
     if (ember_graph_read_elsewhere(g, mm, add, static_cast<size_t>(i)) || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(i)) ||
-        (mul->flags & EMBER_TENSOR_FLAG_OUTPUT)) {
+        !ember_cuda_only_matvecs_read(g, mul, i + 4, end, h.reader_ok)) {
         return false;
     }
-    int32_t last = -1;  // the MUL's last reader
-    for (size_t k = static_cast<size_t>(i) + 4; k < g->nodes.size(); k++) {
-        const ember_tensor * c = g->nodes[k];
-        if (c->view_src == mul) return false;
-        bool reads = false;
-        for (const ember_tensor * s : c->src) reads = reads || s == mul;
-        if (!reads) continue;
-        if (static_cast<int32_t>(k) >= end || !ember_cuda_is_matvec(c) || c->src[1] != mul || c->src[0] == mul || !h.reader_ok(c)) return false;
-        last = static_cast<int32_t>(k);
-    }
-    // Nothing between the readers may replace the copy they read (a kernel using that scratch).
-    for (int32_t k = i + 4; k < last; k++) {
-        const ember_tensor * c  = g->nodes[k];
-        const bool           ok = c->op == EMBER_OP_NONE || c->op == EMBER_OP_VIEW || c->op == EMBER_OP_ROPE || c->op == EMBER_OP_SET_ROWS ||
-                        (ember_cuda_is_matvec(c) && c->src[1] == mul);
-        if (!ok) return false;
-    }
-    if (last < 0) return false;
     f[0] = add;
     f[1] = norm;
     f[2] = mul;

@@ -36,6 +36,13 @@ bool ember_cuda_is_matvec(const ember_tensor * node);
 ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
                                            const ember_cuda_plan_hooks & h);
 
+// Whether t (made by nodes before k) is read only as the x of matvecs of [k, end) that pass
+// reader_ok, at least one, through no view, t no graph output, with only those matvecs, views,
+// RoPE and cache writes from k to the last of them (nothing that could replace the quantized copy
+// of t they share in scratch memory). Then t's floats need not be written.
+bool ember_cuda_only_matvecs_read(const ember_graph * g, const ember_tensor * t, int32_t k, int32_t end,
+                                  bool (*reader_ok)(const ember_tensor * mm));
+
 // The decode norm in the product before it (ember_cuda_mul_mat_vec_norm, cuda-ops.h): the matvec
 // at node i of g, the residual ADD at i + 1 that alone reads its result, that ADD's RMS_NORM at
 // i + 2 whose result only the MUL at i + 3 reads, and that MUL read only as x by integer matvecs

@@ -269,21 +269,13 @@ __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool 
     }
 }
 
-// The decode norm a reader of mvr_norm_kernel's / mvk_norm_kernel's copy still applies (the NS
-// forms of mvr_kernel, mvk_kernel, mvp6_kernel): each row's sum times 1 / sqrt(sum(nsq[0 ..
-// nsq_n)) / nsq_k + nsq_eps), as rms_norm_dec_kernel's scale.
-struct mv_norm_in {
-    const float * nsq     = nullptr;
-    int           nsq_n   = 0;
-    float         nsq_k   = 1.0f;
-    float         nsq_eps = 0.0f;
-};
-// Every lane sums its share of the partial sums in one fixed order; called after a warp's main
-// loop (L1 hits but for an SM's first warp, nothing waiting on them).
-__device__ __forceinline__ float mv_norm_scale(const mv_norm_in & ns, int lane) {
+// The scale a reader of a norm-in-product copy applies (ember_cuda_norm_scale; the NS forms of
+// mvr_kernel, mvk_kernel, mvp6_kernel): every lane sums its share of the partial sums in one fixed
+// order; called after a warp's main loop (L1 hits but for an SM's first warp, nothing waiting).
+__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
     float s = 0.0f;
-    for (int i = lane; i < ns.nsq_n; i += 32) s += __ldg(ns.nsq + i);
-    return 1.0f / sqrtf(cu_warp_sum(s) / ns.nsq_k + ns.nsq_eps);
+    for (int i = lane; i < ns.n; i += 32) s += __ldg(ns.nsq + i);
+    return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 
 struct mvq_args {
@@ -298,7 +290,7 @@ struct mvq_args {
     bool           grouped;  // several matrices (mv_group; mvk_kernel only); 2-D weights and x
     mv_group       grp;
     int *          err;  // data errors of the fused SET_ROWS (a cache row out of range)
-    mv_norm_in     ns;   // the NS kernels' norm
+    ember_cuda_norm_scale ns;  // the NS kernels' norm
 };
 
 // The batch position of a GGUF-layout matvec block (blockIdx.z over x's dims 2 and 3: i2, i3),
@@ -431,7 +423,7 @@ struct mvr_args {
     bool                   grouped;  // several matrices (mv_group); 2-D weights and x
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
-    mv_norm_in             ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
+    ember_cuda_norm_scale  ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -468,11 +460,16 @@ bool mv_pair_capped() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_MV_PAIR_OCC");
     return on;
 }
+// mvr_kernel's two-row launch over `grid` takes the cap: more than one wave uncapped.
+bool mvr_pair_capped(const ember_cuda_ctx & ctx, const dim3 & grid) {
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+    return mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device);
+}
 
 // P: rows longer than one step (32 U chunks) load step s + 1 while step s is computed (two
 // register buffers), so a lane always has U R loads in flight, not only at each step's start.
 // MINB: blocks per SM the registers must allow (k_mv_pair_blocks for the two-row kernels).
-// NS: x is mvr_norm_kernel's copy, the norm's scale still to apply (mvr_args nsq): each warp sums
+// NS: x is mvr_norm_kernel's copy, the norm's scale still to apply (mvr_args ns): each warp sums
 // the norm's partial sums of squares in one fixed order and scales its rows' sums before the store.
 template <int T, int R, int U, bool P, int MINB = 0, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) {
@@ -611,18 +608,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     }
 }
 
-// The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
-// matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
-// nw, the MUL read only by integer matvecs. A block owns 32 whole rows of W (one quantization
-// block of the result), so no block waits for another: it writes s and the int8 copy of nw * s,
-// which does not depend on the norm's scale (a block's int8 values are the same for any positive
-// scale of its 32 values; only d scales), and the block's sum of squares of s. The readers
-// (mvr_kernel NS) sum those n / 32 partial sums and scale their rows' sums. No norm launch, and
-// nothing of the norm between the two products on the token's critical path.
-// The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
-// 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
-// its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
-// What the end of a norm-in-product block reads and writes (mvn_end).
+// What the end of a norm-in-product block reads and writes (mvn_block_end).
 struct mvn_out {
     const float * res;  // the ADD's other operand (n floats)
     float *       sum;  // the ADD's result (n floats)
@@ -652,10 +638,25 @@ struct mvk_norm_args {
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 
-// Warp 0 of a norm-in-product block (group grp of 32 rows from row0), lane r holding row row0 + r's sum y: the residual added, the
-// ADD's floats written, the block of 32 quantized as cu_quantize_quad does (q from the unrounded
-// d; d kept in float), and the block's sum of squares.
-__device__ __forceinline__ void mvn_end(const mvn_out & o, int64_t row0, unsigned grp, float y, int lane) {
+// The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
+// (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
+// lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
+// the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
+// does (q from the unrounded d; d kept in float), and its sum of squares.
+template <int NT>
+__device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
+    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float v = acc[t];
+#pragma unroll
+        for (int k = 1; k < NT; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+        if (lane % NT == 0) part[wi][(k_mvn_rows / NT) * t + lane / NT] = v;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float y = 0.0f;
+    for (int k = 0; k < nw; k++) y += part[k][lane];
     const int64_t r = row0 + lane;
     const float   s = o.res[r] + y;
     o.sum[r]        = s;
@@ -669,11 +670,22 @@ __device__ __forceinline__ void mvn_end(const mvn_out & o, int64_t row0, unsigne
     const float ss = cu_warp_sum(s * s);
     o.oq[r]        = static_cast<int8_t>(q);
     if (lane == 0) {
-        o.ods[grp] = make_float2(d, d * static_cast<float>(sq));
-        o.osq[grp] = ss;
+        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
+        o.osq[blockIdx.x] = ss;
     }
 }
 
+// The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
+// matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
+// nw, the MUL read only by integer matvecs. A block owns 32 whole rows of W (one quantization
+// block of the result), so no block waits for another: it writes s and the int8 copy of nw * s,
+// which does not depend on the norm's scale (a block's int8 values are the same for any positive
+// scale of its 32 values; only d scales), and the block's sum of squares of s. The readers
+// (mvr_kernel NS) sum those n / 32 partial sums and scale their rows' sums. No norm launch, and
+// nothing of the norm between the two products on the token's critical path.
+// The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
+// 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
+// its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
 template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
@@ -707,19 +719,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
             for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], dw[t], x);
         }
     }
-    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
-#pragma unroll
-    for (int t = 0; t < 8; t++) {
-        float v = acc[t];
-#pragma unroll
-        for (int o = 1; o < 8; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (j == 0) part[wi][4 * t + ro] = v;
-    }
-    __syncthreads();
-    if (wi != 0) return;
-    float y = 0.0f;
-    for (int k = 0; k < nw; k++) y += part[k][lane];
-    mvn_end(a.out, row0, blockIdx.x, y, lane);
+    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
@@ -867,7 +867,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // measured on a GPU): a block owns 32 whole rows; its warps split the row length in slices of
 // one 256-weight block; lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2
 // chunk, its header decode and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4
-// rows and each warp load covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's.
+// rows and each warp load covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
 template <int MINB = 1>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
@@ -903,19 +903,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
 #pragma unroll
         for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
     }
-    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        float v = acc[t];
-        v += __shfl_xor_sync(0xffffffffu, v, 1);
-        v += __shfl_xor_sync(0xffffffffu, v, 2);
-        if (l.g == 0) part[wi][8 * t + ro] = v;
-    }
-    __syncthreads();
-    if (wi != 0) return;
-    float y = 0.0f;
-    for (int k = 0; k < nw; k++) y += part[k][lane];
-    mvn_end(a.out, row0, blockIdx.x, y, lane);
+    mvn_block_end<4>(acc, a.out, row0, lane, wi, nw);
 }
 
 // Word k of the 16 levels of group grp (0..3, compile-time once unrolled) of a 64-weight Q6_K
@@ -1270,16 +1258,6 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
     return n >= 4096 ? 2 : 1;
 }
 
-// The norm the NS kernels apply, as mvr_norm_kernel / mvk_norm_kernel left it (ctx.qx_ns).
-mv_norm_in mv_norm_of(const ember_cuda_ctx & ctx) {
-    mv_norm_in n;
-    n.nsq     = ctx.qx_nsq;
-    n.nsq_n   = ctx.qx_nsq_n;
-    n.nsq_k   = ctx.qx_nsq_k;
-    n.nsq_eps = ctx.qx_eps;
-    return n;
-}
-
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels.
 template <int T>
@@ -1287,8 +1265,7 @@ void launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, b
     if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, 0, a);
     } else if (r == 2) {
-        const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-        if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
+        if (mvr_pair_capped(ctx, grid)) {
             cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks, true>, grid, 32 * k_rp_warps, 0, a);
         } else {
             cu_launch(ctx, mvr_kernel<T, 2, 4, false, 0, true>, grid, 32 * k_rp_warps, 0, a);
@@ -1330,7 +1307,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if (ns) {
-        a.ns = mv_norm_of(ctx);
+        a.ns = ctx.qx_norm;
         launch_rp_ns<T>(ctx, grid, a, short_rows, r);
     } else if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
@@ -1341,8 +1318,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
         if (ks == 4) cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
         else cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
     } else if (r == 2) {
-        const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-        if (mv_pair_capped() && blocks > static_cast<int64_t>(k_mv_pair_blocks_uncapped) * cu_sm_count(ctx.device)) {
+        if (mvr_pair_capped(ctx, grid)) {
             cu_launch(ctx, mvr_kernel<T, 2, 4, false, k_mv_pair_blocks>, grid, 32 * k_rp_warps, 0, a);
         } else {
             cu_launch(ctx, mvr_kernel<T, 2, 4, false>, grid, 32 * k_rp_warps, 0, a);
@@ -1465,7 +1441,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
             if (ns) {
-                a.ns = mv_norm_of(ctx);
+                a.ns = ctx.qx_norm;
                 if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
@@ -1496,7 +1472,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const int  rw   = q6p_rows_per_warp();
             const dim3 gp(cu_blocks(a.n, (nw / ks) * rw), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (ns) {
-                a.ns = mv_norm_of(ctx);
+                a.ns = ctx.qx_norm;
                 if (rw == 1) cu_launch(ctx, mvp6_kernel<1, true>, gp, 32 * nw, 0, a, ks);
                 else if (rw == 2) cu_launch(ctx, mvp6_kernel<2, true>, gp, 32 * nw, 0, a, ks);
                 else cu_launch(ctx, mvp6_kernel<4, true>, gp, 32 * nw, 0, a, ks);
@@ -1864,9 +1840,9 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     ember_cuda_qx_set_valid(ctx, mul, o.oq);
     ctx.qx_ns    = true;
     ctx.qx_ds    = o.ods;
-    ctx.qx_nsq   = o.osq;
-    ctx.qx_nsq_n = static_cast<int>(n / 32);
-    ctx.qx_nsq_k = static_cast<float>(n);
-    ctx.qx_eps   = ember_get_op_param_f32(norm, 0);
+    ctx.qx_norm.nsq = o.osq;
+    ctx.qx_norm.n   = static_cast<int>(n / 32);
+    ctx.qx_norm.k   = static_cast<float>(n);
+    ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
     return EMBER_OK;
 }

@@ -150,8 +150,9 @@ ember_tensor * build_decoder(ember_graph & g, ember_type wt, ember_type out_t, s
 }
 
 // The matvecs of g at which ember_cuda_plan_mv_norm takes the norm after them.
-std::vector<const ember_tensor *> norm_sites(ember_graph & g, const ember_cuda_norm_hooks & h) {
-    std::vector<const ember_tensor *> sites;
+using sites_t = std::vector<const ember_tensor *>;
+sites_t norm_sites(ember_graph & g, const ember_cuda_norm_hooks & h) {
+    sites_t sites;
     const int32_t                     end = static_cast<int32_t>(g.nodes.size());
     for (int32_t i = 0; i < end; i++) {
         ember_tensor * f[3] = {};
@@ -207,26 +208,15 @@ TEST_CASE("[cuda plan] the decode norm in the product before it, on decoder laye
         ember_graph                 g;
         std::vector<ember_tensor *> o_mm, down_mm;
         g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q6_K, o_mm, down_mm, 1));
-        const auto sites = norm_sites(g, h);
-        REQUIRE(sites.size() == 4);
-        CHECK(sites[0] == o_mm[0]);
-        CHECK(sites[1] == o_mm[1]);
-        CHECK(sites[2] == down_mm[1]);
-        CHECK(sites[3] == o_mm[2]);
+        CHECK(norm_sites(g, h) == sites_t{o_mm[0], o_mm[1], down_mm[1], o_mm[2]});
     }
     {  // layer 1's FFN norm read again, layer 2's O product read again
         ember_graph                 g;
         std::vector<ember_tensor *> o_mm, down_mm;
         g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm, -1, EMBER_TYPE_Q6_K, true));
-        const auto sites = norm_sites(g, h);
-        REQUIRE(sites.size() == 4);
-        CHECK(sites[0] == o_mm[0]);
-        CHECK(sites[1] == down_mm[0]);
-        CHECK(sites[2] == down_mm[1]);
-        CHECK(sites[3] == down_mm[2]);
+        CHECK(norm_sites(g, h) == sites_t{o_mm[0], down_mm[0], down_mm[1], down_mm[2]});
     }
 }
-
 
 TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one launch, on allocator-placed graphs") {
     for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
