@@ -863,11 +863,11 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
-// mvr_norm_kernel for Q4_K weights (16-byte-aligned rows, EMBER_CUDA_MV_NORM_Q4K=1; not yet
-// measured on a GPU): a block owns 32 whole rows; its warps split the row length in slices of
-// one 256-weight block; lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2
-// chunk, its header decode and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4
-// rows and each warp load covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
+// mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
+// block owns 32 whole rows; its warps split the row length in slices of one 256-weight block;
+// lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
+// and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
+// covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
 template <int MINB = 1>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
@@ -1748,18 +1748,26 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) 
 }
 
 // The decode norm in the product before it (mvr_norm_kernel; cuda-backend.cpp finds the nodes).
-// EMBER_CUDA_MV_NORM_Q4K=1 (opt-in until measured on a GPU): Q4_K weights (mvk_norm_kernel) make
-// the norm-in-product copy too, and Q4_K (mvk_kernel NS) and planar Q6_K (mvp6_kernel NS: Q4_K_M's
-// V units) products read it. Read at every call (tests switch it).
+// EMBER_CUDA_MV_NORM_Q4K: 1 (default) Q4_K weights (mvk_norm_kernel) make the norm-in-product
+// copy too, and Q4_K (mvk_kernel NS) and planar Q6_K (mvp6_kernel NS: Q4_K_M's V units) products
+// read it (H200 tg128 8B Q4_K_M 504.0 -> 516.0); 0: Q4_0 / Q8_0 only. Read at every call (tests
+// switch it).
 static bool mv_norm_q4k() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 1, {0, 1}) == 1;
 }
+
+// A planar Q6_K product of more rows than this (a vocabulary-sized output matrix, 431 MB for the
+// 8B shape) does not read the copy: it streams at the bandwidth limit from its first wave, which
+// starts early on the SMs the one-block norm kernel leaves free, so the fused norm saved less than
+// its NS form lost (H200 8B Q4_0, the last down product fused before the Q6_K output: output
+// 97.7 -> 105.9 us, the norm and split down product's 15.1 us -> the producer's 7.9).
+constexpr int64_t k_mvn_q6p_max_rows = 32768;
 
 bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     if (mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
     if (rp_q4q8(w)) return true;
-    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
+    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[1] <= k_mvn_q6p_max_rows;
     return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
 }
 

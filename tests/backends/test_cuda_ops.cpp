@@ -802,14 +802,15 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     // 1B and 8B widths (the 8B down product: 56 slices of 8 chunks, 4 a warp), an odd chunk count
     // (67 blocks: a partial slice), one 32-row block.
     const shape shapes[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {32 * 67, 32 * 3, 32 * 67}, {256, 32, 512}};
-    // Q4_K (EMBER_CUDA_MV_NORM_Q4K=1: mvk_norm_kernel, mvk_kernel NS; widths of whole 256-blocks)
-    // with the last reader in planar Q6_K (mvp6_kernel NS) where its rows allow (n % 2048 == 0).
+    // Q4_K (mvk_norm_kernel, mvk_kernel NS; widths of whole 256-blocks) with the last reader in
+    // planar Q6_K (mvp6_kernel NS) where its rows allow (rows of a multiple of 2048 weights), else
+    // in Q4_K (a Q6_K product in the GGUF layout reads no copy: SKIP=norm would leave its norm
+    // undone).
     const shape shapes_k[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {512, 256, 512}};
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
         const bool q4k = t == EMBER_TYPE_Q4_K;
-        set_env("EMBER_CUDA_MV_NORM_Q4K", q4k ? "1" : "");
         for (const shape & sh : q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k)) : std::vector<shape>(std::begin(shapes), std::end(shapes))) {
-            const ember_type  t2   = q4k ? EMBER_TYPE_Q6_K : t;
+            const ember_type  t2   = !q4k ? t : sh.n % 2048 == 0 ? EMBER_TYPE_Q6_K : EMBER_TYPE_Q4_K;
             const std::string what = std::string("norm in the product ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) + " n " +
                                      std::to_string(sh.n) + " f " + std::to_string(sh.f);
             CAPTURE(what);
@@ -847,9 +848,13 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             CAPTURE(eo);
             CHECK(es < (q4k ? 2e-3 : 1e-3));
             CHECK_FALSE(eo < 1e-3);
+            if (q4k) {  // EMBER_CUDA_MV_NORM_Q4K=0: Q4_K's norms in their own launches again
+                set_env("EMBER_CUDA_MV_NORM_Q4K", "0");
+                CHECK_FALSE(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
+                set_env("EMBER_CUDA_MV_NORM_Q4K", "");
+            }
         }
     }
-    set_env("EMBER_CUDA_MV_NORM_Q4K", "");
     // Where it must not apply, the usual launches (and the same results): the last product's
     // weights not in the CUDA layout (Q4_K, F16: their kernels do not apply the scale), the
     // norm's floats read again, the O product's result read again.

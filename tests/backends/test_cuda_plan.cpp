@@ -292,8 +292,8 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
 #ifdef EMBER_HAVE_CUDA
 // The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
-// after every O and down product; Q4_K only with EMBER_CUDA_MV_NORM_Q4K=1 (mvk_norm_kernel), then
-// with V in planar Q6_K in one layer too (mvp6_kernel NS reads the copy).
+// after every O and down product; Q4_K too (mvk_norm_kernel; not with EMBER_CUDA_MV_NORM_Q4K=0),
+// with V in planar Q6_K in one layer as well (mvp6_kernel NS reads the copy).
 bool cuda_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
 }
@@ -302,7 +302,7 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     ember_cuda_norm_hooks h;
     h.fuse_ok   = cuda_fuse_ok;
     h.reader_ok = ember_cuda_mv_norm_reader_ok;
-    for (int opt : {0, 1, 2, 3}) {  // Q4_0, Q8_0; Q4_K with EMBER_CUDA_MV_NORM_Q4K=1, 3: also V of layer 1 in planar Q6_K
+    for (int opt : {0, 1, 2, 3}) {  // Q4_0, Q8_0, Q4_K, 3: Q4_K with V of layer 1 in planar Q6_K
         const ember_type wt = opt == 0 ? EMBER_TYPE_Q4_0 : opt == 1 ? EMBER_TYPE_Q8_0 : EMBER_TYPE_Q4_K;
         CAPTURE(opt);
         ember_graph                 g;
@@ -314,10 +314,10 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
             if (t->type != EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;  // Q6_K: the planar layout
         }
         ember_buffer * leaves = place_graph(g);
-        if (wt == EMBER_TYPE_Q4_K) CHECK(norm_sites(g, h).empty());  // not without the switch
-        setenv("EMBER_CUDA_MV_NORM_Q4K", wt == EMBER_TYPE_Q4_K ? "1" : "", 1);
-        const auto sites = norm_sites(g, h);
+        setenv("EMBER_CUDA_MV_NORM_Q4K", "0", 1);
+        CHECK(norm_sites(g, h).size() == (wt == EMBER_TYPE_Q4_K ? 0u : 6u));  // the switch off: Q4_0 / Q8_0 only
         setenv("EMBER_CUDA_MV_NORM_Q4K", "", 1);
+        const auto sites = norm_sites(g, h);
         REQUIRE(sites.size() == 6);
         for (int il = 0; il < 3; il++) {
             CHECK(sites[2 * il] == o_mm[il]);
@@ -325,6 +325,33 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
         }
         ember_buffer_free(leaves);
     }
+}
+
+// Which products read the norm-in-product copy (ember_cuda_mv_norm_reader_ok, shapes only): planar
+// Q6_K per-layer products (a V unit) do, a vocabulary-sized planar Q6_K output does not (its NS
+// form measured slower than the norm's own launch), Q4_K only with EMBER_CUDA_MV_NORM_Q4K on,
+// F16 and Q6_K in the GGUF layout never.
+TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product copy") {
+    ember_graph g;
+    const auto  mm = [&](ember_type t, int64_t k, int64_t n, bool converted) {
+        ember_tensor * w = g.new_tensor(t, k, n);
+        w->flags |= EMBER_TENSOR_FLAG_WEIGHT | (converted ? EMBER_TENSOR_FLAG_CUDA_REPACKED : 0);
+        return ember_mul_mat(g, w, g.new_tensor(EMBER_TYPE_F32, k, 1));
+    };
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, true)));
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 2048, 32768, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 128256, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, false)));
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q4_0, 4096, 128256, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_F16, 4096, 1024, false)));
+    ember_tensor * q4k = mm(EMBER_TYPE_Q4_K, 4096, 1024, false);
+    q4k->src[0]->data  = reinterpret_cast<void *>(uintptr_t{1} << 20);  // rows 16-byte aligned (144 * 16 bytes a row)
+    CHECK(ember_cuda_mv_norm_reader_ok(q4k));
+    setenv("EMBER_CUDA_MV_NORM_Q4K", "0", 1);
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(q4k));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, true)));
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q8_0, 4096, 1024, true)));
+    setenv("EMBER_CUDA_MV_NORM_Q4K", "", 1);
 }
 
 // The same plan with the CUDA backend's own hooks (ember_cuda_mv_unit_ok, ..._can_share: host
