@@ -183,6 +183,9 @@ bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const em
 // will do; without it that copy is an error (EMBER_ERR_INTERNAL: x's floats were never written).
 struct float2;
 ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds, bool ns_ok = false);
+// Whether the copy of x the next matvec finds is a norm-in-product kernel's (ctx.qx_ns): its
+// kernel must apply ctx.qx_norm.
+bool         ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x);
 ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
 // A decode matvec and the nodes after it that its store does (cuda-backend.cpp finds them,
 // ops-matvec-q.cu runs them): RoPE over a reshape of its result (Q, K: the warp's two rows are
@@ -209,7 +212,7 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
                                  const ember_cuda_mv_unit * units);
 
 // The decode norm in the product before it: the matvec mm (Q4_0 / Q8_0 weights in the CUDA
-// layout, one column, rows a multiple of 32) whose result only `add` reads, add's RMS_NORM `norm`
+// layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result only `add` reads, add's RMS_NORM `norm`
 // and its MUL `mul` in one launch: add's floats, and the int8 copy of mul for the next matvecs
 // (which must all pass ember_cuda_mv_norm_reader_ok: they apply the norm's scale); neither norm's
 // nor mul's floats are written. Only where its grid (a block per 32 rows) fills at least 3/4 of

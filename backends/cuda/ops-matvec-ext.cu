@@ -22,11 +22,13 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
 #include "cuda-matvec-epi.cuh"
 #include "cuda-matvec-ext.h"
+#include "cuda-matvec-norm.cuh"
 #include "cuda-repack.h"
 
 namespace {
@@ -315,6 +317,7 @@ struct mvx_args {
     int             neox_hd[k_group];
     mv_epi          epi[k_group];
     int *           err;
+    ember_cuda_norm_scale ns;  // mvx_kernel NS: the norm (x is a norm-in-product copy)
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -328,7 +331,9 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
 // KS > 1: the KS warps of a block share their R rows, each summing a contiguous KS-th of the
 // chunks (rows longer than one step of U chunks per lane: all of a warp's loads in flight at
 // once, as mvr_split_kernel), the parts meeting in shared memory in a fixed order.
-template <int T, int R, int U, int KS>
+// NS: x is a norm-in-product copy (mvx_norm_kernel's or another producer's), the norm's scale
+// still to apply to the rows' sums (a.ns).
+template <int T, int R, int U, int KS, bool NS = false>
 __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     using D = mx<T>;
     static_assert(k_warps % KS == 0, "warps per row");
@@ -413,6 +418,11 @@ __global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
     float sum[R];
 #pragma unroll
     for (int r = 0; r < R; r++) sum[r] = cu_warp_sum(acc[r]);
+    if constexpr (NS) {
+        const float sc = mv_norm_scale(a.ns, lane);
+#pragma unroll
+        for (int r = 0; r < R; r++) sum[r] *= sc;
+    }
     if constexpr (KS > 1) {
         __shared__ float parts[k_warps][R];
         if (lane == 0) {
@@ -655,12 +665,86 @@ bool ext_split() {
     return on;
 }
 
+// The decode norm in the product before it (ember_cuda_mul_mat_vec_norm) for INT4 / NF4 weights
+// in the ext layout: mvr_norm_kernel's scheme (ops-matvec-q.cu) over mvx_kernel's chunks. A block
+// owns 32 whole rows; its warps split the row length in slices of 8 16-byte chunks; lane l takes
+// chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
+// (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
+struct mvx_norm_args {
+    const uint8_t * q;
+    const uint8_t * s;
+    const uint8_t * h;
+    int64_t         rowq;
+    int             nb, ng, nchunk;
+    const int8_t *  xq;
+    const float2 *  xds;
+    mvn_out         out;
+};
+
+template <int T>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
+    using D = mx<T>;
+    __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
+    if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
+        __syncthreads();
+    }
+    const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int        ro = lane / 8, j = lane % 8;
+    const int64_t    row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int        nsl   = (a.nchunk + 7) / 8;
+    const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
+    const int64_t    qstep = 4 * a.rowq / 16;
+    uint4            w[8];
+    typename D::sc_t sc[8];
+    const auto       load = [&](int sl) {
+        const int  c  = 8 * sl + j;
+        const bool ok = c < a.nchunk;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+            sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
+        }
+    };
+    if (wi < nsl) load(wi);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    x_src xs;
+    xs.q     = a.xq;
+    xs.ds    = a.xds;
+    xs.f     = nullptr;
+    xs.f16al = false;
+    float acc[8] = {};
+    for (int sl = wi; sl < nsl; sl += nw) {
+        if (sl != wi) load(sl);
+        const int c = 8 * sl + j;
+        if (c < a.nchunk) {
+            const typename D::xs_t x = D::load_x(xs, c);
+#pragma unroll
+            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
+        }
+    }
+    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
+}
+
+// Whether Ember's type T has mvx_kernel's NS form (and mvx_norm_kernel): INT4 and NF4.
+__host__ __device__ constexpr bool has_ns(int T) {
+    return T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4;
+}
+
+// mvx_kernel<T, R, U, KS>, its NS form when x is a norm-in-product copy (a.ns.nsq set).
+template <int T, int R, int U, int KS> void launch_mvx_k(ember_cuda_ctx & ctx, const dim3 & grid, const mvx_args & a) {
+    if constexpr (has_ns(T)) {
+        if (a.ns.nsq) return cu_launch(ctx, mvx_kernel<T, R, U, KS, true>, grid, 32 * k_warps, 0, a);
+    }
+    cu_launch(ctx, mvx_kernel<T, R, U, KS>, grid, 32 * k_warps, 0, a);
+}
+
 template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
     if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
-        if (ks == 4) return cu_launch(ctx, mvx_kernel<T, R, 4, 4>, grid, 32 * k_warps, 0, a);
-        if (ks == 2) return cu_launch(ctx, mvx_kernel<T, R, 4, 2>, grid, 32 * k_warps, 0, a);
+        if (ks == 4) return launch_mvx_k<T, R, 4, 4>(ctx, grid, a);
+        if (ks == 2) return launch_mvx_k<T, R, 4, 2>(ctx, grid, a);
     }
-    cu_launch(ctx, mvx_kernel<T, R, 4, 1>, grid, 32 * k_warps, 0, a);
+    launch_mvx_k<T, R, 4, 1>(ctx, grid, a);
 }
 
 template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units,
@@ -694,6 +778,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     a.blk0[nd]             = static_cast<int>(bx);
     a.err                  = ctx.d_error;
     const ember_tensor * x = dsts[0]->src[1];
+    if (a.ns.nsq && !has_ns(T)) return EMBER_ERR_INTERNAL;  // (ember_cuda_mul_mat_vec_ext checks first)
     if constexpr (is_fp8_type(T)) {
         if (fp8_mma(ctx) && (!units || fp8_mma_units())) {
             unsigned b16 = 0;
@@ -711,7 +796,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if constexpr (!is_fp8_type(T)) {
         if (short_rows) {
-            cu_launch(ctx, mvx_kernel<T, 2, 2, 1>, grid, 32 * k_warps, 0, a);
+            launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
     }
@@ -933,6 +1018,10 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     a.x_ne1  = x->ne[1];
     a.x_ne2  = x->ne[2];
     if (ember_cuda_ext_float_x(w0)) {  // FP8: the float activations as they are
+        if (ember_cuda_qx_is_ns(ctx, x)) {
+            std::fprintf(stderr, "ember: cuda: an FP8 matvec reads the floats of a norm-in-product copy's x (never written)\n");
+            return EMBER_ERR_INTERNAL;
+        }
         a.xf    = static_cast<const char *>(x->data);
         a.x_nb1 = static_cast<int64_t>(x->nb[1]);
         a.x_nb2 = static_cast<int64_t>(x->nb[2]);
@@ -942,15 +1031,42 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     } else {
         int8_t *           xq  = nullptr;
         float2 *           xds = nullptr;
-        const ember_status qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds);  // ops-matvec-q.cu
+        const bool         ns  = ember_cuda_qx_is_ns(ctx, x);
+        if (ns && !has_ns(w0->type)) {
+            std::fprintf(stderr, "ember: cuda: a matvec of Ember's types without the norm's scale reads the norm-in-product copy of x\n");
+            return EMBER_ERR_INTERNAL;
+        }
+        const ember_status qs = ember_cuda_quantized_x(ctx, x, &xq, &xds, ns);  // ops-matvec-q.cu
         if (qs != EMBER_OK) return qs;
         a.xq  = xq;
         a.xds = xds;
+        if (ns) a.ns = ctx.qx_norm;
     }
     ember_status st = EMBER_ERR_UNSUPPORTED;
     dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, units, a, st});
     ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
     return st;
+}
+
+ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {
+    if (!ember_cuda_ext_layout(w) || !has_ns(w->type) || w->ne[1] % k_mvn_rows != 0) return EMBER_ERR_INTERNAL;
+    const ext_layout l = layout_of(w);
+    mvx_norm_args    a;
+    a.q      = l.q;
+    a.s      = l.s;
+    a.h      = l.h;
+    a.rowq   = l.rowq;
+    a.nb     = l.nb;
+    a.ng     = l.ng;
+    a.nchunk = static_cast<int>(l.rowq / 16);
+    a.xq     = xq;
+    a.xds    = xds;
+    a.out    = o;
+    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
+    const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
+    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
+    return EMBER_OK;
 }
 
 ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {

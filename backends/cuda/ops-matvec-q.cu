@@ -29,6 +29,7 @@
 #include "cuda-env.h"
 #include "cuda-matvec-epi.cuh"
 #include "cuda-matvec-ext.h"
+#include "cuda-matvec-norm.cuh"
 #include "cuda-repack.h"
 
 namespace {
@@ -267,15 +268,6 @@ __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool 
     for (int r = 0; r < R; r++) {
         if (rows[r] < n) yc[rows[r]] = s[r];
     }
-}
-
-// The scale a reader of a norm-in-product copy applies (ember_cuda_norm_scale; the NS forms of
-// mvr_kernel, mvk_kernel, mvp6_kernel): every lane sums its share of the partial sums in one fixed
-// order; called after a warp's main loop (L1 hits but for an SM's first warp, nothing waiting).
-__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
-    float s = 0.0f;
-    for (int i = lane; i < ns.n; i += 32) s += __ldg(ns.nsq + i);
-    return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 
 struct mvq_args {
@@ -608,16 +600,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     }
 }
 
-// What the end of a norm-in-product block reads and writes (mvn_block_end).
-struct mvn_out {
-    const float * res;  // the ADD's other operand (n floats)
-    float *       sum;  // the ADD's result (n floats)
-    const float * nw;   // the MUL's weights (n floats)
-    int8_t *      oq;   // out: int8 copy of nw * sum (n values)
-    float2 *      ods;  // (d, d sum q) per 32
-    float *       osq;  // sum of sum^2 per 32
-};
-
 struct mvn_args {
     const uint4 *          wq;  // quants, rows of nchunk 16-byte chunks (CUDA layout)
     const unsigned short * wd;  // scales, rows of nb
@@ -635,45 +617,6 @@ struct mvk_norm_args {
     const float2 * xds;
     mvn_out        out;
 };
-
-constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
-
-// The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
-// (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
-// lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
-// the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
-// does (q from the unrounded d; d kept in float), and its sum of squares.
-template <int NT>
-__device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
-    __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
-#pragma unroll
-    for (int t = 0; t < NT; t++) {
-        float v = acc[t];
-#pragma unroll
-        for (int k = 1; k < NT; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
-        if (lane % NT == 0) part[wi][(k_mvn_rows / NT) * t + lane / NT] = v;
-    }
-    __syncthreads();
-    if (wi != 0) return;
-    float y = 0.0f;
-    for (int k = 0; k < nw; k++) y += part[k][lane];
-    const int64_t r = row0 + lane;
-    const float   s = o.res[r] + y;
-    o.sum[r]        = s;
-    const float v  = s * o.nw[r];
-    const float d  = cu_warp_max(fabsf(v)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
-    int         sq = q;
-#pragma unroll
-    for (int k = 16; k > 0; k >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, k);
-    const float ss = cu_warp_sum(s * s);
-    o.oq[r]        = static_cast<int8_t>(q);
-    if (lane == 0) {
-        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
-        o.osq[blockIdx.x] = ss;
-    }
-}
 
 // The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
 // matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
@@ -1587,6 +1530,9 @@ static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8
 static bool qx_ns_is(const ember_cuda_ctx & ctx, const ember_tensor * x) {
     return ctx.qx_ns && qx_of(ctx, x);
 }
+bool ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x) {
+    return qx_ns_is(ctx, x);
+}
 
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
     ctx.qx_valid = true;
@@ -1756,6 +1702,18 @@ static bool mv_norm_q4k() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 1, {0, 1}) == 1;
 }
 
+// EMBER_CUDA_MV_NORM_EXT=1 (opt-in: measured, but its GPU test has not yet run to the end):
+// Ember's INT4 / NF4 weights in the ext layout make the copy (mvx_norm_kernel, ops-matvec-ext.cu)
+// and their products read it (mvx_kernel NS); H200 tg128 8B INT4 563.9 -> 590.6, 8B NF4 381.8 ->
+// 393.3 (one build, one run each). FP8 products read x's floats, never the copy. Read at every
+// call (tests switch it).
+static bool mv_norm_ext() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 0, {0, 1}) == 1;
+}
+static bool mvn_ext_ok(const ember_tensor * w) {
+    return (w->type == EMBER_TYPE_INT4 || w->type == EMBER_TYPE_NF4) && ember_cuda_ext_layout(w) && mv_norm_ext();
+}
+
 // A planar Q6_K product of more rows than this (a vocabulary-sized output matrix, 431 MB for the
 // 8B shape) does not read the copy: it streams at the bandwidth limit from its first wave, which
 // starts early on the SMs the one-block norm kernel leaves free, so the fused norm saved less than
@@ -1764,8 +1722,10 @@ static bool mv_norm_q4k() {
 constexpr int64_t k_mvn_q6p_max_rows = 32768;
 
 bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
-    if (mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
+    if (mm->op != EMBER_OP_MUL_MAT) return false;
     const ember_tensor * w = mm->src[0];
+    if (mvn_ext_ok(w)) return ember_cuda_mul_mat_vec_ext_supported(mm);
+    if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
     const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[1] <= k_mvn_q6p_max_rows;
     return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
@@ -1775,7 +1735,9 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
     const bool           q4k = q4k_wide_ok(w) && w->ne[0] % 256 == 0 && mv_norm_q4k();
-    if (!(rp_q4q8(w) || q4k) || !ember_cuda_mul_mat_vec_q_supported(mm) || w->ne[2] * w->ne[3] != 1) return false;
+    const bool           ext = mvn_ext_ok(w);
+    if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
+    if (w->ne[2] * w->ne[3] != 1) return false;
     const int64_t n = w->ne[1];
     if (n % k_mvn_rows != 0 || n > (int64_t{1} << 24) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || w->ne[0] % 32 != 0) return false;
     const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
@@ -1813,15 +1775,12 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     o.oq  = reinterpret_cast<int8_t *>(buf);
     o.ods = reinterpret_cast<float2 *>(buf + qb);
     o.osq = reinterpret_cast<float *>(buf + qb + db);
-    // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly over at most
-    // k_mvn_max_warps (8 or 4 at most measured slower: H200 tg128 8B Q4_0 584.0 -> 558.7 / 497.2,
-    // 1B 1931.0 -> 1886.5 / 1702.2).
-    const auto warps = [](int nsl) {
-        const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
-        return (nsl + per - 1) / per;
-    };
+    // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
     const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
-    if (w->type == EMBER_TYPE_Q4_K) {
+    if (ember_cuda_ext_layout(w)) {
+        const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
+        if (es != EMBER_OK) return es;
+    } else if (w->type == EMBER_TYPE_Q4_K) {
         mvk_norm_args a;
         a.w     = static_cast<const char *>(w->data);
         a.w_nb1 = static_cast<int64_t>(w->nb[1]);
@@ -1829,7 +1788,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * warps(a.nblk), 0, a);
+        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
         mvn_args  a;
@@ -1840,8 +1799,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * warps((a.nchunk + 7) / 8), 0, a);
-        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * warps((a.nchunk + 7) / 8), 0, a);
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

@@ -784,6 +784,7 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
         ~env_reset() {
             set_env("EMBER_CUDA_MV_NORM", "");
             set_env("EMBER_CUDA_MV_NORM_Q4K", "");
+            set_env("EMBER_CUDA_MV_NORM_EXT", "");
             set_env("EMBER_CUDA_SKIP", "");
         }
     } reset;
@@ -807,9 +808,18 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     // in Q4_K (a Q6_K product in the GGUF layout reads no copy: SKIP=norm would leave its norm
     // undone).
     const shape shapes_k[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {512, 256, 512}};
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
-        const bool q4k = t == EMBER_TYPE_Q4_K;
-        for (const shape & sh : q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k)) : std::vector<shape>(std::begin(shapes), std::end(shapes))) {
+    // INT4 / NF4: the 8B widths on small matrices (their CPU quantizers search each group's scale:
+    // the 8B FFN's matrices took minutes): an O product 4096 wide over 4096 rows (16 warps, 128
+    // blocks), a down product 14336 wide (14 warps), one block.
+    const shape shapes_x[] = {{4096, 4096, 512}, {256, 256, 14336}, {512, 256, 512}};
+    // INT4 / NF4 in the ext layout (EMBER_CUDA_MV_NORM_EXT=1: mvx_norm_kernel, mvx_kernel NS): shapes_x.
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
+        const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
+        set_env("EMBER_CUDA_MV_NORM_EXT", ext ? "1" : "");  // (opt-in)
+        const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
+                                        : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
+                                              : std::vector<shape>(std::begin(shapes), std::end(shapes));
+        for (const shape & sh : list) {
             const ember_type  t2   = !q4k ? t : sh.n % 2048 == 0 ? EMBER_TYPE_Q6_K : EMBER_TYPE_Q4_K;
             const std::string what = std::string("norm in the product ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) + " n " +
                                      std::to_string(sh.n) + " f " + std::to_string(sh.f);
@@ -817,7 +827,7 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t2, sh.k, sh.n, sh.f); };
             // eager, recorded, replayed (Q4_K: the CPU quantizes x in 256-blocks, the GPU in 32s;
             // five products deep that is 1.0-1.35e-3 on the default path too)
-            check_runs(what, build, q4k ? 2e-3 : 1e-3, {3, 4, 5});
+            check_runs(what, build, q4k || ext ? 2e-3 : 1e-3, {3, 4, 5});
             // One step against the norm kernel's path on the GPU: the ADD's floats the same, a
             // product over the copy within rounding (d kept in float, not rounded to half: ~3e-8;
             // a wrong scale would be 1e-4 or more), and not identical (the fused kernels ran).
@@ -846,19 +856,21 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             const double eo   = nmse(run_with("0", "norm", build, 6), want);
             CAPTURE(es);
             CAPTURE(eo);
-            CHECK(es < (q4k ? 2e-3 : 1e-3));
+            CHECK(es < (q4k || ext ? 2e-3 : 1e-3));
             CHECK_FALSE(eo < 1e-3);
-            if (q4k) {  // EMBER_CUDA_MV_NORM_Q4K=0: Q4_K's norms in their own launches again
-                set_env("EMBER_CUDA_MV_NORM_Q4K", "0");
+            if (q4k || ext) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT=0: the norms in their own launches again
+                const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : "EMBER_CUDA_MV_NORM_EXT";
+                set_env(sw, "0");
                 CHECK_FALSE(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
-                set_env("EMBER_CUDA_MV_NORM_Q4K", "");
+                set_env(sw, ext ? "1" : "");
             }
         }
     }
+    set_env("EMBER_CUDA_MV_NORM_EXT", "");
     // Where it must not apply, the usual launches (and the same results): the last product's
-    // weights not in the CUDA layout (Q4_K, F16: their kernels do not apply the scale), the
-    // norm's floats read again, the O product's result read again.
-    for (ember_type t2 : {EMBER_TYPE_Q4_K, EMBER_TYPE_F16}) {
+    // kernel does not apply the scale (F16; FP8, which reads x's floats), the norm's floats read
+    // again, the O product's result read again.
+    for (ember_type t2 : {EMBER_TYPE_F16, EMBER_TYPE_FP8_E4M3}) {
         check_case(std::string("norm in the product, last reader ") + ember_type_get_name(t2),
                    [=](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_Q4_0, t2, 512, 256, 512); }, 1e-3);
     }

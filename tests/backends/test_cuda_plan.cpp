@@ -293,17 +293,23 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
 // The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
 // after every O and down product; Q4_K too (mvk_norm_kernel; not with EMBER_CUDA_MV_NORM_Q4K=0),
-// with V in planar Q6_K in one layer as well (mvp6_kernel NS reads the copy).
+// with V in planar Q6_K in one layer as well (mvp6_kernel NS reads the copy); INT4 / NF4 in the
+// ext layout with EMBER_CUDA_MV_NORM_EXT=1 (mvx_norm_kernel, mvx_kernel NS).
 bool cuda_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
 }
 
-TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product before it for Q4_0 / Q8_0 in the CUDA layout") {
+TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product before it for Q4_0 / Q8_0 / Q4_K / INT4 / NF4") {
     ember_cuda_norm_hooks h;
     h.fuse_ok   = cuda_fuse_ok;
     h.reader_ok = ember_cuda_mv_norm_reader_ok;
-    for (int opt : {0, 1, 2, 3}) {  // Q4_0, Q8_0, Q4_K, 3: Q4_K with V of layer 1 in planar Q6_K
-        const ember_type wt = opt == 0 ? EMBER_TYPE_Q4_0 : opt == 1 ? EMBER_TYPE_Q8_0 : EMBER_TYPE_Q4_K;
+    for (int opt : {0, 1, 2, 3, 4, 5}) {  // Q4_0, Q8_0, Q4_K, 3: Q4_K with V of layer 1 in planar Q6_K, INT4, NF4 (ext layout)
+        const ember_type wt = opt == 0   ? EMBER_TYPE_Q4_0
+                              : opt == 1 ? EMBER_TYPE_Q8_0
+                              : opt == 4 ? EMBER_TYPE_INT4
+                              : opt == 5 ? EMBER_TYPE_NF4
+                                         : EMBER_TYPE_Q4_K;
+        const bool       ext = wt == EMBER_TYPE_INT4 || wt == EMBER_TYPE_NF4;
         CAPTURE(opt);
         ember_graph                 g;
         std::vector<ember_tensor *> o_mm, down_mm;
@@ -315,9 +321,12 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
         }
         ember_buffer * leaves = place_graph(g);
         setenv("EMBER_CUDA_MV_NORM_Q4K", "0", 1);
-        CHECK(norm_sites(g, h).size() == (wt == EMBER_TYPE_Q4_K ? 0u : 6u));  // the switch off: Q4_0 / Q8_0 only
+        CHECK(norm_sites(g, h).size() == (wt == EMBER_TYPE_Q4_K || ext ? 0u : 6u));  // the switch off: not for Q4_K
         setenv("EMBER_CUDA_MV_NORM_Q4K", "", 1);
+        CHECK(norm_sites(g, h).size() == (ext ? 0u : 6u));  // INT4 / NF4: only with EMBER_CUDA_MV_NORM_EXT=1
+        setenv("EMBER_CUDA_MV_NORM_EXT", "1", 1);
         const auto sites = norm_sites(g, h);
+        setenv("EMBER_CUDA_MV_NORM_EXT", "", 1);
         REQUIRE(sites.size() == 6);
         for (int il = 0; il < 3; il++) {
             CHECK(sites[2 * il] == o_mm[il]);
@@ -330,12 +339,14 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
 // Which products read the norm-in-product copy (ember_cuda_mv_norm_reader_ok, shapes only): planar
 // Q6_K per-layer products (a V unit) do, a vocabulary-sized planar Q6_K output does not (its NS
 // form measured slower than the norm's own launch), Q4_K only with EMBER_CUDA_MV_NORM_Q4K on,
-// F16 and Q6_K in the GGUF layout never.
+// INT4 / NF4 in the ext layout only with EMBER_CUDA_MV_NORM_EXT=1, F16 and Q6_K in the GGUF
+// layout never.
 TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product copy") {
     ember_graph g;
     const auto  mm = [&](ember_type t, int64_t k, int64_t n, bool converted) {
         ember_tensor * w = g.new_tensor(t, k, n);
-        w->flags |= EMBER_TENSOR_FLAG_WEIGHT | (converted ? EMBER_TENSOR_FLAG_CUDA_REPACKED : 0);
+        w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        if (converted) w->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
         return ember_mul_mat(g, w, g.new_tensor(EMBER_TYPE_F32, k, 1));
     };
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, true)));
@@ -344,6 +355,16 @@ TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product c
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, false)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q4_0, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_F16, 4096, 1024, false)));
+    // Ember's types in the ext layout with EMBER_CUDA_MV_NORM_EXT=1: INT4 and NF4 (mvx_kernel
+    // NS), not FP8 (it reads x's floats) nor INT4_G32 (no NS form); none without the switch.
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
+    setenv("EMBER_CUDA_MV_NORM_EXT", "1", 1);
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 128256, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, false)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4_G32, 4096, 1024, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)));
+    setenv("EMBER_CUDA_MV_NORM_EXT", "", 1);
     ember_tensor * q4k = mm(EMBER_TYPE_Q4_K, 4096, 1024, false);
     q4k->src[0]->data  = reinterpret_cast<void *>(uintptr_t{1} << 20);  // rows 16-byte aligned (144 * 16 bytes a row)
     CHECK(ember_cuda_mv_norm_reader_ok(q4k));
