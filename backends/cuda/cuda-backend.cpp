@@ -562,6 +562,14 @@ bool mv_epilogues() {
     return on;
 }
 
+// EMBER_CUDA_L2_PREFETCH=1 (opt-in, not yet measured): the decode attention's blocks prefetch the
+// O matvec's weights into L2 (cu_l2_prefetch_share, sm_90) before they wait for Q: the attention
+// is latency-bound and leaves the memory bandwidth idle; the O product (8B: 9.4 MB in Q4_0, 17.8
+// in Q8_0, within the 50 MB L2) then reads L2. Read at every graph walk (tests switch it).
+bool l2_prefetch() {
+    return ember_cuda_env_choice("EMBER_CUDA_L2_PREFETCH", 0, {0, 1}) == 1;
+}
+
 // EMBER_CUDA_MV_NORM: 1 (default) the decode norm in the product before it where that product's
 // grid fills the GPU (ember_cuda_mul_mat_vec_norm), 2 at any size (tests), 0 never (else
 // mv_norm_plan). Read at every graph walk (tests switch it).
@@ -737,7 +745,17 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
                          view->ne[1] == node->ne[2] && view->ne[2] * view->ne[3] == 1 && node->ne[3] == 1 && view->ne[0] % 32 == 0;
         if (ok) {
             ctx.qx_valid = false;
-            return ember_cuda_attn(ctx, node, view);
+            if (l2_prefetch()) {  // the O matvec's weights into L2 while the attention runs
+                const ember_tensor * w = o->src[0];
+                if ((reinterpret_cast<uintptr_t>(w->data) & 15) == 0) {
+                    ctx.l2_pf       = w->data;
+                    ctx.l2_pf_bytes = ember_nbytes(w) & ~static_cast<uint64_t>(15);
+                }
+            }
+            const ember_status st = ember_cuda_attn(ctx, node, view);
+            ctx.l2_pf             = nullptr;  // (a launch that did not take it)
+            ctx.l2_pf_bytes       = 0;
+            return st;
         }
     }
     // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.

@@ -52,6 +52,11 @@ struct ember_cuda_ctx {
     const void *          qx_ds = nullptr;
     ember_cuda_norm_scale qx_norm;
 
+    // EMBER_CUDA_L2_PREFETCH=1: bytes the next launch's blocks prefetch into L2 (the weights of the
+    // matvec after it), set by the stream for the one launch that takes it, which clears it.
+    const void * l2_pf       = nullptr;
+    uint64_t     l2_pf_bytes = 0;
+
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
     const ember_tensor * hoisted[8] = {};
