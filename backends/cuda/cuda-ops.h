@@ -26,6 +26,13 @@ struct ember_cuda_norm_scale {
     float         eps = 0.0f;
 };
 
+// Up to three byte ranges to prefetch into L2 (cu_l2_prefetch, cuda-common.cuh): each 16-byte
+// aligned, its length a multiple of 16 (ember_cuda_plan_l2_prefetch, cuda-plan.h).
+struct ember_cuda_l2_pf {
+    const void * p[3] = {nullptr, nullptr, nullptr};
+    uint64_t     n[3] = {0, 0, 0};
+};
+
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -52,10 +59,9 @@ struct ember_cuda_ctx {
     const void *          qx_ds = nullptr;
     ember_cuda_norm_scale qx_norm;
 
-    // EMBER_CUDA_L2_PREFETCH=1: bytes the next launch's blocks prefetch into L2 (the weights of the
-    // matvec after it), set by the stream for the one launch that takes it, which clears it.
-    const void * l2_pf       = nullptr;
-    uint64_t     l2_pf_bytes = 0;
+    // EMBER_CUDA_L2_PREFETCH: what the next latency-bound launch's blocks prefetch into L2 (the
+    // weights of the matvecs after it), set by the stream for the one launch that takes it.
+    ember_cuda_l2_pf l2_pf;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
