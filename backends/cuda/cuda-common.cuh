@@ -86,7 +86,8 @@ __device__ __forceinline__ void cu_l2_prefetch(const ember_cuda_l2_pf & pf) {
         while (piece >= pieces[r]) piece -= pieces[r++];  // (r < 3: piece < total)
         const uint64_t off = piece * k_l2_pf_piece;
         const uint32_t len = static_cast<uint32_t>(pf.n[r] - off < k_l2_pf_piece ? pf.n[r] - off : k_l2_pf_piece);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char *>(pf.p[r]) + off), "r"(len) : "memory");
+        const size_t   ga  = __cvta_generic_to_global(static_cast<const char *>(pf.p[r]) + off);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ga), "r"(len) : "memory");
     }
 #else
     (void)pf;
