@@ -13,6 +13,10 @@ bool ember_cuda_ext_layout(const ember_tensor * t);
 // Whether the decode matvec of weight w (ext layout) reads x as floats (FP8), not the 8-bit copy.
 bool ember_cuda_ext_float_x(const ember_tensor * w);
 
+// Whether type t's decode matvec reads a norm-in-product copy of x and has its producer
+// (mvx_kernel NS, mvx_norm_kernel: INT4, NF4).
+bool ember_cuda_ext_has_ns(ember_type t);
+
 // The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
 // three, 2-D weights of one type and width over the same 2-D x, as
 // ember_cuda_mul_mat_vec_q_can_group allows) run in one launch. With units (units[m].mm ==

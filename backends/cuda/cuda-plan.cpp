@@ -1,9 +1,8 @@
 // The planner of the CUDA backend's decode matvec units (cuda-plan.h): plain C++ over the graph,
 // no CUDA, so the tests run it on CPU graphs with their own hooks.
-#include <algorithm>
-
 #include "cuda-plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 

@@ -778,7 +778,6 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     a.blk0[nd]             = static_cast<int>(bx);
     a.err                  = ctx.d_error;
     const ember_tensor * x = dsts[0]->src[1];
-    if (a.ns.nsq && !has_ns(T)) return EMBER_ERR_INTERNAL;  // (ember_cuda_mul_mat_vec_ext checks first)
     if constexpr (is_fp8_type(T)) {
         if (fp8_mma(ctx) && (!units || fp8_mma_units())) {
             unsigned b16 = 0;
@@ -977,6 +976,10 @@ bool ember_cuda_mul_mat_vec_ext_supported(const ember_tensor * dst) {
            w->ne[0] % 32 == 0;
 }
 
+bool ember_cuda_ext_has_ns(ember_type t) {
+    return has_ns(t);
+}
+
 bool ember_cuda_ext_float_x(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && w->type != EMBER_TYPE_INT4 && w->type != EMBER_TYPE_INT4_G32 && w->type != EMBER_TYPE_NF4;
 }
@@ -1031,11 +1034,9 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     } else {
         int8_t *           xq  = nullptr;
         float2 *           xds = nullptr;
-        const bool         ns  = ember_cuda_qx_is_ns(ctx, x);
-        if (ns && !has_ns(w0->type)) {
-            std::fprintf(stderr, "ember: cuda: a matvec of Ember's types without the norm's scale reads the norm-in-product copy of x\n");
-            return EMBER_ERR_INTERNAL;
-        }
+        // A norm-in-product copy only for the types with an NS form (for others the copy is an
+        // error there: their kernels would not apply the norm's scale).
+        const bool         ns = has_ns(w0->type) && ember_cuda_qx_is_ns(ctx, x);
         const ember_status qs = ember_cuda_quantized_x(ctx, x, &xq, &xds, ns);  // ops-matvec-q.cu
         if (qs != EMBER_OK) return qs;
         a.xq  = xq;

@@ -1711,7 +1711,7 @@ static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 0, {0, 1}) == 1;
 }
 static bool mvn_ext_ok(const ember_tensor * w) {
-    return (w->type == EMBER_TYPE_INT4 || w->type == EMBER_TYPE_NF4) && ember_cuda_ext_layout(w) && mv_norm_ext();
+    return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
 
 // A planar Q6_K product of more rows than this (a vocabulary-sized output matrix, 431 MB for the
