@@ -1068,19 +1068,14 @@ TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
     struct pf_reset {
         ~pf_reset() { set_env("EMBER_CUDA_L2_PREFETCH", ""); }
     } reset;
-    const builder attn_o = [](case_ctx & c) {
-        const int64_t  d = 128, n_head = 8, n_head_kv = 2;
-        ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, 1);
-        ember_tensor * o = ember_attn(c.g, q, c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, 40, -2.0f, 2.0f), c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, 40),
-                                      nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
-        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, d * n_head, 288), ember_view(c.g, o, d * n_head, 1));
-    };
-    const builder attn_o_tiled = [](case_ctx & c) {
-        const int64_t  d = 128, n_head = 8, n_head_kv = 2;
-        ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, 1);
-        ember_tensor * o = ember_attn(c.g, q, c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, 2100, -2.0f, 2.0f),
-                                      c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, 2100), nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
-        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, d * n_head, 288), ember_view(c.g, o, d * n_head, 1));
+    const auto attn_o = [](int64_t n_kv) {  // 40 keys: the short-context kernel; 2100: the tiled one
+        return builder([=](case_ctx & c) {
+            const int64_t  d = 128, n_head = 8, n_head_kv = 2;
+            ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, 1);
+            ember_tensor * o = ember_attn(c.g, q, c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv, -2.0f, 2.0f),
+                                          c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv), nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
+            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, d * n_head, 288), ember_view(c.g, o, d * n_head, 1));
+        });
     };
     const builder ffn = [](case_ctx & c) {
         const int64_t  k = 2048, f = 5632;
@@ -1090,7 +1085,7 @@ TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
         ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, k, f), h);
         return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, f, k), ember_swiglu(c.g, gt, up)));
     };
-    for (const auto & [name, build] : std::vector<std::pair<const char *, builder>>{{"attn + O", attn_o}, {"attn (tiled) + O", attn_o_tiled}, {"ffn", ffn}}) {
+    for (const auto & [name, build] : std::vector<std::pair<const char *, builder>>{{"attn + O", attn_o(40)}, {"attn (tiled) + O", attn_o(2100)}, {"ffn", ffn}}) {
         for (const char * mb : {"16", "8"}) {
             set_env("EMBER_CUDA_L2_PREFETCH", mb);
             const std::vector<float> with = run_on(cuda_device(), build, 7);
