@@ -562,26 +562,6 @@ bool mv_epilogues() {
     return on;
 }
 
-// EMBER_CUDA_L2_PREFETCH=MB (opt-in, not yet measured; 8, 16, 24, 32 or 48): the latency-bound
-// decode launches before matvecs (the attention, the one-block norm, the SWIGLU) first prefetch
-// up to that many MB of the next matvecs' weights into L2 (cu_l2_prefetch, sm_90), as their
-// memory bandwidth sits idle; those matvecs' first waves then read L2 (the 50 MB of an H100 /
-// H200: the 8B O product is 9.4 MB in Q4_0, the 1B gate/up 18.9). Read at every graph walk.
-uint64_t l2_prefetch_cap() {
-    return static_cast<uint64_t>(ember_cuda_env_choice("EMBER_CUDA_L2_PREFETCH", 0, {0, 8, 16, 24, 32, 48})) << 20;
-}
-
-// Runs launch() with ctx.l2_pf set to the weights of the matvecs that read x from node k
-// (ember_cuda_plan_l2_prefetch), cleared after it.
-template <typename F> ember_status with_l2_prefetch(ember_cuda_ctx & ctx, const ember_graph * g, const ember_tensor * x, int32_t k, int32_t end,
-                                                    F && launch) {
-    const uint64_t cap = l2_prefetch_cap();
-    if (cap) ember_cuda_plan_l2_prefetch(g, x, k, end, cap, &ctx.l2_pf);
-    const ember_status st = launch();
-    ctx.l2_pf             = ember_cuda_l2_pf{};
-    return st;
-}
-
 // EMBER_CUDA_MV_NORM: 1 (default) the decode norm in the product before it where that product's
 // grid fills the GPU (ember_cuda_mul_mat_vec_norm), 2 at any size (tests), 0 never (else
 // mv_norm_plan). Read at every graph walk (tests switch it).
@@ -680,8 +660,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             const bool skip_ok    = qx && !norm_store_all();
             const bool store_norm = !skip_ok || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
             const bool store_mul  = !skip_ok || mul_floats_needed(g, mul, k, end);
-            if (!qx) return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
-            return with_l2_prefetch(ctx, g, mul, k, end, [&] { return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul); });
+            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;
@@ -758,14 +737,14 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
                          view->ne[1] == node->ne[2] && view->ne[2] * view->ne[3] == 1 && node->ne[3] == 1 && view->ne[0] % 32 == 0;
         if (ok) {
             ctx.qx_valid = false;
-            return with_l2_prefetch(ctx, g, view, i + 2, end, [&] { return ember_cuda_attn(ctx, node, view); });
+            return ember_cuda_attn(ctx, node, view);
         }
     }
     // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.
     if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && is_matvec(g->nodes[i + 1]) && g->nodes[i + 1]->src[1] == node &&
         ember_cuda_mul_mat_vec_q_supported(g->nodes[i + 1])) {
         ctx.qx_valid = false;
-        return with_l2_prefetch(ctx, g, node, i + 1, end, [&] { return ember_cuda_swiglu_fused(ctx, node, true); });
+        return ember_cuda_swiglu_fused(ctx, node, true);
     }
     return compute_node(ctx, node);
 }

@@ -61,39 +61,6 @@ __device__ __forceinline__ void cu_pdl_begin() {
 #endif
 }
 
-// L2 prefetch of the ranges of pf, spread over the grid: their k_l2_pf_piece-byte pieces, in
-// order, in consecutive shares per block, a thread one piece, each one cp.async.bulk.prefetch.L2
-// (sm_90; fire and forget: no register or wait); nothing before sm_90. For a latency-bound
-// kernel (the decode attention, norm, SWIGLU) whose HBM bandwidth sits idle, ahead of the weights
-// the next launch streams (EMBER_CUDA_L2_PREFETCH).
-constexpr uint32_t k_l2_pf_piece = 16384;
-__device__ __forceinline__ void cu_l2_prefetch(const ember_cuda_l2_pf & pf) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (!pf.p[0]) return;
-    uint64_t pieces[3], total = 0;
-#pragma unroll
-    for (int r = 0; r < 3; r++) {
-        pieces[r] = (pf.n[r] + k_l2_pf_piece - 1) / k_l2_pf_piece;
-        total += pieces[r];
-    }
-    const uint64_t nblk = static_cast<uint64_t>(gridDim.x) * gridDim.y * gridDim.z;
-    const uint64_t b    = blockIdx.x + static_cast<uint64_t>(gridDim.x) * (blockIdx.y + static_cast<uint64_t>(gridDim.y) * blockIdx.z);
-    const uint64_t per  = (total + nblk - 1) / nblk;
-    for (uint64_t i = threadIdx.x; i < per; i += blockDim.x) {
-        uint64_t piece = b * per + i;
-        if (piece >= total) break;
-        int r = 0;
-        while (piece >= pieces[r]) piece -= pieces[r++];  // (r < 3: piece < total)
-        const uint64_t off = piece * k_l2_pf_piece;
-        const uint32_t len = static_cast<uint32_t>(pf.n[r] - off < k_l2_pf_piece ? pf.n[r] - off : k_l2_pf_piece);
-        const size_t   ga  = __cvta_generic_to_global(static_cast<const char *>(pf.p[r]) + off);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ga), "r"(len) : "memory");
-    }
-#else
-    (void)pf;
-#endif
-}
-
 // The SM count of a device (cached per device; 132, an H100/H200's, when it cannot be read).
 inline int cu_sm_count(int device) {
     static std::atomic<int> n_sm[64];

@@ -26,13 +26,6 @@ struct ember_cuda_norm_scale {
     float         eps = 0.0f;
 };
 
-// Up to three byte ranges to prefetch into L2 (cu_l2_prefetch, cuda-common.cuh): each 16-byte
-// aligned, its length a multiple of 16 (ember_cuda_plan_l2_prefetch, cuda-plan.h).
-struct ember_cuda_l2_pf {
-    const void * p[3] = {nullptr, nullptr, nullptr};
-    uint64_t     n[3] = {0, 0, 0};
-};
-
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -58,10 +51,6 @@ struct ember_cuda_ctx {
     bool                  qx_ns = false;
     const void *          qx_ds = nullptr;
     ember_cuda_norm_scale qx_norm;
-
-    // EMBER_CUDA_L2_PREFETCH: what the next latency-bound launch's blocks prefetch into L2 (the
-    // weights of the matvecs after it), set by the stream for the one launch that takes it.
-    ember_cuda_l2_pf l2_pf;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.

@@ -175,24 +175,6 @@ bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, cons
     return true;
 }
 
-int ember_cuda_plan_l2_prefetch(const ember_graph * g, const ember_tensor * x, int32_t k, int32_t end, uint64_t cap, ember_cuda_l2_pf * pf) {
-    *pf   = ember_cuda_l2_pf{};
-    int r = 0;
-    for (int32_t n = k; n < end && n < k + EMBER_CUDA_L2_PF_WINDOW && static_cast<size_t>(n) < g->nodes.size() && r < 3 && cap >= 16; n++) {
-        const ember_tensor * c = g->nodes[n];
-        if (!ember_cuda_is_matvec(c) || c->src[1] != x) continue;
-        const ember_tensor * w = c->src[0];
-        if (!w->data || (reinterpret_cast<uintptr_t>(w->data) & 15) != 0) continue;
-        const uint64_t bytes = std::min<uint64_t>(static_cast<uint64_t>(ember_nbytes(w)), cap) & ~uint64_t{15};
-        if (bytes == 0) continue;
-        pf->p[r] = w->data;
-        pf->n[r] = bytes;
-        cap -= bytes;
-        r++;
-    }
-    return r;
-}
-
 // Calls f(entry, length) for each entry of an EMBER_CUDA_SKIP list (separated by ',' or '+').
 template <typename F> static void for_each_skip_entry(const char * list, F && f) {
     for (const char * p = list; p && *p;) {

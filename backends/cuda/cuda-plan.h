@@ -56,14 +56,6 @@ struct ember_cuda_norm_hooks {
 };
 bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f);
 
-// What a latency-bound launch prefetches into L2 (EMBER_CUDA_L2_PREFETCH): the weights of the
-// matvecs of [k, end) that read x (within EMBER_CUDA_L2_PF_WINDOW nodes of k, up to three: Q, K,
-// V or gate, up after a norm; O after the attention; down after the SWIGLU) in node order (their
-// launch order), each from its start, at most cap bytes in all, so the first waves of the next
-// launch find theirs in L2. Weights not 16-byte aligned are passed over. Returns the ranges set.
-constexpr int32_t EMBER_CUDA_L2_PF_WINDOW = 12;
-int ember_cuda_plan_l2_prefetch(const ember_graph * g, const ember_tensor * x, int32_t k, int32_t end, uint64_t cap, ember_cuda_l2_pf * pf);
-
 // EMBER_CUDA_SKIP (measuring only; results are wrong): kinds of op whose kernels a decode step
 // does not launch, so a benchmark shows what each kind costs on the token's critical path.
 enum ember_cuda_skip_kind : unsigned {

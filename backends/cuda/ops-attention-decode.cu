@@ -94,7 +94,6 @@ struct dec_args {
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
     int       mma_piece;   //   block types' copy form (mma_piece_bytes: 16 bytes from a per-cache offset, 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
     dec_kv_write kvw;      //   the cache rows it writes first (n = 0: none)
-    ember_cuda_l2_pf pf;   // to prefetch into L2 first (ctx.l2_pf: the O matvec's weights)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -560,7 +559,6 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         dec_cp_commit();
     };
 
-    cu_l2_prefetch(a.pf);  // weights only: before waiting for the kernel that makes Q
     cu_pdl_begin();
     if constexpr (V >= 1) {
         // Q row by row (no divisions per element), copied with cp.async in tile 0's group and
@@ -905,7 +903,6 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     const int64_t n_kv = a.k.ne[2];
     const char *  kbase = a.k.data + ik * a.k.nb[1];
     const char *  vbase = a.v.data + ik * a.v.nb[1];
-    cu_l2_prefetch(a.pf);  // weights only: before waiting for the kernel that makes Q
     cu_pdl_begin();
     // Keys past the last one the mask shows are not read: the runtime pads the attention range
     // to 256 cells (EMBER_KV_PAD) so decode graphs are reused, and a short context's mask hides
@@ -1443,8 +1440,6 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.mask_rows = 0;
     a.q_rows    = 0;
     a.mma_piece = 0;
-    a.pf        = ctx.l2_pf;
-    ctx.l2_pf   = ember_cuda_l2_pf{};
     a.kvw       = dec_kv_write{};  // n = 0: none unless the stream left this node its cache writes
     if (ctx.kv_attn == dst && kv_write_layout(dst, ctx.kv_set[0], ctx.kv_set[1], &a.kvw)) a.kvw.err = ctx.d_error;
     if (qx_of) {

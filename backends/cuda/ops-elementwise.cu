@@ -45,7 +45,6 @@ struct norm_args {
     // (the stream decides: cuda-backend.cpp; H200 tg128 1B Q4_0 1671-1684 against 1617 with
     // both stored, EMBER_CUDA_NORM_STORE=1; 8B level)
     bool      wy, wz;
-    ember_cuda_l2_pf pf;  // rms_norm_dec_kernel: to prefetch into L2 first (ctx.l2_pf: the next matvecs' weights)
 };
 
 // Element i of a normalized row (nv): the norm, with FUSED the MUL's product by the weight wv,
@@ -166,7 +165,6 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
         const int i = 4 * (t + k_norm_dec_threads * k);
         wv[k]       = i < n ? __ldg(w4 + i / 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // weights: before the wait
     }
-    cu_l2_prefetch(p.pf);
     cu_pdl_begin();
     const auto rowp = [&](const cu_tensor & x) { return reinterpret_cast<float4 *>(x.data + row * x.nb[1]); };
     float4 *   src  = rowp(p.src);
@@ -255,8 +253,7 @@ __global__ void swiglu_kernel(cu_tensor g, cu_tensor u, cu_tensor dst, int64_t n
 // SWIGLU over contiguous tensors (a decode step's FFN) with the quantized copy of its result
 // for the down product: flat indices, no per-element 64-bit divisions (swiglu_kernel<true>
 // spent ~3.5 us per 1B layer on unflatten). n % 32 == 0, so each warp's 32 values are one block.
-__global__ void swiglu_flat_q_kernel(const float * g, const float * u, float * dst, int64_t n, int8_t * xq, float2 * xds, ember_cuda_l2_pf pf) {
-    cu_l2_prefetch(pf);  // the down product's weights (ctx.l2_pf), before the wait
+__global__ void swiglu_flat_q_kernel(const float * g, const float * u, float * dst, int64_t n, int8_t * xq, float2 * xds) {
     cu_pdl_begin();
     for (int64_t idx = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; idx < n; idx += (int64_t) gridDim.x * blockDim.x) {
         const float x = g[idx];
@@ -376,7 +373,6 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     p.eps = ember_get_op_param_f32(norm, 0);
     p.xq  = nullptr;
     p.xds = nullptr;
-    p.pf  = ctx.l2_pf;  // (taken by rms_norm_dec_kernel only)
     const ember_tensor * qt = mul ? mul : norm;
     if (qx && qt->ne[0] % 32 == 0 && qt->nb[0] == sizeof(float) && qt->nb[1] == qt->ne[0] * sizeof(float)) {
         void * xds = nullptr;
@@ -439,7 +435,7 @@ ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, b
                       ember_nelements(dst->src[0]) == n && ember_nelements(dst->src[1]) == n;
     if (xq && flat && k_swiglu_flat_q) {
         cu_launch(ctx, swiglu_flat_q_kernel, elem_blocks(n), k_threads, 0, static_cast<const float *>(dst->src[0]->data),
-                  static_cast<const float *>(dst->src[1]->data), static_cast<float *>(dst->data), n, xq, static_cast<float2 *>(xds), ctx.l2_pf);
+                  static_cast<const float *>(dst->src[1]->data), static_cast<float *>(dst->data), n, xq, static_cast<float2 *>(xds));
     } else if (xq) {
         cu_launch(ctx, swiglu_kernel<true>, elem_blocks(n), k_threads, 0, cu_desc(dst->src[0]), cu_desc(dst->src[1]), cu_desc(dst), n, xq,
                                                                            static_cast<float2 *>(xds));

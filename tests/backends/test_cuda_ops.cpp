@@ -1061,43 +1061,6 @@ TEST_CASE("[cuda] decode attention quantizing its output for the O matvec") {
             }
         }
     }
-    // EMBER_CUDA_L2_PREFETCH=16: the attention's blocks first prefetch the O matvec's weights into
-    // L2 (sm_90; 162 KiB: 11 pieces of 16 KiB, the last one short), and in a decode FFN the norm
-    // kernel the gate and up weights (two ranges), the SWIGLU the down product's; =8 cuts the
-    // ranges short. The same results to the bit and no error.
-    struct pf_reset {
-        ~pf_reset() { set_env("EMBER_CUDA_L2_PREFETCH", ""); }
-    } reset;
-    const auto attn_o = [](int64_t n_kv) {  // 40 keys: the short-context kernel; 2100: the tiled one
-        return builder([=](case_ctx & c) {
-            const int64_t  d = 128, n_head = 8, n_head_kv = 2;
-            ember_tensor * q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, 1);
-            ember_tensor * o = ember_attn(c.g, q, c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv, -2.0f, 2.0f),
-                                          c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv), nullptr, 1.0f / std::sqrt(static_cast<float>(d)));
-            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, d * n_head, 288), ember_view(c.g, o, d * n_head, 1));
-        });
-    };
-    const builder ffn = [](case_ctx & c) {
-        const int64_t  k = 2048, f = 5632;
-        ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
-        ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
-        ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, k, f), h);
-        ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, k, f), h);
-        return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, f, k), ember_swiglu(c.g, gt, up)));
-    };
-    for (const auto & [name, build] : std::vector<std::pair<const char *, builder>>{{"attn + O", attn_o(40)}, {"attn (tiled) + O", attn_o(2100)}, {"ffn", ffn}}) {
-        for (const char * mb : {"16", "8"}) {
-            set_env("EMBER_CUDA_L2_PREFETCH", mb);
-            const std::vector<float> with = run_on(cuda_device(), build, 7);
-            set_env("EMBER_CUDA_L2_PREFETCH", "");
-            const std::vector<float> without = run_on(cuda_device(), build, 7);
-            CAPTURE(name);
-            CAPTURE(mb);
-            REQUIRE(with.size() == without.size());
-            CHECK(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)) == 0);
-            CHECK(nmse(with, run_on(ember_registry_cpu_device(), build, 7)) < 1e-3);
-        }
-    }
 }
 
 // The CUDA FP8 codec (cuda-fp8.h) compiled for the host: no GPU needed. The device build runs

@@ -289,60 +289,6 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
     }
 }
 
-// What the latency-bound launches prefetch into L2 (EMBER_CUDA_L2_PREFETCH): after each norm the
-// weights of the matvecs reading its MUL in launch order (Q, K, V: 3; gate, up: 2; the output: 1),
-// after the attention the O product's, after the SWIGLU the down product's; cut at the cap.
-TEST_CASE("[cuda plan] L2 prefetch: the next matvecs' weights after a norm, the attention and the SWIGLU") {
-    ember_graph                 g;
-    std::vector<ember_tensor *> o_mm, down_mm;
-    g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, o_mm, down_mm));
-    ember_buffer * leaves = place_graph(g);
-    const int32_t  end    = static_cast<int32_t>(g.nodes.size());
-    const auto     at     = [&](const ember_tensor * t) { return static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), t) - g.nodes.begin()); };
-    ember_cuda_l2_pf pf;
-    std::vector<int> per_norm;
-    for (int32_t i = 0; i < end; i++) {
-        const ember_tensor * m = g.nodes[i];
-        if (m->op != EMBER_OP_MUL || m->src[0]->op != EMBER_OP_RMS_NORM) continue;
-        const int r = ember_cuda_plan_l2_prefetch(&g, m, i + 1, end, uint64_t{64} << 20, &pf);
-        per_norm.push_back(r);
-        for (int k = 0; k < r; k++) {  // each a whole weight of a matvec over m, in node order
-            const ember_tensor * w = nullptr;
-            int                  seen = 0;
-            for (int32_t n = i + 1; n < end && !w; n++) {
-                if (g.nodes[n]->op == EMBER_OP_MUL_MAT && g.nodes[n]->src[1] == m && seen++ == k) w = g.nodes[n]->src[0];
-            }
-            REQUIRE(w);
-            CHECK(pf.p[k] == w->data);
-            CHECK(pf.n[k] == (ember_nbytes(w) & ~size_t{15}));
-        }
-    }
-    CHECK(per_norm == std::vector<int>{3, 2, 3, 2, 3, 2, 1});
-    for (int il = 0; il < 3; il++) {
-        CHECK(ember_cuda_plan_l2_prefetch(&g, o_mm[il]->src[1], at(o_mm[il]), end, uint64_t{64} << 20, &pf) == 1);
-        CHECK(pf.p[0] == o_mm[il]->src[0]->data);
-        CHECK(ember_cuda_plan_l2_prefetch(&g, down_mm[il]->src[1], at(down_mm[il]), end, uint64_t{64} << 20, &pf) == 1);
-        CHECK(pf.p[0] == down_mm[il]->src[0]->data);
-        CHECK(pf.n[0] == ember_nbytes(down_mm[il]->src[0]));
-        CHECK(pf.p[1] == nullptr);
-    }
-    // The cap: Q whole, 32 bytes of K, nothing of V; none past the range's end or the window.
-    const ember_tensor * q     = nullptr;
-    int32_t              qi    = 0;
-    for (int32_t n = 0; n < end && !q; n++) {
-        if (g.nodes[n]->op == EMBER_OP_MUL_MAT) q = g.nodes[qi = n];
-    }
-    REQUIRE(q);
-    const uint64_t qb = ember_nbytes(q->src[0]);
-    CHECK(ember_cuda_plan_l2_prefetch(&g, q->src[1], qi, end, qb + 40, &pf) == 2);
-    CHECK(pf.n[0] == qb);
-    CHECK(pf.n[1] == 32);
-    CHECK(pf.p[2] == nullptr);
-    CHECK(ember_cuda_plan_l2_prefetch(&g, q->src[1], qi, qi, uint64_t{64} << 20, &pf) == 0);
-    CHECK(ember_cuda_plan_l2_prefetch(&g, q->src[1], qi + EMBER_CUDA_L2_PF_WINDOW, end, uint64_t{64} << 20, &pf) == 0);
-    ember_buffer_free(leaves);
-}
-
 #ifdef EMBER_HAVE_CUDA
 // The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
