@@ -1702,13 +1702,12 @@ static bool mv_norm_q4k() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 1, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_MV_NORM_EXT=1 (opt-in: measured, but its GPU test has not yet run to the end):
-// Ember's INT4 / NF4 weights in the ext layout make the copy (mvx_norm_kernel, ops-matvec-ext.cu)
-// and their products read it (mvx_kernel NS); H200 tg128 8B INT4 563.9 -> 590.6, 8B NF4 381.8 ->
-// 393.3 (one build, one run each). FP8 products read x's floats, never the copy. Read at every
-// call (tests switch it).
+// EMBER_CUDA_MV_NORM_EXT: 1 (default) Ember's INT4 / NF4 weights in the ext layout make the copy
+// (mvx_norm_kernel, ops-matvec-ext.cu) and their products read it (mvx_kernel NS); H200 tg128 8B
+// INT4 563.9 -> 590.6, 8B NF4 381.8 -> 393.3 (one build, one run each); 0: off. FP8 products read
+// x's floats, never the copy. Read at every call (tests switch it).
 static bool mv_norm_ext() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
 }
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();

@@ -812,10 +812,9 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     // the 8B FFN's matrices took minutes): an O product 4096 wide over 4096 rows (16 warps, 128
     // blocks), a down product 14336 wide (14 warps), one block.
     const shape shapes_x[] = {{4096, 4096, 512}, {256, 256, 14336}, {512, 256, 512}};
-    // INT4 / NF4 in the ext layout (EMBER_CUDA_MV_NORM_EXT=1: mvx_norm_kernel, mvx_kernel NS): shapes_x.
+    // INT4 / NF4 in the ext layout (mvx_norm_kernel, mvx_kernel NS): shapes_x.
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
         const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
-        set_env("EMBER_CUDA_MV_NORM_EXT", ext ? "1" : "");  // (opt-in)
         const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
                                               : std::vector<shape>(std::begin(shapes), std::end(shapes));
@@ -862,11 +861,10 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
                 const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : "EMBER_CUDA_MV_NORM_EXT";
                 set_env(sw, "0");
                 CHECK_FALSE(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
-                set_env(sw, ext ? "1" : "");
+                set_env(sw, "");
             }
         }
     }
-    set_env("EMBER_CUDA_MV_NORM_EXT", "");
     // Where it must not apply, the usual launches (and the same results): the last product's
     // kernel does not apply the scale (F16; FP8, which reads x's floats), the norm's floats read
     // again, the O product's result read again.

@@ -294,7 +294,7 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
 // after every O and down product; Q4_K too (mvk_norm_kernel; not with EMBER_CUDA_MV_NORM_Q4K=0),
 // with V in planar Q6_K in one layer as well (mvp6_kernel NS reads the copy); INT4 / NF4 in the
-// ext layout with EMBER_CUDA_MV_NORM_EXT=1 (mvx_norm_kernel, mvx_kernel NS).
+// ext layout too (mvx_norm_kernel, mvx_kernel NS; not with EMBER_CUDA_MV_NORM_EXT=0).
 bool cuda_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
 }
@@ -321,12 +321,12 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
         }
         ember_buffer * leaves = place_graph(g);
         setenv("EMBER_CUDA_MV_NORM_Q4K", "0", 1);
-        CHECK(norm_sites(g, h).size() == (wt == EMBER_TYPE_Q4_K || ext ? 0u : 6u));  // the switch off: not for Q4_K
+        CHECK(norm_sites(g, h).size() == (wt == EMBER_TYPE_Q4_K ? 0u : 6u));  // the switch off: not for Q4_K
         setenv("EMBER_CUDA_MV_NORM_Q4K", "", 1);
-        CHECK(norm_sites(g, h).size() == (ext ? 0u : 6u));  // INT4 / NF4: only with EMBER_CUDA_MV_NORM_EXT=1
-        setenv("EMBER_CUDA_MV_NORM_EXT", "1", 1);
-        const auto sites = norm_sites(g, h);
+        setenv("EMBER_CUDA_MV_NORM_EXT", "0", 1);
+        CHECK(norm_sites(g, h).size() == (ext ? 0u : 6u));  // the switch off: not for INT4 / NF4
         setenv("EMBER_CUDA_MV_NORM_EXT", "", 1);
+        const auto sites = norm_sites(g, h);
         REQUIRE(sites.size() == 6);
         for (int il = 0; il < 3; il++) {
             CHECK(sites[2 * il] == o_mm[il]);
@@ -339,7 +339,7 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
 // Which products read the norm-in-product copy (ember_cuda_mv_norm_reader_ok, shapes only): planar
 // Q6_K per-layer products (a V unit) do, a vocabulary-sized planar Q6_K output does not (its NS
 // form measured slower than the norm's own launch), Q4_K only with EMBER_CUDA_MV_NORM_Q4K on,
-// INT4 / NF4 in the ext layout only with EMBER_CUDA_MV_NORM_EXT=1, F16 and Q6_K in the GGUF
+// INT4 / NF4 in the ext layout only with EMBER_CUDA_MV_NORM_EXT on, F16 and Q6_K in the GGUF
 // layout never.
 TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product copy") {
     ember_graph g;
@@ -355,15 +355,16 @@ TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product c
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, false)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q4_0, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_F16, 4096, 1024, false)));
-    // Ember's types in the ext layout with EMBER_CUDA_MV_NORM_EXT=1: INT4 and NF4 (mvx_kernel
-    // NS), not FP8 (it reads x's floats) nor INT4_G32 (no NS form); none without the switch.
-    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
-    setenv("EMBER_CUDA_MV_NORM_EXT", "1", 1);
+    // Ember's types in the ext layout: INT4 and NF4 (mvx_kernel NS), not FP8 (it reads x's
+    // floats) nor INT4_G32 (no NS form); none with EMBER_CUDA_MV_NORM_EXT=0.
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, false)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4_G32, 4096, 1024, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)));
+    setenv("EMBER_CUDA_MV_NORM_EXT", "0", 1);
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 1024, true)));
     setenv("EMBER_CUDA_MV_NORM_EXT", "", 1);
     ember_tensor * q4k = mm(EMBER_TYPE_Q4_K, 4096, 1024, false);
     q4k->src[0]->data  = reinterpret_cast<void *>(uintptr_t{1} << 20);  // rows 16-byte aligned (144 * 16 bytes a row)
