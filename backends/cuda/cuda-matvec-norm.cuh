@@ -19,27 +19,12 @@ struct mvn_out {
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 
-// Producer blocks a group of 32 rows takes (C, a thread block cluster on sm_90: the group's
-// row length split over its blocks, their sums meeting in rank 0's shared memory), so a product
-// of few rows (the 1B shape's 2048: 64 groups for 132 SMs) still fills the GPU.
-constexpr int k_mvn_max_cluster = 4;
-
-// Cluster producers (C > 1) call this first, with no wait: the arrival that says the block has
-// started, so another block of the cluster may write its shared memory (mvn_block_end).
-template <int C> __device__ __forceinline__ void mvn_cluster_started() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (C > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
-// lanes and over the block's warps in shared memory (C > 1: and over the cluster's blocks, rank
-// r's 32 sums written into rank 0's shared memory, added there in rank order); then warp 0 of
-// the group's first block, lane r holding row row0 + r: the residual added, the ADD's floats
-// written, the block of 32 quantized as cu_quantize_quad does (q from the unrounded d; d kept in
-// float), and its sum of squares.
-template <int NT, int C = 1>
+// lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
+// the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
+// does (q from the unrounded d; d kept in float), and its sum of squares.
+template <int NT>
 __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
     __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
 #pragma unroll
@@ -50,33 +35,9 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
         if (lane % NT == 0) part[wi][(k_mvn_rows / NT) * t + lane / NT] = v;
     }
     __syncthreads();
+    if (wi != 0) return;
     float y = 0.0f;
-    if constexpr (C > 1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        __shared__ float ysum[C][k_mvn_rows];
-        const unsigned   rank = blockIdx.x % C;
-        if (wi == 0) {
-            for (int k = 0; k < nw; k++) y += part[k][lane];
-        }
-        // Every thread of every block of the cluster: the wait of mvn_cluster_started's phase
-        // (all blocks have started), the remote store, then a release / acquire phase.
-        asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-        if (wi == 0 && rank != 0) {
-            uint32_t local = static_cast<uint32_t>(__cvta_generic_to_shared(&ysum[rank][lane])), remote;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(remote) : "r"(local));
-            asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(y) : "memory");
-        }
-        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-        if (rank != 0 || wi != 0) return;
-        for (int k = 1; k < C; k++) y += ysum[k][lane];
-#else
-        __trap();  // (launched only on sm_90+)
-#endif
-    } else {
-        if (wi != 0) return;
-        for (int k = 0; k < nw; k++) y += part[k][lane];
-    }
+    for (int k = 0; k < nw; k++) y += part[k][lane];
     const int64_t r = row0 + lane;
     const float   s = o.res[r] + y;
     o.sum[r]        = s;
@@ -90,8 +51,8 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     const float ss = cu_warp_sum(s * s);
     o.oq[r]        = static_cast<int8_t>(q);
     if (lane == 0) {
-        o.ods[blockIdx.x / C] = make_float2(d, d * static_cast<float>(sq));
-        o.osq[blockIdx.x / C] = ss;
+        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
+        o.osq[blockIdx.x] = ss;
     }
 }
 

@@ -215,15 +215,10 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
 // layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result
 // only `add` reads, add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, and the
 // int8 copy of mul for the next matvecs (which must all pass ember_cuda_mv_norm_reader_ok: they
-// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
-// block per 32 rows; Q4_0 / Q8_0 on sm_90: a cluster of 1, 2 or 4 blocks, ember_cuda_mv_norm_cluster_blocks)
-// fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED: not done (run the
-// nodes as usual).
+// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a block per 32 rows) fills at least 3/4 of
+// the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED: not done (run the nodes as usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
-// The cluster size for `groups` groups of 32 rows on `sms` SMs: the fewest blocks (1, 2, 4) whose
-// grid fills 3/4 of them, else 4; mode (EMBER_CUDA_MV_NORM_CLUSTER) 0: 1; 2 / 4: at least that.
-int          ember_cuda_mv_norm_cluster_blocks(int64_t groups, int sms, int mode);
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
                                          bool any_size = false);
 

@@ -629,16 +629,13 @@ struct mvk_norm_args {
 // The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
 // 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
 // its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
-// C > 1: a cluster of C blocks takes each group of 32 rows, rank r the slices r, r + C, ... (so
-// warp w of rank r slices r + C w, r + C (w + nw), ...), the sums meeting in mvn_block_end.
-template <int T, int C>
+template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
-    const int64_t          row0  = static_cast<int64_t>(blockIdx.x / C) * k_mvn_rows;
+    const int64_t          row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
     const int              nsl   = (a.nchunk + 7) / 8;
-    const int              s0    = static_cast<int>(blockIdx.x % C) + C * wi, sstep = C * nw;
     const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
     const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
     const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
@@ -653,12 +650,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
             dw[t] = ok ? __half2float(__ushort_as_half(__ldg(wd + t * dstep + c / D::CPB))) : 0.0f;
         }
     };
-    if (s0 < nsl) load(s0);  // weights only: before waiting for the kernel that makes x
-    mvn_cluster_started<C>();
+    if (wi < nsl) load(wi);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[8] = {};
-    for (int sl = s0; sl < nsl; sl += sstep) {
-        if (sl != s0) load(sl);
+    for (int sl = wi; sl < nsl; sl += nw) {
+        if (sl != wi) load(sl);
         const int c = 8 * sl + j;
         if (c < a.nchunk) {
             const typename D::xs x = D::load_x(a.xq, a.xds, c);
@@ -666,7 +662,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
             for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], dw[t], x);
         }
     }
-    mvn_block_end<8, C>(acc, a.out, row0, lane, wi, nw);
+    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
@@ -1752,45 +1748,17 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
            vec_ok(mul->src[1]) && norm->src[0] == add && mul->src[0] == norm;
 }
 
-// EMBER_CUDA_MV_NORM_CLUSTER: 1 (default) Q4_0 / Q8_0 producers on sm_90 take each group of 32
-// rows in a cluster of the fewest blocks (1, 2 or 4) whose grid fills the GPU (the 1B shape: 2);
-// 0: one block a group; 2 / 4: at least that many (tests, measurements). Read at every call.
-static int mv_norm_cluster_mode() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_CLUSTER", 1, {0, 1, 2, 4});
-}
-
-int ember_cuda_mv_norm_cluster_blocks(int64_t groups, int sms, int mode) {
-    if (mode == 0) return 1;
-    int c = mode == 1 ? 1 : mode;
-    while (c < k_mvn_max_cluster && 4 * groups * c < 3 * static_cast<int64_t>(sms)) c *= 2;
-    return c;
-}
-
-// Blocks a group of 32 rows takes (mvr_norm_kernel's C): 1 for the other types and before sm_90.
-static int mv_norm_cluster(const ember_cuda_ctx & ctx, const ember_tensor * w, int64_t groups) {
-    if (!rp_q4q8(w) || ctx.cc_major < 9) return 1;
-    return ember_cuda_mv_norm_cluster_blocks(groups, cu_sm_count(ctx.device), mv_norm_cluster_mode());
-}
-
-template <int T> static void launch_mvr_norm(const ember_cuda_ctx & ctx, int c, unsigned groups, int warps, const mvn_args & a) {
-    if (c == 4) cu_launch_cluster(ctx, mvr_norm_kernel<T, 4>, groups * 4, 32 * warps, 0, dim3(4, 1, 1), a);
-    else if (c == 2) cu_launch_cluster(ctx, mvr_norm_kernel<T, 2>, groups * 2, 32 * warps, 0, dim3(2, 1, 1), a);
-    else cu_launch(ctx, mvr_norm_kernel<T, 1>, groups, 32 * warps, 0, a);
-}
-
 // Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
 // readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
 // A grid of fewer blocks leaves SMs idle while the next launch's blocks cannot start early on the
 // busy ones: the 1B shape's 64 blocks (of 132 SMs) measured slower than the norm's own launch (H200
-// tg128 1B Q4_0 1957.7 -> 1929.9), the 8B shape's 128 faster (PERF-NOTES.md, session 32); so only a
-// grid of at least 3/4 of the SM count runs here (clusters count: mv_norm_cluster).
+// tg128 1B Q4_0 1957.7 -> 1929.9), the 8B shape's 128 faster (PERF-NOTES.md, session 32).
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
                                          bool any_size) {
     if (!ember_cuda_mv_norm_ok(mm, add, norm, mul) || qx_ns_is(ctx, mm->src[1])) return EMBER_ERR_UNSUPPORTED;
     const ember_tensor * w   = mm->src[0];
     const int64_t        n   = w->ne[1];
-    const int            cl  = mv_norm_cluster(ctx, w, n / k_mvn_rows);
-    if (!any_size && 4 * (n / k_mvn_rows) * cl < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
+    if (!any_size && 4 * (n / k_mvn_rows) < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
@@ -1830,9 +1798,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        const int warps = mvn_warps((a.nchunk + 7 + 8 * (cl - 1)) / (8 * cl));  // a rank's slices
-        if (w->type == EMBER_TYPE_Q4_0) launch_mvr_norm<EMBER_TYPE_Q4_0>(ctx, cl, blocks, warps, a);
-        else launch_mvr_norm<EMBER_TYPE_Q8_0>(ctx, cl, blocks, warps, a);
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

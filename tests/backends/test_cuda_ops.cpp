@@ -785,7 +785,6 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             set_env("EMBER_CUDA_MV_NORM", "");
             set_env("EMBER_CUDA_MV_NORM_Q4K", "");
             set_env("EMBER_CUDA_MV_NORM_EXT", "");
-            set_env("EMBER_CUDA_MV_NORM_CLUSTER", "");
             set_env("EMBER_CUDA_SKIP", "");
         }
     } reset;
@@ -866,26 +865,6 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             }
         }
     }
-    // Q4_0 / Q8_0 producers in clusters (sm_90; EMBER_CUDA_MV_NORM_CLUSTER): above, the 1B widths
-    // took 2 blocks a group of 32 rows and the small shapes 4 (the fewest whose grid fills the
-    // GPU); here each shape with one block a group (=0) and with 4 (=4: a rank of the 67-chunk
-    // rows has 2 or 3 of the 9 slices, of the 8-chunk rows one rank has the only slice), against
-    // the CPU and with the SKIP=norm proof.
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (const char * cl : {"0", "4"}) {
-            set_env("EMBER_CUDA_MV_NORM_CLUSTER", cl);
-            for (const shape & sh : {shape{2048, 2048, 8192}, shape{32 * 67, 32 * 3, 32 * 67}, shape{256, 32, 256}}) {
-                const std::string what = std::string("norm in the product ") + ember_type_get_name(t) + ", cluster setting " + cl + ", k " +
-                                         std::to_string(sh.k) + " n " + std::to_string(sh.n) + " f " + std::to_string(sh.f);
-                CAPTURE(what);
-                const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, sh.k, sh.n, sh.f); };
-                check_runs(what, build, 1e-3, {3, 4});
-                const auto want = run_on(ember_registry_cpu_device(), build, 6);
-                CHECK(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
-            }
-        }
-    }
-    set_env("EMBER_CUDA_MV_NORM_CLUSTER", "");
     // Where it must not apply, the usual launches (and the same results): the last product's
     // kernel does not apply the scale (F16; FP8, which reads x's floats), the norm's floats read
     // again, the O product's result read again.

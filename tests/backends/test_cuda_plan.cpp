@@ -336,21 +336,6 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     }
 }
 
-// The producer's cluster size (Q4_0 / Q8_0 on sm_90): 132 SMs (H100 / H200) need 99 blocks.
-TEST_CASE("[cuda plan] the norm-in-product producer's cluster size: the fewest blocks a group that fill the GPU") {
-    CHECK(ember_cuda_mv_norm_cluster_blocks(128, 132, 1) == 1);  // 8B: 4096 rows
-    CHECK(ember_cuda_mv_norm_cluster_blocks(64, 132, 1) == 2);   // 1B: 2048 rows
-    CHECK(ember_cuda_mv_norm_cluster_blocks(32, 132, 1) == 4);
-    CHECK(ember_cuda_mv_norm_cluster_blocks(3, 132, 1) == 4);    // never fills: the most
-    CHECK(ember_cuda_mv_norm_cluster_blocks(64, 84, 1) == 1);    // 84 SMs: 63 blocks
-    CHECK(ember_cuda_mv_norm_cluster_blocks(64, 100, 1) == 2);   // 100: 75
-    CHECK(ember_cuda_mv_norm_cluster_blocks(64, 16, 1) == 1);    // a Jetson Orin's 16
-    CHECK(ember_cuda_mv_norm_cluster_blocks(64, 132, 0) == 1);   // EMBER_CUDA_MV_NORM_CLUSTER=0
-    CHECK(ember_cuda_mv_norm_cluster_blocks(128, 132, 2) == 2);
-    CHECK(ember_cuda_mv_norm_cluster_blocks(128, 132, 4) == 4);
-    CHECK(ember_cuda_mv_norm_cluster_blocks(3, 132, 2) == 4);
-}
-
 // Which products read the norm-in-product copy (ember_cuda_mv_norm_reader_ok, shapes only): planar
 // Q6_K per-layer products (a V unit) do, a vocabulary-sized planar Q6_K output does not (its NS
 // form measured slower than the norm's own launch), Q4_K only with EMBER_CUDA_MV_NORM_Q4K on,
