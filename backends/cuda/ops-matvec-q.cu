@@ -665,52 +665,6 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
-// EMBER_CUDA_MV_NORM_PIPE=1 (opt-in, being measured): mvr_norm_kernel for warps of more than one
-// slice (the 8B down product: 4), loading slice i + 1 before computing slice i (two register
-// buffers), so a warp waits about one memory round trip, not one a slice.
-template <int T>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_pl_kernel(mvn_args a) {
-    using D                      = mvr<T>;
-    const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int              ro    = lane / 8, j = lane % 8;
-    const int64_t          row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int              nsl   = (a.nchunk + 7) / 8;
-    const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
-    const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
-    const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
-    uint4                  w[2][8];
-    float                  dw[2][8];
-    const auto             load = [&](int b, int sl) {  // b: a constant after inlining (register arrays)
-        const int  c  = 8 * sl + j;
-        const bool ok = c < a.nchunk;
-#pragma unroll
-        for (int t = 0; t < 8; t++) {
-            w[b][t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-            dw[b][t] = ok ? __half2float(__ushort_as_half(__ldg(wd + t * dstep + c / D::CPB))) : 0.0f;
-        }
-    };
-    if (wi < nsl) load(0, wi);  // weights only: before waiting for the kernel that makes x
-    if (wi + nw < nsl) load(1, wi + nw);
-    cu_pdl_begin();
-    float      acc[8] = {};
-    const auto math   = [&](int b, int sl) {
-        const int c = 8 * sl + j;
-        if (c < a.nchunk) {
-            const typename D::xs x = D::load_x(a.xq, a.xds, c);
-#pragma unroll
-            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[b][t], dw[b][t], x);
-        }
-    };
-    for (int sl = wi; sl < nsl; sl += 2 * nw) {
-        if (sl != wi && sl + nw < nsl) load(1, sl + nw);
-        math(0, sl);
-        if (sl + nw >= nsl) break;
-        if (sl + 2 * nw < nsl) load(0, sl + 2 * nw);
-        math(1, sl + nw);
-    }
-    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
-}
-
 // Q4_K in its GGUF layout already suits 16-byte loads (144-byte blocks; qs at byte 16): the
 // same warp-per-rows scheme as mvr_kernel, a lane's chunk being 16 bytes of one 32-byte group
 // of qs (16 weights of each of its two sub-blocks), with the block's 16-byte header (d, dmin,
@@ -1755,12 +1709,6 @@ static bool mv_norm_q4k() {
 static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
 }
-// EMBER_CUDA_MV_NORM_PIPE=1 (opt-in, being measured): mvr_norm_pl_kernel where a warp has more
-// than one slice. Read at every call.
-static bool mv_norm_pipe() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_PIPE", 0, {0, 1}) == 1;
-}
-
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
@@ -1850,11 +1798,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        const int  nsl = (a.nchunk + 7) / 8, warps = mvn_warps(nsl);
-        const bool pl  = nsl > warps && mv_norm_pipe();  // more than one slice a warp
-        const auto k   = w->type == EMBER_TYPE_Q4_0 ? (pl ? mvr_norm_pl_kernel<EMBER_TYPE_Q4_0> : mvr_norm_kernel<EMBER_TYPE_Q4_0>)
-                                                    : (pl ? mvr_norm_pl_kernel<EMBER_TYPE_Q8_0> : mvr_norm_kernel<EMBER_TYPE_Q8_0>);
-        cu_launch(ctx, k, blocks, 32 * warps, 0, a);
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

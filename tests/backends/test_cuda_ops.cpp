@@ -773,42 +773,6 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
     return ember_swiglu(c.g, ember_mul_mat(c.g, c.weight_leaf(wt2, n, n), h3), x3);
 }
 
-// EMBER_CUDA_MV_NORM_PIPE=1: the Q4_0 / Q8_0 producer's warps of more than one slice keep two in
-// flight (mvr_norm_pl_kernel): the 8B down product (4 slices a warp), the 1B one (2), and 19
-// slices over 10 warps with a partial last slice (149 chunks), against the CPU and with the
-// SKIP=norm proof.
-TEST_CASE("[cuda] the decode norm in the product, two slices in flight") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    struct env_reset {
-        ~env_reset() {
-            set_env("EMBER_CUDA_MV_NORM", "");
-            set_env("EMBER_CUDA_MV_NORM_PIPE", "");
-            set_env("EMBER_CUDA_SKIP", "");
-        }
-    } reset;
-    set_env("EMBER_CUDA_MV_NORM", "2");
-    set_env("EMBER_CUDA_MV_NORM_PIPE", "1");
-    struct shape {
-        int64_t k, n, f;
-    };
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (const shape & sh : {shape{4096, 4096, 14336}, shape{2048, 2048, 8192}, shape{32 * 67, 32 * 3, 32 * 149}}) {
-            const std::string what = std::string("norm in the product, two slices in flight ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
-                                     " n " + std::to_string(sh.n) + " f " + std::to_string(sh.f);
-            CAPTURE(what);
-            const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, sh.k, sh.n, sh.f); };
-            check_runs(what, build, 1e-3, {3, 4});
-            const auto want = run_on(ember_registry_cpu_device(), build, 6);
-            set_env("EMBER_CUDA_SKIP", "norm");
-            CHECK(nmse(run_on(cuda_device(), build, 6), want) < 1e-3);
-            set_env("EMBER_CUDA_SKIP", "");
-        }
-    }
-}
-
 TEST_CASE("[cuda] the decode norm in the product before it") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
