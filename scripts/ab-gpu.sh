@@ -14,6 +14,9 @@
 #   EMBER_AB_RUNS     ember-bench runs per model and side (default 2; each -p 0 -n 128 -r 3)
 #   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
 #   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
+#   EMBER_AB_ENV_C    a third side: B's build (the edits) with these settings instead of B's, run after
+#                     B ("BCA" unless EMBER_AB_ORDER names C); a column of its own in the table, and
+#                     with EMBER_AB_TRACE its trace against A's
 #   EMBER_AB_TRACE    1: also a kernel trace of each model on each side (tg32, scripts/kernel-trace.cpp
 #                     through CUPTI; tables by kernel and grid) and, at the end, per model the launches
 #                     whose critical-path time moved most (scripts/kernel-trace-diff.py); the tables
@@ -36,6 +39,7 @@ logs=${OUT:-/tmp/ember-ab}
 models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
 runs=${EMBER_AB_RUNS:-2}
 order=${EMBER_AB_ORDER:-BA}
+[ -n "${EMBER_AB_ENV_C:-}" ] && [ "$order" = "${order/C/}" ] && order=${order/B/BC}
 run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
 mkdir -p "$build" "$models_dir" "$logs"
 t0=$(date +%s)
@@ -98,7 +102,11 @@ results=$logs/ab-results.txt
 bench_side() {
     local side=$1 x r
     local -a envs
-    if [ "$side" = A ]; then read -r -a envs <<<"${EMBER_AB_ENV_A:-}"; else read -r -a envs <<<"${EMBER_AB_ENV_B:-}"; fi
+    case $side in
+        A) read -r -a envs <<<"${EMBER_AB_ENV_A:-}" ;;
+        B) read -r -a envs <<<"${EMBER_AB_ENV_B:-}" ;;
+        C) read -r -a envs <<<"${EMBER_AB_ENV_C:-}" ;;
+    esac
     for x in $models; do
         while [ ! -f "$models_dir/$x.gguf" ]; do
             kill -0 "$gen" 2>/dev/null || { echo "ab-gpu: no model $x (see ab-gen.log)"; continue 2; }
@@ -119,10 +127,15 @@ bench_side() {
     done
 }
 first=1
+on=B  # whose files are in place
 for ((k = 0; k < ${#order}; k++)); do
     side=${order:k:1}
-    [ "$side" = A ] && swap_to A
-    [ "$side" = B ] && [ $first = 0 ] && swap_to B
+    want=$([ "$side" = A ] && echo A || echo B)  # C runs B's build
+    if [ "$want" != "$on" ] || [ $first = 1 ]; then
+        [ "$want" = A ] && swap_to A
+        [ "$want" = B ] && [ $first = 0 ] && swap_to B
+        on=$want
+    fi
     first=0
     build_side || exit 1
     stamp "built $side"
@@ -136,23 +149,31 @@ for ((k = 0; k < ${#order}; k++)); do
 done
 swap_to B  # the pack as it came
 echo
-echo "| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |"
-echo "| --- | ---: | ---: | ---: |"
+has_c=$([ "$order" != "${order/C/}" ] && echo 1 || echo 0)
+echo "| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |$([ $has_c = 1 ] && echo " C (edits, $EMBER_AB_ENV_C) tg128 | C / A |")"
+echo "| --- | ---: | ---: | ---: |$([ $has_c = 1 ] && echo " ---: | ---: |")"
 for x in $models; do
-    awk -v x="$x" '$1 == x { s[$2] += $3; n[$2]++ }
-        END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0
+    awk -v x="$x" -v c="$has_c" '$1 == x { s[$2] += $3; n[$2]++ }
+        END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0; cc = n["C"] ? s["C"] / n["C"] : 0
               r = a > 0 ? sprintf("%.3f", b / a) : "-"  # (not inside printf: ">" there redirects)
-              printf "| %s | %.1f | %.1f | %s |\n", x, a, b, r }' "$results"
+              rc = a > 0 ? sprintf("%.3f", cc / a) : "-"
+              printf "| %s | %.1f | %.1f | %s |", x, a, b, r
+              if (c == 1) printf " %.1f | %s |", cc, rc
+              printf "\n" }' "$results"
 done
 if [ -n "$kt" ]; then
     : >"$logs/ab-traces.txt"
     for x in $models; do
-        for side in A B; do
+        for side in A B C; do
+            [ -f "$traces/$x-$side.txt" ] || continue
             { echo "== $x $side"; cat "$traces/$x-$side.txt"; echo; } >>"$logs/ab-traces.txt" 2>/dev/null
         done
-        echo
-        echo "$x, kernel trace (tg32, critical path):"
-        python3 scripts/kernel-trace-diff.py "$traces/$x-A.txt" "$traces/$x-B.txt" --top 8 --names A B
+        for side in B C; do
+            [ -f "$traces/$x-$side.txt" ] || continue
+            echo
+            echo "$x, kernel trace (tg32, critical path), $side against A:"
+            python3 scripts/kernel-trace-diff.py "$traces/$x-A.txt" "$traces/$x-$side.txt" --top 8 --names A "$side"
+        done
     done
 fi
 stamp done
