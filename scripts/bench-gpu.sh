@@ -25,6 +25,10 @@
 #                              quantized KV decode within 5% of F16 KV at 4k context)
 #   EMBER_BENCH_PROFILE=ncu-gemm  Nsight Compute sections of the first pp512 GEMM launches
 #                              (EMBER_BENCH_NCU_SKIP, _COUNT): tensor-core kernel vs cuBLAS
+#   EMBER_BENCH_PROFILE=ncu-kernel  Nsight Compute sections (speed of light, warp states, scheduler,
+#                              occupancy, launch) of decode launches of the kernels whose names match
+#                              EMBER_BENCH_NCU_KERNEL (a regex, e.g. attn_dec_short; eager launches,
+#                              clocks not locked; EMBER_BENCH_NCU_SKIP / _COUNT, default 64 / 4)
 #   EMBER_BENCH_PROFILE=ncu    and also profile a few decode tokens of each model with Nsight
 #                              Compute (ncu): time, DRAM bytes and GB/s per kernel
 #   EMBER_BENCH_PROFILE=trace  a kernel timeline of 32 decode tokens (scripts/kernel-trace.cpp, CUPTI:
@@ -247,6 +251,17 @@ profile_gemm() {  # shape type file
     done
 }
 
+# Nsight Compute sections of a few decode launches of one kernel (EMBER_BENCH_PROFILE=ncu-kernel):
+# where a latency-bound launch (the attention, a norm) spends its time, stall by stall.
+profile_kernel() {  # shape type file
+    local re=${EMBER_BENCH_NCU_KERNEL:-attn_dec_short}
+    EMBER_CUDA_GRAPHS=0 timeout 240 ncu --clock-control none --kernel-name "regex:$re" --launch-skip "${EMBER_BENCH_NCU_SKIP:-64}" \
+        --launch-count "${EMBER_BENCH_NCU_COUNT:-4}" --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section Occupancy --section LaunchStats "$build/bin/ember-bench" -m "$3" -p 0 -n 32 -r 1 --device cuda --device-bw 0 \
+        >"$logs/ncu-kernel-$1-$2.log" 2>&1 || true
+    say "ncu $re $1 $2: $(grep -cE '^  [a-z_].*\(' "$logs/ncu-kernel-$1-$2.log") launches in ncu-kernel-$1-$2.log"
+}
+
 # Kernel timeline of decode tokens (EMBER_BENCH_PROFILE=trace): the CUPTI library traces the
 # real run (graphs, PDL), kernel-trace.py gives each kernel's share of the critical path; then
 # the host time per token from a plain run.
@@ -279,13 +294,15 @@ for shape in $shapes; do
         bench "$shape" "$q" "$file" default
         for v in ${EMBER_BENCH_VARIANTS:-}; do bench "$shape" "$q" "$file" "$v" ${v//,/ }; done
         [ -n "${EMBER_BENCH_KV:-}" ] && kv_depth "$shape" "$q" "$file"
-        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-gemm ] && [ "${EMBER_BENCH_PROFILE:-0}" != trace ]; then
+        if [ "${EMBER_BENCH_PROFILE:-0}" != 0 ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-gemm ] && [ "${EMBER_BENCH_PROFILE:-0}" != ncu-kernel ] &&
+            [ "${EMBER_BENCH_PROFILE:-0}" != trace ]; then
             op_profile "$shape" "$q" "$file" default
             for v in ${EMBER_BENCH_VARIANTS:-}; do op_profile "$shape" "$q" "$file" "$v" ${v//,/ }; done
         fi
         [ "${EMBER_BENCH_PROFILE:-0}" = ncu ] && profile "$shape" "$q" "$file"
         [ "${EMBER_BENCH_PROFILE:-0}" = trace ] && trace "$shape" "$q" "$file"
         [ "${EMBER_BENCH_PROFILE:-0}" = ncu-gemm ] && profile_gemm "$shape" "$q" "$file"
+        [ "${EMBER_BENCH_PROFILE:-0}" = ncu-kernel ] && profile_kernel "$shape" "$q" "$file"
         # The models are large (8b Q8_0 is 8.5 GB): keep the disk for the next one.
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done
