@@ -126,17 +126,14 @@ bench_side() {
         fi
     done
 }
-first=1
-on=B  # whose files are in place
+on=B  # whose files are in place: the pack comes with B's (the edits)
 for ((k = 0; k < ${#order}; k++)); do
     side=${order:k:1}
     want=$([ "$side" = A ] && echo A || echo B)  # C runs B's build
-    if [ "$want" != "$on" ] || [ $first = 1 ]; then
-        [ "$want" = A ] && swap_to A
-        [ "$want" = B ] && [ $first = 0 ] && swap_to B
+    if [ "$want" != "$on" ]; then
+        swap_to "$want"
         on=$want
     fi
-    first=0
     build_side || exit 1
     stamp "built $side"
     if [ "$side" = B ] && [ -n "${EMBER_AB_TESTS:-}" ]; then

@@ -215,8 +215,9 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
 // layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result
 // only `add` reads, add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, and the
 // int8 copy of mul for the next matvecs (which must all pass ember_cuda_mv_norm_reader_ok: they
-// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a block per 32 rows) fills at least 3/4 of
-// the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED: not done (run the nodes as usual).
+// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
+// block per 32 rows) fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED:
+// not done (run the nodes as usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,

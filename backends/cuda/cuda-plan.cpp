@@ -2,7 +2,6 @@
 // no CUDA, so the tests run it on CPU graphs with their own hooks.
 #include "cuda-plan.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 

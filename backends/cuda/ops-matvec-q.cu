@@ -1704,7 +1704,7 @@ static bool mv_norm_q4k() {
 
 // EMBER_CUDA_MV_NORM_EXT: 1 (default) Ember's INT4 / NF4 weights in the ext layout make the copy
 // (mvx_norm_kernel, ops-matvec-ext.cu) and their products read it (mvx_kernel NS); H200 tg128 8B
-// INT4 563.9 -> 590.6, 8B NF4 381.8 -> 393.3 (one build, one run each); 0: off. FP8 products read
+// INT4 563.1 -> 588.3, 8B NF4 381.0 -> 392.4 (one build, two runs each); 0: off. FP8 products read
 // x's floats, never the copy. Read at every call (tests switch it).
 static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
