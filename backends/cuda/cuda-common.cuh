@@ -190,20 +190,48 @@ __device__ __forceinline__ float cu_warp_max(float v) {
     return v;
 }
 
+// Warp-wide reductions in one REDUX instruction on sm_80+ (five dependent shuffles before:
+// ~25 cycles each, on the critical path of every latency-bound decode launch that ends in a
+// quantized copy or a merge). Same results as the shuffle forms: an int max / sum is exact in
+// any order, and a float's order is its bits' order as a signed integer once the negative
+// values' magnitude bits are flipped. NaN is not expected (cu_warp_max_fast's callers hold
+// maxima of finite scores or -INFINITY).
+__device__ __forceinline__ int cu_warp_max_int(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xffffffffu, v);
+#else
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+#endif
+}
+__device__ __forceinline__ int cu_warp_sum_int(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_add_sync(0xffffffffu, v);
+#else
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+#endif
+}
+__device__ __forceinline__ float cu_warp_max_fast(float v) {
+    const int i = __float_as_int(v), key = i >= 0 ? i : i ^ 0x7fffffff;
+    const int m = cu_warp_max_int(key);
+    return __int_as_float(m >= 0 ? m : m ^ 0x7fffffff);
+}
+
 // The integer matvec's quantized activations (ops-matvec-q.cu), made by the kernel that
 // produces x instead of a separate launch (the fused RMS_NORM, SWIGLU, decode attention): each
 // lane holds element idx of a block of 32 (flat index in x, rows of ne[0] % 32 == 0; every lane
 // of the warp calls it), quantized with quantize_x_kernel's arithmetic.
 __device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * xq, float2 * xds) {
-    float amax = fabsf(z);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float d  = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int   q  = static_cast<int>(roundf(__fmul_rn(z, id)));
-    int         sq = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    // |z|'s bits as an int order as the values do (NaN counts as 0, as fmaxf over lanes skips it)
+    const float az   = fabsf(z);
+    const float amax = __int_as_float(cu_warp_max_int(az == az ? __float_as_int(az) : 0));
+    const float d    = amax / 127.0f;
+    const float id   = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q    = static_cast<int>(roundf(__fmul_rn(z, id)));
+    const int   sq   = cu_warp_sum_int(q);
     xq[idx] = static_cast<int8_t>(q);
     if (threadIdx.x % 32 == 0) {
         const float dh = __half2float(__float2half_rn(d));

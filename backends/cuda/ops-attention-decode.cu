@@ -788,16 +788,31 @@ __device__ __forceinline__ float dec_merge_rows(const float * ms, const float * 
                                                 float & M, float & S) {
     const int   lane = static_cast<int>(threadIdx.x % 32);
     const float m0 = lane < n ? ms[lane] : -INFINITY, m1 = lane + 32 < n ? ms[lane + 32] : -INFINITY;
-    M              = cu_warp_max(fmaxf(m0, m1));
+    M              = cu_warp_max_fast(fmaxf(m0, m1));
     const float w0 = m0 == -INFINITY ? 0.0f : expf(m0 - M), w1 = m1 == -INFINITY ? 0.0f : expf(m1 - M);
-    S              = cu_warp_sum((lane < n ? w0 * ss[lane] : 0.0f) + (lane + 32 < n ? w1 * ss[lane + 32] : 0.0f));
-    float o        = 0.0f;
+    const float s0 = lane < n ? ss[lane] : 0.0f, s1 = lane + 32 < n ? ss[lane + 32] : 0.0f;
+    float       o  = 0.0f;
     if (sum_values) {
-        for (int i = 0; i < n; i++) {
+        // Eight groups' weights and values fetched before any is summed (one shuffle and one
+        // shared load in flight per group was ~60 cycles a group: ~1 us for the short kernel's
+        // 32 slots at d = 64); the sum keeps its order, so the bits are the same.
+        int i = 0;
+        for (; i + 8 <= n; i += 8) {
+            float w[8], v[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                w[k] = __shfl_sync(0xffffffffu, i + k < 32 ? w0 : w1, (i + k) % 32);
+                v[k] = vals[(i + k) * d + e];
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) o = fmaf(w[k], v[k], o);
+        }
+        for (; i < n; i++) {
             const float w = __shfl_sync(0xffffffffu, i < 32 ? w0 : w1, i % 32);
             o             = fmaf(w, vals[i * d + e], o);
         }
     }
+    S = cu_warp_sum((lane < n ? w0 * s0 : 0.0f) + (lane + 32 < n ? w1 * s1 : 0.0f));
     return o;
 }
 
@@ -920,8 +935,7 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     const float * qr = reinterpret_cast<const float *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2]) + 8 * part;
 #pragma unroll
     for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    last = cu_warp_max_int(last);
     if (lane == 0) sLast[warp] = last;
     __syncthreads();
 #pragma unroll
