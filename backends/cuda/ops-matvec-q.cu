@@ -665,17 +665,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
-// mvr_norm_kernel with the weights staged through shared memory (EMBER_CUDA_MV_NORM_SMEM=S): a
-// warp keeps S slices in flight by cp.async (a ring of S stages of its own: 8 x 32 chunks and the
-// 32 rows' scales of a slice), so the bytes in flight are not bounded by registers. The
-// register kernel holds one slice a warp (8 uint4 and 8 scales a lane: 95 registers at 448-512
-// threads, a whole SM's register file for one block), so the down product's warps wait one memory
-// round trip per slice in turn, and the next launch's blocks find no room beside it (PERF-NOTES,
-// session 34's two slices in registers: 128 registers, slower). Same arithmetic in the same order
-// as mvr_norm_kernel: the same bits. Copies read only what the row holds (src-size zero-fill past
-// its end); L2 evict-first, as the register kernels' streaming loads.
+// cp.async of N (16 or 8) bytes from global src to shared dst, reading only src_bytes of them (the
+// rest zero-filled), with an L2 eviction policy (pol: evict-first for streamed weights, as the
+// register kernels' __ldcs); plain copies below sm_80 (the kernels using it run on sm_80+).
 template <int N>
-__device__ __forceinline__ void mvn_cp_async(unsigned char * dst, const void * src, int src_bytes, uint64_t pol) {
+__device__ __forceinline__ void mv_cp_async(unsigned char * dst, const void * src, int src_bytes, uint64_t pol) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     if constexpr (N == 16) {
@@ -689,89 +683,24 @@ __device__ __forceinline__ void mvn_cp_async(unsigned char * dst, const void * s
     for (int b = 0; b < N; b++) dst[b] = b < src_bytes ? static_cast<const unsigned char *>(src)[b] : 0;
 #endif
 }
-__device__ __forceinline__ void mvn_cp_commit() {
+__device__ __forceinline__ void mv_cp_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
-template <int N> __device__ __forceinline__ void mvn_cp_wait() {  // at most N groups still pending
+template <int N> __device__ __forceinline__ void mv_cp_wait() {  // at most N groups still pending
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
-template <int T> __host__ __device__ constexpr int mvn_sm_scale_bytes() {  // a row's scales of one slice (8 chunks)
-    return 2 * 8 / mvr<T>::CPB;
-}
-template <int T> __host__ __device__ constexpr int mvn_sm_stage_bytes() {  // a warp's stage: 8 x 32 chunks, 32 rows' scales
-    return 8 * 32 * 16 + 32 * mvn_sm_scale_bytes<T>();
-}
 
-constexpr int k_mvn_sm_regs = 64;  // 512 threads: 32K of an SM's 64K registers, room for the next launch
-template <int T, int S>
-__global__ void __maxnreg__(k_mvn_sm_regs) mvr_norm_sm_kernel(mvn_args a) {
-    using D                  = mvr<T>;
-    constexpr int SB         = mvn_sm_scale_bytes<T>();
-    constexpr int stage      = mvn_sm_stage_bytes<T>();
-    extern __shared__ __align__(16) unsigned char mvn_sm[];
-    const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int      ro = lane / 8, j = lane % 8;
-    const int64_t  row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int      nsl  = (a.nchunk + 7) / 8;
-    const int      mine = wi < nsl ? (nsl - 1 - wi) / nw + 1 : 0;  // this warp's slices: wi, wi + nw, ...
-    unsigned char * ring = mvn_sm + static_cast<size_t>(wi) * S * stage;
-    const uint4 *   wq   = a.wq + (row0 + ro) * a.nchunk;
-    const int64_t   qstep = 4 * static_cast<int64_t>(a.nchunk);
-    // lane r copies row r's scales of the slice: SB bytes from scale (8 sl) / CPB of the row
-    const unsigned short * wd_row = a.wd + (row0 + lane) * a.nb;
-    uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-    const auto issue = [&](int k) {  // the warp's k-th slice into stage k % S (one group, maybe empty)
-        if (k < mine) {
-            const int       sl = wi + k * nw, c = 8 * sl + j;
-            unsigned char * st = ring + (k % S) * stage;
-            const bool      ok = c < a.nchunk;
-#pragma unroll
-            for (int t = 0; t < 8; t++) mvn_cp_async<16>(st + (t * 32 + lane) * 16, ok ? wq + t * qstep + c : a.wq, ok ? 16 : 0, pol);
-            const int h0 = 8 * sl / D::CPB, left = a.nb - h0;
-            mvn_cp_async<SB>(st + 8 * 32 * 16 + lane * SB, wd_row + h0, 2 * min(left, SB / 2), pol);
-        }
-        mvn_cp_commit();
-    };
-#pragma unroll
-    for (int k = 0; k < S; k++) issue(k);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
-    float acc[8] = {};
-    for (int k = 0; k < mine; k++) {
-        const int  c  = 8 * (wi + k * nw) + j;
-        const bool ok = c < a.nchunk;
-        typename D::xs x{};
-        if (ok) x = D::load_x(a.xq, a.xds, c);  // requested before the wait for the stage
-        mvn_cp_wait<S - 1>();                    // the k-th group is done (one group committed per issue)
-        __syncwarp();
-        const unsigned char * st = ring + (k % S) * stage;
-        if (ok) {
-#pragma unroll
-            for (int t = 0; t < 8; t++) {
-                const uint4 w  = *reinterpret_cast<const uint4 *>(st + (t * 32 + lane) * 16);
-                const float dw = __half2float(
-                    __ushort_as_half(*reinterpret_cast<const unsigned short *>(st + 8 * 32 * 16 + (4 * t + ro) * SB + 2 * (j / D::CPB))));
-                acc[t] += D::dot(w, dw, x);
-            }
-        }
-        __syncwarp();  // every lane has read the stage before it is refilled
-        issue(k + S);
-    }
-    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
-}
-
-// An experiment (EMBER_CUDA_MV_STREAM=S, 2 or 4; off by default): mvr_kernel's product of rows of
-// exactly 32 U chunks (Q4_0 / Q8_0 rows 2048 or 4096 wide), one row a warp, on a resident
-// grid whose warps stream rows through a ring of S stages of shared memory each (cp.async, one
-// row a stage), so S rows a warp are in flight and no block retires and relaunches per row; x of
-// the lane's chunks held in registers for every row. Rows are mvr_kernel's (the group's virtual
-// blocks of k_rp_warps rows), the arithmetic the same: the same bits.
+// A streaming matvec (mvs_launch says where it runs): mvr_kernel's product of rows of exactly
+// 32 U chunks (Q4_0 / Q8_0 rows 2048 or 4096 wide), one row a warp, on a resident grid whose
+// warps stream rows through a ring of S stages of shared memory each (cp.async, one row a
+// stage), so S rows a warp are in flight and no block retires and relaunches per row (the 1B
+// gate/up launch: 2048 blocks of 8 rows, each one memory round trip); x of the lane's chunks is
+// held in registers for every row. Rows are mvr_kernel's (the group's blocks of rpb rows), the
+// arithmetic the same: the same bits.
 constexpr int k_mvs_warps = 8;
 template <int T, int U, int S, bool NS>
 __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a, int items, int stage, int lrpb) {
@@ -803,11 +732,11 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
                 const unsigned short * wd = (a.grouped ? mv_pick(a.grp.wd, m) : a.wd) + row * a.nb;
                 unsigned char *        st = ring + (k % S) * stage;
 #pragma unroll
-                for (int u = 0; u < U; u++) mvn_cp_async<16>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, 16, pol);
-                for (int p = lane; p < spieces; p += 32) mvn_cp_async<16>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, 16, pol);
+                for (int u = 0; u < U; u++) mv_cp_async<16>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, 16, pol);
+                for (int p = lane; p < spieces; p += 32) mv_cp_async<16>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, 16, pol);
             }
         }
-        mvn_cp_commit();
+        mv_cp_commit();
     };
 #pragma unroll
     for (int k = 0; k < S; k++) issue(k);  // weights only: before waiting for the kernel that makes x
@@ -818,7 +747,7 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
     float sc = 1.0f;
     if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
     for (int k = 0; k < mine; k++) {
-        mvn_cp_wait<S - 1>();
+        mv_cp_wait<S - 1>();
         __syncwarp();
         const unsigned char * st  = ring + (k % S) * stage;
         float                 acc = 0.0f;
@@ -1378,10 +1307,16 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
 
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels.
-// EMBER_CUDA_MV_STREAM=S (2 or 4; 0 or unset: off): mvr_stream_kernel for the launches of one
-// or two rows a warp it takes (one column, no epilogue, rows of 2048 or 4096 weights, scale rows
-// 16-byte aligned; sm_80+); EMBER_CUDA_MV_STREAM_BPS=b (1-4, default 2): its blocks an SM. Read
-// at every call.
+// Where mvr_stream_kernel runs: the launches of one or two rows a warp of 2048 weights (the 1B
+// shape's gate/up and O products; one column, no epilogue, scale rows 16-byte aligned, sm_80+)
+// with 2 stages, once k_mvs_default is on (H200 tg128 1B Q4_0 1965.6 / 1969.3 / 1962.1 -> 2018.3
+// / 2020.2 with EMBER_CUDA_MV_STREAM=2 in two calls; 4 stages 1963.1 / 1967.7; 3 blocks an SM
+// 2008.4; its bit-for-bit test against mvr_kernel has not run on a GPU yet, so off for now).
+// EMBER_CUDA_MV_STREAM=0: never; =2 or 4: also rows of 4096 weights with that many stages (8B
+// Q4_0 588.5 -> 534.7 / 579.9: slower than mvr_kernel's 7168 blocks there).
+// EMBER_CUDA_MV_STREAM_BPS=b (1-4, default 2): its blocks an SM. Read at every call (tests
+// switch it).
+constexpr bool k_mvs_default = false;
 template <int T, int U, int S, bool NS> bool mvs_launch_s(ember_cuda_ctx & ctx, const mvr_args & a, int items, int rpb) {
     const int    stage = 32 * U * 16 + a.nb * 2;
     const size_t smem  = static_cast<size_t>(k_mvs_warps) * S * stage;
@@ -1400,9 +1335,10 @@ template <int T, int U, bool NS> bool mvs_launch_u(ember_cuda_ctx & ctx, const m
 }
 // rpb: rows of one of the grid's blocks (the group's blocks: mv_group_fill's per_block)
 template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, int rpb) {
-    const int s = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM", 0, {0, 2, 4});
     // rows of 2048 or 4096 weights (Q4_0: 64 / 128 chunks; Q8_0: 128 / 256)
     constexpr int U0 = T == EMBER_TYPE_Q4_0 ? 2 : 4;
+    int           s  = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM", -1, {-1, 0, 2, 4});
+    if (s < 0) s = k_mvs_default && a.nchunk == 32 * U0 ? 2 : 0;  // the default: rows of 2048 weights only
     if (s == 0 || ctx.cc_major < 8 || grid.y != 1 || grid.z != 1 || (a.nchunk != 32 * U0 && a.nchunk != 64 * U0) || (a.nb * 2) % 16 != 0 ||
         (rpb != 4 && rpb != 8)) {
         return false;
@@ -1967,33 +1903,6 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
            vec_ok(mul->src[1]) && norm->src[0] == add && mul->src[0] == norm;
 }
 
-// EMBER_CUDA_MV_NORM_SMEM=S (1-3; 0 or unset: the register kernel): the Q4_0 / Q8_0 producer
-// with S slices a warp in flight through shared memory (mvr_norm_sm_kernel; fewer where a warp has
-// fewer slices: the 8B O product's warps have one). Needs sm_80+ (cp.async) and scale rows that
-// start on the copy's alignment. Read at every call (tests switch it).
-static int mv_norm_smem() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_SMEM", 0, {0, 1, 2, 3});
-}
-template <int T, int S> static bool mvn_sm_launch_s(ember_cuda_ctx & ctx, const mvn_args & a, unsigned blocks, int warps) {
-    const size_t smem = static_cast<size_t>(warps) * S * mvn_sm_stage_bytes<T>();
-    if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(mvr_norm_sm_kernel<T, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    cu_launch(ctx, mvr_norm_sm_kernel<T, S>, blocks, 32 * warps, smem, a);
-    return true;
-}
-template <int T> static bool mvn_sm_launch(ember_cuda_ctx & ctx, const mvn_args & a, unsigned blocks, int warps, int nsl) {
-    const int s = std::min(mv_norm_smem(), (nsl + warps - 1) / warps);
-    if (s <= 0 || ctx.cc_major < 8) return false;
-    constexpr int sb = mvn_sm_scale_bytes<T>();
-    if ((a.nb * 2) % sb != 0 || reinterpret_cast<uintptr_t>(a.wd) % sb != 0) return false;
-    if (s == 1) return mvn_sm_launch_s<T, 1>(ctx, a, blocks, warps);
-    if (s == 2) return mvn_sm_launch_s<T, 2>(ctx, a, blocks, warps);
-    return mvn_sm_launch_s<T, 3>(ctx, a, blocks, warps);
-}
-
 // Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
 // readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
 // A grid of fewer blocks leaves SMs idle while the next launch's blocks cannot start early on the
@@ -2044,12 +1953,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        const int nsl = (a.nchunk + 7) / 8, warps = mvn_warps(nsl);
-        if (!(w->type == EMBER_TYPE_Q4_0 ? mvn_sm_launch<EMBER_TYPE_Q4_0>(ctx, a, blocks, warps, nsl)
-                                         : mvn_sm_launch<EMBER_TYPE_Q8_0>(ctx, a, blocks, warps, nsl))) {
-            if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * warps, 0, a);
-            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * warps, 0, a);
-        }
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

@@ -887,11 +887,13 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     }, 1e-3);
 }
 
-// mvr_norm_kernel's weights staged through shared memory (EMBER_CUDA_MV_NORM_SMEM=S: S slices a
-// warp in flight by cp.async): the same arithmetic in the same order, so the same bits as the
-// register kernel, at 1-3 stages, for the 8B widths (the down product: 4 slices a warp, so every
-// stage count cycles its ring), the 1B widths and one 32-row block; and against the CPU.
-TEST_CASE("[cuda] the decode norm in the product, staged through shared memory") {
+// The streaming matvec (mvr_stream_kernel: a resident grid, rows through per-warp cp.async rings;
+// by default the launches of rows 2048 wide, EMBER_CUDA_MV_STREAM=2 / 4 also 4096 wide) against
+// mvr_kernel (EMBER_CUDA_MV_STREAM=0): the same arithmetic in the same order, so the same bits, at
+// 2 and 4 stages; the gate/up reading the norm-in-product copy (EMBER_CUDA_MV_NORM=2: its NS form)
+// and the plain products over the norm kernel's copy (=0: gate/up and O); the 8B widths, the 1B
+// widths (two rows a warp in mvr_kernel) and one 32-row block; and the default against the CPU.
+TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -899,11 +901,9 @@ TEST_CASE("[cuda] the decode norm in the product, staged through shared memory")
     struct env_reset {
         ~env_reset() {
             set_env("EMBER_CUDA_MV_NORM", "");
-            set_env("EMBER_CUDA_MV_NORM_SMEM", "");
             set_env("EMBER_CUDA_MV_STREAM", "");
         }
     } reset;
-    set_env("EMBER_CUDA_MV_NORM", "2");
     struct shape {
         int64_t k, n, f;
     };
@@ -911,33 +911,14 @@ TEST_CASE("[cuda] the decode norm in the product, staged through shared memory")
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (const shape & sh : shapes) {
             const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, sh.k, sh.n, sh.f); };
-            set_env("EMBER_CUDA_MV_NORM_SMEM", "0");
-            const std::vector<float> regs = run_on(cuda_device(), build, 11);
             const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 11);
-            for (const char * stages : {"1", "2", "3"}) {
-                set_env("EMBER_CUDA_MV_NORM_SMEM", stages);
-                const std::vector<float> got = run_on(cuda_device(), build, 11);
-                CAPTURE(ember_type_get_name(t));
-                CAPTURE(sh.k);
-                CAPTURE(sh.f);
-                CAPTURE(stages);
-                REQUIRE(got.size() == regs.size());
-                size_t differ = 0;
-                for (size_t i = 0; i < got.size(); i++) differ += got[i] != regs[i];
-                CHECK(differ == 0);
-                CHECK(nmse(got, want) < 1e-3);
-            }
-            set_env("EMBER_CUDA_MV_NORM_SMEM", "0");
-            // The streaming one-row products (EMBER_CUDA_MV_STREAM=S: rows 2048 or 4096 wide; the
-            // gate/up here, reading the producer's copy, and with EMBER_CUDA_MV_NORM=0 the plain
-            // Q/K/V-less products over the norm kernel's copy): the same bits.
             for (const char * norm : {"2", "0"}) {
                 set_env("EMBER_CUDA_MV_NORM", norm);
-                const std::vector<float> base = norm[0] == '2' ? regs : run_on(cuda_device(), build, 11);
-                for (const char * stream : {"2", "4"}) {
+                set_env("EMBER_CUDA_MV_STREAM", "0");
+                const std::vector<float> base = run_on(cuda_device(), build, 11);
+                for (const char * stream : {"", "2", "4"}) {
                     set_env("EMBER_CUDA_MV_STREAM", stream);
                     const std::vector<float> got = run_on(cuda_device(), build, 11);
-                    set_env("EMBER_CUDA_MV_STREAM", "");
                     CAPTURE(ember_type_get_name(t));
                     CAPTURE(sh.k);
                     CAPTURE(norm);
@@ -946,9 +927,9 @@ TEST_CASE("[cuda] the decode norm in the product, staged through shared memory")
                     size_t differ = 0;
                     for (size_t i = 0; i < got.size(); i++) differ += got[i] != base[i];
                     CHECK(differ == 0);
+                    CHECK(nmse(got, want) < 1e-3);
                 }
             }
-            set_env("EMBER_CUDA_MV_NORM", "2");
         }
     }
 }
