@@ -27,6 +27,10 @@ constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 template <int NT>
 __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
     __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
+    // Warp 0's residual and MUL weight requested before the barrier: their round trip overlaps
+    // the wait for the block's slowest warp instead of following it.
+    const int64_t r   = row0 + lane;
+    const float   res = wi == 0 ? o.res[r] : 0.0f, nwr = wi == 0 ? o.nw[r] : 0.0f;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         float v = acc[t];
@@ -36,18 +40,24 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     }
     __syncthreads();
     if (wi != 0) return;
+    // The warps' parts fetched together, then summed in warp order (a loop over nw waited one
+    // shared-memory load per warp: ~500 cycles on the token's critical path for 16 warps).
+    float pv[k_mvn_max_warps];
+#pragma unroll
+    for (int k = 0; k < k_mvn_max_warps; k++) pv[k] = k < nw ? part[k][lane] : 0.0f;
     float y = 0.0f;
-    for (int k = 0; k < nw; k++) y += part[k][lane];
-    const int64_t r = row0 + lane;
-    const float   s = o.res[r] + y;
-    o.sum[r]        = s;
-    const float v  = s * o.nw[r];
-    const float d  = cu_warp_max(fabsf(v)) / 127.0f;
+#pragma unroll
+    for (int k = 0; k < k_mvn_max_warps; k++) {
+        if (k < nw) y += pv[k];
+    }
+    const float s = res + y;
+    o.sum[r]      = s;
+    const float v = s * nwr;
+    const float av = fabsf(v);  // its bits order as the values (NaN counts as 0, as with fmaxf)
+    const float d  = __int_as_float(cu_warp_max_int(av == av ? __float_as_int(av) : 0)) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
-    int         sq = q;
-#pragma unroll
-    for (int k = 16; k > 0; k >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, k);
+    const int   sq = cu_warp_sum_int(q);
     const float ss = cu_warp_sum(s * s);
     o.oq[r]        = static_cast<int8_t>(q);
     if (lane == 0) {
