@@ -188,6 +188,14 @@ inline void set_env(const char * name, const char * value) {
 #endif
 }
 
+// Empties the named switches when it goes out of scope, however the test case ends.
+struct env_clear {
+    std::vector<const char *> names;  // string literals
+    ~env_clear() {
+        for (const char * n : names) set_env(n, "");
+    }
+};
+
 // The outputs of `build` on the CUDA device with the switch `name` set to `value` for that run
 // (emptied after it): another kernel's results, to compare with the CPU's and the default's.
 inline std::vector<float> run_on_cuda_with(const char * name, const char * value, const builder & build, uint32_t seed) {

@@ -780,14 +780,7 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     }
     // At every size (by default only where the product's grid fills the GPU: 4096 rows and more on
     // an H100 / H200); the switches cleared however the case ends.
-    struct env_reset {
-        ~env_reset() {
-            set_env("EMBER_CUDA_MV_NORM", "");
-            set_env("EMBER_CUDA_MV_NORM_Q4K", "");
-            set_env("EMBER_CUDA_MV_NORM_EXT", "");
-            set_env("EMBER_CUDA_SKIP", "");
-        }
-    } reset;
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_SKIP"}};
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
         set_env("EMBER_CUDA_SKIP", skip);
@@ -898,12 +891,7 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    struct env_reset {
-        ~env_reset() {
-            set_env("EMBER_CUDA_MV_NORM", "");
-            set_env("EMBER_CUDA_MV_STREAM", "");
-        }
-    } reset;
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_STREAM"}};
     struct shape {
         int64_t k, n, f;
     };
