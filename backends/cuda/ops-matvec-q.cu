@@ -1307,16 +1307,16 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
 
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels.
-// Where mvr_stream_kernel runs: the launches of one or two rows a warp of 2048 weights (the 1B
-// shape's gate/up and O products; one column, no epilogue, scale rows 16-byte aligned, sm_80+)
-// with 2 stages, once k_mvs_default is on (H200 tg128 1B Q4_0 1965.6 / 1969.3 / 1962.1 -> 2018.3
-// / 2020.2 with EMBER_CUDA_MV_STREAM=2 in two calls; 4 stages 1963.1 / 1967.7; 3 blocks an SM
-// 2008.4; its bit-for-bit test against mvr_kernel has not run on a GPU yet, so off for now).
-// EMBER_CUDA_MV_STREAM=0: never; =2 or 4: also rows of 4096 weights with that many stages (8B
-// Q4_0 588.5 -> 534.7 / 579.9: slower than mvr_kernel's 7168 blocks there).
-// EMBER_CUDA_MV_STREAM_BPS=b (1-4, default 2): its blocks an SM. Read at every call (tests
-// switch it).
-constexpr bool k_mvs_default = false;
+// Where mvr_stream_kernel runs: by default the launches of one or two rows a warp of 2048 weights
+// (the 1B shape's gate/up and O products; one column, no epilogue, scale rows 16-byte aligned,
+// sm_80+) with 2 stages. H200 tg128 (EMBER_CUDA_MV_STREAM=2 against =0, one build): 1B Q4_0
+// 1970.2 / 1971.0 -> 2024.0 / 2026.5 (+2.8%), 1B Q8_0 1479.9 -> 1577.3 (+6.6%); 4 stages 1963.1 /
+// 1967.7, 3 blocks an SM 2008.4 (1B Q4_0). The same bits as mvr_kernel ("[cuda] the streaming
+// matvec", run on the H200). EMBER_CUDA_MV_STREAM=0: never; =2 or 4: also rows of 4096 weights
+// with that many stages (8B Q4_0 588.5 -> 534.7 / 579.9: slower than mvr_kernel's 7168 blocks
+// there). EMBER_CUDA_MV_STREAM_BPS=b (1-4, default 2): its blocks an SM. Read at every call
+// (tests switch it).
+constexpr bool k_mvs_default = true;
 template <int T, int U, int S, bool NS> bool mvs_launch_s(ember_cuda_ctx & ctx, const mvr_args & a, int items, int rpb) {
     const int    stage = 32 * U * 16 + a.nb * 2;
     const size_t smem  = static_cast<size_t>(k_mvs_warps) * S * stage;

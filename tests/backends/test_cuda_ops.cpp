@@ -907,14 +907,18 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
                 for (const char * stream : {"", "2", "4"}) {
                     set_env("EMBER_CUDA_MV_STREAM", stream);
                     const std::vector<float> got = run_on(cuda_device(), build, 11);
-                    CAPTURE(ember_type_get_name(t));
-                    CAPTURE(sh.k);
-                    CAPTURE(norm);
-                    CAPTURE(stream);
+                    const std::string what = std::string(ember_type_get_name(t)) + " k " + std::to_string(sh.k) + " EMBER_CUDA_MV_NORM=" + norm +
+                                             " EMBER_CUDA_MV_STREAM=" + stream;
+                    CAPTURE(what);
                     REQUIRE(got.size() == base.size());
-                    size_t differ = 0;
+                    // Without the stream, Q8_0 rows 4096 wide (256 chunks) outside a group (the O
+                    // product here with EMBER_CUDA_MV_NORM=0, the last product) take
+                    // mvr_split_kernel, which sums in another order: there the stream is checked
+                    // against the CPU only. Everywhere else (the default's rows 2048 wide too) the bits.
+                    const bool split = t == EMBER_TYPE_Q8_0 && sh.k == 4096 && *stream != '\0';
+                    size_t     differ = 0;
                     for (size_t i = 0; i < got.size(); i++) differ += got[i] != base[i];
-                    CHECK(differ == 0);
+                    if (!split) CHECK(differ == 0);
                     CHECK(nmse(got, want) < 1e-3);
                 }
             }
