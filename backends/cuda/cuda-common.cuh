@@ -214,6 +214,12 @@ __device__ __forceinline__ int cu_warp_sum_int(int v) {
     return v;
 #endif
 }
+// The warp's maximum of |v| as the shuffle form over fmaxf gives it (NaN lanes count as 0): the
+// bits of a non-negative float order as ints. The quantized copies' block scale.
+__device__ __forceinline__ float cu_warp_absmax(float v) {
+    const float a = fabsf(v);
+    return __int_as_float(cu_warp_max_int(a == a ? __float_as_int(a) : 0));
+}
 __device__ __forceinline__ float cu_warp_max_fast(float v) {
     const int i = __float_as_int(v), key = i >= 0 ? i : i ^ 0x7fffffff;
     const int m = cu_warp_max_int(key);
@@ -225,10 +231,7 @@ __device__ __forceinline__ float cu_warp_max_fast(float v) {
 // lane holds element idx of a block of 32 (flat index in x, rows of ne[0] % 32 == 0; every lane
 // of the warp calls it), quantized with quantize_x_kernel's arithmetic.
 __device__ __forceinline__ void cu_quantize_warp(float z, int64_t idx, int8_t * xq, float2 * xds) {
-    // |z|'s bits as an int order as the values do (NaN counts as 0, as fmaxf over lanes skips it)
-    const float az   = fabsf(z);
-    const float amax = __int_as_float(cu_warp_max_int(az == az ? __float_as_int(az) : 0));
-    const float d    = amax / 127.0f;
+    const float d    = cu_warp_absmax(z) / 127.0f;
     const float id   = d != 0.0f ? 1.0f / d : 0.0f;
     const int   q    = static_cast<int>(roundf(__fmul_rn(z, id)));
     const int   sq   = cu_warp_sum_int(q);

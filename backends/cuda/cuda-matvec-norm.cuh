@@ -53,8 +53,7 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     const float s = res + y;
     o.sum[r]      = s;
     const float v = s * nwr;
-    const float av = fabsf(v);  // its bits order as the values (NaN counts as 0, as with fmaxf)
-    const float d  = __int_as_float(cu_warp_max_int(av == av ? __float_as_int(av) : 0)) / 127.0f;
+    const float d  = cu_warp_absmax(v) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
     const int   sq = cu_warp_sum_int(q);

@@ -665,22 +665,16 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
-// cp.async of N (16 or 8) bytes from global src to shared dst, reading only src_bytes of them (the
-// rest zero-filled), with an L2 eviction policy (pol: evict-first for streamed weights, as the
-// register kernels' __ldcs); plain copies below sm_80 (the kernels using it run on sm_80+).
-template <int N>
-__device__ __forceinline__ void mv_cp_async(unsigned char * dst, const void * src, int src_bytes, uint64_t pol) {
+// cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
+// for streamed weights, as the register kernels' __ldcs); a plain copy below sm_80 (the kernel
+// using it runs on sm_80+ only).
+__device__ __forceinline__ void mv_cp16(unsigned char * dst, const void * src, uint64_t pol) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if constexpr (N == 16) {
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(sa), "l"(src), "r"(src_bytes), "l"(pol) : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], %2, %3, %4;" ::"r"(sa), "l"(src), "n"(N), "r"(src_bytes), "l"(pol)
-                     : "memory");
-    }
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "l"(pol) : "memory");
 #else
     (void) pol;
-    for (int b = 0; b < N; b++) dst[b] = b < src_bytes ? static_cast<const unsigned char *>(src)[b] : 0;
+    *reinterpret_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
 #endif
 }
 __device__ __forceinline__ void mv_cp_commit() {
@@ -732,8 +726,8 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
                 const unsigned short * wd = (a.grouped ? mv_pick(a.grp.wd, m) : a.wd) + row * a.nb;
                 unsigned char *        st = ring + (k % S) * stage;
 #pragma unroll
-                for (int u = 0; u < U; u++) mv_cp_async<16>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, 16, pol);
-                for (int p = lane; p < spieces; p += 32) mv_cp_async<16>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, 16, pol);
+                for (int u = 0; u < U; u++) mv_cp16(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
+                for (int p = lane; p < spieces; p += 32) mv_cp16(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
             }
         }
         mv_cp_commit();
@@ -1305,8 +1299,6 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
     return n >= 4096 ? 2 : 1;
 }
 
-// The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
-// below, never the split or pipelined kernels.
 // Where mvr_stream_kernel runs: by default the launches of one or two rows a warp of 2048 weights
 // (the 1B shape's gate/up and O products; one column, no epilogue, scale rows 16-byte aligned,
 // sm_80+) with 2 stages. H200 tg128 (EMBER_CUDA_MV_STREAM=2 against =0, one build): 1B Q4_0
@@ -1355,6 +1347,8 @@ template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & gri
     return a.nchunk == 32 * U0 ? mvs_launch_u<T, U0, NS>(ctx, a, s, items, rpb) : mvs_launch_u<T, 2 * U0, NS>(ctx, a, s, items, rpb);
 }
 
+// The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
+// below, never the split or pipelined kernels.
 template <int T>
 void launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, bool short_rows, int r) {
     if ((short_rows || r == 1) && mvs_launch<T, true>(ctx, grid, a, k_rp_warps * r)) return;
@@ -1406,7 +1400,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
         a.ns = ctx.qx_norm;
         launch_rp_ns<T>(ctx, grid, a, short_rows, r);
     } else if ((short_rows || r == 1) && mvs_launch<T, false>(ctx, grid, a, k_rp_warps * r)) {
-        // (EMBER_CUDA_MV_STREAM: the streaming experiment)
+        // mvr_stream_kernel (mvs_launch: by default rows 2048 wide)
     } else if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
     } else if (r == 1 && !a.grouped && a.nchunk > 32 * 4 && mv_split()) {
