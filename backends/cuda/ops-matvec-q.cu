@@ -1463,12 +1463,18 @@ __global__ void __launch_bounds__(256) mvn_copy_kernel(const float * h, const fl
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels. A pending consumer form (ctx.qx_nc_h) takes the
 // stream kernel's XM = 2 where it can; else the copy is made first.
+// EMBER_CUDA_MV_NORM_NC_EPI=0: the Q/K/V launch (epilogues) does not make the copy itself; it is
+// made first and mvr_kernel NS runs (read at every call).
+bool mv_norm_nc_epi() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NC_EPI", 1, {0, 1}) == 1;
+}
 template <int T>
 ember_status launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, mvr_args a, bool short_rows, int r) {
     if (ctx.qx_nc_h) {
-        a.nc_h  = ctx.qx_nc_h;
-        a.nc_nw = ctx.qx_nc_nw;
-        if ((short_rows || r == 1 || (a.grouped && a.grp.has_epi)) && mvs_launch<T, 2>(ctx, grid, a, k_rp_warps * r, r)) return EMBER_OK;
+        a.nc_h         = ctx.qx_nc_h;
+        a.nc_nw        = ctx.qx_nc_nw;
+        const bool epi = a.grouped && a.grp.has_epi;
+        if ((short_rows || r == 1 || epi) && (!epi || mv_norm_nc_epi()) && mvs_launch<T, 2>(ctx, grid, a, k_rp_warps * r, r)) return EMBER_OK;
         const ember_status st = ember_cuda_qx_nc_flush(ctx);
         if (st != EMBER_OK) return st;
     }
