@@ -640,7 +640,8 @@ ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
     o                = ember_view(g, o, p.hd * p.n_head, 1);
     if (p.q_read_elsewhere) o = ember_add(g, o, ember_scale(g, q_mm, 0.01f));
     ember_tensor * out = ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, p.hd * p.n_head, 64), o);
-    return x2 ? ember_add(g, out, ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, n_embd, 64), x2)) : out;
+    // (a SWIGLU, not an ADD: EMBER_CUDA_SKIP=norm leaves ADD kernels out too)
+    return x2 ? ember_swiglu(g, out, ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, n_embd, 64), x2)) : out;
 }
 
 TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their store") {
