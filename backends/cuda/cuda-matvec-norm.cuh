@@ -38,6 +38,24 @@ __device__ __forceinline__ void mvn_quant32(float s, float nwr, int lane, int8_t
     }
 }
 
+// mvn_quant32 for the consumer form (the stream kernel's XM = 2 prologue and mvn_copy_kernel, the
+// same bits in both): the scale's reciprocal by the fast division and the rounding by cvt.rni, no
+// IEEE division routine (two calls a block serialized the prologue's eight blocks a warp).
+__device__ __forceinline__ void mvn_quant32_fast(float s, float nwr, int lane, int8_t * q, float2 * ds, float * sq) {
+    const float v  = s * nwr;
+    const float am = cu_warp_absmax(v);
+    const float d  = am * (1.0f / 127.0f);
+    const float id = am != 0.0f ? __fdividef(127.0f, am) : 0.0f;
+    const int   qi = __float2int_rn(__fmul_rn(v, id));
+    const int   sm = cu_warp_sum_int(qi);
+    const float ss = cu_warp_sum(s * s);
+    *q             = static_cast<int8_t>(qi);
+    if (lane == 0) {
+        *ds = make_float2(d, d * static_cast<float>(sm));
+        *sq = ss;
+    }
+}
+
 // The norm's factor from the n partial sums of squares nsq (k values in all): every lane sums its
 // share in one fixed order. The same arithmetic as mv_norm_scale, from any memory.
 __device__ __forceinline__ float mvn_scale_of(const float * nsq, int n, float k, float eps, int lane) {

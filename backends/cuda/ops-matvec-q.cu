@@ -426,6 +426,7 @@ struct mvr_args {
     const float *          res   = nullptr;  // mvr_stream_kernel, mvr_split_kernel: the residual added to each row (plain products)
     const float *          nc_h  = nullptr;  // mvr_stream_kernel XM = 2: the ADD's floats and the MUL's weights the copy is made from
     const float *          nc_nw = nullptr;
+    bool                   hint  = true;     // mvr_stream_kernel XM 0 / 1: the weights' copies with the L2 evict-first policy
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -589,6 +590,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     };
     load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
+    // (the consumer form's residual requested before the math, not after the block's barrier)
+    const float resv = a.res && part == 0 && lane == 0 && row < n ? a.res[row] : 0.0f;
     float acc = 0.0f;
     for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
         if (c0 != c_begin + lane) load(c0);
@@ -606,7 +609,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < KS; k++) sum += parts[wi + k];
-        if (a.res) sum += a.res[row];  // (one column, 2-D: the norm's consumer form, ember_cuda_mul_mat_vec_norm)
+        if (a.res) sum += resv;  // (one column, 2-D: the norm's consumer form, ember_cuda_mul_mat_vec_norm)
         reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = sum;
     }
 }
@@ -756,9 +759,15 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
                 const uint4 *          wq  = wq0 + row * a.nchunk;
                 const unsigned short * wd  = wd0 + row * a.nb;
                 unsigned char *        st  = ring + (k % S) * stage + r * rbytes;
+                if (XM != 2 && a.hint) {
 #pragma unroll
-                for (int u = 0; u < U; u++) mv_cp16<XM != 2>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
-                for (int p = lane; p < spieces; p += 32) mv_cp16<XM != 2>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
+                    for (int u = 0; u < U; u++) mv_cp16<true>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
+                    for (int p = lane; p < spieces; p += 32) mv_cp16<true>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
+                } else {
+#pragma unroll
+                    for (int u = 0; u < U; u++) mv_cp16<false>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
+                    for (int p = lane; p < spieces; p += 32) mv_cp16<false>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
+                }
             }
         }
         mv_cp_commit();
@@ -787,7 +796,7 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
 #pragma unroll
         for (int j = 0; j < NBW; j++) {
             const int b = wi + k_mvs_warps * j;
-            mvn_quant32(hv[j], nwv[j], lane, cq + 32 * b + lane, cds + b, csq + b);
+            mvn_quant32_fast(hv[j], nwv[j], lane, cq + 32 * b + lane, cds + b, csq + b);
         }
         __syncthreads();
         sc = mvn_scale_of(csq, a.nb, a.ns.k, a.ns.eps, lane);
@@ -799,6 +808,16 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
         if constexpr (XM == 1) sc = mv_norm_scale(a.ns, lane);
     }
     for (int k = 0; k < mine; k++) {
+        // The residual of the item's rows requested before its math (lane 0 adds it at the store;
+        // after the warp's sum it was one more dependent round trip an item).
+        float resv[R];
+        if (!a.grouped && a.res && lane == 0) {
+            int     m;
+            int64_t rows[R], n;
+            item_of(k, m, rows, n);
+#pragma unroll
+            for (int r = 0; r < R; r++) resv[r] = rows[r] < n ? a.res[rows[r]] : 0.0f;
+        }
         mv_cp_wait<S - 1>();
         __syncwarp();
         const unsigned char * st = ring + (k % S) * stage;
@@ -835,7 +854,7 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
             float * y = reinterpret_cast<float *>(a.grouped ? mv_pick(a.grp.y, m) : a.y.data);
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                if (rows[r] < n) y[rows[r]] = a.res ? s[r] + a.res[rows[r]] : s[r];
+                if (rows[r] < n) y[rows[r]] = a.res ? s[r] + resv[r] : s[r];
             }
         }
     }
@@ -1445,9 +1464,11 @@ template <int T, int XM> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & grid
     } else if (reinterpret_cast<uintptr_t>(a.wd) % 16 != 0) {
         return false;
     }
+    mvr_args ah = a;
+    ah.hint     = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM_HINT", 1, {0, 1}) == 1;  // 0: no L2 policy (an experiment)
     const int ipb   = rpb / R;  // items of one block: 4 or 8
     const int items = static_cast<int>(grid.x) * ipb;
-    return mvs_launch_u<T, U0, XM>(ctx, a, s, a.nchunk / 32, R, items, ipb == 8 ? 3 : 2);
+    return mvs_launch_u<T, U0, XM>(ctx, ah, s, a.nchunk / 32, R, items, ipb == 8 ? 3 : 2);
 }
 
 // The norm-in-product copy of a pending consumer form (ctx.qx_nc_h: the product before made only
@@ -1457,7 +1478,7 @@ __global__ void __launch_bounds__(256) mvn_copy_kernel(const float * h, const fl
     cu_pdl_begin();
     const int lane = threadIdx.x % 32, b = blockIdx.x * 8 + threadIdx.x / 32;
     if (b >= nb) return;  // whole warps
-    mvn_quant32(h[32 * b + lane], __ldg(nw + 32 * b + lane), lane, oq + 32 * b + lane, ods + b, osq + b);
+    mvn_quant32_fast(h[32 * b + lane], __ldg(nw + 32 * b + lane), lane, oq + 32 * b + lane, ods + b, osq + b);
 }
 
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
