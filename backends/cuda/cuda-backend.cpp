@@ -575,27 +575,6 @@ bool mv_norm_fuse_ok(const ember_tensor * mm, const ember_tensor * add, const em
     return ember_cuda_can_fuse_add_rms_norm(add, norm) && ember_cuda_can_fuse_rms_norm_mul(norm, mul) && ember_cuda_mv_norm_ok(mm, add, norm, mul);
 }
 
-// Whether t's memory stays t's until every reader of r from node k on has run: t is an output or
-// some node after r's last reader reads it (the residual stream's next ADD). The norm's consumer
-// form reads the ADD's floats in the MUL's readers, after the norm's own node.
-bool live_through_readers(const ember_graph * g, const ember_tensor * t, const ember_tensor * r, int32_t k) {
-    if (t->flags & EMBER_TENSOR_FLAG_OUTPUT) return true;
-    size_t last = static_cast<size_t>(k);
-    for (size_t n = static_cast<size_t>(k); n < g->nodes.size(); n++) {
-        for (const ember_tensor * s : g->nodes[n]->src) {
-            if (s == r) last = n;
-        }
-    }
-    for (size_t n = last + 1; n < g->nodes.size(); n++) {
-        const ember_tensor * c = g->nodes[n];
-        if (c->view_src == t) return true;
-        for (const ember_tensor * s : c->src) {
-            if (s == t) return true;
-        }
-    }
-    return false;
-}
-
 bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor ** f) {
     if (!fuse_more() || mv_norm_mode() == 0) return false;
     ember_cuda_norm_hooks h;
@@ -688,8 +667,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
     // A decode matvec with the residual ADD, RMS_NORM and MUL after it (mv_norm_plan).
     ember_tensor * nf[3];
     if (is_matvec(node) && mv_norm_plan(g, i, end, nf)) {
-        const ember_status st =
-            ember_cuda_mul_mat_vec_norm(ctx, node, nf[0], nf[1], nf[2], mv_norm_mode() == 2, live_through_readers(g, nf[0], nf[2], i + 4));
+        const ember_status st = ember_cuda_mul_mat_vec_norm(ctx, node, nf[0], nf[1], nf[2], mv_norm_mode() == 2);
         if (st != EMBER_ERR_UNSUPPORTED) {
             *used = 4;
             return st;

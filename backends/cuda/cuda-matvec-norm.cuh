@@ -19,51 +19,6 @@ struct mvn_out {
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 
-// One 32-value block of the norm-in-product copy (every lane of the warp calls it, lane r holding
-// the ADD's float s of the block's value r and the MUL's weight nwr): the int8 value of nw * s
-// (lane r's at *q), and lane 0 stores the block's (d, d sum q) at *ds and sum of s^2 at *sq. d
-// stays in float (no rounding through half): the readers scale it by the norm's factor. Used by
-// the producers' block end and by the copy made from the ADD's floats (the consumer form).
-__device__ __forceinline__ void mvn_quant32(float s, float nwr, int lane, int8_t * q, float2 * ds, float * sq) {
-    const float v  = s * nwr;
-    const float d  = cu_warp_absmax(v) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int   qi = static_cast<int>(roundf(__fmul_rn(v, id)));
-    const int   sm = cu_warp_sum_int(qi);
-    const float ss = cu_warp_sum(s * s);
-    *q             = static_cast<int8_t>(qi);
-    if (lane == 0) {
-        *ds = make_float2(d, d * static_cast<float>(sm));
-        *sq = ss;
-    }
-}
-
-// mvn_quant32 for the consumer form (the stream kernel's XM = 2 prologue and mvn_copy_kernel, the
-// same bits in both): the scale's reciprocal by the fast division and the rounding by cvt.rni, no
-// IEEE division routine (two calls a block serialized the prologue's eight blocks a warp).
-__device__ __forceinline__ void mvn_quant32_fast(float s, float nwr, int lane, int8_t * q, float2 * ds, float * sq) {
-    const float v  = s * nwr;
-    const float am = cu_warp_absmax(v);
-    const float d  = am * (1.0f / 127.0f);
-    const float id = am != 0.0f ? __fdividef(127.0f, am) : 0.0f;
-    const int   qi = __float2int_rn(__fmul_rn(v, id));
-    const int   sm = cu_warp_sum_int(qi);
-    const float ss = cu_warp_sum(s * s);
-    *q             = static_cast<int8_t>(qi);
-    if (lane == 0) {
-        *ds = make_float2(d, d * static_cast<float>(sm));
-        *sq = ss;
-    }
-}
-
-// The norm's factor from the n partial sums of squares nsq (k values in all): every lane sums its
-// share in one fixed order. The same arithmetic as mv_norm_scale, from any memory.
-__device__ __forceinline__ float mvn_scale_of(const float * nsq, int n, float k, float eps, int lane) {
-    float s = 0.0f;
-    for (int i = lane; i < n; i += 32) s += nsq[i];
-    return 1.0f / sqrtf(cu_warp_sum(s) / k + eps);
-}
-
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
 // lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
@@ -97,7 +52,17 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     }
     const float s = res + y;
     o.sum[r]      = s;
-    mvn_quant32(s, nwr, lane, o.oq + r, o.ods + blockIdx.x, o.osq + blockIdx.x);
+    const float v = s * nwr;
+    const float d  = cu_warp_absmax(v) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
+    const int   sq = cu_warp_sum_int(q);
+    const float ss = cu_warp_sum(s * s);
+    o.oq[r]        = static_cast<int8_t>(q);
+    if (lane == 0) {
+        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
+        o.osq[blockIdx.x] = ss;
+    }
 }
 
 // The scale a reader of a norm-in-product copy applies (ember_cuda_norm_scale; the NS forms of

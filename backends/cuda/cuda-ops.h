@@ -51,11 +51,6 @@ struct ember_cuda_ctx {
     bool                  qx_ns = false;
     const void *          qx_ds = nullptr;
     ember_cuda_norm_scale qx_norm;
-    // qx_nc_h: that copy is not made yet (the norm's consumer form: the product before it wrote only
-    // the ADD's floats, qx_nc_h, and its readers make the copy from them and the MUL's weights
-    // qx_nc_nw themselves; ember_cuda_qx_nc_flush makes it in slot 1 for any other reader).
-    const float *         qx_nc_h  = nullptr;
-    const float *         qx_nc_nw = nullptr;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
@@ -186,13 +181,8 @@ bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const em
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy
 // will do; without it that copy is an error (EMBER_ERR_INTERNAL: x's floats were never written).
-// nc_ok: the caller makes a pending consumer-form copy itself (ctx.qx_nc_h) or flushes it; else
-// it is made here first (ember_cuda_qx_nc_flush).
 struct float2;
-ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds, bool ns_ok = false,
-                                    bool nc_ok = false);
-// The pending consumer-form copy (ctx.qx_nc_h) made now, in its place in scratch slot 1.
-ember_status ember_cuda_qx_nc_flush(ember_cuda_ctx & ctx);
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq, float2 ** xds, bool ns_ok = false);
 // Whether the copy of x the next matvec finds is a norm-in-product kernel's (ctx.qx_ns): its
 // kernel must apply ctx.qx_norm.
 bool         ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x);
@@ -230,13 +220,8 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
 // not done (run the nodes as usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
-// Where the grid is too small for that (or EMBER_CUDA_MV_NORM_NC=2), the consumer form when nc_ok
-// (the caller knows the ADD's floats stay in place until the MUL's last reader ran: something
-// later reads them): the product (Q4_0 / Q8_0 in the CUDA layout, on the stream or split kernel)
-// adds the residual in its store and writes only the ADD's floats; each reader's blocks make the
-// copy from those themselves (mvr_stream_kernel XM = 2) or it is made first (ember_cuda_qx_nc_flush).
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
-                                         bool any_size = false, bool nc_ok = false);
+                                         bool any_size = false);
 
 // ops-matmul.cu: any m, through cuBLAS (weights dequantized to F16 by row slabs)
 ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst);

@@ -376,10 +376,6 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
         return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
-    static __device__ __forceinline__ xs load_xs(const int8_t * xq, const float2 * xds, int c) {  // any memory (shared)
-        const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        return {p[0], p[1], xds[c]};
-    }
     // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         return dw * (x.ds.x * cu_int_float(cu_dot_q4(w, x.lo, x.hi)) - 8.0f * x.ds.y);
@@ -394,9 +390,6 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
     };
     static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
-    }
-    static __device__ __forceinline__ xs load_xs(const int8_t * xq, const float2 * xds, int c) {  // any memory (shared)
-        return {*reinterpret_cast<const int4 *>(xq + 16 * c), xds[c / 2].x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int s = 0;
@@ -423,10 +416,6 @@ struct mvr_args {
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
     ember_cuda_norm_scale  ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
-    const float *          res   = nullptr;  // mvr_stream_kernel, mvr_split_kernel: the residual added to each row (plain products)
-    const float *          nc_h  = nullptr;  // mvr_stream_kernel XM = 2: the ADD's floats and the MUL's weights the copy is made from
-    const float *          nc_nw = nullptr;
-    bool                   hint  = true;     // mvr_stream_kernel XM 0 / 1: the weights' copies with the L2 evict-first policy
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -590,8 +579,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
     };
     load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    // (the consumer form's residual requested before the math, not after the block's barrier)
-    const float resv = a.res && part == 0 && lane == 0 && row < n ? a.res[row] : 0.0f;
     float acc = 0.0f;
     for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
         if (c0 != c_begin + lane) load(c0);
@@ -609,7 +596,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvr_split_kernel(mvr_args a) 
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < KS; k++) sum += parts[wi + k];
-        if (a.res) sum += resv;  // (one column, 2-D: the norm's consumer form, ember_cuda_mul_mat_vec_norm)
         reinterpret_cast<float *>(a.y.data + col * a.y.nb[1] + i2 * a.y.nb[2] + i3 * a.y.nb[3])[row] = sum;
     }
 }
@@ -682,17 +668,10 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
 // cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
 // for streamed weights, as the register kernels' __ldcs); a plain copy below sm_80 (the kernel
 // using it runs on sm_80+ only).
-// HINT = false: no policy (the kernels with a block barrier: with it, the H200 stopped the XM = 2
-// stream kernel and session 35's shared-memory producer with "an illegal instruction").
-template <bool HINT = true> __device__ __forceinline__ void mv_cp16(unsigned char * dst, const void * src, uint64_t pol) {
+__device__ __forceinline__ void mv_cp16(unsigned char * dst, const void * src, uint64_t pol) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    if constexpr (HINT) {
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "l"(pol) : "memory");
-    } else {
-        (void) pol;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src) : "memory");
-    }
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "l"(pol) : "memory");
 #else
     (void) pol;
     *reinterpret_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
@@ -710,22 +689,15 @@ template <int N> __device__ __forceinline__ void mv_cp_wait() {  // at most N gr
 }
 
 // A streaming matvec (mvs_launch says where it runs): mvr_kernel's product of rows of exactly
-// 32 U chunks (Q4_0 / Q8_0 rows 2048 or 4096 wide), R rows a warp at a time (R = 2: a group's RoPE
-// pairs, stored through its epilogues as mvr_kernel does), on a resident grid whose warps stream
-// their items through a ring of S stages of shared memory each (cp.async, one item a stage), so S
-// items a warp are in flight and no block retires and relaunches per row (the 1B gate/up launch:
-// 2048 blocks of 8 rows, each one memory round trip); x of the lane's chunks is held in registers
-// for every item. Items are mvr_kernel's warps (the group's blocks of 1 << lipb items), the
+// 32 U chunks (Q4_0 / Q8_0 rows 2048 or 4096 wide), one row a warp, on a resident grid whose
+// warps stream rows through a ring of S stages of shared memory each (cp.async, one row a
+// stage), so S rows a warp are in flight and no block retires and relaunches per row (the 1B
+// gate/up launch: 2048 blocks of 8 rows, each one memory round trip); x of the lane's chunks is
+// held in registers for every row. Rows are mvr_kernel's (the group's blocks of rpb rows), the
 // arithmetic the same: the same bits.
-// XM, where x comes from: 0 the quantized copy (xq, xds); 1 the norm-in-product copy there, its
-// scale applied to the sums (mvr_kernel NS); 2 the same copy made by each block itself from the
-// ADD's floats (a.nc_h) and the MUL's weights (a.nc_nw) after the dependency wait, into shared
-// memory (mvn_quant32, the producers' arithmetic, so the same bits as XM = 1 over a copy made from
-// the same floats): the decode norm with no launch of its own and no block waiting for another
-// (EMBER_CUDA_MV_NORM_NC). a.res (plain products): the residual added to each row's sum.
 constexpr int k_mvs_warps = 8;
-template <int T, int U, int S, int R, int XM>
-__global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a, int items, int stage, int lipb) {
+template <int T, int U, int S, bool NS>
+__global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a, int items, int stage, int lrpb) {
     using D = mvr<T>;
     extern __shared__ __align__(16) unsigned char mvs_sm[];
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32;
@@ -733,130 +705,61 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
     const int       mine = gw < items ? (items - 1 - gw) / nwarps + 1 : 0;
     unsigned char * ring = mvs_sm + static_cast<size_t>(wi) * S * stage;
     constexpr int   qbytes = 32 * U * 16;
-    const int       rbytes = qbytes + a.nb * 2;   // one row's quants and scales in a stage
     const int       spieces = a.nb * 2 / 16;  // the row's scales in 16-byte pieces
     uint64_t        pol     = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    if constexpr (XM != 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
 #endif
-    const auto item_of = [&](int k, int & m, int64_t (&rows)[R], int64_t & n) {
-        const int i  = gw + k * nwarps, vb = i >> lipb;  // 1 << lipb: items of one of the launch's (virtual) blocks
+    const auto item_of = [&](int k, int & m, int64_t & row, int64_t & n) {
+        const int i  = gw + k * nwarps, vb = i >> lrpb;  // 1 << lrpb: rows of one of the launch's (virtual) blocks
         m            = a.grouped ? mv_which(a.grp, vb) : 0;
-        const int64_t row0 = ((static_cast<int64_t>(vb - (a.grouped ? a.grp.blk0[m] : 0)) << lipb) + (i & ((1 << lipb) - 1))) * R;
-        mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
-        n = a.grouped ? mv_pick(a.grp.n, m) : a.n;
+        row          = (static_cast<int64_t>(vb - (a.grouped ? a.grp.blk0[m] : 0)) << lrpb) + (i & ((1 << lrpb) - 1));
+        n            = a.grouped ? mv_pick(a.grp.n, m) : a.n;
     };
     const auto issue = [&](int k) {
         if (k < mine) {
             int     m;
-            int64_t rows[R], n;
-            item_of(k, m, rows, n);
-            const uint4 *          wq0 = a.grouped ? static_cast<const uint4 *>(mv_pick(a.grp.w, m)) : a.wq;
-            const unsigned short * wd0 = a.grouped ? mv_pick(a.grp.wd, m) : a.wd;
+            int64_t row, n;
+            item_of(k, m, row, n);
+            if (row < n) {
+                const uint4 *          wq = (a.grouped ? static_cast<const uint4 *>(mv_pick(a.grp.w, m)) : a.wq) + row * a.nchunk;
+                const unsigned short * wd = (a.grouped ? mv_pick(a.grp.wd, m) : a.wd) + row * a.nb;
+                unsigned char *        st = ring + (k % S) * stage;
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const int64_t          row = rows[r] < n ? rows[r] : n - 1;  // tail rows: read, discard
-                const uint4 *          wq  = wq0 + row * a.nchunk;
-                const unsigned short * wd  = wd0 + row * a.nb;
-                unsigned char *        st  = ring + (k % S) * stage + r * rbytes;
-                if (XM != 2 && a.hint) {
-#pragma unroll
-                    for (int u = 0; u < U; u++) mv_cp16<true>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
-                    for (int p = lane; p < spieces; p += 32) mv_cp16<true>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
-                } else {
-#pragma unroll
-                    for (int u = 0; u < U; u++) mv_cp16<false>(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
-                    for (int p = lane; p < spieces; p += 32) mv_cp16<false>(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
-                }
+                for (int u = 0; u < U; u++) mv_cp16(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
+                for (int p = lane; p < spieces; p += 32) mv_cp16(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
             }
         }
         mv_cp_commit();
     };
-    // XM = 2: each warp's blocks of 32 values (the row's nb over the block's warps) and their MUL
-    // weights, requested before the wait (weights) and after it (the ADD's floats).
-    constexpr int NBW = XM == 2 ? 32 * U / D::CPB / k_mvs_warps : 1;
-    float         nwv[NBW];
-    if constexpr (XM == 2) {
-#pragma unroll
-        for (int j = 0; j < NBW; j++) nwv[j] = __ldg(a.nc_nw + 32 * (wi + k_mvs_warps * j) + lane);
-    }
 #pragma unroll
     for (int k = 0; k < S; k++) issue(k);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     typename D::xs x[U];
-    float          sc = 1.0f;
-    if constexpr (XM == 2) {
-        // The copy in shared memory after the ring: nb * 32 int8, nb (d, d sum q), nb sums of s^2.
-        int8_t * cq  = reinterpret_cast<int8_t *>(mvs_sm + static_cast<size_t>(k_mvs_warps) * S * stage);
-        float2 * cds = reinterpret_cast<float2 *>(cq + 32 * a.nb);
-        float *  csq = reinterpret_cast<float *>(cds + a.nb);
-        float    hv[NBW];
 #pragma unroll
-        for (int j = 0; j < NBW; j++) hv[j] = a.nc_h[32 * (wi + k_mvs_warps * j) + lane];
-#pragma unroll
-        for (int j = 0; j < NBW; j++) {
-            const int b = wi + k_mvs_warps * j;
-            mvn_quant32_fast(hv[j], nwv[j], lane, cq + 32 * b + lane, cds + b, csq + b);
-        }
-        __syncthreads();
-        sc = mvn_scale_of(csq, a.nb, a.ns.k, a.ns.eps, lane);
-#pragma unroll
-        for (int u = 0; u < U; u++) x[u] = D::load_xs(cq, cds, lane + 32 * u);
-    } else {
-#pragma unroll
-        for (int u = 0; u < U; u++) x[u] = D::load_x(a.xq, a.xds, lane + 32 * u);
-        if constexpr (XM == 1) sc = mv_norm_scale(a.ns, lane);
-    }
+    for (int u = 0; u < U; u++) x[u] = D::load_x(a.xq, a.xds, lane + 32 * u);
+    float sc = 1.0f;
+    if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
     for (int k = 0; k < mine; k++) {
-        // The residual of the item's rows requested before its math (lane 0 adds it at the store;
-        // after the warp's sum it was one more dependent round trip an item).
-        float resv[R];
-        if (!a.grouped && a.res && lane == 0) {
-            int     m;
-            int64_t rows[R], n;
-            item_of(k, m, rows, n);
-#pragma unroll
-            for (int r = 0; r < R; r++) resv[r] = rows[r] < n ? a.res[rows[r]] : 0.0f;
-        }
         mv_cp_wait<S - 1>();
         __syncwarp();
-        const unsigned char * st = ring + (k % S) * stage;
-        float                 acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+        const unsigned char * st  = ring + (k % S) * stage;
+        float                 acc = 0.0f;
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int c = lane + 32 * u;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const unsigned char * sr = st + r * rbytes;
-                const uint4           w  = *reinterpret_cast<const uint4 *>(sr + 16 * c);
-                const float dw = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(sr + qbytes + 2 * (c / D::CPB))));
-                acc[r] += D::dot(w, dw, x[u]);
-            }
+            const int   c  = lane + 32 * u;
+            const uint4 w  = *reinterpret_cast<const uint4 *>(st + 16 * c);
+            const float dw = __half2float(__ushort_as_half(*reinterpret_cast<const unsigned short *>(st + qbytes + 2 * (c / D::CPB))));
+            acc += D::dot(w, dw, x[u]);
         }
         __syncwarp();
         issue(k + S);
         int     m;
-        int64_t rows[R], n;
-        item_of(k, m, rows, n);
-        if constexpr (XM != 0) {
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] *= sc;
-        }
-        float s[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
-        if (lane != 0) continue;
-        if (a.grouped && a.grp.has_epi) {
-            mv_store_group<R>(a.grp, m, n, 0, rows, s, a.err);
-        } else {
-            float * y = reinterpret_cast<float *>(a.grouped ? mv_pick(a.grp.y, m) : a.y.data);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                if (rows[r] < n) y[rows[r]] = a.res ? s[r] + resv[r] : s[r];
-            }
-        }
+        int64_t row, n;
+        item_of(k, m, row, n);
+        if constexpr (NS) acc *= sc;
+        const float sum = cu_warp_sum(acc);
+        if (lane == 0 && row < n) reinterpret_cast<float *>(a.grouped ? mv_pick(a.grp.y, m) : a.y.data)[row] = sum;
     }
 }
 
@@ -1406,46 +1309,24 @@ inline int mv_rows_per_warp(ember_tensor * const * dsts, int nd, const ember_cud
 // there). EMBER_CUDA_MV_STREAM_BPS=b (1-4, default 2): its blocks an SM. Read at every call
 // (tests switch it).
 constexpr bool k_mvs_default = true;
-template <int T, int U, int S, int R, int XM> bool mvs_launch_s(ember_cuda_ctx & ctx, const mvr_args & a, int items, int lipb) {
-    const int    stage = R * (32 * U * 16 + a.nb * 2);
-    const size_t smem  = static_cast<size_t>(k_mvs_warps) * S * stage + (XM == 2 ? static_cast<size_t>(a.nb) * (32 + 8 + 4) : 0);
+template <int T, int U, int S, bool NS> bool mvs_launch_s(ember_cuda_ctx & ctx, const mvr_args & a, int items, int rpb) {
+    const int    stage = 32 * U * 16 + a.nb * 2;
+    const size_t smem  = static_cast<size_t>(k_mvs_warps) * S * stage;
     if (smem > 48 * 1024 &&
-        cudaFuncSetAttribute(mvr_stream_kernel<T, U, S, R, XM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+        cudaFuncSetAttribute(mvr_stream_kernel<T, U, S, NS>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
     const int      bps    = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM_BPS", 2, {1, 2, 3, 4});
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((items + k_mvs_warps - 1) / k_mvs_warps, int64_t{bps} * cu_sm_count(ctx.device)));
-    cu_launch(ctx, mvr_stream_kernel<T, U, S, R, XM>, blocks, 32 * k_mvs_warps, smem, a, items, stage, lipb);
+    cu_launch(ctx, mvr_stream_kernel<T, U, S, NS>, blocks, 32 * k_mvs_warps, smem, a, items, stage, rpb == 8 ? 3 : 2);
     return true;
 }
-// Rows 2048 wide (U0 chunks a lane): every form; 4096 wide (2 U0): one row an item, x from global
-// memory (XM 0 / 1), as before the consumer form.
-template <int T, int U0, int XM> bool mvs_launch_u(ember_cuda_ctx & ctx, const mvr_args & a, int s, int u, int r, int items, int lipb) {
-    if (u == U0) {
-        if (r == 2) return s == 2 && mvs_launch_s<T, U0, 2, 2, XM>(ctx, a, items, lipb);
-        if constexpr (XM == 2) {
-            return s == 2 && mvs_launch_s<T, U0, 2, 1, XM>(ctx, a, items, lipb);
-        } else {
-            return s == 2 ? mvs_launch_s<T, U0, 2, 1, XM>(ctx, a, items, lipb) : mvs_launch_s<T, U0, 4, 1, XM>(ctx, a, items, lipb);
-        }
-    }
-    if constexpr (XM == 2) {
-        return false;
-    } else {
-        if (r != 1) return false;
-        return s == 2 ? mvs_launch_s<T, 2 * U0, 2, 1, XM>(ctx, a, items, lipb) : mvs_launch_s<T, 2 * U0, 4, 1, XM>(ctx, a, items, lipb);
-    }
+template <int T, int U, bool NS> bool mvs_launch_u(ember_cuda_ctx & ctx, const mvr_args & a, int s, int items, int rpb) {
+    return s == 2 ? mvs_launch_s<T, U, 2, NS>(ctx, a, items, rpb) : mvs_launch_s<T, U, 4, NS>(ctx, a, items, rpb);
 }
-// EMBER_CUDA_MV_STREAM_EPI=1: the stream also takes the Q/K/V launches (epilogues; two rows an item
-// with a RoPE) whose x is a copy in memory; by default only those that make the norm's copy
-// themselves (XM = 2), where nothing else could (read at every call).
-bool mvs_epi_any() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_STREAM_EPI", 0, {0, 1}) == 1;
-}
-// rpb: rows of one of the grid's blocks (the group's blocks: mv_group_fill's per_block); r: rows
-// a warp of mvr_kernel's launch over that grid (2: RoPE pairs, or short rows).
-template <int T, int XM> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, int rpb, int r) {
+// rpb: rows of one of the grid's blocks (the group's blocks: mv_group_fill's per_block)
+template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, int rpb) {
     // rows of 2048 or 4096 weights (Q4_0: 64 / 128 chunks; Q8_0: 128 / 256)
     constexpr int U0 = T == EMBER_TYPE_Q4_0 ? 2 : 4;
     int           s  = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM", -1, {-1, 0, 2, 4});
@@ -1454,52 +1335,23 @@ template <int T, int XM> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & grid
         (rpb != 4 && rpb != 8)) {
         return false;
     }
-    const bool epi = a.grouped && a.grp.has_epi;
-    if (epi && XM != 2 && !mvs_epi_any()) return false;
-    const int R = epi ? r : 1;  // with epilogues, mvr_kernel's rows of a warp (RoPE pairs)
     if (a.grouped) {
+        if (a.grp.has_epi) return false;
         for (int m = 0; m < a.grp.nmat; m++) {
             if (reinterpret_cast<uintptr_t>(a.grp.wd[m]) % 16 != 0) return false;
         }
     } else if (reinterpret_cast<uintptr_t>(a.wd) % 16 != 0) {
         return false;
     }
-    mvr_args ah = a;
-    ah.hint     = ember_cuda_env_choice("EMBER_CUDA_MV_STREAM_HINT", 1, {0, 1}) == 1;  // 0: no L2 policy (an experiment)
-    const int ipb   = rpb / R;  // items of one block: 4 or 8
-    const int items = static_cast<int>(grid.x) * ipb;
-    return mvs_launch_u<T, U0, XM>(ctx, ah, s, a.nchunk / 32, R, items, ipb == 8 ? 3 : 2);
-}
-
-// The norm-in-product copy of a pending consumer form (ctx.qx_nc_h: the product before made only
-// the ADD's floats) made now in scratch slot 1, for a reader that cannot make it itself: one warp a
-// block of 32, mvn_quant32 as the stream kernel's XM = 2 prologue (the same bits).
-__global__ void __launch_bounds__(256) mvn_copy_kernel(const float * h, const float * nw, int nb, int8_t * oq, float2 * ods, float * osq) {
-    cu_pdl_begin();
-    const int lane = threadIdx.x % 32, b = blockIdx.x * 8 + threadIdx.x / 32;
-    if (b >= nb) return;  // whole warps
-    mvn_quant32_fast(h[32 * b + lane], __ldg(nw + 32 * b + lane), lane, oq + 32 * b + lane, ods + b, osq + b);
+    const int items = static_cast<int>(grid.x) * rpb;
+    return a.nchunk == 32 * U0 ? mvs_launch_u<T, U0, NS>(ctx, a, s, items, rpb) : mvs_launch_u<T, 2 * U0, NS>(ctx, a, s, items, rpb);
 }
 
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
-// below, never the split or pipelined kernels. A pending consumer form (ctx.qx_nc_h) takes the
-// stream kernel's XM = 2 where it can; else the copy is made first.
-// EMBER_CUDA_MV_NORM_NC_EPI=0: the Q/K/V launch (epilogues) does not make the copy itself; it is
-// made first and mvr_kernel NS runs (read at every call).
-bool mv_norm_nc_epi() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NC_EPI", 1, {0, 1}) == 1;
-}
+// below, never the split or pipelined kernels.
 template <int T>
-ember_status launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, mvr_args a, bool short_rows, int r) {
-    if (ctx.qx_nc_h) {
-        a.nc_h         = ctx.qx_nc_h;
-        a.nc_nw        = ctx.qx_nc_nw;
-        const bool epi = a.grouped && a.grp.has_epi;
-        if ((short_rows || r == 1 || epi) && (!epi || mv_norm_nc_epi()) && mvs_launch<T, 2>(ctx, grid, a, k_rp_warps * r, r)) return EMBER_OK;
-        const ember_status st = ember_cuda_qx_nc_flush(ctx);
-        if (st != EMBER_OK) return st;
-    }
-    if ((short_rows || r == 1) && mvs_launch<T, 1>(ctx, grid, a, k_rp_warps * r, r)) return EMBER_OK;
+void launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, const mvr_args & a, bool short_rows, int r) {
+    if ((short_rows || r == 1) && mvs_launch<T, true>(ctx, grid, a, k_rp_warps * r)) return;
     if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks, true>, grid, 32 * k_rp_warps, 0, a);
     } else if (r == 2) {
@@ -1511,7 +1363,6 @@ ember_status launch_rp_ns(ember_cuda_ctx & ctx, const dim3 & grid, mvr_args a, b
     } else {
         cu_launch(ctx, mvr_kernel<T, 1, 4, false, 0, true>, grid, 32 * k_rp_warps, 0, a);
     }
-    return EMBER_OK;
 }
 
 template <int T>
@@ -1546,10 +1397,9 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if (ns) {
-        a.ns                  = ctx.qx_norm;
-        const ember_status st = launch_rp_ns<T>(ctx, grid, a, short_rows, r);
-        if (st != EMBER_OK) return st;
-    } else if ((short_rows || r == 1 || (a.grouped && a.grp.has_epi)) && mvs_launch<T, 0>(ctx, grid, a, k_rp_warps * r, r)) {
+        a.ns = ctx.qx_norm;
+        launch_rp_ns<T>(ctx, grid, a, short_rows, r);
+    } else if ((short_rows || r == 1) && mvs_launch<T, false>(ctx, grid, a, k_rp_warps * r)) {
         // mvr_stream_kernel (mvs_launch: by default rows 2048 wide)
     } else if (short_rows) {
         cu_launch(ctx, mvr_kernel<T, 2, 2, false, k_mv_short_blocks>, grid, 32 * k_rp_warps, 0, a);
@@ -1836,8 +1686,6 @@ bool ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x) {
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
     ctx.qx_valid = true;
     ctx.qx_ns    = false;
-    ctx.qx_nc_h  = nullptr;
-    ctx.qx_nc_nw = nullptr;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
     for (int i = 0; i < 4; i++) {
@@ -1937,15 +1785,11 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
 // The 8-bit copy of x in scratch slot 0 (ember_cuda_qx_buffer), made now unless the copy there
 // is still x's: the previous matvec's, or the one the fused RMS_NORM + MUL or SWIGLU that made x
 // wrote (valid while x is the same tensor and nothing wrote over it since).
-ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out, bool ns_ok, bool nc_ok) {
+ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out, bool ns_ok) {
     if (qx_ns_is(ctx, x)) {  // mvr_norm_kernel's copy: x's floats were never written
         if (!ns_ok) {
             std::fprintf(stderr, "ember: cuda: a matvec without the norm's scale reads the norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
-        }
-        if (!nc_ok) {
-            const ember_status st = ember_cuda_qx_nc_flush(ctx);
-            if (st != EMBER_OK) return st;
         }
         *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
         *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
@@ -1977,8 +1821,7 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
     int8_t *             xq  = nullptr;
     float2 *             xds = nullptr;
     const bool           ns  = qx_ns_is(ctx, x);
-    // (the CUDA-layout launches, launch_rp, take or flush a pending consumer-form copy)
-    const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true, rp_q4q8(dsts[0]->src[0]));
+    const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true);
     if (qs != EMBER_OK) return qs;
     ember_status st = EMBER_OK;
     // A type without a kernel here (the callers check first) must not pass as done.
@@ -2059,67 +1902,12 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
 // A grid of fewer blocks leaves SMs idle while the next launch's blocks cannot start early on the
 // busy ones: the 1B shape's 64 blocks (of 132 SMs) measured slower than the norm's own launch (H200
 // tg128 1B Q4_0 1957.7 -> 1929.9), the 8B shape's 128 faster (PERF-NOTES.md, session 32).
-// EMBER_CUDA_MV_NORM_NC: 1 the consumer form of the decode norm where the producer's grid is too
-// small (the 1B shape's O and down products: 64 blocks); 2 wherever it can run; 0 (default until
-// it is measured on a GPU) never. Read at every call (tests switch it).
-constexpr int k_mv_norm_nc_default = 0;
-static int mv_norm_nc_mode() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NC", k_mv_norm_nc_default, {0, 1, 2});
-}
-
-// The consumer form's product: y = W x + res into the ADD's floats, on the kernels that add a
-// residual in their store (the stream kernel, the split kernel); false: neither takes this product.
-template <int T> static bool mv_norm_nc_product(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds,
-                                                const float * res, ember_tensor * add) {
-    const int64_t nb = w->ne[0] / 32;
-    mvr_args      a;
-    a.wq      = static_cast<const uint4 *>(w->data);
-    a.wd      = rp_scales(w);
-    a.n       = w->ne[1];
-    a.w_ne2   = 1;
-    a.bcast2  = 1;
-    a.bcast3  = 1;
-    a.xq      = xq;
-    a.xds     = xds;
-    a.x_ne1   = 1;
-    a.x_ne2   = 1;
-    a.y       = cu_desc(add);
-    a.nchunk  = static_cast<int>(nb * ember_cuda_repack_qbytes(w->type) / 16);
-    a.nb      = static_cast<int>(nb);
-    a.grouped = false;
-    a.err     = ctx.d_error;
-    a.res     = res;
-    const bool short_rows = mv_short_launch(a.nchunk);
-    const int  r          = short_rows ? 2 : 1;
-    const dim3 grid(cu_blocks(a.n, k_rp_warps * r), 1, 1);
-    if (mvs_launch<T, 0>(ctx, grid, a, k_rp_warps * r, r)) return true;
-    if (r != 1 || a.nchunk <= 32 * 4 || !mv_split()) return false;
-    const int  ks = a.nchunk > 2 * 32 * 4 ? 4 : 2;
-    const dim3 gs(cu_blocks(a.n, k_rp_warps / ks), 1, 1);
-    if (ks == 4) cu_launch(ctx, mvr_split_kernel<T, 4>, gs, 32 * k_rp_warps, 0, a);
-    else cu_launch(ctx, mvr_split_kernel<T, 2>, gs, 32 * k_rp_warps, 0, a);
-    return true;
-}
-
-ember_status ember_cuda_qx_nc_flush(ember_cuda_ctx & ctx) {
-    if (!ctx.qx_nc_h) return EMBER_OK;
-    const int nb = ctx.qx_norm.n;
-    cu_launch(ctx, mvn_copy_kernel, cu_blocks(nb, 8), 256, 0, ctx.qx_nc_h, ctx.qx_nc_nw, nb,
-              static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf)), static_cast<float2 *>(const_cast<void *>(ctx.qx_ds)), const_cast<float *>(ctx.qx_norm.nsq));
-    ctx.qx_nc_h  = nullptr;
-    ctx.qx_nc_nw = nullptr;
-    return ember_cuda_check_launch("decode norm (the consumer form's copy)");
-}
-
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
-                                         bool any_size, bool nc_ok) {
+                                         bool any_size) {
     if (!ember_cuda_mv_norm_ok(mm, add, norm, mul) || qx_ns_is(ctx, mm->src[1])) return EMBER_ERR_UNSUPPORTED;
     const ember_tensor * w   = mm->src[0];
     const int64_t        n   = w->ne[1];
-    const bool           big = any_size || 4 * (n / k_mvn_rows) >= 3 * static_cast<int64_t>(cu_sm_count(ctx.device));
-    const int            ncm = mv_norm_nc_mode();
-    const bool           nc  = nc_ok && rp_q4q8(w) && ctx.cc_major >= 8 && (ncm == 2 || (ncm == 1 && !big));
-    if (!big && !nc) return EMBER_ERR_UNSUPPORTED;
+    if (!any_size && 4 * (n / k_mvn_rows) < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
@@ -2128,28 +1916,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     float2 *           xds = nullptr;
     const ember_status qs  = ember_cuda_quantized_x(ctx, mm->src[1], &xq, &xds);
     if (qs != EMBER_OK) return qs;
-    const float * res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
-    if (nc) {
-        const bool ran = w->type == EMBER_TYPE_Q4_0 ? mv_norm_nc_product<EMBER_TYPE_Q4_0>(ctx, w, xq, xds, res, add)
-                                                    : mv_norm_nc_product<EMBER_TYPE_Q8_0>(ctx, w, xq, xds, res, add);
-        if (ran) {
-            const ember_status st = ember_cuda_check_launch("mul_mat + add (decode, the norm's consumer form)");
-            if (st != EMBER_OK) return st;
-            ember_cuda_qx_set_valid(ctx, mul, reinterpret_cast<int8_t *>(buf));
-            ctx.qx_ns       = true;
-            ctx.qx_ds       = buf + qb;
-            ctx.qx_norm.nsq = reinterpret_cast<float *>(buf + qb + db);
-            ctx.qx_norm.n   = static_cast<int>(n / 32);
-            ctx.qx_norm.k   = static_cast<float>(n);
-            ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
-            ctx.qx_nc_h     = static_cast<const float *>(add->data);
-            ctx.qx_nc_nw    = static_cast<const float *>(mul->src[1]->data);
-            return EMBER_OK;
-        }
-        if (!big) return EMBER_ERR_UNSUPPORTED;  // (x's copy made above stays valid for the plain launches)
-    }
     mvn_out o;
-    o.res = res;
+    o.res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
     o.sum = static_cast<float *>(add->data);
     o.nw  = static_cast<const float *>(mul->src[1]->data);
     o.oq  = reinterpret_cast<int8_t *>(buf);

@@ -595,9 +595,6 @@ struct qkv_case {
     int64_t    n_head, n_head_kv, hd;
     ember_type vt     = static_cast<ember_type>(EMBER_TYPE_COUNT);  // V's weights (COUNT: wt)
     int64_t    n_embd = 512;
-    // x the MUL of a decode norm after an O product of wt (2048 wide) and the residual ADD, whose
-    // floats are read again after the units (the next layer's residual): a norm-in-product site.
-    bool       norm_before = false;
 };
 
 // The case's weight types for its name: Q/K's, and V's when it differs.
@@ -610,11 +607,6 @@ ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
     const ember_type vt  = p.vt == EMBER_TYPE_COUNT ? p.wt : p.vt;
     ember_graph & g      = c.g;
     ember_tensor * x     = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, -2.0f, 2.0f);
-    ember_tensor * x2    = nullptr;
-    if (p.norm_before) {
-        x2 = ember_add(g, x, ember_mul_mat(g, c.weight_leaf(p.wt, 2048, n_embd), c.rand_leaf(EMBER_TYPE_F32, 2048, 1)));
-        x  = ember_mul(g, ember_rms_norm(g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, 0.5f, 1.5f));
-    }
     ember_tensor * pos   = c.i32_leaf({row + 1000});
     ember_tensor * idx   = c.i32_leaf({static_cast<int32_t>(row)});
     ember_tensor * ff    = nullptr;
@@ -639,9 +631,7 @@ ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
                                   1.0f / std::sqrt(static_cast<float>(p.hd)));
     o                = ember_view(g, o, p.hd * p.n_head, 1);
     if (p.q_read_elsewhere) o = ember_add(g, o, ember_scale(g, q_mm, 0.01f));
-    ember_tensor * out = ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, p.hd * p.n_head, 64), o);
-    // (a SWIGLU, not an ADD: EMBER_CUDA_SKIP=norm leaves ADD kernels out too)
-    return x2 ? ember_swiglu(g, out, ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, n_embd, 64), x2)) : out;
+    return ember_mul_mat(g, c.rand_leaf(EMBER_TYPE_F32, p.hd * p.n_head, 64), o);
 }
 
 TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their store") {
@@ -931,104 +921,6 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
                     if (!split) CHECK(differ == 0);
                     CHECK(nmse(got, want) < 1e-3);
                 }
-            }
-        }
-    }
-}
-
-// The decode norm's consumer form (EMBER_CUDA_MV_NORM_NC=1: where the producer's grid is too
-// small, rows 2048 wide making 64 blocks): the product before the norm (stream or split kernel)
-// adds the residual in its store, and each block of the readers (mvr_stream_kernel XM = 2: the
-// gate/up group, a plain product, the Q/K/V units with RoPE and cache writes, two rows an item)
-// makes the norm's int8 copy itself from the ADD's floats.
-TEST_CASE("[cuda] the decode norm's consumer form") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_NC", "EMBER_CUDA_MV_STREAM", "EMBER_CUDA_MV_STREAM_EPI", "EMBER_CUDA_SKIP"}};
-    set_env("EMBER_CUDA_MV_NORM_NC", "1");
-    struct shape {
-        int64_t k, n, f;
-    };
-    // The 1B shape (O 2048 wide on the stream, down 8192 wide on the split kernel) and the other
-    // way round (O on the split kernel, down on the stream); both readers 2048 wide.
-    const shape shapes[] = {{2048, 2048, 8192}, {8192, 2048, 2048}};
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (const shape & sh : shapes) {
-            const std::string what = std::string("consumer form ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) + " n " +
-                                     std::to_string(sh.n) + " f " + std::to_string(sh.f);
-            CAPTURE(what);
-            const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, sh.k, sh.n, sh.f); };
-            check_runs(what, build, 1e-3, {3, 4, 5});  // eager, recorded, replayed
-            // Proof that the products and readers did the norms: with EMBER_CUDA_SKIP=norm no
-            // RMS_NORM, ADD or MUL kernel runs and the results must still be right; with the
-            // consumer form off (the norm kernels) they must not be.
-            const auto want = run_on(ember_registry_cpu_device(), build, 6);
-            const auto on   = run_on_cuda_with("EMBER_CUDA_SKIP", "norm", build, 6);
-            set_env("EMBER_CUDA_MV_NORM_NC", "0");
-            const auto off = run_on_cuda_with("EMBER_CUDA_SKIP", "norm", build, 6);
-            set_env("EMBER_CUDA_MV_NORM_NC", "1");
-            const double es = nmse(on, want), eo = nmse(off, want);
-            CAPTURE(es);
-            CAPTURE(eo);
-            CHECK(es < 1e-3);
-            CHECK_FALSE(eo < 1e-3);
-            // One step, its reader's result: the copy made in the reader's blocks against the same
-            // copy made by its own kernel first (EMBER_CUDA_MV_STREAM=4: the reader cannot make it
-            // and takes the NS stream kernel; mvn_copy_kernel's arithmetic is the prologue's): the
-            // same bits; against the norm kernel's path (=0): within rounding, not the same bits.
-            const auto step = [=](case_ctx & c) {
-                ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, sh.n, 1, 1, -2.0f, 2.0f);
-                ember_tensor * x2 = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.n), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1)));
-                ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x2, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, sh.n, 1, 1, 0.5f, 1.5f));
-                ember_tensor * gg = ember_mul_mat(c.g, c.weight_leaf(t, sh.n, sh.n), h);
-                return ember_add(c.g, gg, ember_scale(c.g, x2, 0.0f));  // x2 read after the reader
-            };
-            const auto in_block = run_on(cuda_device(), step, 7);
-            const auto flushed  = run_on_cuda_with("EMBER_CUDA_MV_STREAM", "4", step, 7);
-            set_env("EMBER_CUDA_MV_NORM_NC", "0");
-            const auto norm_k = run_on(cuda_device(), step, 7);
-            set_env("EMBER_CUDA_MV_NORM_NC", "1");
-            REQUIRE(in_block.size() == flushed.size());
-            REQUIRE(in_block.size() == norm_k.size());
-            size_t differ = 0;
-            for (size_t i = 0; i < in_block.size(); i++) differ += in_block[i] != flushed[i];
-            CHECK(differ == 0);
-            const double en = nmse(in_block, norm_k);
-            CAPTURE(en);
-            CHECK(en < 1e-5);
-            CHECK(en > 0.0);
-        }
-    }
-    // The Q/K/V units (RoPE, F16 / F32 cache writes) after a norm site, the 1B shape's heads: the
-    // stream kernel two rows an item with the group's epilogues, against the CPU; and the same
-    // kernel over a copy in memory (EMBER_CUDA_MV_STREAM_EPI=1, the norm kernels' path) against
-    // mvr_kernel: the same bits.
-    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
-            for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32}) {
-                qkv_case p{wt, cache, mode, false, false, 32, 8, 64};
-                p.n_embd      = 2048;
-                p.norm_before = true;
-                const std::string what = std::string("consumer form qkv ") + ember_type_get_name(wt) + " mode " + std::to_string(mode) + " cache " +
-                                         ember_type_get_name(cache);
-                CAPTURE(what);
-                const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-                check_case(what, build, 1e-3);
-                const auto   want = run_on(ember_registry_cpu_device(), build, 8);
-                const double es   = nmse(run_on_cuda_with("EMBER_CUDA_SKIP", "norm", build, 8), want);
-                CAPTURE(es);
-                CHECK(es < 1e-3);
-                set_env("EMBER_CUDA_MV_NORM_NC", "0");
-                const auto plain  = run_on(cuda_device(), build, 8);
-                const auto stream = run_on_cuda_with("EMBER_CUDA_MV_STREAM_EPI", "1", build, 8);
-                set_env("EMBER_CUDA_MV_NORM_NC", "1");
-                REQUIRE(plain.size() == stream.size());
-                size_t differ = 0;
-                for (size_t i = 0; i < plain.size(); i++) differ += plain[i] != stream[i];
-                CHECK(differ == 0);
-                CHECK(nmse(stream, want) < 1e-3);
             }
         }
     }
