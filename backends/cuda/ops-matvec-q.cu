@@ -667,7 +667,10 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
 
 // cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
 // for streamed weights, as the register kernels' __ldcs); a plain copy below sm_80 (the kernel
-// using it runs on sm_80+ only).
+// using it runs on sm_80+ only). Careful: on the H200 (CUDA 13, sm_90) kernels with these copies
+// stopped with "an illegal instruction was encountered" when they also had a __syncthreads or chose
+// between hinted and plain copies at run time (PERF-NOTES, sessions 35-36); the stream kernel (no
+// barrier, the policy fixed) runs. Any new user runs its GPU test before it becomes a default.
 __device__ __forceinline__ void mv_cp16(unsigned char * dst, const void * src, uint64_t pol) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
