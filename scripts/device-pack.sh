@@ -8,7 +8,8 @@
 #     run(command="cd .devpack && scripts/bench-gpu.sh ...", carry=[".devpack"])
 #
 # HEAD's versions of the named files go to .devpack/.ab-head/ (scripts/ab-gpu.sh: your edits
-# against HEAD in one call).
+# against HEAD in one call). Tracked files edited but not named are packed as HEAD has them; the
+# script warns about each (Markdown files aside).
 #
 # Why: a call carries the whole working tree, so several engineers' unfinished edits travel
 # with it (one that breaks the CUDA module's link spoils everyone's benchmark), and the tree
@@ -57,5 +58,16 @@ if [ -n "${EMBER_PACK_FIXTURES:-}" ]; then
         ls "$src"/tiny-*-"$q".* >/dev/null 2>&1 || { echo "device-pack: no fixtures of type $q" >&2; exit 1; }
         cp "$src"/tiny-*-"$q".* "$pack/.devdata/fixtures/models/"
     done
+fi
+# Edits not named travel nowhere: the pack is HEAD for them (an A/B of uncommitted work told apart
+# only by EMBER_AB_ENV_* would measure HEAD twice). Name each one, or commit first.
+left=()
+while IFS= read -r f; do
+    named=0
+    for a in "$@"; do [ "$a" = "$f" ] && named=1; done
+    [ "$named" = 0 ] && left+=("$f")
+done < <(git diff --name-only HEAD -- . ':(exclude)models' ':(exclude)*.md')
+if [ ${#left[@]} -gt 0 ]; then
+    echo "device-pack: warning: edited but not named, so packed as HEAD has them: ${left[*]}" >&2
 fi
 du -sh "$pack"
