@@ -8,7 +8,7 @@
 #     run(command="cd .devpack && scripts/bench-gpu.sh ...", carry=[".devpack"])
 #
 # HEAD's versions of the named files go to .devpack/.ab-head/ (scripts/ab-gpu.sh: your edits
-# against HEAD in one call). Tracked files edited but not named are packed as HEAD has them; the
+# against HEAD in one call). Files edited or new but not named are packed as HEAD has them; the
 # script warns about each (Markdown files aside).
 #
 # Why: a call carries the whole working tree, so several engineers' unfinished edits travel
@@ -61,13 +61,15 @@ if [ -n "${EMBER_PACK_FIXTURES:-}" ]; then
 fi
 # Edits not named travel nowhere: the pack is HEAD for them (an A/B of uncommitted work told apart
 # only by EMBER_AB_ENV_* would measure HEAD twice). Name each one, or commit first.
+# New files not yet added to git are left out the same way.
 left=()
 while IFS= read -r f; do
     named=0
-    for a in "$@"; do [ "$a" = "$f" ] && named=1; done
+    for a in "$@"; do [ "${a#./}" = "$f" ] && named=1; done
     [ "$named" = 0 ] && left+=("$f")
-done < <(git diff --name-only HEAD -- . ':(exclude)models' ':(exclude)*.md')
+done < <(git diff --name-only HEAD -- . ':(exclude)models' ':(exclude)*.md'
+         git ls-files --others --exclude-standard -- . ':(exclude)models' ':(exclude)*.md')
 if [ ${#left[@]} -gt 0 ]; then
-    echo "device-pack: warning: edited but not named, so packed as HEAD has them: ${left[*]}" >&2
+    echo "device-pack: warning: edited or new but not named, so packed as HEAD has them: ${left[*]}" >&2
 fi
 du -sh "$pack"
