@@ -372,6 +372,74 @@ __global__ void __launch_bounds__(kThr) persistent(const char * const * srcs, co
     if (acc == 0x12345678u) out[b] = acc;
 }
 
+// G: B's chain with a layer's FFN (gate/up, SwiGLU, down) as one launch: one block per SM
+// requests its slices of gate/up and then of down into a ring of kRingG bulk-copied pieces
+// before griddepcontrol.wait (the whole 1B slice fits), consumes gate/up, meets every other block
+// at a grid barrier (where the real kernel would hand the SwiGLU's result over), then consumes
+// down; the ring's requests run ahead across the barrier. G0: the same without the barrier (the
+// barrier's cost).
+constexpr int kRingG = 13;  // 208 KB
+template <bool BARRIER>
+__global__ void __launch_bounds__(kThr) ffn_fused(const char * gu, size_t gu_bytes, const char * dn, size_t dn_bytes, unsigned * bar,
+                                                  unsigned * out) {
+    extern __shared__ __align__(128) char ring[];
+    __shared__ uint64_t                   full[kRingG];
+    const int                             b = blockIdx.x, nb = gridDim.x;
+    const size_t                          gn = gu_bytes / 16, dnn = dn_bytes / 16;
+    const size_t                          glo = gn * b / nb, ghi = gn * (b + 1) / nb, dlo = dnn * b / nb, dhi = dnn * (b + 1) / nb;
+    const size_t                          gb = (ghi - glo) * 16, db = (dhi - dlo) * 16;
+    const size_t                          gp = (gb + kPiece - 1) / kPiece, dp = (db + kPiece - 1) / kPiece, np = gp + dp;
+    auto                                  piece = [&](size_t i, const char *& src, unsigned & n) {
+        if (i < gp) {
+            src = gu + glo * 16 + i * kPiece;
+            n   = unsigned(gb - i * kPiece < kPiece ? gb - i * kPiece : kPiece);
+        } else {
+            const size_t j = i - gp;
+            src            = dn + dlo * 16 + j * kPiece;
+            n              = unsigned(db - j * kPiece < kPiece ? db - j * kPiece : kPiece);
+        }
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kRingG; s++) mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (size_t i = 0; i < np && i < size_t(kRingG); i++) {
+            const char * src;
+            unsigned     n;
+            piece(i, src, n);
+            bulk_load(ring + i * kPiece, src, n, &full[i]);
+        }
+    }
+    __syncthreads();
+    pdl_wait();
+    pdl_trigger();
+    unsigned acc = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (BARRIER && i == gp) {
+            if (threadIdx.x == 0) {
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+                unsigned got;
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(got) : "l"(bar) : "memory");
+                } while (got < unsigned(nb));
+            }
+            __syncthreads();
+        }
+        const int s = int(i % kRingG);
+        const char * src;
+        unsigned     n;
+        piece(i, src, n);
+        mbar_wait(&full[s], unsigned(i / kRingG) & 1);
+        acc ^= consume(reinterpret_cast<const uint4 *>(ring + s * kPiece), n);
+        __syncthreads();
+        if (threadIdx.x == 0 && i + kRingG < np) {
+            piece(i + kRingG, src, n);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            bulk_load(ring + s * kPiece, src, n, &full[s]);
+        }
+    }
+    if (acc == 0x12345678u) out[b] = acc;
+}
+
 struct Shape {
     const char * name;
     int          layers, embd, q_rows, kv_rows, ffn;
@@ -412,6 +480,8 @@ int main(int argc, char ** argv) {
     CK(cudaFuncSetAttribute(chain_ring<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingC * kPiece));
     CK(cudaFuncSetAttribute(chain_ring<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingC * kPiece));
     CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, kRing * kPiece));
+    CK(cudaFuncSetAttribute(ffn_fused<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingG * kPiece));
+    CK(cudaFuncSetAttribute(ffn_fused<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kRingG * kPiece));
     unsigned *out, *cnt;
     int8_t *  xq;
     float2 *  xds;
@@ -422,6 +492,21 @@ int main(int argc, char ** argv) {
     CK(cudaMemset(xq, 1, 1 << 16));
     CK(cudaMemset(xds, 0, 1 << 16));
     CK(cudaFuncSetAttribute(row_q4<true, 1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
+    // CARVE=1: every kernel prefers the largest shared-memory carveout, so an SM need not drain
+    // to change its L1 / shared split between a kernel with a large ring and one without.
+    if (std::getenv("CARVE")) {
+        const int c = cudaSharedmemCarveoutMaxShared;
+        const auto a = cudaFuncAttributePreferredSharedMemoryCarveout;
+        CK(cudaFuncSetAttribute(chain_read<true, false>, a, c));
+        CK(cudaFuncSetAttribute(chain_read<true, true>, a, c));
+        CK(cudaFuncSetAttribute(chain_read<false, false>, a, c));
+        CK(cudaFuncSetAttribute(chain_ring<false>, a, c));
+        CK(cudaFuncSetAttribute(chain_ring<true>, a, c));
+        CK(cudaFuncSetAttribute(persistent, a, c));
+        CK(cudaFuncSetAttribute(ffn_fused<true>, a, c));
+        CK(cudaFuncSetAttribute(ffn_fused<false>, a, c));
+        std::printf("every kernel: the largest shared-memory carveout\n");
+    }
     CK(cudaMalloc(&out, 1 << 20));
     CK(cudaMalloc(&cnt, 1 << 16));
     cudaStream_t st;
@@ -495,8 +580,9 @@ int main(int argc, char ** argv) {
                                 "C2: C + every kernel triggers at start", "D: one persistent kernel",
                                 "E: products a warp per row (16-byte chunks), then exit", "F: products: resident warps loop over rows",
                                 "E2: E with Q4_0 math (x and scales through L1, dp4a)", "E3: E2 with x in shared memory",
-                                "E4: E2 with 2 rows per warp", "E5: E2 in 40 registers (48 warps per SM)"};
-        for (int v = 0; v < 13; v++) {
+                                "E4: E2 with 2 rows per warp", "E5: E2 in 40 registers (48 warps per SM)",
+                                "G: B, the FFN one launch (ring across a grid barrier)", "G0: G without the barrier"};
+        for (int v = 0; v < 15; v++) {
             auto token = [&]() {
                 if (v == 6) {
                     CK(cudaMemsetAsync(cnt, 0, fused.size() * 4, st));
@@ -504,9 +590,16 @@ int main(int argc, char ** argv) {
                            int(fused.size()), cnt, out);
                     return;
                 }
+                if (v >= 13) CK(cudaMemsetAsync(cnt + 4096, 0, chain.size() * 4, st));
                 for (size_t i = 0; i < chain.size(); i++) {
                     const Op & op = chain[i];
                     const bool pdl = v != 1;
+                    if (v >= 13 && i + 1 < chain.size() && i % 8 == 4) {  // gate/up, SwiGLU, down: one launch
+                        if (v == 13) launch(pdl, ffn_fused<true>, sms, kRingG * kPiece, st, chain_src[i], op.bytes, chain_src[i + 2], chain[i + 2].bytes, cnt + 4096 + i, out);
+                        else launch(pdl, ffn_fused<false>, sms, kRingG * kPiece, st, chain_src[i], op.bytes, chain_src[i + 2], chain[i + 2].bytes, cnt + 4096 + i, out);
+                        i += 2;
+                        continue;
+                    }
                     if (op.matvec && v >= 9) {
                         // Q4_0 in the CUDA layout: quants (16 bytes per 32 weights), then scales
                         const int  rows = int(op.bytes / op.row_bytes), nchunk = op.row_bytes / 18;
@@ -537,7 +630,7 @@ int main(int argc, char ** argv) {
                     const int    grid = op.parts ? op.parts : sms * 4;
                     const uint4 *p    = reinterpret_cast<const uint4 *>(chain_src[i]);
                     const size_t n    = op.bytes / 16;
-                    if (v == 2) launch(pdl, chain_read<true, false>, grid, 0, st, p, n, out);
+                    if (v == 2 || v >= 13) launch(pdl, chain_read<true, false>, grid, 0, st, p, n, out);
                     else if (v == 3 || v == 5) launch(pdl, chain_read<true, true>, grid, 0, st, p, n, out);
                     else launch(pdl, chain_read<false, false>, grid, 0, st, p, n, out);
                 }

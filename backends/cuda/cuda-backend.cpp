@@ -1485,6 +1485,15 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (skip && *skip) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", skip);
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = set_device(d->id);
+    // EMBER_CUDA_CACHE_CONFIG (measuring): the device's preferred L1 / shared-memory split for
+    // every kernel (1 shared, 2 L1, 3 equal; 0 the driver's choice per kernel). An SM runs blocks
+    // of two kernels side by side only in one split, so a kernel whose split differs from the
+    // running one's cannot start early there (programmatic dependent launch) before it drains.
+    static const int cache_cfg = ember_cuda_env_choice("EMBER_CUDA_CACHE_CONFIG", 0, {0, 1, 2, 3});
+    if (e == cudaSuccess && cache_cfg != 0) {
+        const cudaFuncCache cfg[] = {cudaFuncCachePreferNone, cudaFuncCachePreferShared, cudaFuncCachePreferL1, cudaFuncCachePreferEqual};
+        if (cudaDeviceSetCacheConfig(cfg[cache_cfg]) != cudaSuccess) cudaGetLastError();  // a preference: ignored where unsupported
+    }
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
