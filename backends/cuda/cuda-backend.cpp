@@ -1658,6 +1658,44 @@ void ember_cuda_prof_mark(ember_cuda_ctx & ctx, const char * label) {
     p->n++;
 }
 
+const char * ember_cuda_carve_list() {
+    static const char * list = [] {
+        const char * v = std::getenv("EMBER_CUDA_CARVE");
+        return v && *v ? v : nullptr;
+    }();
+    return list;
+}
+
+void ember_cuda_carve_apply(const void * kernel) {
+    static std::mutex                    mu;
+    static std::vector<const void *>     seen;
+    const std::lock_guard<std::mutex>    lock(mu);
+    if (std::find(seen.begin(), seen.end(), kernel) != seen.end()) return;
+    seen.push_back(kernel);
+#if CUDART_VERSION >= 12030
+    const char * name = nullptr;
+    if (cudaFuncGetName(&name, kernel) != cudaSuccess || !name) {
+        cudaGetLastError();
+        return;
+    }
+    const std::string list = ember_cuda_carve_list();
+    for (size_t at = 0; at < list.size();) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos) end = list.size();
+        const std::string entry = list.substr(at, end - at);
+        at                      = end + 1;
+        const size_t colon      = entry.rfind(':');
+        if (colon == std::string::npos || colon == 0) continue;
+        if (std::strstr(name, entry.substr(0, colon).c_str()) == nullptr) continue;
+        const int pct = std::atoi(entry.c_str() + colon + 1);
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct);
+        std::fprintf(stderr, "ember: EMBER_CUDA_CARVE: %s -> %d%s\n", name, pct, e == cudaSuccess ? "" : " (refused)");
+        if (e != cudaSuccess) cudaGetLastError();
+        return;
+    }
+#endif
+}
+
 ember_status ember_cuda_check_launch(const char * what) {
     const cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return EMBER_OK;

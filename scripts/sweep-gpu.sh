@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Decode speed (tg128) of one build under several settings, in one call on the lent GPU: for each
+# line of EMBER_SWEEP (a setting such as "EMBER_CUDA_CARVE=swiglu:0", or "-" for none) and each
+# model of EMBER_AB_MODELS, one `ember-bench -p 0 -n 128 -r 3` run; then a table, one row a
+# setting, with each model's tg128 and its ratio to the first row. Models and build as
+# scripts/ab-gpu.sh makes them (same directories, so a call after ab-gpu reuses them).
+#
+#     scripts/device-pack.sh
+#     run(command="cd .devpack && EMBER_SWEEP=$'-\nEMBER_CUDA_CACHE_CONFIG=2' scripts/sweep-gpu.sh", carry=[".devpack"])
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${EMBER_BUILD_DIR:-/tmp/ember-ab-build}
+models_dir=${EMBER_AB_MODEL_DIR:-/tmp/ember-ab-models}
+logs=${OUT:-/tmp/ember-sweep}
+models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
+mkdir -p "$build" "$models_dir" "$logs"
+[ -n "${EMBER_SWEEP:-}" ] || { echo "sweep-gpu: EMBER_SWEEP is empty" >&2; exit 1; }
+cmake_extra=()
+[ -d .devdata/deps ] && cmake_extra+=(-DCMAKE_PREFIX_PATH="$root/.devdata/deps")
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF "${cmake_extra[@]}" \
+    >"$logs/sweep-cmake.log" 2>&1 || { tail -30 "$logs/sweep-cmake.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" --target make-bench-model ember-bench >"$logs/sweep-build.log" 2>&1 ||
+    { tail -30 "$logs/sweep-build.log"; exit 1; }
+for x in $models; do
+    [ -f "$models_dir/$x.gguf" ] && continue
+    "$build/bin/make-bench-model" --shape "${x%%-*}" --type "${x#*-}" -t "$(nproc)" -o "$models_dir/$x.tmp" >>"$logs/sweep-gen.log" 2>&1 &&
+        mv "$models_dir/$x.tmp" "$models_dir/$x.gguf"
+done
+declare -A tg
+settings=()
+while IFS= read -r s; do
+    [ -z "$s" ] && continue
+    settings+=("$s")
+    envs=()
+    [ "$s" != "-" ] && read -r -a envs <<<"$s"
+    for x in $models; do
+        r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device cuda --device-bw 0 \
+            2>>"$logs/sweep-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
+        tg["$s|$x"]=${r:-failed}
+        echo "$x [$s] tg128 ${r:-failed}"
+    done
+done <<<"$EMBER_SWEEP"
+{
+    printf '\n| setting |'; for x in $models; do printf ' %s tg128 | ratio |' "$x"; done; printf '\n| --- |'
+    for x in $models; do printf ' ---: | ---: |'; done; printf '\n'
+    for s in "${settings[@]}"; do
+        printf '| %s |' "$s"
+        for x in $models; do
+            v=${tg["$s|$x"]}; b=${tg["${settings[0]}|$x"]}
+            q=$(awk -v v="$v" -v b="$b" 'BEGIN { if (v + 0 > 0 && b + 0 > 0) printf "%.3f", v / b; else print "-" }')
+            printf ' %s | %s |' "$v" "$q"
+        done
+        printf '\n'
+    done
+} | tee "$logs/sweep-table.md"
