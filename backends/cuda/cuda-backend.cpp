@@ -1482,6 +1482,8 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     const char * skip   = std::getenv("EMBER_CUDA_SKIP");
     c->cu.skip          = ember_cuda_skip_parse(skip);
     c->cu.skip_list     = skip && std::strstr(skip, "w:") ? skip : nullptr;  // only lists with weight entries are read per node
+    const char * carve  = std::getenv("EMBER_CUDA_CARVE");
+    c->cu.carve         = carve && *carve ? carve : nullptr;
     if (skip && *skip) std::fprintf(stderr, "ember: EMBER_CUDA_SKIP=%s: those kernels are not launched (timing only, results are wrong)\n", skip);
     if (profile_on()) c->cu.prof = new (std::nothrow) op_profile;
     cudaError_t e = set_device(d->id);
@@ -1658,15 +1660,7 @@ void ember_cuda_prof_mark(ember_cuda_ctx & ctx, const char * label) {
     p->n++;
 }
 
-const char * ember_cuda_carve_list() {
-    static const char * list = [] {
-        const char * v = std::getenv("EMBER_CUDA_CARVE");
-        return v && *v ? v : nullptr;
-    }();
-    return list;
-}
-
-void ember_cuda_carve_apply(const void * kernel) {
+void ember_cuda_carve_apply(const char * list, const void * kernel) {
     static std::mutex                    mu;
     static std::vector<const void *>     seen;
     const std::lock_guard<std::mutex>    lock(mu);
@@ -1678,11 +1672,11 @@ void ember_cuda_carve_apply(const void * kernel) {
         cudaGetLastError();
         return;
     }
-    const std::string list = ember_cuda_carve_list();
-    for (size_t at = 0; at < list.size();) {
-        size_t end = list.find(',', at);
-        if (end == std::string::npos) end = list.size();
-        const std::string entry = list.substr(at, end - at);
+    const std::string all = list;
+    for (size_t at = 0; at < all.size();) {
+        size_t end = all.find(',', at);
+        if (end == std::string::npos) end = all.size();
+        const std::string entry = all.substr(at, end - at);
         at                      = end + 1;
         const size_t colon      = entry.rfind(':');
         if (colon == std::string::npos || colon == 0) continue;
@@ -1693,6 +1687,8 @@ void ember_cuda_carve_apply(const void * kernel) {
         if (e != cudaSuccess) cudaGetLastError();
         return;
     }
+#else
+    (void) list;  // no cudaFuncGetName before CUDA 12.3
 #endif
 }
 

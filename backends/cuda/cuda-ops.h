@@ -81,6 +81,7 @@ struct ember_cuda_ctx {
     unsigned     skip      = 0;
     const char * skip_list = nullptr;  // the variable's value when it has "w:NAME" entries
     bool         skip_now  = false;
+    const char * carve     = nullptr;  // EMBER_CUDA_CARVE's value (measuring; ember_cuda_carve_apply), null when unset
 };
 
 
@@ -104,14 +105,13 @@ void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size);
 // EMBER_OK, or EMBER_ERR_BACKEND with a message naming `what` when the last launch failed.
 ember_status ember_cuda_check_launch(const char * what);
 
-// EMBER_CUDA_CARVE (measuring): "NAME:PERCENT,..." sets the preferred shared-memory carveout
-// (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the most shared memory; -1 the
-// driver's choice) of every kernel whose mangled name contains NAME (the first entry that
+// EMBER_CUDA_CARVE (measuring): "NAME:PERCENT,..." (`list`) sets the preferred shared-memory
+// carveout (cudaFuncAttributePreferredSharedMemoryCarveout, percent of the most shared memory; -1
+// the driver's choice) of every kernel whose mangled name contains NAME (the first entry that
 // matches), once per kernel at its first launch. An SM holds blocks of two kernels side by side
 // only in one L1 / shared split, so the split decides which launches can start early beside the
-// one before them. ember_cuda_carve_list: the list, or null when unset (one read, cached).
-const char * ember_cuda_carve_list();
-void         ember_cuda_carve_apply(const void * kernel);
+// one before them.
+void ember_cuda_carve_apply(const char * list, const void * kernel);
 
 // ops-elementwise.cu
 ember_status ember_cuda_rms_norm(ember_cuda_ctx & ctx, ember_tensor * dst);
