@@ -2,7 +2,8 @@
 # Decode speed (tg128) of one build under several settings, in one call on the lent GPU: for each
 # line of EMBER_SWEEP (a setting such as "EMBER_CUDA_CARVE=swiglu:0", or "-" for none) and each
 # model of EMBER_AB_MODELS, one `ember-bench -p 0 -n 128 -r 3` run; then a table, one row a
-# setting, with each model's tg128 and its ratio to the first row. Models and build as
+# setting, with each model's tg128 and its ratio to the first row (EMBER_SWEEP_PP=1: also pp512,
+# `-p 512 -n 0 -r 2`, and its ratio). Models and build as
 # scripts/ab-gpu.sh makes them (same directories, so a call after ab-gpu reuses them).
 #
 #     scripts/device-pack.sh
@@ -39,17 +40,28 @@ while IFS= read -r s; do
             2>>"$logs/sweep-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
         tg["$s|$x"]=${r:-failed}
         echo "$x [$s] tg128 ${r:-failed}"
+        if [ "${EMBER_SWEEP_PP:-0}" = 1 ]; then
+            r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 512 -n 0 -r 2 --device cuda --device-bw 0 \
+                2>>"$logs/sweep-bench.err" | grep pp512 | awk -F'|' '{print $8}' | awk '{print $1}')
+            tg["$s|$x|pp"]=${r:-failed}
+            echo "$x [$s] pp512 ${r:-failed}"
+        fi
     done
 done <<<"$EMBER_SWEEP"
 {
-    printf '\n| setting |'; for x in $models; do printf ' %s tg128 | ratio |' "$x"; done; printf '\n| --- |'
-    for x in $models; do printf ' ---: | ---: |'; done; printf '\n'
+    cols=(""); [ "${EMBER_SWEEP_PP:-0}" = 1 ] && cols+=("|pp")
+    printf '\n| setting |'
+    for x in $models; do for c in "${cols[@]}"; do printf ' %s %s | ratio |' "$x" "$([ -z "$c" ] && echo tg128 || echo pp512)"; done; done
+    printf '\n| --- |'
+    for x in $models; do for c in "${cols[@]}"; do printf ' ---: | ---: |'; done; done; printf '\n'
     for s in "${settings[@]}"; do
         printf '| %s |' "$s"
         for x in $models; do
-            v=${tg["$s|$x"]}; b=${tg["${settings[0]}|$x"]}
-            q=$(awk -v v="$v" -v b="$b" 'BEGIN { if (v + 0 > 0 && b + 0 > 0) printf "%.3f", v / b; else print "-" }')
-            printf ' %s | %s |' "$v" "$q"
+            for c in "${cols[@]}"; do
+                v=${tg["$s|$x$c"]}; b=${tg["${settings[0]}|$x$c"]}
+                q=$(awk -v v="$v" -v b="$b" 'BEGIN { if (v + 0 > 0 && b + 0 > 0) printf "%.3f", v / b; else print "-" }')
+                printf ' %s | %s |' "$v" "$q"
+            done
         done
         printf '\n'
     done

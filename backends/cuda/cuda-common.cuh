@@ -87,6 +87,7 @@ __device__ __forceinline__ void cu_prefetch_l2(const void * p) {
 template <typename... P, typename... A>
 inline void cu_launch_cluster(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, dim3 cluster, A &&... args) {
     if (ctx.skip_now) return;  // EMBER_CUDA_SKIP (measuring only)
+    ctx.n_launch++;
     if (ctx.carve) ember_cuda_carve_apply(ctx.carve, reinterpret_cast<const void *>(kernel));  // EMBER_CUDA_CARVE (measuring)
     cudaLaunchAttribute attr[2];
     unsigned            n = 0;

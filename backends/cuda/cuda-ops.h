@@ -82,6 +82,12 @@ struct ember_cuda_ctx {
     const char * skip_list = nullptr;  // the variable's value when it has "w:NAME" entries
     bool         skip_now  = false;
     const char * carve     = nullptr;  // EMBER_CUDA_CARVE's value (measuring; ember_cuda_carve_apply), null when unset
+
+    // Kernels launched on the stream (cu_launch), and the count right after the input scatter's
+    // launch (ember_cuda_scatter): a kernel that reads inputs before its PDL wait must not be the
+    // scatter's next launch (attn_dec_short_kernel's early rows).
+    mutable uint64_t n_launch       = 0;
+    uint64_t         scatter_launch = UINT64_MAX;
 };
 
 

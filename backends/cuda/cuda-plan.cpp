@@ -219,3 +219,35 @@ bool ember_cuda_skip_weight(const char * list, const ember_tensor * node) {
     });
     return hit;
 }
+
+namespace {
+bool plan_is_input(const ember_tensor * t) {
+    return t && (t->op == EMBER_OP_NONE || (t->op == EMBER_OP_CPY && t->src[0] && t->src[0]->op == EMBER_OP_NONE));
+}
+}  // namespace
+
+bool ember_cuda_attn_early_rows(const ember_tensor * attn, int max_rows, const int32_t ** idx, int * n) {
+    *idx = nullptr;
+    *n   = 0;
+    if (!attn || attn->op != EMBER_OP_ATTN || !attn->src[1] || !attn->src[2] || (attn->src[3] && !plan_is_input(attn->src[3]))) return false;
+    const ember_tensor * set[2] = {nullptr, nullptr};
+    for (int kv = 0; kv < 2; kv++) {
+        const ember_tensor * view = attn->src[1 + kv];
+        const ember_tensor * t    = view;
+        while (t->op == EMBER_OP_VIEW && t->src[0]) t = t->src[0];
+        if (t->op == EMBER_OP_NONE) continue;  // a leaf: not written by this graph
+        if (t->op != EMBER_OP_SET_ROWS || view->op != EMBER_OP_VIEW || view->src[0] != t || view->data != t->data || view->nb[2] != t->nb[1]) {
+            return false;
+        }
+        set[kv] = t;
+    }
+    if (!set[0] && !set[1]) return true;
+    const ember_tensor * ix = set[0] ? set[0]->src[2] : set[1]->src[2];
+    if (!plan_is_input(ix) || ix->type != EMBER_TYPE_I32 || ix->nb[0] != sizeof(int32_t) || ix->ne[0] > max_rows || ix->ne[1] * ix->ne[2] * ix->ne[3] != 1 ||
+        (set[0] && set[0]->src[2] != ix) || (set[1] && set[1]->src[2] != ix)) {
+        return false;
+    }
+    *idx = static_cast<const int32_t *>(ix->data);
+    *n   = static_cast<int>(ix->ne[0]);
+    return true;
+}

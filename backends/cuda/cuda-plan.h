@@ -56,6 +56,16 @@ struct ember_cuda_norm_hooks {
 };
 bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f);
 
+// Whether the decode attention `attn` (ATTN: q, k, v, mask) may read its K / V cache rows before
+// its PDL wait (attn_dec_short_kernel's early rows), all but those this graph writes: K and V each
+// a VIEW of a SET_ROWS (key j = cache row j: the view at the cache's start, its key stride the
+// cache's row stride) whose I32 indices are a graph input of at most max_rows rows, the same for
+// both (the runtime's kv_idx), or leaves (or views of leaves) nothing in the graph writes; the mask
+// (if any) an input too. A graph input: a leaf, or the scheduler's copy of one (a CPY hoisted to
+// the graph's start, scheduler.cpp), written before any node runs. True: *idx the written rows'
+// indices (nullptr, *n = 0: none).
+bool ember_cuda_attn_early_rows(const ember_tensor * attn, int max_rows, const int32_t ** idx, int * n);
+
 // EMBER_CUDA_SKIP (measuring only; results are wrong): kinds of op whose kernels a decode step
 // does not launch, so a benchmark shows what each kind costs on the token's critical path.
 enum ember_cuda_skip_kind : unsigned {

@@ -47,6 +47,7 @@
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
+#include "cuda-plan.h"
 
 namespace cg = cooperative_groups;
 
@@ -94,6 +95,9 @@ struct dec_args {
     int       q_rows;      //   and Q rows in shared memory (a block's rows, at most, + a zero row)
     int       mma_piece;   //   block types' copy form (mma_piece_bytes: 16 bytes from a per-cache offset, 8 / 4 bytes, 1 words at a per-thread offset, 0 words per copy)
     dec_kv_write kvw;      //   the cache rows it writes first (n = 0: none)
+    bool          early     = false;    // attn_dec_short_kernel: the first pass's K/V rows read before the PDL wait (ember_cuda_attn_early_rows)
+    const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
+    int           early_n   = 0;
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -902,7 +906,9 @@ __global__ void __launch_bounds__(k_merge_threads)
 // through distributed shared memory), else more passes. Keys past the last one the mask shows
 // are not read. K/V rows are read in place with the tiled kernel's decoders (byte types from
 // the aligned word before the row), once per query head (the GQA group's heads read the same
-// rows from L2).
+// rows from L2). With a.early (the default where ember_cuda_attn_early_rows allows it) the mask
+// and the first pass's rows are read before the PDL wait, all but the rows this step writes,
+// which are read after it with Q: one memory round trip after the wait instead of two.
 constexpr int k_short_threads = 256;
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
@@ -918,7 +924,16 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     const int64_t n_kv = a.k.ne[2];
     const char *  kbase = a.k.data + ik * a.k.nb[1];
     const char *  vbase = a.v.data + ik * a.v.nb[1];
-    cu_pdl_begin();
+    // a.early: the mask and the first pass's K / V rows are read before waiting for the launch
+    // before this one (the Q/K/V product, whose epilogue writes this step's cache rows, or the
+    // cache writes' own kernels); the rows this step writes (a.early_idx) are read after it, with
+    // Q. Safe because every kernel lets its dependents start only after its own wait
+    // (cu_pdl_begin): when this one starts, every launch before the one before it has completed,
+    // the input copies (mask, indices) and the earlier steps' cache writes among them.
+    if (!a.early) cu_pdl_begin();
+    int wr[k_kv_write_max];  // a.early: the rows this step writes, requested with the mask (one round trip)
+#pragma unroll
+    for (int i = 0; i < k_kv_write_max; i++) wr[i] = a.early && i < a.early_n ? a.early_idx[i] : -1;
     // Keys past the last one the mask shows are not read: the runtime pads the attention range
     // to 256 cells (EMBER_KV_PAD) so decode graphs are reused, and a short context's mask hides
     // most of it. The mask row is read with Q (one round trip), the last shown key found by a
@@ -933,8 +948,10 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     }
     float         q[8];
     const float * qr = reinterpret_cast<const float *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2]) + 8 * part;
+    if (!a.early) {
 #pragma unroll
-    for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+    }
     last = cu_warp_max_int(last);
     if (lane == 0) sLast[warp] = last;
     __syncthreads();
@@ -960,25 +977,50 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
     const int     n_split = a.n_split, z = static_cast<int>(blockIdx.z);
     const int64_t kpp     = static_cast<int64_t>(k_short_unroll) * ns;  // keys per pass
     const int64_t step    = kpp * n_split;
-    for (int64_t j0 = z * kpp + slot; j0 - slot < n_used; j0 += step) {  // the same trip count for every lane (shuffles below)
-        float kf[k_short_unroll][8], vf[k_short_unroll][8], ks[k_short_unroll], vs[k_short_unroll], mv[k_short_unroll];
+    float         kf[k_short_unroll][8], vf[k_short_unroll][8], ks[k_short_unroll], vs[k_short_unroll], mv[k_short_unroll];
+    // Key j0 + u ns of a pass into slot u (bit u of skip: that key is left for later, zeros now).
+    const auto load_key = [&](int64_t j, int u) {
+        int             ko, vo;
+        const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
+        const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
+        ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
+        vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
+    };
+    const auto load_pass = [&](int64_t j0, unsigned skip) {
 #pragma unroll
         for (int u = 0; u < k_short_unroll; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
-            if (j < n_used) {
-                int             ko, vo;
-                const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
-                const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
-                ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
-                vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
-                mv[u]              = mrow ? mrow[j] : 0.0f;
+            if (j < n_used && !(skip >> u & 1u)) {
+                load_key(j, u);
+                mv[u] = mrow ? mrow[j] : 0.0f;
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
                 ks[u] = vs[u] = 0.0f;
-                mv[u]         = -INFINITY;
+                mv[u]         = j >= n_used ? -INFINITY : mrow ? mrow[j] : 0.0f;
             }
         }
+    };
+    int64_t j0 = z * kpp + slot;
+    if (a.early) {
+        unsigned redo = 0;  // bit u: key j0 + u ns is one this step writes
+#pragma unroll
+        for (int u = 0; u < k_short_unroll; u++) {
+#pragma unroll
+            for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
+        }
+        if (j0 - slot < n_used) load_pass(j0, redo);
+        cu_pdl_begin();
+#pragma unroll
+        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+#pragma unroll
+        for (int u = 0; u < k_short_unroll; u++) {
+            const int64_t j = j0 + static_cast<int64_t>(u) * ns;
+            if ((redo >> u & 1u) && j < n_used) load_key(j, u);
+        }
+    }
+    for (bool first = true; j0 - slot < n_used; j0 += step, first = false) {  // the same trip count for every lane (shuffles below)
+        if (!a.early || !first) load_pass(j0, 0u);
         float sc[k_short_unroll];
         float mx = m;
 #pragma unroll
@@ -1456,6 +1498,13 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     a.mma_piece = 0;
     a.kvw       = dec_kv_write{};  // n = 0: none unless the stream left this node its cache writes
     if (ctx.kv_attn == dst && kv_write_layout(dst, ctx.kv_set[0], ctx.kv_set[1], &a.kvw)) a.kvw.err = ctx.d_error;
+    // The older cache rows read before the PDL wait (ember_cuda_attn_early_rows, cuda-plan.cpp); not
+    // when this launch follows the input scatter's (the inputs being written then).
+    // EMBER_CUDA_ATTN_EARLY=0: never (read at every launch; graphs replay without calling here).
+    // H200, tg128 (session 38, the early read of the rows but the last shown key's as a switch in
+    // one build): 1B Q4_0 2014.8 -> 2056.8, 8B Q4_0 587.9 -> 597.3.
+    a.early = ctx.n_launch != ctx.scatter_launch && ember_cuda_env_on("EMBER_CUDA_ATTN_EARLY") &&
+              ember_cuda_attn_early_rows(dst, k_kv_write_max, &a.early_idx, &a.early_n);
     if (qx_of) {
         void * xds = nullptr;
         ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own

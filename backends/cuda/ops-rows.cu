@@ -358,6 +358,7 @@ ember_status ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const e
     a.n    = n;
     for (int k = 0; k < n; k++) a.p[k] = pieces[k];
     cu_launch(ctx, scatter_kernel, 1, 256, 0, a);
+    ctx.scatter_launch = ctx.n_launch;
     return ember_cuda_check_launch("queued inputs (scatter)");
 }
 

@@ -163,6 +163,47 @@ TEST_CASE("[cuda] decode attention writing the step's rows into block-quantized 
     }
 }
 
+// The short-context attention reads the older cache rows before its PDL wait and the rows this
+// step's SET_ROWS writes (their kernels launched just before it) after it (dec_early_rows): the
+// same bits as every row read after the wait (EMBER_CUDA_ATTN_EARLY=0), and the CPU's result.
+// Written rows that are a token's last shown key, an earlier token's row that a later token also
+// sees, a repeated row, rows in every block of a cluster's passes (300 keys at d = 128: 5 passes).
+TEST_CASE("[cuda] decode attention reading the older cache rows before its wait") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    std::vector<kv_case> cases;
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0}) {
+        for (int64_t d : {64, 128}) {
+            cases.push_back({t, d, 32, 8, 600, 96, {95}});
+            cases.push_back({t, d, 32, 8, 600, 256, {90, 91}});
+            cases.push_back({t, d, 16, 4, 600, 300, {250, 251, 250}});
+            cases.push_back({t, d, 8, 8, 600, 300, {3}});
+        }
+    }
+    for (const kv_case & p : cases) {
+        std::string rows;
+        for (int32_t r : p.idx) rows += " " + std::to_string(r);
+        const std::string what = std::string(ember_type_get_name(p.t)) + " d=" + std::to_string(p.d) + " heads " + std::to_string(p.heads) + "/" +
+                                 std::to_string(p.kv_heads) + " n_kv=" + std::to_string(p.n_kv) + " rows" + rows;
+        CAPTURE(what);
+        const kv_result early = run_kv_step(cuda_device(), p, 43);
+        set_env("EMBER_CUDA_ATTN_EARLY", "0");
+        const kv_result late = run_kv_step(cuda_device(), p, 43);
+        set_env("EMBER_CUDA_ATTN_EARLY", "");
+        const kv_result cpu = run_kv_step(ember_registry_cpu_device(), p, 43);
+        REQUIRE(early.st == EMBER_OK);
+        REQUIRE(late.st == EMBER_OK);
+        REQUIRE(cpu.st == EMBER_OK);
+        CHECK(early.out == late.out);
+        REQUIRE(early.out.size() == cpu.out.size());
+        const double e = nmse(early.out, cpu.out);
+        CAPTURE(e);
+        CHECK(e < 1e-6);
+    }
+}
+
 TEST_CASE("[cuda] decode attention writing cache rows: an index past the cache is an error") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");

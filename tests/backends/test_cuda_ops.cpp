@@ -1509,6 +1509,15 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
                     };
                     const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 71);
                     const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "4096", build, 71);
+                    // K / V (leaves) read before the PDL wait (the default) or after it
+                    // (EMBER_CUDA_ATTN_EARLY=0): the same bits.
+                    set_env("EMBER_CUDA_ATTN_SHORT", "4096");
+                    const std::vector<float> late = run_on_cuda_with("EMBER_CUDA_ATTN_EARLY", "0", build, 71);
+                    set_env("EMBER_CUDA_ATTN_SHORT", "");
+                    REQUIRE(late.size() == got.size());
+                    size_t differ = 0;
+                    for (size_t i = 0; i < got.size(); i++) differ += late[i] != got[i];
+                    CHECK(differ == 0);
                     set_env("EMBER_CUDA_ATTN_MMA", "0");  // the tiled kernel, not the tensor-core one
                     const std::vector<float> tiled = run_on_cuda_with("EMBER_CUDA_ATTN_SHORT", "0", build, 71);
                     set_env("EMBER_CUDA_ATTN_MMA", "");

@@ -504,4 +504,72 @@ TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
     CHECK_FALSE(ember_cuda_skip_weight("w:ffn_down", ember_rms_norm(g, x, 1e-5f)));
     CHECK_FALSE(ember_cuda_skip_weight(nullptr, down));
 }
+
+// Which decode attentions may read their cache rows before the PDL wait
+// (ember_cuda_attn_early_rows): the runtime's layer (K and V views of SET_ROWS over one index
+// input, a mask input), with the inputs as leaves or as the scheduler's hoisted copies of them;
+// not with indices or a mask a node computes, a view that does not start at the cache's row 0, two
+// index tensors, or more written rows than the kernel holds; leaves K / V (nothing writes them).
+TEST_CASE("[cuda plan] the decode attention's early cache rows: which graphs allow them") {
+    enum variant { plain, copies, idx_made, mask_made, offset_view, two_idx, many_rows, leaf_kv };
+    const auto check = [](variant vr, bool want, int want_n) {
+        CAPTURE(static_cast<int>(vr));
+        ember_graph   g;
+        const int64_t hd = 64, n_head_kv = 2, n_ctx = 16, n_kv = 8, T = vr == many_rows ? 9 : 1;
+        ember_tensor * idx  = g.new_tensor(EMBER_TYPE_I32, T);
+        ember_tensor * mask = g.new_tensor(EMBER_TYPE_F32, n_kv, T);
+        ember_tensor * q    = g.new_tensor(EMBER_TYPE_F32, hd, 4, T);
+        ember_tensor * kr   = g.new_tensor(EMBER_TYPE_F32, hd * n_head_kv, T);
+        ember_tensor * vrw  = g.new_tensor(EMBER_TYPE_F32, hd * n_head_kv, T);
+        ember_tensor * kc   = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_ctx);
+        ember_tensor * vc   = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_ctx);
+        ember_tensor * ki = idx, *vi = idx;
+        if (vr == copies) ki = vi = ember_cpy(g, idx, EMBER_TYPE_I32), mask = ember_cpy(g, mask, EMBER_TYPE_F32);
+        if (vr == idx_made) ki = vi = ember_cpy(g, ember_view(g, g.new_tensor(EMBER_TYPE_I32, 2 * T), T, 1), EMBER_TYPE_I32);
+        if (vr == mask_made) mask = ember_add(g, mask, mask);
+        if (vr == two_idx) vi = g.new_tensor(EMBER_TYPE_I32, T);
+        ember_tensor * ka    = vr == leaf_kv ? kc : ember_set_rows(g, kc, kr, ki);
+        ember_tensor * va    = vr == leaf_kv ? vc : ember_set_rows(g, vc, vrw, vi);
+        const int64_t  ne[4] = {hd, n_head_kv, n_kv, 1};
+        const size_t   kb[4] = {kc->nb[0], ember_row_size(EMBER_TYPE_F16, hd), kc->nb[1], kc->nb[1] * n_kv};
+        ember_tensor * o     = ember_attn(g, q, ember_view_strided(g, ka, ne, kb, vr == offset_view ? kc->nb[1] : 0),
+                                          ember_view_strided(g, va, ne, kb, 0), mask, 0.125f);
+        g.build_forward(o);
+        ember_buffer *  leaves = place_graph(g);
+        const int32_t * rows   = nullptr;
+        int             n      = -1;
+        CHECK(ember_cuda_attn_early_rows(o, 8, &rows, &n) == want);
+        if (want) {
+            CHECK(n == want_n);
+            CHECK(rows == (n ? static_cast<const int32_t *>(ki->data) : nullptr));
+            if (n) CHECK(rows != nullptr);
+        }
+        ember_buffer_free(leaves);
+    };
+    check(plain, true, 1);
+    check(copies, true, 1);
+    check(leaf_kv, true, 0);
+    check(idx_made, false, 0);
+    check(mask_made, false, 0);
+    check(offset_view, false, 0);
+    check(two_idx, false, 0);
+    check(many_rows, false, 0);
+    // The decoder layers as the graph builder lays them out: every attention.
+    ember_graph                 g;
+    std::vector<ember_tensor *> o_mm, down_mm;
+    g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm));
+    ember_buffer * leaves = place_graph(g);
+    int            n_attn = 0;
+    for (ember_tensor * node : g.nodes) {
+        if (node->op != EMBER_OP_ATTN) continue;
+        const int32_t * rows = nullptr;
+        int             n    = 0;
+        CHECK(ember_cuda_attn_early_rows(node, 8, &rows, &n));
+        CHECK(n == 1);
+        n_attn++;
+    }
+    CHECK(n_attn == 3);
+    ember_buffer_free(leaves);
+}
+
 }
