@@ -87,6 +87,14 @@ kv_result run_kv_cuda(const kv_case & p, const char * kv_attn, const char * skip
     return r;
 }
 
+// A case's name for failure messages.
+std::string describe(const kv_case & p) {
+    std::string rows;
+    for (int32_t r : p.idx) rows += " " + std::to_string(r);
+    return std::string(ember_type_get_name(p.t)) + " d=" + std::to_string(p.d) + " heads " + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) +
+           " n_kv=" + std::to_string(p.n_kv) + " rows" + rows;
+}
+
 // The bytes of rows `rows` of a cache (rows of `row` bytes) equal between a and b.
 bool rows_equal(const std::vector<uint8_t> & a, const std::vector<uint8_t> & b, size_t row, const std::vector<int32_t> & rows) {
     for (int32_t r : rows) {
@@ -119,10 +127,7 @@ TEST_CASE("[cuda] decode attention writing the step's rows into block-quantized 
         }
     }
     for (const kv_case & p : cases) {
-        std::string rows;
-        for (int32_t r : p.idx) rows += " " + std::to_string(r);
-        const std::string what = std::string(ember_type_get_name(p.t)) + " d=" + std::to_string(p.d) + " heads " + std::to_string(p.heads) + "/" +
-                                 std::to_string(p.kv_heads) + " n_kv=" + std::to_string(p.n_kv) + " rows" + rows;
+        const std::string what = describe(p);
         CAPTURE(what);
         const kv_result fused = run_kv_cuda(p, "", "");
         const kv_result own   = run_kv_cuda(p, "0", "");
@@ -183,10 +188,7 @@ TEST_CASE("[cuda] decode attention reading the older cache rows before its wait"
         }
     }
     for (const kv_case & p : cases) {
-        std::string rows;
-        for (int32_t r : p.idx) rows += " " + std::to_string(r);
-        const std::string what = std::string(ember_type_get_name(p.t)) + " d=" + std::to_string(p.d) + " heads " + std::to_string(p.heads) + "/" +
-                                 std::to_string(p.kv_heads) + " n_kv=" + std::to_string(p.n_kv) + " rows" + rows;
+        const std::string what = describe(p);
         CAPTURE(what);
         const kv_result early = run_kv_step(cuda_device(), p, 43);
         set_env("EMBER_CUDA_ATTN_EARLY", "0");
