@@ -32,16 +32,13 @@
 # logs under $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-build=${EMBER_BUILD_DIR:-/tmp/ember-ab-build}
-models_dir=${EMBER_AB_MODEL_DIR:-/tmp/ember-ab-models}
+. scripts/gpu-bench-common.sh  # root, build, models_dir, models; gpu_bench_configure, gpu_bench_make_models
 logs=${OUT:-/tmp/ember-ab}
-models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
 runs=${EMBER_AB_RUNS:-2}
 order=${EMBER_AB_ORDER:-BA}
 [ -n "${EMBER_AB_ENV_C:-}" ] && [ "$order" = "${order/C/}" ] && order=${order/B/BC}
 run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
-mkdir -p "$build" "$models_dir" "$logs"
+mkdir -p "$logs"
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
 if [ ! -d .ab-head ] && [ -z "${EMBER_AB_ENV_A:-}${EMBER_AB_ENV_B:-}" ]; then
@@ -50,21 +47,10 @@ if [ ! -d .ab-head ] && [ -z "${EMBER_AB_ENV_A:-}${EMBER_AB_ENV_B:-}" ]; then
 fi
 mkdir -p .ab-head
 
-cmake_extra=()
-[ -d .devdata/deps ] && cmake_extra+=(-DCMAKE_PREFIX_PATH="$root/.devdata/deps")
 device=${EMBER_AB_DEVICE:-cuda}
-read -r -a backend_opts <<<"${EMBER_AB_CMAKE:--DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF}"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${backend_opts[@]}" "${cmake_extra[@]}" >"$logs/ab-cmake.log" 2>&1 ||
-    { tail -30 "$logs/ab-cmake.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target make-bench-model >"$logs/ab-build.log" 2>&1 || { tail -30 "$logs/ab-build.log"; exit 1; }
+gpu_bench_configure "$logs/ab" || exit 1
 # The models in the background while the rest builds.
-(
-    for x in $models; do
-        [ -f "$models_dir/$x.gguf" ] && continue
-        "$build/bin/make-bench-model" --shape "${x%%-*}" --type "${x#*-}" -t "$(( $(nproc) / 2 ))" -o "$models_dir/$x.tmp" >>"$logs/ab-gen.log" 2>&1 &&
-            mv "$models_dir/$x.tmp" "$models_dir/$x.gguf"
-    done
-) &
+gpu_bench_make_models "$(( $(nproc) / 2 ))" "$logs/ab-gen.log" &
 gen=$!
 traces=/tmp/ember-ab-traces
 kt=""

@@ -4,30 +4,21 @@
 # model of EMBER_AB_MODELS, one `ember-bench -p 0 -n 128 -r 3` run; then a table, one row a
 # setting, with each model's tg128 and its ratio to the first row (EMBER_SWEEP_PP=1: also pp512,
 # `-p 512 -n 0 -r 2`, and its ratio). Models and build as
-# scripts/ab-gpu.sh makes them (same directories, so a call after ab-gpu reuses them).
+# scripts/ab-gpu.sh makes them (same directories, so a call after ab-gpu reuses them; the same
+# EMBER_BUILD_DIR, EMBER_AB_MODEL_DIR, EMBER_AB_MODELS, EMBER_AB_CMAKE and EMBER_AB_DEVICE:
+# scripts/gpu-bench-common.sh).
 #
 #     scripts/device-pack.sh
 #     run(command="cd .devpack && EMBER_SWEEP=$'-\nEMBER_CUDA_CACHE_CONFIG=2' scripts/sweep-gpu.sh", carry=[".devpack"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
-build=${EMBER_BUILD_DIR:-/tmp/ember-ab-build}
-models_dir=${EMBER_AB_MODEL_DIR:-/tmp/ember-ab-models}
+. scripts/gpu-bench-common.sh  # root, build, models_dir, models; gpu_bench_configure, gpu_bench_make_models
 logs=${OUT:-/tmp/ember-sweep}
-models=${EMBER_AB_MODELS:-1b-Q4_0 8b-Q4_0}
-mkdir -p "$build" "$models_dir" "$logs"
+mkdir -p "$logs"
 [ -n "${EMBER_SWEEP:-}" ] || { echo "sweep-gpu: EMBER_SWEEP is empty" >&2; exit 1; }
-cmake_extra=()
-[ -d .devdata/deps ] && cmake_extra+=(-DCMAKE_PREFIX_PATH="$root/.devdata/deps")
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 -DEMBER_VULKAN=OFF "${cmake_extra[@]}" \
-    >"$logs/sweep-cmake.log" 2>&1 || { tail -30 "$logs/sweep-cmake.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target make-bench-model ember-bench >"$logs/sweep-build.log" 2>&1 ||
-    { tail -30 "$logs/sweep-build.log"; exit 1; }
-for x in $models; do
-    [ -f "$models_dir/$x.gguf" ] && continue
-    "$build/bin/make-bench-model" --shape "${x%%-*}" --type "${x#*-}" -t "$(nproc)" -o "$models_dir/$x.tmp" >>"$logs/sweep-gen.log" 2>&1 &&
-        mv "$models_dir/$x.tmp" "$models_dir/$x.gguf"
-done
+gpu_bench_configure "$logs/sweep" || exit 1
+cmake --build "$build" -j"$(nproc)" --target ember-bench >>"$logs/sweep-build.log" 2>&1 || { tail -30 "$logs/sweep-build.log"; exit 1; }
+gpu_bench_make_models "$(nproc)" "$logs/sweep-gen.log"
 declare -A tg
 settings=()
 while IFS= read -r s; do
@@ -36,12 +27,12 @@ while IFS= read -r s; do
     envs=()
     [ "$s" != "-" ] && read -r -a envs <<<"$s"
     for x in $models; do
-        r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device cuda --device-bw 0 \
+        r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "${EMBER_AB_DEVICE:-cuda}" --device-bw 0 \
             2>>"$logs/sweep-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
         tg["$s|$x"]=${r:-failed}
         echo "$x [$s] tg128 ${r:-failed}"
         if [ "${EMBER_SWEEP_PP:-0}" = 1 ]; then
-            r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 512 -n 0 -r 2 --device cuda --device-bw 0 \
+            r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 512 -n 0 -r 2 --device "${EMBER_AB_DEVICE:-cuda}" --device-bw 0 \
                 2>>"$logs/sweep-bench.err" | grep pp512 | awk -F'|' '{print $8}' | awk '{print $1}')
             tg["$s|$x|pp"]=${r:-failed}
             echo "$x [$s] pp512 ${r:-failed}"
