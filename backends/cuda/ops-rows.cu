@@ -349,15 +349,58 @@ __global__ void __launch_bounds__(256) scatter_kernel(scatter_args a) {
     }
 }
 
+// Pieces that do not overlap, of whole aligned words (scatter_flat_ok): every piece's first 256
+// words loaded before any is stored (one memory round trip for a decode step's inputs, where
+// scatter_kernel waits for one a piece), longer pieces' rest after.
+__global__ void __launch_bounds__(256) scatter_flat_kernel(scatter_args a) {
+    cu_pdl_begin();
+    const uint32_t t = threadIdx.x;
+    int            v[k_cuda_scatter_max];
+#pragma unroll
+    for (int k = 0; k < k_cuda_scatter_max; k++) {
+        v[k] = k < a.n && t < a.p[k].size / 4 ? reinterpret_cast<const int *>(a.base + a.p[k].at)[t] : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < k_cuda_scatter_max; k++) {
+        if (k < a.n && t < a.p[k].size / 4) static_cast<int *>(a.p[k].dst)[t] = v[k];
+    }
+    for (int k = 0; k < a.n; k++) {
+        const int * src = reinterpret_cast<const int *>(a.base + a.p[k].at);
+        int *       dst = static_cast<int *>(a.p[k].dst);
+        for (uint32_t i = t + 256; i < a.p[k].size / 4; i += 256) dst[i] = src[i];
+    }
+}
+
+// Whether scatter_flat_kernel may copy the pieces: whole words at word addresses (the ring
+// offsets are 256-byte aligned), no two destinations overlapping (then their order is moot).
+bool scatter_flat_ok(const ember_cuda_piece * p, int n) {
+    for (int k = 0; k < n; k++) {
+        if (((reinterpret_cast<uintptr_t>(p[k].dst) | p[k].size | p[k].at) & 3) != 0) return false;
+        const char * a = static_cast<const char *>(p[k].dst);
+        for (int j = 0; j < k; j++) {
+            const char * b = static_cast<const char *>(p[j].dst);
+            if (a < b + p[j].size && b < a + p[k].size) return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace
 
+// EMBER_CUDA_SCATTER_FLAT=1 (measuring, off by default; read at every call): scatter_flat_kernel
+// where it may run. Written in session 38 after the kernel trace put scatter_kernel at 5.7 us of a
+// 1B token's critical path; not yet run on a GPU.
 ember_status ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const ember_cuda_piece * pieces, int n) {
     if (n < 1 || n > k_cuda_scatter_max) return EMBER_ERR_INVALID_ARG;
     scatter_args a;
     a.base = base;
     a.n    = n;
     for (int k = 0; k < n; k++) a.p[k] = pieces[k];
-    cu_launch(ctx, scatter_kernel, 1, 256, 0, a);
+    if (ember_cuda_env_choice("EMBER_CUDA_SCATTER_FLAT", 0, {0, 1}) == 1 && scatter_flat_ok(pieces, n)) {
+        cu_launch(ctx, scatter_flat_kernel, 1, 256, 0, a);
+    } else {
+        cu_launch(ctx, scatter_kernel, 1, 256, 0, a);
+    }
     ctx.scatter_launch = ctx.n_launch;
     return ember_cuda_check_launch("queued inputs (scatter)");
 }

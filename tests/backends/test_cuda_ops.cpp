@@ -1617,9 +1617,12 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-  for (const char * merge : {"0", "1", "2"}) {  // 2: the merged copy on its own stream
+  // "2f": 2 with EMBER_CUDA_SCATTER_FLAT=1, which these pieces (odd sizes, one overlapping an
+  // earlier one) must not take: still in order
+  for (const char * merge : {"0", "1", "2", "2f"}) {  // 2: the merged copy on its own stream
     CAPTURE(std::string(merge));
-    setenv("EMBER_CUDA_MERGE_COPIES", merge, 1);  // read when the stream is made
+    setenv("EMBER_CUDA_MERGE_COPIES", std::string(merge).substr(0, 1).c_str(), 1);  // read when the stream is made
+    setenv("EMBER_CUDA_SCATTER_FLAT", merge[1] == 'f' ? "1" : "0", 1);
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
@@ -1658,6 +1661,7 @@ TEST_CASE("[cuda] queued host-to-device copies land in order") {
     CHECK_FALSE(queued);
     ember_buffer_free(buf);
     ember_stream_free(st);
+    unsetenv("EMBER_CUDA_SCATTER_FLAT");
   }
 }
 
@@ -1673,10 +1677,14 @@ TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-  for (const char * mode : {"defer", "plain", "merge", "merge-side"}) {
+  // merge-flat: merge-side with EMBER_CUDA_SCATTER_FLAT=1 (the scatter's loads all issued first
+  // where the pieces do not overlap: two 4000-byte inputs, longer than one word a thread)
+  for (const char * mode : {"defer", "plain", "merge", "merge-side", "merge-flat"}) {
     CAPTURE(std::string(mode));
+    const bool flat = std::strcmp(mode, "merge-flat") == 0;
     setenv("EMBER_CUDA_DEFER_COPIES", std::strcmp(mode, "defer") == 0 ? "1" : "0", 1);  // read when the stream is made
-    setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : std::strcmp(mode, "merge-side") == 0 ? "2" : "0", 1);
+    setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : std::strcmp(mode, "merge-side") == 0 || flat ? "2" : "0", 1);
+    setenv("EMBER_CUDA_SCATTER_FLAT", flat ? "1" : "0", 1);  // read at every scatter
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
@@ -1730,6 +1738,7 @@ TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
     CHECK(got == xv);
     ember_buffer_free(buf);
     ember_stream_free(st);
+    unsetenv("EMBER_CUDA_SCATTER_FLAT");
   }
 }
 
