@@ -19,6 +19,13 @@ mkdir -p "$logs"
 gpu_bench_configure "$logs/sweep" || exit 1
 cmake --build "$build" -j"$(nproc)" --target ember-bench >>"$logs/sweep-build.log" 2>&1 || { tail -30 "$logs/sweep-build.log"; exit 1; }
 gpu_bench_make_models "$(nproc)" "$logs/sweep-gen.log"
+# t/s of the `what` row (tg128 / pp512) of one ember-bench run with the given extra arguments.
+bench_ts() {
+    local what=$1
+    shift
+    timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" "$@" --device "${EMBER_AB_DEVICE:-cuda}" --device-bw 0 \
+        2>>"$logs/sweep-bench.err" | grep "$what" | awk -F'|' '{print $8}' | awk '{print $1}'
+}
 declare -A tg
 settings=()
 while IFS= read -r s; do
@@ -27,13 +34,11 @@ while IFS= read -r s; do
     envs=()
     [ "$s" != "-" ] && read -r -a envs <<<"$s"
     for x in $models; do
-        r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "${EMBER_AB_DEVICE:-cuda}" --device-bw 0 \
-            2>>"$logs/sweep-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
+        r=$(bench_ts tg128 -p 0 -n 128 -r 3)
         tg["$s|$x"]=${r:-failed}
         echo "$x [$s] tg128 ${r:-failed}"
         if [ "${EMBER_SWEEP_PP:-0}" = 1 ]; then
-            r=$(timeout 240 env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 512 -n 0 -r 2 --device "${EMBER_AB_DEVICE:-cuda}" --device-bw 0 \
-                2>>"$logs/sweep-bench.err" | grep pp512 | awk -F'|' '{print $8}' | awk '{print $1}')
+            r=$(bench_ts pp512 -p 512 -n 0 -r 2)
             tg["$s|$x|pp"]=${r:-failed}
             echo "$x [$s] pp512 ${r:-failed}"
         fi

@@ -1501,8 +1501,8 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     // The older cache rows read before the PDL wait (ember_cuda_attn_early_rows, cuda-plan.cpp); not
     // when this launch follows the input scatter's (the inputs being written then).
     // EMBER_CUDA_ATTN_EARLY=0: never (read at every launch; graphs replay without calling here).
-    // H200, tg128 (session 38, the early read of the rows but the last shown key's as a switch in
-    // one build): 1B Q4_0 2014.8 -> 2056.8, 8B Q4_0 587.9 -> 597.3.
+    // H200, tg128 (session 38, scripts/ab-gpu.sh, HEAD before against this): 1B Q4_0 2017.3 ->
+    // 2072.8, 8B Q4_0 587.7 -> 593.4; with it off in the same build 2010.3 / 586.9.
     a.early = ctx.n_launch != ctx.scatter_launch && ember_cuda_env_on("EMBER_CUDA_ATTN_EARLY") &&
               ember_cuda_attn_early_rows(dst, k_kv_write_max, &a.early_idx, &a.early_n);
     if (qx_of) {

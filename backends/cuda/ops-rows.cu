@@ -387,8 +387,8 @@ bool scatter_flat_ok(const ember_cuda_piece * p, int n) {
 
 }  // namespace
 
-// EMBER_CUDA_SCATTER_FLAT=1 (measuring, off by default; read at every call): scatter_flat_kernel
-// where it may run. Written in session 38 after the kernel trace put scatter_kernel at 5.7 us of a
+// ctx.scatter_flat (EMBER_CUDA_SCATTER_FLAT=1, measuring, off by default; read at stream
+// creation): scatter_flat_kernel where it may run. Written in session 38 after the kernel trace put scatter_kernel at 5.7 us of a
 // 1B token's critical path; not yet run on a GPU.
 ember_status ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const ember_cuda_piece * pieces, int n) {
     if (n < 1 || n > k_cuda_scatter_max) return EMBER_ERR_INVALID_ARG;
@@ -396,7 +396,7 @@ ember_status ember_cuda_scatter(ember_cuda_ctx & ctx, const char * base, const e
     a.base = base;
     a.n    = n;
     for (int k = 0; k < n; k++) a.p[k] = pieces[k];
-    if (ember_cuda_env_choice("EMBER_CUDA_SCATTER_FLAT", 0, {0, 1}) == 1 && scatter_flat_ok(pieces, n)) {
+    if (ctx.scatter_flat && scatter_flat_ok(pieces, n)) {
         cu_launch(ctx, scatter_flat_kernel, 1, 256, 0, a);
     } else {
         cu_launch(ctx, scatter_kernel, 1, 256, 0, a);

@@ -1684,7 +1684,7 @@ TEST_CASE("[cuda] queued inputs go into the recorded decode graph") {
     const bool flat = std::strcmp(mode, "merge-flat") == 0;
     setenv("EMBER_CUDA_DEFER_COPIES", std::strcmp(mode, "defer") == 0 ? "1" : "0", 1);  // read when the stream is made
     setenv("EMBER_CUDA_MERGE_COPIES", std::strcmp(mode, "merge") == 0 ? "1" : std::strcmp(mode, "merge-side") == 0 || flat ? "2" : "0", 1);
-    setenv("EMBER_CUDA_SCATTER_FLAT", flat ? "1" : "0", 1);  // read at every scatter
+    setenv("EMBER_CUDA_SCATTER_FLAT", flat ? "1" : "0", 1);  // read when the stream is made
     ember_device *      dev = cuda_device();
     ember_stream_params sp{};
     ember_stream *      st  = nullptr;
