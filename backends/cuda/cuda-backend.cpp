@@ -1476,7 +1476,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     const int merge     = ember_cuda_env_choice("EMBER_CUDA_MERGE_COPIES", 2, {0, 1, 2});
     c->merge_copies     = !c->defer_copies && merge != 0;
     c->merge_side       = c->merge_copies && merge == 2;
-    c->cu.scatter_flat  = ember_cuda_env_choice("EMBER_CUDA_SCATTER_FLAT", 0, {0, 1}) == 1;
+    c->cu.scatter_flat  = ember_cuda_env_choice("EMBER_CUDA_SCATTER_FLAT", 1, {0, 1}) == 1;
     c->read_setup_failed = !ember_cuda_env_on("EMBER_CUDA_READ_SIDE");
     c->cu.pdl           = d->cc_major >= 9 && ember_cuda_env_on("EMBER_CUDA_PDL");
     c->host_on          = ember_profile_host_on();

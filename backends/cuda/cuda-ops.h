@@ -88,7 +88,7 @@ struct ember_cuda_ctx {
     // scatter's next launch (attn_dec_short_kernel's early rows).
     mutable uint64_t n_launch       = 0;
     uint64_t         scatter_launch = UINT64_MAX;
-    bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=1 (measuring): ember_cuda_scatter's one-round-trip kernel
+    bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=0: off; ember_cuda_scatter's one-round-trip kernel where it may run
 };
 
 
