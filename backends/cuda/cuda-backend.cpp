@@ -407,6 +407,14 @@ bool is_matvec(const ember_tensor * node) {
 // writes over the activations they were made from, or it uses slot 0 itself (the prefill
 // MUL_MAT). A matvec checks its own result (ops-matvec-q.cu). RoPE and the cache writes
 // between a layer's Q, K and V matvecs keep the copy.
+// Whether a memo's scratch buffers are still the stream's (a recorded graph points into them).
+bool same_scratch(void * const * scratch, const size_t * size, const ember_cuda_ctx & cu) {
+    for (int i = 0; i < EMBER_CUDA_SCRATCH_SLOTS; i++) {
+        if (scratch[i] != cu.scratch[i] || size[i] != cu.scratch_size[i]) return false;
+    }
+    return true;
+}
+
 bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
     if (!ctx.qx_valid) return false;
     if (node->op == EMBER_OP_MUL_MAT) return !is_matvec(node);
@@ -683,6 +691,17 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             return st;
         }
     }
+    // The gate and up matvecs with their SWIGLU (EMBER_CUDA_MV_GLU): one launch instead of two.
+    ember_tensor * gf[3];
+    bool           store_gu = false;
+    if (is_matvec(node) && fuse_more() && ember_cuda_mv_glu_on() &&
+        ember_cuda_plan_glu(g, i, end, ctx.hoisted, ctx.n_hoisted, ember_cuda_mv_glu_ok, gf, &store_gu)) {
+        const ember_status st = ember_cuda_mul_mat_vec_glu(ctx, gf[0], gf[1], gf[2], store_gu);
+        if (st != EMBER_ERR_UNSUPPORTED) {
+            *used = 3;
+            return st;
+        }
+    }
     // Matvecs over one x (Q, K, V; gate, up) in one launch: one grid drain instead of up to
     // three on the token's critical path. The graph's order (a depth-first walk from the
     // logits) puts Q's view and RoPE between the Q and K matvecs, so later matvecs are hoisted
@@ -836,8 +855,8 @@ struct cuda_stream_ctx {
         const void * g = nullptr;
         int32_t      begin = -1, end = -1;
         uint64_t     tepoch = 0, sig = 0;
-        void *       scratch[2] = {nullptr, nullptr};
-        size_t       scratch_size[2] = {0, 0};
+        void *       scratch[EMBER_CUDA_SCRATCH_SLOTS]      = {};
+        size_t       scratch_size[EMBER_CUDA_SCRATCH_SLOTS] = {};
     } sig_memo;
     uint64_t n_sigs     = 0;      // signatures computed (EMBER_PROFILE_HOST=1)
     bool     sig_always = false;  // EMBER_CUDA_SIGNATURE=always: hashed every time
@@ -1005,7 +1024,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
                      c->host_sig_s * us, static_cast<unsigned long long>(c->n_sigs), c->host_check_s * us, c->host_launch_s * us, c->host_wait_s * us);
     }
     if (c->up_stream) cudaStreamSynchronize(c->up_stream);  // (its copies read stage, write mirror)
-    for (int i = 0; i < 2; i++) cudaFree(c->cu.scratch[i]);
+    for (int i = 0; i < EMBER_CUDA_SCRATCH_SLOTS; i++) cudaFree(c->cu.scratch[i]);
     if (c->stage) cudaFreeHost(c->stage);
     if (c->mirror) cudaFree(c->mirror);
     if (c->read_stream) cudaStreamSynchronize(c->read_stream);
@@ -1138,9 +1157,8 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         // first: a change made while hashing moves it again).
         const uint64_t tepoch = ember_tensor_epoch();
         auto &         m      = c->sig_memo;
-        if (m.g == g && m.begin == node_begin && m.end == node_end && m.tepoch == tepoch && m.scratch[0] == c->cu.scratch[0] &&
-            m.scratch[1] == c->cu.scratch[1] && m.scratch_size[0] == c->cu.scratch_size[0] &&
-            m.scratch_size[1] == c->cu.scratch_size[1] && !c->sig_always) {
+        if (m.g == g && m.begin == node_begin && m.end == node_end && m.tepoch == tepoch && same_scratch(m.scratch, m.scratch_size, c->cu) &&
+            !c->sig_always) {
             sig = m.sig;
         } else {
             sig = ember_cuda_graph_signature(c->cu, g, node_begin, node_end);
@@ -1150,7 +1168,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
             m.end   = node_end;
             m.tepoch = tepoch;
             m.sig    = sig;
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < EMBER_CUDA_SCRATCH_SLOTS; i++) {
                 m.scratch[i]      = c->cu.scratch[i];
                 m.scratch_size[i] = c->cu.scratch_size[i];
             }

@@ -26,6 +26,9 @@ struct ember_cuda_norm_scale {
     float         eps = 0.0f;
 };
 
+// Scratch slots of a stream (ember_cuda_ctx::scratch).
+constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
+
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -33,10 +36,11 @@ struct ember_cuda_ctx {
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
 
-    // Scratch device memory, two independent slots (e.g. converted activations and a
-    // dequantized weight slab); grown on demand, only after the stream is idle.
-    void * scratch[2]      = {nullptr, nullptr};
-    size_t scratch_size[2] = {0, 0};
+    // Scratch device memory, independent slots (e.g. converted activations and a dequantized
+    // weight slab; slot 2: the gate / up launch's copy of its SWIGLU); grown on demand, only after
+    // the stream is idle.
+    void * scratch[EMBER_CUDA_SCRATCH_SLOTS]      = {};
+    size_t scratch_size[EMBER_CUDA_SCRATCH_SLOTS] = {};
 
     // The activations the last integer matvec quantized into scratch slot 0 (ops-matvec-q.cu):
     // reused by the next matvec over the same x; the stream clears qx_valid before any other node.
@@ -51,6 +55,9 @@ struct ember_cuda_ctx {
     bool                  qx_ns = false;
     const void *          qx_ds = nullptr;
     ember_cuda_norm_scale qx_norm;
+    // qx_placed: the copy is at qx_buf / qx_ds outside slot 0 (ember_cuda_mul_mat_vec_glu's, in
+    // slot 2), read as it is. Cleared by ember_cuda_qx_set_valid.
+    bool qx_placed = false;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
@@ -234,6 +241,16 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
 // apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
 // block per 32 rows) fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED:
 // not done (run the nodes as usual).
+// The gate and up matvecs of a decode FFN and their SWIGLU glu = silu(gate) up in one launch
+// (mvr_glu_kernel): Q4_0 / Q8_0 weights in the CUDA layout, one x column, rows a multiple of 32;
+// glu's floats and its int8 copy for the down product (slot 2); gate's and up's floats only with
+// store_gu. EMBER_ERR_UNSUPPORTED: not done (run the nodes as usual; by default where its grid
+// would take more than one wave). EMBER_CUDA_MV_GLU=0: never, 2: at every size; the planner
+// (ember_cuda_plan_glu) finds the nodes.
+bool         ember_cuda_mv_glu_on();
+bool         ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu);
+ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gate, ember_tensor * up, ember_tensor * glu, bool store_gu);
+
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,

@@ -174,6 +174,25 @@ bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, cons
     return true;
 }
 
+bool ember_cuda_plan_glu(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
+                         bool (*fuse_ok)(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu), ember_tensor ** f,
+                         bool * store_gu) {
+    if (i < 0 || i + 2 >= end) return false;
+    ember_tensor * a = g->nodes[i], *b = g->nodes[i + 1], *glu = g->nodes[i + 2];
+    if (!ember_cuda_is_matvec(a) || !ember_cuda_is_matvec(b) || glu->op != EMBER_OP_SWIGLU) return false;
+    ember_tensor * gate = glu->src[0], *up = glu->src[1];
+    if (!((gate == a && up == b) || (gate == b && up == a))) return false;
+    for (int k = 0; k < n_hoisted; k++) {
+        if (hoisted[k] == a || hoisted[k] == b) return false;
+    }
+    if (!fuse_ok(gate, up, glu)) return false;
+    f[0]      = gate;
+    f[1]      = up;
+    f[2]      = glu;
+    *store_gu = ember_graph_read_elsewhere(g, gate, glu, static_cast<size_t>(i)) || ember_graph_read_elsewhere(g, up, glu, static_cast<size_t>(i));
+    return true;
+}
+
 // Calls f(entry, length) for each entry of an EMBER_CUDA_SKIP list (separated by ',' or '+').
 template <typename F> static void for_each_skip_entry(const char * list, F && f) {
     for (const char * p = list; p && *p;) {

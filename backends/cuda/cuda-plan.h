@@ -56,6 +56,14 @@ struct ember_cuda_norm_hooks {
 };
 bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f);
 
+// The gate and up matvecs of a decode FFN with their SWIGLU (ember_cuda_mul_mat_vec_glu,
+// cuda-ops.h): matvecs at nodes i and i + 1 of g, the SWIGLU at i + 2 over them (gate = its first
+// source, up its second, in either node order), fuse_ok (the kernel's conditions), neither node
+// hoisted (already run). True: f = {gate, up, SWIGLU}, *store_gu whether another node (or the
+// graph's output) reads gate or up, so the launch must write their floats too.
+bool ember_cuda_plan_glu(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
+                         bool (*fuse_ok)(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu), ember_tensor ** f,
+                         bool * store_gu);
 // Whether the decode attention `attn` (ATTN: q, k, v, mask) may read its K / V cache rows before
 // its PDL wait (attn_dec_short_kernel's early rows), all but those this graph writes: K and V each
 // a VIEW of a SET_ROWS (key j = cache row j: the view at the cache's start, its key stride the

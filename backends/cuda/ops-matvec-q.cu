@@ -665,6 +665,122 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
+// The gate and up products of a decode FFN with its SWIGLU (EMBER_CUDA_MV_GLU,
+// ember_cuda_mul_mat_vec_glu): a block owns 32 hidden units, their 32 gate rows and 32 up rows,
+// so silu(g) u and its 8-bit block (the down product's x) are made in the block: no SWIGLU
+// launch, no counter between blocks, one barrier. mvr_norm_kernel's layout with twice the rows:
+// warp w takes slices w, w + nw, ... of 8 16-byte chunks; lane l takes chunk l % 8 of a slice in
+// rows 4 t + l / 8 (t = 0..7) of both matrices, so each x load serves 16 rows and each warp load
+// covers 4 rows' 128 contiguous bytes.
+struct mvg_args {
+    const uint4 *          gq;  // gate quants (CUDA layout), rows of nchunk 16-byte chunks
+    const uint4 *          uq;  // up quants
+    const unsigned short * gd;  // their scales, rows of nb
+    const unsigned short * ud;
+    int                    nchunk, nb;
+    const int8_t *         xq;  // x's 8-bit copy
+    const float2 *         xds;
+    ember_cuda_norm_scale  ns;  // NS: x is a norm-in-product copy
+    float *                g;   // out, or nullptr: the gate rows
+    float *                u;   // out, or nullptr: the up rows
+    float *                h;   // out: silu(g) u
+    int8_t *               hq;  // out: h's 8-bit copy (cu_quantize_warp's values and (d, d sum q))
+    float2 *               hds;
+};
+constexpr int k_mvg_warps = 8, k_mvg_blocks_per_sm = 2;
+
+// EG (default; EMBER_CUDA_MV_GLU_EARLY=2: off): only the gate rows' loads before the PDL wait, the
+// up rows' after it. The block's whole first slice before the wait (128 KB an SM for the 1B shape)
+// slowed the norm kernel the launch overlaps (2.43 -> 2.81 us) more than it saved: H200 tg128 1B
+// Q4_0 2124.8 -> 2159.2, 1B Q8_0 1626.5 -> 1638.7 (gate only; one build, two runs a side).
+template <int T, bool NS, bool EG>
+__global__ void __launch_bounds__(32 * k_mvg_warps, k_mvg_blocks_per_sm) mvr_glu_kernel(mvg_args a) {
+    using D                       = mvr<T>;
+    const int              lane   = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int              ro     = lane / 8, j = lane % 8;
+    const int64_t          row0   = static_cast<int64_t>(blockIdx.x) * 32;
+    const int              nsl    = (a.nchunk + 7) / 8;
+    const uint4 *          gq     = a.gq + (row0 + ro) * a.nchunk;
+    const uint4 *          uq     = a.uq + (row0 + ro) * a.nchunk;
+    const unsigned short * gd     = a.gd + (row0 + ro) * a.nb;
+    const unsigned short * ud     = a.ud + (row0 + ro) * a.nb;
+    const int64_t          qstep  = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
+    uint4                  w[16];
+    uint32_t               dw[8];  // the gate's scale bits in the low half, the up's in the high (a Q4_0 x in
+                                   // registers too left no room for 16 floats under 128 registers)
+    // part 1: the gate rows (and their scales, the up scales' half left 0), 2: the up rows, 3: both
+    const auto             load = [&](int sl, int part) {
+        const int  c  = 8 * sl + j;
+        const bool ok = c < a.nchunk;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            if (part & 1) {
+                w[t]  = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                dw[t] = ok ? static_cast<uint32_t>(__ldg(gd + t * dstep + c / D::CPB)) : 0u;
+            }
+            if (part & 2) {
+                w[8 + t] = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                dw[t] |= ok ? static_cast<uint32_t>(__ldg(ud + t * dstep + c / D::CPB)) << 16 : 0u;
+            }
+        }
+    };
+    // Weights only before waiting for the kernel that makes x: all of the first slice, or (EG)
+    // its gate rows only, the up rows after the wait.
+    if (wi < nsl) load(wi, EG ? 1 : 3);
+    cu_pdl_begin();
+    if (EG && wi < nsl) load(wi, 2);
+    float acc[16] = {};
+    for (int sl = wi; sl < nsl; sl += nw) {
+        if (sl != wi) load(sl, 3);
+        const int c = 8 * sl + j;
+        if (c < a.nchunk) {
+            const typename D::xs x = D::load_x(a.xq, a.xds, c);
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                acc[t] += D::dot(w[t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t]))), x);
+                acc[8 + t] += D::dot(w[8 + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> 16))), x);
+            }
+        }
+    }
+    // The block's rows: gate row r in part[.][r], up row r in part[.][32 + r].
+    __shared__ float part[k_mvg_warps][2 * 32 + 1];
+    float            sc = 1.0f;
+    if (NS && wi == 0) sc = mv_norm_scale(a.ns, lane);  // its loads in flight while the block meets
+#pragma unroll
+    for (int t = 0; t < 16; t++) {
+        float v = acc[t];
+#pragma unroll
+        for (int k = 1; k < 8; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+        if (j == 0) part[wi][(t < 8 ? 0 : 32) + 4 * (t % 8) + ro] = v;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float pg[k_mvg_warps], pu[k_mvg_warps];
+#pragma unroll
+    for (int k = 0; k < k_mvg_warps; k++) {
+        pg[k] = k < nw ? part[k][lane] : 0.0f;
+        pu[k] = k < nw ? part[k][32 + lane] : 0.0f;
+    }
+    float g = 0.0f, u = 0.0f;
+#pragma unroll
+    for (int k = 0; k < k_mvg_warps; k++) {
+        if (k < nw) {
+            g += pg[k];
+            u += pu[k];
+        }
+    }
+    if constexpr (NS) {
+        g *= sc;
+        u *= sc;
+    }
+    const int64_t r = row0 + lane;
+    if (a.g) a.g[r] = g;
+    if (a.u) a.u[r] = u;
+    const float z = g / (1.0f + expf(-g)) * u;  // swiglu_flat_q_kernel's arithmetic
+    a.h[r]        = z;
+    cu_quantize_warp(z, r, a.hq, a.hds);
+}
+
 // cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
 // for streamed weights, as the register kernels' __ldcs); a plain copy below sm_80 (the kernel
 // using it runs on sm_80+ only). Careful: on the H200 (CUDA 13, sm_90) kernels with these copies
@@ -1676,7 +1792,7 @@ static bool qx_of(const ember_cuda_ctx & ctx, const ember_tensor * x) {
 }
 // ... and in slot 0 at xq (the copy a kernel or the quantizer made there).
 static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
-    return !ctx.qx_ns && ctx.qx_buf == xq && qx_of(ctx, x);
+    return !ctx.qx_ns && !ctx.qx_placed && ctx.qx_buf == xq && qx_of(ctx, x);
 }
 // ... and mvr_norm_kernel's (ctx.qx_ns).
 static bool qx_ns_is(const ember_cuda_ctx & ctx, const ember_tensor * x) {
@@ -1687,8 +1803,9 @@ bool ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x) {
 }
 
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
-    ctx.qx_valid = true;
-    ctx.qx_ns    = false;
+    ctx.qx_valid  = true;
+    ctx.qx_ns     = false;
+    ctx.qx_placed = false;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
     for (int i = 0; i < 4; i++) {
@@ -1794,6 +1911,11 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
             std::fprintf(stderr, "ember: cuda: a matvec without the norm's scale reads the norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
         }
+        *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
+        *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
+        return EMBER_OK;
+    }
+    if (ctx.qx_placed && qx_of(ctx, x)) {  // a copy outside slot 0 (mvr_glu_kernel's, in slot 2)
         *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
         *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
         return EMBER_OK;
@@ -1962,5 +2084,96 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     ctx.qx_norm.n   = static_cast<int>(n / 32);
     ctx.qx_norm.k   = static_cast<float>(n);
     ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
+    return EMBER_OK;
+}
+
+// EMBER_CUDA_MV_GLU: the gate / up products with their SWIGLU in one launch (mvr_glu_kernel): 1
+// (default) where its grid is one wave (a block per 32 hidden units, k_mvg_blocks_per_sm an SM),
+// 2 always, 0 never. H200 tg128 (default against =0, one build, two runs a side): 1B Q4_0 2075.7
+// -> 2159.2 (+4.0%), 1B Q8_0 1595.4 -> 1638.7 (+2.7%); kernel trace 1B Q4_0: the stream kernel's
+// 7.18 us a layer and the SWIGLU's 1.87 -> 5.94, the norm before it 2.43 -> 3.00, GPU time a token
+// 469.4 -> 444.6 us. At every size the 8B shape's 448 blocks (1.7 waves, two slices a warp) lost:
+// 594.8 -> 549.4, so not there. Read at every call (tests switch it).
+static int mv_glu_mode() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU", 1, {0, 1, 2});
+}
+bool ember_cuda_mv_glu_on() {
+    return mv_glu_mode() != 0;
+}
+
+bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu) {
+    if (!gate || !up || !glu || glu->op != EMBER_OP_SWIGLU || glu->src[0] != gate || glu->src[1] != up || gate == up) return false;
+    if (!ember_cuda_mul_mat_vec_q_can_group(gate, up)) return false;
+    const ember_tensor * wg = gate->src[0];
+    const ember_tensor * wu = up->src[0];
+    const ember_tensor * x  = gate->src[1];
+    if (!rp_q4q8(wg) || !rp_q4q8(wu) || wg->type != wu->type) return false;
+    const int64_t n = wg->ne[1];
+    if (wu->ne[1] != n || n % 32 != 0 || n > (int64_t{1} << 24) || wg->ne[0] % 32 != 0 || x->ne[1] * x->ne[2] * x->ne[3] != 1) return false;
+    const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
+        return t->type == EMBER_TYPE_F32 && t->ne[0] == n && ember_nelements(t) == n && t->nb[0] == sizeof(float) && t->data &&
+               (reinterpret_cast<uintptr_t>(t->data) & 3) == 0;
+    };
+    // No memory checks beyond can_group's: the kernel reads the weights and x's 8-bit copy (scratch),
+    // never x's, gate's or up's floats, so glu may be placed over any of them (the allocator puts
+    // it over gate's or x's memory once they are read for the last time). It writes gate's and
+    // up's floats only when something else reads them, and then glu is not over them.
+    return vec_ok(gate) && vec_ok(up) && vec_ok(glu);
+}
+
+template <int T> void mvg_launch(ember_cuda_ctx & ctx, unsigned blocks, unsigned threads, const mvg_args & a, bool ns, bool eg) {
+    if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true>, blocks, threads, 0, a);
+    else if (ns) cu_launch(ctx, mvr_glu_kernel<T, true, false>, blocks, threads, 0, a);
+    else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true>, blocks, threads, 0, a);
+    else cu_launch(ctx, mvr_glu_kernel<T, false, false>, blocks, threads, 0, a);
+}
+
+// The copy of glu goes to scratch slot 2 (slot 0 may hold x's copy, read by the same kernel; slot 1
+// a norm-in-product copy, read by it too, or written by the down product's norm after it).
+ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gate, ember_tensor * up, ember_tensor * glu, bool store_gu) {
+    if (!ember_cuda_mv_glu_ok(gate, up, glu)) return EMBER_ERR_UNSUPPORTED;
+    const ember_tensor * wg  = gate->src[0];
+    const ember_tensor * wu  = up->src[0];
+    const ember_tensor * x   = gate->src[1];
+    const int64_t        n   = wg->ne[1];
+    const int            mode = mv_glu_mode();
+    if (mode == 0 || (mode == 1 && n / 32 > int64_t{k_mvg_blocks_per_sm} * cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
+    const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
+    char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 2, qb + static_cast<size_t>(n / 32) * sizeof(float2)));
+    if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 2 too small: the plain launches)
+    const bool         ns  = qx_ns_is(ctx, x);
+    int8_t *           xq  = nullptr;
+    float2 *           xds = nullptr;
+    const ember_status qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true);
+    if (qs != EMBER_OK) return qs;
+    const int nb = static_cast<int>(wg->ne[0] / 32);
+    mvg_args  a;
+    a.gq     = static_cast<const uint4 *>(wg->data);
+    a.uq     = static_cast<const uint4 *>(wu->data);
+    a.gd     = rp_scales(wg);
+    a.ud     = rp_scales(wu);
+    a.nchunk = nb * ember_cuda_repack_qbytes(wg->type) / 16;
+    a.nb     = nb;
+    a.xq     = xq;
+    a.xds    = xds;
+    if (ns) a.ns = ctx.qx_norm;
+    a.g   = store_gu ? static_cast<float *>(gate->data) : nullptr;
+    a.u   = store_gu ? static_cast<float *>(up->data) : nullptr;
+    a.h   = static_cast<float *>(glu->data);
+    a.hq  = reinterpret_cast<int8_t *>(buf);
+    a.hds = reinterpret_cast<float2 *>(buf + qb);
+    const unsigned blocks  = static_cast<unsigned>(n / 32);
+    const unsigned threads = 32 * std::min(k_mvg_warps, (a.nchunk + 7) / 8);
+    const bool     eg      = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 1;
+    if (wg->type == EMBER_TYPE_Q4_0) {
+        mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, threads, a, ns, eg);
+    } else {
+        mvg_launch<EMBER_TYPE_Q8_0>(ctx, blocks, threads, a, ns, eg);
+    }
+    const ember_status st = ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, gate / up with the SWIGLU)");
+    if (st != EMBER_OK) return st;
+    ember_cuda_qx_set_valid(ctx, glu, a.hq);
+    ctx.qx_placed = true;
+    ctx.qx_ds     = a.hds;
     return EMBER_OK;
 }

@@ -734,6 +734,9 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
     }
     // Rows: one block of 32, 8B's 14336 and an odd count of blocks; the gate's product read
     // again elsewhere or not. Each graph runs for four seeds on one stream (CUDA graph replays).
+    // The SWIGLU's own launch (EMBER_CUDA_MV_GLU=0: not in the gate / up launch, tested below).
+    const env_clear reset{{"EMBER_CUDA_MV_GLU"}};
+    set_env("EMBER_CUDA_MV_GLU", "0");
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (int64_t n : {32, 14336, 32 * 67}) {
             for (bool gate_read_twice : {false, true}) {
@@ -880,6 +883,76 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     }, 1e-3);
 }
 
+// The gate / up products with their SWIGLU in one launch (mvr_glu_kernel, EMBER_CUDA_MV_GLU=2: at
+// every size): a block owns 32 hidden units, makes silu(g) u and its 8-bit block for the down
+// product. With the up rows' loads before the PDL wait too (EMBER_CUDA_MV_GLU_EARLY=2). Over the
+// norm kernel's copy of x and (ns) over the O product's norm-in-product copy (EMBER_CUDA_MV_NORM=2:
+// the kernel applies the norm's scale); the 1B and 8B widths, an odd chunk count (a partial slice
+// of 8 chunks), one block of 32 units; the gate's floats read again (the launch writes them too).
+// Against the CPU (eager, recorded, replayed), against the separate launches on the GPU (within
+// rounding: the sums in another order), and the proof that the launch did the SWIGLU: with
+// EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
+// fusion they must not be.
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+    struct shape {
+        int64_t k, f;
+    };
+    const shape shapes[] = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}};
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
+        for (const shape & sh : shapes) {
+            for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
+                const bool        ns   = variant == 2;
+                const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
+                                         " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
+                CAPTURE(what);
+                const auto build = [=](case_ctx & c) {
+                    ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, -2.0f, 2.0f);
+                    if (ns) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.k), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1)));
+                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, 0.5f, 1.5f));
+                    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.f), h);
+                    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.f), h);
+                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.f, sh.k), ember_swiglu(c.g, gt, up)));
+                    if (variant == 1) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, sh.f, sh.k), gt));
+                    return y;
+                };
+                set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
+                set_env("EMBER_CUDA_MV_GLU", "2");
+                set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : "");  // the up rows' loads before the wait too
+                check_runs(what, build, 1e-3, {7, 8, 9});
+                const std::vector<float> fused = run_on(cuda_device(), build, 6);
+                set_env("EMBER_CUDA_MV_GLU", "0");
+                const std::vector<float> plain = run_on(cuda_device(), build, 6);
+                const double             e     = nmse(fused, plain);
+                CAPTURE(e);
+                CHECK(e < 1e-6);
+                // (a seed no run has used: a skipped SWIGLU's memory may hold an earlier run's results)
+                const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 12);
+                set_env("EMBER_CUDA_SKIP", "glu");
+                const double eo = nmse(run_on(cuda_device(), build, 12), want);
+                set_env("EMBER_CUDA_MV_GLU", "2");
+                const double es = nmse(run_on(cuda_device(), build, 12), want);
+                // By default only where the grid is one wave: never the 8B shape's 448 blocks (two
+                // an SM would take 224 SMs); always one block.
+                set_env("EMBER_CUDA_MV_GLU", "");
+                const double ed = nmse(run_on(cuda_device(), build, 12), want);
+                set_env("EMBER_CUDA_SKIP", "");
+                CAPTURE(es);
+                CAPTURE(eo);
+                CAPTURE(ed);
+                CHECK(es < 1e-3);
+                CHECK_FALSE(eo < 1e-3);
+                if (sh.f == 14336) CHECK_FALSE(ed < 1e-3);
+                if (sh.f == 32) CHECK(ed < 1e-3);
+            }
+        }
+    }
+}
+
 // The streaming matvec (mvr_stream_kernel: a resident grid, rows through per-warp cp.async rings;
 // by default the launches of rows 2048 wide, EMBER_CUDA_MV_STREAM=2 / 4 also 4096 wide) against
 // mvr_kernel (EMBER_CUDA_MV_STREAM=0): the same arithmetic in the same order, so the same bits, at
@@ -891,7 +964,9 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_STREAM"}};
+    // (gate and up through the matvec kernels: EMBER_CUDA_MV_GLU=0, not the launch with the SWIGLU)
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_STREAM", "EMBER_CUDA_MV_GLU"}};
+    set_env("EMBER_CUDA_MV_GLU", "0");
     struct shape {
         int64_t k, n, f;
     };

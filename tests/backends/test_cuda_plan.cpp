@@ -289,6 +289,92 @@ TEST_CASE("[cuda plan] a layer's Q/K/V matvecs, RoPE and cache writes in one lau
     }
 }
 
+// The SWIGLU nodes of g and the gate / up / SWIGLU triples ember_cuda_plan_glu takes, walked as
+// the stream walks them (a taken triple's nodes are done).
+struct glu_site {
+    ember_tensor *gate, *up, *glu;
+    bool          store_gu;
+};
+std::vector<glu_site> glu_sites(ember_graph & g, bool (*ok)(const ember_tensor *, const ember_tensor *, const ember_tensor *)) {
+    std::vector<glu_site> sites;
+    const int32_t         end = static_cast<int32_t>(g.nodes.size());
+    for (int32_t i = 0; i < end; i++) {
+        ember_tensor * f[3]     = {};
+        bool           store_gu = false;
+        if (!ember_cuda_plan_glu(&g, i, end, nullptr, 0, ok, f, &store_gu)) continue;
+        sites.push_back({f[0], f[1], f[2], store_gu});
+        i += 2;
+    }
+    return sites;
+}
+std::vector<ember_tensor *> swiglu_nodes(const ember_graph & g) {
+    std::vector<ember_tensor *> v;
+    for (ember_tensor * n : g.nodes) {
+        if (n->op == EMBER_OP_SWIGLU) v.push_back(n);
+    }
+    return v;
+}
+bool glu_q4_0_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor *) {
+    return gate->src[0]->type == EMBER_TYPE_Q4_0 && up->src[0]->type == EMBER_TYPE_Q4_0;
+}
+
+// A layer's gate and up products with their SWIGLU in one launch (EMBER_CUDA_MV_GLU): found in
+// every layer of the graph builder's order (gate, up, SWIGLU), whichever of the two comes first;
+// gate's or up's floats stored when something else reads them; not when the range ends before
+// the SWIGLU, a node was hoisted, or the kernel refuses (another type).
+TEST_CASE("[cuda plan] the gate / up products with their SWIGLU") {
+    {
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm));
+        ember_buffer * leaves = place_graph(g);
+        const auto     glus   = swiglu_nodes(g);
+        const auto     sites  = glu_sites(g, glu_q4_0_ok);
+        REQUIRE(glus.size() == 3);
+        REQUIRE(sites.size() == 3);
+        for (size_t l = 0; l < 3; l++) {
+            CHECK(sites[l].glu == glus[l]);
+            CHECK(sites[l].gate == glus[l]->src[0]);
+            CHECK(sites[l].up == glus[l]->src[1]);
+            CHECK_FALSE(sites[l].store_gu);
+        }
+        const int32_t i0 = static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), glus[0]) - g.nodes.begin()) - 2;
+        ember_tensor * f[3];
+        bool           st = false;
+        CHECK(ember_cuda_plan_glu(&g, i0, i0 + 3, nullptr, 0, glu_q4_0_ok, f, &st));
+        CHECK_FALSE(ember_cuda_plan_glu(&g, i0, i0 + 2, nullptr, 0, glu_q4_0_ok, f, &st));  // the SWIGLU outside the range
+        CHECK_FALSE(ember_cuda_plan_glu(&g, i0 + 1, i0 + 4, nullptr, 0, glu_q4_0_ok, f, &st));
+        const ember_tensor * hoisted[1] = {g.nodes[i0 + 1]};
+        CHECK_FALSE(ember_cuda_plan_glu(&g, i0, i0 + 3, hoisted, 1, glu_q4_0_ok, f, &st));
+        ember_buffer_free(leaves);
+    }
+    {  // Q8_0 weights: refused by this kernel side
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q8_0, EMBER_TYPE_Q8_0, o_mm, down_mm));
+        CHECK(glu_sites(g, glu_q4_0_ok).empty());
+    }
+    // Up before gate in the graph; the gate (or up) read again by another product.
+    for (int variant = 0; variant < 3; variant++) {
+        CAPTURE(variant);
+        ember_graph    g;
+        ember_tensor * x  = g.new_tensor(EMBER_TYPE_F32, 256, 1);
+        ember_tensor * up = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 256, 512), x);
+        ember_tensor * gt = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 256, 512), x);
+        ember_tensor * y  = ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 512, 256), ember_swiglu(g, gt, up));
+        if (variant > 0) y = ember_add(g, y, ember_mul_mat(g, g.new_tensor(EMBER_TYPE_Q4_0, 512, 256), variant == 1 ? gt : up));
+        if (variant == 0) g.build_forward(up);  // up's node first, then gate's
+        g.build_forward(y);
+        REQUIRE(g.nodes.size() >= 3);
+        CHECK(g.nodes[0] == (variant == 0 ? up : gt));
+        const auto sites = glu_sites(g, glu_q4_0_ok);
+        REQUIRE(sites.size() == 1);
+        CHECK(sites[0].gate == gt);
+        CHECK(sites[0].up == up);
+        CHECK(sites[0].store_gu == (variant > 0));  // 1, 2: gate / up read by a second product
+    }
+}
+
 #ifdef EMBER_HAVE_CUDA
 // The same with the CUDA backend's own conditions (host code: the fused norm kernels' and
 // mvr_norm_kernel's) on allocator-placed tensors: Q4_0 / Q8_0 weights in the CUDA layout take it
@@ -474,6 +560,28 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
     layers[0].v_mm->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;
     CHECK_FALSE(ember_cuda_mv_unit_ok(plans[1].u[0]));
     ember_buffer_free(leaves);
+}
+
+// The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
+// Q8_0 weights in the CUDA layout take it in every layer; in the GGUF layout, Q4_K or INT4, not.
+TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4}) {
+        for (bool repacked : {true, false}) {
+            const std::string tn = ember_type_get_name(wt);
+            CAPTURE(tn);
+            CAPTURE(repacked);
+            ember_graph                 g;
+            std::vector<ember_tensor *> o_mm, down_mm;
+            g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
+            for (ember_tensor * t : g.leafs) {
+                if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+            }
+            ember_buffer * leaves = place_graph(g);
+            const bool     want   = repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0);
+            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
+            ember_buffer_free(leaves);
+        }
+    }
 }
 #endif
 
