@@ -403,10 +403,6 @@ bool is_matvec(const ember_tensor * node) {
     return ember_cuda_is_matvec(node);
 }
 
-// Whether running `node` may make the quantized activations in scratch slot 0 stale: it
-// writes over the activations they were made from, or it uses slot 0 itself (the prefill
-// MUL_MAT). A matvec checks its own result (ops-matvec-q.cu). RoPE and the cache writes
-// between a layer's Q, K and V matvecs keep the copy.
 // Whether a memo's scratch buffers are still the stream's (a recorded graph points into them).
 bool same_scratch(void * const * scratch, const size_t * size, const ember_cuda_ctx & cu) {
     for (int i = 0; i < EMBER_CUDA_SCRATCH_SLOTS; i++) {
@@ -415,6 +411,10 @@ bool same_scratch(void * const * scratch, const size_t * size, const ember_cuda_
     return true;
 }
 
+// Whether running `node` may make the quantized activations in scratch slot 0 stale: it
+// writes over the activations they were made from, or it uses slot 0 itself (the prefill
+// MUL_MAT). A matvec checks its own result (ops-matvec-q.cu). RoPE and the cache writes
+// between a layer's Q, K and V matvecs keep the copy.
 bool clobbers_qx(const ember_cuda_ctx & ctx, const ember_tensor * node) {
     if (!ctx.qx_valid) return false;
     if (node->op == EMBER_OP_MUL_MAT) return !is_matvec(node);

@@ -234,13 +234,6 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
 void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, ember_tensor * const * dsts, int nd,
                                  const ember_cuda_mv_unit * units);
 
-// The decode norm in the product before it: the matvec mm (Q4_0 / Q8_0 weights in the CUDA
-// layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result
-// only `add` reads, add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, and the
-// int8 copy of mul for the next matvecs (which must all pass ember_cuda_mv_norm_reader_ok: they
-// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
-// block per 32 rows) fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED:
-// not done (run the nodes as usual).
 // The gate and up matvecs of a decode FFN and their SWIGLU glu = silu(gate) up in one launch
 // (mvr_glu_kernel): Q4_0 / Q8_0 weights in the CUDA layout, one x column, rows a multiple of 32;
 // glu's floats and its int8 copy for the down product (slot 2); gate's and up's floats only with
@@ -251,6 +244,13 @@ bool         ember_cuda_mv_glu_on();
 bool         ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu);
 ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gate, ember_tensor * up, ember_tensor * glu, bool store_gu);
 
+// The decode norm in the product before it: the matvec mm (Q4_0 / Q8_0 weights in the CUDA
+// layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result
+// only `add` reads, add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, and the
+// int8 copy of mul for the next matvecs (which must all pass ember_cuda_mv_norm_reader_ok: they
+// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
+// block per 32 rows) fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED:
+// not done (run the nodes as usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
