@@ -687,15 +687,17 @@ struct mvg_args {
     int8_t *               hq;  // out: h's 8-bit copy (cu_quantize_warp's values and (d, d sum q))
     float2 *               hds;
 };
-constexpr int k_mvg_warps = 8, k_mvg_blocks_per_sm = 2;
+// W warps a block: 8 (2 blocks an SM) where the grid is one wave so, else 4 (4 blocks an SM: the
+// 8B shape's 448 blocks in one wave; 127-128 registers either way).
 
 // EG (default; EMBER_CUDA_MV_GLU_EARLY=2: off): only the gate rows' loads before the PDL wait, the
 // up rows' after it. The block's whole first slice before the wait (128 KB an SM for the 1B shape)
 // slowed the norm kernel the launch overlaps (2.43 -> 2.81 us) more than it saved: H200 tg128 1B
 // Q4_0 2124.8 -> 2159.2, 1B Q8_0 1626.5 -> 1638.7 (gate only; one build, two runs a side).
-template <int T, bool NS, bool EG>
-__global__ void __launch_bounds__(32 * k_mvg_warps, k_mvg_blocks_per_sm) mvr_glu_kernel(mvg_args a) {
+template <int T, bool NS, bool EG, int W>
+__global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     using D                       = mvr<T>;
+    constexpr bool         PIPE   = W == 4;
     const int              lane   = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro     = lane / 8, j = lane % 8;
     const int64_t          row0   = static_cast<int64_t>(blockIdx.x) * 32;
@@ -714,36 +716,51 @@ __global__ void __launch_bounds__(32 * k_mvg_warps, k_mvg_blocks_per_sm) mvr_glu
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            if (part & 1) {
-                w[t]  = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                dw[t] = ok ? static_cast<uint32_t>(__ldg(gd + t * dstep + c / D::CPB)) : 0u;
+            if (part & 1) {  // (PIPE: the up scale of the slice before still in the high half)
+                const uint32_t g = ok ? static_cast<uint32_t>(__ldg(gd + t * dstep + c / D::CPB)) : 0u;
+                w[t]             = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                dw[t]            = PIPE ? (dw[t] & 0xffff0000u) | g : g;
             }
             if (part & 2) {
-                w[8 + t] = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                dw[t] |= ok ? static_cast<uint32_t>(__ldg(ud + t * dstep + c / D::CPB)) << 16 : 0u;
+                const uint32_t u = ok ? static_cast<uint32_t>(__ldg(ud + t * dstep + c / D::CPB)) << 16 : 0u;
+                w[8 + t]         = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                dw[t]            = (dw[t] & 0xffffu) | u;
             }
         }
     };
+#pragma unroll
+    for (int t = 0; t < 8; t++) dw[t] = 0u;
     // Weights only before waiting for the kernel that makes x: all of the first slice, or (EG)
     // its gate rows only, the up rows after the wait.
     if (wi < nsl) load(wi, EG ? 1 : 3);
     cu_pdl_begin();
     if (EG && wi < nsl) load(wi, 2);
+    // PIPE (4 warps: the 8B shape's 16 slices over 4 warps): the next slice's gate rows requested
+    // as soon as this one's gate rows are summed, its up rows after this one's up rows, so a
+    // slice's loads wait behind half a slice's arithmetic, not a round trip. Without it the next
+    // slice's loads follow the whole slice (8 warps: 1B Q8_0's 16 slices; that form measured
+    // 1595.4 -> 1638.7 there, the pipelined one 1600.1 -> 1599.9 in a later call).
     float acc[16] = {};
     for (int sl = wi; sl < nsl; sl += nw) {
-        if (sl != wi) load(sl, 3);
-        const int c = 8 * sl + j;
-        if (c < a.nchunk) {
-            const typename D::xs x = D::load_x(a.xq, a.xds, c);
+        if (!PIPE && sl != wi) load(sl, 3);
+        const int      c    = 8 * sl + j;
+        const bool     in   = c < a.nchunk;
+        const bool     more = PIPE && sl + nw < nsl;
+        typename D::xs x{};
+        if (in) x = D::load_x(a.xq, a.xds, c);
+        if (in) {
 #pragma unroll
-            for (int t = 0; t < 8; t++) {
-                acc[t] += D::dot(w[t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t]))), x);
-                acc[8 + t] += D::dot(w[8 + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> 16))), x);
-            }
+            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t]))), x);
         }
+        if (more) load(sl + nw, 1);
+        if (in) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) acc[8 + t] += D::dot(w[8 + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> 16))), x);
+        }
+        if (more) load(sl + nw, 2);
     }
     // The block's rows: gate row r in part[.][r], up row r in part[.][32 + r].
-    __shared__ float part[k_mvg_warps][2 * 32 + 1];
+    __shared__ float part[W][2 * 32 + 1];
     float            sc = 1.0f;
     if (NS && wi == 0) sc = mv_norm_scale(a.ns, lane);  // its loads in flight while the block meets
 #pragma unroll
@@ -755,15 +772,15 @@ __global__ void __launch_bounds__(32 * k_mvg_warps, k_mvg_blocks_per_sm) mvr_glu
     }
     __syncthreads();
     if (wi != 0) return;
-    float pg[k_mvg_warps], pu[k_mvg_warps];
+    float pg[W], pu[W];
 #pragma unroll
-    for (int k = 0; k < k_mvg_warps; k++) {
+    for (int k = 0; k < W; k++) {
         pg[k] = k < nw ? part[k][lane] : 0.0f;
         pu[k] = k < nw ? part[k][32 + lane] : 0.0f;
     }
     float g = 0.0f, u = 0.0f;
 #pragma unroll
-    for (int k = 0; k < k_mvg_warps; k++) {
+    for (int k = 0; k < W; k++) {
         if (k < nw) {
             g += pg[k];
             u += pu[k];
@@ -2088,12 +2105,14 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
 }
 
 // EMBER_CUDA_MV_GLU: the gate / up products with their SWIGLU in one launch (mvr_glu_kernel): 1
-// (default) where its grid is one wave (a block per 32 hidden units, k_mvg_blocks_per_sm an SM),
-// 2 always, 0 never. H200 tg128 (default against =0, one build, two runs a side): 1B Q4_0 2075.7
-// -> 2159.2 (+4.0%), 1B Q8_0 1595.4 -> 1638.7 (+2.7%); kernel trace 1B Q4_0: the stream kernel's
-// 7.18 us a layer and the SWIGLU's 1.87 -> 5.94, the norm before it 2.43 -> 3.00, GPU time a token
-// 469.4 -> 444.6 us. At every size the 8B shape's 448 blocks (1.7 waves, two slices a warp) lost:
-// 594.8 -> 549.4, so not there. Read at every call (tests switch it).
+// (default) where its grid is one wave (a block per 32 hidden units, 2 an SM of 8 warps or, Q4_0
+// only, 4 of 4), 2 always, 0 never. H200 tg128 (default against =0, one build, two runs a side):
+// 1B Q4_0 2075.7 -> 2159.2 (+4.0%), 1B Q8_0 1595.4 -> 1638.7 (+2.7%); kernel trace 1B Q4_0: the
+// stream kernel's 7.18 us a layer and the SWIGLU's 1.87 -> 5.94, the norm before it 2.43 -> 3.00,
+// GPU time a token 469.4 -> 444.6 us. The 8B shape's 448 blocks at 8 warps (1.7 waves, two
+// slices a warp one after the other) lost, 594.8 -> 549.4; at 4 warps (4 an SM: one wave) with
+// the next slice's loads pipelined, 8B Q4_0 595.3 -> 630.8 (+6.0%). Read at every call (tests
+// switch it).
 static int mv_glu_mode() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU", 1, {0, 1, 2});
 }
@@ -2121,11 +2140,16 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     return vec_ok(gate) && vec_ok(up) && vec_ok(glu);
 }
 
-template <int T> void mvg_launch(ember_cuda_ctx & ctx, unsigned blocks, unsigned threads, const mvg_args & a, bool ns, bool eg) {
-    if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true>, blocks, threads, 0, a);
-    else if (ns) cu_launch(ctx, mvr_glu_kernel<T, true, false>, blocks, threads, 0, a);
-    else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true>, blocks, threads, 0, a);
-    else cu_launch(ctx, mvr_glu_kernel<T, false, false>, blocks, threads, 0, a);
+template <int T, int W> void mvg_launch_w(ember_cuda_ctx & ctx, unsigned blocks, const mvg_args & a, bool ns, bool eg) {
+    const unsigned threads = 32 * std::min(W, (a.nchunk + 7) / 8);
+    if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true, W>, blocks, threads, 0, a);
+    else if (ns) cu_launch(ctx, mvr_glu_kernel<T, true, false, W>, blocks, threads, 0, a);
+    else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true, W>, blocks, threads, 0, a);
+    else cu_launch(ctx, mvr_glu_kernel<T, false, false, W>, blocks, threads, 0, a);
+}
+template <int T> void mvg_launch(ember_cuda_ctx & ctx, unsigned blocks, int w, const mvg_args & a, bool ns, bool eg) {
+    if (w == 8) mvg_launch_w<T, 8>(ctx, blocks, a, ns, eg);
+    else mvg_launch_w<T, 4>(ctx, blocks, a, ns, eg);
 }
 
 // The copy of glu goes to scratch slot 2 (slot 0 may hold x's copy, read by the same kernel; slot 1
@@ -2137,7 +2161,14 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     const ember_tensor * x   = gate->src[1];
     const int64_t        n   = wg->ne[1];
     const int            mode = mv_glu_mode();
-    if (mode == 0 || (mode == 1 && n / 32 > int64_t{k_mvg_blocks_per_sm} * cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
+    const int64_t        sms  = cu_sm_count(ctx.device);
+    // 8 warps a block while 2 blocks an SM hold the grid, else 4 (4 an SM; EMBER_CUDA_MV_GLU_W4=0:
+    // never, the launch then only at EMBER_CUDA_MV_GLU=2 where 2 an SM do not hold it). By default
+    // 4 only for Q4_0 (measured: the 8B shape; its Q8_0 form, 8 slices a warp, was not).
+    const bool           w4ok  = ember_cuda_env_on("EMBER_CUDA_MV_GLU_W4");
+    const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
+    const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms && (warps == 8 || wg->type == EMBER_TYPE_Q4_0);
+    if (mode == 0 || (mode == 1 && !wave)) return EMBER_ERR_UNSUPPORTED;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 2, qb + static_cast<size_t>(n / 32) * sizeof(float2)));
     if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 2 too small: the plain launches)
@@ -2163,12 +2194,11 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     a.hq  = reinterpret_cast<int8_t *>(buf);
     a.hds = reinterpret_cast<float2 *>(buf + qb);
     const unsigned blocks  = static_cast<unsigned>(n / 32);
-    const unsigned threads = 32 * std::min(k_mvg_warps, (a.nchunk + 7) / 8);
     const bool     eg      = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 1;
     if (wg->type == EMBER_TYPE_Q4_0) {
-        mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, threads, a, ns, eg);
+        mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, warps, a, ns, eg);
     } else {
-        mvg_launch<EMBER_TYPE_Q8_0>(ctx, blocks, threads, a, ns, eg);
+        mvg_launch<EMBER_TYPE_Q8_0>(ctx, blocks, warps, a, ns, eg);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, gate / up with the SWIGLU)");
     if (st != EMBER_OK) return st;

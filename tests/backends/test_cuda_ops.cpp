@@ -885,7 +885,9 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
 
 // The gate / up products with their SWIGLU in one launch (mvr_glu_kernel, EMBER_CUDA_MV_GLU=2: at
 // every size): a block owns 32 hidden units, makes silu(g) u and its 8-bit block for the down
-// product. With the up rows' loads before the PDL wait too (EMBER_CUDA_MV_GLU_EARLY=2). Over the
+// product; 8 warps a block (4 where 2 blocks an SM do not hold the grid: the 8B shape and larger;
+// EMBER_CUDA_MV_GLU_W4=0: 8 at every size), with the up rows' loads before the PDL wait too
+// (EMBER_CUDA_MV_GLU_EARLY=2). Over the
 // norm kernel's copy of x and (ns) over the O product's norm-in-product copy (EMBER_CUDA_MV_NORM=2:
 // the kernel applies the norm's scale); the 1B and 8B widths, an odd chunk count (a partial slice
 // of 8 chunks), one block of 32 units; the gate's floats read again (the launch writes them too).
@@ -898,11 +900,12 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
-    const shape shapes[] = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}};
+    // (38400 units: 1200 blocks, more than one wave of any GPU at 4 an SM)
+    const shape shapes[] = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}, {256, 32 * 1200}};
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
         for (const shape & sh : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
@@ -923,6 +926,7 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : "");  // the up rows' loads before the wait too
+                set_env("EMBER_CUDA_MV_GLU_W4", variant == 1 ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
                 set_env("EMBER_CUDA_MV_GLU", "0");
@@ -936,8 +940,8 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 const double eo = nmse(run_on(cuda_device(), build, 12), want);
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 const double es = nmse(run_on(cuda_device(), build, 12), want);
-                // By default only where the grid is one wave: never the 8B shape's 448 blocks (two
-                // an SM would take 224 SMs); always one block.
+                // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4 for
+                // Q4_0): never 1200 blocks; always one block. (The 8B shape's 448: on 112 SMs or more.)
                 set_env("EMBER_CUDA_MV_GLU", "");
                 const double ed = nmse(run_on(cuda_device(), build, 12), want);
                 set_env("EMBER_CUDA_SKIP", "");
@@ -946,7 +950,7 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 CAPTURE(ed);
                 CHECK(es < 1e-3);
                 CHECK_FALSE(eo < 1e-3);
-                if (sh.f == 14336) CHECK_FALSE(ed < 1e-3);
+                if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
                 if (sh.f == 32) CHECK(ed < 1e-3);
             }
         }
