@@ -942,8 +942,9 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 const double es = nmse(run_on(cuda_device(), build, 12), want);
                 // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4 for
                 // Q4_0): never 1200 blocks; always one block. (The 8B shape's 448: on 112 SMs or more.)
+                const bool   check_default = sh.f == 32 || sh.f == 32 * 1200;  // (each run builds the weights anew: only where checked)
                 set_env("EMBER_CUDA_MV_GLU", "");
-                const double ed = nmse(run_on(cuda_device(), build, 12), want);
+                const double ed = check_default ? nmse(run_on(cuda_device(), build, 12), want) : 0.0;
                 set_env("EMBER_CUDA_SKIP", "");
                 CAPTURE(es);
                 CAPTURE(eo);
