@@ -1,6 +1,7 @@
 // The decode norm in the product before it (ember_cuda_mul_mat_vec_norm, ops-matvec-q.cu): the
 // device code its producers (mvr_norm_kernel, mvk_norm_kernel; mvx_norm_kernel in
-// ops-matvec-ext.cu) and readers (the kernels' NS forms) share.
+// ops-matvec-ext.cu) and readers (the kernels' NS forms) share; and the end of the gate / up
+// launch with its SWIGLU (mvg_block_end: mvr_glu_kernel, mvx_glu_kernel), a reader of such copies.
 #ifndef EMBER_CUDA_MATVEC_NORM_CUH
 #define EMBER_CUDA_MATVEC_NORM_CUH
 
@@ -74,6 +75,85 @@ __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns,
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 
+// What the end of a gate / up block with its SWIGLU writes (mvg_block_end; ember_cuda_mul_mat_vec_glu).
+struct mvg_out {
+    float *  g;    // or nullptr: the gate rows
+    float *  u;    // or nullptr: the up rows
+    float *  h;    // silu(g) u
+    int8_t * hq;   // h's 8-bit copy (cu_quantize_warp's values and (d, d sum q))
+    float2 * hds;
+};
+
+// The slice loop of a gate / up block (mvr_glu_kernel, mvx_glu_kernel): warp wi takes slices wi,
+// wi + nw, ... of nsl (8 chunks each; lane j % 8's chunk c = 8 sl + j, c < nchunk: fetch(c) loads its
+// x, sum(0) / sum(8) add the gate / up rows' products). load(sl, part) requests slice sl's gate
+// rows (part 1), up rows (2) or both (3); the caller requested the first slice. PIPE: the next
+// slice's gate rows requested once this one's gate rows are summed, its up rows after the up rows
+// (a slice's loads wait behind half a slice's arithmetic); else the next slice's loads follow the
+// whole slice.
+template <bool PIPE, typename Load, typename Fetch, typename Sum>
+__device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum) {
+    for (int sl = wi; sl < nsl; sl += nw) {
+        if (!PIPE && sl != wi) load(sl, 3);
+        const int  c    = 8 * sl + j;
+        const bool in   = c < nchunk;
+        const bool more = PIPE && sl + nw < nsl;
+        if (in) fetch(c);
+        if (in) sum(0);
+        if (more) load(sl + nw, 1);
+        if (in) sum(8);
+        if (more) load(sl + nw, 2);
+    }
+}
+
+// The end of a gate / up block of 32 hidden units (mvr_glu_kernel, mvx_glu_kernel; every thread
+// calls it): each lane's 16 row sums (gate rows 4 t + lane / 8 in acc[t], up rows in acc[8 + t],
+// t < 8) summed over the 8 lanes of the same lane / 8 and over the block's warps in shared memory;
+// then warp 0, lane r holding unit row0 + r: the norm's scale where x is a norm-in-product copy
+// (NS), the gate and up floats where asked, silu(g) u and its 8-bit block as the SWIGLU kernel
+// makes them.
+template <int W, bool NS>
+__device__ __forceinline__ void mvg_block_end(const float (&acc)[16], const mvg_out & o, const ember_cuda_norm_scale & ns, int64_t row0, int lane,
+                                              int wi, int nw) {
+    const int        ro = lane / 8, j = lane % 8;
+    __shared__ float part[W][2 * 32 + 1];  // gate row r in part[.][r], up row r in part[.][32 + r]
+    float            sc = 1.0f;
+    if (NS && wi == 0) sc = mv_norm_scale(ns, lane);  // its loads in flight while the block meets
+#pragma unroll
+    for (int t = 0; t < 16; t++) {
+        float v = acc[t];
+#pragma unroll
+        for (int k = 1; k < 8; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+        if (j == 0) part[wi][(t < 8 ? 0 : 32) + 4 * (t % 8) + ro] = v;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float pg[W], pu[W];
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+        pg[k] = k < nw ? part[k][lane] : 0.0f;
+        pu[k] = k < nw ? part[k][32 + lane] : 0.0f;
+    }
+    float g = 0.0f, u = 0.0f;
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+        if (k < nw) {
+            g += pg[k];
+            u += pu[k];
+        }
+    }
+    if constexpr (NS) {
+        g *= sc;
+        u *= sc;
+    }
+    const int64_t r = row0 + lane;
+    if (o.g) o.g[r] = g;
+    if (o.u) o.u[r] = u;
+    const float z = g / (1.0f + expf(-g)) * u;  // swiglu_flat_q_kernel's arithmetic
+    o.h[r]        = z;
+    cu_quantize_warp(z, r, o.hq, o.hds);
+}
+
 // Warps of a producer block: the nsl slices of a row spread evenly over at most k_mvn_max_warps
 // (8 or 4 at most measured slower: H200 tg128 8B Q4_0 584.0 -> 558.7 / 497.2, 1B 1931.0 ->
 // 1886.5 / 1702.2).
@@ -85,5 +165,12 @@ inline int mvn_warps(int nsl) {
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
 // n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);
+
+// The gate / up launch with its SWIGLU for INT4 weights in the ext layout (ops-matvec-ext.cu,
+// mvx_glu_kernel): wg, wu 2-D INT4 of one shape (type_ok), rows a multiple of 32; x's 8-bit copy
+// (ns: a norm-in-product copy and its scale, or nullptr); warps 8 or 4 a block; the ends into o.
+bool         ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu);
+ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,
+                                       const ember_cuda_norm_scale * ns, const mvg_out & o, int warps);
 
 #endif  // EMBER_CUDA_MATVEC_NORM_CUH

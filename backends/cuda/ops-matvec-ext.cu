@@ -726,6 +726,79 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
+// The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4
+// weights in the ext layout (EMBER_CUDA_MV_GLU_EXT=1; measuring, not yet run on a GPU):
+// mvr_glu_kernel's scheme over mvx_kernel's chunks. A block of W warps owns 32 hidden units;
+// warps split the row in slices of 8 16-byte chunks; lane l takes chunk l % 8 of a slice in rows
+// 4 t + l / 8 (t < 8) of both matrices; the gate rows' loads before the PDL wait, the up rows'
+// after it; with 4 warps (PIPE) the next slice's loads follow half a slice's arithmetic. The
+// end: mvg_block_end. (INT4 only: NF4's scale data, three registers a row, would not fit 16 rows.)
+struct mvx_glu_args {
+    const uint8_t *       gq;  // gate quants, rows of rowq bytes
+    const uint8_t *       gs;  // gate block scales
+    const uint8_t *       uq;
+    const uint8_t *       us;
+    int64_t               rowq;
+    int                   nb, ng, nchunk;
+    const int8_t *        xq;
+    const float2 *        xds;
+    ember_cuda_norm_scale ns;
+    mvg_out               out;
+};
+
+template <int T, bool NS, int W>
+__global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_args a) {
+    static_assert(T == EMBER_TYPE_INT4, "the gate / up launch holds 16 rows' scales a lane: INT4's one word each");
+    using D                 = mx<T>;
+    constexpr bool   PIPE   = W == 4;
+    const int        lane   = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int        ro     = lane / 8, j = lane % 8;
+    const int64_t    row0   = static_cast<int64_t>(blockIdx.x) * 32;
+    const int        nsl    = (a.nchunk + 7) / 8;
+    const uint4 *    gq     = reinterpret_cast<const uint4 *>(a.gq + (row0 + ro) * a.rowq);
+    const uint4 *    uq     = reinterpret_cast<const uint4 *>(a.uq + (row0 + ro) * a.rowq);
+    const int64_t    qstep  = 4 * a.rowq / 16;
+    uint4            w[16];
+    typename D::sc_t sg[8], su[8];
+    const auto       load = [&](int sl, int part) {  // part 1: the gate rows, 2: the up rows
+        const int  c  = 8 * sl + j;
+        const bool ok = c < a.nchunk;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const int64_t g = row0 + ro + 4 * t;
+            if (part & 1) {
+                w[t]  = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                sg[t] = ok ? D::load_sc(a.gs, nullptr, g, a.nb, a.ng, c) : typename D::sc_t{};
+            }
+            if (part & 2) {
+                w[8 + t] = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                su[t]    = ok ? D::load_sc(a.us, nullptr, g, a.nb, a.ng, c) : typename D::sc_t{};
+            }
+        }
+    };
+    if (wi < nsl) load(wi, 1);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    if (wi < nsl) load(wi, 2);
+    x_src xs;
+    xs.q     = a.xq;
+    xs.ds    = a.xds;
+    xs.f     = nullptr;
+    xs.f16al = false;
+    float            acc[16] = {};
+    typename D::xs_t x{};
+    mvg_slices<PIPE>(
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        [&](int h) {  // h = 0: the gate rows, 8: the up rows
+#pragma unroll
+            for (int t = 0; t < 8; t++) acc[h + t] += D::dot(w[h + t], h == 0 ? sg[t] : su[t], x, nullptr);
+        });
+    mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
+}
+
+template <bool NS, int W> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
+    cu_launch(ctx, mvx_glu_kernel<EMBER_TYPE_INT4, NS, W>, blocks, 32 * std::min(W, (a.nchunk + 7) / 8), 0, a);
+}
+
 // Whether Ember's type T has mvx_kernel's NS form (and mvx_norm_kernel): INT4 and NF4.
 __host__ __device__ constexpr bool has_ns(int T) {
     return T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4;
@@ -1068,6 +1141,39 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
+}
+
+ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,
+                                       const ember_cuda_norm_scale * ns, const mvg_out & o, int warps) {
+    if (!ember_cuda_mvx_glu_type_ok(wg, wu) || wg->ne[1] % 32 != 0 || (warps != 4 && warps != 8)) return EMBER_ERR_INTERNAL;
+    const ext_layout lg = layout_of(wg), lu = layout_of(wu);
+    mvx_glu_args     a;
+    a.gq     = lg.q;
+    a.gs     = lg.s;
+    a.uq     = lu.q;
+    a.us     = lu.s;
+    a.rowq   = lg.rowq;
+    a.nb     = lg.nb;
+    a.ng     = lg.ng;
+    a.nchunk = static_cast<int>(lg.rowq / 16);
+    a.xq     = xq;
+    a.xds    = xds;
+    if (ns) a.ns = *ns;
+    a.out                 = o;
+    const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
+    if (ns) {
+        if (warps == 8) launch_mvx_glu<true, 8>(ctx, blocks, a);
+        else launch_mvx_glu<true, 4>(ctx, blocks, a);
+    } else {
+        if (warps == 8) launch_mvx_glu<false, 8>(ctx, blocks, a);
+        else launch_mvx_glu<false, 4>(ctx, blocks, a);
+    }
+    return EMBER_OK;
+}
+
+bool ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu) {
+    return ember_cuda_ext_layout(wg) && ember_cuda_ext_layout(wu) && wg->type == EMBER_TYPE_INT4 && wu->type == EMBER_TYPE_INT4 &&
+           wg->ne[0] == wu->ne[0] && wg->ne[1] == wu->ne[1] && wg->ne[0] % 128 == 0;
 }
 
 ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {

@@ -681,11 +681,7 @@ struct mvg_args {
     const int8_t *         xq;  // x's 8-bit copy
     const float2 *         xds;
     ember_cuda_norm_scale  ns;  // NS: x is a norm-in-product copy
-    float *                g;   // out, or nullptr: the gate rows
-    float *                u;   // out, or nullptr: the up rows
-    float *                h;   // out: silu(g) u
-    int8_t *               hq;  // out: h's 8-bit copy (cu_quantize_warp's values and (d, d sum q))
-    float2 *               hds;
+    mvg_out                out;
 };
 // W warps a block: 8 (2 blocks an SM) where the grid is one wave so, else 4 (4 blocks an SM: the
 // 8B shape's 448 blocks in one wave; 127-128 registers either way).
@@ -740,62 +736,17 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     // slice's loads wait behind half a slice's arithmetic, not a round trip. Without it the next
     // slice's loads follow the whole slice (8 warps: 1B Q8_0's 16 slices; that form measured
     // 1595.4 -> 1638.7 there, the pipelined one 1600.1 -> 1599.9 in a later call).
-    float acc[16] = {};
-    for (int sl = wi; sl < nsl; sl += nw) {
-        if (!PIPE && sl != wi) load(sl, 3);
-        const int      c    = 8 * sl + j;
-        const bool     in   = c < a.nchunk;
-        const bool     more = PIPE && sl + nw < nsl;
-        typename D::xs x{};
-        if (in) x = D::load_x(a.xq, a.xds, c);
-        if (in) {
+    float          acc[16] = {};
+    typename D::xs x{};
+    mvg_slices<PIPE>(
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
+        [&](int h) {  // h = 0: the gate rows (scales in dw's low halves), 8: the up rows (high halves)
 #pragma unroll
-            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t]))), x);
-        }
-        if (more) load(sl + nw, 1);
-        if (in) {
-#pragma unroll
-            for (int t = 0; t < 8; t++) acc[8 + t] += D::dot(w[8 + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> 16))), x);
-        }
-        if (more) load(sl + nw, 2);
-    }
-    // The block's rows: gate row r in part[.][r], up row r in part[.][32 + r].
-    __shared__ float part[W][2 * 32 + 1];
-    float            sc = 1.0f;
-    if (NS && wi == 0) sc = mv_norm_scale(a.ns, lane);  // its loads in flight while the block meets
-#pragma unroll
-    for (int t = 0; t < 16; t++) {
-        float v = acc[t];
-#pragma unroll
-        for (int k = 1; k < 8; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
-        if (j == 0) part[wi][(t < 8 ? 0 : 32) + 4 * (t % 8) + ro] = v;
-    }
-    __syncthreads();
-    if (wi != 0) return;
-    float pg[W], pu[W];
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-        pg[k] = k < nw ? part[k][lane] : 0.0f;
-        pu[k] = k < nw ? part[k][32 + lane] : 0.0f;
-    }
-    float g = 0.0f, u = 0.0f;
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-        if (k < nw) {
-            g += pg[k];
-            u += pu[k];
-        }
-    }
-    if constexpr (NS) {
-        g *= sc;
-        u *= sc;
-    }
-    const int64_t r = row0 + lane;
-    if (a.g) a.g[r] = g;
-    if (a.u) a.u[r] = u;
-    const float z = g / (1.0f + expf(-g)) * u;  // swiglu_flat_q_kernel's arithmetic
-    a.h[r]        = z;
-    cu_quantize_warp(z, r, a.hq, a.hds);
+            for (int t = 0; t < 8; t++) {
+                acc[h + t] += D::dot(w[h + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> (2 * h)))), x);
+            }
+        });
+    mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
 // cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
@@ -2119,6 +2070,11 @@ static int mv_glu_mode() {
 bool ember_cuda_mv_glu_on() {
     return mv_glu_mode() != 0;
 }
+// EMBER_CUDA_MV_GLU_EXT=1 (measuring; off, not yet run on a GPU): INT4 weights in the ext layout
+// too (mvx_glu_kernel, ops-matvec-ext.cu). Read at every call (tests switch it).
+static bool mv_glu_ext() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EXT", 0, {0, 1}) == 1;
+}
 
 bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu) {
     if (!gate || !up || !glu || glu->op != EMBER_OP_SWIGLU || glu->src[0] != gate || glu->src[1] != up || gate == up) return false;
@@ -2126,7 +2082,9 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     const ember_tensor * wg = gate->src[0];
     const ember_tensor * wu = up->src[0];
     const ember_tensor * x  = gate->src[1];
-    if (!rp_q4q8(wg) || !rp_q4q8(wu) || wg->type != wu->type) return false;
+    const bool rp  = rp_q4q8(wg) && rp_q4q8(wu) && wg->type == wu->type;
+    const bool ext = mv_glu_ext() && ember_cuda_mvx_glu_type_ok(wg, wu);
+    if (!rp && !ext) return false;
     const int64_t n = wg->ne[1];
     if (wu->ne[1] != n || n % 32 != 0 || n > (int64_t{1} << 24) || wg->ne[0] % 32 != 0 || x->ne[1] * x->ne[2] * x->ne[3] != 1) return false;
     const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
@@ -2177,33 +2135,40 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     float2 *           xds = nullptr;
     const ember_status qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true);
     if (qs != EMBER_OK) return qs;
-    const int nb = static_cast<int>(wg->ne[0] / 32);
-    mvg_args  a;
-    a.gq     = static_cast<const uint4 *>(wg->data);
-    a.uq     = static_cast<const uint4 *>(wu->data);
-    a.gd     = rp_scales(wg);
-    a.ud     = rp_scales(wu);
-    a.nchunk = nb * ember_cuda_repack_qbytes(wg->type) / 16;
-    a.nb     = nb;
-    a.xq     = xq;
-    a.xds    = xds;
-    if (ns) a.ns = ctx.qx_norm;
-    a.g   = store_gu ? static_cast<float *>(gate->data) : nullptr;
-    a.u   = store_gu ? static_cast<float *>(up->data) : nullptr;
-    a.h   = static_cast<float *>(glu->data);
-    a.hq  = reinterpret_cast<int8_t *>(buf);
-    a.hds = reinterpret_cast<float2 *>(buf + qb);
-    const unsigned blocks  = static_cast<unsigned>(n / 32);
-    const bool     eg      = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 1;
-    if (wg->type == EMBER_TYPE_Q4_0) {
-        mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, warps, a, ns, eg);
+    mvg_out o;
+    o.g   = store_gu ? static_cast<float *>(gate->data) : nullptr;
+    o.u   = store_gu ? static_cast<float *>(up->data) : nullptr;
+    o.h   = static_cast<float *>(glu->data);
+    o.hq  = reinterpret_cast<int8_t *>(buf);
+    o.hds = reinterpret_cast<float2 *>(buf + qb);
+    const unsigned blocks = static_cast<unsigned>(n / 32);
+    if (ember_cuda_ext_layout(wg)) {  // INT4 (mv_glu_ok: EMBER_CUDA_MV_GLU_EXT=1)
+        const ember_status es = ember_cuda_mvx_glu_launch(ctx, wg, wu, xq, xds, ns ? &ctx.qx_norm : nullptr, o, warps);
+        if (es != EMBER_OK) return es;
     } else {
-        mvg_launch<EMBER_TYPE_Q8_0>(ctx, blocks, warps, a, ns, eg);
+        const int nb = static_cast<int>(wg->ne[0] / 32);
+        mvg_args  a;
+        a.gq     = static_cast<const uint4 *>(wg->data);
+        a.uq     = static_cast<const uint4 *>(wu->data);
+        a.gd     = rp_scales(wg);
+        a.ud     = rp_scales(wu);
+        a.nchunk = nb * ember_cuda_repack_qbytes(wg->type) / 16;
+        a.nb     = nb;
+        a.xq     = xq;
+        a.xds    = xds;
+        if (ns) a.ns = ctx.qx_norm;
+        a.out         = o;
+        const bool eg = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 1;
+        if (wg->type == EMBER_TYPE_Q4_0) {
+            mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, warps, a, ns, eg);
+        } else {
+            mvg_launch<EMBER_TYPE_Q8_0>(ctx, blocks, warps, a, ns, eg);
+        }
     }
     const ember_status st = ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, gate / up with the SWIGLU)");
     if (st != EMBER_OK) return st;
-    ember_cuda_qx_set_valid(ctx, glu, a.hq);
+    ember_cuda_qx_set_valid(ctx, glu, o.hq);
     ctx.qx_placed = true;
-    ctx.qx_ds     = a.hds;
+    ctx.qx_ds     = o.hds;
     return EMBER_OK;
 }

@@ -894,20 +894,26 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
 // Against the CPU (eager, recorded, replayed), against the separate launches on the GPU (within
 // rounding: the sums in another order), and the proof that the launch did the SWIGLU: with
 // EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
-// fusion they must not be.
+// fusion they must not be. INT4 in the ext layout too, with EMBER_CUDA_MV_GLU_EXT=1 (opt-in; not without).
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{
+        {"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
     // (38400 units: 1200 blocks, more than one wave of any GPU at 4 an SM)
-    const shape shapes[] = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}, {256, 32 * 1200}};
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (const shape & sh : shapes) {
+    const std::vector<shape> shapes = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}, {256, 32 * 1200}};
+    // INT4 in the ext layout (mvx_glu_kernel, EMBER_CUDA_MV_GLU_EXT=1): widths of whole 128-weight
+    // groups (the down product's too); small matrices (the CPU quantizer searches each group's
+    // scale); 300 blocks: 4 warps a block at EMBER_CUDA_MV_GLU=2 on an H100 / H200.
+    const std::vector<shape> shapes_int4 = {{256, 128}, {512, 384}, {256, 9600}};
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_INT4}) {
+        set_env("EMBER_CUDA_MV_GLU_EXT", t == EMBER_TYPE_INT4 ? "1" : "");
+        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 const bool        ns   = variant == 2;
                 const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
@@ -953,6 +959,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 CHECK_FALSE(eo < 1e-3);
                 if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
                 if (sh.f == 32) CHECK(ed < 1e-3);
+                if (t == EMBER_TYPE_INT4 && variant == 0) {  // INT4 only with EMBER_CUDA_MV_GLU_EXT=1
+                    set_env("EMBER_CUDA_MV_GLU_EXT", "0");
+                    set_env("EMBER_CUDA_MV_GLU", "2");
+                    set_env("EMBER_CUDA_SKIP", "glu");
+                    CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
+                    set_env("EMBER_CUDA_SKIP", "");
+                    set_env("EMBER_CUDA_MV_GLU_EXT", "1");
+                }
             }
         }
     }

@@ -563,7 +563,8 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 }
 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
-// Q8_0 weights in the CUDA layout take it in every layer; in the GGUF layout, Q4_K or INT4, not.
+// Q8_0 weights in the CUDA layout take it in every layer; in the GGUF layout, Q4_K or INT4, not;
+// INT4 in the ext layout with EMBER_CUDA_MV_GLU_EXT=1.
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
     for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4}) {
         for (bool repacked : {true, false}) {
@@ -579,6 +580,11 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             ember_buffer * leaves = place_graph(g);
             const bool     want   = repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0);
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
+            // INT4 in the ext layout with EMBER_CUDA_MV_GLU_EXT=1 (mvx_glu_kernel)
+            setenv("EMBER_CUDA_MV_GLU_EXT", "1", 1);
+            const bool want_ext = want || (repacked && wt == EMBER_TYPE_INT4);
+            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext ? 3u : 0u));
+            unsetenv("EMBER_CUDA_MV_GLU_EXT");
             ember_buffer_free(leaves);
         }
     }
