@@ -49,15 +49,15 @@ struct ember_cuda_ctx {
     const void * qx_buf   = nullptr;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
-    // qx_ns: the copy is a norm-in-product kernel's (ember_cuda_mul_mat_vec_norm), in scratch slot 1
-    // at qx_buf / qx_ds: the int8 copy of a decode norm's w * x before the norm's scale, which its
-    // readers apply (qx_norm). Cleared by ember_cuda_qx_set_valid.
-    bool                  qx_ns = false;
-    const void *          qx_ds = nullptr;
+    // qx_placed: the copy is a kernel's at qx_buf / qx_ds outside slot 0, handed out as it is: a
+    // norm-in-product kernel's in slot 1 (ember_cuda_mul_mat_vec_norm; qx_ns) or the gate / up
+    // launch's in slot 2 (ember_cuda_mul_mat_vec_glu). qx_ns: the int8 copy of a decode norm's
+    // w * x before the norm's scale, which its readers apply (qx_norm). Both cleared by
+    // ember_cuda_qx_set_valid.
+    bool                  qx_placed = false;
+    bool                  qx_ns     = false;
+    const void *          qx_ds     = nullptr;
     ember_cuda_norm_scale qx_norm;
-    // qx_placed: the copy is at qx_buf / qx_ds outside slot 0 (ember_cuda_mul_mat_vec_glu's, in
-    // slot 2), read as it is. Cleared by ember_cuda_qx_set_valid.
-    bool qx_placed = false;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.

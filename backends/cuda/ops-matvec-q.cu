@@ -683,9 +683,9 @@ struct mvg_args {
     ember_cuda_norm_scale  ns;  // NS: x is a norm-in-product copy
     mvg_out                out;
 };
+
 // W warps a block: 8 (2 blocks an SM) where the grid is one wave so, else 4 (4 blocks an SM: the
 // 8B shape's 448 blocks in one wave; 127-128 registers either way).
-
 // EG (default; EMBER_CUDA_MV_GLU_EARLY=2: off): only the gate rows' loads before the PDL wait, the
 // up rows' after it. The block's whole first slice before the wait (128 KB an SM for the 1B shape)
 // slowed the norm kernel the launch overlaps (2.43 -> 2.81 us) more than it saved: H200 tg128 1B
@@ -1760,7 +1760,7 @@ static bool qx_of(const ember_cuda_ctx & ctx, const ember_tensor * x) {
 }
 // ... and in slot 0 at xq (the copy a kernel or the quantizer made there).
 static bool qx_is(const ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
-    return !ctx.qx_ns && !ctx.qx_placed && ctx.qx_buf == xq && qx_of(ctx, x);
+    return !ctx.qx_placed && ctx.qx_buf == xq && qx_of(ctx, x);
 }
 // ... and mvr_norm_kernel's (ctx.qx_ns).
 static bool qx_ns_is(const ember_cuda_ctx & ctx, const ember_tensor * x) {
@@ -1780,6 +1780,14 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
         ctx.qx_ne[i] = x->ne[i];
         ctx.qx_nb[i] = static_cast<int64_t>(x->nb[i]);
     }
+}
+
+// x's copy made by a kernel at xq / xds outside slot 0 (mvr_norm_kernel's in slot 1, mvr_glu_kernel's
+// in slot 2): ember_cuda_quantized_x hands it out as it is.
+static void qx_set_placed(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq, const float2 * xds) {
+    ember_cuda_qx_set_valid(ctx, x, xq);
+    ctx.qx_placed = true;
+    ctx.qx_ds     = xds;
 }
 
 // Whether b can share a's launch (ember_cuda_mul_mat_vec_q_group): both integer matvecs over
@@ -1874,16 +1882,11 @@ ember_status ember_cuda_mul_mat_vec_q_group(ember_cuda_ctx & ctx, ember_tensor *
 // is still x's: the previous matvec's, or the one the fused RMS_NORM + MUL or SWIGLU that made x
 // wrote (valid while x is the same tensor and nothing wrote over it since).
 ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x, int8_t ** xq_out, float2 ** xds_out, bool ns_ok) {
-    if (qx_ns_is(ctx, x)) {  // mvr_norm_kernel's copy: x's floats were never written
-        if (!ns_ok) {
+    if (ctx.qx_placed && qx_of(ctx, x)) {  // a kernel's copy outside slot 0 (ember_cuda_qx_set_placed)
+        if (ctx.qx_ns && !ns_ok) {  // mvr_norm_kernel's copy: x's floats were never written
             std::fprintf(stderr, "ember: cuda: a matvec without the norm's scale reads the norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
         }
-        *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
-        *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
-        return EMBER_OK;
-    }
-    if (ctx.qx_placed && qx_of(ctx, x)) {  // a copy outside slot 0 (mvr_glu_kernel's, in slot 2)
         *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
         *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
         return EMBER_OK;
@@ -2045,9 +2048,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
-    ember_cuda_qx_set_valid(ctx, mul, o.oq);
-    ctx.qx_ns    = true;
-    ctx.qx_ds    = o.ods;
+    qx_set_placed(ctx, mul, o.oq, o.ods);
+    ctx.qx_ns       = true;
     ctx.qx_norm.nsq = o.osq;
     ctx.qx_norm.n   = static_cast<int>(n / 32);
     ctx.qx_norm.k   = static_cast<float>(n);
@@ -2167,8 +2169,6 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     }
     const ember_status st = ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, gate / up with the SWIGLU)");
     if (st != EMBER_OK) return st;
-    ember_cuda_qx_set_valid(ctx, glu, o.hq);
-    ctx.qx_placed = true;
-    ctx.qx_ds     = o.hds;
+    qx_set_placed(ctx, glu, o.hq, o.hds);
     return EMBER_OK;
 }
