@@ -727,7 +727,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
 }
 
 // The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4
-// weights in the ext layout (EMBER_CUDA_MV_GLU_EXT=1; measuring, not yet run on a GPU):
+// weights in the ext layout (EMBER_CUDA_MV_GLU_EXT=0: not; GPU test and numbers: session 40):
 // mvr_glu_kernel's scheme over mvx_kernel's chunks. A block of W warps owns 32 hidden units;
 // warps split the row in slices of 8 16-byte chunks; lane l takes chunk l % 8 of a slice in rows
 // 4 t + l / 8 (t < 8) of both matrices; the gate rows' loads before the PDL wait, the up rows'

@@ -2058,24 +2058,25 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
 }
 
 // EMBER_CUDA_MV_GLU: the gate / up products with their SWIGLU in one launch (mvr_glu_kernel): 1
-// (default) where its grid is one wave (a block per 32 hidden units, 2 an SM of 8 warps or, Q4_0
-// only, 4 of 4), 2 always, 0 never. H200 tg128 (default against =0, one build, two runs a side):
+// (default) where its grid is one wave (a block per 32 hidden units, 2 an SM of 8 warps or 4 of
+// 4), 2 always, 0 never. H200 tg128 (default against =0, one build, two runs a side):
 // 1B Q4_0 2075.7 -> 2159.2 (+4.0%), 1B Q8_0 1595.4 -> 1638.7 (+2.7%); kernel trace 1B Q4_0: the
 // stream kernel's 7.18 us a layer and the SWIGLU's 1.87 -> 5.94, the norm before it 2.43 -> 3.00,
 // GPU time a token 469.4 -> 444.6 us. The 8B shape's 448 blocks at 8 warps (1.7 waves, two
 // slices a warp one after the other) lost, 594.8 -> 549.4; at 4 warps (4 an SM: one wave) with
-// the next slice's loads pipelined, 8B Q4_0 595.3 -> 630.8 (+6.0%). Read at every call (tests
-// switch it).
+// the next slice's loads pipelined, 8B Q4_0 595.3 -> 630.8 (+6.0%); 8B Q8_0 (8 slices a warp)
+// 407.8 -> 419.8 (+3.0%, session 40). Read at every call (tests switch it).
 static int mv_glu_mode() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU", 1, {0, 1, 2});
 }
 bool ember_cuda_mv_glu_on() {
     return mv_glu_mode() != 0;
 }
-// EMBER_CUDA_MV_GLU_EXT=1 (measuring; off, not yet run on a GPU): INT4 weights in the ext layout
-// too (mvx_glu_kernel, ops-matvec-ext.cu). Read at every call (tests switch it).
+// INT4 weights in the ext layout too (mvx_glu_kernel, ops-matvec-ext.cu; EMBER_CUDA_MV_GLU_EXT=0:
+// not). H200 tg128 (session 40, one build, two runs a side): 1B INT4 2074.3 -> 2261.3 (+9.0%), 8B
+// INT4 627.2 -> 671.1 (+7.0%). Read at every call (tests switch it).
 static bool mv_glu_ext() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EXT", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EXT", 1, {0, 1}) == 1;
 }
 
 bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu) {
@@ -2123,11 +2124,10 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     const int            mode = mv_glu_mode();
     const int64_t        sms  = cu_sm_count(ctx.device);
     // 8 warps a block while 2 blocks an SM hold the grid, else 4 (4 an SM; EMBER_CUDA_MV_GLU_W4=0:
-    // never, the launch then only at EMBER_CUDA_MV_GLU=2 where 2 an SM do not hold it). By default
-    // 4 only for Q4_0 (measured: the 8B shape; its Q8_0 form, 8 slices a warp, was not).
+    // never, the launch then only at EMBER_CUDA_MV_GLU=2 where 2 an SM do not hold it).
     const bool           w4ok  = ember_cuda_env_on("EMBER_CUDA_MV_GLU_W4");
     const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
-    const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms && (warps == 8 || wg->type == EMBER_TYPE_Q4_0);
+    const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms;
     if (mode == 0 || (mode == 1 && !wave)) return EMBER_ERR_UNSUPPORTED;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 2, qb + static_cast<size_t>(n / 32) * sizeof(float2)));
@@ -2144,7 +2144,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     o.hq  = reinterpret_cast<int8_t *>(buf);
     o.hds = reinterpret_cast<float2 *>(buf + qb);
     const unsigned blocks = static_cast<unsigned>(n / 32);
-    if (ember_cuda_ext_layout(wg)) {  // INT4 (mv_glu_ok: EMBER_CUDA_MV_GLU_EXT=1)
+    if (ember_cuda_ext_layout(wg)) {  // INT4 (mv_glu_ok: not with EMBER_CUDA_MV_GLU_EXT=0)
         const ember_status es = ember_cuda_mvx_glu_launch(ctx, wg, wu, xq, xds, ns ? &ctx.qx_norm : nullptr, o, warps);
         if (es != EMBER_OK) return es;
     } else {

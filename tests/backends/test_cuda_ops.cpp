@@ -894,7 +894,7 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
 // Against the CPU (eager, recorded, replayed), against the separate launches on the GPU (within
 // rounding: the sums in another order), and the proof that the launch did the SWIGLU: with
 // EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
-// fusion they must not be. INT4 in the ext layout too, with EMBER_CUDA_MV_GLU_EXT=1 (opt-in; not without).
+// fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0).
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -907,12 +907,11 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
     };
     // (38400 units: 1200 blocks, more than one wave of any GPU at 4 an SM)
     const std::vector<shape> shapes = {{2048, 8192}, {4096, 14336}, {32 * 67, 32 * 5}, {256, 32}, {256, 32 * 1200}};
-    // INT4 in the ext layout (mvx_glu_kernel, EMBER_CUDA_MV_GLU_EXT=1): widths of whole 128-weight
+    // INT4 in the ext layout (mvx_glu_kernel; EMBER_CUDA_MV_GLU_EXT=0: not): widths of whole 128-weight
     // groups (the down product's too); small matrices (the CPU quantizer searches each group's
     // scale); 300 blocks: 4 warps a block at EMBER_CUDA_MV_GLU=2 on an H100 / H200.
     const std::vector<shape> shapes_int4 = {{256, 128}, {512, 384}, {256, 9600}};
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_INT4}) {
-        set_env("EMBER_CUDA_MV_GLU_EXT", t == EMBER_TYPE_INT4 ? "1" : "");
         for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
@@ -951,8 +950,8 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 const double eo = nmse(run_on(cuda_device(), build, 12), want);
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 const double es = nmse(run_on(cuda_device(), build, 12), want);
-                // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4 for
-                // Q4_0): never 1200 blocks; always one block. (The 8B shape's 448: on 112 SMs or more.)
+                // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4):
+                // never 1200 blocks; always one block. (The 8B shape's 448: on 112 SMs or more.)
                 const bool   check_default = sh.f == 32 || sh.f == 32 * 1200;  // (each run builds the weights anew: only where checked)
                 set_env("EMBER_CUDA_MV_GLU", "");
                 const double ed = check_default ? nmse(run_on(cuda_device(), build, 12), want) : 0.0;
@@ -964,13 +963,13 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 CHECK_FALSE(eo < 1e-3);
                 if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
                 if (sh.f == 32) CHECK(ed < 1e-3);
-                if (t == EMBER_TYPE_INT4 && variant == 0) {  // INT4 only with EMBER_CUDA_MV_GLU_EXT=1
+                if (t == EMBER_TYPE_INT4 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0
                     set_env("EMBER_CUDA_MV_GLU_EXT", "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
                     CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
                     set_env("EMBER_CUDA_SKIP", "");
-                    set_env("EMBER_CUDA_MV_GLU_EXT", "1");
+                    set_env("EMBER_CUDA_MV_GLU_EXT", "");
                 }
             }
         }

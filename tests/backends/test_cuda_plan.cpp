@@ -563,8 +563,8 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 }
 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
-// Q8_0 weights in the CUDA layout take it in every layer; in the GGUF layout, Q4_K or INT4, not;
-// INT4 in the ext layout with EMBER_CUDA_MV_GLU_EXT=1.
+// Q8_0 weights in the CUDA layout and INT4 in the ext layout take it in every layer; in the GGUF
+// layout or Q4_K, not; INT4 not with EMBER_CUDA_MV_GLU_EXT=0.
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
     for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4}) {
         for (bool repacked : {true, false}) {
@@ -579,11 +579,10 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             }
             ember_buffer * leaves = place_graph(g);
             const bool     want   = repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0);
-            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
-            // INT4 in the ext layout with EMBER_CUDA_MV_GLU_EXT=1 (mvx_glu_kernel)
-            setenv("EMBER_CUDA_MV_GLU_EXT", "1", 1);
-            const bool want_ext = want || (repacked && wt == EMBER_TYPE_INT4);
+            const bool     want_ext = want || (repacked && wt == EMBER_TYPE_INT4);  // (mvx_glu_kernel)
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext ? 3u : 0u));
+            setenv("EMBER_CUDA_MV_GLU_EXT", "0", 1);  // INT4 off, the others as they were
+            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
             unsetenv("EMBER_CUDA_MV_GLU_EXT");
             ember_buffer_free(leaves);
         }
