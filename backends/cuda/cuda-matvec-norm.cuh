@@ -84,13 +84,14 @@ struct mvg_out {
     float2 * hds;
 };
 
-// The slice loop of a gate / up block (mvr_glu_kernel, mvx_glu_kernel): warp wi takes slices wi,
-// wi + nw, ... of nsl (8 chunks each; lane j % 8's chunk c = 8 sl + j, c < nchunk: fetch(c) loads its
-// x, sum(0) / sum(8) add the gate / up rows' products). load(sl, part) requests slice sl's gate
-// rows (part 1), up rows (2) or both (3); the caller requested the first slice. PIPE: the next
-// slice's gate rows requested once this one's gate rows are summed, its up rows after the up rows
-// (a slice's loads wait behind half a slice's arithmetic); else the next slice's loads follow the
-// whole slice.
+// The slice loop of a block whose rows come in two halves (mvr_glu_kernel, mvx_glu_kernel: the gate
+// rows and the up rows; mvr_norm_kernel: rows 4 t + lane / 8 for t < 4 and t >= 4): warp wi takes
+// slices wi, wi + nw, ... of nsl (8 chunks each; lane j % 8's chunk c = 8 sl + j, c < nchunk:
+// fetch(c) loads its x, sum(0) / sum(1) add the first / second half's products). load(sl, part)
+// requests slice sl's first half (part 1), second half (2) or both (3); the caller requested the
+// first slice. PIPE: the next slice's first half requested once this one's first half is summed,
+// its second half after the second (a slice's loads wait behind half a slice's arithmetic); else
+// the next slice's loads follow the whole slice.
 template <bool PIPE, typename Load, typename Fetch, typename Sum>
 __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum) {
     for (int sl = wi; sl < nsl; sl += nw) {
@@ -101,7 +102,7 @@ __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int n
         if (in) fetch(c);
         if (in) sum(0);
         if (more) load(sl + nw, 1);
-        if (in) sum(8);
+        if (in) sum(1);
         if (more) load(sl + nw, 2);
     }
 }

@@ -697,7 +697,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
     typename D::sc_t sc[8];
-    const auto       load = [&](int sl) {
+    const auto       load = [&](int sl, int) {  // (mvg_slices' part: both halves without PIPE)
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
@@ -706,23 +706,21 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
             sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
     };
-    if (wi < nsl) load(wi);  // weights only: before waiting for the kernel that makes x
+    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
     xs.ds    = a.xds;
     xs.f     = nullptr;
     xs.f16al = false;
-    float acc[8] = {};
-    for (int sl = wi; sl < nsl; sl += nw) {
-        if (sl != wi) load(sl);
-        const int c = 8 * sl + j;
-        if (c < a.nchunk) {
-            const typename D::xs_t x = D::load_x(xs, c);
+    float              acc[8] = {};
+    typename D::xs_t   x{};
+    mvg_slices<false>(
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        [&](int h) {
 #pragma unroll
-            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
-        }
-    }
+            for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
+        });
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
@@ -788,9 +786,9 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     typename D::xs_t x{};
     mvg_slices<PIPE>(
         wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
-        [&](int h) {  // h = 0: the gate rows, 8: the up rows
+        [&](int h) {  // h = 0: the gate rows, 1: the up rows
 #pragma unroll
-            for (int t = 0; t < 8; t++) acc[h + t] += D::dot(w[h + t], h == 0 ? sg[t] : su[t], x, nullptr);
+            for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot(w[8 * h + t], h == 0 ? sg[t] : su[t], x, nullptr);
         });
     mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }

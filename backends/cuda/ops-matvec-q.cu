@@ -629,6 +629,10 @@ struct mvk_norm_args {
 // The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
 // 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
 // its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
+// The scales are kept as loaded (no instruction needs a load's value before the product: H200 8B
+// Q4_0, with the same change in mvr_glu_kernel, 7.07 -> 6.54 us a launch). The next slice's loads
+// in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
+// 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
 template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
@@ -640,28 +644,26 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
     const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
     uint4                  w[8];
-    float                  dw[8];
-    const auto             load = [&](int sl) {
+    unsigned short         dw[8];
+    const auto             load = [&](int sl, int) {  // (mvg_slices' part: both halves without PIPE)
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
             w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-            dw[t] = ok ? __half2float(__ushort_as_half(__ldg(wd + t * dstep + c / D::CPB))) : 0.0f;
+            dw[t] = ok ? __ldg(wd + t * dstep + c / D::CPB) : static_cast<unsigned short>(0);
         }
     };
-    if (wi < nsl) load(wi);  // weights only: before waiting for the kernel that makes x
+    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    float acc[8] = {};
-    for (int sl = wi; sl < nsl; sl += nw) {
-        if (sl != wi) load(sl);
-        const int c = 8 * sl + j;
-        if (c < a.nchunk) {
-            const typename D::xs x = D::load_x(a.xq, a.xds, c);
+    float          acc[8] = {};
+    typename D::xs x{};
+    mvg_slices<false>(
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
+        [&](int h) {
 #pragma unroll
-            for (int t = 0; t < 8; t++) acc[t] += D::dot(w[t], dw[t], x);
-        }
-    }
+            for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(dw[t])), x);
+        });
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
 }
 
@@ -704,28 +706,38 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     const unsigned short * ud     = a.ud + (row0 + ro) * a.nb;
     const int64_t          qstep  = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
     uint4                  w[16];
-    uint32_t               dw[8];  // the gate's scale bits in the low half, the up's in the high (a Q4_0 x in
-                                   // registers too left no room for 16 floats under 128 registers)
-    // part 1: the gate rows (and their scales, the up scales' half left 0), 2: the up rows, 3: both
-    const auto             load = [&](int sl, int part) {
+    // SEP (Q4_0 with PIPE): the rows' scale bits as loaded, each in a register of its own, so no
+    // instruction needs a load's value before the product does. Session 39's form, kept for 8 warps
+    // (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73 us) and for Q8_0
+    // (at 3.9 TB/s already; not measured), merges the gate's and the up's halves into the 8 words
+    // dw; each merge waits for its load, so with PIPE the next slice's loads stalled the warp: H200
+    // 8B Q4_0 20.34 -> 17.46 us a launch, tg128 616.8 -> 668.3 (session 40).
+    constexpr bool         SEP = PIPE && T == EMBER_TYPE_Q4_0;
+    unsigned short         dg[8] = {}, du[8] = {};
+    uint32_t               dw[8] = {};
+    const auto             load = [&](int sl, int part) {  // part 1: the gate rows, 2: the up rows, 3: both
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            if (part & 1) {  // (PIPE: the up scale of the slice before still in the high half)
-                const uint32_t g = ok ? static_cast<uint32_t>(__ldg(gd + t * dstep + c / D::CPB)) : 0u;
-                w[t]             = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                dw[t]            = PIPE ? (dw[t] & 0xffff0000u) | g : g;
+            if (part & 1) {
+                const unsigned short g = ok ? __ldg(gd + t * dstep + c / D::CPB) : static_cast<unsigned short>(0);
+                w[t]                   = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                if constexpr (SEP) dg[t] = g;
+                else dw[t] = PIPE ? (dw[t] & 0xffff0000u) | g : g;  // (PIPE: the up scale of the slice before still in use)
             }
             if (part & 2) {
-                const uint32_t u = ok ? static_cast<uint32_t>(__ldg(ud + t * dstep + c / D::CPB)) << 16 : 0u;
-                w[8 + t]         = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                dw[t]            = (dw[t] & 0xffffu) | u;
+                const unsigned short u = ok ? __ldg(ud + t * dstep + c / D::CPB) : static_cast<unsigned short>(0);
+                w[8 + t]               = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                if constexpr (SEP) du[t] = u;
+                else dw[t] = (dw[t] & 0xffffu) | static_cast<uint32_t>(u) << 16;
             }
         }
     };
-#pragma unroll
-    for (int t = 0; t < 8; t++) dw[t] = 0u;
+    const auto scale = [&](int h, int t) {  // row t's scale, of the gate (h = 0) or the up rows (1)
+        const unsigned short b = SEP ? (h == 0 ? dg[t] : du[t]) : static_cast<unsigned short>(dw[t] >> (16 * h));
+        return __half2float(__ushort_as_half(b));
+    };
     // Weights only before waiting for the kernel that makes x: all of the first slice, or (EG)
     // its gate rows only, the up rows after the wait.
     if (wi < nsl) load(wi, EG ? 1 : 3);
@@ -740,11 +752,9 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     typename D::xs x{};
     mvg_slices<PIPE>(
         wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
-        [&](int h) {  // h = 0: the gate rows (scales in dw's low halves), 8: the up rows (high halves)
+        [&](int h) {  // h = 0: the gate rows, 1: the up rows
 #pragma unroll
-            for (int t = 0; t < 8; t++) {
-                acc[h + t] += D::dot(w[h + t], __half2float(__ushort_as_half(static_cast<unsigned short>(dw[t] >> (2 * h)))), x);
-            }
+            for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot(w[8 * h + t], scale(h, t), x);
         });
     mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
