@@ -85,7 +85,8 @@ struct mvg_out {
 };
 
 // The slice loop of a block whose rows come in two halves (mvr_glu_kernel, mvx_glu_kernel: the gate
-// rows and the up rows; mvr_norm_kernel: rows 4 t + lane / 8 for t < 4 and t >= 4): warp wi takes
+// rows and the up rows; mvr_norm_kernel, mvx_norm_kernel: rows 4 t + lane / 8 for t < 4 and t >= 4,
+// PIPE unused there: it measured slower, PERF-NOTES session 40): warp wi takes
 // slices wi, wi + nw, ... of nsl (8 chunks each; lane j % 8's chunk c = 8 sl + j, c < nchunk:
 // fetch(c) loads its x, sum(0) / sum(1) add the first / second half's products). load(sl, part)
 // requests slice sl's first half (part 1), second half (2) or both (3); the caller requested the

@@ -629,8 +629,9 @@ struct mvk_norm_args {
 // The block's warps split the row length, not the rows: warp w takes slices w, w + nw, ... of 8
 // 16-byte chunks; lane l takes chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each of
 // its x loads serves 8 rows and each warp load covers 4 rows' 128 contiguous bytes.
-// The scales are kept as loaded (no instruction needs a load's value before the product: H200 8B
-// Q4_0, with the same change in mvr_glu_kernel, 7.07 -> 6.54 us a launch). The next slice's loads
+// The scales are kept as loaded (no instruction needs a load's value before the product) and the
+// loop is mvg_slices' (x loaded once a slice): H200 8B Q4_0 7.07 -> 6.54 us a launch, measured
+// together with mvr_glu_kernel's SEP change, so the two were not split. The next slice's loads
 // in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
 // 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
 template <int T>
