@@ -693,7 +693,7 @@ struct mvg_args {
 // up rows' after it. The block's whole first slice before the wait (128 KB an SM for the 1B shape)
 // slowed the norm kernel the launch overlaps (2.43 -> 2.81 us) more than it saved: H200 tg128 1B
 // Q4_0 2124.8 -> 2159.2, 1B Q8_0 1626.5 -> 1638.7 (gate only; one build, two runs a side).
-template <int T, bool NS, bool EG, int W>
+template <int T, bool NS, bool EG, int W, bool SEP>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     using D                       = mvr<T>;
     constexpr bool         PIPE   = W == 4;
@@ -707,13 +707,13 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     const unsigned short * ud     = a.ud + (row0 + ro) * a.nb;
     const int64_t          qstep  = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
     uint4                  w[16];
-    // SEP (Q4_0 with PIPE): the rows' scale bits as loaded, each in a register of its own, so no
-    // instruction needs a load's value before the product does. Session 39's form, kept for 8 warps
-    // (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73 us) and for Q8_0
-    // (at 3.9 TB/s already; not measured), merges the gate's and the up's halves into the 8 words
-    // dw; each merge waits for its load, so with PIPE the next slice's loads stalled the warp: H200
-    // 8B Q4_0 20.34 -> 17.46 us a launch, tg128 616.8 -> 668.3 (session 40).
-    constexpr bool         SEP = PIPE && T == EMBER_TYPE_Q4_0;
+    // SEP (Q4_0 at 4 warps; mvg_launch_w): the rows' scale bits as loaded, each in a register of
+    // its own, so no instruction needs a load's value before the product does. Session 39's form,
+    // kept for 8 warps (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73
+    // us) and by default for Q8_0 (at 3.9 TB/s already; not measured), merges the gate's and the
+    // up's halves into the 8 words dw; each merge waits for its load, so with PIPE the next slice's
+    // loads stalled the warp: H200 8B Q4_0 20.34 -> 17.46 us a launch, tg128 616.8 -> 668.3
+    // (session 40).
     unsigned short         dg[8] = {}, du[8] = {};
     uint32_t               dw[8] = {};
     const auto             load = [&](int sl, int part) {  // part 1: the gate rows, 2: the up rows, 3: both
@@ -2112,16 +2112,20 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     return vec_ok(gate) && vec_ok(up) && vec_ok(glu);
 }
 
-template <int T, int W> void mvg_launch_w(ember_cuda_ctx & ctx, unsigned blocks, const mvg_args & a, bool ns, bool eg) {
+template <int T, int W, bool SEP> void mvg_launch_w(ember_cuda_ctx & ctx, unsigned blocks, const mvg_args & a, bool ns, bool eg) {
     const unsigned threads = 32 * std::min(W, (a.nchunk + 7) / 8);
-    if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true, W>, blocks, threads, 0, a);
-    else if (ns) cu_launch(ctx, mvr_glu_kernel<T, true, false, W>, blocks, threads, 0, a);
-    else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true, W>, blocks, threads, 0, a);
-    else cu_launch(ctx, mvr_glu_kernel<T, false, false, W>, blocks, threads, 0, a);
+    if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true, W, SEP>, blocks, threads, 0, a);
+    else if (ns) cu_launch(ctx, mvr_glu_kernel<T, true, false, W, SEP>, blocks, threads, 0, a);
+    else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true, W, SEP>, blocks, threads, 0, a);
+    else cu_launch(ctx, mvr_glu_kernel<T, false, false, W, SEP>, blocks, threads, 0, a);
 }
+// SEP at 4 warps: Q4_0 by default; Q8_0 with EMBER_CUDA_MV_GLU_SEP=1 (measuring; =0: Q4_0 not
+// either). Read at every call (tests switch it).
 template <int T> void mvg_launch(ember_cuda_ctx & ctx, unsigned blocks, int w, const mvg_args & a, bool ns, bool eg) {
-    if (w == 8) mvg_launch_w<T, 8>(ctx, blocks, a, ns, eg);
-    else mvg_launch_w<T, 4>(ctx, blocks, a, ns, eg);
+    const int sep = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_SEP", -1, {-1, 0, 1});
+    if (w == 8) mvg_launch_w<T, 8, false>(ctx, blocks, a, ns, eg);
+    else if (sep == 1 || (sep == -1 && T == EMBER_TYPE_Q4_0)) mvg_launch_w<T, 4, true>(ctx, blocks, a, ns, eg);
+    else mvg_launch_w<T, 4, false>(ctx, blocks, a, ns, eg);
 }
 
 // The copy of glu goes to scratch slot 2 (slot 0 may hold x's copy, read by the same kernel; slot 1

@@ -901,7 +901,8 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         return;
     }
     const env_clear reset{
-        {"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+        {"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP", "EMBER_CUDA_MV_NORM",
+         "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
@@ -939,6 +940,17 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 set_env("EMBER_CUDA_MV_GLU_W4", variant == 1 ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
+                if (t != EMBER_TYPE_INT4 && sh.f == 32 * 1200 && variant != 1) {
+                    // 4 warps: the scales in registers of their own (EMBER_CUDA_MV_GLU_SEP=1; Q4_0's
+                    // default) or merged two to a word (=0; Q8_0's): the same values, the same bits
+                    set_env("EMBER_CUDA_MV_GLU_SEP", "1");
+                    const std::vector<float> sep = run_on(cuda_device(), build, 6);
+                    set_env("EMBER_CUDA_MV_GLU_SEP", "0");
+                    const std::vector<float> merged = run_on(cuda_device(), build, 6);
+                    set_env("EMBER_CUDA_MV_GLU_SEP", "");
+                    CHECK(sep == merged);
+                    CHECK(sep == fused);
+                }
                 set_env("EMBER_CUDA_MV_GLU", "0");
                 const std::vector<float> plain = run_on(cuda_device(), build, 6);
                 const double             e     = nmse(fused, plain);
