@@ -707,7 +707,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     const unsigned short * ud     = a.ud + (row0 + ro) * a.nb;
     const int64_t          qstep  = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
     uint4                  w[16];
-    // SEP (Q4_0 at 4 warps; mvg_launch_w): the rows' scale bits as loaded, each in a register of
+    // SEP (Q4_0 at 4 warps; chosen in mvg_launch): the rows' scale bits as loaded, each in a register of
     // its own, so no instruction needs a load's value before the product does. Session 39's form,
     // kept for 8 warps (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73
     // us) and by default for Q8_0 (at 3.9 TB/s already; not measured), merges the gate's and the

@@ -918,7 +918,7 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
                 // 58.7M weights built anew for each of ~15 runs) took most of the test's minutes; the
                 // other variants' forms run on the other shapes (ns at 4 warps: the 1200 blocks;
-                // 8 warps, slices one after the other: Q8_0 at 2048 wide, 17 slices).
+                // 8 warps, slices one after the other: Q8_0 at 2048 wide, 16 slices, 2 a warp).
                 if (sh.f == 14336 && variant != 0) continue;
                 const bool        ns   = variant == 2;
                 const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
