@@ -570,11 +570,11 @@ bool mv_epilogues() {
     return on;
 }
 
-// EMBER_CUDA_MV_NORM: 1 (default) the decode norm in the product before it where that product's
-// grid fills the GPU (ember_cuda_mul_mat_vec_norm), 2 at any size (tests), 0 never (else
-// mv_norm_plan). Read at every graph walk (tests switch it).
+// EMBER_CUDA_MV_NORM: 2 (default) the decode norm in the product before it at any size
+// (ember_cuda_mul_mat_vec_norm), 1 only where that product's grid fills the GPU (the default
+// before session 41), 0 never (else mv_norm_plan). Read at every graph walk (tests switch it).
 int mv_norm_mode() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM", 1, {0, 1, 2});
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM", 2, {0, 1, 2});
 }
 
 // The backend's conditions of ember_cuda_plan_mv_norm (cuda-plan.h): the fused ADD + RMS_NORM +

@@ -249,8 +249,8 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
 // layout, Q4_K, INT4 / NF4 in the ext layout; one column, rows a multiple of 32) whose result
 // only `add` reads, add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, and the
 // int8 copy of mul for the next matvecs (which must all pass ember_cuda_mv_norm_reader_ok: they
-// apply the norm's scale); neither norm's nor mul's floats are written. Only where its grid (a
-// block per 32 rows) fills at least 3/4 of the GPU's SMs, unless any_size. EMBER_ERR_UNSUPPORTED:
+// apply the norm's scale); neither norm's nor mul's floats are written. Without any_size only
+// where its grid (a block per 32 rows) fills at least 3/4 of the GPU's SMs. EMBER_ERR_UNSUPPORTED:
 // not done (run the nodes as usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
 bool         ember_cuda_mv_norm_reader_ok(const ember_tensor * mm);

@@ -707,11 +707,10 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     const unsigned short * ud     = a.ud + (row0 + ro) * a.nb;
     const int64_t          qstep  = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
     uint4                  w[16];
-    // SEP (Q4_0 at 4 warps; chosen in mvg_launch): the rows' scale bits as loaded, each in a register of
+    // SEP (4 warps; chosen in mvg_launch): the rows' scale bits as loaded, each in a register of
     // its own, so no instruction needs a load's value before the product does. Session 39's form,
     // kept for 8 warps (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73
-    // us) and by default for Q8_0 (at 3.9 TB/s already; not measured), merges the gate's and the
-    // up's halves into the 8 words dw; each merge waits for its load, so with PIPE the next slice's
+    // us), merges the gate's and the up's halves into the 8 words dw; each merge waits for its load, so with PIPE the next slice's
     // loads stalled the warp: H200 8B Q4_0 20.34 -> 17.46 us a launch, tg128 616.8 -> 668.3
     // (session 40).
     unsigned short         dg[8] = {}, du[8] = {};
@@ -2006,9 +2005,10 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
 
 // Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
 // readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
-// A grid of fewer blocks leaves SMs idle while the next launch's blocks cannot start early on the
-// busy ones: the 1B shape's 64 blocks (of 132 SMs) measured slower than the norm's own launch (H200
-// tg128 1B Q4_0 1957.7 -> 1929.9), the 8B shape's 128 faster (PERF-NOTES.md, session 32).
+// any_size false (EMBER_CUDA_MV_NORM=1): only where the grid fills 3/4 of the SMs, the rule of
+// session 32, when the 1B shape's 64 blocks (of 132 SMs) measured slower than the norm's own
+// launch (H200 tg128 1B Q4_0 1957.7 -> 1929.9). Since the gate / up launch reads the copy too
+// (session 39) the 1B shape gains: 2186.5 -> 2349.7 (session 41), so any size is the default.
 ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm, ember_tensor * add, ember_tensor * norm, ember_tensor * mul,
                                          bool any_size) {
     if (!ember_cuda_mv_norm_ok(mm, add, norm, mul) || qx_ns_is(ctx, mm->src[1])) return EMBER_ERR_UNSUPPORTED;
@@ -2119,12 +2119,13 @@ template <int T, int W, bool SEP> void mvg_launch_w(ember_cuda_ctx & ctx, unsign
     else if (eg) cu_launch(ctx, mvr_glu_kernel<T, false, true, W, SEP>, blocks, threads, 0, a);
     else cu_launch(ctx, mvr_glu_kernel<T, false, false, W, SEP>, blocks, threads, 0, a);
 }
-// SEP at 4 warps: Q4_0 by default; Q8_0 with EMBER_CUDA_MV_GLU_SEP=1 (measuring; =0: Q4_0 not
-// either). Read at every call (tests switch it).
+// SEP at 4 warps, Q4_0 and Q8_0 (EMBER_CUDA_MV_GLU_SEP=0: the merged words). Q8_0's 8B launch
+// with SEP (session 41, one build, two runs a side): 31.27 -> 30.53 us a layer, GPU time a token
+// 2260.9 -> 2249.8 us, tg128 426.3 -> 427.6 (within the spread). Read at every call (tests switch it).
 template <int T> void mvg_launch(ember_cuda_ctx & ctx, unsigned blocks, int w, const mvg_args & a, bool ns, bool eg) {
-    const int sep = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_SEP", -1, {-1, 0, 1});
+    const bool sep = ember_cuda_env_on("EMBER_CUDA_MV_GLU_SEP");
     if (w == 8) mvg_launch_w<T, 8, false>(ctx, blocks, a, ns, eg);
-    else if (sep == 1 || (sep == -1 && T == EMBER_TYPE_Q4_0)) mvg_launch_w<T, 4, true>(ctx, blocks, a, ns, eg);
+    else if (sep) mvg_launch_w<T, 4, true>(ctx, blocks, a, ns, eg);
     else mvg_launch_w<T, 4, false>(ctx, blocks, a, ns, eg);
 }
 

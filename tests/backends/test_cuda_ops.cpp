@@ -776,13 +776,12 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
     return ember_swiglu(c.g, ember_mul_mat(c.g, c.weight_leaf(wt2, n, n), h3), x3);
 }
 
-TEST_CASE("[cuda] the decode norm in the product before it") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    // At every size (by default only where the product's grid fills the GPU: 4096 rows and more on
-    // an H100 / H200); the switches cleared however the case ends.
+// The decode norm in the product before it for the weight types `types`: ffn_norm_chain against
+// the CPU (eager, recorded, replayed), one step against the norm kernel's path on the GPU, and the
+// proof that the products did the norms. At every size (the default; EMBER_CUDA_MV_NORM=1: only
+// where the product's grid fills the GPU); the switches cleared however it ends.
+// (Three test cases by type, so a run with a time limit can take each group on its own.)
+void check_norm_in_product(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_SKIP"}};
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
@@ -809,7 +808,7 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
     // blocks), a down product 14336 wide (14 warps), one block.
     const shape shapes_x[] = {{4096, 4096, 512}, {256, 256, 14336}, {512, 256, 512}};
     // INT4 / NF4 in the ext layout (mvx_norm_kernel, mvx_kernel NS): shapes_x.
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
+    for (ember_type t : types) {
         const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
         const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
@@ -861,6 +860,32 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
             }
         }
     }
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: Q4_0 / Q8_0, and where it must not apply") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0});
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+    // The default fuses at any size (a grid of one block here); EMBER_CUDA_MV_NORM=1 only where
+    // the grid fills 3/4 of the SMs, so here the norms' own launches run: with EMBER_CUDA_SKIP=norm
+    // the results are right by default and wrong at =1 (another seed: a skipped kernel's memory
+    // may hold the run before's results).
+    {
+        const auto build = [](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, 256, 32, 512); };
+        set_env("EMBER_CUDA_SKIP", "norm");
+        const double ed = nmse(run_on(cuda_device(), build, 13), run_on(ember_registry_cpu_device(), build, 13));
+        set_env("EMBER_CUDA_MV_NORM", "1");
+        const double e1 = nmse(run_on(cuda_device(), build, 14), run_on(ember_registry_cpu_device(), build, 14));
+        set_env("EMBER_CUDA_SKIP", "");
+        CAPTURE(ed);
+        CAPTURE(e1);
+        CHECK(ed < 1e-3);
+        CHECK_FALSE(e1 < 1e-3);
+    }
+    set_env("EMBER_CUDA_MV_NORM", "2");
     // Where it must not apply, the usual launches (and the same results): the last product's
     // kernel does not apply the scale (F16; FP8, which reads x's floats), the norm's floats read
     // again, the O product's result read again.
@@ -881,6 +906,22 @@ TEST_CASE("[cuda] the decode norm in the product before it") {
         ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, ember_add(c.g, x, o), 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 256, 1));
         return ember_add(c.g, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, 256, 256), h), o);
     }, 1e-3);
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: Q4_K") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_Q4_K});
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ext layout") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
 // The gate / up products with their SWIGLU in one launch (mvr_glu_kernel, EMBER_CUDA_MV_GLU=2: at
@@ -941,8 +982,8 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
                 if (t != EMBER_TYPE_INT4 && sh.f == 32 * 1200 && variant != 1) {
-                    // 4 warps: the scales in registers of their own (EMBER_CUDA_MV_GLU_SEP=1; Q4_0's
-                    // default) or merged two to a word (=0; Q8_0's): the same values, the same bits
+                    // 4 warps: the scales in registers of their own (the default) or merged two to
+                    // a word (EMBER_CUDA_MV_GLU_SEP=0): the same values, the same bits
                     set_env("EMBER_CUDA_MV_GLU_SEP", "1");
                     const std::vector<float> sep = run_on(cuda_device(), build, 6);
                     set_env("EMBER_CUDA_MV_GLU_SEP", "0");
