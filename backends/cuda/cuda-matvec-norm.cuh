@@ -108,25 +108,25 @@ __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int n
     }
 }
 
-// The end of a gate / up block of 32 hidden units (mvr_glu_kernel, mvx_glu_kernel; every thread
-// calls it): each lane's 16 row sums (gate rows 4 t + lane / 8 in acc[t], up rows in acc[8 + t],
-// t < 8) summed over the 8 lanes of the same lane / 8 and over the block's warps in shared memory;
-// then warp 0, lane r holding unit row0 + r: the norm's scale where x is a norm-in-product copy
-// (NS), the gate and up floats where asked, silu(g) u and its 8-bit block as the SWIGLU kernel
-// makes them.
-template <int W, bool NS>
-__device__ __forceinline__ void mvg_block_end(const float (&acc)[16], const mvg_out & o, const ember_cuda_norm_scale & ns, int64_t row0, int lane,
+// The end of a gate / up block of 32 hidden units (mvr_glu_kernel, mvx_glu_kernel: NT = 8;
+// mvk_glu_kernel: NT = 4; every thread calls it): each lane's 2 NT row sums (gate rows
+// (32 / NT) t + lane / NT in acc[t], up rows in acc[NT + t], t < NT) summed over the NT lanes of
+// the same lane / NT and over the block's warps in shared memory; then warp 0, lane r holding
+// unit row0 + r: the norm's scale where x is a norm-in-product copy (NS), the gate and up floats
+// where asked, silu(g) u and its 8-bit block as the SWIGLU kernel makes them.
+template <int W, bool NS, int NT = 8>
+__device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const mvg_out & o, const ember_cuda_norm_scale & ns, int64_t row0, int lane,
                                               int wi, int nw) {
-    const int        ro = lane / 8, j = lane % 8;
+    const int        ro = lane / NT, j = lane % NT;
     __shared__ float part[W][2 * 32 + 1];  // gate row r in part[.][r], up row r in part[.][32 + r]
     float            sc = 1.0f;
     if (NS && wi == 0) sc = mv_norm_scale(ns, lane);  // its loads in flight while the block meets
 #pragma unroll
-    for (int t = 0; t < 16; t++) {
+    for (int t = 0; t < 2 * NT; t++) {
         float v = acc[t];
 #pragma unroll
-        for (int k = 1; k < 8; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
-        if (j == 0) part[wi][(t < 8 ? 0 : 32) + 4 * (t % 8) + ro] = v;
+        for (int k = 1; k < NT; k <<= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+        if (j == 0) part[wi][(t < NT ? 0 : 32) + (32 / NT) * (t % NT) + ro] = v;
     }
     __syncthreads();
     if (wi != 0) return;

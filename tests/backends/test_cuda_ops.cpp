@@ -935,15 +935,11 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
 // Against the CPU (eager, recorded, replayed), against the separate launches on the GPU (within
 // rounding: the sums in another order), and the proof that the launch did the SWIGLU: with
 // EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
-// fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0).
-TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{
-        {"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP", "EMBER_CUDA_MV_NORM",
-         "EMBER_CUDA_SKIP"}};
+// fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0), and
+// Q4_K (mvk_glu_kernel, not with EMBER_CUDA_MV_GLU_Q4K=0) in a test case of its own.
+void check_glu_launch(std::initializer_list<ember_type> types) {
+    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
+                           "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
@@ -953,8 +949,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
     // groups (the down product's too); small matrices (the CPU quantizer searches each group's
     // scale); 300 blocks: 4 warps a block at EMBER_CUDA_MV_GLU=2 on an H100 / H200.
     const std::vector<shape> shapes_int4 = {{256, 128}, {512, 384}, {256, 9600}};
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_INT4}) {
-        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : shapes) {
+    // Q4_K (mvk_glu_kernel at EMBER_CUDA_MV_GLU_Q4K=2: every width; =0: not): slices of whole
+    // 256-weight blocks, the down product's rows too. First the forms with slices one after the
+    // other (a time-limited run reaches them first): 9 slices over 8 warps, 5 over 4 (304 blocks);
+    // then one slice, 8 blocks; 1200 blocks; the 1B and the 8B widths.
+    const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
+    for (ember_type t : types) {
+        const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
+        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : t == EMBER_TYPE_Q4_K ? shapes_q4k : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
                 // 58.7M weights built anew for each of ~15 runs) took most of the test's minutes; the
@@ -977,11 +979,12 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 };
                 set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
                 set_env("EMBER_CUDA_MV_GLU", "2");
+                set_env("EMBER_CUDA_MV_GLU_Q4K", "2");  // (Q4_K at every width too)
                 set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : "");  // the up rows' loads before the wait too
                 set_env("EMBER_CUDA_MV_GLU_W4", variant == 1 ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
-                if (t != EMBER_TYPE_INT4 && sh.f == 32 * 1200 && variant != 1) {
+                if (q4q8 && sh.f == 32 * 1200 && variant != 1) {
                     // 4 warps: the scales in registers of their own (the default) or merged two to
                     // a word (EMBER_CUDA_MV_GLU_SEP=0): the same values, the same bits
                     set_env("EMBER_CUDA_MV_GLU_SEP", "1");
@@ -1004,9 +1007,13 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 const double es = nmse(run_on(cuda_device(), build, 12), want);
                 // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4):
-                // never 1200 blocks; always one block. (The 8B shape's 448: on 112 SMs or more.)
-                const bool   check_default = sh.f == 32 || sh.f == 32 * 1200;  // (each run builds the weights anew: only where checked)
+                // never 1200 blocks; always 8 blocks or fewer (Q4_K: only where every warp has one
+                // slice, so not 9 slices over 8 warps). (The 8B shape's 448: on 112 SMs or more.)
+                const bool   small         = sh.f <= 256;
+                const bool   multi         = t == EMBER_TYPE_Q4_K && sh.k / 256 > 8;
+                const bool   check_default = small || sh.f == 32 * 1200;  // (each run builds the weights anew: only where checked)
                 set_env("EMBER_CUDA_MV_GLU", "");
+                set_env("EMBER_CUDA_MV_GLU_Q4K", "");
                 const double ed = check_default ? nmse(run_on(cuda_device(), build, 12), want) : 0.0;
                 set_env("EMBER_CUDA_SKIP", "");
                 CAPTURE(es);
@@ -1015,18 +1022,36 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
                 CHECK(es < 1e-3);
                 CHECK_FALSE(eo < 1e-3);
                 if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
-                if (sh.f == 32) CHECK(ed < 1e-3);
-                if (t == EMBER_TYPE_INT4 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0
-                    set_env("EMBER_CUDA_MV_GLU_EXT", "0");
+                if (small && !multi) CHECK(ed < 1e-3);
+                if (small && multi) CHECK_FALSE(ed < 1e-3);
+                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, Q4_K not with _Q4K=0
+                    const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT" : "EMBER_CUDA_MV_GLU_Q4K";
+                    set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
                     CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
                     set_env("EMBER_CUDA_SKIP", "");
-                    set_env("EMBER_CUDA_MV_GLU_EXT", "");
+                    set_env(sw, "");
                 }
             }
         }
     }
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_INT4});
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: Q4_K") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_Q4_K});
 }
 
 // The streaming matvec (mvr_stream_kernel: a resident grid, rows through per-warp cp.async rings;

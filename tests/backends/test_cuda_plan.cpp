@@ -563,8 +563,9 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 }
 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
-// Q8_0 weights in the CUDA layout and INT4 in the ext layout take it in every layer; in the GGUF
-// layout or Q4_K, not; INT4 not with EMBER_CUDA_MV_GLU_EXT=0.
+// Q8_0 weights in the CUDA layout, INT4 in the ext layout and Q4_K take it in every layer; Q4_0 /
+// Q8_0 / INT4 in the GGUF layout, not; INT4 not with EMBER_CUDA_MV_GLU_EXT=0, Q4_K not with
+// EMBER_CUDA_MV_GLU_Q4K=0.
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
     for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4}) {
         for (bool repacked : {true, false}) {
@@ -578,12 +579,16 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
                 if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
             }
             ember_buffer * leaves = place_graph(g);
-            const bool     want   = repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0);
+            const bool     q4k    = wt == EMBER_TYPE_Q4_K;  // (mvk_glu_kernel: the GGUF layout, 16-byte-aligned rows)
+            const bool     want   = (repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0)) || q4k;
             const bool     want_ext = want || (repacked && wt == EMBER_TYPE_INT4);  // (mvx_glu_kernel)
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext ? 3u : 0u));
             setenv("EMBER_CUDA_MV_GLU_EXT", "0", 1);  // INT4 off, the others as they were
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
             unsetenv("EMBER_CUDA_MV_GLU_EXT");
+            setenv("EMBER_CUDA_MV_GLU_Q4K", "0", 1);  // Q4_K off, the others as they were
+            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext && !q4k ? 3u : 0u));
+            unsetenv("EMBER_CUDA_MV_GLU_Q4K");
             ember_buffer_free(leaves);
         }
     }
