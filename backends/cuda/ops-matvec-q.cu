@@ -1383,6 +1383,86 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
     }
 }
 
+// The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=1;
+// off by default until its GPU test has run: Q4_K_M's Q6_K down products, whose norms keep their
+// own launch otherwise): mvr_norm_kernel's contract, mvp6_kernel's decode. A block owns 32 whole
+// rows in 8 groups of 4; warp w takes row group w % 8 and segments w / 8, w / 8 + W / 8, ... (W = 8
+// or 16: whole row groups a warp), each lane one decode unit of the 4 rows (mvp6_kernel RW = 4);
+// the next segment's loads follow the current one's arithmetic. Each warp's 4 row sums go to
+// the lanes of those rows, so the block's end is mvn_block_end with one row a lane.
+struct mvp6_norm_args {
+    const char *   w;  // planar Q6_K rows, w_nb1 bytes apart
+    int64_t        w_nb1;
+    int            nseg;  // 2048-weight segments a row
+    const int8_t * xq;
+    const float2 * xds;
+    mvn_out        out;
+};
+
+__global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a) {
+    constexpr int RW   = 4;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int     rg = wi % 8, sstep = nw / 8;  // nw: 8 or 16
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int     b = lane >> 2, h = (lane >> 1) & 1, g = lane & 1;
+    const char *  wr   = a.w + (row0 + RW * rg) * a.w_nb1;
+    uint4         lo[RW], hi[RW], qh[RW];
+    uint32_t      sw[RW], dw[RW];
+    const auto    load = [&](int s) {
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const char * seg = wr + r * a.w_nb1 + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes);
+            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 16 * g));
+            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 32 + 16 * g));
+            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * b + 32 * h + 16 * g));
+            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * b + 4 * (lane & 3)));
+            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (b >> 1)));
+        }
+    };
+    const int s0 = wi / 8;
+    if (s0 < a.nseg) load(s0);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float acc[RW] = {};
+    for (int s = s0; s < a.nseg; s += sstep) {
+        const int64_t  kb = 8 * static_cast<int64_t>(s) + b;  // super-block of the row
+        const int8_t * xb = a.xq + 256 * kb + 128 * h + 16 * g;
+        const float2 * xd = a.xds + 8 * kb + 4 * h;
+        int4           xv[4];
+        float          xs[4];
+        int            x32[4];
+#pragma unroll
+        for (int grp = 0; grp < 4; grp++) {
+            xv[grp]  = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
+            xs[grp]  = __ldg(&xd[grp].x);
+            x32[grp] = 32 * __dp4a(0x01010101, xv[grp].w, __dp4a(0x01010101, xv[grp].z, __dp4a(0x01010101, xv[grp].y, __dp4a(0x01010101, xv[grp].x, 0))));
+        }
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const uint32_t l4[4] = {lo[r].x, lo[r].y, lo[r].z, lo[r].w};
+            const uint32_t h4[4] = {hi[r].x, hi[r].y, hi[r].z, hi[r].w};
+            const uint32_t q4[4] = {qh[r].x, qh[r].y, qh[r].z, qh[r].w};
+            float          pt    = 0.0f;
+#pragma unroll
+            for (int grp = 0; grp < 4; grp++) {
+                const int xw[4] = {xv[grp].x, xv[grp].y, xv[grp].z, xv[grp].w};
+                int       dot   = -x32[grp];
+#pragma unroll
+                for (int k = 0; k < 4; k++) dot = __dp4a(static_cast<int>(q6_unit_levels(grp, l4[k], h4[k], q4[k])), xw[k], dot);
+                pt += static_cast<float>(static_cast<int8_t>(sw[r] >> (8 * grp))) * xs[grp] * static_cast<float>(dot);
+            }
+            const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((b & 1) ? dw[r] >> 16 : dw[r] & 0xffffu)));
+            acc[r] += d * pt;
+        }
+        if (s + sstep < a.nseg) load(s + sstep);
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++) acc[r] = cu_warp_sum(acc[r]);
+    // lane l holds row l's part of this warp: its sum where row l is in the warp's group, else 0
+    const int   rl     = lane - RW * rg;
+    const float mine[1] = {rl == 0 ? acc[0] : rl == 1 ? acc[1] : rl == 2 ? acc[2] : rl == 3 ? acc[3] : 0.0f};
+    mvn_block_end<1>(mine, a.out, row0, lane, wi, nw);
+}
+
 // The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
 const unsigned short * rp_scales(const ember_tensor * w) {
     return reinterpret_cast<const unsigned short *>(static_cast<const char *>(w->data) +
@@ -2042,6 +2122,14 @@ static bool mv_norm_q4k() {
 static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
 }
+// EMBER_CUDA_MV_NORM_Q6K: 1 planar Q6_K weights make the copy too (mvp6_norm_kernel), 0 (default
+// until its GPU test has run on a GPU) not. Read at every call (tests switch it).
+static bool mv_norm_q6k() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q6K", 0, {0, 1}) == 1;
+}
+static bool mvn_q6p_ok(const ember_tensor * w) {
+    return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[0] % 2048 == 0 && mv_norm_q6k();
+}
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
@@ -2068,7 +2156,7 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
     const ember_tensor * x = mm->src[1];
     const bool           q4k = q4k_wide_ok(w) && w->ne[0] % 256 == 0 && mv_norm_q4k();
     const bool           ext = mvn_ext_ok(w);
-    if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
+    if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k || mvn_q6p_ok(w)) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (w->ne[2] * w->ne[3] != 1) return false;
     const int64_t n = w->ne[1];
     if (n % k_mvn_rows != 0 || n > (int64_t{1} << 24) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || w->ne[0] % 32 != 0) return false;
@@ -2122,6 +2210,15 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds   = xds;
         a.out   = o;
         cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+    } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
+        mvp6_norm_args a;
+        a.w     = static_cast<const char *>(w->data);
+        a.w_nb1 = static_cast<int64_t>(w->nb[1]);
+        a.nseg  = static_cast<int>(w->ne[0] / 2048);
+        a.xq    = xq;
+        a.xds   = xds;
+        a.out   = o;
+        cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
         mvn_args  a;

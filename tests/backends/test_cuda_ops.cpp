@@ -782,7 +782,8 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
 // where the product's grid fills the GPU); the switches cleared however it ends.
 // (Three test cases by type, so a run with a time limit can take each group on its own.)
 void check_norm_in_product(std::initializer_list<ember_type> types) {
-    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_MV_NORM_Q6K", "EMBER_CUDA_SKIP"}};
+    set_env("EMBER_CUDA_MV_NORM_Q6K", "1");  // (planar Q6_K: opt-in)
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
         set_env("EMBER_CUDA_SKIP", skip);
@@ -808,10 +809,16 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
     // blocks), a down product 14336 wide (14 warps), one block.
     const shape shapes_x[] = {{4096, 4096, 512}, {256, 256, 14336}, {512, 256, 512}};
     // INT4 / NF4 in the ext layout (mvx_norm_kernel, mvx_kernel NS): shapes_x.
+    // Planar Q6_K (mvp6_norm_kernel, mvp6_kernel NS): every width a multiple of 2048 (the readers'
+    // rows too: a Q6_K product in the GGUF layout reads no copy); 1, 4 and 7 segments a row (8
+    // warps; 16 warps, 2 and 4 segments a warp).
+    const shape shapes_6[] = {{2048, 2048, 2048}, {2048, 2048, 8192}, {4096, 4096, 14336}};
     for (ember_type t : types) {
+        const bool q6k = t == EMBER_TYPE_Q6_K;
         const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
         const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
+                                        : q6k ? std::vector<shape>(std::begin(shapes_6), std::end(shapes_6))
                                               : std::vector<shape>(std::begin(shapes), std::end(shapes));
         for (const shape & sh : list) {
             const ember_type  t2   = !q4k ? t : sh.n % 2048 == 0 ? EMBER_TYPE_Q6_K : EMBER_TYPE_Q4_K;
@@ -821,7 +828,7 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
             const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t2, sh.k, sh.n, sh.f); };
             // eager, recorded, replayed (Q4_K: the CPU quantizes x in 256-blocks, the GPU in 32s;
             // five products deep that is 1.0-1.35e-3 on the default path too)
-            check_runs(what, build, q4k || ext ? 2e-3 : 1e-3, {3, 4, 5});
+            check_runs(what, build, q4k || ext || q6k ? 2e-3 : 1e-3, {3, 4, 5});
             // One step against the norm kernel's path on the GPU: the ADD's floats the same, a
             // product over the copy within rounding (d kept in float, not rounded to half: ~3e-8;
             // a wrong scale would be 1e-4 or more), and not identical (the fused kernels ran).
@@ -850,13 +857,13 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
             const double eo   = nmse(run_with("0", "norm", build, 6), want);
             CAPTURE(es);
             CAPTURE(eo);
-            CHECK(es < (q4k || ext ? 2e-3 : 1e-3));
+            CHECK(es < (q4k || ext || q6k ? 2e-3 : 1e-3));
             CHECK_FALSE(eo < 1e-3);
-            if (q4k || ext) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT=0: the norms in their own launches again
-                const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : "EMBER_CUDA_MV_NORM_EXT";
+            if (q4k || ext || q6k) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT / _Q6K=0: the norms in their own launches again
+                const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : ext ? "EMBER_CUDA_MV_NORM_EXT" : "EMBER_CUDA_MV_NORM_Q6K";
                 set_env(sw, "0");
                 CHECK_FALSE(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
-                set_env(sw, "");
+                set_env(sw, q6k ? "1" : "");
             }
         }
     }
@@ -922,6 +929,14 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
         return;
     }
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K (EMBER_CUDA_MV_NORM_Q6K=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_Q6_K});
 }
 
 // The gate / up products with their SWIGLU in one launch (mvr_glu_kernel, EMBER_CUDA_MV_GLU=2: at

@@ -422,6 +422,35 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     }
 }
 
+// Planar Q6_K products make the copy (mvp6_norm_kernel) only with EMBER_CUDA_MV_NORM_Q6K=1 (off by
+// default), in the planar layout (flagged as converted at upload) and with rows of whole
+// 2048-weight segments.
+TEST_CASE("[cuda plan] the backend's hooks: planar Q6_K makes the norm-in-product copy only when asked") {
+    const auto chain = [](ember_graph & g, int64_t k, ember_tensor ** f) {
+        ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, k, 64);
+        w->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        f[0] = ember_mul_mat(g, w, g.new_tensor(EMBER_TYPE_F32, k, 1));
+        f[1] = ember_add(g, g.new_tensor(EMBER_TYPE_F32, 64, 1), f[0]);
+        f[2] = ember_rms_norm(g, f[1], 1e-5f);
+        f[3] = ember_mul(g, f[2], g.new_tensor(EMBER_TYPE_F32, 64));
+        return f[3];
+    };
+    for (int64_t k : {int64_t{2048}, int64_t{4096}, int64_t{2304}}) {
+        CAPTURE(k);
+        ember_graph    g;
+        ember_tensor * f[4];
+        g.build_forward(chain(g, k, f));
+        ember_buffer * leaves = place_graph(g);
+        CHECK_FALSE(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]));  // the default: off
+        setenv("EMBER_CUDA_MV_NORM_Q6K", "1", 1);
+        CHECK(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]) == (k % 2048 == 0));
+        f[0]->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the GGUF layout: no
+        CHECK_FALSE(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]));
+        unsetenv("EMBER_CUDA_MV_NORM_Q6K");
+        ember_buffer_free(leaves);
+    }
+}
+
 // Which products read the norm-in-product copy (ember_cuda_mv_norm_reader_ok, shapes only): planar
 // Q6_K per-layer products (a V unit) do, a vocabulary-sized planar Q6_K output does not (its NS
 // form measured slower than the norm's own launch), Q4_K only with EMBER_CUDA_MV_NORM_Q4K on,
