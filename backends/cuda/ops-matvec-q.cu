@@ -1271,6 +1271,59 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mv6_kernel(mvq_args a) {
     }
 }
 
+// A lane's decode unit of a planar Q6_K segment (mvp6_kernel, mvp6_norm_kernel): lane = 4 b + 2 h
+// + g is super-block b of the segment, half h, group g (64 weights): its low and high nibbles and
+// its two-bit planes (three 16-byte loads), its 4 scales (one word) and the word of d it shares.
+struct q6p_lane {
+    int b, h, g;
+};
+__device__ __forceinline__ q6p_lane q6p_lane_of(int lane) {
+    return {lane >> 2, (lane >> 1) & 1, lane & 1};
+}
+__device__ __forceinline__ void q6p_load_unit(const char * seg, const q6p_lane & l, int lane, uint4 & lo, uint4 & hi, uint4 & qh, uint32_t & sw,
+                                              uint32_t & dw) {
+    lo = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * l.b + 64 * l.h + 16 * l.g));
+    hi = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * l.b + 64 * l.h + 32 + 16 * l.g));
+    qh = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * l.b + 32 * l.h + 16 * l.g));
+    sw = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * l.b + 4 * (lane & 3)));
+    dw = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (l.b >> 1)));
+}
+// The unit's x in segment s: its 4 groups' 16 bytes, their blocks' d and 32 times their sums.
+struct q6p_x {
+    int4  xv[4];
+    float xs[4];
+    int   x32[4];
+};
+__device__ __forceinline__ void q6p_load_x(const int8_t * xq, const float2 * xds, int s, const q6p_lane & l, q6p_x & x) {
+    const int64_t  kb = 8 * static_cast<int64_t>(s) + l.b;  // super-block of the row
+    const int8_t * xb = xq + 256 * kb + 128 * l.h + 16 * l.g;
+    const float2 * xd = xds + 8 * kb + 4 * l.h;
+#pragma unroll
+    for (int grp = 0; grp < 4; grp++) {
+        x.xv[grp]  = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
+        x.xs[grp]  = __ldg(&xd[grp].x);
+        x.x32[grp] = 32 * __dp4a(0x01010101, x.xv[grp].w, __dp4a(0x01010101, x.xv[grp].z, __dp4a(0x01010101, x.xv[grp].y, __dp4a(0x01010101, x.xv[grp].x, 0))));
+    }
+}
+// The unit's product with x: d times the sum over its 4 groups of scale x d_x x (sum(q x) - 32 sum(x)).
+__device__ __forceinline__ float q6p_unit_dot(const uint4 & lo, const uint4 & hi, const uint4 & qh, uint32_t sw, uint32_t dw, const q6p_x & x,
+                                              const q6p_lane & l) {
+    const uint32_t l4[4] = {lo.x, lo.y, lo.z, lo.w};
+    const uint32_t h4[4] = {hi.x, hi.y, hi.z, hi.w};
+    const uint32_t q4[4] = {qh.x, qh.y, qh.z, qh.w};
+    float          pt    = 0.0f;
+#pragma unroll
+    for (int grp = 0; grp < 4; grp++) {
+        const int xw[4] = {x.xv[grp].x, x.xv[grp].y, x.xv[grp].z, x.xv[grp].w};
+        int       dot   = -x.x32[grp];
+#pragma unroll
+        for (int k = 0; k < 4; k++) dot = __dp4a(static_cast<int>(q6_unit_levels(grp, l4[k], h4[k], q4[k])), xw[k], dot);
+        pt += static_cast<float>(static_cast<int8_t>(sw >> (8 * grp))) * x.xs[grp] * static_cast<float>(dot);
+    }
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((l.b & 1) ? dw >> 16 : dw & 0xffffu)));
+    return d * pt;
+}
+
 // Q6_K weights in the planar layout (backends/common/q6k-planar.h, EMBER_TENSOR_FLAG_CUDA_REPACKED):
 // every field a lane reads is aligned, so there is no shared-memory staging (mv6_kernel's). A
 // warp takes one 2048-weight segment of RW consecutive rows. Lane u is one decode unit (super-
@@ -1291,57 +1344,36 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
     const int       part = wi % ks;
     const int64_t   row0 = (static_cast<int64_t>(blockIdx.x) * (nw / ks) + wi / ks) * RW;
     const int       nseg = static_cast<int>(a.nblk / 8);
-    const int       b = lane >> 2, h = (lane >> 1) & 1, g = lane & 1;
+    const q6p_lane  l    = q6p_lane_of(lane);
     const mvq_batch bp = mvq_batch_of(a, a.w);
     const char *    wr[RW];
 #pragma unroll
     for (int r = 0; r < RW; r++) wr[r] = bp.w + min(row0 + r, a.n - 1) * a.w_nb1;  // past the last row: read, not stored
     uint4      lo[RW], hi[RW], qh[RW];
     uint32_t   sw[RW], dw[RW];
+    // (q6p_load_unit's loads written out: through it the compiler scheduled this kernel differently,
+    // scripts/cubin-diff.sh. So RW = 4 and 1 keep the machine code that was measured; RW = 2, only
+    // at EMBER_CUDA_Q6P_ROWS=2, came out rescheduled by q6p_load_x / q6p_unit_dot, the same size
+    // and arithmetic.)
     const auto load = [&](int s) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
             const char * seg = wr[r] + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes);
-            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 16 * g));
-            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 32 + 16 * g));
-            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * b + 32 * h + 16 * g));
-            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * b + 4 * (lane & 3)));
-            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (b >> 1)));
+            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * l.b + 64 * l.h + 16 * l.g));
+            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * l.b + 64 * l.h + 32 + 16 * l.g));
+            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * l.b + 32 * l.h + 16 * l.g));
+            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * l.b + 4 * (lane & 3)));
+            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (l.b >> 1)));
         }
     };
     if (part < nseg) load(part);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[RW] = {};
     for (int s = part; s < nseg; s += ks) {
-        const int64_t  kb = 8 * static_cast<int64_t>(s) + b;  // super-block of the row
-        const int8_t * xb = bp.xq + 256 * kb + 128 * h + 16 * g;
-        const float2 * xd = bp.xds + 8 * kb + 4 * h;
-        int4           xv[4];
-        float          xs[4];
-        int            x32[4];
+        q6p_x x;
+        q6p_load_x(bp.xq, bp.xds, s, l, x);
 #pragma unroll
-        for (int grp = 0; grp < 4; grp++) {
-            xv[grp]  = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
-            xs[grp]  = __ldg(&xd[grp].x);
-            x32[grp] = 32 * __dp4a(0x01010101, xv[grp].w, __dp4a(0x01010101, xv[grp].z, __dp4a(0x01010101, xv[grp].y, __dp4a(0x01010101, xv[grp].x, 0))));
-        }
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            const uint32_t l4[4] = {lo[r].x, lo[r].y, lo[r].z, lo[r].w};
-            const uint32_t h4[4] = {hi[r].x, hi[r].y, hi[r].z, hi[r].w};
-            const uint32_t q4[4] = {qh[r].x, qh[r].y, qh[r].z, qh[r].w};
-            float          pt    = 0.0f;
-#pragma unroll
-            for (int grp = 0; grp < 4; grp++) {
-                const int xw[4] = {xv[grp].x, xv[grp].y, xv[grp].z, xv[grp].w};
-                int       dot   = -x32[grp];
-#pragma unroll
-                for (int k = 0; k < 4; k++) dot = __dp4a(static_cast<int>(q6_unit_levels(grp, l4[k], h4[k], q4[k])), xw[k], dot);
-                pt += static_cast<float>(static_cast<int8_t>(sw[r] >> (8 * grp))) * xs[grp] * static_cast<float>(dot);
-            }
-            const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((b & 1) ? dw[r] >> 16 : dw[r] & 0xffffu)));
-            acc[r] += d * pt;
-        }
+        for (int r = 0; r < RW; r++) acc[r] += q6p_unit_dot(lo[r], hi[r], qh[r], sw[r], dw[r], x, l);
         if (s + ks < nseg) load(s + ks);
     }
 #pragma unroll
@@ -1400,23 +1432,18 @@ struct mvp6_norm_args {
 };
 
 __global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a) {
-    constexpr int RW   = 4;
-    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int     rg = wi % 8, sstep = nw / 8;  // nw: 8 or 16
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int     b = lane >> 2, h = (lane >> 1) & 1, g = lane & 1;
-    const char *  wr   = a.w + (row0 + RW * rg) * a.w_nb1;
-    uint4         lo[RW], hi[RW], qh[RW];
-    uint32_t      sw[RW], dw[RW];
-    const auto    load = [&](int s) {
+    constexpr int  RW   = 4;
+    const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int      rg = wi % 8, sstep = nw / 8;  // nw: 8 or 16
+    const int64_t  row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const q6p_lane l    = q6p_lane_of(lane);
+    const char *   wr   = a.w + (row0 + RW * rg) * a.w_nb1;
+    uint4          lo[RW], hi[RW], qh[RW];
+    uint32_t       sw[RW], dw[RW];
+    const auto     load = [&](int s) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-            const char * seg = wr + r * a.w_nb1 + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes);
-            lo[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 16 * g));
-            hi[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_ql + 128 * b + 64 * h + 32 + 16 * g));
-            qh[r]            = __ldcs(reinterpret_cast<const uint4 *>(seg + k_q6p_qh + 64 * b + 32 * h + 16 * g));
-            sw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_sc + 16 * b + 4 * (lane & 3)));
-            dw[r]            = __ldcs(reinterpret_cast<const unsigned int *>(seg + k_q6p_d + 4 * (b >> 1)));
+            q6p_load_unit(wr + r * a.w_nb1 + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes), l, lane, lo[r], hi[r], qh[r], sw[r], dw[r]);
         }
     };
     const int s0 = wi / 8;
@@ -1424,35 +1451,10 @@ __global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a)
     cu_pdl_begin();
     float acc[RW] = {};
     for (int s = s0; s < a.nseg; s += sstep) {
-        const int64_t  kb = 8 * static_cast<int64_t>(s) + b;  // super-block of the row
-        const int8_t * xb = a.xq + 256 * kb + 128 * h + 16 * g;
-        const float2 * xd = a.xds + 8 * kb + 4 * h;
-        int4           xv[4];
-        float          xs[4];
-        int            x32[4];
+        q6p_x x;
+        q6p_load_x(a.xq, a.xds, s, l, x);
 #pragma unroll
-        for (int grp = 0; grp < 4; grp++) {
-            xv[grp]  = __ldg(reinterpret_cast<const int4 *>(xb + 32 * grp));
-            xs[grp]  = __ldg(&xd[grp].x);
-            x32[grp] = 32 * __dp4a(0x01010101, xv[grp].w, __dp4a(0x01010101, xv[grp].z, __dp4a(0x01010101, xv[grp].y, __dp4a(0x01010101, xv[grp].x, 0))));
-        }
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-            const uint32_t l4[4] = {lo[r].x, lo[r].y, lo[r].z, lo[r].w};
-            const uint32_t h4[4] = {hi[r].x, hi[r].y, hi[r].z, hi[r].w};
-            const uint32_t q4[4] = {qh[r].x, qh[r].y, qh[r].z, qh[r].w};
-            float          pt    = 0.0f;
-#pragma unroll
-            for (int grp = 0; grp < 4; grp++) {
-                const int xw[4] = {xv[grp].x, xv[grp].y, xv[grp].z, xv[grp].w};
-                int       dot   = -x32[grp];
-#pragma unroll
-                for (int k = 0; k < 4; k++) dot = __dp4a(static_cast<int>(q6_unit_levels(grp, l4[k], h4[k], q4[k])), xw[k], dot);
-                pt += static_cast<float>(static_cast<int8_t>(sw[r] >> (8 * grp))) * xs[grp] * static_cast<float>(dot);
-            }
-            const float d = __half2float(__ushort_as_half(static_cast<unsigned short>((b & 1) ? dw[r] >> 16 : dw[r] & 0xffffu)));
-            acc[r] += d * pt;
-        }
+        for (int r = 0; r < RW; r++) acc[r] += q6p_unit_dot(lo[r], hi[r], qh[r], sw[r], dw[r], x, l);
         if (s + sstep < a.nseg) load(s + sstep);
     }
 #pragma unroll
