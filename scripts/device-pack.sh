@@ -15,6 +15,11 @@
 # with it (one that breaks the CUDA module's link spoils everyone's benchmark), and the tree
 # (~30 MB, mostly the default model) plus all of .devdata (~35 MB of fixtures) is over the
 # 64 MiB a call may carry. The pack is ~5 MB, ~25 MB with four fixture types.
+# The default model's reference files (for its GPU tests: .devpack/.devdata/models, ~28 MB, from
+# ../shared/models) fit beside a pack without fixtures, not beside one with them: the tree itself
+# travels too. When your edits are the only ones in the tree, skip the pack instead: put what the
+# tests need under .devdata/ (deps, models/, fixtures/models/ of a few types: ~33 MB), run from the
+# tree's root with carry=[".devdata"] and EMBER_SHARED_DIR=$PWD/.devdata (session 41).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pack=.devpack
