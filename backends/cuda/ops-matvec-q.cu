@@ -710,9 +710,9 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     // SEP (4 warps; chosen in mvg_launch): the rows' scale bits as loaded, each in a register of
     // its own, so no instruction needs a load's value before the product does. Session 39's form,
     // kept for 8 warps (the separate registers spill there: 36-76 bytes, the 1B launch 5.57 -> 5.73
-    // us), merges the gate's and the up's halves into the 8 words dw; each merge waits for its load, so with PIPE the next slice's
-    // loads stalled the warp: H200 8B Q4_0 20.34 -> 17.46 us a launch, tg128 616.8 -> 668.3
-    // (session 40).
+    // us), merges the gate's and the up's halves into the 8 words dw; each merge waits for its
+    // load, so with PIPE the next slice's loads stalled the warp: H200 8B Q4_0 20.34 -> 17.46 us a
+    // launch, tg128 616.8 -> 668.3 (session 40).
     unsigned short         dg[8] = {}, du[8] = {};
     uint32_t               dw[8] = {};
     const auto             load = [&](int sl, int part) {  // part 1: the gate rows, 2: the up rows, 3: both
