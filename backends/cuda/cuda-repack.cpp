@@ -41,6 +41,20 @@ bool ember_cuda_repack_wanted(const ember_tensor * t) {
     return t->ne[0] % 32 == 0 && ember_nelements(t) > 0 && ember_is_contiguous(t);
 }
 
+// Two delta swaps: nibbles 1 <-> 2 and 5 <-> 6, then bytes 1 <-> 2; zip undoes them in reverse.
+uint32_t ember_cuda_nf4_unzip(uint32_t x) {
+    uint32_t t = (x ^ (x >> 4)) & 0x00f000f0u;
+    x ^= t ^ (t << 4);
+    t = (x ^ (x >> 8)) & 0x0000ff00u;
+    return x ^ t ^ (t << 8);
+}
+uint32_t ember_cuda_nf4_zip(uint32_t x) {
+    uint32_t t = (x ^ (x >> 8)) & 0x0000ff00u;
+    x ^= t ^ (t << 8);
+    t = (x ^ (x >> 4)) & 0x00f000f0u;
+    return x ^ t ^ (t << 4);
+}
+
 namespace {
 
 // Fixed-size copies (QB known at compile time): the conversion runs at memory speed.
@@ -72,6 +86,16 @@ template <bool PACK> struct mover {
     }
 };
 
+// A block's 32 NF4 quant bytes between the GGUF order and the ext layout's (ember_cuda_nf4_unzip).
+template <bool PACK> void nf4_quants(uint8_t * g, uint8_t * l) {
+    for (int i = 0; i < 32; i += 4) {
+        uint32_t w;
+        std::memcpy(&w, PACK ? g + i : l + i, 4);
+        w = PACK ? ember_cuda_nf4_unzip(w) : ember_cuda_nf4_zip(w);
+        std::memcpy(PACK ? l + i : g + i, &w, 4);
+    }
+}
+
 // gguf: the GGUF bytes (read when PACK, written otherwise); lay: the ext layout.
 template <bool PACK> void walk_ext(ember_type t, int64_t rows, int64_t k, uint8_t * gguf, uint8_t * lay) {
     using M         = mover<PACK>;
@@ -99,7 +123,7 @@ template <bool PACK> void walk_ext(ember_type t, int64_t rows, int64_t k, uint8_
                         gguf += 8;
                     }
                     M::template fixed<1>(gguf, aq + r * nb + b);
-                    M::template fixed<32>(gguf + 1, q + 32 * (r * nb + b));
+                    nf4_quants<PACK>(gguf + 1, q + 32 * (r * nb + b));
                     gguf += 33;
                 }
             }

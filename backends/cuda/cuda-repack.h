@@ -10,14 +10,16 @@
 // matvec reads weights with 16-byte coalesced loads (a block's 2-byte scale broke that in the
 // GGUF layout). Host-only C++; the device side reads it in cuda-common.cuh (cu_rp_*).
 //
-// Ember's own types (the "ext" layout, read by ops-matvec-ext.cu; cuda-repack-ext.cuh is its
-// device side), R rows of k weights, all arrays row-major over (row, block), each from the end
+// Ember's own types (the "ext" layout, read by ops-matvec-ext.cu), R rows of k weights, all arrays row-major over (row, block), each from the end
 // of the one before it (the first 16-byte aligned and a multiple of 16 bytes long):
 //
 //   INT4 / INT4_G32 (G = 128 / 32, nb = k / G): quants nb G/2 bytes per row (each block's qs),
 //                   then the blocks' (d, z) fp16 pairs, 4 bytes each
 //   NF4 (nb = k / 64, ng = ceil(nb / 256)): quants 32 bytes per block, then the group headers
-//                   (fp32 scale2, fp32 offset; 8 bytes each, ng per row), then the absmax_q bytes
+//                   (fp32 scale2, fp32 offset; 8 bytes each, ng per row), then the absmax_q bytes;
+//                   each 4-byte word of a block's quants holds the nibbles of weights i .. i + 3
+//                   (low half) and 32 + i .. 35 + i (high half), i = 0, 4, .., 28 (its GGUF qs
+//                   word's nibbles unzipped: ember_cuda_nf4_unzip)
 //   FP8_E4M3 / FP8_E5M2 (nb = k / 32): quants 32 bytes per block, then the exponent bytes e
 //   FP8_E4M3_ROW / FP8_E5M2_ROW: the k codes of each row, then the fp32 row scales
 //
@@ -47,6 +49,14 @@ bool ember_cuda_repack_is_ext(ember_type t);
 // repacked type (Q6_K: rows of a multiple of 2048; EMBER_CUDA_REPACK=0 turns the conversion
 // off, for comparisons).
 bool ember_cuda_repack_wanted(const ember_tensor * t);
+
+// NF4's quant words in the ext layout: a GGUF word (bytes i .. i + 3 of a block's qs, nibbles
+// low to high L0 H0 L1 H1 L2 H2 L3 H3, Lj = weight i + j, Hj = weight 32 + i + j) holds its
+// nibbles as L0 L1 L2 L3 H0 H1 H2 H3, so a byte-permute table lookup of its low (high) 16 bits
+// gives the block's weights i .. i + 3 (32 + i .. 35 + i) in activation order, ready for dp4a
+// (ops-matvec-ext.cu, nf4_lookup). zip is the inverse (the readback).
+uint32_t ember_cuda_nf4_unzip(uint32_t gguf_word);
+uint32_t ember_cuda_nf4_zip(uint32_t ext_word);
 
 // GGUF bytes -> CUDA layout and back, for `rows` rows of k weights (src and dst distinct).
 void ember_cuda_repack(ember_type t, int64_t rows, int64_t k, const void * src, void * dst);

@@ -12,8 +12,10 @@
 // - NF4: a chunk is half of a 64-weight block's bytes (16 weights from each of its two halves);
 //   the codebook is looked up 8 nibbles at a time with byte permutes from an int8 copy,
 //   round(127 NF4[q]) (the rounding moves a weight by at most 0.4% of its block's absmax; the
-//   CPU rounds the activations to 8 bits anyway), and multiplied with __dp4a; the block absmax
-//   is DYN[absmax_q] scale2 + offset as the reference computes it (DYN in shared memory).
+//   CPU rounds the activations to 8 bits anyway), and multiplied with __dp4a; each word's
+//   nibbles were unzipped at upload (ember_cuda_nf4_unzip) so a lookup's 4 bytes are 4
+//   consecutive weights, as the activations lie; the block absmax is DYN[absmax_q] scale2 +
+//   offset as the reference computes it (DYN in shared memory).
 // - FP8 (block and row scales): a chunk is 16 codes, converted to half pairs (hardware cvt for
 //   E4M3, byte moves for E5M2) and to float, multiplied with the float activations (the CPU's
 //   FP8 dot product takes them unrounded too).
@@ -155,9 +157,11 @@ constexpr uint32_t k_nf4_t0 = pack4(-127, -88, -67, -50), k_nf4_t1 = pack4(-36, 
 constexpr uint32_t k_nf4_t2 = pack4(10, 20, 31, 43), k_nf4_t3 = pack4(56, 71, 92, 127);
 constexpr float    k_nf4_inv = 1.0f / 127.0f;
 
-// The table values of the 8 nibbles of w: .x those of the low nibbles of bytes 0..3 (in byte
-// order), .y those of the high nibbles. __byte_perm reads 3 bits of each selector nibble:
-// entries 0-7 and 8-15 are looked up separately and bit 3 picks between them.
+// The table values of the 8 nibbles of an ext-layout word w (ember_cuda_nf4_unzip): .x those of
+// nibbles 0..3 (the weights i .. i + 3 of the block's first 32), .y those of nibbles 4..7 (the
+// same of its second 32), each in byte order. __byte_perm reads 3 bits of each selector nibble:
+// entries 0-7 and 8-15 are looked up separately and bit 3 picks between them. (The GGUF nibble
+// order needed two more byte permutes a word to sort the two halves' bytes.)
 __device__ __forceinline__ int2 nf4_lookup(uint32_t w) {
     const uint32_t pick = 0x32103210u | ((w & 0x88888888u) >> 1);
     uint32_t       t[2];
@@ -168,7 +172,7 @@ __device__ __forceinline__ int2 nf4_lookup(uint32_t w) {
         const uint32_t hi = __byte_perm(k_nf4_t2, k_nf4_t3, s);
         t[i]              = __byte_perm(lo, hi, pick >> (16 * i));
     }
-    return make_int2(static_cast<int>(__byte_perm(t[0], t[1], 0x6420)), static_cast<int>(__byte_perm(t[0], t[1], 0x7531)));
+    return make_int2(static_cast<int>(t[0]), static_cast<int>(t[1]));
 }
 
 //
@@ -267,7 +271,7 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         slo           = __dp4a(t3.x, x.lo.w, slo);
         shi           = __dp4a(t3.y, x.hi.w, shi);
         const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as the CPU: no FMA
-        return absmax * k_nf4_inv * (x.dlo * static_cast<float>(slo) + x.dhi * static_cast<float>(shi));
+        return absmax * k_nf4_inv * (x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi));  // |sums| < 16 127^2
     }
 };
 
@@ -935,16 +939,16 @@ template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, in
     } else if constexpr (T == EMBER_TYPE_NF4) {
         const int64_t b = c / 2;
         union {
-            uint4   v[2];
-            uint8_t b[32];
+            uint4    v[2];
+            uint32_t w[8];
         } q;
         q.v[0]              = reinterpret_cast<const uint4 *>(row + 32 * b)[0];
         q.v[1]              = reinterpret_cast<const uint4 *>(row + 32 * b)[1];
         const float2 hd     = reinterpret_cast<const float2 *>(L.h)[g * L.ng + b / 256];
         const float  s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[L.s[g * L.nb + b]], hd.x), hd.y);
-        const int    sh     = static_cast<int>(c % 2) * 4;
+        const int    sh     = static_cast<int>(c % 2) * 16;  // the half's nibbles in each word (ember_cuda_nf4_unzip)
 #pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(q.b[i] >> sh) & 0xf] * s;
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;
     } else {
         union {
             uint4   v[2];

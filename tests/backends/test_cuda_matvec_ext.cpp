@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "backends/cuda/cuda-repack.h"
 #include "cuda-test-util.h"
 #include "graph.h"
 
@@ -49,6 +50,41 @@ int64_t b3(ember_type t) {
 }  // namespace
 
 TEST_SUITE("backends") {
+
+// Host only (no GPU): NF4's ext layout (cuda-repack.h) against the GGUF bytes, weight by weight:
+// each block's quant words unzipped (weights i .. i + 3 in a word's low 16 bits, 32 + i .. 35 + i
+// in its high 16), the group headers and absmax bytes in their arrays; and the readback.
+TEST_CASE("[cuda] NF4 in the CUDA ext layout: each weight's nibble, the headers, the round trip") {
+    CHECK(ember_cuda_nf4_unzip(0x76543210u) == 0x75316420u);
+    CHECK(ember_cuda_nf4_zip(0x75316420u) == 0x76543210u);
+    const int64_t nb = 260, ng = 2, rows = 3, k = 64 * nb;  // two groups a row: 256 + 4 blocks
+    const size_t  rsz = ember_row_size(EMBER_TYPE_NF4, k);
+    REQUIRE(rsz == static_cast<size_t>(ng * 8 + nb * 33));
+    std::vector<uint8_t> gguf(rsz * rows), lay(gguf.size()), back(gguf.size());
+    std::mt19937         rng(7);
+    for (uint8_t & b : gguf) b = static_cast<uint8_t>(rng());
+    ember_cuda_repack(EMBER_TYPE_NF4, rows, k, gguf.data(), lay.data());
+    const uint8_t * q = lay.data(), *hd = q + rows * nb * 32, *aq = hd + rows * ng * 8;
+    int             bad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t * row = gguf.data() + r * rsz;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t * hg  = row + (b / 256) * (8 + 256 * 33);  // the block's group header
+            const uint8_t * blk = hg + 8 + (b % 256) * 33;
+            if (b % 256 == 0) bad += std::memcmp(hd + 8 * (r * ng + b / 256), hg, 8) != 0;
+            bad += aq[r * nb + b] != blk[0];
+            for (int i = 0; i < 64; i++) {
+                const int j = i % 32, want = (blk[1 + j] >> (i < 32 ? 0 : 4)) & 0xf;
+                uint32_t  w;
+                std::memcpy(&w, q + 32 * (r * nb + b) + 4 * (j / 4), 4);
+                bad += static_cast<int>((w >> (16 * (i / 32) + 4 * (j % 4))) & 0xf) != want;
+            }
+        }
+    }
+    CHECK(bad == 0);
+    ember_cuda_unrepack(EMBER_TYPE_NF4, rows, k, lay.data(), back.data());
+    CHECK(back == gguf);
+}
 
 TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
     if (!cuda_device()) {
