@@ -1415,9 +1415,9 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
     }
 }
 
-// The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=1;
-// off by default until its GPU test has run: Q4_K_M's Q6_K down products, whose norms keep their
-// own launch otherwise): mvr_norm_kernel's contract, mvp6_kernel's decode. A block owns 32 whole
+// The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
+// not; Q4_K_M's Q6_K down products, whose norms otherwise keep their own launch):
+// mvr_norm_kernel's contract, mvp6_kernel's decode. A block owns 32 whole
 // rows in 8 groups of 4; warp w takes row group w % 8 and segments w / 8, w / 8 + W / 8, ... (W = 8
 // or 16: whole row groups a warp), each lane one decode unit of the 4 rows (mvp6_kernel RW = 4);
 // the next segment's loads follow the current one's arithmetic. Each warp's 4 row sums go to
@@ -2124,10 +2124,12 @@ static bool mv_norm_q4k() {
 static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
 }
-// EMBER_CUDA_MV_NORM_Q6K: 1 planar Q6_K weights make the copy too (mvp6_norm_kernel), 0 (default
-// until its GPU test has run on a GPU) not. Read at every call (tests switch it).
+// EMBER_CUDA_MV_NORM_Q6K: 1 (default) planar Q6_K weights make the copy too (mvp6_norm_kernel:
+// Q4_K_M's Q6_K down products), 0 not. H200 tg128 (session 42, one build, two runs a side, both
+// at EMBER_CUDA_MV_GLU_Q4K=2): 8B Q4_K_M 568.3 -> 605.0 (+6.5%), 1B 2087.2 -> 2087.7. Read at
+// every call (tests switch it).
 static bool mv_norm_q6k() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q6K", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q6K", 1, {0, 1}) == 1;
 }
 static bool mvn_q6p_ok(const ember_tensor * w) {
     return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[0] % 2048 == 0 && mv_norm_q6k();
@@ -2267,15 +2269,14 @@ static bool mv_glu_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EXT", 1, {0, 1}) == 1;
 }
 // Q4_K weights too (mvk_glu_kernel): both matrices Q4_K of one shape, rows of whole 256-weight
-// blocks, 16-byte aligned (mvk_kernel's). EMBER_CUDA_MV_GLU_Q4K: 1 (default) where every warp of
-// the launch has one slice of the row (the 1B shape: 8 slices, 8 warps), 2 at every width (the 8B
-// shape: 16 slices over 4 warps, pipelined), 0 never. H200 tg128 against =0 (session 41, one
-// build, two runs a side): 1B Q4_K_M 1907.8 -> 2093.7 (+9.7%), 8B Q4_K_M at =2 540.0 -> 567.8
-// (+5.1%). The GPU test ran the one-slice forms against the CPU (the 1B shape's three variants,
-// the fixture models) before the call's limit; the forms with slices one after the other, not
-// yet: hence =2 is not the default. Read at every call (tests switch it).
+// blocks, 16-byte aligned (mvk_kernel's). EMBER_CUDA_MV_GLU_Q4K: 2 (default) at every width (the
+// 8B shape: 16 slices over 4 warps, pipelined; the 1B shape: 8 slices, one a warp), 1 only where
+// every warp of the launch has one slice of the row (session 41's default, before the GPU test
+// had run the multi-slice forms; it passed in session 42), 0 never. H200 tg128 against =0
+// (session 41, one build, two runs a side): 1B Q4_K_M 1907.8 -> 2093.7 (+9.7%), 8B Q4_K_M 540.0
+// -> 567.8 (+5.1%). Read at every call (tests switch it).
 static int mv_glu_q4k_mode() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q4K", 1, {0, 1, 2});
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q4K", 2, {0, 1, 2});
 }
 static bool mv_glu_q4k(const ember_tensor * wg, const ember_tensor * wu) {
     return mv_glu_q4k_mode() != 0 && q4k_wide_ok(wg) && q4k_wide_ok(wu) && wg->ne[0] == wu->ne[0] && wg->ne[0] % 256 == 0 &&
@@ -2338,7 +2339,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
     const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms;
     if (mode == 0 || (mode == 1 && !wave)) return EMBER_ERR_UNSUPPORTED;
-    // (Q4_K: by default only where each warp has one slice, mv_glu_q4k_mode)
+    // (Q4_K at EMBER_CUDA_MV_GLU_Q4K=1: only where each warp has one slice, mv_glu_q4k_mode)
     if (wg->type == EMBER_TYPE_Q4_K && mv_glu_q4k_mode() == 1 && wg->ne[0] / 256 > warps) return EMBER_ERR_UNSUPPORTED;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 2, qb + static_cast<size_t>(n / 32) * sizeof(float2)));

@@ -422,10 +422,10 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     }
 }
 
-// Planar Q6_K products make the copy (mvp6_norm_kernel) only with EMBER_CUDA_MV_NORM_Q6K=1 (off by
-// default), in the planar layout (flagged as converted at upload) and with rows of whole
-// 2048-weight segments.
-TEST_CASE("[cuda plan] the backend's hooks: planar Q6_K makes the norm-in-product copy only when asked") {
+// Planar Q6_K products make the copy (mvp6_norm_kernel) by default, not with
+// EMBER_CUDA_MV_NORM_Q6K=0, only in the planar layout (flagged as converted at upload) and with
+// rows of whole 2048-weight segments.
+TEST_CASE("[cuda plan] the backend's hooks: planar Q6_K makes the norm-in-product copy, its switch and layout") {
     const auto chain = [](ember_graph & g, int64_t k, ember_tensor ** f) {
         ember_tensor * w = g.new_tensor(EMBER_TYPE_Q6_K, k, 64);
         w->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
@@ -441,12 +441,12 @@ TEST_CASE("[cuda plan] the backend's hooks: planar Q6_K makes the norm-in-produc
         ember_tensor * f[4];
         g.build_forward(chain(g, k, f));
         ember_buffer * leaves = place_graph(g);
-        CHECK_FALSE(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]));  // the default: off
-        setenv("EMBER_CUDA_MV_NORM_Q6K", "1", 1);
-        CHECK(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]) == (k % 2048 == 0));
-        f[0]->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the GGUF layout: no
+        CHECK(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]) == (k % 2048 == 0));  // the default: on
+        setenv("EMBER_CUDA_MV_NORM_Q6K", "0", 1);
         CHECK_FALSE(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]));
         unsetenv("EMBER_CUDA_MV_NORM_Q6K");
+        f[0]->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the GGUF layout: no
+        CHECK_FALSE(ember_cuda_mv_norm_ok(f[0], f[1], f[2], f[3]));
         ember_buffer_free(leaves);
     }
 }
