@@ -168,8 +168,8 @@ inline int mvn_warps(int nsl) {
 // n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);
 
-// The gate / up launch with its SWIGLU for INT4 weights in the ext layout (ops-matvec-ext.cu,
-// mvx_glu_kernel): wg, wu 2-D INT4 of one shape (type_ok), rows a multiple of 32; x's 8-bit copy
+// The gate / up launch with its SWIGLU for INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu,
+// mvx_glu_kernel): wg, wu 2-D INT4 or NF4 of one shape (type_ok), rows a multiple of 32; x's 8-bit copy
 // (ns: a norm-in-product copy and its scale, or nullptr); warps 8 or 4 a block; the ends into o.
 bool         ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu);
 ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,

@@ -235,8 +235,8 @@ void ember_cuda_qx_after_matvecs(ember_cuda_ctx & ctx, const ember_tensor * x, e
                                  const ember_cuda_mv_unit * units);
 
 // The gate and up matvecs of a decode FFN and their SWIGLU glu = silu(gate) up in one launch
-// (mvr_glu_kernel): Q4_0 / Q8_0 weights in the CUDA layout, INT4 in the ext layout
-// (mvx_glu_kernel; EMBER_CUDA_MV_GLU_EXT=0: not), one x column, rows a multiple of 32;
+// (mvr_glu_kernel): Q4_0 / Q8_0 weights in the CUDA layout, INT4 / NF4 in the ext layout
+// (mvx_glu_kernel; EMBER_CUDA_MV_GLU_EXT=0: not), Q4_K (mvk_glu_kernel), one x column, rows a multiple of 32;
 // glu's floats and its int8 copy for the down product (slot 2); gate's and up's floats only with
 // store_gu. EMBER_ERR_UNSUPPORTED: not done (run the nodes as usual; by default where its grid
 // would take more than one wave). EMBER_CUDA_MV_GLU=0: never, 2: at every size; the planner

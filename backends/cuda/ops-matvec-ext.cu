@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <type_traits>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
@@ -259,7 +260,8 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         return {__ldg(s + g * nb + b), __ldg(reinterpret_cast<const float2 *>(h) + g * ng + (b >> 8))};
     }
     static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4(x, c); }
-    static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
+    // The chunk's two halves' dp4a sums times their activation scales: sum x q over its 32 weights.
+    static __device__ __forceinline__ float inner(const uint4 & w, const xs_t & x) {
         int        slo = 0, shi = 0;
         const int2 t0 = nf4_lookup(w.x), t1 = nf4_lookup(w.y), t2 = nf4_lookup(w.z), t3 = nf4_lookup(w.w);
         slo           = __dp4a(t0.x, x.lo.x, slo);
@@ -270,9 +272,15 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         shi           = __dp4a(t2.y, x.hi.z, shi);
         slo           = __dp4a(t3.x, x.lo.w, slo);
         shi           = __dp4a(t3.y, x.hi.w, shi);
-        const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as the CPU: no FMA
-        return absmax * k_nf4_inv * (x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi));  // |sums| < 16 127^2
+        return x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi);  // |sums| < 16 127^2
     }
+    static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
+        const float s      = inner(w, x);
+        const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as the CPU: no FMA
+        return absmax * k_nf4_inv * s;
+    }
+    // The same with the block's absmax / 127 given (mvx_glu_kernel's table): the same bits.
+    static __device__ __forceinline__ float dot_scaled(const uint4 & w, float a, const xs_t & x) { return a * inner(w, x); }
 };
 
 template <int T> struct mx_fp8 {  // 2 chunks per block
@@ -734,10 +742,13 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
 // warps split the row in slices of 8 16-byte chunks; lane l takes chunk l % 8 of a slice in rows
 // 4 t + l / 8 (t < 8) of both matrices; the gate rows' loads before the PDL wait, the up rows'
 // after it; with 4 warps (PIPE) the next slice's loads follow half a slice's arithmetic. The
-// end: mvg_block_end. (INT4 only: NF4's scale data, three registers a row, would not fit 16 rows.)
+// end: mvg_block_end. INT4: each chunk's (d, z) word loaded with it. NF4 (whose scale data, three
+// registers a row, would not fit 16 rows): before the PDL wait the block makes a table in shared
+// memory of its 64 rows' block absmax / 127 (DYN[absmax_q] scale2 + offset, as mvx_kernel computes
+// it), rows nb + 4 floats apart (a warp's 16 rows x blocks in distinct banks), read at each dot.
 struct mvx_glu_args {
     const uint8_t *       gq;  // gate quants, rows of rowq bytes
-    const uint8_t *       gs;  // gate block scales
+    const uint8_t *       gs;  // gate block scales (NF4: absmax_q bytes)
     const uint8_t *       uq;
     const uint8_t *       us;
     int64_t               rowq;
@@ -746,12 +757,16 @@ struct mvx_glu_args {
     const float2 *        xds;
     ember_cuda_norm_scale ns;
     mvg_out               out;
+    const uint8_t *       gh;  // NF4: the gate / up group headers
+    const uint8_t *       uh;
 };
 
 template <int T, bool NS, int W>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_args a) {
-    static_assert(T == EMBER_TYPE_INT4, "the gate / up launch holds 16 rows' scales a lane: INT4's one word each");
+    static_assert(T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4, "INT4 (a word of scales a chunk) or NF4 (a table of them)");
+    constexpr bool nf4 = T == EMBER_TYPE_NF4;
     using D                 = mx<T>;
+    using sc_t              = std::conditional_t<nf4, char, typename D::sc_t>;  // (NF4: unused)
     constexpr bool   PIPE   = W == 4;
     const int        lane   = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro     = lane / 8, j = lane % 8;
@@ -761,7 +776,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     const uint4 *    uq     = reinterpret_cast<const uint4 *>(a.uq + (row0 + ro) * a.rowq);
     const int64_t    qstep  = 4 * a.rowq / 16;
     uint4            w[16];
-    typename D::sc_t sg[8], su[8];
+    sc_t             sg[8], su[8];
     const auto       load = [&](int sl, int part) {  // part 1: the gate rows, 2: the up rows
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
@@ -769,16 +784,48 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
         for (int t = 0; t < 8; t++) {
             const int64_t g = row0 + ro + 4 * t;
             if (part & 1) {
-                w[t]  = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                sg[t] = ok ? D::load_sc(a.gs, nullptr, g, a.nb, a.ng, c) : typename D::sc_t{};
+                w[t] = ok ? __ldcs(gq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+                if constexpr (!nf4) sg[t] = ok ? D::load_sc(a.gs, nullptr, g, a.nb, a.ng, c) : sc_t{};
             }
             if (part & 2) {
                 w[8 + t] = ok ? __ldcs(uq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-                su[t]    = ok ? D::load_sc(a.us, nullptr, g, a.nb, a.ng, c) : typename D::sc_t{};
+                if constexpr (!nf4) su[t] = ok ? D::load_sc(a.us, nullptr, g, a.nb, a.ng, c) : sc_t{};
             }
         }
     };
     if (wi < nsl) load(wi, 1);  // weights only: before waiting for the kernel that makes x
+    // NF4: the table of the block's 64 rows' absmax / 127 (gate rows 0..31, up rows 32..63), from
+    // weights only too; the codebook's dynamic map through shared memory first.
+    extern __shared__ float nf4_tab[];  // 64 (nb + 4) floats (NF4; none for INT4)
+    const int               ts = a.nb + 4;
+    if constexpr (nf4) {  // (rows of at most 128 blocks: one group header a row, ember_cuda_mvx_glu_type_ok)
+        __shared__ float  dyn[256];
+        __shared__ float2 hdr[64];
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
+        for (int rl = threadIdx.x; rl < 64; rl += blockDim.x) {  // (a block of one slice has 32 threads)
+            hdr[rl] = __ldg(reinterpret_cast<const float2 *>(rl < 32 ? a.gh : a.uh) + (row0 + rl % 32) * a.ng);
+        }
+        __syncthreads();
+        // 8 absmax_q bytes a thread requested before any is used (one round trip per 8 entries)
+        const int n = 64 * a.nb;
+        for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+            uint32_t q[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / a.nb;
+                q[k]        = i < n ? __ldg((rl < 32 ? a.gs : a.us) + (row0 + rl % 32) * a.nb + i % a.nb) : 0u;
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / a.nb;
+                if (i < n) {
+                    const float am           = __fadd_rn(__fmul_rn(dyn[q[k]], hdr[rl].x), hdr[rl].y);  // as the CPU: no FMA
+                    nf4_tab[rl * ts + i % a.nb] = am * k_nf4_inv;
+                }
+            }
+        }
+        __syncthreads();
+    }
     cu_pdl_begin();
     if (wi < nsl) load(wi, 2);
     x_src xs;
@@ -788,17 +835,41 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     xs.f16al = false;
     float            acc[16] = {};
     typename D::xs_t x{};
+    int              xb = 0;  // NF4: the block of the chunk whose x was fetched last
     mvg_slices<PIPE>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        wi, nw, nsl, j, a.nchunk, load,
+        [&](int c) {
+            x  = D::load_x(xs, c);
+            xb = c >> 1;
+        },
         [&](int h) {  // h = 0: the gate rows, 1: the up rows
+            if constexpr (nf4) {
 #pragma unroll
-            for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot(w[8 * h + t], h == 0 ? sg[t] : su[t], x, nullptr);
+                for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot_scaled(w[8 * h + t], nf4_tab[(32 * h + ro + 4 * t) * ts + xb], x);
+            } else {
+#pragma unroll
+                for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot(w[8 * h + t], h == 0 ? sg[t] : su[t], x, nullptr);
+            }
         });
     mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
-template <bool NS, int W> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
-    cu_launch(ctx, mvx_glu_kernel<EMBER_TYPE_INT4, NS, W>, blocks, 32 * std::min(W, (a.nchunk + 7) / 8), 0, a);
+// NF4's table (mvx_glu_kernel): 64 rows of nb + 4 floats.
+size_t mvx_glu_smem(int T, int nb) {
+    return T == EMBER_TYPE_NF4 ? 64 * static_cast<size_t>(nb + 4) * sizeof(float) : 0;
+}
+
+template <int T, bool NS, int W> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
+    cu_launch(ctx, mvx_glu_kernel<T, NS, W>, blocks, 32 * std::min(W, (a.nchunk + 7) / 8), mvx_glu_smem(T, a.nb), a);
+}
+template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps) {
+    if (ns) {
+        if (warps == 8) launch_mvx_glu<T, true, 8>(ctx, blocks, a);
+        else launch_mvx_glu<T, true, 4>(ctx, blocks, a);
+    } else {
+        if (warps == 8) launch_mvx_glu<T, false, 8>(ctx, blocks, a);
+        else launch_mvx_glu<T, false, 4>(ctx, blocks, a);
+    }
 }
 
 // Whether Ember's type T has mvx_kernel's NS form (and mvx_norm_kernel): INT4 and NF4.
@@ -1152,8 +1223,10 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     mvx_glu_args     a;
     a.gq     = lg.q;
     a.gs     = lg.s;
+    a.gh     = lg.h;
     a.uq     = lu.q;
     a.us     = lu.s;
+    a.uh     = lu.h;
     a.rowq   = lg.rowq;
     a.nb     = lg.nb;
     a.ng     = lg.ng;
@@ -1163,19 +1236,20 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
-    if (ns) {
-        if (warps == 8) launch_mvx_glu<true, 8>(ctx, blocks, a);
-        else launch_mvx_glu<true, 4>(ctx, blocks, a);
-    } else {
-        if (warps == 8) launch_mvx_glu<false, 8>(ctx, blocks, a);
-        else launch_mvx_glu<false, 4>(ctx, blocks, a);
-    }
+    if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);
+    else launch_mvx_glu_t<EMBER_TYPE_INT4>(ctx, blocks, a, ns != nullptr, warps);
     return EMBER_OK;
 }
 
+// NF4: rows of at most 128 blocks (8192 weights: the table's 64 rows in 33 KB of shared memory,
+// under the 48 KB a launch gets without asking); EMBER_CUDA_MV_GLU_NF4=0: not. Its GPU test passed
+// on an H200 (session 42; compute-sanitizer memcheck and racecheck: 0 errors).
 bool ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu) {
-    return ember_cuda_ext_layout(wg) && ember_cuda_ext_layout(wu) && wg->type == EMBER_TYPE_INT4 && wu->type == EMBER_TYPE_INT4 &&
-           wg->ne[0] == wu->ne[0] && wg->ne[1] == wu->ne[1] && wg->ne[0] % 128 == 0;
+    if (!ember_cuda_ext_layout(wg) || !ember_cuda_ext_layout(wu) || wg->type != wu->type || wg->ne[0] != wu->ne[0] || wg->ne[1] != wu->ne[1]) {
+        return false;
+    }
+    if (wg->type == EMBER_TYPE_NF4) return wg->ne[0] % 64 == 0 && wg->ne[0] <= 64 * 128 && ember_cuda_env_on("EMBER_CUDA_MV_GLU_NF4");
+    return wg->type == EMBER_TYPE_INT4 && wg->ne[0] % 128 == 0;
 }
 
 ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {

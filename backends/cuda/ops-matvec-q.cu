@@ -2262,9 +2262,10 @@ static int mv_glu_mode() {
 bool ember_cuda_mv_glu_on() {
     return mv_glu_mode() != 0;
 }
-// INT4 weights in the ext layout too (mvx_glu_kernel, ops-matvec-ext.cu; EMBER_CUDA_MV_GLU_EXT=0:
-// not). H200 tg128 (session 40, one build, two runs a side): 1B INT4 2074.3 -> 2261.3 (+9.0%), 8B
-// INT4 627.2 -> 671.1 (+7.0%). Read at every call (tests switch it).
+// INT4 / NF4 weights in the ext layout too (mvx_glu_kernel, ops-matvec-ext.cu; EMBER_CUDA_MV_GLU_EXT=0:
+// not; EMBER_CUDA_MV_GLU_NF4=0: not NF4). H200 tg128 (one build, two runs a side): 1B INT4 2074.3 ->
+// 2261.3 (+9.0%), 8B INT4 627.2 -> 671.1 (+7.0%) (session 40); 1B NF4 1574.5 -> 1821.2 (+15.7%), 8B
+// NF4 410.7 -> 449.3 (+9.4%) (session 42). Read at every call (tests switch it).
 static bool mv_glu_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EXT", 1, {0, 1}) == 1;
 }
@@ -2356,7 +2357,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     o.hq  = reinterpret_cast<int8_t *>(buf);
     o.hds = reinterpret_cast<float2 *>(buf + qb);
     const unsigned blocks = static_cast<unsigned>(n / 32);
-    if (ember_cuda_ext_layout(wg)) {  // INT4 (mv_glu_ok: not with EMBER_CUDA_MV_GLU_EXT=0)
+    if (ember_cuda_ext_layout(wg)) {  // INT4 / NF4 (mv_glu_ok: not with EMBER_CUDA_MV_GLU_EXT=0)
         const ember_status es = ember_cuda_mvx_glu_launch(ctx, wg, wu, xq, xds, ns ? &ctx.qx_norm : nullptr, o, warps);
         if (es != EMBER_OK) return es;
     } else if (wg->type == EMBER_TYPE_Q4_K) {  // (mv_glu_ok: mv_glu_q4k)

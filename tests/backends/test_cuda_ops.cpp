@@ -949,11 +949,12 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 // Against the CPU (eager, recorded, replayed), against the separate launches on the GPU (within
 // rounding: the sums in another order), and the proof that the launch did the SWIGLU: with
 // EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
-// fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0), and
-// Q4_K (mvk_glu_kernel, not with EMBER_CUDA_MV_GLU_Q4K=0) in a test case of its own.
+// fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0); Q4_K
+// (mvk_glu_kernel, not with EMBER_CUDA_MV_GLU_Q4K=0) and NF4 (mvx_glu_kernel's absmax table, not
+// with EMBER_CUDA_MV_GLU_NF4=0) in test cases of their own.
 void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
-                           "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+                           "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
@@ -963,6 +964,11 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     // groups (the down product's too); small matrices (the CPU quantizer searches each group's
     // scale); 300 blocks: 4 warps a block at EMBER_CUDA_MV_GLU=2 on an H100 / H200.
     const std::vector<shape> shapes_int4 = {{256, 128}, {512, 384}, {256, 9600}};
+    // NF4 (mvx_glu_kernel's absmax table): 5 slices over 4 warps (300 blocks: 4 warps at
+    // EMBER_CUDA_MV_GLU=2; the pipelined loop), one slice (4 blocks), a partial slice (5 blocks), two
+    // slices, the 8B width (16 slices), the widest row it takes (128 blocks: the largest table; these
+    // two plain only, as the 8B shape below).
+    const std::vector<shape> shapes_nf4 = {{1280, 9600}, {256, 128}, {320, 128}, {512, 384}, {4096, 256}, {8192, 128}};
     // Q4_K (mvk_glu_kernel at EMBER_CUDA_MV_GLU_Q4K=2: every width; =0: not): slices of whole
     // 256-weight blocks, the down product's rows too. First the forms with slices one after the
     // other (a time-limited run reaches them first): 9 slices over 8 warps, 5 over 4 (304 blocks);
@@ -970,13 +976,13 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
-        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : t == EMBER_TYPE_Q4_K ? shapes_q4k : shapes) {
+        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : t == EMBER_TYPE_NF4 ? shapes_nf4 : t == EMBER_TYPE_Q4_K ? shapes_q4k : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
                 // 58.7M weights built anew for each of ~15 runs) took most of the test's minutes; the
                 // other variants' forms run on the other shapes (ns at 4 warps: the 1200 blocks;
                 // 8 warps, slices one after the other: Q8_0 at 2048 wide, 16 slices, 2 a warp).
-                if (sh.f == 14336 && variant != 0) continue;
+                if ((sh.f == 14336 || (t == EMBER_TYPE_NF4 && sh.k >= 4096)) && variant != 0) continue;
                 const bool        ns   = variant == 2;
                 const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
                                          " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
@@ -1046,8 +1052,8 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
                 if (small) CHECK(ed < 1e-3);
                 if (small && multi) CHECK_FALSE(e1 < 1e-3);
-                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, Q4_K not with _Q4K=0
-                    const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT" : "EMBER_CUDA_MV_GLU_Q4K";
+                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0
+                    const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT" : t == EMBER_TYPE_NF4 ? "EMBER_CUDA_MV_GLU_NF4" : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
@@ -1074,6 +1080,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         return;
     }
     check_glu_launch({EMBER_TYPE_Q4_K});
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: NF4") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_NF4});
 }
 
 // The streaming matvec (mvr_stream_kernel: a resident grid, rows through per-warp cp.async rings;

@@ -592,11 +592,11 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 }
 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
-// Q8_0 weights in the CUDA layout, INT4 in the ext layout and Q4_K take it in every layer; Q4_0 /
-// Q8_0 / INT4 in the GGUF layout, not; INT4 not with EMBER_CUDA_MV_GLU_EXT=0, Q4_K not with
-// EMBER_CUDA_MV_GLU_Q4K=0.
+// Q8_0 weights in the CUDA layout, INT4 / NF4 in the ext layout and Q4_K take it in every layer;
+// Q4_0 / Q8_0 / INT4 / NF4 in the GGUF layout, not; INT4 / NF4 not with EMBER_CUDA_MV_GLU_EXT=0,
+// NF4 not with EMBER_CUDA_MV_GLU_NF4=0, Q4_K not with EMBER_CUDA_MV_GLU_Q4K=0.
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
-    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4}) {
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
         for (bool repacked : {true, false}) {
             const std::string tn = ember_type_get_name(wt);
             CAPTURE(tn);
@@ -610,11 +610,15 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             ember_buffer * leaves = place_graph(g);
             const bool     q4k    = wt == EMBER_TYPE_Q4_K;  // (mvk_glu_kernel: the GGUF layout, 16-byte-aligned rows)
             const bool     want   = (repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0)) || q4k;
-            const bool     want_ext = want || (repacked && wt == EMBER_TYPE_INT4);  // (mvx_glu_kernel)
+            const bool     nf4    = wt == EMBER_TYPE_NF4;
+            const bool     want_ext = want || (repacked && (wt == EMBER_TYPE_INT4 || nf4));  // (mvx_glu_kernel)
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext ? 3u : 0u));
-            setenv("EMBER_CUDA_MV_GLU_EXT", "0", 1);  // INT4 off, the others as they were
+            setenv("EMBER_CUDA_MV_GLU_EXT", "0", 1);  // INT4 / NF4 off, the others as they were
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want ? 3u : 0u));
             unsetenv("EMBER_CUDA_MV_GLU_EXT");
+            setenv("EMBER_CUDA_MV_GLU_NF4", "0", 1);  // NF4 off, the others as they were
+            CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext && !nf4 ? 3u : 0u));
+            unsetenv("EMBER_CUDA_MV_GLU_NF4");
             setenv("EMBER_CUDA_MV_GLU_Q4K", "0", 1);  // Q4_K off, the others as they were
             CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == (want_ext && !q4k ? 3u : 0u));
             unsetenv("EMBER_CUDA_MV_GLU_Q4K");
