@@ -677,6 +677,43 @@ bool ext_split() {
     return on;
 }
 
+// NF4's absmax table in shared memory (mvx_glu_kernel, mvx_norm_kernel TAB), from weights only
+// (before the PDL wait): tab[rl ts + b] = block b's absmax / 127 for the block's rows rl <
+// nrows, row rl being row row0 + rl % 32 of matrix rl / 32 (s0 / h0, or s1 / h1: its absmax_q
+// bytes and group headers), DYN[absmax_q] scale2 + offset as mvx_kernel computes it (the same
+// bits). Rows of at most 256 blocks: one group header a row. The codebook's dynamic map and the
+// rows' headers go through shared memory first; then each thread requests 8 absmax_q bytes
+// before using any (one round trip per 8 entries). Every thread of the block calls it; it ends
+// in a barrier.
+__device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows, int64_t row0, const uint8_t * s0, const uint8_t * h0,
+                                                 const uint8_t * s1, const uint8_t * h1, int nb, int ng) {
+    __shared__ float  dyn[256];
+    __shared__ float2 hdr[64];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
+    for (int rl = threadIdx.x; rl < nrows; rl += blockDim.x) {  // (a block of one slice has 32 threads)
+        hdr[rl] = __ldg(reinterpret_cast<const float2 *>(rl < 32 ? h0 : h1) + (row0 + rl % 32) * ng);
+    }
+    __syncthreads();
+    const int n = nrows * nb;
+    for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+        uint32_t q[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / nb;
+            q[k]        = i < n ? __ldg((rl < 32 ? s0 : s1) + (row0 + rl % 32) * nb + i % nb) : 0u;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / nb;
+            if (i < n) {
+                const float am         = __fadd_rn(__fmul_rn(dyn[q[k]], hdr[rl].x), hdr[rl].y);  // as the CPU: no FMA
+                tab[rl * ts + i % nb] = am * k_nf4_inv;
+            }
+        }
+    }
+    __syncthreads();
+}
+
 // The decode norm in the product before it (ember_cuda_mul_mat_vec_norm) for INT4 / NF4 weights
 // in the ext layout: mvr_norm_kernel's scheme (ops-matvec-q.cu) over mvx_kernel's chunks. A block
 // owns 32 whole rows; its warps split the row length in slices of 8 16-byte chunks; lane l takes
@@ -693,11 +730,16 @@ struct mvx_norm_args {
     mvn_out         out;
 };
 
-template <int T>
+// TAB (NF4, rows of at most 256 blocks; EMBER_CUDA_MV_NORM_NF4_TAB=1): the block's 32 rows' absmax
+// from a shared-memory table (nf4_absmax_table, as mvx_glu_kernel) instead of each chunk's
+// absmax_q byte and group header loaded with it (three registers a row) and decoded at each dot.
+template <int T, bool TAB = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
-    using D = mx<T>;
-    __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
-    if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
+    static_assert(!TAB || T == EMBER_TYPE_NF4, "the absmax table is NF4's");
+    using D    = mx<T>;
+    using sc_t = std::conditional_t<TAB, char, typename D::sc_t>;  // (TAB: unused)
+    __shared__ float dyn[T == EMBER_TYPE_NF4 && !TAB ? 256 : 1];
+    if constexpr (T == EMBER_TYPE_NF4 && !TAB) {  // constant data: before cu_pdl_begin() is fine
         for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
         __syncthreads();
     }
@@ -708,17 +750,20 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
-    typename D::sc_t sc[8];
+    sc_t             sc[8];
     const auto       load = [&](int sl, int) {  // (mvg_slices' part: both halves without PIPE)
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-            sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
+            w[t] = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+            if constexpr (!TAB) sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : sc_t{};
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
+    extern __shared__ float nf4_tab[];  // TAB: 32 (nb + 4) floats
+    const int               ts = a.nb + 4;
+    if constexpr (TAB) nf4_absmax_table(nf4_tab, ts, 32, row0, a.s, a.h, nullptr, nullptr, a.nb, a.ng);
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -727,13 +772,30 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     xs.f16al = false;
     float              acc[8] = {};
     typename D::xs_t   x{};
+    int                xb = 0;  // TAB: the block of the chunk whose x was fetched last
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        wi, nw, nsl, j, a.nchunk, load,
+        [&](int c) {
+            x  = D::load_x(xs, c);
+            xb = c >> 1;
+        },
         [&](int h) {
+            if constexpr (TAB) {
 #pragma unroll
-            for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
+                for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot_scaled(w[t], nf4_tab[(ro + 4 * t) * ts + xb], x);
+            } else {
+#pragma unroll
+                for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
+            }
         });
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
+}
+
+// EMBER_CUDA_MV_NORM_NF4_TAB: 1 NF4 producers of rows of at most 256 blocks read their absmax
+// from a table (mvx_norm_kernel TAB); 0 (default: its GPU test has not run) not. Read at every
+// call (tests switch it).
+bool mvx_norm_nf4_tab(const ext_layout & l) {
+    return l.nb <= 256 && ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NF4_TAB", 0, {0, 1}) == 1;
 }
 
 // The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4
@@ -798,34 +860,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     // weights only too; the codebook's dynamic map through shared memory first.
     extern __shared__ float nf4_tab[];  // 64 (nb + 4) floats (NF4; none for INT4)
     const int               ts = a.nb + 4;
-    if constexpr (nf4) {  // (rows of at most 128 blocks: one group header a row, ember_cuda_mvx_glu_type_ok)
-        __shared__ float  dyn[256];
-        __shared__ float2 hdr[64];
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
-        for (int rl = threadIdx.x; rl < 64; rl += blockDim.x) {  // (a block of one slice has 32 threads)
-            hdr[rl] = __ldg(reinterpret_cast<const float2 *>(rl < 32 ? a.gh : a.uh) + (row0 + rl % 32) * a.ng);
-        }
-        __syncthreads();
-        // 8 absmax_q bytes a thread requested before any is used (one round trip per 8 entries)
-        const int n = 64 * a.nb;
-        for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
-            uint32_t q[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / a.nb;
-                q[k]        = i < n ? __ldg((rl < 32 ? a.gs : a.us) + (row0 + rl % 32) * a.nb + i % a.nb) : 0u;
-            }
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const int i = i0 + k * static_cast<int>(blockDim.x), rl = i / a.nb;
-                if (i < n) {
-                    const float am           = __fadd_rn(__fmul_rn(dyn[q[k]], hdr[rl].x), hdr[rl].y);  // as the CPU: no FMA
-                    nf4_tab[rl * ts + i % a.nb] = am * k_nf4_inv;
-                }
-            }
-        }
-        __syncthreads();
-    }
+    if constexpr (nf4) nf4_absmax_table(nf4_tab, ts, 64, row0, a.gs, a.gh, a.us, a.uh, a.nb, a.ng);  // (rows of at most 128 blocks: type_ok)
     cu_pdl_begin();
     if (wi < nsl) load(wi, 2);
     x_src xs;
@@ -1212,6 +1247,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
+    else if (mvx_norm_nf4_tab(l)) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, blocks, thr, 32 * static_cast<size_t>(l.nb + 4) * sizeof(float), a);
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }

@@ -930,6 +930,18 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
+// NF4 producers reading their absmax from a shared-memory table (mvx_norm_kernel TAB, opt-in with
+// EMBER_CUDA_MV_NORM_NF4_TAB=1: rows of at most 256 blocks, the 8B down product's 224 too).
+TEST_CASE("[cuda] the decode norm in the product before it: NF4 with the absmax table (EMBER_CUDA_MV_NORM_NF4_TAB=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_NORM_NF4_TAB"}};
+    set_env("EMBER_CUDA_MV_NORM_NF4_TAB", "1");
+    check_norm_in_product({EMBER_TYPE_NF4});
+}
+
 TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
