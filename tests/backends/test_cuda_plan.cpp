@@ -625,6 +625,24 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             ember_buffer_free(leaves);
         }
     }
+    // NF4 rows of at most 128 blocks (mvx_glu_kernel's absmax table in shared memory): 8192 wide
+    // yes, 129 blocks no.
+    for (int64_t k : {int64_t{64 * 128}, int64_t{64 * 129}}) {
+        CAPTURE(k);
+        ember_graph    g;
+        ember_tensor * x  = g.new_tensor(EMBER_TYPE_F32, k, 1);
+        ember_tensor * wg = g.new_tensor(EMBER_TYPE_NF4, k, 64);
+        ember_tensor * wu = g.new_tensor(EMBER_TYPE_NF4, k, 64);
+        wg->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        wu->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        ember_tensor * gt  = ember_mul_mat(g, wg, x);
+        ember_tensor * up  = ember_mul_mat(g, wu, x);
+        ember_tensor * glu = ember_swiglu(g, gt, up);
+        g.build_forward(ember_add(g, glu, g.new_tensor(EMBER_TYPE_F32, 64, 1)));
+        ember_buffer * leaves = place_graph(g);
+        CHECK(ember_cuda_mv_glu_ok(gt, up, glu) == (k <= 64 * 128));
+        ember_buffer_free(leaves);
+    }
 }
 #endif
 
