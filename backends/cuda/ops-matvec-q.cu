@@ -926,15 +926,16 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
-template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
-__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
+// (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
+template <int R, int U, int QW, bool NS>
+__device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
     constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
     const int     lane  = threadIdx.x % 32;
     // The matrix of this block (locals: writing to `a` would copy the parameters to the stack).
-    const int     m      = a.grouped ? mv_which(a.grp, blockIdx.x) : 0;
-    const int     bx     = a.grouped ? blockIdx.x - a.grp.blk0[m] : blockIdx.x;
+    const int     m      = a.grouped ? mv_which(a.grp, blockIdx.x - boff) : 0;
+    const int     bx     = a.grouped ? blockIdx.x - boff - a.grp.blk0[m] : blockIdx.x - boff;
     const char *  w_base = a.grouped ? static_cast<const char *>(mv_pick(a.grp.w, m)) : a.w;
     const int64_t w_nb1  = a.grouped ? a.nblk * BYTES : a.w_nb1;
     const int64_t n      = a.grouped ? mv_pick(a.grp.n, m) : a.n;
@@ -999,6 +1000,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
     }
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
+}
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
+__global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
+    mvk_body<R, U, QW, NS>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1337,12 +1342,13 @@ __device__ __forceinline__ float q6p_unit_dot(const uint4 & lo, const uint4 & hi
 // corrected once: sum((q - 32) x) = sum(q x) - 32 sum(x).
 constexpr int k_q6p_max_warps = 8;
 
-// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
-template <int RW, bool NS = false>
-__global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, int ks) {
+// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns). (The body's
+// blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the last blocks of its grid.)
+template <int RW, bool NS>
+__device__ __forceinline__ void mvp6_body(const mvq_args & a, int ks, unsigned boff) {
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int       part = wi % ks;
-    const int64_t   row0 = (static_cast<int64_t>(blockIdx.x) * (nw / ks) + wi / ks) * RW;
+    const int64_t   row0 = (static_cast<int64_t>(blockIdx.x - boff) * (nw / ks) + wi / ks) * RW;
     const int       nseg = static_cast<int>(a.nblk / 8);
     const q6p_lane  l    = q6p_lane_of(lane);
     const mvq_batch bp = mvq_batch_of(a, a.w);
@@ -1413,6 +1419,22 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
             if (row0 + r < a.n) yc[row0 + r] = acc[r];
         }
     }
+}
+template <int RW, bool NS = false>
+__global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, int ks) {
+    mvp6_body<RW, NS>(a, ks, 0);
+}
+
+// Q4_K_M's Q / K / V units of a layer whose V is planar Q6_K (half the layers), in one launch
+// instead of two (EMBER_CUDA_MV_K4P6=1, opt-in): blocks [0, nb4) are mvk_kernel's (R = 2, U = 1,
+// QW = 2) over the Q4_K group a4, the rest mvp6_kernel's (RW = 4) over V's a6, with ks warps a
+// row; 4 warps a block for both. 128 registers (mvp6's), so 4 blocks an SM: the launcher takes it
+// where the grid fits one wave (the 1B shape, where the two launches cost Q/K 4.2 + V 3.3 us a
+// layer against 4.4 for an all-Q4_K layer's one).
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mvq_args a6, int ks, unsigned nb4) {
+    if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS>(a4, 0);
+    else mvp6_body<4, NS>(a6, ks, nb4);
 }
 
 // The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
@@ -1750,6 +1772,29 @@ bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
 }
 
+// The launch arguments of the matvec dst (its weight's blocks of qk weights) over x's copy.
+mvq_args mvq_args_of(const ember_cuda_ctx & ctx, ember_tensor * dst, int64_t qk, const int8_t * xq, const float2 * xds) {
+    const ember_tensor * w = dst->src[0];
+    const ember_tensor * x = dst->src[1];
+    mvq_args             a;
+    a.w      = static_cast<const char *>(w->data);
+    a.w_nb1  = static_cast<int64_t>(w->nb[1]);
+    a.w_nb2  = static_cast<int64_t>(w->nb[2]);
+    a.w_nb3  = static_cast<int64_t>(w->nb[3]);
+    a.bcast2 = x->ne[2] / w->ne[2];
+    a.bcast3 = x->ne[3] / w->ne[3];
+    a.xq     = xq;
+    a.xds    = xds;
+    a.x_ne1  = x->ne[1];
+    a.x_ne2  = x->ne[2];
+    a.y      = cu_desc(dst);
+    a.k      = w->ne[0];
+    a.n      = w->ne[1];
+    a.nblk   = w->ne[0] / qk;
+    a.err    = ctx.d_error;
+    return a;
+}
+
 // ns: x is a norm-in-product copy (ctx.qx_ns): only the NS forms of mvk_kernel (wide) and
 // mvp6_kernel read it.
 template <int T>
@@ -1758,23 +1803,8 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
-    mvq_args             a;
-    a.w       = static_cast<const char *>(w->data);
-    a.w_nb1   = static_cast<int64_t>(w->nb[1]);
-    a.w_nb2   = static_cast<int64_t>(w->nb[2]);
-    a.w_nb3   = static_cast<int64_t>(w->nb[3]);
-    a.bcast2  = x->ne[2] / w->ne[2];
-    a.bcast3  = x->ne[3] / w->ne[3];
-    a.xq      = xq;
-    a.xds     = xds;
-    a.x_ne1   = x->ne[1];
-    a.x_ne2   = x->ne[2];
-    a.y       = cu_desc(dst);
-    a.k       = w->ne[0];
-    a.n       = w->ne[1];
-    a.nblk    = w->ne[0] / mvq<T>::QK;
+    mvq_args             a   = mvq_args_of(ctx, dst, mvq<T>::QK, xq, xds);
     a.grouped = nd > 1 || units;  // only mvk_kernel takes groups and epilogues (ember_cuda_mul_mat_vec_q_can_group)
-    a.err     = ctx.d_error;
     if constexpr (T == EMBER_TYPE_Q4_K) {
         if (q4k_wide_ok(w)) {
             // rows of at most 64 chunks (2048 weights): two a warp, as mvr_kernel's short rows
@@ -1868,6 +1898,76 @@ template <typename F> bool dispatch_q(ember_type t, F && f) {
         case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
         default: return false;
     }
+}
+
+// EMBER_CUDA_MV_K4P6: 1 Q4_K units and one planar Q6_K unit (Q4_K_M's Q, K and V) in one launch
+// (mvk_p6_kernel) where it fits one wave; 0 (default: not yet run on a GPU) two launches. Read
+// at every call (tests switch it).
+bool mv_k4p6() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 0, {0, 1}) == 1;
+}
+bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 2048-weight segments)
+    return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
+}
+
+// Units over one x whose matrices are Q4_K and planar Q6_K (EMBER_CUDA_MV_K4P6=1 let them share a
+// launch: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE) and where
+// the grid fits one wave, mvk_p6_kernel; otherwise the Q4_K units' launch and each Q6_K unit's
+// own, as without the switch.
+ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
+                         const float2 * xds, bool ns) {
+    ember_tensor *     d4[k_mv_group];
+    ember_cuda_mv_unit u4[k_mv_group];
+    int                n4 = 0, n6 = 0, i6[k_mv_group];
+    for (int m = 0; m < nd; m++) {
+        const ember_tensor * w = dsts[m]->src[0];
+        if (q6p_unit_w(w) && !units[m].rope) {
+            i6[n6++] = m;
+        } else if (w->type == EMBER_TYPE_Q4_K && q4k_wide_ok(w)) {
+            d4[n4]   = dsts[m];
+            u4[n4++] = units[m];
+        } else {
+            return EMBER_ERR_INTERNAL;  // (can_share let no other mix through)
+        }
+    }
+    const ember_tensor * x   = dsts[0]->src[1];
+    bool                 one = n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide() && q6p_rows_per_warp() == 4;
+    mvq_args             a4, a6;
+    unsigned             nb4 = 0, nb6 = 0;
+    int                  ks  = 1;
+    if (one) {
+        a4         = mvq_args_of(ctx, d4[0], 256, xq, xds);
+        a4.grouped = true;
+        // mvk_kernel's unit form at two rows a warp (rows of at most 64 chunks, or a RoPE's pairs)
+        one = mv_short_launch(a4.nblk * 8) || mv_rows_per_warp(d4, n4, u4) == 2;
+    }
+    if (one) {
+        nb4            = mv_group_fill(a4.grp, d4, n4, k_rp_warps * 2, false, u4);
+        a6             = mvq_args_of(ctx, dsts[i6[0]], 256, xq, xds);
+        a6.grouped     = false;
+        a6.grp.has_epi = true;
+        a6.grp.epi[0]  = mv_epi_of(units[i6[0]]);
+        const int nseg = static_cast<int>(a6.nblk / 8);
+        ks             = std::min(nseg, k_q6p_max_warps);
+        nb6            = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
+        // mvp6_kernel's warps a block (4 here too) and one wave of 4 blocks an SM
+        one = ks * std::max(1, 4 / ks) == k_rp_warps && static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device));
+    }
+    if (one) {
+        if (ns) a4.ns = a6.ns = ctx.qx_norm;
+        if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+        else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+        return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
+    }
+    if (n4 > 0) {
+        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
+        if (st != EMBER_OK) return st;
+    }
+    for (int i = 0; i < n6; i++) {
+        const ember_status st = launch<EMBER_TYPE_Q6_K>(ctx, dsts + i6[i], 1, units + i6[i], xq, xds, ns);
+        if (st != EMBER_OK) return st;
+    }
+    return EMBER_OK;
 }
 
 struct aligned_probe {
@@ -1964,7 +2064,7 @@ static void qx_set_placed(ember_cuda_ctx & ctx, const ember_tensor * x, const in
 // the same x (one 2-D x: decode) with 2-D weights of one type and width, in the CUDA layout
 // (Q4_0 / Q8_0) or Q4_K with aligned rows, b not reading a.
 bool ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b) {
-    if (!ember_cuda_mul_mat_vec_q_can_share(a, b)) return false;
+    if (!ember_cuda_mul_mat_vec_q_can_share(a, b) || a->src[0]->type != b->src[0]->type) return false;  // (mixed: units only)
     const ember_tensor * x = a->src[1];
     return !ember_cuda_overlaps(a, x) && !ember_cuda_overlaps(b, x) && !ember_cuda_overlaps(a, b);
 }
@@ -1976,10 +2076,14 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
     const ember_tensor * wa = a->src[0];
     const ember_tensor * wb = b->src[0];
     const ember_tensor * x  = a->src[1];
-    if (wa->type != wb->type || wa->ne[0] != wb->ne[0] || wa->ne[2] * wa->ne[3] != 1 || wb->ne[2] * wb->ne[3] != 1 ||
+    // Q4_K with planar Q6_K (Q4_K_M's Q, K and V): units of one launch (launch_k4p6), EMBER_CUDA_MV_K4P6=1
+    const bool k4p6 = wa->type != wb->type && mv_k4p6() &&
+                      ((q4k_wide_ok(wa) && q6p_unit_w(wb)) || (q6p_unit_w(wa) && q4k_wide_ok(wb)));
+    if ((wa->type != wb->type && !k4p6) || wa->ne[0] != wb->ne[0] || wa->ne[2] * wa->ne[3] != 1 || wb->ne[2] * wb->ne[3] != 1 ||
         x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) {
         return false;
     }
+    if (k4p6) return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
     const bool rp = rp_q4q8(wa) && rp_q4q8(wb);
     if (ember_cuda_ext_layout(wa) || ember_cuda_ext_layout(wb)) {  // Ember's types: ops-matvec-ext.cu
         return ember_cuda_mul_mat_vec_ext_supported(a) && ember_cuda_mul_mat_vec_ext_supported(b) && ember_cuda_ext_layout(wa) &&
@@ -2090,6 +2194,14 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
     const ember_status   qs  = ember_cuda_quantized_x(ctx, x, &xq, &xds, true);
     if (qs != EMBER_OK) return qs;
     ember_status st = EMBER_OK;
+    bool         mixed = false;  // Q4_K units with a planar Q6_K one (ember_cuda_mul_mat_vec_q_can_share, EMBER_CUDA_MV_K4P6)
+    for (int m = 1; m < nd; m++) mixed = mixed || dsts[m]->src[0]->type != dsts[0]->src[0]->type;
+    if (mixed) {
+        st = units ? launch_k4p6(ctx, dsts, nd, units, xq, xds, ns) : EMBER_ERR_INTERNAL;
+        if (st != EMBER_OK) return st;
+        ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
+        return st;
+    }
     // A type without a kernel here (the callers check first) must not pass as done.
     if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, ns, st})) return EMBER_ERR_UNSUPPORTED;
     ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);

@@ -595,6 +595,7 @@ struct qkv_case {
     int64_t    n_head, n_head_kv, hd;
     ember_type vt     = static_cast<ember_type>(EMBER_TYPE_COUNT);  // V's weights (COUNT: wt)
     int64_t    n_embd = 512;
+    bool       normed = false;  // x = the layer's norm after an O product in wt (a norm-in-product copy)
 };
 
 // The case's weight types for its name: Q/K's, and V's when it differs.
@@ -607,6 +608,10 @@ ember_tensor * qkv_layer(case_ctx & c, const qkv_case & p) {
     const ember_type vt  = p.vt == EMBER_TYPE_COUNT ? p.wt : p.vt;
     ember_graph & g      = c.g;
     ember_tensor * x     = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, -2.0f, 2.0f);
+    if (p.normed) {
+        ember_tensor * h = ember_add(g, x, ember_mul_mat(g, c.weight_leaf(p.wt, n_embd, n_embd), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1)));
+        x                = ember_mul(g, ember_rms_norm(g, h, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, 0.5f, 1.5f));
+    }
     ember_tensor * pos   = c.i32_leaf({row + 1000});
     ember_tensor * idx   = c.i32_leaf({static_cast<int32_t>(row)});
     ember_tensor * ff    = nullptr;
@@ -724,6 +729,42 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
             }
         }
         set_env("EMBER_CUDA_FP8_MMA_UNITS", "");
+    }
+}
+
+// Q4_K_M's layers with V in planar Q6_K: Q, K and V in one launch (mvk_p6_kernel,
+// EMBER_CUDA_MV_K4P6=1) against the CPU and, bit for bit, against the two launches (the same
+// arithmetic); F16 / F32 / BF16 caches, 384 V rows (not a multiple of a block's 16), over a plain
+// x and over the O product's norm-in-product copy (the NS forms), the RoPE and the cache writes
+// in the stores (EMBER_CUDA_SKIP=other).
+TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_SKIP"}};
+    for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
+        for (bool normed : {false, true}) {
+            qkv_case p{EMBER_TYPE_Q4_K, cache, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
+            p.normed = normed;
+            if (cache == EMBER_TYPE_F32) {
+                p.n_head_kv = 3;  // 384 V rows
+                p.n_head    = 6;
+            }
+            const std::string what = "q4_k_m qkv in one launch cache " + std::string(ember_type_get_name(cache)) + (normed ? " normed x" : "");
+            CAPTURE(what);
+            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+            set_env("EMBER_CUDA_MV_K4P6", "1");
+            check_case(what, build, 1e-3);
+            const std::vector<float> one = run_on(cuda_device(), build, 5);
+            set_env("EMBER_CUDA_SKIP", "other");
+            const std::vector<float> skip = run_on(cuda_device(), build, 5);
+            set_env("EMBER_CUDA_SKIP", "");
+            set_env("EMBER_CUDA_MV_K4P6", "");
+            const std::vector<float> two = run_on(cuda_device(), build, 5);
+            CHECK(one == two);
+            CHECK(skip == two);
+        }
     }
 }
 

@@ -582,6 +582,23 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
         CHECK(v.u[0].set_rows == layers[l].v_set);
         CHECK(v.u[0].rope == nullptr);
     }
+    // With EMBER_CUDA_MV_K4P6=1, Q, K and V are the units of one launch (mvk_p6_kernel); still no
+    // plain group of the two types (gate / up and other groups: can_group).
+    setenv("EMBER_CUDA_MV_K4P6", "1", 1);
+    const std::vector<ember_cuda_unit_plan> one = plan_all(g, h);
+    REQUIRE(one.size() == layers.size());
+    for (size_t l = 0; l < layers.size(); l++) {
+        CAPTURE(l);
+        REQUIRE(one[l].n == 3);
+        CHECK(one[l].u[0].rope == layers[l].q_rope);
+        CHECK(one[l].u[1].set_rows == layers[l].k_set);
+        CHECK(one[l].u[2].mm == layers[l].v_mm);
+        CHECK(one[l].u[2].set_rows == layers[l].v_set);
+    }
+    CHECK(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
+    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(layers[0].k_mm, layers[0].v_mm));
+    unsetenv("EMBER_CUDA_MV_K4P6");
+    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
     // The same V unit with a RoPE, or in the GGUF layout, is refused.
     ember_cuda_mv_unit u = plans[1].u[0];
     u.rope               = layers[0].k_rope;
