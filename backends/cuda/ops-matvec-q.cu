@@ -21,6 +21,7 @@
 // The quantized x is made by quantize_x_kernel, or by the kernel that produced x (the fused
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1906,6 +1907,7 @@ template <typename F> bool dispatch_q(ember_type t, F && f) {
 bool mv_k4p6() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 0, {0, 1}) == 1;
 }
+std::atomic<long long> k4p6_launches{0};  // (ember_cuda_mv_k4p6_launches)
 bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 2048-weight segments)
     return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
@@ -1957,6 +1959,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         if (ns) a4.ns = a6.ns = ctx.qx_norm;
         if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
         else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+        k4p6_launches.fetch_add(1, std::memory_order_relaxed);
         return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
     }
     if (n4 > 0) {
@@ -1997,6 +2000,10 @@ struct launch_probe {
 };
 
 }  // namespace
+
+long long ember_cuda_mv_k4p6_launches() {
+    return k4p6_launches.load(std::memory_order_relaxed);
+}
 
 bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
     const ember_tensor * w  = dst->src[0];

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "backends/cuda/cuda-env.h"  // the switches' reading rule (host-only)
 #include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
+#include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches
 #include "graph.h"
 #include "quant/ref/ref.h"
 
@@ -755,7 +756,9 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
             CAPTURE(what);
             const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
             set_env("EMBER_CUDA_MV_K4P6", "1");
+            const long long before = ember_cuda_mv_k4p6_launches();
             check_case(what, build, 1e-3);
+            CHECK(ember_cuda_mv_k4p6_launches() > before);  // the one-launch form ran (not the two launches)
             const std::vector<float> one = run_on(cuda_device(), build, 5);
             set_env("EMBER_CUDA_SKIP", "other");
             const std::vector<float> skip = run_on(cuda_device(), build, 5);
