@@ -677,6 +677,13 @@ bool ext_split() {
     return on;
 }
 
+// NF4's absmax table (nf4_absmax_table): nrows rows of nb + k_nf4_tab_pad floats, the padding so a
+// warp's 4 rows x 4 blocks fall in distinct banks; its bytes, for the launch.
+constexpr int k_nf4_tab_pad = 4;
+inline size_t nf4_tab_bytes(int nrows, int nb) {
+    return static_cast<size_t>(nrows) * static_cast<size_t>(nb + k_nf4_tab_pad) * sizeof(float);
+}
+
 // NF4's absmax table in shared memory (mvx_glu_kernel, mvx_norm_kernel TAB), from weights only
 // (before the PDL wait): tab[rl ts + b] = block b's absmax / 127 for the block's rows rl <
 // nrows, row rl being row row0 + rl % 32 of matrix rl / 32 (s0 / h0, or s1 / h1: its absmax_q
@@ -761,8 +768,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
-    extern __shared__ float nf4_tab[];  // TAB: 32 (nb + 4) floats
-    const int               ts = a.nb + 4;
+    extern __shared__ float nf4_tab[];  // TAB: nf4_tab_bytes(32, nb)
+    const int               ts = a.nb + k_nf4_tab_pad;
     if constexpr (TAB) nf4_absmax_table(nf4_tab, ts, 32, row0, a.s, a.h, nullptr, nullptr, a.nb, a.ng);
     cu_pdl_begin();
     x_src xs;
@@ -798,8 +805,8 @@ bool mvx_norm_nf4_tab(const ext_layout & l) {
     return l.nb <= 256 && ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NF4_TAB", 0, {0, 1}) == 1;
 }
 
-// The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4
-// weights in the ext layout (EMBER_CUDA_MV_GLU_EXT=0: not; GPU test and numbers: session 40):
+// The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4 / NF4
+// weights in the ext layout (EMBER_CUDA_MV_GLU_EXT=0: not; GPU tests and numbers: sessions 40, 42):
 // mvr_glu_kernel's scheme over mvx_kernel's chunks. A block of W warps owns 32 hidden units;
 // warps split the row in slices of 8 16-byte chunks; lane l takes chunk l % 8 of a slice in rows
 // 4 t + l / 8 (t < 8) of both matrices; the gate rows' loads before the PDL wait, the up rows'
@@ -858,8 +865,8 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     if (wi < nsl) load(wi, 1);  // weights only: before waiting for the kernel that makes x
     // NF4: the table of the block's 64 rows' absmax / 127 (gate rows 0..31, up rows 32..63), from
     // weights only too; the codebook's dynamic map through shared memory first.
-    extern __shared__ float nf4_tab[];  // 64 (nb + 4) floats (NF4; none for INT4)
-    const int               ts = a.nb + 4;
+    extern __shared__ float nf4_tab[];  // NF4: nf4_tab_bytes(64, nb); none for INT4
+    const int               ts = a.nb + k_nf4_tab_pad;
     if constexpr (nf4) nf4_absmax_table(nf4_tab, ts, 64, row0, a.gs, a.gh, a.us, a.uh, a.nb, a.ng);  // (rows of at most 128 blocks: type_ok)
     cu_pdl_begin();
     if (wi < nsl) load(wi, 2);
@@ -889,9 +896,9 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
-// NF4's table (mvx_glu_kernel): 64 rows of nb + 4 floats.
+// NF4's table (mvx_glu_kernel): the gate's and the up's 32 rows.
 size_t mvx_glu_smem(int T, int nb) {
-    return T == EMBER_TYPE_NF4 ? 64 * static_cast<size_t>(nb + 4) * sizeof(float) : 0;
+    return T == EMBER_TYPE_NF4 ? nf4_tab_bytes(64, nb) : 0;
 }
 
 template <int T, bool NS, int W> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
@@ -1247,7 +1254,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-    else if (mvx_norm_nf4_tab(l)) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, blocks, thr, 32 * static_cast<size_t>(l.nb + 4) * sizeof(float), a);
+    else if (mvx_norm_nf4_tab(l)) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, blocks, thr, nf4_tab_bytes(k_mvn_rows, l.nb), a);
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }

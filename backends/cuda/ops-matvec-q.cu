@@ -2111,7 +2111,7 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     const ember_tensor * x = mm->src[1];
     // Q6_K in the planar layout: units without RoPE only (mvp6_kernel's rows are not RoPE pairs;
     // Q4_K_M's V products, whose cache write then needs no launch of its own).
-    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && !u.rope;
+    const bool q6p = q6p_unit_w(w) && !u.rope;
     if (!rp_q4q8(w) && !q4k_wide_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) return false;
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
@@ -2204,13 +2204,11 @@ ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * c
     bool         mixed = false;  // Q4_K units with a planar Q6_K one (ember_cuda_mul_mat_vec_q_can_share, EMBER_CUDA_MV_K4P6)
     for (int m = 1; m < nd; m++) mixed = mixed || dsts[m]->src[0]->type != dsts[0]->src[0]->type;
     if (mixed) {
-        st = units ? launch_k4p6(ctx, dsts, nd, units, xq, xds, ns) : EMBER_ERR_INTERNAL;
-        if (st != EMBER_OK) return st;
-        ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
-        return st;
+        if (!units) return EMBER_ERR_INTERNAL;  // (can_group never mixes types)
+        st = launch_k4p6(ctx, dsts, nd, units, xq, xds, ns);
+    } else if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, ns, st})) {
+        return EMBER_ERR_UNSUPPORTED;  // a type without a kernel here (the callers check first) must not pass as done
     }
-    // A type without a kernel here (the callers check first) must not pass as done.
-    if (!dispatch_q(dsts[0]->src[0]->type, launch_probe{ctx, dsts, nd, units, xq, xds, ns, st})) return EMBER_ERR_UNSUPPORTED;
     ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
     return st;
 }
@@ -2251,7 +2249,7 @@ static bool mv_norm_q6k() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q6K", 1, {0, 1}) == 1;
 }
 static bool mvn_q6p_ok(const ember_tensor * w) {
-    return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[0] % 2048 == 0 && mv_norm_q6k();
+    return q6p_unit_w(w) && w->ne[0] % 2048 == 0 && mv_norm_q6k();
 }
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
