@@ -200,7 +200,7 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst);
 // says whether b may join a's launch.
 bool         ember_cuda_mul_mat_vec_q_can_group(const ember_tensor * a, const ember_tensor * b);
 bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tensor * b);
-// How many mvk_p6_kernel launches (Q4_K_M's Q / K / V in one, EMBER_CUDA_MV_K4P6=1) this process
+// How many mvk_p6_kernel launches (Q4_K_M's Q / K / V in one, by default) this process
 // has made or recorded: the tests' proof that the form ran.
 long long    ember_cuda_mv_k4p6_launches();
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made

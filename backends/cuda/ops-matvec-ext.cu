@@ -684,7 +684,7 @@ inline size_t nf4_tab_bytes(int nrows, int nb) {
     return static_cast<size_t>(nrows) * static_cast<size_t>(nb + k_nf4_tab_pad) * sizeof(float);
 }
 
-// NF4's absmax table in shared memory (mvx_glu_kernel, mvx_norm_kernel TAB), from weights only
+// NF4's absmax table in shared memory (mvx_glu_kernel), from weights only
 // (before the PDL wait): tab[rl ts + b] = block b's absmax / 127 for the block's rows rl <
 // nrows, row rl being row row0 + rl % 32 of matrix rl / 32 (s0 / h0, or s1 / h1: its absmax_q
 // bytes and group headers), DYN[absmax_q] scale2 + offset as mvx_kernel computes it (the same
@@ -737,16 +737,11 @@ struct mvx_norm_args {
     mvn_out         out;
 };
 
-// TAB (NF4, rows of at most 256 blocks; EMBER_CUDA_MV_NORM_NF4_TAB=1): the block's 32 rows' absmax
-// from a shared-memory table (nf4_absmax_table, as mvx_glu_kernel) instead of each chunk's
-// absmax_q byte and group header loaded with it (three registers a row) and decoded at each dot.
-template <int T, bool TAB = false>
+template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
-    static_assert(!TAB || T == EMBER_TYPE_NF4, "the absmax table is NF4's");
-    using D    = mx<T>;
-    using sc_t = std::conditional_t<TAB, char, typename D::sc_t>;  // (TAB: unused)
-    __shared__ float dyn[T == EMBER_TYPE_NF4 && !TAB ? 256 : 1];
-    if constexpr (T == EMBER_TYPE_NF4 && !TAB) {  // constant data: before cu_pdl_begin() is fine
+    using D = mx<T>;
+    __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
+    if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
         for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
         __syncthreads();
     }
@@ -757,20 +752,17 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
-    sc_t             sc[8];
+    typename D::sc_t sc[8];
     const auto       load = [&](int sl, int) {  // (mvg_slices' part: both halves without PIPE)
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            w[t] = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
-            if constexpr (!TAB) sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : sc_t{};
+            w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
+            sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
-    extern __shared__ float nf4_tab[];  // TAB: nf4_tab_bytes(32, nb)
-    const int               ts = a.nb + k_nf4_tab_pad;
-    if constexpr (TAB) nf4_absmax_table(nf4_tab, ts, 32, row0, a.s, a.h, nullptr, nullptr, a.nb, a.ng);
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -779,30 +771,13 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     xs.f16al = false;
     float              acc[8] = {};
     typename D::xs_t   x{};
-    int                xb = 0;  // TAB: the block of the chunk whose x was fetched last
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load,
-        [&](int c) {
-            x  = D::load_x(xs, c);
-            xb = c >> 1;
-        },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
         [&](int h) {
-            if constexpr (TAB) {
 #pragma unroll
-                for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot_scaled(w[t], nf4_tab[(ro + 4 * t) * ts + xb], x);
-            } else {
-#pragma unroll
-                for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
-            }
+            for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
         });
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
-}
-
-// EMBER_CUDA_MV_NORM_NF4_TAB: 1 NF4 producers of rows of at most 256 blocks read their absmax
-// from a table (mvx_norm_kernel TAB); 0 (default until measured: its GPU test passed on an H200 in
-// session 42, the device time then ran out) not. Read at every call (tests switch it).
-bool mvx_norm_nf4_tab(const ext_layout & l) {
-    return l.nb <= 256 && ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NF4_TAB", 0, {0, 1}) == 1;
 }
 
 // The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4 / NF4
@@ -1254,7 +1229,6 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-    else if (mvx_norm_nf4_tab(l)) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, blocks, thr, nf4_tab_bytes(k_mvn_rows, l.nb), a);
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }

@@ -1427,7 +1427,7 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
 }
 
 // Q4_K_M's Q / K / V units of a layer whose V is planar Q6_K (half the layers), in one launch
-// instead of two (EMBER_CUDA_MV_K4P6=1, opt-in): blocks [0, nb4) are mvk_kernel's (R = 2, U = 1,
+// instead of two (EMBER_CUDA_MV_K4P6=0: not): blocks [0, nb4) are mvk_kernel's (R = 2, U = 1,
 // QW = 2) over the Q4_K group a4, the rest mvp6_kernel's (RW = 4) over V's a6, with ks warps a
 // row; 4 warps a block for both. 128 registers (mvp6's), so 4 blocks an SM: the launcher takes it
 // where the grid fits one wave (the 1B shape, where the two launches cost Q/K 4.2 + V 3.3 us a
@@ -1901,21 +1901,21 @@ template <typename F> bool dispatch_q(ember_type t, F && f) {
     }
 }
 
-// EMBER_CUDA_MV_K4P6: 1 Q4_K units and one planar Q6_K unit (Q4_K_M's Q, K and V) in one launch
-// (mvk_p6_kernel) where it fits one wave; 0 (default: not yet run on a GPU) two launches. Read
-// at every call (tests switch it).
+// EMBER_CUDA_MV_K4P6: 1 (default; session 43: 1B Q4_K_M 2087.6 -> 2163.8 tg128) Q4_K units and
+// one planar Q6_K unit (Q4_K_M's Q, K and V) in one launch (mvk_p6_kernel) where it fits one
+// wave; 0 two launches. Read at every call (tests switch it).
 bool mv_k4p6() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 1, {0, 1}) == 1;
 }
 std::atomic<long long> k4p6_launches{0};  // (ember_cuda_mv_k4p6_launches)
 bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 2048-weight segments)
     return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
 
-// Units over one x whose matrices are Q4_K and planar Q6_K (EMBER_CUDA_MV_K4P6=1 let them share a
-// launch: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE) and where
-// the grid fits one wave, mvk_p6_kernel; otherwise the Q4_K units' launch and each Q6_K unit's
-// own, as without the switch.
+// Units over one x whose matrices are Q4_K and planar Q6_K (sharing a launch by default,
+// EMBER_CUDA_MV_K4P6: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE)
+// and where the grid fits one wave, mvk_p6_kernel; otherwise the Q4_K units' launch and each
+// Q6_K unit's own, as with EMBER_CUDA_MV_K4P6=0.
 ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
                          const float2 * xds, bool ns) {
     ember_tensor *     d4[k_mv_group];
@@ -2083,7 +2083,7 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
     const ember_tensor * wa = a->src[0];
     const ember_tensor * wb = b->src[0];
     const ember_tensor * x  = a->src[1];
-    // Q4_K with planar Q6_K (Q4_K_M's Q, K and V): units of one launch (launch_k4p6), EMBER_CUDA_MV_K4P6=1
+    // Q4_K with planar Q6_K (Q4_K_M's Q, K and V): units of one launch (launch_k4p6), EMBER_CUDA_MV_K4P6=0: not
     const bool k4p6 = wa->type != wb->type && mv_k4p6() &&
                       ((q4k_wide_ok(wa) && q6p_unit_w(wb)) || (q6p_unit_w(wa) && q4k_wide_ok(wb)));
     if ((wa->type != wb->type && !k4p6) || wa->ne[0] != wb->ne[0] || wa->ne[2] * wa->ne[3] != 1 || wb->ne[2] * wb->ne[3] != 1 ||

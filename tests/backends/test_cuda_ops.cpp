@@ -733,12 +733,12 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
 }
 
-// Q4_K_M's layers with V in planar Q6_K: Q, K and V in one launch (mvk_p6_kernel,
-// EMBER_CUDA_MV_K4P6=1) against the CPU and, bit for bit, against the two launches (the same
+// Q4_K_M's layers with V in planar Q6_K: Q, K and V in one launch (mvk_p6_kernel, the default)
+// against the CPU and, bit for bit, against the two launches (EMBER_CUDA_MV_K4P6=0: the same
 // arithmetic); F16 / F32 / BF16 caches, 384 V rows (not a multiple of a block's 16), over a plain
 // x and over the O product's norm-in-product copy (the NS forms), the RoPE and the cache writes
 // in the stores (EMBER_CUDA_SKIP=other).
-TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6=1)") {
+TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -755,15 +755,18 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
             const std::string what = "q4_k_m qkv in one launch cache " + std::string(ember_type_get_name(cache)) + (normed ? " normed x" : "");
             CAPTURE(what);
             const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-            set_env("EMBER_CUDA_MV_K4P6", "1");
+            set_env("EMBER_CUDA_MV_K4P6", "");  // (the default)
             const long long before = ember_cuda_mv_k4p6_launches();
-            check_case(what, build, 1e-3);
+            // Over the copy, the O product, the norm and the Q / K / V products are each within
+            // rounding of the CPU's: two products deep that measured 1.26e-3 (F32 cache), on
+            // the two launches too (bit for bit below), as check_norm_in_product's 2e-3.
+            check_case(what, build, normed ? 2e-3 : 1e-3);
             CHECK(ember_cuda_mv_k4p6_launches() > before);  // the one-launch form ran (not the two launches)
             const std::vector<float> one = run_on(cuda_device(), build, 5);
             set_env("EMBER_CUDA_SKIP", "other");
             const std::vector<float> skip = run_on(cuda_device(), build, 5);
             set_env("EMBER_CUDA_SKIP", "");
-            set_env("EMBER_CUDA_MV_K4P6", "");
+            set_env("EMBER_CUDA_MV_K4P6", "0");
             const std::vector<float> two = run_on(cuda_device(), build, 5);
             CHECK(one == two);
             CHECK(skip == two);
@@ -972,18 +975,6 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
         return;
     }
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
-}
-
-// NF4 producers reading their absmax from a shared-memory table (mvx_norm_kernel TAB, opt-in with
-// EMBER_CUDA_MV_NORM_NF4_TAB=1: rows of at most 256 blocks, the 8B down product's 224 too).
-TEST_CASE("[cuda] the decode norm in the product before it: NF4 with the absmax table (EMBER_CUDA_MV_NORM_NF4_TAB=1)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_MV_NORM_NF4_TAB"}};
-    set_env("EMBER_CUDA_MV_NORM_NF4_TAB", "1");
-    check_norm_in_product({EMBER_TYPE_NF4});
 }
 
 TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {

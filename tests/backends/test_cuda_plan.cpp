@@ -566,8 +566,9 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
     ember_cuda_plan_hooks h;
     h.unit_ok                                     = ember_cuda_mv_unit_ok;
     h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
+    setenv("EMBER_CUDA_MV_K4P6", "0", 1);
     const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
-    // Per layer: Q and K (Q4_K, RoPE, K's cache write) in one launch, then V alone (a kernel of
+    // With EMBER_CUDA_MV_K4P6=0, per layer: Q and K (Q4_K, RoPE, K's cache write) in one launch, then V alone (a kernel of
     // another type) with its cache write; no RoPE on a Q6_K unit.
     REQUIRE(plans.size() == 2 * layers.size());
     for (size_t l = 0; l < layers.size(); l++) {
@@ -582,9 +583,10 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
         CHECK(v.u[0].set_rows == layers[l].v_set);
         CHECK(v.u[0].rope == nullptr);
     }
-    // With EMBER_CUDA_MV_K4P6=1, Q, K and V are the units of one launch (mvk_p6_kernel); still no
-    // plain group of the two types (gate / up and other groups: can_group).
-    setenv("EMBER_CUDA_MV_K4P6", "1", 1);
+    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
+    // By default (EMBER_CUDA_MV_K4P6), Q, K and V are the units of one launch (mvk_p6_kernel);
+    // still no plain group of the two types (gate / up and other groups: can_group).
+    unsetenv("EMBER_CUDA_MV_K4P6");
     const std::vector<ember_cuda_unit_plan> one = plan_all(g, h);
     REQUIRE(one.size() == layers.size());
     for (size_t l = 0; l < layers.size(); l++) {
@@ -597,8 +599,6 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
     }
     CHECK(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
     CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(layers[0].k_mm, layers[0].v_mm));
-    unsetenv("EMBER_CUDA_MV_K4P6");
-    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
     // The same V unit with a RoPE, or in the GGUF layout, is refused.
     ember_cuda_mv_unit u = plans[1].u[0];
     u.rope               = layers[0].k_rope;
