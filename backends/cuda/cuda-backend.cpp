@@ -588,6 +588,7 @@ bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor **
     ember_cuda_norm_hooks h;
     h.fuse_ok   = mv_norm_fuse_ok;
     h.reader_ok = ember_cuda_mv_norm_reader_ok;
+    h.pair_ok   = ember_cuda_mv_norm_pair_ok;
     return ember_cuda_plan_mv_norm(g, i, end, h, f);
 }
 

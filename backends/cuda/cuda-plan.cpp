@@ -168,6 +168,10 @@ bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, cons
         !ember_cuda_only_matvecs_read(g, mul, i + 4, end, h.reader_ok)) {
         return false;
     }
+    for (int32_t n = i + 4; h.pair_ok && n < end; n++) {  // (the readers: only_matvecs_read's)
+        const ember_tensor * c = g->nodes[n];
+        if (ember_cuda_is_matvec(c) && c->src[1] == mul && !h.pair_ok(mm, c)) return false;
+    }
     f[0] = add;
     f[1] = norm;
     f[2] = mul;

@@ -49,10 +49,12 @@ bool ember_cuda_only_matvecs_read(const ember_graph * g, const ember_tensor * t,
 // of [i + 4, end) that apply the norm's scale (reader_ok), with only matvecs, views, RoPE and cache
 // writes between them (a layer's gate and up after its O product; the next layer's Q, K and V
 // after the FFN down product). fuse_ok: the kernel's own conditions (types, shapes). True: f =
-// {ADD, RMS_NORM, MUL}.
+// {ADD, RMS_NORM, MUL}. pair_ok (optional): whether a reader may read the copy of that
+// producer (the copy's form depends on the producer's weights).
 struct ember_cuda_norm_hooks {
     bool (*fuse_ok)(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);
     bool (*reader_ok)(const ember_tensor * mm);
+    bool (*pair_ok)(const ember_tensor * producer, const ember_tensor * reader) = nullptr;
 };
 bool ember_cuda_plan_mv_norm(const ember_graph * g, int32_t i, int32_t end, const ember_cuda_norm_hooks & h, ember_tensor ** f);
 

@@ -24,6 +24,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <type_traits>
 
@@ -330,6 +331,8 @@ struct mvx_args {
     mv_epi          epi[k_group];
     int *           err;
     ember_cuda_norm_scale ns;  // mvx_kernel NS: the norm (x is a norm-in-product copy)
+    // mvx_fp8_mma_kernel NS: x = xf (the ADD's floats, one column) times xnw (the MUL's weights)
+    const float *         xnw;
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -510,47 +513,22 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
 }
 #endif
 
-// A warp's next span's loads wait for this span's math: issuing two spans' loads together (116-124
-// registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
-// EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
-// 0, 2, .., 14 of warp 0 store a pair each through the matrix's epilogue.
-template <int T, bool EPI>
-__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int KS   = k_fp8_mma_warps;
-    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int     m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
-                         : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
-    const int       bx     = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
-    const uint8_t * wq     = pick(a.q, m);
-    const uint8_t * ws     = pick(a.s, m);
-    const int64_t   n      = pick(a.n, m);
-    char *          y_data = pick(a.y, m);
-    const int64_t   y_nb1  = pick(a.y_nb1, m);
-    const int64_t   r0     = static_cast<int64_t>(bx) * 16;
-    const int64_t   col    = blockIdx.y;
-    int64_t         i2 = 0, i3 = 0, wm = 0;
-    if (gridDim.z > 1) {
-        i2 = blockIdx.z % a.x_ne2;
-        i3 = blockIdx.z / a.x_ne2;
-        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
-    }
-    const float * xf = reinterpret_cast<const float *>(a.xf + col * a.x_nb1 + i2 * a.x_nb2 + i3 * a.x_nb3);
-    // Rows g and g + 8 of the 16 (rows past n: the last row read, the sums dropped).
-    const int     nx = EPI ? pick(a.neox_hd, m) : 0;
-    const int64_t ga = wm * n + min(EPI ? mvx_pair_row(r0 + g, nx) : r0 + g, n - 1);
-    const int64_t gb = wm * n + min(EPI ? mvx_pair_row(r0 + g + 8, nx) : r0 + g + 8, n - 1);
-    const uint4 * wa = reinterpret_cast<const uint4 *>(wq + ga * a.rowq);
-    const uint4 * wb = reinterpret_cast<const uint4 *>(wq + gb * a.rowq);
-    const int     nchunk = a.nchunk, nb = a.nb;
-    const int     nspan  = (nchunk + 15) / 16;
-    const int     per    = (nspan + KS - 1) / KS;
-    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
-    const int     xj  = g / 2;                 // the load whose chunk's block is B's column g
-    const bool    xon = t / 2 == g % 2;        // ... for this lane's t
-    float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8: this lane's blocks 2t, 2t + 1 of each span
-    uint4         w[2][4];
-    const auto    load = [&](int sp) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // (cu_mma_16816: the device pass only)
+// One warp's part of rows ga / gb (wa / wb: their weights) over spans [sp0, sp1): acc_a / acc_b,
+// this lane's sums over blocks 2t, 2t + 1 of each span (the 4 lanes of a row group: its 8 block
+// columns), before any shuffle. x: xf's floats, times xnw's where NS (the ADD's floats and the
+// MUL's weights of a norm-in-product copy), xal: both 16-byte aligned. The first span's loads
+// before the PDL wait. A warp's next span's loads wait for this span's math: issuing two spans'
+// loads together (116-124 registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B
+// 1132.8 against 1187.3).
+template <int T, bool NS>
+__device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb, const uint8_t * ws, int64_t ga, int64_t gb, const float * xf,
+                                              const float * xnw, bool xal, int nchunk, int nb, int sp0, int sp1, int g, int t, float & acc_a,
+                                              float & acc_b) {
+    const int  xj  = g / 2;          // the load whose chunk's block is B's column g
+    const bool xon = t / 2 == g % 2;  // ... for this lane's t
+    uint4      w[2][4];
+    const auto load = [&](int sp) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int  c  = 16 * sp + 4 * j + t;
@@ -568,16 +546,24 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         const int cx = 16 * sp + 4 * xj + t;
         if (xon && cx < nchunk) {
             const float * p = xf + 16 * static_cast<int64_t>(cx);
-            if (a.xal) {
+            const float * q = NS ? xnw + 16 * static_cast<int64_t>(cx) : nullptr;
+            if (xal) {
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    const float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
-                    xh[2 * i]      = f2_half2(v.x, v.y);
-                    xh[2 * i + 1]  = f2_half2(v.z, v.w);
+                    float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
+                    if constexpr (NS) {
+                        const float4 u = __ldg(reinterpret_cast<const float4 *>(q) + i);
+                        v              = make_float4(v.x * u.x, v.y * u.y, v.z * u.z, v.w * u.w);
+                    }
+                    xh[2 * i]     = f2_half2(v.x, v.y);
+                    xh[2 * i + 1] = f2_half2(v.z, v.w);
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < 8; i++) xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
+                for (int i = 0; i < 8; i++) {
+                    if constexpr (NS) xh[i] = f2_half2(__ldg(p + 2 * i) * __ldg(q + 2 * i), __ldg(p + 2 * i + 1) * __ldg(q + 2 * i + 1));
+                    else xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
+                }
             }
         } else {
 #pragma unroll
@@ -612,6 +598,47 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
         acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
     }
+}
+#endif
+
+// EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
+// 0, 2, .., 14 of warp 0 store a pair each through the matrix's epilogue.
+// NS: x is a norm-in-product copy (one column, a.xf times a.xnw: fp8_mma_spans), the norm's
+// scale (a.ns) applied to the rows' sums.
+template <int T, bool EPI, bool NS = false>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int KS   = k_fp8_mma_warps;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int     m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
+                         : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
+    const int       bx     = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
+    const uint8_t * wq     = pick(a.q, m);
+    const uint8_t * ws     = pick(a.s, m);
+    const int64_t   n      = pick(a.n, m);
+    char *          y_data = pick(a.y, m);
+    const int64_t   y_nb1  = pick(a.y_nb1, m);
+    const int64_t   r0     = static_cast<int64_t>(bx) * 16;
+    const int64_t   col    = blockIdx.y;
+    int64_t         i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const float * xf = reinterpret_cast<const float *>(a.xf + col * a.x_nb1 + i2 * a.x_nb2 + i3 * a.x_nb3);
+    // Rows g and g + 8 of the 16 (rows past n: the last row read, the sums dropped).
+    const int     nx = EPI ? pick(a.neox_hd, m) : 0;
+    const int64_t ga = wm * n + min(EPI ? mvx_pair_row(r0 + g, nx) : r0 + g, n - 1);
+    const int64_t gb = wm * n + min(EPI ? mvx_pair_row(r0 + g + 8, nx) : r0 + g + 8, n - 1);
+    const int     nspan = (a.nchunk + 15) / 16;
+    const int     per   = (nspan + KS - 1) / KS;
+    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
+    float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8
+    fp8_mma_spans<T, NS>(reinterpret_cast<const uint4 *>(wq + ga * a.rowq), reinterpret_cast<const uint4 *>(wq + gb * a.rowq), ws, ga, gb, xf,
+                         a.xnw, a.xal, a.nchunk, a.nb, sp0, sp1, g, t, acc_a, acc_b);
+    float sc = 1.0f;
+    if (NS && wi == 0) sc = mv_norm_scale(a.ns, lane);  // its loads in flight while the block meets
     // The 4 lanes of a row group hold its 8 block columns: sum them, then the warps' parts.
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
@@ -629,6 +656,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         float         sum = parts[0][lane];
 #pragma unroll
         for (int k = 1; k < KS; k++) sum += parts[k][lane];
+        if constexpr (NS) sum *= sc;
         if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + min(row, n - 1));
         const float next = __shfl_down_sync(0x0000ffffu, sum, 1);
         if (lane % 2 != 0 || r0 + lane >= n) return;
@@ -644,15 +672,77 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     float sum = parts[0][lane];
 #pragma unroll
     for (int k = 1; k < KS; k++) sum += parts[k][lane];
+    if constexpr (NS) sum *= sc;
     if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + wm * n + r0 + lane);
     reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3)[r0 + lane] = sum;
 #endif
 }
 
+// The decode norm in the product before it (ember_cuda_mul_mat_vec_norm) for block-scaled FP8
+// weights (EMBER_CUDA_MV_NORM_FP8): mvx_fp8_mma_kernel's product (16 rows a block, the same
+// arithmetic: fp8_mma_spans, the same order of sums), then warp 0, lane r < 16 holding row
+// r0 + r: the residual added, the ADD's floats written and the block's sum of their squares. No
+// 8-bit copy: its readers are FP8 products (ember_cuda_mv_norm_pair_ok), which read the ADD's
+// floats times the MUL's weights (mvx_fp8_mma_kernel NS) and apply the norm's scale.
+struct mvx_fp8_norm_args {
+    const uint8_t * q;  // quants, rows of rowq bytes
+    const uint8_t * s;  // E8M0 block scales, nb a row
+    int64_t         rowq;
+    int             nb, nchunk;
+    const float *   xf;  // x's floats (one column)
+    bool            xal;
+    const float *   res;  // the ADD's other operand
+    float *         sum;  // the ADD's result
+    float *         osq;  // sum of sum^2 per 16 rows
+};
+
+template <int T>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(const mvx_fp8_norm_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    static_assert(!is_row(T), "block scales");
+    constexpr int KS   = k_fp8_mma_warps;
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int64_t r0   = static_cast<int64_t>(blockIdx.x) * 16;
+    const int64_t ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 16)
+    const int     nspan = (a.nchunk + 15) / 16;
+    const int     per   = (nspan + KS - 1) / KS;
+    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
+    float         acc_a = 0.0f, acc_b = 0.0f;
+    fp8_mma_spans<T, false>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s, ga, gb,
+                            a.xf, nullptr, a.xal, a.nchunk, a.nb, sp0, sp1, g, t, acc_a, acc_b);
+    // Warp 0's residual requested before the barrier (its round trip overlaps the block's meeting).
+    const float res = wi == 0 && lane < 16 ? a.res[r0 + lane] : 0.0f;
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
+    __shared__ float parts[KS][16];
+    if (t == 0) {
+        parts[wi][g]     = acc_a;
+        parts[wi][g + 8] = acc_b;
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    float s = 0.0f;
+    if (lane < 16) {
+        float y = parts[0][lane];
+#pragma unroll
+        for (int k = 1; k < KS; k++) y += parts[k][lane];
+        s                 = res + y;
+        a.sum[r0 + lane] = s;
+    }
+    const float ss = cu_warp_sum(s * s);
+    if (lane == 0) a.osq[blockIdx.x] = ss;
+#endif
+}
+
 // EMBER_CUDA_FP8_MMA=0: FP8 weights through mvx_kernel's float products. Read at every call;
 // off below sm_80.
+bool fp8_mma_cc(int cc_major) {
+    return cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_FP8_MMA", 1, {0, 1}) == 1;
+}
 bool fp8_mma(const ember_cuda_ctx & ctx) {
-    return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_FP8_MMA", 1, {0, 1}) == 1;
+    return fp8_mma_cc(ctx.cc_major);
 }
 
 // FP8 units (Q/K/V with their RoPE and cache writes) on the tensor-core kernel too (H200 tg128
@@ -950,10 +1040,17 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             }
             a.blk0[nd] = static_cast<int>(b16);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, 32 * k_fp8_mma_warps, 0, a);
-            else cu_launch(ctx, mvx_fp8_mma_kernel<T, false>, g16, 32 * k_fp8_mma_warps, 0, a);
+            if (a.ns.nsq) {  // x: a norm-in-product copy (ember_cuda_mul_mat_vec_ext)
+                if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+                else cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+            } else if (units) {
+                cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+            } else {
+                cu_launch(ctx, mvx_fp8_mma_kernel<T, false>, g16, 32 * k_fp8_mma_warps, 0, a);
+            }
             return ember_cuda_check_launch("mul_mat (matvec, fp8 on tensor cores)");
         }
+        if (a.ns.nsq) return EMBER_ERR_INTERNAL;  // (ember_cuda_mul_mat_vec_ext refused it first)
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if constexpr (!is_fp8_type(T)) {
@@ -1183,11 +1280,18 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     a.nchunk = static_cast<int>(l0.rowq / 16);
     a.x_ne1  = x->ne[1];
     a.x_ne2  = x->ne[2];
-    if (ember_cuda_ext_float_x(w0)) {  // FP8: the float activations as they are
-        if (ember_cuda_qx_is_ns(ctx, x)) {
-            std::fprintf(stderr, "ember: cuda: an FP8 matvec reads the floats of a norm-in-product copy's x (never written)\n");
+    if (ember_cuda_ext_float_x(w0) && ember_cuda_qx_is_ns(ctx, x)) {
+        // FP8 over a norm-in-product copy (x's floats never written): the ADD's floats times the
+        // MUL's weights on tensor cores, the norm's scale on the sums (mvx_fp8_mma_kernel NS).
+        if (!fp8_mma(ctx) || (units && !fp8_mma_units()) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || !ctx.qx_sum || !ctx.qx_nw) {
+            std::fprintf(stderr, "ember: cuda: an FP8 matvec off the tensor-core kernel reads a norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
         }
+        a.xf  = reinterpret_cast<const char *>(ctx.qx_sum);
+        a.xnw = ctx.qx_nw;
+        a.xal = ((reinterpret_cast<uintptr_t>(ctx.qx_sum) | reinterpret_cast<uintptr_t>(ctx.qx_nw)) & 15) == 0;
+        a.ns  = ctx.qx_norm;
+    } else if (ember_cuda_ext_float_x(w0)) {  // FP8: the float activations as they are
         a.xf    = static_cast<const char *>(x->data);
         a.x_nb1 = static_cast<int64_t>(x->nb[1]);
         a.x_nb2 = static_cast<int64_t>(x->nb[2]);
@@ -1210,6 +1314,50 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     dispatch_ext(w0->type, mvx_probe{ctx, dsts, nd, units, a, st});
     ember_cuda_qx_after_matvecs(ctx, x, dsts, nd, units);
     return st;
+}
+
+bool ember_cuda_fp8_norm_type(ember_type t) {
+    return t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+}
+
+ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const float * x, const float * res, float * sum,
+                                            float * osq) {
+    if (!ember_cuda_ext_layout(w) || !ember_cuda_fp8_norm_type(w->type) || w->ne[1] % 16 != 0) return EMBER_ERR_INTERNAL;
+    if (!fp8_mma(ctx)) return EMBER_ERR_UNSUPPORTED;  // (below sm_80 or EMBER_CUDA_FP8_MMA=0: the plain launches)
+    const ext_layout  l = layout_of(w);
+    mvx_fp8_norm_args a;
+    a.q      = l.q;
+    a.s      = l.s;
+    a.rowq   = l.rowq;
+    a.nb     = l.nb;
+    a.nchunk = static_cast<int>(l.rowq / 16);
+    a.xf     = x;
+    a.xal    = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+    a.res    = res;
+    a.sum    = sum;
+    a.osq    = osq;
+    const unsigned blocks = static_cast<unsigned>(w->ne[1] / 16);
+    if (w->type == EMBER_TYPE_FP8_E4M3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    else cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E5M2>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    return EMBER_OK;
+}
+
+bool ember_cuda_fp8_ns_reader_here() {
+    static std::atomic<int> cc[64];  // per device: its compute capability's major + 1 (0: not read yet)
+    int                     dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        cudaGetLastError();
+        return false;
+    }
+    int major = cc[dev].load(std::memory_order_relaxed) - 1;
+    if (major < 0) {
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            major = 0;
+        }
+        cc[dev].store(major + 1, std::memory_order_relaxed);
+    }
+    return fp8_mma_cc(major) && fp8_mma_units();
 }
 
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {

@@ -2050,7 +2050,10 @@ bool ember_cuda_qx_is_ns(const ember_cuda_ctx & ctx, const ember_tensor * x) {
 void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const int8_t * xq) {
     ctx.qx_valid  = true;
     ctx.qx_ns     = false;
+    ctx.qx_f32    = false;
     ctx.qx_placed = false;
+    ctx.qx_sum    = nullptr;
+    ctx.qx_nw     = nullptr;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
     for (int i = 0; i < 4; i++) {
@@ -2168,6 +2171,10 @@ ember_status ember_cuda_quantized_x(ember_cuda_ctx & ctx, const ember_tensor * x
             std::fprintf(stderr, "ember: cuda: a matvec without the norm's scale reads the norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
         }
+        if (ctx.qx_f32) {  // an FP8 producer's: no 8-bit values (ember_cuda_mv_norm_pair_ok)
+            std::fprintf(stderr, "ember: cuda: an 8-bit matvec reads an FP8 norm-in-product copy of x\n");
+            return EMBER_ERR_INTERNAL;
+        }
         *xq_out  = static_cast<int8_t *>(const_cast<void *>(ctx.qx_buf));
         *xds_out = static_cast<float2 *>(const_cast<void *>(ctx.qx_ds));
         return EMBER_OK;
@@ -2254,6 +2261,16 @@ static bool mvn_q6p_ok(const ember_tensor * w) {
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
+// EMBER_CUDA_MV_NORM_FP8: 1 block-scaled FP8 weights make the copy too (mvx_fp8_norm_kernel, on
+// tensor cores: the ADD's floats and their sums of squares, no 8-bit values) and FP8 products
+// read copies (mvx_fp8_mma_kernel NS: the ADD's floats times the MUL's weights); 0 (default:
+// not yet run on a GPU) neither. Read at every call (tests switch it).
+static bool mv_norm_fp8() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_FP8", 0, {0, 1}) == 1;
+}
+static bool mvn_fp8_ok(const ember_tensor * w) {
+    return ember_cuda_ext_layout(w) && ember_cuda_fp8_norm_type(w->type) && mv_norm_fp8();
+}
 
 // A planar Q6_K product of more rows than this (a vocabulary-sized output matrix, 431 MB for the
 // 8B shape) does not read the copy: it streams at the bandwidth limit from its first wave, which
@@ -2266,17 +2283,25 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     if (mm->op != EMBER_OP_MUL_MAT) return false;
     const ember_tensor * w = mm->src[0];
     if (mvn_ext_ok(w)) return ember_cuda_mul_mat_vec_ext_supported(mm);
+    if (ember_cuda_ext_float_x(w)) {  // FP8 (mvx_fp8_mma_kernel NS)
+        return mv_norm_fp8() && ember_cuda_fp8_ns_reader_here() && ember_cuda_mul_mat_vec_ext_supported(mm) &&
+               ember_nelements(mm->src[1]) == mm->src[1]->ne[0];
+    }
     if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
     const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[1] <= k_mvn_q6p_max_rows;
     return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
 }
 
+bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tensor * reader) {
+    return !ember_cuda_ext_float_x(producer->src[0]) || ember_cuda_ext_float_x(reader->src[0]);
+}
+
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
     const bool           q4k = q4k_wide_ok(w) && w->ne[0] % 256 == 0 && mv_norm_q4k();
-    const bool           ext = mvn_ext_ok(w);
+    const bool           ext = mvn_ext_ok(w) || mvn_fp8_ok(w);
     if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k || mvn_q6p_ok(w)) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (w->ne[2] * w->ne[3] != 1) return false;
     const int64_t n = w->ne[1];
@@ -2302,6 +2327,27 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     const ember_tensor * w   = mm->src[0];
     const int64_t        n   = w->ne[1];
     if (!any_size && 4 * (n / k_mvn_rows) < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
+    const float * res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
+    const float * nw  = static_cast<const float *>(mul->src[1]->data);
+    if (ember_cuda_ext_float_x(w)) {  // FP8 (mv_norm_ok: mvn_fp8_ok): the ADD's floats and sums of squares per 16 rows
+        float * osq = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n / 16) * sizeof(float)));
+        if (!osq) return EMBER_ERR_UNSUPPORTED;
+        const ember_status st = ember_cuda_mvx_fp8_norm_launch(ctx, w, static_cast<const float *>(mm->src[1]->data), res,
+                                                                static_cast<float *>(add->data), osq);
+        if (st != EMBER_OK) return st;
+        const ember_status ls = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, fp8, norm in the product)");
+        if (ls != EMBER_OK) return ls;
+        qx_set_placed(ctx, mul, nullptr, nullptr);
+        ctx.qx_ns  = true;
+        ctx.qx_f32 = true;
+        ctx.qx_sum = static_cast<const float *>(add->data);
+        ctx.qx_nw  = nw;
+        ctx.qx_norm.nsq = osq;
+        ctx.qx_norm.n   = static_cast<int>(n / 16);
+        ctx.qx_norm.k   = static_cast<float>(n);
+        ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
+        return EMBER_OK;
+    }
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
     char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
@@ -2311,9 +2357,9 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     const ember_status qs  = ember_cuda_quantized_x(ctx, mm->src[1], &xq, &xds);
     if (qs != EMBER_OK) return qs;
     mvn_out o;
-    o.res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
+    o.res = res;
     o.sum = static_cast<float *>(add->data);
-    o.nw  = static_cast<const float *>(mul->src[1]->data);
+    o.nw  = nw;
     o.oq  = reinterpret_cast<int8_t *>(buf);
     o.ods = reinterpret_cast<float2 *>(buf + qb);
     o.osq = reinterpret_cast<float *>(buf + qb + db);
@@ -2357,6 +2403,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);
     ctx.qx_ns       = true;
+    ctx.qx_sum      = o.sum;  // (FP8 readers: ember_cuda_mv_norm_reader_ok)
+    ctx.qx_nw       = o.nw;
     ctx.qx_norm.nsq = o.osq;
     ctx.qx_norm.n   = static_cast<int>(n / 32);
     ctx.qx_norm.k   = static_cast<float>(n);

@@ -829,7 +829,8 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
 // where the product's grid fills the GPU); the switches cleared however it ends.
 // (Three test cases by type, so a run with a time limit can take each group on its own.)
 void check_norm_in_product(std::initializer_list<ember_type> types) {
-    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_MV_NORM_Q6K", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_MV_NORM_Q6K", "EMBER_CUDA_MV_NORM_FP8",
+                           "EMBER_CUDA_SKIP"}};
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
         set_env("EMBER_CUDA_SKIP", skip);
@@ -859,8 +860,12 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
     // rows too: a Q6_K product in the GGUF layout reads no copy); 1, 4 and 7 segments a row (8
     // warps; 16 warps, 2 and 4 segments a warp).
     const shape shapes_6[] = {{2048, 2048, 2048}, {2048, 2048, 8192}, {4096, 4096, 14336}};
+    // Block-scaled FP8 (mvx_fp8_norm_kernel, mvx_fp8_mma_kernel NS; EMBER_CUDA_MV_NORM_FP8=1):
+    // shapes, 16 rows a block (the 1B O product's 128 blocks, a partial span of 16 chunks at 67).
     for (ember_type t : types) {
         const bool q6k = t == EMBER_TYPE_Q6_K;
+        const bool fp8 = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
+        set_env("EMBER_CUDA_MV_NORM_FP8", fp8 ? "1" : "");
         const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
         const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
@@ -905,11 +910,11 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
             CAPTURE(eo);
             CHECK(es < (q4k || ext || q6k ? 2e-3 : 1e-3));
             CHECK_FALSE(eo < 1e-3);
-            if (q4k || ext || q6k) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT / _Q6K=0: the norms in their own launches again
-                const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : ext ? "EMBER_CUDA_MV_NORM_EXT" : "EMBER_CUDA_MV_NORM_Q6K";
+            if (q4k || ext || q6k || fp8) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT / _Q6K / _FP8=0: the norms in their own launches again
+                const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : ext ? "EMBER_CUDA_MV_NORM_EXT" : q6k ? "EMBER_CUDA_MV_NORM_Q6K" : "EMBER_CUDA_MV_NORM_FP8";
                 set_env(sw, "0");
                 CHECK_FALSE(nmse(run_with("2", "norm", build, 6), want) < 1e-3);
-                set_env(sw, "");
+                set_env(sw, fp8 ? "1" : "");
             }
         }
     }
@@ -975,6 +980,51 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
         return;
     }
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
+}
+
+// FP8 (EMBER_CUDA_MV_NORM_FP8=1): the producer on tensor cores (mvx_fp8_norm_kernel) and its
+// readers (mvx_fp8_mma_kernel NS: gate / up, and Q / K / V units with their RoPE and cache writes);
+// an 8-bit producer's copy read by an FP8 product; an FP8 producer's never by an 8-bit product
+// (ember_cuda_mv_norm_pair_ok: that norm keeps its own launch).
+TEST_CASE("[cuda] the decode norm in the product before it: FP8 on tensor cores (EMBER_CUDA_MV_NORM_FP8=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2});
+    const env_clear reset{{"EMBER_CUDA_MV_NORM_FP8", "EMBER_CUDA_SKIP"}};
+    set_env("EMBER_CUDA_MV_NORM_FP8", "1");
+    const auto skipped_norms = [](const builder & build, uint32_t seed) {  // against the CPU, with no norm kernel run
+        set_env("EMBER_CUDA_SKIP", "norm");
+        const std::vector<float> got = run_on(cuda_device(), build, seed);
+        set_env("EMBER_CUDA_SKIP", "");
+        return nmse(got, run_on(ember_registry_cpu_device(), build, seed));
+    };
+    for (ember_type wt : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+        for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32}) {
+            qkv_case p{wt, cache, EMBER_ROPE_NEOX, false, false, 8, 2, 64};
+            p.normed = true;
+            if (cache == EMBER_TYPE_F32) p.mode = EMBER_ROPE_NORMAL;
+            const std::string what = std::string("fp8 qkv units over the copy ") + ember_type_get_name(wt) + " cache " + ember_type_get_name(cache);
+            CAPTURE(what);
+            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+            check_case(what, build, 1e-3);
+            const double e = skipped_norms(build, 5);
+            CAPTURE(e);
+            CHECK(e < 1e-3);
+        }
+    }
+    const std::pair<ember_type, ember_type> mixed[] = {{EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3}, {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_0}};
+    for (const auto & [wt, wt2] : mixed) {
+        const std::string what = std::string("norm in the product, ") + ember_type_get_name(wt) + " products, last reader " + ember_type_get_name(wt2);
+        CAPTURE(what);
+        const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, wt, wt2, 512, 256, 512); };
+        check_case(what, build, 1e-3);
+        const double e = skipped_norms(build, 7);
+        CAPTURE(e);
+        if (wt == EMBER_TYPE_Q4_0) CHECK(e < 1e-3);  // both norms in products
+        else CHECK_FALSE(e < 1e-3);                  // the last one not: its own (skipped) launch
+    }
 }
 
 TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backends/cuda/cuda-matvec-ext.h"
 #include "backends/cuda/cuda-plan.h"
 #include "graph.h"
 
@@ -215,6 +216,16 @@ TEST_CASE("[cuda plan] the decode norm in the product before it, on decoder laye
         std::vector<ember_tensor *> o_mm, down_mm;
         g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm, -1, EMBER_TYPE_Q6_K, true));
         CHECK(norm_sites(g, h) == sites_t{o_mm[0], down_mm[0], down_mm[1], down_mm[2]});
+    }
+    {  // pair_ok: a reader every producer's copy serves (reader_ok) that this producer's does not
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q6_K, o_mm, down_mm, 1));
+        ember_cuda_norm_hooks any = h;
+        any.reader_ok             = [](const ember_tensor * mm) { return mm->src[0]->type == EMBER_TYPE_Q4_0 || mm->src[0]->type == EMBER_TYPE_Q6_K; };
+        CHECK(norm_sites(g, any).size() == 6);
+        any.pair_ok = [](const ember_tensor *, const ember_tensor * reader) { return reader->src[0]->type != EMBER_TYPE_Q6_K; };
+        CHECK(norm_sites(g, any) == sites_t{o_mm[0], o_mm[1], down_mm[1], o_mm[2]});
     }
 }
 
@@ -470,13 +481,31 @@ TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product c
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q6_K, 4096, 1024, false)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q4_0, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_F16, 4096, 1024, false)));
-    // Ember's types in the ext layout: INT4 and NF4 (mvx_kernel NS), not FP8 (it reads x's
-    // floats) nor INT4_G32 (no NS form); none with EMBER_CUDA_MV_NORM_EXT=0.
+    // Ember's types in the ext layout: INT4 and NF4 (mvx_kernel NS), not INT4_G32 (no NS form);
+    // none with EMBER_CUDA_MV_NORM_EXT=0. FP8 (mvx_fp8_mma_kernel NS) only with
+    // EMBER_CUDA_MV_NORM_FP8=1 on a device with its tensor-core kernel (none here: not at all).
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, false)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4_G32, 4096, 1024, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)));
+    setenv("EMBER_CUDA_MV_NORM_FP8", "1", 1);
+    const bool fp8_here = ember_cuda_fp8_ns_reader_here();
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)) == fp8_here);
+    CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E5M2_ROW, 4096, 1024, true)) == fp8_here);
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, false)));
+    unsetenv("EMBER_CUDA_MV_NORM_FP8");
+    // Whose copy a reader may take (pair_ok): an FP8 producer's (floats and sums of squares, no
+    // 8-bit values) only FP8 products; an 8-bit producer's, all of them.
+    ember_tensor * fp8  = mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true);
+    ember_tensor * fp8r = mm(EMBER_TYPE_FP8_E4M3_ROW, 4096, 1024, true);
+    ember_tensor * q40  = mm(EMBER_TYPE_Q4_0, 4096, 1024, true);
+    ember_tensor * nf4  = mm(EMBER_TYPE_NF4, 4096, 1024, true);
+    CHECK(ember_cuda_mv_norm_pair_ok(fp8, fp8r));
+    CHECK_FALSE(ember_cuda_mv_norm_pair_ok(fp8, q40));
+    CHECK_FALSE(ember_cuda_mv_norm_pair_ok(fp8, nf4));
+    CHECK(ember_cuda_mv_norm_pair_ok(q40, fp8));
+    CHECK(ember_cuda_mv_norm_pair_ok(nf4, q40));
     setenv("EMBER_CUDA_MV_NORM_EXT", "0", 1);
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 1024, true)));
