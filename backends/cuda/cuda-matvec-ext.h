@@ -19,14 +19,14 @@ bool ember_cuda_ext_has_ns(ember_type t);
 
 // The decode norm in the product before it for FP8 weights (ember_cuda_mul_mat_vec_norm):
 // fp8_norm_type, the types with the producer (block-scaled E4M3 / E5M2); fp8_ns_reader_here,
-// whether FP8 products on the current device read a norm-in-product copy (the tensor-core kernel,
+// whether FP8 products on the current device read an FP8 producer's copy (the tensor-core kernel,
 // sm_80+, for plain products and units); the producer's launch: w's rows (a multiple of 16) times
-// x's floats plus res into sum, each 16 rows' sum of squares into osq (EMBER_ERR_UNSUPPORTED
-// where the tensor-core kernel does not run).
+// x's floats plus res into sum, nw times that into ov, each 16 rows' sum of squares of sum into
+// osq (EMBER_ERR_UNSUPPORTED where the tensor-core kernel does not run).
 bool         ember_cuda_fp8_norm_type(ember_type t);
 bool         ember_cuda_fp8_ns_reader_here();
 ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const float * x, const float * res, float * sum,
-                                            float * osq);
+                                            const float * nw, float * ov, float * osq);
 
 // The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
 // three, 2-D weights of one type and width over the same 2-D x, as

@@ -67,11 +67,19 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
 }
 
 // The scale a reader of a norm-in-product copy applies (ember_cuda_norm_scale; the NS forms of
-// mvr_kernel, mvk_kernel, mvp6_kernel): every lane sums its share of the partial sums in one fixed
-// order; called after a warp's main loop (L1 hits but for an SM's first warp, nothing waiting).
+// mvr_kernel, mvk_kernel, mvp6_kernel, mvx_kernel after a warp's main loop; mvx_fp8_mma_kernel
+// before its first span): every lane sums its share of the partial sums (lane, lane + 32, ...)
+// in that order, requesting 8 before adding any (one round trip per 8; the adds of 0 past the
+// end leave the nonnegative sum as it is).
 __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
     float s = 0.0f;
-    for (int i = lane; i < ns.n; i += 32) s += __ldg(ns.nsq + i);
+    for (int i0 = lane; i0 < ns.n; i0 += 8 * 32) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = i0 + 32 * k < ns.n ? __ldg(ns.nsq + i0 + 32 * k) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += v[k];
+    }
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 

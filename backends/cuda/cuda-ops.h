@@ -54,16 +54,13 @@ struct ember_cuda_ctx {
     // launch's in slot 2 (ember_cuda_mul_mat_vec_glu). qx_ns: the int8 copy of a decode norm's
     // w * x before the norm's scale, which its readers apply (qx_norm). Both cleared by
     // ember_cuda_qx_set_valid.
-    // qx_sum / qx_nw: the ADD's floats and the MUL's weights of a norm-in-product copy (what FP8
-    // readers take instead, times the scale); qx_f32: the copy has no 8-bit values (an FP8
-    // producer's: only FP8 products read it).
+    // qx_f32: an FP8 producer's copy, floats at qx_buf (no 8-bit values, no qx_ds; only FP8
+    // products read it).
     bool                  qx_placed = false;
     bool                  qx_ns     = false;
     bool                  qx_f32    = false;
     const void *          qx_ds     = nullptr;
     ember_cuda_norm_scale qx_norm;
-    const float *         qx_sum = nullptr;
-    const float *         qx_nw  = nullptr;
 
     // Matvecs run early with another's launch (cuda-backend.cpp compute_at), to be skipped
     // when the graph walk reaches them; emptied at the start of every graph_compute.
@@ -257,11 +254,11 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
 // The decode norm in the product before it: the matvec mm (Q4_0 / Q8_0 weights in the CUDA
 // layout, Q4_K, planar Q6_K, INT4 / NF4 in the ext layout; block-scaled FP8 with
 // EMBER_CUDA_MV_NORM_FP8=1; one column, rows a multiple of 32) whose result only `add` reads,
-// add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, the sums of squares, and
-// (but for FP8) the int8 copy of mul for the next matvecs (which must all pass
-// ember_cuda_mv_norm_reader_ok: they apply the norm's scale; and pair_ok with mm: an FP8
-// producer's readers are FP8 products, which read add's floats times mul's weights); neither
-// norm's nor mul's floats are written. Without any_size only where its grid (a block per 32
+// add's RMS_NORM `norm` and its MUL `mul` in one launch: add's floats, the sums of squares, and a
+// copy of mul before the norm's scale (int8; FP8: floats) for the next matvecs (which must all
+// pass ember_cuda_mv_norm_reader_ok: they apply the norm's scale; and pair_ok with mm: FP8
+// products read FP8 producers' copies, the others the others'); neither norm's nor mul's floats
+// are written. Without any_size only where its grid (a block per 32
 // rows) fills at least 3/4 of the GPU's SMs. EMBER_ERR_UNSUPPORTED: not done (run the nodes as
 // usual).
 bool         ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul);

@@ -330,9 +330,7 @@ struct mvx_args {
     int             neox_hd[k_group];
     mv_epi          epi[k_group];
     int *           err;
-    ember_cuda_norm_scale ns;  // mvx_kernel NS: the norm (x is a norm-in-product copy)
-    // mvx_fp8_mma_kernel NS: x = xf (the ADD's floats, one column) times xnw (the MUL's weights)
-    const float *         xnw;
+    ember_cuda_norm_scale ns;  // mvx_kernel, mvx_fp8_mma_kernel NS: the norm (x is a norm-in-product copy)
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -516,15 +514,16 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // (cu_mma_16816: the device pass only)
 // One warp's part of rows ga / gb (wa / wb: their weights) over spans [sp0, sp1): acc_a / acc_b,
 // this lane's sums over blocks 2t, 2t + 1 of each span (the 4 lanes of a row group: its 8 block
-// columns), before any shuffle. x: xf's floats, times xnw's where NS (the ADD's floats and the
-// MUL's weights of a norm-in-product copy), xal: both 16-byte aligned. The first span's loads
-// before the PDL wait. A warp's next span's loads wait for this span's math: issuing two spans'
-// loads together (116-124 registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B
-// 1132.8 against 1187.3).
+// columns), before any shuffle. x: xf's floats (xal: 16-byte aligned); NS: an FP8 producer's copy
+// (mvx_fp8_norm_kernel: w x before the norm's scale), times the scale, which warp 0 of the block
+// computes from the partial sums while the first span's x loads are in flight (every thread of
+// the block calls this: a barrier). The first span's weight loads before the PDL wait. A warp's
+// next span's loads wait for this span's math: issuing two spans' loads together (116-124
+// registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
 template <int T, bool NS>
 __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb, const uint8_t * ws, int64_t ga, int64_t gb, const float * xf,
-                                              const float * xnw, bool xal, int nchunk, int nb, int sp0, int sp1, int g, int t, float & acc_a,
-                                              float & acc_b) {
+                                              bool xal, const ember_cuda_norm_scale & ns, int nchunk, int nb, int sp0, int sp1, int wi, int g,
+                                              int t, float & acc_a, float & acc_b) {
     const int  xj  = g / 2;          // the load whose chunk's block is B's column g
     const bool xon = t / 2 == g % 2;  // ... for this lane's t
     uint4      w[2][4];
@@ -537,38 +536,63 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
             w[1][j]       = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
         }
     };
-    if (sp0 < sp1) load(sp0);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
-    for (int sp = sp0; sp < sp1; sp++) {
-        if (sp != sp0) load(sp);
-        // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0).
-        uint32_t  xh[8];
+    // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0), times sc (NS).
+    uint32_t   xh[8];
+    const auto fetch = [&](int sp, float sc) {
         const int cx = 16 * sp + 4 * xj + t;
         if (xon && cx < nchunk) {
             const float * p = xf + 16 * static_cast<int64_t>(cx);
-            const float * q = NS ? xnw + 16 * static_cast<int64_t>(cx) : nullptr;
             if (xal) {
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
-                    if constexpr (NS) {
-                        const float4 u = __ldg(reinterpret_cast<const float4 *>(q) + i);
-                        v              = make_float4(v.x * u.x, v.y * u.y, v.z * u.z, v.w * u.w);
-                    }
-                    xh[2 * i]     = f2_half2(v.x, v.y);
-                    xh[2 * i + 1] = f2_half2(v.z, v.w);
+                    const float4 v = __ldg(reinterpret_cast<const float4 *>(p) + i);
+                    xh[2 * i]      = NS ? f2_half2(v.x * sc, v.y * sc) : f2_half2(v.x, v.y);
+                    xh[2 * i + 1]  = NS ? f2_half2(v.z * sc, v.w * sc) : f2_half2(v.z, v.w);
                 }
             } else {
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    if constexpr (NS) xh[i] = f2_half2(__ldg(p + 2 * i) * __ldg(q + 2 * i), __ldg(p + 2 * i + 1) * __ldg(q + 2 * i + 1));
-                    else xh[i] = f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
+                    xh[i] = NS ? f2_half2(__ldg(p + 2 * i) * sc, __ldg(p + 2 * i + 1) * sc) : f2_half2(__ldg(p + 2 * i), __ldg(p + 2 * i + 1));
                 }
             }
         } else {
 #pragma unroll
             for (int i = 0; i < 8; i++) xh[i] = 0u;
         }
+    };
+    if (sp0 < sp1) load(sp0);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    float sc = 1.0f;
+    if constexpr (NS) {  // the scale (warp 0, a barrier), the first span's x loads in flight meanwhile
+        __shared__ float scale;
+        const int        cx = 16 * sp0 + 4 * xj + t;
+        float4           v[4];
+        if (sp0 < sp1 && xon && cx < nchunk) {
+            const float * p = xf + 16 * static_cast<int64_t>(cx);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                v[i] = xal ? __ldg(reinterpret_cast<const float4 *>(p) + i)
+                           : make_float4(__ldg(p + 4 * i), __ldg(p + 4 * i + 1), __ldg(p + 4 * i + 2), __ldg(p + 4 * i + 3));
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        if (wi == 0) {
+            const float s = mv_norm_scale(ns, 4 * g + t);  // (4 g + t: the lane)
+            if (g == 0 && t == 0) scale = s;
+        }
+        __syncthreads();
+        sc = scale;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            xh[2 * i]     = f2_half2(v[i].x * sc, v[i].y * sc);
+            xh[2 * i + 1] = f2_half2(v[i].z * sc, v[i].w * sc);
+        }
+    }
+    for (int sp = sp0; sp < sp1; sp++) {
+        if (sp != sp0) load(sp);
+        if (!NS || sp != sp0) fetch(sp, sc);
         // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows ga, gb.
         float     sa[2], sb[2];
         const int b0 = 8 * sp + 2 * t;
@@ -603,8 +627,8 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
 
 // EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
 // 0, 2, .., 14 of warp 0 store a pair each through the matrix's epilogue.
-// NS: x is a norm-in-product copy (one column, a.xf times a.xnw: fp8_mma_spans), the norm's
-// scale (a.ns) applied to the rows' sums.
+// NS: x is an FP8 producer's norm-in-product copy (one column at a.xf; a.ns: the norm's scale
+// applied to it, fp8_mma_spans).
 template <int T, bool EPI, bool NS = false>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -636,9 +660,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
     float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8
     fp8_mma_spans<T, NS>(reinterpret_cast<const uint4 *>(wq + ga * a.rowq), reinterpret_cast<const uint4 *>(wq + gb * a.rowq), ws, ga, gb, xf,
-                         a.xnw, a.xal, a.nchunk, a.nb, sp0, sp1, g, t, acc_a, acc_b);
-    float sc = 1.0f;
-    if (NS && wi == 0) sc = mv_norm_scale(a.ns, lane);  // its loads in flight while the block meets
+                         a.xal, a.ns, a.nchunk, a.nb, sp0, sp1, wi, g, t, acc_a, acc_b);
     // The 4 lanes of a row group hold its 8 block columns: sum them, then the warps' parts.
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
@@ -656,7 +678,6 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         float         sum = parts[0][lane];
 #pragma unroll
         for (int k = 1; k < KS; k++) sum += parts[k][lane];
-        if constexpr (NS) sum *= sc;
         if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + min(row, n - 1));
         const float next = __shfl_down_sync(0x0000ffffu, sum, 1);
         if (lane % 2 != 0 || r0 + lane >= n) return;
@@ -672,7 +693,6 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     float sum = parts[0][lane];
 #pragma unroll
     for (int k = 1; k < KS; k++) sum += parts[k][lane];
-    if constexpr (NS) sum *= sc;
     if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + wm * n + r0 + lane);
     reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3)[r0 + lane] = sum;
 #endif
@@ -681,9 +701,9 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 // The decode norm in the product before it (ember_cuda_mul_mat_vec_norm) for block-scaled FP8
 // weights (EMBER_CUDA_MV_NORM_FP8): mvx_fp8_mma_kernel's product (16 rows a block, the same
 // arithmetic: fp8_mma_spans, the same order of sums), then warp 0, lane r < 16 holding row
-// r0 + r: the residual added, the ADD's floats written and the block's sum of their squares. No
-// 8-bit copy: its readers are FP8 products (ember_cuda_mv_norm_pair_ok), which read the ADD's
-// floats times the MUL's weights (mvx_fp8_mma_kernel NS) and apply the norm's scale.
+// r0 + r: the residual added, the ADD's floats written, the block's sum of their squares, and a
+// float copy of the MUL's weights times them (no 8-bit copy: its readers are FP8 products,
+// ember_cuda_mv_norm_pair_ok, mvx_fp8_mma_kernel NS, which apply the norm's scale to it).
 struct mvx_fp8_norm_args {
     const uint8_t * q;  // quants, rows of rowq bytes
     const uint8_t * s;  // E8M0 block scales, nb a row
@@ -693,6 +713,8 @@ struct mvx_fp8_norm_args {
     bool            xal;
     const float *   res;  // the ADD's other operand
     float *         sum;  // the ADD's result
+    const float *   nw;   // the MUL's weights
+    float *         ov;   // out: nw * sum
     float *         osq;  // sum of sum^2 per 16 rows
 };
 
@@ -709,9 +731,11 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(cons
     const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
     float         acc_a = 0.0f, acc_b = 0.0f;
     fp8_mma_spans<T, false>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s, ga, gb,
-                            a.xf, nullptr, a.xal, a.nchunk, a.nb, sp0, sp1, g, t, acc_a, acc_b);
-    // Warp 0's residual requested before the barrier (its round trip overlaps the block's meeting).
-    const float res = wi == 0 && lane < 16 ? a.res[r0 + lane] : 0.0f;
+                            a.xf, a.xal, ember_cuda_norm_scale{}, a.nchunk, a.nb, sp0, sp1, wi, g, t, acc_a, acc_b);
+    // Warp 0's residual and MUL weight requested before the barrier (their round trip overlaps
+    // the block's meeting).
+    const bool  mine = wi == 0 && lane < 16;
+    const float res  = mine ? a.res[r0 + lane] : 0.0f, nwr = mine ? a.nw[r0 + lane] : 0.0f;
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
     acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
@@ -728,8 +752,9 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(cons
         float y = parts[0][lane];
 #pragma unroll
         for (int k = 1; k < KS; k++) y += parts[k][lane];
-        s                 = res + y;
+        s                = res + y;
         a.sum[r0 + lane] = s;
+        a.ov[r0 + lane]  = s * nwr;
     }
     const float ss = cu_warp_sum(s * s);
     if (lane == 0) a.osq[blockIdx.x] = ss;
@@ -1281,15 +1306,14 @@ ember_status ember_cuda_mul_mat_vec_ext(ember_cuda_ctx & ctx, ember_tensor * con
     a.x_ne1  = x->ne[1];
     a.x_ne2  = x->ne[2];
     if (ember_cuda_ext_float_x(w0) && ember_cuda_qx_is_ns(ctx, x)) {
-        // FP8 over a norm-in-product copy (x's floats never written): the ADD's floats times the
-        // MUL's weights on tensor cores, the norm's scale on the sums (mvx_fp8_mma_kernel NS).
-        if (!fp8_mma(ctx) || (units && !fp8_mma_units()) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || !ctx.qx_sum || !ctx.qx_nw) {
-            std::fprintf(stderr, "ember: cuda: an FP8 matvec off the tensor-core kernel reads a norm-in-product copy of x\n");
+        // FP8 over an FP8 producer's copy (x's floats never written): its floats times the norm's
+        // scale on tensor cores (mvx_fp8_mma_kernel NS).
+        if (!fp8_mma(ctx) || (units && !fp8_mma_units()) || x->ne[1] * x->ne[2] * x->ne[3] != 1 || !ctx.qx_f32) {
+            std::fprintf(stderr, "ember: cuda: an FP8 matvec off the tensor-core kernel, or of an 8-bit producer, reads a norm-in-product copy of x\n");
             return EMBER_ERR_INTERNAL;
         }
-        a.xf  = reinterpret_cast<const char *>(ctx.qx_sum);
-        a.xnw = ctx.qx_nw;
-        a.xal = ((reinterpret_cast<uintptr_t>(ctx.qx_sum) | reinterpret_cast<uintptr_t>(ctx.qx_nw)) & 15) == 0;
+        a.xf  = static_cast<const char *>(ctx.qx_buf);
+        a.xal = (reinterpret_cast<uintptr_t>(ctx.qx_buf) & 15) == 0;
         a.ns  = ctx.qx_norm;
     } else if (ember_cuda_ext_float_x(w0)) {  // FP8: the float activations as they are
         a.xf    = static_cast<const char *>(x->data);
@@ -1321,7 +1345,7 @@ bool ember_cuda_fp8_norm_type(ember_type t) {
 }
 
 ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const float * x, const float * res, float * sum,
-                                            float * osq) {
+                                            const float * nw, float * ov, float * osq) {
     if (!ember_cuda_ext_layout(w) || !ember_cuda_fp8_norm_type(w->type) || w->ne[1] % 16 != 0) return EMBER_ERR_INTERNAL;
     if (!fp8_mma(ctx)) return EMBER_ERR_UNSUPPORTED;  // (below sm_80 or EMBER_CUDA_FP8_MMA=0: the plain launches)
     const ext_layout  l = layout_of(w);
@@ -1335,6 +1359,8 @@ ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_te
     a.xal    = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
     a.res    = res;
     a.sum    = sum;
+    a.nw     = nw;
+    a.ov     = ov;
     a.osq    = osq;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / 16);
     if (w->type == EMBER_TYPE_FP8_E4M3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);

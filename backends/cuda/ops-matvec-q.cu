@@ -2052,8 +2052,6 @@ void ember_cuda_qx_set_valid(ember_cuda_ctx & ctx, const ember_tensor * x, const
     ctx.qx_ns     = false;
     ctx.qx_f32    = false;
     ctx.qx_placed = false;
-    ctx.qx_sum    = nullptr;
-    ctx.qx_nw     = nullptr;
     ctx.qx_data  = x->data;
     ctx.qx_buf   = xq;
     for (int i = 0; i < 4; i++) {
@@ -2261,10 +2259,10 @@ static bool mvn_q6p_ok(const ember_tensor * w) {
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
-// EMBER_CUDA_MV_NORM_FP8: 1 block-scaled FP8 weights make the copy too (mvx_fp8_norm_kernel, on
-// tensor cores: the ADD's floats and their sums of squares, no 8-bit values) and FP8 products
-// read copies (mvx_fp8_mma_kernel NS: the ADD's floats times the MUL's weights); 0 (default:
-// not yet run on a GPU) neither. Read at every call (tests switch it).
+// EMBER_CUDA_MV_NORM_FP8: 1 block-scaled FP8 weights make a copy too (mvx_fp8_norm_kernel, on
+// tensor cores: the MUL's weights times the ADD's floats as floats, no 8-bit values) and FP8
+// products read it (mvx_fp8_mma_kernel NS); 0 (default: not yet measured) neither. Read at every
+// call (tests switch it).
 static bool mv_norm_fp8() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_FP8", 0, {0, 1}) == 1;
 }
@@ -2283,9 +2281,9 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     if (mm->op != EMBER_OP_MUL_MAT) return false;
     const ember_tensor * w = mm->src[0];
     if (mvn_ext_ok(w)) return ember_cuda_mul_mat_vec_ext_supported(mm);
-    if (ember_cuda_ext_float_x(w)) {  // FP8 (mvx_fp8_mma_kernel NS)
+    if (ember_cuda_ext_float_x(w)) {  // FP8 (mvx_fp8_mma_kernel NS; a vocabulary-sized output not, as planar Q6_K's below)
         return mv_norm_fp8() && ember_cuda_fp8_ns_reader_here() && ember_cuda_mul_mat_vec_ext_supported(mm) &&
-               ember_nelements(mm->src[1]) == mm->src[1]->ne[0];
+               ember_nelements(mm->src[1]) == mm->src[1]->ne[0] && w->ne[1] <= k_mvn_q6p_max_rows;
     }
     if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
@@ -2294,7 +2292,7 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
 }
 
 bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tensor * reader) {
-    return !ember_cuda_ext_float_x(producer->src[0]) || ember_cuda_ext_float_x(reader->src[0]);
+    return ember_cuda_ext_float_x(producer->src[0]) == ember_cuda_ext_float_x(reader->src[0]);
 }
 
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
@@ -2329,19 +2327,19 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     if (!any_size && 4 * (n / k_mvn_rows) < 3 * static_cast<int64_t>(cu_sm_count(ctx.device))) return EMBER_ERR_UNSUPPORTED;
     const float * res = static_cast<const float *>((add->src[0] == mm ? add->src[1] : add->src[0])->data);
     const float * nw  = static_cast<const float *>(mul->src[1]->data);
-    if (ember_cuda_ext_float_x(w)) {  // FP8 (mv_norm_ok: mvn_fp8_ok): the ADD's floats and sums of squares per 16 rows
-        float * osq = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n / 16) * sizeof(float)));
-        if (!osq) return EMBER_ERR_UNSUPPORTED;
-        const ember_status st = ember_cuda_mvx_fp8_norm_launch(ctx, w, static_cast<const float *>(mm->src[1]->data), res,
-                                                                static_cast<float *>(add->data), osq);
+    if (ember_cuda_ext_float_x(w)) {  // FP8 (mv_norm_ok: mvn_fp8_ok): a float copy, sums of squares per 16 rows
+        float * ov = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n + n / 16) * sizeof(float)));
+        if (!ov) return EMBER_ERR_UNSUPPORTED;
+        float *            osq = ov + n;
+        const ember_status st  = ember_cuda_mvx_fp8_norm_launch(ctx, w, static_cast<const float *>(mm->src[1]->data), res,
+                                                                 static_cast<float *>(add->data), nw, ov, osq);
         if (st != EMBER_OK) return st;
         const ember_status ls = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, fp8, norm in the product)");
         if (ls != EMBER_OK) return ls;
         qx_set_placed(ctx, mul, nullptr, nullptr);
-        ctx.qx_ns  = true;
-        ctx.qx_f32 = true;
-        ctx.qx_sum = static_cast<const float *>(add->data);
-        ctx.qx_nw  = nw;
+        ctx.qx_buf      = ov;
+        ctx.qx_ns       = true;
+        ctx.qx_f32      = true;
         ctx.qx_norm.nsq = osq;
         ctx.qx_norm.n   = static_cast<int>(n / 16);
         ctx.qx_norm.k   = static_cast<float>(n);
@@ -2403,8 +2401,6 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);
     ctx.qx_ns       = true;
-    ctx.qx_sum      = o.sum;  // (FP8 readers: ember_cuda_mv_norm_reader_ok)
-    ctx.qx_nw       = o.nw;
     ctx.qx_norm.nsq = o.osq;
     ctx.qx_norm.n   = static_cast<int>(n / 32);
     ctx.qx_norm.k   = static_cast<float>(n);

@@ -899,7 +899,9 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
                 CAPTURE(which);
                 CAPTURE(e);
                 CHECK(e < (which == 0 ? 1e-12 : 1e-6));
-                if (which == 1) CHECK(e > 0.0);
+                // (FP8: the products' x rounded to F16 the same both ways, measured; the SKIP=norm
+                // proof below shows the fused kernels ran)
+                if (which == 1 && !fp8) CHECK(e > 0.0);
             }
             // Proof that the products did the norms: with EMBER_CUDA_SKIP=norm no RMS_NORM, ADD or
             // MUL kernel runs and the results must still be right; without the fusion they must not be.
@@ -984,7 +986,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
 
 // FP8 (EMBER_CUDA_MV_NORM_FP8=1): the producer on tensor cores (mvx_fp8_norm_kernel) and its
 // readers (mvx_fp8_mma_kernel NS: gate / up, and Q / K / V units with their RoPE and cache writes);
-// an 8-bit producer's copy read by an FP8 product; an FP8 producer's never by an 8-bit product
+// an 8-bit producer's copy never read by an FP8 product, nor an FP8 producer's by an 8-bit product
 // (ember_cuda_mv_norm_pair_ok: that norm keeps its own launch).
 TEST_CASE("[cuda] the decode norm in the product before it: FP8 on tensor cores (EMBER_CUDA_MV_NORM_FP8=1)") {
     if (!cuda_device()) {
@@ -1022,8 +1024,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: FP8 on tensor cores 
         check_case(what, build, 1e-3);
         const double e = skipped_norms(build, 7);
         CAPTURE(e);
-        if (wt == EMBER_TYPE_Q4_0) CHECK(e < 1e-3);  // both norms in products
-        else CHECK_FALSE(e < 1e-3);                  // the last one not: its own (skipped) launch
+        CHECK_FALSE(e < 1e-3);  // the first norm in its product, the last one not: its own (skipped) launch
     }
 }
 
