@@ -28,6 +28,16 @@ bool         ember_cuda_fp8_ns_reader_here();
 ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const float * x, const float * res, float * sum,
                                             const float * nw, float * ov, float * osq);
 
+// The gate / up products of a decode FFN with their SWIGLU for block-scaled FP8 on tensor cores
+// (mvx_fp8_glu_kernel; ember_cuda_mul_mat_vec_glu): fp8_glu_ok, whether wg and wu (2-D, ext layout)
+// are of one FP8 type and shape with rows a multiple of 32 (EMBER_CUDA_MV_GLU_FP8=0: never); the
+// launch over x's floats xf (one column), or an FP8 producer's copy with its norm's scale ns,
+// writing silu(g) u to h and the gate / up sums to g / u where not null (EMBER_ERR_UNSUPPORTED
+// where the tensor-core kernel does not run).
+bool         ember_cuda_mvx_fp8_glu_ok(const ember_tensor * wg, const ember_tensor * wu);
+ember_status ember_cuda_mvx_fp8_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const float * xf,
+                                           const ember_cuda_norm_scale * ns, float * g, float * u, float * h);
+
 // The decode matvec of dst = MUL_MAT(w, x) for a weight in the ext layout; several dsts (up to
 // three, 2-D weights of one type and width over the same 2-D x, as
 // ember_cuda_mul_mat_vec_q_can_group allows) run in one launch. With units (units[m].mm ==

@@ -512,28 +512,45 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
 #endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800  // (cu_mma_16816: the device pass only)
-// One warp's part of rows ga / gb (wa / wb: their weights) over spans [sp0, sp1): acc_a / acc_b,
-// this lane's sums over blocks 2t, 2t + 1 of each span (the 4 lanes of a row group: its 8 block
-// columns), before any shuffle. x: xf's floats (xal: 16-byte aligned); NS: an FP8 producer's copy
-// (mvx_fp8_norm_kernel: w x before the norm's scale), times the scale, which warp 0 of the block
-// computes from the partial sums while the first span's x loads are in flight (every thread of
-// the block calls this: a barrier). The first span's weight loads before the PDL wait. A warp's
-// next span's loads wait for this span's math: issuing two spans' loads together (116-124
-// registers) was slower (H200 tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
-template <int T, bool NS>
-__device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb, const uint8_t * ws, int64_t ga, int64_t gb, const float * xf,
+// One warp's part of rows a / b (wa / wb: their weights, sra / srb: their E8M0 block scales; unused
+// for row-scaled types) over spans [sp0, sp1): acc_a / acc_b, this lane's sums over blocks 2t,
+// 2t + 1 of each span (the 4 lanes of a row group: its 8 block columns), before any shuffle.
+// x: xf's floats (xal: 16-byte aligned); NS: an FP8 producer's copy (mvx_fp8_norm_kernel: w x
+// before the norm's scale), times the scale, which warp 0 of the block computes from the partial
+// sums while the first span's x loads are in flight (every thread of the block calls this: a
+// barrier). The first span's weight loads before the PDL wait.
+// A span's 4 scale bytes a lane are requested with its weights, unconditionally (the index
+// clamped, the value dropped past nb): as `ok ? load : 0` the compiler made each a branch whose
+// conversion waited for it, 4 round trips a span one after the other (ncu, 8B shape: warps ~55%
+// of their cycles on L1TEX, 0.47 eligible a scheduler).
+// PIPE: two buffers, the next span's weights and scales requested before this span's math (a
+// warp's loads in flight through its math). Without it the next span's loads wait for this
+// span's math; issuing two spans' loads together (116-124 registers) was slower (session 27, H200
+// tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
+template <int T> struct fp8_span_regs {
+    uint4    w[2][4];  // rows a, b: loads j < 4 (chunk 16 sp + 4 j + t)
+    uint32_t sr[4];    // E8M0 bytes of blocks b0, b0 + 1 (b0 = 8 sp + 2 t) of row a, then of row b
+};
+template <int T, bool NS, bool PIPE = false>
+__device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb, const uint8_t * sra, const uint8_t * srb, const float * xf,
                                               bool xal, const ember_cuda_norm_scale & ns, int nchunk, int nb, int sp0, int sp1, int wi, int g,
                                               int t, float & acc_a, float & acc_b) {
     const int  xj  = g / 2;          // the load whose chunk's block is B's column g
     const bool xon = t / 2 == g % 2;  // ... for this lane's t
-    uint4      w[2][4];
-    const auto load = [&](int sp) {
+    const auto load = [&](fp8_span_regs<T> & r, int sp) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int  c  = 16 * sp + 4 * j + t;
             const bool ok = c < nchunk;
-            w[0][j]       = ok ? __ldcs(wa + c) : make_uint4(0, 0, 0, 0);
-            w[1][j]       = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
+            r.w[0][j]     = ok ? __ldcs(wa + c) : make_uint4(0, 0, 0, 0);
+            r.w[1][j]     = ok ? __ldcs(wb + c) : make_uint4(0, 0, 0, 0);
+        }
+        if constexpr (!is_row(T)) {
+            const int b0 = 8 * sp + 2 * t, i0 = min(b0, nb - 1), i1 = min(b0 + 1, nb - 1);
+            r.sr[0]      = __ldg(sra + i0);
+            r.sr[1]      = __ldg(sra + i1);
+            r.sr[2]      = __ldg(srb + i0);
+            r.sr[3]      = __ldg(srb + i1);
         }
     };
     // x of chunk 16 sp + 4 xj + t as F16 pairs (zero where this lane's B is 0), times sc (NS).
@@ -560,7 +577,39 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
             for (int i = 0; i < 8; i++) xh[i] = 0u;
         }
     };
-    if (sp0 < sp1) load(sp0);  // weights only: before waiting for the kernel that makes x
+    // Span sp's products from its loads r (x in xh).
+    const auto math = [&](const fp8_span_regs<T> & r, int sp) {
+        // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows a, b.
+        float     sa[2], sb[2];
+        const int b0 = 8 * sp + 2 * t;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if constexpr (is_row(T)) {
+                sa[i] = sb[i] = 1.0f;
+            } else {
+                const bool ok = b0 + i < nb;
+                sa[i]         = ok ? cu_fp8_e8m0_scale(static_cast<uint8_t>(r.sr[i])) : 0.0f;
+                sb[i]         = ok ? cu_fp8_e8m0_scale(static_cast<uint8_t>(r.sr[2 + i])) : 0.0f;
+            }
+        }
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wa4[4] = {r.w[0][j].x, r.w[0][j].y, r.w[0][j].z, r.w[0][j].w};
+            const uint32_t wb4[4] = {r.w[1][j].x, r.w[1][j].y, r.w[1][j].z, r.w[1][j].w};
+#pragma unroll
+            for (int s4 = 0; s4 < 4; s4++) {
+                const uint32_t af[4] = {fp8x2_half2<is_e4m3(T)>(wa4[s4]), fp8x2_half2<is_e4m3(T)>(wb4[s4]),
+                                        fp8x2_half2<is_e4m3(T)>(wa4[s4] >> 16), fp8x2_half2<is_e4m3(T)>(wb4[s4] >> 16)};
+                const bool     on    = j == xj;
+                cu_mma_16816(c, af, on ? xh[2 * s4] : 0u, on ? xh[2 * s4 + 1] : 0u);
+            }
+        }
+        acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
+        acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
+    };
+    fp8_span_regs<T> ra;
+    if (sp0 < sp1) load(ra, sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float sc = 1.0f;
     if constexpr (NS) {  // the scale (warp 0, a barrier), the first span's x loads in flight meanwhile
@@ -590,49 +639,74 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
             xh[2 * i + 1] = f2_half2(v[i].z * sc, v[i].w * sc);
         }
     }
-    for (int sp = sp0; sp < sp1; sp++) {
-        if (sp != sp0) load(sp);
-        if (!NS || sp != sp0) fetch(sp, sc);
-        // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows ga, gb.
-        float     sa[2], sb[2];
-        const int b0 = 8 * sp + 2 * t;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            if constexpr (is_row(T)) {
-                sa[i] = sb[i] = 1.0f;
-            } else {
-                const bool ok = b0 + i < nb;
-                sa[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + ga * nb + b0 + i)) : 0.0f;
-                sb[i]         = ok ? cu_fp8_e8m0_scale(__ldg(ws + gb * nb + b0 + i)) : 0.0f;
-            }
+    if constexpr (PIPE) {  // spans sp0, sp0 + 1 in ra, rb alternately, the next one's loads before the math
+        fp8_span_regs<T> rb;
+        for (int sp = sp0; sp < sp1; sp += 2) {
+            if (sp + 1 < sp1) load(rb, sp + 1);
+            if (!NS || sp != sp0) fetch(sp, sc);
+            math(ra, sp);
+            if (sp + 1 >= sp1) break;
+            if (sp + 2 < sp1) load(ra, sp + 2);
+            fetch(sp + 1, sc);
+            math(rb, sp + 1);
         }
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const uint32_t wa4[4] = {w[0][j].x, w[0][j].y, w[0][j].z, w[0][j].w};
-            const uint32_t wb4[4] = {w[1][j].x, w[1][j].y, w[1][j].z, w[1][j].w};
-#pragma unroll
-            for (int s4 = 0; s4 < 4; s4++) {
-                const uint32_t af[4] = {fp8x2_half2<is_e4m3(T)>(wa4[s4]), fp8x2_half2<is_e4m3(T)>(wb4[s4]),
-                                        fp8x2_half2<is_e4m3(T)>(wa4[s4] >> 16), fp8x2_half2<is_e4m3(T)>(wb4[s4] >> 16)};
-                const bool     on    = j == xj;
-                cu_mma_16816(c, af, on ? xh[2 * s4] : 0u, on ? xh[2 * s4 + 1] : 0u);
-            }
+    } else {
+        for (int sp = sp0; sp < sp1; sp++) {
+            if (sp != sp0) load(ra, sp);
+            if (!NS || sp != sp0) fetch(sp, sc);
+            math(ra, sp);
         }
-        acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
-        acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
     }
 }
 #endif
+
+// The k split of a block of mvx_fp8_mma_kernel's form (its k_fp8_mma_warps warps on the same 16
+// rows, each a contiguous share of the row's 256-weight spans): warp wi's spans [sp0, sp1).
+struct fp8_split {
+    int sp0, sp1;
+};
+__device__ __forceinline__ fp8_split fp8_split_of(int wi, int nchunk) {
+    const int nspan = (nchunk + 15) / 16;
+    const int per   = (nspan + k_fp8_mma_warps - 1) / k_fp8_mma_warps;
+    fp8_split s;
+    s.sp0 = wi * per;
+    s.sp1 = min(nspan, s.sp0 + per);
+    return s;
+}
+
+// The end of fp8_mma_spans' sums (every thread of the block calls it: a barrier): the 4 lanes of
+// a row group hold its 8 block columns, summed by shuffles, then the block's warps meet in shared
+// memory. Returns row r's sum (r: rows g, g + 8 as 0-15) to lane r < 16 of warp 0, the warps'
+// parts in order; 0 to the other lanes.
+__device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {
+    const int g = lane / 4, t = lane % 4;
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
+    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
+    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
+    __shared__ float parts[k_fp8_mma_warps][16];
+    if (t == 0) {
+        parts[wi][g]     = acc_a;
+        parts[wi][g + 8] = acc_b;
+    }
+    __syncthreads();
+    float sum = 0.0f;
+    if (wi == 0 && lane < 16) {
+        sum = parts[0][lane];
+#pragma unroll
+        for (int k = 1; k < k_fp8_mma_warps; k++) sum += parts[k][lane];
+    }
+    return sum;
+}
 
 // EPI: units (ember_cuda_mv_unit, 2-D): the 16 rows are 8 RoPE pairs (mvx_pair_row) and lanes
 // 0, 2, .., 14 of warp 0 store a pair each through the matrix's epilogue.
 // NS: x is an FP8 producer's norm-in-product copy (one column at a.xf; a.ns: the norm's scale
 // applied to it, fp8_mma_spans).
-template <int T, bool EPI, bool NS = false>
+// PIPE: fp8_mma_spans' two buffers (EMBER_CUDA_FP8_MMA_PIPE).
+template <int T, bool EPI, bool NS = false, bool PIPE = false>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    constexpr int KS   = k_fp8_mma_warps;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int     m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                          : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -642,6 +716,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     const int64_t   n      = pick(a.n, m);
     char *          y_data = pick(a.y, m);
     const int64_t   y_nb1  = pick(a.y_nb1, m);
+    const fp8_split sp     = fp8_split_of(wi, a.nchunk);
     const int64_t   r0     = static_cast<int64_t>(bx) * 16;
     const int64_t   col    = blockIdx.y;
     int64_t         i2 = 0, i3 = 0, wm = 0;
@@ -652,32 +727,16 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     }
     const float * xf = reinterpret_cast<const float *>(a.xf + col * a.x_nb1 + i2 * a.x_nb2 + i3 * a.x_nb3);
     // Rows g and g + 8 of the 16 (rows past n: the last row read, the sums dropped).
-    const int     nx = EPI ? pick(a.neox_hd, m) : 0;
-    const int64_t ga = wm * n + min(EPI ? mvx_pair_row(r0 + g, nx) : r0 + g, n - 1);
-    const int64_t gb = wm * n + min(EPI ? mvx_pair_row(r0 + g + 8, nx) : r0 + g + 8, n - 1);
-    const int     nspan = (a.nchunk + 15) / 16;
-    const int     per   = (nspan + KS - 1) / KS;
-    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
+    const int     nx    = EPI ? pick(a.neox_hd, m) : 0;
+    const int64_t ga    = wm * n + min(EPI ? mvx_pair_row(r0 + g, nx) : r0 + g, n - 1);
+    const int64_t gb    = wm * n + min(EPI ? mvx_pair_row(r0 + g + 8, nx) : r0 + g + 8, n - 1);
     float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8
-    fp8_mma_spans<T, NS>(reinterpret_cast<const uint4 *>(wq + ga * a.rowq), reinterpret_cast<const uint4 *>(wq + gb * a.rowq), ws, ga, gb, xf,
-                         a.xal, a.ns, a.nchunk, a.nb, sp0, sp1, wi, g, t, acc_a, acc_b);
-    // The 4 lanes of a row group hold its 8 block columns: sum them, then the warps' parts.
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
-    __shared__ float parts[KS][16];
-    if (t == 0) {
-        parts[wi][g]     = acc_a;
-        parts[wi][g + 8] = acc_b;
-    }
-    __syncthreads();
+    fp8_mma_spans<T, NS, PIPE>(reinterpret_cast<const uint4 *>(wq + ga * a.rowq), reinterpret_cast<const uint4 *>(wq + gb * a.rowq),
+                               ws + ga * a.nb, ws + gb * a.nb, xf, a.xal, a.ns, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_a, acc_b);
+    float sum = fp8_mma_meet(acc_a, acc_b, wi, lane);
     if constexpr (EPI) {  // lanes 0-15 of warp 0 all take part in the shuffle
         if (wi != 0 || lane >= 16) return;
         const int64_t row = mvx_pair_row(r0 + lane, nx);
-        float         sum = parts[0][lane];
-#pragma unroll
-        for (int k = 1; k < KS; k++) sum += parts[k][lane];
         if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + min(row, n - 1));
         const float next = __shfl_down_sync(0x0000ffffu, sum, 1);
         if (lane % 2 != 0 || r0 + lane >= n) return;
@@ -690,11 +749,48 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
         return;
     }
     if (wi != 0 || lane >= 16 || r0 + lane >= n) return;
-    float sum = parts[0][lane];
-#pragma unroll
-    for (int k = 1; k < KS; k++) sum += parts[k][lane];
     if constexpr (is_row(T)) sum *= __ldg(reinterpret_cast<const float *>(ws) + wm * n + r0 + lane);
     reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3)[r0 + lane] = sum;
+#endif
+}
+
+// The gate / up products of a decode FFN with their SWIGLU for block-scaled FP8 on tensor cores
+// (ember_cuda_mul_mat_vec_glu; EMBER_CUDA_MV_GLU_FP8=0: not): mvx_fp8_mma_kernel's product whose
+// 16 rows are 8 gate rows (g) and the same 8 up rows (g + 8), so lane r < 8 of a group's first
+// warp ends with both sums of hidden unit u0 + r: silu(g) u as the SWIGLU kernel computes it (no
+// 8-bit copy: the down product is FP8 too, reading h's floats). NS: x is an FP8 producer's copy.
+struct mvx_fp8_glu_args {
+    const uint8_t *       gq, *gs, *uq, *us;  // quants (rows of rowq bytes) and E8M0 scales (nb a row)
+    int64_t               rowq;
+    int                   nb, nchunk;
+    const float *         xf;
+    bool                  xal;
+    ember_cuda_norm_scale ns;
+    float *               g;  // or nullptr: the gate rows' floats
+    float *               u;  // or nullptr: the up rows'
+    float *               h;  // silu(g) u
+};
+
+// MINB: the blocks an SM its registers are capped for (3 by default, launch_fp8_glu: 80 registers,
+// 3 blocks an SM, against 90 / 101 (NS) and 2; EMBER_CUDA_FP8_GLU_OCC=0: none given).
+template <int T, bool NS, bool PIPE, int MINB = 0>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_fp8_glu_kernel(const mvx_fp8_glu_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    static_assert(!is_row(T), "block scales");
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const fp8_split sp   = fp8_split_of(wi, a.nchunk);
+    const int64_t   u0   = static_cast<int64_t>(blockIdx.x) * 8;  // (the units a multiple of 8)
+    float           acc_g = 0.0f, acc_u = 0.0f;
+    fp8_mma_spans<T, NS, PIPE>(reinterpret_cast<const uint4 *>(a.gq + (u0 + g) * a.rowq), reinterpret_cast<const uint4 *>(a.uq + (u0 + g) * a.rowq),
+                         a.gs + (u0 + g) * a.nb, a.us + (u0 + g) * a.nb, a.xf, a.xal, a.ns, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_g,
+                         acc_u);
+    const float sum  = fp8_mma_meet(acc_g, acc_u, wi, lane);
+    const float usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
+    if (wi != 0 || lane >= 8) return;
+    const int64_t r = u0 + lane;
+    if (a.g) a.g[r] = sum;
+    if (a.u) a.u[r] = usum;
+    a.h[r] = sum / (1.0f + expf(-sum)) * usum;  // swiglu_flat_q_kernel's arithmetic
 #endif
 }
 
@@ -722,36 +818,21 @@ template <int T>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(const mvx_fp8_norm_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(!is_row(T), "block scales");
-    constexpr int KS   = k_fp8_mma_warps;
-    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const int64_t r0   = static_cast<int64_t>(blockIdx.x) * 16;
-    const int64_t ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 16)
-    const int     nspan = (a.nchunk + 15) / 16;
-    const int     per   = (nspan + KS - 1) / KS;
-    const int     sp0 = wi * per, sp1 = min(nspan, sp0 + per);
-    float         acc_a = 0.0f, acc_b = 0.0f;
-    fp8_mma_spans<T, false>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s, ga, gb,
-                            a.xf, a.xal, ember_cuda_norm_scale{}, a.nchunk, a.nb, sp0, sp1, wi, g, t, acc_a, acc_b);
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int64_t   r0   = static_cast<int64_t>(blockIdx.x) * 16;
+    const int64_t   ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 16)
+    const fp8_split sp    = fp8_split_of(wi, a.nchunk);
+    float           acc_a = 0.0f, acc_b = 0.0f;
+    fp8_mma_spans<T, false>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s + ga * a.nb,
+                            a.s + gb * a.nb, a.xf, a.xal, ember_cuda_norm_scale{}, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_a, acc_b);
     // Warp 0's residual and MUL weight requested before the barrier (their round trip overlaps
     // the block's meeting).
     const bool  mine = wi == 0 && lane < 16;
     const float res  = mine ? a.res[r0 + lane] : 0.0f, nwr = mine ? a.nw[r0 + lane] : 0.0f;
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
-    acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
-    acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
-    __shared__ float parts[KS][16];
-    if (t == 0) {
-        parts[wi][g]     = acc_a;
-        parts[wi][g + 8] = acc_b;
-    }
-    __syncthreads();
+    const float y    = fp8_mma_meet(acc_a, acc_b, wi, lane);
     if (wi != 0) return;
     float s = 0.0f;
     if (lane < 16) {
-        float y = parts[0][lane];
-#pragma unroll
-        for (int k = 1; k < KS; k++) y += parts[k][lane];
         s                = res + y;
         a.sum[r0 + lane] = s;
         a.ov[r0 + lane]  = s * nwr;
@@ -768,6 +849,15 @@ bool fp8_mma_cc(int cc_major) {
 }
 bool fp8_mma(const ember_cuda_ctx & ctx) {
     return fp8_mma_cc(ctx.cc_major);
+}
+
+// EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
+// fp8_mma_spans' two buffers (a warp's next span requested before this one's math). Read at every
+// call (tests switch it).
+// =2: only where a warp has two spans or more (rows of nchunk chunks) and not for units.
+bool fp8_mma_pipe(int nchunk, bool units) {
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_PIPE", 0, {0, 1, 2});
+    return mode == 1 || (mode == 2 && !units && (nchunk + 15) / 16 > k_fp8_mma_warps);
 }
 
 // FP8 units (Q/K/V with their RoPE and cache writes) on the tensor-core kernel too (H200 tg128
@@ -1065,13 +1155,17 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             }
             a.blk0[nd] = static_cast<int>(b16);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            constexpr int thr = 32 * k_fp8_mma_warps;
             if (a.ns.nsq) {  // x: a norm-in-product copy (ember_cuda_mul_mat_vec_ext)
-                if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true>, g16, 32 * k_fp8_mma_warps, 0, a);
-                else cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+                if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true>, g16, thr, 0, a);
+                else cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, thr, 0, a);
             } else if (units) {
-                cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, 32 * k_fp8_mma_warps, 0, a);
+                if (fp8_mma_pipe(a.nchunk, true)) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, false, true>, g16, thr, 0, a);
+                else cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, thr, 0, a);
+            } else if (fp8_mma_pipe(a.nchunk, false)) {
+                cu_launch(ctx, mvx_fp8_mma_kernel<T, false, false, true>, g16, thr, 0, a);
             } else {
-                cu_launch(ctx, mvx_fp8_mma_kernel<T, false>, g16, 32 * k_fp8_mma_warps, 0, a);
+                cu_launch(ctx, mvx_fp8_mma_kernel<T, false>, g16, thr, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec, fp8 on tensor cores)");
         }
@@ -1365,6 +1459,51 @@ ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_te
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / 16);
     if (w->type == EMBER_TYPE_FP8_E4M3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);
     else cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E5M2>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    return EMBER_OK;
+}
+
+template <int T> void launch_fp8_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_fp8_glu_args & a, bool ns) {
+    constexpr int thr  = 32 * k_fp8_mma_warps;
+    const bool    pipe = fp8_mma_pipe(a.nchunk, false);
+    const bool    cap  = ember_cuda_env_choice("EMBER_CUDA_FP8_GLU_OCC", 3, {0, 3}) == 3;
+    if (ns && pipe) cu_launch(ctx, mvx_fp8_glu_kernel<T, true, true>, blocks, thr, 0, a);
+    else if (ns && cap) cu_launch(ctx, mvx_fp8_glu_kernel<T, true, false, 3>, blocks, thr, 0, a);
+    else if (ns) cu_launch(ctx, mvx_fp8_glu_kernel<T, true, false>, blocks, thr, 0, a);
+    else if (pipe) cu_launch(ctx, mvx_fp8_glu_kernel<T, false, true>, blocks, thr, 0, a);
+    else if (cap) cu_launch(ctx, mvx_fp8_glu_kernel<T, false, false, 3>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_fp8_glu_kernel<T, false, false>, blocks, thr, 0, a);
+}
+
+// EMBER_CUDA_MV_GLU_FP8=0: the FP8 gate / up products and the SWIGLU in their own launches. Read
+// at every call (tests switch it).
+bool ember_cuda_mvx_fp8_glu_ok(const ember_tensor * wg, const ember_tensor * wu) {
+    if (!ember_cuda_ext_layout(wg) || !ember_cuda_ext_layout(wu) || wg->type != wu->type || !ember_cuda_fp8_norm_type(wg->type)) return false;
+    return wg->ne[0] == wu->ne[0] && wg->ne[1] == wu->ne[1] && wg->ne[1] % 32 == 0 && wg->ne[0] % 32 == 0 && wg->ne[2] * wg->ne[3] == 1 &&
+           wu->ne[2] * wu->ne[3] == 1 && ember_cuda_env_choice("EMBER_CUDA_MV_GLU_FP8", 1, {0, 1}) == 1;
+}
+
+ember_status ember_cuda_mvx_fp8_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const float * xf,
+                                           const ember_cuda_norm_scale * ns, float * g, float * u, float * h) {
+    if (!ember_cuda_mvx_fp8_glu_ok(wg, wu)) return EMBER_ERR_INTERNAL;
+    if (!fp8_mma(ctx)) return EMBER_ERR_UNSUPPORTED;  // (below sm_80 or EMBER_CUDA_FP8_MMA=0: the plain launches)
+    const ext_layout lg = layout_of(wg), lu = layout_of(wu);
+    mvx_fp8_glu_args a;
+    a.gq     = lg.q;
+    a.gs     = lg.s;
+    a.uq     = lu.q;
+    a.us     = lu.s;
+    a.rowq   = lg.rowq;
+    a.nb     = lg.nb;
+    a.nchunk = static_cast<int>(lg.rowq / 16);
+    a.xf     = xf;
+    a.xal    = (reinterpret_cast<uintptr_t>(xf) & 15) == 0;
+    if (ns) a.ns = *ns;
+    a.g = g;
+    a.u = u;
+    a.h = h;
+    const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 8);
+    if (wg->type == EMBER_TYPE_FP8_E4M3) launch_fp8_glu<EMBER_TYPE_FP8_E4M3>(ctx, blocks, a, ns != nullptr);
+    else launch_fp8_glu<EMBER_TYPE_FP8_E5M2>(ctx, blocks, a, ns != nullptr);
     return EMBER_OK;
 }
 

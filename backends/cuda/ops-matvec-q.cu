@@ -2242,7 +2242,8 @@ static bool mv_norm_q4k() {
 // EMBER_CUDA_MV_NORM_EXT: 1 (default) Ember's INT4 / NF4 weights in the ext layout make the copy
 // (mvx_norm_kernel, ops-matvec-ext.cu) and their products read it (mvx_kernel NS); H200 tg128 8B
 // INT4 563.1 -> 588.3, 8B NF4 381.0 -> 392.4 (one build, two runs each); 0: off. FP8 products read
-// x's floats, never the copy. Read at every call (tests switch it).
+// x's floats, never this 8-bit copy (their own producer: EMBER_CUDA_MV_NORM_FP8). Read at every
+// call (tests switch it).
 static bool mv_norm_ext() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_EXT", 1, {0, 1}) == 1;
 }
@@ -2259,13 +2260,14 @@ static bool mvn_q6p_ok(const ember_tensor * w) {
 static bool mvn_ext_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_ext_has_ns(w->type) && mv_norm_ext();
 }
-// EMBER_CUDA_MV_NORM_FP8: 1 block-scaled FP8 weights make a copy too (mvx_fp8_norm_kernel, on
-// tensor cores: the MUL's weights times the ADD's floats as floats, no 8-bit values) and FP8
-// products read it (mvx_fp8_mma_kernel NS); 0 (default) neither. H200 tg128 (session 43, one
-// build, one run a side): 1B FP8 E4M3 1215.4 -> 1237.7, 8B 341.2 -> 337.5, so off until the NS
-// readers' cost is mended (PERF-NOTES). Read at every call (tests switch it).
+// EMBER_CUDA_MV_NORM_FP8: 1 (default) block-scaled FP8 weights make a copy too (mvx_fp8_norm_kernel,
+// on tensor cores: the MUL's weights times the ADD's floats as floats, no 8-bit values) and FP8
+// products read it (mvx_fp8_mma_kernel NS, mvx_fp8_glu_kernel NS); 0 neither. H200 tg128 against
+// =0 (session 44, one build, two runs a side, after the span loop's scale loads were mended): 1B
+// FP8 E4M3 1417.2 -> 1496.0 (+5.6%), 8B 365.8 -> 385.8 (+5.5%); session 43's form lost on 8B
+// (341.2 -> 337.5). Read at every call (tests switch it).
 static bool mv_norm_fp8() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_FP8", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_FP8", 1, {0, 1}) == 1;
 }
 static bool mvn_fp8_ok(const ember_tensor * w) {
     return ember_cuda_ext_layout(w) && ember_cuda_fp8_norm_type(w->type) && mv_norm_fp8();
@@ -2455,7 +2457,8 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     const bool rp  = rp_q4q8(wg) && rp_q4q8(wu) && wg->type == wu->type;
     const bool ext = mv_glu_ext() && ember_cuda_mvx_glu_type_ok(wg, wu);
     const bool k4  = mv_glu_q4k(wg, wu);
-    if (!rp && !ext && !k4) return false;
+    const bool f8  = ember_cuda_mvx_fp8_glu_ok(wg, wu);  // block-scaled FP8 (mvx_fp8_glu_kernel)
+    if (!rp && !ext && !k4 && !f8) return false;
     const int64_t n = wg->ne[1];
     if (wu->ne[1] != n || n % 32 != 0 || n > (int64_t{1} << 24) || wg->ne[0] % 32 != 0 || x->ne[1] * x->ne[2] * x->ne[3] != 1) return false;
     const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n, 4-byte aligned
@@ -2501,6 +2504,18 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     const bool           w4ok  = ember_cuda_env_on("EMBER_CUDA_MV_GLU_W4");
     const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
     const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms;
+    // FP8 (mvx_fp8_glu_kernel: 8 hidden units a block, 16 rows, as its plain products) at any
+    // size: it reads x's floats (or an FP8 producer's float copy), makes no 8-bit copy.
+    if (mode != 0 && ember_cuda_mvx_fp8_glu_ok(wg, wu)) {
+        const bool ns = qx_ns_is(ctx, x);
+        if (ns && !ctx.qx_f32) return EMBER_ERR_INTERNAL;  // (pair_ok: only an FP8 producer's copy reaches FP8 readers)
+        const ember_status fs = ember_cuda_mvx_fp8_glu_launch(ctx, wg, wu, ns ? static_cast<const float *>(ctx.qx_buf) : static_cast<const float *>(x->data),
+                                                              ns ? &ctx.qx_norm : nullptr, store_gu ? static_cast<float *>(gate->data) : nullptr,
+                                                              store_gu ? static_cast<float *>(up->data) : nullptr, static_cast<float *>(glu->data));
+        if (fs != EMBER_OK) return fs;
+        ctx.qx_valid = false;  // (glu may be over x's memory; no 8-bit copy of it is made)
+        return ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, FP8 gate / up with the SWIGLU)");
+    }
     if (mode == 0 || (mode == 1 && !wave)) return EMBER_ERR_UNSUPPORTED;
     // (Q4_K at EMBER_CUDA_MV_GLU_Q4K=1: only where each warp has one slice, mv_glu_q4k_mode)
     if (wg->type == EMBER_TYPE_Q4_K && mv_glu_q4k_mode() == 1 && wg->ne[0] / 256 > warps) return EMBER_ERR_UNSUPPORTED;

@@ -1049,10 +1049,13 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 // EMBER_CUDA_SKIP=glu no SWIGLU kernel runs and the results must still be right, without the
 // fusion they must not be. INT4 in the ext layout too (not with EMBER_CUDA_MV_GLU_EXT=0); Q4_K
 // (mvk_glu_kernel, not with EMBER_CUDA_MV_GLU_Q4K=0) and NF4 (mvx_glu_kernel's absmax table, not
-// with EMBER_CUDA_MV_GLU_NF4=0) in test cases of their own.
+// with EMBER_CUDA_MV_GLU_NF4=0) in test cases of their own; block-scaled FP8 too (mvx_fp8_glu_kernel
+// on tensor cores, by default at every size, not with EMBER_CUDA_MV_GLU_FP8=0; ns: over an FP8
+// producer's float copy, EMBER_CUDA_MV_NORM_FP8=1; with EMBER_CUDA_FP8_MMA_PIPE=1 the same bits).
 void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
-                           "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_SKIP"}};
+                           "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_GLU_FP8", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_FP8",
+                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP"}};
     struct shape {
         int64_t k, f;
     };
@@ -1074,6 +1077,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
+        const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
         for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : t == EMBER_TYPE_NF4 ? shapes_nf4 : t == EMBER_TYPE_Q4_K ? shapes_q4k : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
@@ -1096,6 +1100,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     return y;
                 };
                 set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
+                set_env("EMBER_CUDA_MV_NORM_FP8", ns && fp8 ? "1" : "");
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 set_env("EMBER_CUDA_MV_GLU_Q4K", "2");  // (Q4_K at every width too)
                 set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : "");  // the up rows' loads before the wait too
@@ -1113,6 +1118,12 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     CHECK(sep == merged);
                     CHECK(sep == fused);
                 }
+                if (fp8 && !ns) {  // the spans through two buffers (every FP8 product of the graph): the same bits
+                    set_env("EMBER_CUDA_FP8_MMA_PIPE", "1");
+                    const std::vector<float> piped = run_on(cuda_device(), build, 6);
+                    set_env("EMBER_CUDA_FP8_MMA_PIPE", "");
+                    CHECK(piped == fused);
+                }
                 set_env("EMBER_CUDA_MV_GLU", "0");
                 const std::vector<float> plain = run_on(cuda_device(), build, 6);
                 const double             e     = nmse(fused, plain);
@@ -1127,8 +1138,8 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 // By default only where the grid is one wave (2 blocks an SM of 8 warps, 4 of 4):
                 // never 1200 blocks; always 8 blocks or fewer (Q4_K too at any number of slices a
                 // warp; at EMBER_CUDA_MV_GLU_Q4K=1 only where every warp has one, so not 9 slices
-                // over 8 warps). (The 8B shape's 448: on 112 SMs or more.)
-                const bool   small         = sh.f <= 256;
+                // over 8 warps). (The 8B shape's 448: on 112 SMs or more.) FP8 at every size.
+                const bool   small         = sh.f <= 256 || (fp8 && sh.f != 14336);
                 const bool   multi         = t == EMBER_TYPE_Q4_K && sh.k / 256 > 8;
                 const bool   check_default = small || sh.f == 32 * 1200;  // (each run builds the weights anew: only where checked)
                 set_env("EMBER_CUDA_MV_GLU", "");
@@ -1147,11 +1158,14 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 CAPTURE(e1);
                 CHECK(es < 1e-3);
                 CHECK_FALSE(eo < 1e-3);
-                if (sh.f == 32 * 1200) CHECK_FALSE(ed < 1e-3);
+                if (sh.f == 32 * 1200 && !fp8) CHECK_FALSE(ed < 1e-3);
                 if (small) CHECK(ed < 1e-3);
                 if (small && multi) CHECK_FALSE(e1 < 1e-3);
                 if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0
-                    const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT" : t == EMBER_TYPE_NF4 ? "EMBER_CUDA_MV_GLU_NF4" : "EMBER_CUDA_MV_GLU_Q4K";
+                    const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT"
+                                      : t == EMBER_TYPE_NF4  ? "EMBER_CUDA_MV_GLU_NF4"
+                                      : fp8                  ? "EMBER_CUDA_MV_GLU_FP8"
+                                                             : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
@@ -1186,6 +1200,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         return;
     }
     check_glu_launch({EMBER_TYPE_NF4});
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: FP8 on tensor cores") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2});
 }
 
 // The streaming matvec (mvr_stream_kernel: a resident grid, rows through per-warp cp.async rings;

@@ -482,18 +482,18 @@ TEST_CASE("[cuda plan] the backend's hooks: the readers of the norm-in-product c
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_Q4_0, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_F16, 4096, 1024, false)));
     // Ember's types in the ext layout: INT4 and NF4 (mvx_kernel NS), not INT4_G32 (no NS form);
-    // none with EMBER_CUDA_MV_NORM_EXT=0. FP8 (mvx_fp8_mma_kernel NS) only with
-    // EMBER_CUDA_MV_NORM_FP8=1 on a device with its tensor-core kernel (none here: not at all).
+    // none with EMBER_CUDA_MV_NORM_EXT=0. FP8 (mvx_fp8_mma_kernel NS) by default on a device with
+    // its tensor-core kernel (none here: not at all), never with EMBER_CUDA_MV_NORM_FP8=0.
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, true)));
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_NF4, 4096, 128256, true)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4, 4096, 1024, false)));
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_INT4_G32, 4096, 1024, true)));
-    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)));
-    setenv("EMBER_CUDA_MV_NORM_FP8", "1", 1);
     const bool fp8_here = ember_cuda_fp8_ns_reader_here();
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)) == fp8_here);
     CHECK(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E5M2_ROW, 4096, 1024, true)) == fp8_here);
     CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, false)));
+    setenv("EMBER_CUDA_MV_NORM_FP8", "0", 1);
+    CHECK_FALSE(ember_cuda_mv_norm_reader_ok(mm(EMBER_TYPE_FP8_E4M3, 4096, 1024, true)));
     unsetenv("EMBER_CUDA_MV_NORM_FP8");
     // Whose copy a reader may take (pair_ok): an FP8 producer's (floats, no 8-bit values) only FP8
     // products; an 8-bit producer's (no floats) all the others.
