@@ -75,6 +75,22 @@ inline int cu_sm_count(int device) {
     return sms;
 }
 
+// The major number of a device's compute capability (cached per device; 0 when it cannot be
+// read: no feature of any generation is assumed).
+inline int cu_cc_major(int device) {
+    static std::atomic<int> cc[64];  // major + 1 (0: not read yet)
+    if (device < 0 || device >= 64) return 0;
+    const int known = cc[device].load(std::memory_order_relaxed);
+    if (known > 0) return known - 1;
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 0) {
+        cudaGetLastError();
+        major = 0;
+    }
+    cc[device].store(major + 1, std::memory_order_relaxed);
+    return major;
+}
+
 // Starts moving the 128-byte line at p into L2 (no register written).
 __device__ __forceinline__ void cu_prefetch_l2(const void * p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));

@@ -249,24 +249,6 @@ __global__ void mmq_reduce_kernel(const float * part, int splits, int64_t m, int
 }
 
 
-struct dev_info {
-    int sms = 0, major = 0;
-};
-dev_info device_info(int device) {
-    static dev_info cache[64];
-    static std::atomic<uint64_t> known{0};
-    if (device < 0 || device >= 64) return {};
-    if (known.load(std::memory_order_acquire) >> device & 1) return cache[device];
-    dev_info d;
-    if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-        return {};
-    }
-    cache[device] = d;
-    known.fetch_or(uint64_t{1} << device, std::memory_order_release);
-    return d;
-}
-
 // 0: choose by size; else the BM forced by EMBER_CUDA_MMQ_TILE (read at every call: tests
 // run both shapes).
 int forced_tile() {
@@ -376,8 +358,8 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
                                   int64_t ldy) {
     const int64_t k = w->ne[0], n = w->ne[1];
     if (k % 32 != 0 || n <= 0 || m <= 0) return EMBER_ERR_UNSUPPORTED;
-    const dev_info di = device_info(ctx.device);
-    if (di.major < 8 || m > 65535) return EMBER_ERR_UNSUPPORTED;
+    if (cu_cc_major(ctx.device) < 8 || m > 65535) return EMBER_ERR_UNSUPPORTED;
+    const int sms = cu_sm_count(ctx.device);
     const bool repacked = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
     if (repacked && ember_cuda_ext_layout(w)) return EMBER_ERR_UNSUPPORTED;  // Ember's types in the ext layout: not yet
     if (repacked && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
@@ -404,15 +386,15 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), 128 x 128 tiles.
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
         const unsigned gx = cu_blocks(n, k_mmq_wg_rows), gy = cu_blocks(m, k_mmq_wg_tokens);
-        const int      splits = plan_splits(ctx, a, gx, gy, di.sms);
+        const int      splits = plan_splits(ctx, a, gx, gy, sms);
         const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, repacked, a, dim3(gx, gy, splits));
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }
     // The big tile when it still gives every SM two blocks (or when forced).
     const int64_t big_tiles = static_cast<int64_t>(cu_blocks(n, 128)) * cu_blocks(m, 128);
     const int     ft        = forced_tile();
-    const bool    big       = ft == 128 || (ft != 64 && big_tiles >= 2 * static_cast<int64_t>(di.sms));
+    const bool    big       = ft == 128 || (ft != 64 && big_tiles >= 2 * static_cast<int64_t>(sms));
     ember_status  st        = EMBER_ERR_UNSUPPORTED;
-    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, repacked, big, di.sms, st})) return EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, repacked, big, sms, st})) return EMBER_ERR_UNSUPPORTED;
     return st;
 }

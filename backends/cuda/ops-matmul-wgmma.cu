@@ -222,9 +222,8 @@ bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx) {
     if (ctx.device < 0 || ctx.device >= 64) return false;
     const uint64_t bit = uint64_t{1} << ctx.device;
     if (known.load(std::memory_order_acquire) & bit) return (yes.load(std::memory_order_relaxed) & bit) != 0;
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.device) != cudaSuccess) return false;
-    bool ok = false;
+    const int major = cu_cc_major(ctx.device);
+    bool      ok    = false;
     if (major == 9) {
         if (ctx.capturing) return false;  // no synchronization inside a capture: ask later
         int * d = nullptr;

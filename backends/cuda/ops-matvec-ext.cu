@@ -24,7 +24,6 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <type_traits>
 
@@ -1508,21 +1507,12 @@ ember_status ember_cuda_mvx_fp8_glu_launch(ember_cuda_ctx & ctx, const ember_ten
 }
 
 bool ember_cuda_fp8_ns_reader_here() {
-    static std::atomic<int> cc[64];  // per device: its compute capability's major + 1 (0: not read yet)
-    int                     dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
-    int major = cc[dev].load(std::memory_order_relaxed) - 1;
-    if (major < 0) {
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-            cudaGetLastError();
-            major = 0;
-        }
-        cc[dev].store(major + 1, std::memory_order_relaxed);
-    }
-    return fp8_mma_cc(major) && fp8_mma_units();
+    return fp8_mma_cc(cu_cc_major(dev)) && fp8_mma_units();
 }
 
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {

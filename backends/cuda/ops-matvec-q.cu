@@ -1912,6 +1912,16 @@ bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 
     return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
 
+// The placed copy is a norm-in-product copy: its readers apply the norm's scale, from the partial
+// sums of squares nsq (one per `per` of the n rows) and the norm's eps.
+static void qx_set_norm(ember_cuda_ctx & ctx, const ember_tensor * norm, const float * nsq, int64_t n, int per) {
+    ctx.qx_ns       = true;
+    ctx.qx_norm.nsq = nsq;
+    ctx.qx_norm.n   = static_cast<int>(n / per);
+    ctx.qx_norm.k   = static_cast<float>(n);
+    ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
+}
+
 // Units over one x whose matrices are Q4_K and planar Q6_K (sharing a launch by default,
 // EMBER_CUDA_MV_K4P6: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE)
 // and where the grid fits one wave, mvk_p6_kernel; otherwise the Q4_K units' launch and each
@@ -2290,7 +2300,7 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     }
     if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
-    const bool q6p = w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && w->ne[1] <= k_mvn_q6p_max_rows;
+    const bool q6p = q6p_unit_w(w) && w->ne[1] <= k_mvn_q6p_max_rows;
     return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
 }
 
@@ -2340,13 +2350,9 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         const ember_status ls = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, fp8, norm in the product)");
         if (ls != EMBER_OK) return ls;
         qx_set_placed(ctx, mul, nullptr, nullptr);
-        ctx.qx_buf      = ov;
-        ctx.qx_ns       = true;
-        ctx.qx_f32      = true;
-        ctx.qx_norm.nsq = osq;
-        ctx.qx_norm.n   = static_cast<int>(n / 16);
-        ctx.qx_norm.k   = static_cast<float>(n);
-        ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
+        ctx.qx_buf = ov;
+        ctx.qx_f32 = true;
+        qx_set_norm(ctx, norm, osq, n, 16);
         return EMBER_OK;
     }
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
@@ -2403,11 +2409,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);
-    ctx.qx_ns       = true;
-    ctx.qx_norm.nsq = o.osq;
-    ctx.qx_norm.n   = static_cast<int>(n / 32);
-    ctx.qx_norm.k   = static_cast<float>(n);
-    ctx.qx_norm.eps = ember_get_op_param_f32(norm, 0);
+    qx_set_norm(ctx, norm, o.osq, n, 32);
     return EMBER_OK;
 }
 
