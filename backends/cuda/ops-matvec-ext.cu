@@ -526,7 +526,7 @@ __device__ __forceinline__ int64_t mvx_pair_row(int64_t l, int neox_hd) {
 // warp's loads in flight through its math). Without it the next span's loads wait for this
 // span's math; issuing two spans' loads together (116-124 registers) was slower (session 27, H200
 // tg128 8B FP8 E4M3 290.3 against 315.7, 1B 1132.8 against 1187.3).
-template <int T> struct fp8_span_regs {
+struct fp8_span_regs {
     uint4    w[2][4];  // rows a, b: loads j < 4 (chunk 16 sp + 4 j + t)
     uint32_t sr[4];    // E8M0 bytes of blocks b0, b0 + 1 (b0 = 8 sp + 2 t) of row a, then of row b
 };
@@ -536,7 +536,7 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
                                               int t, float & acc_a, float & acc_b) {
     const int  xj  = g / 2;          // the load whose chunk's block is B's column g
     const bool xon = t / 2 == g % 2;  // ... for this lane's t
-    const auto load = [&](fp8_span_regs<T> & r, int sp) {
+    const auto load = [&](fp8_span_regs & r, int sp) {
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int  c  = 16 * sp + 4 * j + t;
@@ -577,7 +577,7 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
         }
     };
     // Span sp's products from its loads r (x in xh).
-    const auto math = [&](const fp8_span_regs<T> & r, int sp) {
+    const auto math = [&](const fp8_span_regs & r, int sp) {
         // The block scales of this lane's C columns: blocks 8 sp + 2t, + 1 of rows a, b.
         float     sa[2], sb[2];
         const int b0 = 8 * sp + 2 * t;
@@ -607,7 +607,7 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
         acc_a = fmaf(c[0], sa[0], fmaf(c[1], sa[1], acc_a));
         acc_b = fmaf(c[2], sb[0], fmaf(c[3], sb[1], acc_b));
     };
-    fp8_span_regs<T> ra;
+    fp8_span_regs ra;
     if (sp0 < sp1) load(ra, sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float sc = 1.0f;
@@ -639,7 +639,7 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
         }
     }
     if constexpr (PIPE) {  // spans sp0, sp0 + 1 in ra, rb alternately, the next one's loads before the math
-        fp8_span_regs<T> rb;
+        fp8_span_regs rb;
         for (int sp = sp0; sp < sp1; sp += 2) {
             if (sp + 1 < sp1) load(rb, sp + 1);
             if (!NS || sp != sp0) fetch(sp, sc);
@@ -755,8 +755,8 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 
 // The gate / up products of a decode FFN with their SWIGLU for block-scaled FP8 on tensor cores
 // (ember_cuda_mul_mat_vec_glu; EMBER_CUDA_MV_GLU_FP8=0: not): mvx_fp8_mma_kernel's product whose
-// 16 rows are 8 gate rows (g) and the same 8 up rows (g + 8), so lane r < 8 of a group's first
-// warp ends with both sums of hidden unit u0 + r: silu(g) u as the SWIGLU kernel computes it (no
+// 16 rows are 8 gate rows (g) and the same 8 up rows (g + 8), so lane r < 8 of warp 0 ends with
+// both sums of hidden unit u0 + r: silu(g) u as the SWIGLU kernel computes it (no
 // 8-bit copy: the down product is FP8 too, reading h's floats). NS: x is an FP8 producer's copy.
 struct mvx_fp8_glu_args {
     const uint8_t *       gq, *gs, *uq, *us;  // quants (rows of rowq bytes) and E8M0 scales (nb a row)
@@ -781,8 +781,8 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_fp8_glu_kernel
     const int64_t   u0   = static_cast<int64_t>(blockIdx.x) * 8;  // (the units a multiple of 8)
     float           acc_g = 0.0f, acc_u = 0.0f;
     fp8_mma_spans<T, NS, PIPE>(reinterpret_cast<const uint4 *>(a.gq + (u0 + g) * a.rowq), reinterpret_cast<const uint4 *>(a.uq + (u0 + g) * a.rowq),
-                         a.gs + (u0 + g) * a.nb, a.us + (u0 + g) * a.nb, a.xf, a.xal, a.ns, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_g,
-                         acc_u);
+                               a.gs + (u0 + g) * a.nb, a.us + (u0 + g) * a.nb, a.xf, a.xal, a.ns, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t,
+                               acc_g, acc_u);
     const float sum  = fp8_mma_meet(acc_g, acc_u, wi, lane);
     const float usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
     if (wi != 0 || lane >= 8) return;

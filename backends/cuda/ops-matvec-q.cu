@@ -2500,12 +2500,6 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     const ember_tensor * x   = gate->src[1];
     const int64_t        n   = wg->ne[1];
     const int            mode = mv_glu_mode();
-    const int64_t        sms  = cu_sm_count(ctx.device);
-    // 8 warps a block while 2 blocks an SM hold the grid, else 4 (4 an SM; EMBER_CUDA_MV_GLU_W4=0:
-    // never, the launch then only at EMBER_CUDA_MV_GLU=2 where 2 an SM do not hold it).
-    const bool           w4ok  = ember_cuda_env_on("EMBER_CUDA_MV_GLU_W4");
-    const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
-    const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms;
     // FP8 (mvx_fp8_glu_kernel: 8 hidden units a block, 16 rows, as its plain products) at any
     // size: it reads x's floats (or an FP8 producer's float copy), makes no 8-bit copy.
     if (mode != 0 && ember_cuda_mvx_fp8_glu_ok(wg, wu)) {
@@ -2518,6 +2512,12 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
         ctx.qx_valid = false;  // (glu may be over x's memory; no 8-bit copy of it is made)
         return ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, FP8 gate / up with the SWIGLU)");
     }
+    const int64_t        sms  = cu_sm_count(ctx.device);
+    // 8 warps a block while 2 blocks an SM hold the grid, else 4 (4 an SM; EMBER_CUDA_MV_GLU_W4=0:
+    // never, the launch then only at EMBER_CUDA_MV_GLU=2 where 2 an SM do not hold it).
+    const bool           w4ok  = ember_cuda_env_on("EMBER_CUDA_MV_GLU_W4");
+    const int            warps = n / 32 <= 2 * sms || !w4ok ? 8 : 4;
+    const bool           wave  = n / 32 <= (warps == 8 ? 2 : 4) * sms;
     if (mode == 0 || (mode == 1 && !wave)) return EMBER_ERR_UNSUPPORTED;
     // (Q4_K at EMBER_CUDA_MV_GLU_Q4K=1: only where each warp has one slice, mv_glu_q4k_mode)
     if (wg->type == EMBER_TYPE_Q4_K && mv_glu_q4k_mode() == 1 && wg->ne[0] / 256 > warps) return EMBER_ERR_UNSUPPORTED;
