@@ -148,32 +148,32 @@ __device__ __forceinline__ x_f16 load_x_f(const x_src & x, int c) {
 }
 
 //
-// The int8 NF4 codebook, round(127 NF4[q]), as four little-endian words, and its lookup.
+// The int8 NF4 codebook, round(127 NF4[q]), split by sign into two tables of 8 bytes (each as two
+// little-endian words) whose every byte has its sign bit clear: the magnitudes of the negative
+// entries (q = 0..7: 127, 88, ..., 0) and the positive entries (q = 8..15: 10, ..., 127).
 //
 constexpr uint32_t pack4(int a, int b, int c, int d) {
     return static_cast<uint32_t>(static_cast<uint8_t>(a)) | static_cast<uint32_t>(static_cast<uint8_t>(b)) << 8 |
            static_cast<uint32_t>(static_cast<uint8_t>(c)) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(d)) << 24;
 }
-constexpr uint32_t k_nf4_t0 = pack4(-127, -88, -67, -50), k_nf4_t1 = pack4(-36, -23, -12, 0);
-constexpr uint32_t k_nf4_t2 = pack4(10, 20, 31, 43), k_nf4_t3 = pack4(56, 71, 92, 127);
+constexpr uint32_t k_nf4_n0 = pack4(127, 88, 67, 50), k_nf4_n1 = pack4(36, 23, 12, 0);
+constexpr uint32_t k_nf4_p0 = pack4(10, 20, 31, 43), k_nf4_p1 = pack4(56, 71, 92, 127);
 constexpr float    k_nf4_inv = 1.0f / 127.0f;
 
-// The table values of the 8 nibbles of an ext-layout word w (ember_cuda_nf4_unzip): .x those of
-// nibbles 0..3 (the weights i .. i + 3 of the block's first 32), .y those of nibbles 4..7 (the
-// same of its second 32), each in byte order. __byte_perm reads 3 bits of each selector nibble:
-// entries 0-7 and 8-15 are looked up separately and bit 3 picks between them. (The GGUF nibble
-// order needed two more byte permutes a word to sort the two halves' bytes.)
-__device__ __forceinline__ int2 nf4_lookup(uint32_t w) {
-    const uint32_t pick = 0x32103210u | ((w & 0x88888888u) >> 1);
-    uint32_t       t[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const uint32_t s  = w >> (16 * i);
-        const uint32_t lo = __byte_perm(k_nf4_t0, k_nf4_t1, s);
-        const uint32_t hi = __byte_perm(k_nf4_t2, k_nf4_t3, s);
-        t[i]              = __byte_perm(lo, hi, pick >> (16 * i));
-    }
-    return make_int2(static_cast<int>(t[0]), static_cast<int>(t[1]));
+// PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
+// low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
+__device__ __forceinline__ uint32_t prmt_sx(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// The 4 nibbles in the low 16 bits of s (nibble j: byte j) through the two tables: .x the
+// negative entries' magnitudes (0 where q >= 8: bit 3 set selects a sign, and every sign is
+// clear), .y the positive entries (0 where q < 8: s ^ 0x8888 sets bit 3 just there). So
+// NF4[q] x = (.y - .x) x, two dp4a sums whose difference is exact: no select of the two lookups.
+__device__ __forceinline__ uint2 nf4_lookup_np(uint32_t s, uint32_t sx) {
+    return make_uint2(prmt_sx(k_nf4_n0, k_nf4_n1, s), prmt_sx(k_nf4_p0, k_nf4_p1, sx));
 }
 
 //
@@ -261,18 +261,24 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
     }
     static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4(x, c); }
     // The chunk's two halves' dp4a sums times their activation scales: sum x q over its 32 weights.
+    // A word's nibbles 0..3 are weights i .. i + 3 of the block's first 32 (x.lo), nibbles 4..7
+    // the same of its second 32 (x.hi): ember_cuda_nf4_unzip's order. Each half word goes through
+    // both sign tables (nf4_lookup_np); per half of the chunk the positive and the negative sums.
     static __device__ __forceinline__ float inner(const uint4 & w, const xs_t & x) {
-        int        slo = 0, shi = 0;
-        const int2 t0 = nf4_lookup(w.x), t1 = nf4_lookup(w.y), t2 = nf4_lookup(w.z), t3 = nf4_lookup(w.w);
-        slo           = __dp4a(t0.x, x.lo.x, slo);
-        shi           = __dp4a(t0.y, x.hi.x, shi);
-        slo           = __dp4a(t1.x, x.lo.y, slo);
-        shi           = __dp4a(t1.y, x.hi.y, shi);
-        slo           = __dp4a(t2.x, x.lo.z, slo);
-        shi           = __dp4a(t2.y, x.hi.z, shi);
-        slo           = __dp4a(t3.x, x.lo.w, slo);
-        shi           = __dp4a(t3.y, x.hi.w, shi);
-        return x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi);  // |sums| < 16 127^2
+        const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
+        const int      xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w}, xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
+        int            plo = 0, nlo = 0, phi = 0, nhi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wx = wd[j] ^ 0x88888888u;
+            const uint2    a  = nf4_lookup_np(wd[j], wx);
+            const uint2    b  = nf4_lookup_np(wd[j] >> 16, wx >> 16);
+            nlo               = __dp4a(static_cast<int>(a.x), xl[j], nlo);
+            plo               = __dp4a(static_cast<int>(a.y), xl[j], plo);
+            nhi               = __dp4a(static_cast<int>(b.x), xh[j], nhi);
+            phi               = __dp4a(static_cast<int>(b.y), xh[j], phi);
+        }
+        return x.dlo * cu_int_float(plo - nlo) + x.dhi * cu_int_float(phi - nhi);  // |sums| < 16 127^2
     }
     static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
         const float s      = inner(w, x);
