@@ -887,13 +887,6 @@ bool ext_split() {
     return on;
 }
 
-// EMBER_CUDA_EXT_SPLIT_NF4=1: NF4 rows too (opt-in; session 46: measured after the sign-table
-// lookup made NF4's math per chunk shorter).
-bool ext_split_nf4() {
-    static const bool on = ember_cuda_env_choice("EMBER_CUDA_EXT_SPLIT_NF4", 0, {0, 1}) == 1;
-    return on;
-}
-
 // NF4's absmax table (nf4_absmax_table): nrows rows of nb + k_nf4_tab_pad floats, the padding so a
 // warp's 4 rows x 4 blocks fall in distinct banks; its bytes, for the launch.
 constexpr int k_nf4_tab_pad = 4;
@@ -1120,7 +1113,7 @@ template <int T, int R, int U, int KS> void launch_mvx_k(ember_cuda_ctx & ctx, c
 }
 
 template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
-    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4) {
+    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
         if (ks == 4) return launch_mvx_k<T, R, 4, 4>(ctx, grid, a);
         if (ks == 2) return launch_mvx_k<T, R, 4, 2>(ctx, grid, a);
     }
@@ -1143,9 +1136,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     // math per chunk already hides a warp's chain of steps: 8B FP8 E4M3 258.7 -> 250.9, NF4
     // 379.8 -> 369.8 with it.
     constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
-    const bool     split = int4 || (T == EMBER_TYPE_NF4 && ext_split_nf4());
     const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
-    const int      ks    = !split || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
+    const int      ks    = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
     unsigned  bx    = 0;
     a.has_epi       = units != nullptr;
     for (int m = 0; m < nd; m++) {
