@@ -1178,9 +1178,11 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if constexpr (!is_fp8_type(T)) {
-        // EMBER_CUDA_EXT_NF4_U2=1 (opt-in, session 46): NF4's two-row warps of long rows at U = 2
-        // too (95 registers against U = 4's 167: 5 blocks an SM instead of 3).
-        const bool u2 = T == EMBER_TYPE_NF4 && R == 2 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 0, {0, 1}) == 1;
+        // NF4's two-row warps of long rows at U = 2 too (95 registers against U = 4's 167: 5
+        // blocks an SM instead of 3; its math per chunk, not the loads in flight, is what waits).
+        // EMBER_CUDA_EXT_NF4_U2=0: U = 4. H200 tg128 8B NF4 484.4 -> 492.7 (+1.7%; the 8B Q / K / V
+        // launch; session 46). Read at every call (tests switch it).
+        const bool u2 = T == EMBER_TYPE_NF4 && R == 2 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1;
         if (short_rows || u2) {
             launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");

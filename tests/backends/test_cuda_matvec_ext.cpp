@@ -126,6 +126,15 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
             set_env("EMBER_CUDA_FP8_MMA", "");
         }
     }
+    // NF4's two-row warps of long rows take U = 2 by default; U = 4 at EMBER_CUDA_EXT_NF4_U2=0.
+    set_env("EMBER_CUDA_EXT_NF4_U2", "0");
+    for (int64_t k : widths(EMBER_TYPE_NF4)) {
+        if (k == b3(EMBER_TYPE_NF4)) continue;
+        check_runs("ext matvec nf4 U=4 k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
+        }, mv_tol(EMBER_TYPE_NF4, 4100, true));
+    }
+    set_env("EMBER_CUDA_EXT_NF4_U2", "");
     // NF4 rows of more than 256 blocks: a second group header mid-row.
     check_runs("ext matvec nf4 two groups", [](case_ctx & c) {
         return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, 64 * 260, 70), c.rand_leaf(EMBER_TYPE_F32, 64 * 260, 2));
