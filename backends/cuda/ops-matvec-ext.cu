@@ -343,8 +343,9 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
     return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
 }
 
-// Registers (ptxas, sm_90, two rows per warp): INT4 89, NF4 164, FP8 118. Limiting them
-// (__launch_bounds__ with 4-5 blocks per SM: NF4 123, FP8 90) measured no faster on the 8B
+// Registers (ptxas, sm_90, two rows per warp, U = 4): INT4 93, NF4 167 (95 at U = 2, NF4's
+// default since session 46), FP8 118. Limiting them (__launch_bounds__ with 4-5 blocks per SM:
+// NF4 123, FP8 90; before the sign-table lookup) measured no faster on the 8B
 // shape (FP8 4% slower, NF4 level) and 2% either way on the 1B one, so there is no limit.
 // KS > 1: the KS warps of a block share their R rows, each summing a contiguous KS-th of the
 // chunks (rows longer than one step of U chunks per lane: all of a warp's loads in flight at
@@ -874,7 +875,8 @@ bool fp8_mma_units() {
 
 // Rows of at most 64 chunks (2 a lane; the 1B shape's products from 2048 wide), INT4 and NF4:
 // two rows a warp with U = 2 instead of U = 4 with two empty load slots (as mvr_kernel's short
-// rows, ops-matvec-q.cu): INT4 in 64 registers (94 at U = 4), NF4 118 (167).
+// rows, ops-matvec-q.cu): INT4 in 64 registers (94 at U = 4), NF4 95 (167;
+// NF4's long rows take U = 2 too, launch_mvx).
 // EMBER_CUDA_EXT_SHORT=0: the R / U rule of launch_mvx for them too.
 bool ext_short_rows() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SHORT");
