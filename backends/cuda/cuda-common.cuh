@@ -664,10 +664,14 @@ template <> struct cu_codec<EMBER_TYPE_FP8_E5M2_ROW> {
 // block NF4[low nibble of qs[i]] * absmax and weight 32 + i NF4[high nibble]. The tables are
 // those of quant/ref/ref-nf4.cpp, the dynamic map computed at compile time by the same float
 // arithmetic (tests compare GET_ROWS with the CPU).
-static __constant__ float cu_nf4_table[16] = {
-    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f, -0.18477343022823334f,
-    -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
-    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+struct cu_nf4_values {
+    float v[16];
+};
+constexpr cu_nf4_values cu_nf4_codebook = {
+    {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f, -0.18477343022823334f,
+     -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+     0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f}};
+static __constant__ cu_nf4_values cu_nf4_table = cu_nf4_codebook;  // (the kernels' copy; constexpr checks read cu_nf4_codebook)
 
 struct cu_nf4_dyn_values {
     float v[256];
@@ -724,7 +728,7 @@ template <> struct cu_codec<EMBER_TYPE_NF4> {
         const float     s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[b[0]], scale2), offset);  // as the CPU: no FMA
         const int       sh     = (c % 2) * 4;
 #pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(b[1 + i] >> sh) & 0xf] * s;
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table.v[(b[1 + i] >> sh) & 0xf] * s;
     }
 };
 

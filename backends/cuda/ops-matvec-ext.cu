@@ -160,6 +160,24 @@ constexpr uint32_t k_nf4_n0 = pack4(127, 88, 67, 50), k_nf4_n1 = pack4(36, 23, 1
 constexpr uint32_t k_nf4_p0 = pack4(10, 20, 31, 43), k_nf4_p1 = pack4(56, 71, 92, 127);
 constexpr float    k_nf4_inv = 1.0f / 127.0f;
 
+// The tables against the codebook, at compile time: entry q (q < 8: minus byte q of the
+// negative table, else byte q - 8 of the positive one) is round(127 NF4[q]), and no byte has its
+// sign bit set (which prmt_sx's zeros need).
+constexpr int nf4_table_byte(uint32_t lo, uint32_t hi, int i) {
+    return static_cast<int>(((i < 4 ? lo : hi) >> (8 * (i % 4))) & 0xffu);
+}
+constexpr bool nf4_sign_tables_ok() {
+    for (int q = 0; q < 16; q++) {
+        const float v   = cu_nf4_codebook.v[q] * 127.0f;
+        const int   r   = v >= 0.0f ? static_cast<int>(v + 0.5f) : -static_cast<int>(-v + 0.5f);
+        const int   b   = q < 8 ? nf4_table_byte(k_nf4_n0, k_nf4_n1, q) : nf4_table_byte(k_nf4_p0, k_nf4_p1, q - 8);
+        const int   val = q < 8 ? -b : b;
+        if (b > 127 || val != r) return false;
+    }
+    return true;
+}
+static_assert(nf4_sign_tables_ok(), "the NF4 sign tables disagree with round(127 NF4[q])");
+
 // PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
 // low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
 __device__ __forceinline__ uint32_t prmt_sx(uint32_t a, uint32_t b, uint32_t sel) {
@@ -1264,7 +1282,7 @@ template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, in
         const float  s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[L.s[g * L.nb + b]], hd.x), hd.y);
         const int    sh     = static_cast<int>(c % 2) * 16;  // the half's nibbles in each word (ember_cuda_nf4_unzip)
 #pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table.v[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;
     } else {
         union {
             uint4   v[2];
