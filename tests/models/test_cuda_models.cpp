@@ -14,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "support/data-path.h"
 #include "support/fixtures.h"
+#include "support/ref-forward.h"
+#include "support/tiny-model.h"
 
 namespace {
 
@@ -271,6 +274,73 @@ TEST_CASE("[cuda] decode steps left running give what waited ones give") {
             }
             CHECK(std::isfinite(diff));
             CHECK(diff <= 1e-5 * scale);  // the same kernels on the same data
+        }
+    }
+}
+
+TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like the float64 reference") {
+    // Generated models (no data directory) whose matrices are INT4 / NF4 / FP8, every layer on the
+    // GPU, against the float64 forward pass over the same dequantized weights: the prompt in one
+    // ubatch (the prefill kernels) and one token a ubatch (the decode products, their fused forms
+    // and the plan's fusions: gate / up with the SWIGLU, the norm in the product before it).
+    // Rows of 256 / 512 reach those forms (NF4's gate / up launch: rows of whole 64-blocks; INT4's
+    // groups of 128). Bounds, relative to max |reference logit|: the 4-bit types as on the CPU
+    // (tests/models/test_ember_types_model.cpp: x quantized to 8 bits before each product); FP8 1e-2
+    // max / 5e-3 RMS (x rounded to F16 for the tensor cores). A wiring error gives O(1).
+    if (!have_cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    struct type_case {
+        int32_t      type;
+        const char * name;
+        double       max_abs, rms;
+    };
+    const type_case cases[] = {
+        {EMBER_TYPE_INT4, "INT4", 6e-2, 5e-2},          {EMBER_TYPE_INT4_G32, "INT4_G32", 6e-2, 5e-2},
+        {EMBER_TYPE_NF4, "NF4", 6e-2, 5e-2},            {EMBER_TYPE_FP8_E4M3, "FP8_E4M3", 1e-2, 5e-3},
+        {EMBER_TYPE_FP8_E5M2, "FP8_E5M2", 1e-2, 5e-3},  {EMBER_TYPE_FP8_E4M3_ROW, "FP8_E4M3_ROW", 1e-2, 5e-3},
+        {EMBER_TYPE_FP8_E5M2_ROW, "FP8_E5M2_ROW", 1e-2, 5e-3},
+    };
+    uint64_t seed = 9100;
+    for (const type_case & c : cases) {
+        for (const char * arch : {"llama", "qwen3"}) {
+            const std::string type_s = c.name, arch_s = arch;
+            CAPTURE(type_s);
+            CAPTURE(arch_s);
+            tiny_model_spec s;
+            s.arch        = arch;
+            s.weight_type = c.type;
+            s.n_vocab     = 256;
+            s.n_embd      = 256;
+            s.n_ff        = 512;
+            s.n_layer     = 2;
+            s.n_head      = 4;
+            s.n_head_kv   = 2;
+            s.seed        = ++seed;
+            const std::string          path = ember_test_make_tiny_model(s, ember_test_tmp_dir());
+            const ember_ref_model      ref  = ember_ref_load(path);
+            std::vector<int32_t>       toks = {1};
+            for (int32_t i = 1; i < 16; i++) toks.push_back(static_cast<int32_t>((seed * 7919u + 104729u * static_cast<uint64_t>(i)) % 256u));
+            const std::vector<double>  want = ember_ref_forward(ref, toks);
+            double                     scale = 0;
+            for (double v : want) scale = std::max(scale, std::fabs(v));
+            ember_test_model_ptr model;
+            std::string          err;
+            REQUIRE_MESSAGE(load_on_cuda(path, -1, model, err) == EMBER_OK, err);
+            for (uint32_t n_ubatch : {0u, 1u}) {
+                CAPTURE(n_ubatch);
+                ember_test_run_params p;  // F32 KV cache
+                p.n_ubatch = n_ubatch;
+                ember_test_run_result got;
+                REQUIRE_MESSAGE(ember_test_run(model.get(), toks, 4, p, got, err) == EMBER_OK, err);
+                const ember_test_logit_diff d = ember_test_compare_logits(want, got.logits, s.n_vocab, 2 * c.max_abs * scale);
+                MESSAGE(type_s << " " << arch_s << " n_ubatch " << n_ubatch << ": " << d.summary());
+                CHECK(d.finite);
+                CHECK(d.rel_max() < c.max_abs);
+                CHECK(d.rel_rms() < c.rms);
+                CHECK(d.argmax_bad.empty());
+            }
         }
     }
 }
