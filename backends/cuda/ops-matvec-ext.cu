@@ -778,6 +778,169 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 #endif
 }
 
+// NF4 on tensor cores (EMBER_CUDA_NF4_MMA=1, opt-in; session 46: written and compiled, not yet
+// run on a GPU). mvx_fp8_mma_kernel's form (16 rows a block, its 8 warps splitting the row's spans
+// of 256 weights, fp8_mma_meet) over int8 mma.m16n8k32: lane (g, t) takes NF4 block t of each span
+// (4 blocks, 32 bytes a row) of rows g and g + 8, and per step s (8 a span) gives A the 8 weights
+// of its block in its k slots (4t..4t+3: word 2 (s % 4), 16+4t..16+4t+3: word 2 (s % 4) + 1, the
+// low half-words for s < 4, the high ones after: ember_cuda_nf4_unzip's order), through the sign
+// tables (nf4_lookup_np: one mma with the positive bytes, one with the negative magnitudes, their
+// int32 sums subtracted). B's column n is x block n of the span (x's 8-bit copy, block 8 sp + n),
+// nonzero only in the k slots of lane group t = n / 2 and the steps of its half (n % 2): so C's
+// column 2t + h holds each row's exact int32 sum over half h of block t, which lane (g, t) holds as
+// c0 / c1 (row g) and c2 / c3 (row g + 8), scaled there by the block's absmax / 127 and the two x
+// blocks' scales. Lookups: ~7 instructions a word of 8 weights (no dp4a). NS: x is an 8-bit
+// norm-in-product copy, the norm's scale applied to the rows' sums at the end (as mvx_kernel).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void cu_mma_s8_16832(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Word k (0..7) of a block's 32 bytes held as two uint4.
+__device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
+    const uint4 & v = b[k / 4];
+    return k % 4 == 0 ? v.x : k % 4 == 1 ? v.y : k % 4 == 2 ? v.z : v.w;
+}
+
+// One warp's part of rows a / b (qa / qb: their quant bytes, sa / sb: absmax_q bytes, ha / hb: group
+// headers) over spans [sp0, sp1) of 256 weights: acc_a / acc_b, this lane's sums over its block
+// t of each span (x blocks 2t, 2t + 1: fp8_mma_meet's columns), before any shuffle. xq / xds: x's
+// 8-bit copy and its (d, d sum q) per 32. The first span's weight loads before the PDL wait.
+__device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
+                                              const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
+                                              int sp1, int g, int t, float & acc_a, float & acc_b) {
+    struct regs {
+        uint4    wa[2], wb[2];
+        uint32_t aqa, aqb;
+        float2   hda, hdb;
+    };
+    const auto load = [&](regs & r, int sp) {
+        const int  bt = 4 * sp + t, bi = min(bt, nb - 1);
+        const bool ok = bt < nb;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            r.wa[i] = ok ? __ldcs(reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
+            r.wb[i] = ok ? __ldcs(reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
+        }
+        r.aqa = __ldg(sa + bi);  // (unconditional, the index clamped: no branch waits for them)
+        r.aqb = __ldg(sb + bi);
+        r.hda = __ldg(ha + (bi >> 8));
+        r.hdb = __ldg(hb + (bi >> 8));
+    };
+    const int  nxb = 2 * nb;           // x blocks of 32 in the row
+    const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
+    regs       r;
+    if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    for (int sp = sp0; sp < sp1; sp++) {
+        if (sp != sp0) load(r, sp);
+        // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
+        // 8 sp + 2t, + 1.
+        const int xb = 8 * sp + g;
+        uint32_t  xw[8];
+        if (xon && xb < nxb) {
+            const int4 v0 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)));
+            const int4 v1 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)) + 1);
+            xw[0] = v0.x, xw[1] = v0.y, xw[2] = v0.z, xw[3] = v0.w, xw[4] = v1.x, xw[5] = v1.y, xw[6] = v1.z, xw[7] = v1.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) xw[i] = 0u;
+        }
+        const int   xc = 8 * sp + 2 * t;
+        const float d0 = __ldg(xds + min(xc, nxb - 1)).x, d1 = __ldg(xds + min(xc + 1, nxb - 1)).x;
+        int         cp[4] = {0, 0, 0, 0}, cn[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int st = 0; st < 8; st++) {
+            const int h = st / 4, k0 = 2 * (st % 4);
+            uint32_t  wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
+            uint32_t  ap[4], an[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t sel = h ? wv[i] >> 16 : wv[i];
+                const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
+                an[i]              = np.x;
+                ap[i]              = np.y;
+            }
+            const bool on = xon && (g & 1) == h;
+            cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+        }
+        const float ma = __fadd_rn(__fmul_rn(dyn[r.aqa], r.hda.x), r.hda.y) * k_nf4_inv;  // as the CPU: no FMA
+        const float mb = __fadd_rn(__fmul_rn(dyn[r.aqb], r.hdb.x), r.hdb.y) * k_nf4_inv;
+        acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
+        acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+    }
+}
+#endif
+
+// The k split of mvx_nf4_mma_kernel: warp wi's spans of 256 weights (8 chunks of 32).
+__device__ __forceinline__ fp8_split nf4_split_of(int wi, int nchunk) {
+    const int nspan = (nchunk + 7) / 8;
+    const int per   = (nspan + k_fp8_mma_warps - 1) / k_fp8_mma_warps;
+    fp8_split s;
+    s.sp0 = wi * per;
+    s.sp1 = min(nspan, s.sp0 + per);
+    return s;
+}
+
+// EPI / NS as mvx_fp8_mma_kernel's (NS here: the norm's scale times the rows' sums).
+template <bool EPI, bool NS>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_nf4_mma_kernel(const mvx_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __shared__ float dyn[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
+    __syncthreads();
+    const int lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
+                     : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
+    const int       bx     = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
+    const uint8_t * wq     = pick(a.q, m);
+    const uint8_t * ws     = pick(a.s, m);
+    const float2 *  wh     = reinterpret_cast<const float2 *>(pick(a.h, m));
+    const int64_t   n      = pick(a.n, m);
+    char *          y_data = pick(a.y, m);
+    const int64_t   y_nb1  = pick(a.y_nb1, m);
+    const fp8_split sp     = nf4_split_of(wi, a.nchunk);
+    const int64_t   r0     = static_cast<int64_t>(bx) * 16;
+    const int64_t   col    = blockIdx.y;
+    int64_t         i2 = 0, i3 = 0, wm = 0;
+    if (gridDim.z > 1) {
+        i2 = blockIdx.z % a.x_ne2;
+        i3 = blockIdx.z / a.x_ne2;
+        wm = i2 / a.bcast2 + (i3 / a.bcast3) * a.w_ne2;
+    }
+    const int64_t  v   = col + a.x_ne1 * blockIdx.z;
+    const int8_t * xq  = a.xq + v * a.k;
+    const float2 * xds = a.xds + v * (a.k / 32);
+    const int      nx  = EPI ? pick(a.neox_hd, m) : 0;
+    const int64_t  ga  = wm * n + min(EPI ? mvx_pair_row(r0 + g, nx) : r0 + g, n - 1);
+    const int64_t  gb  = wm * n + min(EPI ? mvx_pair_row(r0 + g + 8, nx) : r0 + g + 8, n - 1);
+    float          acc_a = 0.0f, acc_b = 0.0f;
+    nf4_mma_spans(wq + ga * a.rowq, wq + gb * a.rowq, ws + ga * a.nb, ws + gb * a.nb, wh + ga * a.ng, wh + gb * a.ng, dyn, xq, xds, a.nb,
+                  sp.sp0, sp.sp1, g, t, acc_a, acc_b);
+    float sum = fp8_mma_meet(acc_a, acc_b, wi, lane);
+    if constexpr (NS) {
+        if (wi == 0) sum *= mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
+    }
+    if constexpr (EPI) {  // lanes 0-15 of warp 0 all take part in the shuffle
+        if (wi != 0 || lane >= 16) return;
+        const float next = __shfl_down_sync(0x0000ffffu, sum, 1);
+        if (lane % 2 != 0 || r0 + lane >= n) return;
+        int64_t rows[2];
+        mv_rows<2>(r0 + lane, nx, rows);
+        float s2[2] = {sum, next};
+        if (m == 0) mv_store_epi<2>(a.epi[0], y_data, y_nb1, n, col, rows, s2, a.err);
+        else if (m == 1) mv_store_epi<2>(a.epi[1], y_data, y_nb1, n, col, rows, s2, a.err);
+        else mv_store_epi<2>(a.epi[2], y_data, y_nb1, n, col, rows, s2, a.err);
+        return;
+    }
+    if (wi != 0 || lane >= 16 || r0 + lane >= n) return;
+    reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3)[r0 + lane] = sum;
+#endif
+}
+
 // The gate / up products of a decode FFN with their SWIGLU for block-scaled FP8 on tensor cores
 // (ember_cuda_mul_mat_vec_glu; EMBER_CUDA_MV_GLU_FP8=0: not): mvx_fp8_mma_kernel's product whose
 // 16 rows are 8 gate rows (g) and the same 8 up rows (g + 8), so lane r < 8 of warp 0 ends with
@@ -873,6 +1036,12 @@ bool fp8_mma_cc(int cc_major) {
 }
 bool fp8_mma(const ember_cuda_ctx & ctx) {
     return fp8_mma_cc(ctx.cc_major);
+}
+
+// EMBER_CUDA_NF4_MMA=1: NF4's plain products and units on tensor cores (mvx_nf4_mma_kernel; opt-in,
+// not yet measured). Read at every call (tests switch it); off below sm_80.
+bool nf4_mma(const ember_cuda_ctx & ctx) {
+    return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_NF4_MMA", 0, {0, 1}) == 1;
 }
 
 // EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
@@ -1195,6 +1364,27 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             return ember_cuda_check_launch("mul_mat (matvec, fp8 on tensor cores)");
         }
         if (a.ns.nsq) return EMBER_ERR_INTERNAL;  // (ember_cuda_mul_mat_vec_ext refused it first)
+    }
+    if constexpr (T == EMBER_TYPE_NF4) {
+        if (nf4_mma(ctx)) {  // 16 rows a block (mvx_nf4_mma_kernel)
+            unsigned b16 = 0;
+            for (int m = 0; m < nd; m++) {
+                a.blk0[m] = static_cast<int>(b16);
+                b16 += cu_blocks(dsts[m]->src[0]->ne[1], 16);
+            }
+            a.blk0[nd] = static_cast<int>(b16);
+            const dim3    g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            constexpr int thr = 32 * k_fp8_mma_warps;
+            if (a.ns.nsq) {
+                if (units) cu_launch(ctx, mvx_nf4_mma_kernel<true, true>, g16, thr, 0, a);
+                else cu_launch(ctx, mvx_nf4_mma_kernel<false, true>, g16, thr, 0, a);
+            } else if (units) {
+                cu_launch(ctx, mvx_nf4_mma_kernel<true, false>, g16, thr, 0, a);
+            } else {
+                cu_launch(ctx, mvx_nf4_mma_kernel<false, false>, g16, thr, 0, a);
+            }
+            return ember_cuda_check_launch("mul_mat (matvec, nf4 on tensor cores)");
+        }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if constexpr (!is_fp8_type(T)) {

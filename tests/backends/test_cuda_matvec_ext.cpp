@@ -92,11 +92,14 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
         return;
     }
     for (const ember_type t : k_types) {
-        // FP8: on tensor cores (the default on sm_80+) and through the float products ("0").
+        // FP8: on tensor cores (the default on sm_80+) and through the float products ("0"). NF4:
+        // through mvx_kernel (the default, "0") and on tensor cores (EMBER_CUDA_NF4_MMA=1).
+        const bool nf4 = t == EMBER_TYPE_NF4;
         for (const char * mma : {"1", "0"}) {
-            if (!fp8(t) && mma[0] != '1') continue;
-            set_env("EMBER_CUDA_FP8_MMA", mma);
-            const std::string tn = std::string(ember_type_get_name(t)) + (fp8(t) ? std::string(" fp8 mma ") + mma : "");
+            if (!fp8(t) && !nf4 && mma[0] != '1') continue;
+            const char * var = nf4 ? "EMBER_CUDA_NF4_MMA" : "EMBER_CUDA_FP8_MMA";
+            set_env(var, mma);
+            const std::string tn = std::string(ember_type_get_name(t)) + (fp8(t) || nf4 ? std::string(" mma ") + mma : "");
             const bool        on = mma[0] != '0';
             // Rows: one per warp with a block tail (67), a single row, two per warp (from 4096) with
             // a warp tail (4100). INT4 rows of more than 128 16-byte chunks (4096 + 5 blocks) are
@@ -123,7 +126,7 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
                 const size_t   nb[4] = {4, a->nb[1], a->nb[1] * 2, a->nb[1] * 2};
                 return ember_mul_mat(c.g, c.weight_leaf(t, 512, 40), ember_view_strided(c.g, a, ne, nb, 4));
             }, mv_tol(t, 2, on));
-            set_env("EMBER_CUDA_FP8_MMA", "");
+            set_env(var, "");
         }
     }
     // NF4's two-row warps of long rows take U = 2 by default; U = 4 at EMBER_CUDA_EXT_NF4_U2=0.
@@ -136,9 +139,13 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
     }
     set_env("EMBER_CUDA_EXT_NF4_U2", "");
     // NF4 rows of more than 256 blocks: a second group header mid-row.
-    check_runs("ext matvec nf4 two groups", [](case_ctx & c) {
-        return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, 64 * 260, 70), c.rand_leaf(EMBER_TYPE_F32, 64 * 260, 2));
-    }, mv_tol(EMBER_TYPE_NF4));
+    for (const char * mma : {"0", "1"}) {
+        set_env("EMBER_CUDA_NF4_MMA", mma);
+        check_runs(std::string("ext matvec nf4 two groups mma ") + mma, [](case_ctx & c) {
+            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, 64 * 260, 70), c.rand_leaf(EMBER_TYPE_F32, 64 * 260, 2));
+        }, mv_tol(EMBER_TYPE_NF4));
+    }
+    set_env("EMBER_CUDA_NF4_MMA", "");
 }
 
 TEST_CASE("[cuda] ember types in the CUDA ext layout: grouped matvecs, fused x, graph replay") {
@@ -147,28 +154,34 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: grouped matvecs, fused x, 
         return;
     }
     for (ember_type t : k_types) {
-        const std::string tn = ember_type_get_name(t);
-        // Q, K, V over one x (unequal rows, one above 4096: a group launch), their outputs
-        // consumed in between as in a model, then gate and up over a normed x.
-        check_runs("ext grouped matvecs " + tn, [=](case_ctx & c) {
-            ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
-            ember_tensor * q   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 4160), x);
-            ember_tensor * k   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 72), x);
-            ember_tensor * v   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 136), x);
-            ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
-                                                          ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
-                                           ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
-            return sum;
-        }, fp8(t) ? 1e-6 : 2e-4);
-        // A layer: RMS_NORM + MUL (its kernel writes the 8-bit x), gate and up (one launch),
-        // SWIGLU, down, residual; twice with new weights (converted again) on a replayed graph.
-        check_runs("ext decode layer " + tn, [=](case_ctx & c) {
-            ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
-            ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 1024, 1));
-            ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
-            ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
-            return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 512, 1024), ember_swiglu(c.g, gt, up)));
-        }, fp8(t) ? 1e-6 : 1e-3, {31, 32});
+        // NF4 also on tensor cores (EMBER_CUDA_NF4_MMA=1).
+        for (const char * mma : {"0", "1"}) {
+            if (t != EMBER_TYPE_NF4 && mma[0] == '1') continue;
+            set_env("EMBER_CUDA_NF4_MMA", mma);
+            const std::string tn = std::string(ember_type_get_name(t)) + (mma[0] == '1' ? " mma" : "");
+            // Q, K, V over one x (unequal rows, one above 4096: a group launch), their outputs
+            // consumed in between as in a model, then gate and up over a normed x.
+            check_runs("ext grouped matvecs " + tn, [=](case_ctx & c) {
+                ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
+                ember_tensor * q   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 4160), x);
+                ember_tensor * k   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 72), x);
+                ember_tensor * v   = ember_mul_mat(c.g, c.weight_leaf(t, 512, 136), x);
+                ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
+                                                              ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
+                                               ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
+                return sum;
+            }, fp8(t) ? 1e-6 : 2e-4);
+            // A layer: RMS_NORM + MUL (its kernel writes the 8-bit x), gate and up (one launch),
+            // SWIGLU, down, residual; twice with new weights (converted again) on a replayed graph.
+            check_runs("ext decode layer " + tn, [=](case_ctx & c) {
+                ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, 1024, 1);
+                ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 1024, 1));
+                ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
+                ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, 1024, 512), h);
+                return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, 512, 1024), ember_swiglu(c.g, gt, up)));
+            }, fp8(t) ? 1e-6 : 1e-3, {31, 32});
+            set_env("EMBER_CUDA_NF4_MMA", "");
+        }
     }
 }
 

@@ -694,6 +694,17 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         }
         set_env(var, "");
     }
+    // NF4 units on tensor cores (EMBER_CUDA_NF4_MMA=1: mvx_nf4_mma_kernel's stores, 8 RoPE pairs a
+    // block's 16 rows).
+    set_env("EMBER_CUDA_NF4_MMA", "1");
+    for (const qkv_case & p : cases) {
+        if (p.wt != EMBER_TYPE_NF4) continue;
+        const std::string what = std::string("qkv epilogue with EMBER_CUDA_NF4_MMA=1 cache ") + ember_type_get_name(p.cache) + " mode " +
+                                 std::to_string(p.mode) + " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " +
+                                 std::to_string(p.hd);
+        check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
+    }
+    set_env("EMBER_CUDA_NF4_MMA", "");
     // Proof that the stores did the RoPE and the cache writes: with EMBER_CUDA_SKIP=other no ROPE
     // or SET_ROWS kernel runs, and the results must still be right; for Q4_1 (no epilogue kernel)
     // they must not be (so the check can fail). FP8 units on tensor cores (the default) and on

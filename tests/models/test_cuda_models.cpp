@@ -295,11 +295,16 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
         int32_t      type;
         const char * name;
         double       max_abs, rms;
+        const char * env = nullptr;  // set to 1 for the case (an opt-in form)
     };
     const type_case cases[] = {
-        {EMBER_TYPE_INT4, "INT4", 6e-2, 5e-2},          {EMBER_TYPE_INT4_G32, "INT4_G32", 6e-2, 5e-2},
-        {EMBER_TYPE_NF4, "NF4", 6e-2, 5e-2},            {EMBER_TYPE_FP8_E4M3, "FP8_E4M3", 1e-2, 5e-3},
-        {EMBER_TYPE_FP8_E5M2, "FP8_E5M2", 1e-2, 5e-3},  {EMBER_TYPE_FP8_E4M3_ROW, "FP8_E4M3_ROW", 1e-2, 5e-3},
+        {EMBER_TYPE_INT4, "INT4", 6e-2, 5e-2},
+        {EMBER_TYPE_INT4_G32, "INT4_G32", 6e-2, 5e-2},
+        {EMBER_TYPE_NF4, "NF4", 6e-2, 5e-2},
+        {EMBER_TYPE_NF4, "NF4 on tensor cores", 6e-2, 5e-2, "EMBER_CUDA_NF4_MMA"},
+        {EMBER_TYPE_FP8_E4M3, "FP8_E4M3", 1e-2, 5e-3},
+        {EMBER_TYPE_FP8_E5M2, "FP8_E5M2", 1e-2, 5e-3},
+        {EMBER_TYPE_FP8_E4M3_ROW, "FP8_E4M3_ROW", 1e-2, 5e-3},
         {EMBER_TYPE_FP8_E5M2_ROW, "FP8_E5M2_ROW", 1e-2, 5e-3},
     };
     uint64_t seed = 9100;
@@ -325,6 +330,7 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
             const std::vector<double>  want = ember_ref_forward(ref, toks);
             double                     scale = 0;
             for (double v : want) scale = std::max(scale, std::fabs(v));
+            if (c.env) setenv(c.env, "1", 1);
             ember_test_model_ptr model;
             std::string          err;
             REQUIRE_MESSAGE(load_on_cuda(path, -1, model, err) == EMBER_OK, err);
@@ -341,6 +347,7 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
                 CHECK(d.rel_rms() < c.rms);
                 CHECK(d.argmax_bad.empty());
             }
+            if (c.env) unsetenv(c.env);
         }
     }
 }
