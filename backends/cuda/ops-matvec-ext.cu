@@ -875,16 +875,6 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
 }
 #endif
 
-// The k split of mvx_nf4_mma_kernel: warp wi's spans of 256 weights (8 chunks of 32).
-__device__ __forceinline__ fp8_split nf4_split_of(int wi, int nchunk) {
-    const int nspan = (nchunk + 7) / 8;
-    const int per   = (nspan + k_fp8_mma_warps - 1) / k_fp8_mma_warps;
-    fp8_split s;
-    s.sp0 = wi * per;
-    s.sp1 = min(nspan, s.sp0 + per);
-    return s;
-}
-
 // EPI / NS as mvx_fp8_mma_kernel's (NS here: the norm's scale times the rows' sums).
 template <bool EPI, bool NS>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_nf4_mma_kernel(const mvx_args a) {
@@ -902,7 +892,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_nf4_mma_kernel(const
     const int64_t   n      = pick(a.n, m);
     char *          y_data = pick(a.y, m);
     const int64_t   y_nb1  = pick(a.y_nb1, m);
-    const fp8_split sp     = nf4_split_of(wi, a.nchunk);
+    const fp8_split sp     = fp8_split_of(wi, 2 * a.nchunk);  // (its spans of 256 weights: 16 chunks of 16 as FP8's)
     const int64_t   r0     = static_cast<int64_t>(bx) * 16;
     const int64_t   col    = blockIdx.y;
     int64_t         i2 = 0, i3 = 0, wm = 0;
@@ -1309,6 +1299,18 @@ template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & gr
     launch_mvx_k<T, R, 4, 1>(ctx, grid, a);
 }
 
+// The grid of the 16-row tensor-core matvecs (mvx_fp8_mma_kernel, mvx_nf4_mma_kernel): each matrix's
+// first block in a.blk0, the blocks of all nd.
+unsigned mvx_blocks16(mvx_args & a, ember_tensor * const * dsts, int nd) {
+    unsigned b16 = 0;
+    for (int m = 0; m < nd; m++) {
+        a.blk0[m] = static_cast<int>(b16);
+        b16 += cu_blocks(dsts[m]->src[0]->ne[1], 16);
+    }
+    a.blk0[nd] = static_cast<int>(b16);
+    return b16;
+}
+
 template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units,
                                          mvx_args & a) {
     int64_t nmax = 0;
@@ -1342,12 +1344,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     const ember_tensor * x = dsts[0]->src[1];
     if constexpr (is_fp8_type(T)) {
         if (fp8_mma(ctx) && (!units || fp8_mma_units())) {
-            unsigned b16 = 0;
-            for (int m = 0; m < nd; m++) {
-                a.blk0[m] = static_cast<int>(b16);
-                b16 += cu_blocks(dsts[m]->src[0]->ne[1], 16);
-            }
-            a.blk0[nd] = static_cast<int>(b16);
+            const unsigned b16 = mvx_blocks16(a, dsts, nd);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             constexpr int thr = 32 * k_fp8_mma_warps;
             if (a.ns.nsq) {  // x: a norm-in-product copy (ember_cuda_mul_mat_vec_ext)
@@ -1367,12 +1364,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     }
     if constexpr (T == EMBER_TYPE_NF4) {
         if (nf4_mma(ctx)) {  // 16 rows a block (mvx_nf4_mma_kernel)
-            unsigned b16 = 0;
-            for (int m = 0; m < nd; m++) {
-                a.blk0[m] = static_cast<int>(b16);
-                b16 += cu_blocks(dsts[m]->src[0]->ne[1], 16);
-            }
-            a.blk0[nd] = static_cast<int>(b16);
+            const unsigned b16 = mvx_blocks16(a, dsts, nd);
             const dim3    g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             constexpr int thr = 32 * k_fp8_mma_warps;
             if (a.ns.nsq) {

@@ -330,7 +330,16 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
             const std::vector<double>  want = ember_ref_forward(ref, toks);
             double                     scale = 0;
             for (double v : want) scale = std::max(scale, std::fabs(v));
-            if (c.env) setenv(c.env, "1", 1);
+            // The case's switch on while it runs, off again however it ends (a failed REQUIRE too).
+            struct env_on {
+                const char * name;
+                explicit env_on(const char * n) : name(n) {
+                    if (name) setenv(name, "1", 1);
+                }
+                ~env_on() {
+                    if (name) unsetenv(name);
+                }
+            } const on(c.env);
             ember_test_model_ptr model;
             std::string          err;
             REQUIRE_MESSAGE(load_on_cuda(path, -1, model, err) == EMBER_OK, err);
@@ -347,7 +356,6 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
                 CHECK(d.rel_rms() < c.rms);
                 CHECK(d.argmax_bad.empty());
             }
-            if (c.env) unsetenv(c.env);
         }
     }
 }
