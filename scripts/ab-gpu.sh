@@ -13,6 +13,7 @@
 #   EMBER_AB_MODELS   shape-type names (default "1b-Q4_0 8b-Q4_0"; types as make-bench-model's --type)
 #   EMBER_AB_RUNS     ember-bench runs per model and side (default 2; each -p 0 -n 128 -r 3)
 #   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
+#   EMBER_AB_MODEL_TESTS  the same for test-models on B (e.g. "*tiny models in every Ember weight type on the GPU*")
 #   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
 #   EMBER_AB_ENV_C    a third side: B's build (the edits) with these settings instead of B's, run after
 #                     B ("BCA" unless EMBER_AB_ORDER names C); a column of its own in the table, and
@@ -66,6 +67,7 @@ if [ "${EMBER_AB_TRACE:-0}" = 1 ]; then
 fi
 targets=(ember-bench)
 [ -n "${EMBER_AB_TESTS:-}" ] && targets+=(test-backends)
+[ -n "${EMBER_AB_MODEL_TESTS:-}" ] && targets+=(test-models)
 build_side() {
     cmake --build "$build" -j"$(( $(nproc) / 2 ))" --target "${targets[@]}" >>"$logs/ab-build.log" 2>&1 ||
         { grep -m5 -A5 error "$logs/ab-build.log"; return 1; }
@@ -127,6 +129,12 @@ for ((k = 0; k < ${#order}; k++)); do
         timeout "$run_limit" env "${envs_b[@]}" "$build/bin/test-backends" -tc="$EMBER_AB_TESTS" >"$logs/ab-tests.log" 2>&1
         echo "tests on B (rc=$?): $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/ab-tests.log" | tr '\n' ' ')"
         grep -m3 -B3 -A10 "ERROR" "$logs/ab-tests.log" | head -30
+    fi
+    if [ "$side" = B ] && [ -n "${EMBER_AB_MODEL_TESTS:-}" ]; then
+        read -r -a envs_b <<<"${EMBER_AB_ENV_B:-}"
+        timeout "$run_limit" env "${envs_b[@]}" "$build/bin/test-models" -tc="$EMBER_AB_MODEL_TESTS" >"$logs/ab-model-tests.log" 2>&1
+        echo "model tests on B (rc=$?): $(grep -E '^\[doctest\] (test cases|assertions)' "$logs/ab-model-tests.log" | tr '\n' ' ')"
+        grep -m3 -B3 -A10 "ERROR" "$logs/ab-model-tests.log" | head -30
     fi
     bench_side "$side"
 done
