@@ -50,6 +50,10 @@ if [ ! -d .devdata/deps ] && [ -f /usr/include/xxhash.h ] && [ -f /usr/lib/cmake
     sed -i 's|set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' \
         $d/lib/cmake/doctest/doctestTargets.cmake
 fi
+if [ ! -d .devdata/deps ]; then
+    echo "device-pack: no .devdata/deps and no libxxhash-dev / doctest-dev here to make it from (apt-get install libxxhash-dev doctest-dev): the device build would stop at its configure" >&2
+    exit 1
+fi
 if [ -d .devdata/deps ]; then
     mkdir -p "$pack/.devdata"
     cp -r .devdata/deps "$pack/.devdata/"
