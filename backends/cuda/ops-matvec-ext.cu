@@ -808,6 +808,9 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
 // headers) over spans [sp0, sp1) of 256 weights: acc_a / acc_b, this lane's sums over its block
 // t of each span (x blocks 2t, 2t + 1: fp8_mma_meet's columns), before any shuffle. xq / xds: x's
 // 8-bit copy and its (d, d sum q) per 32. The first span's weight loads before the PDL wait.
+// PF: the next span's loads before this one's math (two register sets; the first two spans'
+// loads before the PDL wait).
+template <bool PF = false>
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
                                               int sp1, int g, int t, float & acc_a, float & acc_b) {
@@ -831,11 +834,16 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     };
     const int  nxb = 2 * nb;           // x blocks of 32 in the row
     const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
-    regs       r;
+    regs       r, rn;
     if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
+    if (PF && sp0 + 1 < sp1) load(rn, sp0 + 1);
     cu_pdl_begin();
     for (int sp = sp0; sp < sp1; sp++) {
-        if (sp != sp0) load(r, sp);
+        if (PF && sp != sp0) {
+            r = rn;
+            if (sp + 1 < sp1) load(rn, sp + 1);
+        }
+        if (!PF && sp != sp0) load(r, sp);
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
         // 8 sp + 2t, + 1.
         const int xb = 8 * sp + g;
@@ -1032,6 +1040,13 @@ bool fp8_mma(const ember_cuda_ctx & ctx) {
 // not yet measured). Read at every call (tests switch it); off below sm_80.
 bool nf4_mma(const ember_cuda_ctx & ctx) {
     return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_NF4_MMA", 0, {0, 1}) == 1;
+}
+
+// EMBER_CUDA_MV_GLU_NF4_MMA=1: NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel; opt-in
+// until measured), =2 the same with the next span's loads before a span's math. 0: the scalar
+// launch (mvx_glu_kernel). Read at every call (tests switch it).
+int nf4_glu_mma(const ember_cuda_ctx & ctx) {
+    return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 0, {0, 1, 2}) : 0;
 }
 
 // EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
@@ -1276,6 +1291,53 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
         if (warps == 8) launch_mvx_glu<T, false, 8>(ctx, blocks, a);
         else launch_mvx_glu<T, false, 4>(ctx, blocks, a);
     }
+}
+
+// NF4's gate / up launch with its SWIGLU on tensor cores (EMBER_CUDA_MV_GLU_NF4_MMA=1):
+// mvx_nf4_mma_kernel's product (nf4_mma_spans, fp8_mma_meet) whose 16 rows are 8 gate rows (g) and
+// the same 8 up rows (g + 8), as mvx_fp8_glu_kernel's, so a block owns 8 hidden units and lane
+// r < 8 of warp 0 ends with unit u0 + r's two sums: silu(g) u as mvg_block_end makes it. The 8-bit
+// copy of h (the down product's x) is made in blocks of 32 units, 4 of this launch's blocks: each
+// block writes its 8 floats of h, then counts itself in cnt[blockIdx.x / 4] (zeroed memory, left
+// zeroed); the group's fourth block reads the 32 floats back and quantizes them as
+// cu_quantize_warp does in mvg_block_end. The scalar launch's 28-31 us a layer (8B NF4, ncu:
+// 14.6 M instructions, issue-bound at 4 warps a scheduler) had twice INT4's instructions; the
+// lookups here feed mma, not dp4a (the Q / K / V form: 4.59 M -> 2.50 M instructions).
+// PF: nf4_mma_spans' PF (EMBER_CUDA_MV_GLU_NF4_MMA=2).
+template <bool NS, bool PF, int MINB>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel(const mvx_glu_args a, int * cnt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __shared__ float dyn[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
+    __syncthreads();
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
+    const int64_t   u0   = static_cast<int64_t>(blockIdx.x) * 8, ru = u0 + g;
+    const float2 *  gh   = reinterpret_cast<const float2 *>(a.gh);
+    const float2 *  uh   = reinterpret_cast<const float2 *>(a.uh);
+    float           acc_g = 0.0f, acc_u = 0.0f;
+    nf4_mma_spans<PF>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
+                  a.nb, sp.sp0, sp.sp1, g, t, acc_g, acc_u);
+    float sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
+    if (wi != 0) return;
+    if constexpr (NS) sum *= mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
+    const float   usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
+    const int64_t r    = u0 + lane;
+    if (lane < 8) {
+        if (a.out.g) a.out.g[r] = sum;
+        if (a.out.u) a.out.u[r] = usum;
+        a.out.h[r] = sum / (1.0f + expf(-sum)) * usum;  // swiglu_flat_q_kernel's arithmetic
+        __threadfence();                                 // h before the count
+    }
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) last = atomicAdd(cnt + blockIdx.x / 4, 1) == 3;
+    if (!__shfl_sync(0xffffffffu, last, 0)) return;
+    __threadfence();  // the other blocks' h after their counts
+    const int64_t q0 = static_cast<int64_t>(blockIdx.x / 4) * 32;
+    cu_quantize_warp(__ldcg(a.out.h + q0 + lane), q0 + lane, a.out.hq, a.out.hds);
+    if (lane == 0) cnt[blockIdx.x / 4] = 0;  // zeroed for the next launch (stream order)
+#endif
 }
 
 // Whether Ember's type T has mvx_kernel's NS form (and mvx_norm_kernel): INT4 and NF4.
@@ -1769,6 +1831,19 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
+    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx)) {
+        // (the counters: zeroed scratch that outlives a recording; none to be had: the scalar launch)
+        int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));
+        if (cnt) {
+            constexpr int thr = 32 * k_fp8_mma_warps;
+            const bool    pf  = nf4_glu_mma(ctx) == 2;
+            if (ns && pf) cu_launch(ctx, mvx_nf4_glu_kernel<true, true, 3>, 4 * blocks, thr, 0, a, cnt);
+            else if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, false, 3>, 4 * blocks, thr, 0, a, cnt);
+            else if (pf) cu_launch(ctx, mvx_nf4_glu_kernel<false, true, 3>, 4 * blocks, thr, 0, a, cnt);
+            else cu_launch(ctx, mvx_nf4_glu_kernel<false, false, 3>, 4 * blocks, thr, 0, a, cnt);
+            return EMBER_OK;
+        }
+    }
     if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);
     else launch_mvx_glu_t<EMBER_TYPE_INT4>(ctx, blocks, a, ns != nullptr, warps);
     return EMBER_OK;
