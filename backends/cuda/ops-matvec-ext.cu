@@ -808,9 +808,9 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
 // headers) over spans [sp0, sp1) of 256 weights: acc_a / acc_b, this lane's sums over its block
 // t of each span (x blocks 2t, 2t + 1: fp8_mma_meet's columns), before any shuffle. xq / xds: x's
 // 8-bit copy and its (d, d sum q) per 32. The first span's weight loads before the PDL wait.
-// PF: the next span's loads before this one's math (two register sets; the first two spans'
-// loads before the PDL wait).
-template <bool PF = false>
+// (The next span's loads before a span's math, two register sets, 80 registers with a 12-byte
+// spill, measured slower in the gate / up launch: 8B NF4 tg128 492.8 -> 466.8, 1B 1983.9 -> 1702.8,
+// against 511.4 / 1826.3 without; session 47.)
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
                                               int sp1, int g, int t, float & acc_a, float & acc_b) {
@@ -834,16 +834,11 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     };
     const int  nxb = 2 * nb;           // x blocks of 32 in the row
     const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
-    regs       r, rn;
+    regs       r;
     if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
-    if (PF && sp0 + 1 < sp1) load(rn, sp0 + 1);
     cu_pdl_begin();
     for (int sp = sp0; sp < sp1; sp++) {
-        if (PF && sp != sp0) {
-            r = rn;
-            if (sp + 1 < sp1) load(rn, sp + 1);
-        }
-        if (!PF && sp != sp0) load(r, sp);
+        if (sp != sp0) load(r, sp);
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
         // 8 sp + 2t, + 1.
         const int xb = 8 * sp + g;
@@ -1042,11 +1037,16 @@ bool nf4_mma(const ember_cuda_ctx & ctx) {
     return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_NF4_MMA", 0, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_MV_GLU_NF4_MMA=1: NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel; opt-in
-// until measured), =2 the same with the next span's loads before a span's math. 0: the scalar
-// launch (mvx_glu_kernel). Read at every call (tests switch it).
-int nf4_glu_mma(const ember_cuda_ctx & ctx) {
-    return ctx.cc_major >= 8 ? ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 0, {0, 1, 2}) : 0;
+// NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel) where the scalar one would take 4
+// warps a block (warps: its grid more than 2 blocks of 8 an SM; the 8B shape): H200 tg128 8B NF4
+// 492.8 -> 511.4, the launch 26.9 -> 25.1 us a layer. Not where the scalar launch holds its grid in
+// one wave of 8-warp blocks: 1B NF4 1983.9 -> 1826.3 with it (7.2 -> 10.6 us: 1024 blocks of 8
+// units in two waves, each block's chain after the PDL wait). EMBER_CUDA_MV_GLU_NF4_MMA=0: never,
+// =1: at every size. Read at every call (tests switch it).
+bool nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
+    if (ctx.cc_major < 8) return false;
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 2, {0, 1, 2});
+    return mode == 1 || (mode == 2 && warps == 4);
 }
 
 // EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
@@ -1303,8 +1303,7 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // cu_quantize_warp does in mvg_block_end. The scalar launch's 28-31 us a layer (8B NF4, ncu:
 // 14.6 M instructions, issue-bound at 4 warps a scheduler) had twice INT4's instructions; the
 // lookups here feed mma, not dp4a (the Q / K / V form: 4.59 M -> 2.50 M instructions).
-// PF: nf4_mma_spans' PF (EMBER_CUDA_MV_GLU_NF4_MMA=2).
-template <bool NS, bool PF, int MINB>
+template <bool NS, int MINB>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel(const mvx_glu_args a, int * cnt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ float dyn[256];
@@ -1316,11 +1315,13 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel
     const float2 *  gh   = reinterpret_cast<const float2 *>(a.gh);
     const float2 *  uh   = reinterpret_cast<const float2 *>(a.uh);
     float           acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans<PF>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
+    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
                   a.nb, sp.sp0, sp.sp1, g, t, acc_g, acc_u);
-    float sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
+    // The norm's scale (warp 0: a warp sum) while the block's other warps finish their spans.
+    const float sc  = NS && wi == 0 ? mv_norm_scale(a.ns, lane) : 1.0f;
+    float       sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
     if (wi != 0) return;
-    if constexpr (NS) sum *= mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
+    if constexpr (NS) sum *= sc;
     const float   usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
     const int64_t r    = u0 + lane;
     if (lane < 8) {
@@ -1831,16 +1832,13 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
-    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx)) {
+    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
         // (the counters: zeroed scratch that outlives a recording; none to be had: the scalar launch)
         int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));
         if (cnt) {
             constexpr int thr = 32 * k_fp8_mma_warps;
-            const bool    pf  = nf4_glu_mma(ctx) == 2;
-            if (ns && pf) cu_launch(ctx, mvx_nf4_glu_kernel<true, true, 3>, 4 * blocks, thr, 0, a, cnt);
-            else if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, false, 3>, 4 * blocks, thr, 0, a, cnt);
-            else if (pf) cu_launch(ctx, mvx_nf4_glu_kernel<false, true, 3>, 4 * blocks, thr, 0, a, cnt);
-            else cu_launch(ctx, mvx_nf4_glu_kernel<false, false, 3>, 4 * blocks, thr, 0, a, cnt);
+            if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, 4>, 4 * blocks, thr, 0, a, cnt);
+            else cu_launch(ctx, mvx_nf4_glu_kernel<false, 4>, 4 * blocks, thr, 0, a, cnt);
             return EMBER_OK;
         }
     }

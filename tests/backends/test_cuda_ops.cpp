@@ -1129,14 +1129,6 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     CHECK(sep == merged);
                     CHECK(sep == fused);
                 }
-                const char * nf4_mma = std::getenv("EMBER_CUDA_MV_GLU_NF4_MMA");
-                if (t == EMBER_TYPE_NF4 && nf4_mma && std::string(nf4_mma) == "1") {
-                    // mvx_nf4_glu_kernel with the next span's loads first (=2): the same bits
-                    set_env("EMBER_CUDA_MV_GLU_NF4_MMA", "2");
-                    const std::vector<float> prefetched = run_on(cuda_device(), build, 6);
-                    set_env("EMBER_CUDA_MV_GLU_NF4_MMA", "1");
-                    CHECK(prefetched == fused);
-                }
                 if (fp8 && !ns) {  // the spans through two buffers (every FP8 product of the graph): the same bits
                     set_env("EMBER_CUDA_FP8_MMA_PIPE", "1");
                     const std::vector<float> piped = run_on(cuda_device(), build, 6);
@@ -1213,18 +1205,21 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
     check_glu_launch({EMBER_TYPE_Q4_K});
 }
 
+// NF4's scalar launch (mvx_glu_kernel) at every size: EMBER_CUDA_MV_GLU_NF4_MMA=0 (by default the
+// tensor-core launch takes the grids the scalar one runs at 4 warps a block).
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: NF4") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
+    const env_clear reset{{"EMBER_CUDA_MV_GLU_NF4_MMA"}};
+    set_env("EMBER_CUDA_MV_GLU_NF4_MMA", "0");
     check_glu_launch({EMBER_TYPE_NF4});
 }
 
-// NF4 on tensor cores (mvx_nf4_glu_kernel, EMBER_CUDA_MV_GLU_NF4_MMA=1): 8 hidden units a block, the
-// 8-bit copy of h made by the fourth block of each 32 through counters the launch leaves zeroed (the
-// recorded graph's replays would go wrong otherwise: check_runs); =2 (the next span's loads first)
-// the same bits.
+// NF4 on tensor cores (mvx_nf4_glu_kernel, EMBER_CUDA_MV_GLU_NF4_MMA=1: at every size): 8 hidden
+// units a block, the 8-bit copy of h made by the fourth block of each 32 through counters the
+// launch leaves zeroed (the recorded graph's replays would go wrong otherwise: check_runs).
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: NF4 on tensor cores") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
