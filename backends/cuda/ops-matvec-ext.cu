@@ -1039,7 +1039,8 @@ bool nf4_mma(const ember_cuda_ctx & ctx) {
 
 // NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel) where the scalar one would take 4
 // warps a block (warps: its grid more than 2 blocks of 8 an SM; the 8B shape): H200 tg128 8B NF4
-// 492.8 -> 511.4, the launch 26.9 -> 25.1 us a layer. Not where the scalar launch holds its grid in
+// 492.3 -> 511.9, the launch 26.9 -> 25.1 us a layer. (Capped for 4 blocks an SM, 64 registers,
+// with the norm's scale loaded before the block meets: 505.1; session 47.) Not where the scalar launch holds its grid in
 // one wave of 8-warp blocks: 1B NF4 1983.9 -> 1826.3 with it (7.2 -> 10.6 us: 1024 blocks of 8
 // units in two waves, each block's chain after the PDL wait). EMBER_CUDA_MV_GLU_NF4_MMA=0: never,
 // =1: at every size. Read at every call (tests switch it).
@@ -1317,11 +1318,9 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel
     float           acc_g = 0.0f, acc_u = 0.0f;
     nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
                   a.nb, sp.sp0, sp.sp1, g, t, acc_g, acc_u);
-    // The norm's scale (warp 0: a warp sum) while the block's other warps finish their spans.
-    const float sc  = NS && wi == 0 ? mv_norm_scale(a.ns, lane) : 1.0f;
-    float       sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
+    float sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
     if (wi != 0) return;
-    if constexpr (NS) sum *= sc;
+    if constexpr (NS) sum *= mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
     const float   usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
     const int64_t r    = u0 + lane;
     if (lane < 8) {
@@ -1837,8 +1836,8 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
         int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));
         if (cnt) {
             constexpr int thr = 32 * k_fp8_mma_warps;
-            if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, 4>, 4 * blocks, thr, 0, a, cnt);
-            else cu_launch(ctx, mvx_nf4_glu_kernel<false, 4>, 4 * blocks, thr, 0, a, cnt);
+            if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, 3>, 4 * blocks, thr, 0, a, cnt);
+            else cu_launch(ctx, mvx_nf4_glu_kernel<false, 3>, 4 * blocks, thr, 0, a, cnt);
             return EMBER_OK;
         }
     }
