@@ -1040,14 +1040,17 @@ bool nf4_mma(const ember_cuda_ctx & ctx) {
 // NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel) where the scalar one would take 4
 // warps a block (warps: its grid more than 2 blocks of 8 an SM; the 8B shape): H200 tg128 8B NF4
 // 492.3 -> 511.9, the launch 26.9 -> 25.1 us a layer. (Capped for 4 blocks an SM, 64 registers,
-// with the norm's scale loaded before the block meets: 505.1; session 47.) Not where the scalar launch holds its grid in
-// one wave of 8-warp blocks: 1B NF4 1983.9 -> 1826.3 with it (7.2 -> 10.6 us: 1024 blocks of 8
-// units in two waves, each block's chain after the PDL wait). EMBER_CUDA_MV_GLU_NF4_MMA=0: never,
-// =1: at every size. Read at every call (tests switch it).
-bool nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
-    if (ctx.cc_major < 8) return false;
-    const int mode = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 2, {0, 1, 2});
-    return mode == 1 || (mode == 2 && warps == 4);
+// with the norm's scale loaded before the block meets: 505.1; session 47.) Not where the scalar
+// launch holds its grid in one wave of 8-warp blocks: 1B NF4 1983.9 -> 1826.3 with it (7.2 ->
+// 10.6 us: 1024 blocks of 8 units in two waves, each block's chain after the PDL wait).
+// EMBER_CUDA_MV_GLU_NF4_MMA=0: never,
+// =1: at every size; =3: mvx_nf4_glu32_kernel at every size (opt-in, not yet run on a GPU). Read at
+// every call (tests switch it). Returns 0 (the scalar launch), 1 or 3.
+int nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
+    if (ctx.cc_major < 8) return 0;
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 2, {0, 1, 2, 3});
+    if (mode == 2) return warps == 4 ? 1 : 0;
+    return mode;
 }
 
 // EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
@@ -1337,6 +1340,58 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel
     const int64_t q0 = static_cast<int64_t>(blockIdx.x / 4) * 32;
     cu_quantize_warp(__ldcg(a.out.h + q0 + lane), q0 + lane, a.out.hq, a.out.hds);
     if (lane == 0) cnt[blockIdx.x / 4] = 0;  // zeroed for the next launch (stream order)
+#endif
+}
+
+// The same launch with 32 hidden units a block and no counters (EMBER_CUDA_MV_GLU_NF4_MMA=3, opt-in;
+// session 47: written, compiled, not yet run on a GPU). mvx_nf4_glu_kernel's blocks live ~2 memory
+// round trips of spans and then a tail of ~3 more (the norm's scale, the fence and count, the
+// fourth block's read back) in 3.4 waves (8B); here warp wi takes unit tile wi % 4 (8 units: 16
+// rows, as there) over half wi / 4 of the row's spans (8B: 8 spans a warp, 448 blocks in one
+// wave at 4 an SM), so the block ends with all 32 units' sums and quantizes h's block itself, as
+// mvg_block_end. The halves' parts meet in shared memory, the first half's first.
+template <bool NS, int MINB>
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
+    __shared__ float dyn[256];
+    __shared__ float parts[k_fp8_mma_warps][16];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
+    __syncthreads();
+    const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const int      tile = wi % 4, half = wi / 4;
+    const int      nspan = (2 * a.nchunk + 15) / 16, per = (nspan + 1) / 2;
+    const int      sp0 = half * per, sp1 = min(nspan, sp0 + per);
+    const int64_t  u0 = static_cast<int64_t>(blockIdx.x) * 32, ru = u0 + 8 * tile + g;
+    const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
+    const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
+    float          acc_g = 0.0f, acc_u = 0.0f;
+    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
+                  a.nb, sp0, sp1, g, t, acc_g, acc_u);
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);  // (fp8_mma_meet's shuffles: the row's 4 lanes)
+    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
+    acc_u += __shfl_xor_sync(0xffffffffu, acc_u, 1);
+    acc_u += __shfl_xor_sync(0xffffffffu, acc_u, 2);
+    if (t == 0) {
+        parts[wi][g]     = acc_g;  // gate row of unit 8 tile + g
+        parts[wi][g + 8] = acc_u;  // its up row
+    }
+    __syncthreads();
+    if (wi != 0) return;
+    const int tl = lane / 8, r = lane % 8;  // lane = unit u0 + lane: tile tl, row r
+    float     gs = parts[tl][r] + parts[tl + 4][r];
+    float     us = parts[tl][r + 8] + parts[tl + 4][r + 8];
+    if constexpr (NS) {
+        const float sc = mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
+        gs *= sc;
+        us *= sc;
+    }
+    const int64_t u = u0 + lane;
+    if (a.out.g) a.out.g[u] = gs;
+    if (a.out.u) a.out.u[u] = us;
+    const float z = gs / (1.0f + expf(-gs)) * us;  // swiglu_flat_q_kernel's arithmetic
+    a.out.h[u]    = z;
+    cu_quantize_warp(z, u, a.out.hq, a.out.hds);
 #endif
 }
 
@@ -1831,6 +1886,12 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
+    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps) == 3) {
+        constexpr int thr = 32 * k_fp8_mma_warps;
+        if (ns) cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
+        else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
+        return EMBER_OK;
+    }
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
         // (the counters: zeroed scratch that outlives a recording; none to be had: the scalar launch)
         int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));

@@ -1219,15 +1219,20 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
 
 // NF4 on tensor cores (mvx_nf4_glu_kernel, EMBER_CUDA_MV_GLU_NF4_MMA=1: at every size): 8 hidden
 // units a block, the 8-bit copy of h made by the fourth block of each 32 through counters the
-// launch leaves zeroed (the recorded graph's replays would go wrong otherwise: check_runs).
+// launch leaves zeroed (the recorded graph's replays would go wrong otherwise: check_runs). And
+// =3: mvx_nf4_glu32_kernel (32 units a block, the row's spans in two halves; the odd 5-span row of
+// 1280 included).
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: NF4 on tensor cores") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
     const env_clear reset{{"EMBER_CUDA_MV_GLU_NF4_MMA"}};
-    set_env("EMBER_CUDA_MV_GLU_NF4_MMA", "1");
-    check_glu_launch({EMBER_TYPE_NF4});
+    for (const char * mode : {"1", "3"}) {
+        CAPTURE(mode);
+        set_env("EMBER_CUDA_MV_GLU_NF4_MMA", mode);
+        check_glu_launch({EMBER_TYPE_NF4});
+    }
 }
 
 TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: FP8 on tensor cores") {

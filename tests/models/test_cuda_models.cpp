@@ -295,7 +295,8 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
         int32_t      type;
         const char * name;
         double       max_abs, rms;
-        const char * env = nullptr;  // set to 1 for the case (an opt-in form)
+        const char * env   = nullptr;  // set to value for the case (an opt-in form)
+        const char * value = "1";
     };
     const type_case cases[] = {
         {EMBER_TYPE_INT4, "INT4", 6e-2, 5e-2},
@@ -303,6 +304,7 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
         {EMBER_TYPE_NF4, "NF4", 6e-2, 5e-2},
         {EMBER_TYPE_NF4, "NF4 on tensor cores", 6e-2, 5e-2, "EMBER_CUDA_NF4_MMA"},
         {EMBER_TYPE_NF4, "NF4 gate / up on tensor cores", 6e-2, 5e-2, "EMBER_CUDA_MV_GLU_NF4_MMA"},  // (=1: at this size too)
+        {EMBER_TYPE_NF4, "NF4 gate / up on tensor cores, 32 units a block", 6e-2, 5e-2, "EMBER_CUDA_MV_GLU_NF4_MMA", "3"},
         {EMBER_TYPE_FP8_E4M3, "FP8_E4M3", 1e-2, 5e-3},
         {EMBER_TYPE_FP8_E5M2, "FP8_E5M2", 1e-2, 5e-3},
         {EMBER_TYPE_FP8_E4M3_ROW, "FP8_E4M3_ROW", 1e-2, 5e-3},
@@ -334,13 +336,13 @@ TEST_CASE("[cuda] tiny models in every Ember weight type on the GPU decode like 
             // The case's switch on while it runs, off again however it ends (a failed REQUIRE too).
             struct env_on {
                 const char * name;
-                explicit env_on(const char * n) : name(n) {
-                    if (name) setenv(name, "1", 1);
+                env_on(const char * n, const char * v) : name(n) {
+                    if (name) setenv(name, v, 1);
                 }
                 ~env_on() {
                     if (name) unsetenv(name);
                 }
-            } const on(c.env);
+            } const on(c.env, c.value);
             ember_test_model_ptr model;
             std::string          err;
             REQUIRE_MESSAGE(load_on_cuda(path, -1, model, err) == EMBER_OK, err);
