@@ -15,7 +15,11 @@ struct mvn_out {
     const float * nw;   // the MUL's weights (n floats)
     int8_t *      oq;   // out: int8 copy of nw * sum (n values)
     float2 *      ods;  // (d, d sum q) per 32
-    float *       osq;  // sum of sum^2 per 32
+    float *       osq;  // sum of sum^2 per 32 (mvx_nf4_norm_kernel: per 16)
+    // mvx_nf4_norm_kernel only (blocks of 16 rows; null otherwise): nw * sum as floats (n), for the
+    // second block of each 32 rows to quantize, and its counters (scratch slot 3, zeroed, left zeroed).
+    float * ov  = nullptr;
+    int *   cnt = nullptr;
 };
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
@@ -173,8 +177,12 @@ inline int mvn_warps(int nsl) {
 }
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
-// n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
+// n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o. With o.cnt (NF4,
+// ember_cuda_mvx_norm_mma): mvx_nf4_norm_kernel, n / 16 blocks, o.osq per 16 rows.
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);
+// Whether w's producer runs on tensor cores (NF4, EMBER_CUDA_MV_NORM_NF4_MMA=1; opt-in): the
+// caller then gives mvn_out its ov / cnt and reads osq per 16 rows.
+bool ember_cuda_mvx_norm_mma(const ember_cuda_ctx & ctx, const ember_tensor * w);
 
 // The gate / up launch with its SWIGLU for INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu,
 // mvx_glu_kernel): wg, wu 2-D INT4 or NF4 of one shape (type_ok), rows a multiple of 32; x's 8-bit copy

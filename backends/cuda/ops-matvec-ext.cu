@@ -1395,6 +1395,63 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
 #endif
 }
 
+// The decode norm in the NF4 product before it on tensor cores (EMBER_CUDA_MV_NORM_NF4_MMA=1,
+// opt-in; session 47: written, compiled, not yet run on a GPU). mvx_norm_kernel's blocks own 32
+// rows each: the 1B shape's 2048-row products are 64 blocks of up to 16 warps for 132 SMs (5.64 us
+// a launch, 36% of the 1B NF4 token), and the NF4 math of 32 whole rows sits on one SM. Here a
+// block owns 16 rows (nf4_mma_spans over 8 warps, fp8_mma_meet: n / 16 blocks, 3 an SM given),
+// then warp 0, lane r < 16 holding row r0 + r: the residual added, the ADD's floats, nw times them
+// (o.ov) and the 16 rows' sum of squares (o.osq per 16). The 8-bit copy's blocks of 32 rows span
+// two blocks: each counts itself in o.cnt[blockIdx.x / 2] once its floats are out (a fence
+// first); the second reads the 32 back and quantizes them with mvn_block_end's arithmetic (d in
+// float), then zeroes the counter.
+__global__ void __launch_bounds__(32 * k_fp8_mma_warps, 3) mvx_nf4_norm_kernel(const mvx_norm_args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __shared__ float dyn[256];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
+    __syncthreads();
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
+    const int64_t   r0   = static_cast<int64_t>(blockIdx.x) * 16;
+    const int64_t   ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 32)
+    const float2 *  wh    = reinterpret_cast<const float2 *>(a.h);
+    float           acc_a = 0.0f, acc_b = 0.0f;
+    nf4_mma_spans(a.q + ga * a.rowq, a.q + gb * a.rowq, a.s + ga * a.nb, a.s + gb * a.nb, wh + ga * a.ng, wh + gb * a.ng, dyn, a.xq, a.xds, a.nb,
+                  sp.sp0, sp.sp1, g, t, acc_a, acc_b);
+    // Warp 0's residual and MUL weight requested before the barrier (as mvn_block_end).
+    const mvn_out & o    = a.out;
+    const bool      mine = wi == 0 && lane < 16;
+    const float     res = mine ? o.res[r0 + lane] : 0.0f, nwr = mine ? o.nw[r0 + lane] : 0.0f;
+    const float     y   = fp8_mma_meet(acc_a, acc_b, wi, lane);
+    if (wi != 0) return;
+    float s = 0.0f;
+    if (mine) {
+        s                = res + y;
+        o.sum[r0 + lane] = s;
+        o.ov[r0 + lane]  = s * nwr;
+        __threadfence();  // ov before the count
+    }
+    const float ss = cu_warp_sum(s * s);
+    if (lane == 0) o.osq[blockIdx.x] = ss;
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) last = atomicAdd(o.cnt + blockIdx.x / 2, 1) == 1;
+    if (!__shfl_sync(0xffffffffu, last, 0)) return;
+    __threadfence();  // the other block's ov after its count
+    const int64_t r  = static_cast<int64_t>(blockIdx.x / 2) * 32 + lane;
+    const float   v  = __ldcg(o.ov + r);
+    const float   d  = cu_warp_absmax(v) / 127.0f;  // mvn_block_end's arithmetic
+    const float   id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int     q  = static_cast<int>(roundf(__fmul_rn(v, id)));
+    const int     sq = cu_warp_sum_int(q);
+    o.oq[r]          = static_cast<int8_t>(q);
+    if (lane == 0) {
+        o.ods[blockIdx.x / 2] = make_float2(d, d * static_cast<float>(sq));
+        o.cnt[blockIdx.x / 2] = 0;  // zeroed for the next launch (stream order)
+    }
+#endif
+}
+
 // Whether Ember's type T has mvx_kernel's NS form (and mvx_norm_kernel): INT4 and NF4.
 __host__ __device__ constexpr bool has_ns(int T) {
     return T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4;
@@ -1845,6 +1902,13 @@ bool ember_cuda_fp8_ns_reader_here() {
     return fp8_mma_cc(cu_cc_major(dev)) && fp8_mma_units();
 }
 
+// EMBER_CUDA_MV_NORM_NF4_MMA=1: NF4's producer on tensor cores (mvx_nf4_norm_kernel; opt-in, not
+// yet run on a GPU). Read at every call (tests switch it); off below sm_80.
+bool ember_cuda_mvx_norm_mma(const ember_cuda_ctx & ctx, const ember_tensor * w) {
+    return w->type == EMBER_TYPE_NF4 && ember_cuda_ext_layout(w) && ctx.cc_major >= 8 &&
+           ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NF4_MMA", 0, {0, 1}) == 1;
+}
+
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {
     if (!ember_cuda_ext_layout(w) || !has_ns(w->type) || w->ne[1] % k_mvn_rows != 0) return EMBER_ERR_INTERNAL;
     const ext_layout l = layout_of(w);
@@ -1859,6 +1923,11 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.xq     = xq;
     a.xds    = xds;
     a.out    = o;
+    if (o.cnt) {  // (ember_cuda_mvx_norm_mma)
+        if (w->type != EMBER_TYPE_NF4 || !o.ov) return EMBER_ERR_INTERNAL;
+        cu_launch(ctx, mvx_nf4_norm_kernel, static_cast<unsigned>(w->ne[1] / 16), 32 * k_fp8_mma_warps, 0, a);
+        return EMBER_OK;
+    }
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);

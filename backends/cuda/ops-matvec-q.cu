@@ -2355,9 +2355,14 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         qx_set_norm(ctx, norm, osq, n, 16);
         return EMBER_OK;
     }
+    // NF4 on tensor cores (ember_cuda_mvx_norm_mma): blocks of 16 rows, the sums of squares per 16,
+    // nw * sum as floats after them and counters in slot 3; none to be had: the 32-row producer.
+    int * cnt = ember_cuda_mvx_norm_mma(ctx, w) ? static_cast<int *>(ember_cuda_scratch(ctx, 3, static_cast<size_t>(n / 32) * sizeof(int))) : nullptr;
+    const int            per = cnt ? 16 : 32;
     const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
     const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
-    char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
+    const size_t         sb  = (static_cast<size_t>(n / per) * sizeof(float) + 255) / 256 * 256;
+    char * buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + sb + (cnt ? static_cast<size_t>(n) * sizeof(float) : 0)));
     if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 1 too small: the plain launches)
     int8_t *           xq  = nullptr;
     float2 *           xds = nullptr;
@@ -2370,6 +2375,10 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     o.oq  = reinterpret_cast<int8_t *>(buf);
     o.ods = reinterpret_cast<float2 *>(buf + qb);
     o.osq = reinterpret_cast<float *>(buf + qb + db);
+    if (cnt) {
+        o.ov  = reinterpret_cast<float *>(buf + qb + db + sb);
+        o.cnt = cnt;
+    }
     // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
     const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
     if (ember_cuda_ext_layout(w)) {
@@ -2409,7 +2418,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);
-    qx_set_norm(ctx, norm, o.osq, n, 32);
+    qx_set_norm(ctx, norm, o.osq, n, per);
     return EMBER_OK;
 }
 

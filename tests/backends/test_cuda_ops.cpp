@@ -995,6 +995,19 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
+// NF4's producer on tensor cores (mvx_nf4_norm_kernel, EMBER_CUDA_MV_NORM_NF4_MMA=1): blocks of 16
+// rows, the sums of squares per 16, the 8-bit copy's blocks of 32 made by the second block of each
+// pair through counters the launch leaves zeroed (check_runs replays the recorded graph).
+TEST_CASE("[cuda] the decode norm in the product before it: NF4 on tensor cores") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_NORM_NF4_MMA"}};
+    set_env("EMBER_CUDA_MV_NORM_NF4_MMA", "1");
+    check_norm_in_product({EMBER_TYPE_NF4});
+}
+
 // FP8 (EMBER_CUDA_MV_NORM_FP8=1): the producer on tensor cores (mvx_fp8_norm_kernel) and its
 // readers (mvx_fp8_mma_kernel NS: gate / up, and Q / K / V units with their RoPE and cache writes);
 // an 8-bit producer's copy never read by an FP8 product, nor an FP8 producer's by an 8-bit product
