@@ -791,6 +791,13 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 // c0 / c1 (row g) and c2 / c3 (row g + 8), scaled there by the block's absmax / 127 and the two x
 // blocks' scales. Lookups: ~7 instructions a word of 8 weights (no dp4a). NS: x is an 8-bit
 // norm-in-product copy, the norm's scale applied to the rows' sums at the end (as mvx_kernel).
+// The codebook's dynamic map (cu_nf4_dyn) into a block's shared memory, then a barrier (every
+// thread calls it; constant data: before the PDL wait).
+__device__ __forceinline__ void nf4_dyn_to_shared(float (&dyn)[256]) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
+    __syncthreads();
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void cu_mma_s8_16832(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -883,8 +890,7 @@ template <bool EPI, bool NS>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_nf4_mma_kernel(const mvx_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ float dyn[256];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
-    __syncthreads();
+    nf4_dyn_to_shared(dyn);
     const int lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                      : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -1311,8 +1317,7 @@ template <bool NS, int MINB>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel(const mvx_glu_args a, int * cnt) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ float dyn[256];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
-    __syncthreads();
+    nf4_dyn_to_shared(dyn);
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
     const int64_t   u0   = static_cast<int64_t>(blockIdx.x) * 8, ru = u0 + g;
@@ -1332,11 +1337,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel
         a.out.h[r] = sum / (1.0f + expf(-sum)) * usum;  // swiglu_flat_q_kernel's arithmetic
         __threadfence();                                 // h before the count
     }
-    __syncwarp();
-    int last = 0;
-    if (lane == 0) last = atomicAdd(cnt + blockIdx.x / 4, 1) == 3;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    __threadfence();  // the other blocks' h after their counts
+    if (!cu_group_last(cnt, blockIdx.x / 4, 4)) return;
     const int64_t q0 = static_cast<int64_t>(blockIdx.x / 4) * 32;
     cu_quantize_warp(__ldcg(a.out.h + q0 + lane), q0 + lane, a.out.hq, a.out.hds);
     if (lane == 0) cnt[blockIdx.x / 4] = 0;  // zeroed for the next launch (stream order)
@@ -1356,8 +1357,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
     __shared__ float dyn[256];
     __shared__ float parts[k_fp8_mma_warps][16];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
-    __syncthreads();
+    nf4_dyn_to_shared(dyn);
     const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int      tile = wi % 4, half = wi / 4;
     const int      nspan = (2 * a.nchunk + 15) / 16, per = (nspan + 1) / 2;
@@ -1408,8 +1408,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, 3) mvx_nf4_norm_kernel(const mvx_norm_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ float dyn[256];
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];  // constant data: before the PDL wait
-    __syncthreads();
+    nf4_dyn_to_shared(dyn);
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
     const int64_t   r0   = static_cast<int64_t>(blockIdx.x) * 16;
@@ -1433,11 +1432,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, 3) mvx_nf4_norm_kernel(c
     }
     const float ss = cu_warp_sum(s * s);
     if (lane == 0) o.osq[blockIdx.x] = ss;
-    __syncwarp();
-    int last = 0;
-    if (lane == 0) last = atomicAdd(o.cnt + blockIdx.x / 2, 1) == 1;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    __threadfence();  // the other block's ov after its count
+    if (!cu_group_last(o.cnt, blockIdx.x / 2, 2)) return;
     const int64_t r  = static_cast<int64_t>(blockIdx.x / 2) * 32 + lane;
     const float   v  = __ldcg(o.ov + r);
     const float   d  = cu_warp_absmax(v) / 127.0f;  // mvn_block_end's arithmetic
