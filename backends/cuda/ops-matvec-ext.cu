@@ -370,8 +370,8 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
 // once, as mvr_split_kernel), the parts meeting in shared memory in a fixed order.
 // NS: x is a norm-in-product copy (mvx_norm_kernel's or another producer's), the norm's scale
 // still to apply to the rows' sums (a.ns).
-template <int T, int R, int U, int KS, bool NS = false>
-__global__ void __launch_bounds__(32 * k_warps) mvx_kernel(const mvx_args a) {
+template <int T, int R, int U, int KS, bool NS = false, int MINB = 0>
+__global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args a) {
     using D = mx<T>;
     static_assert(k_warps % KS == 0, "warps per row");
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
@@ -1085,6 +1085,13 @@ bool ext_short_rows() {
     return on;
 }
 
+// EMBER_CUDA_EXT_NF4_OCC=6: NF4's two-row warps of long rows (U = 2; the 8B Q / K / V launch, 768
+// blocks of 4 warps: 1.16 waves at 5 blocks an SM, 95 registers) capped for 6 blocks an SM, so
+// the grid is one wave (opt-in, session 47: compiled, not yet measured). Read at every call.
+bool nf4_occ6() {
+    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_OCC", 0, {0, 6}) == 6;
+}
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1554,6 +1561,13 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         // EMBER_CUDA_EXT_NF4_U2=0: U = 4. H200 tg128 8B NF4 484.4 -> 492.7 (+1.7%; the 8B Q / K / V
         // launch; session 46). Read at every call (tests switch it).
         const bool u2 = T == EMBER_TYPE_NF4 && R == 2 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1;
+        if constexpr (T == EMBER_TYPE_NF4) {
+            if (u2 && !short_rows && nf4_occ6()) {
+                if (a.ns.nsq) cu_launch(ctx, mvx_kernel<T, 2, 2, 1, true, 6>, grid, 32 * k_warps, 0, a);
+                else cu_launch(ctx, mvx_kernel<T, 2, 2, 1, false, 6>, grid, 32 * k_warps, 0, a);
+                return ember_cuda_check_launch("mul_mat (matvec, ember types)");
+            }
+        }
         if (short_rows || u2) {
             launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");

@@ -705,6 +705,15 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
     }
     set_env("EMBER_CUDA_NF4_MMA", "");
+    // NF4 units of long rows (U = 2, two rows a warp) capped for 6 blocks an SM
+    // (EMBER_CUDA_EXT_NF4_OCC=6): 4096 wide, over the norm kernel's copy and a producer's (NS).
+    set_env("EMBER_CUDA_EXT_NF4_OCC", "6");
+    for (bool normed : {false, true}) {
+        const qkv_case p{EMBER_TYPE_NF4, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, static_cast<ember_type>(EMBER_TYPE_COUNT), 4096, normed};
+        check_case(std::string("qkv epilogue with EMBER_CUDA_EXT_NF4_OCC=6, 4096 wide") + (normed ? ", normed" : ""),
+                   [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
+    }
+    set_env("EMBER_CUDA_EXT_NF4_OCC", "");
     // Proof that the stores did the RoPE and the cache writes: with EMBER_CUDA_SKIP=other no ROPE
     // or SET_ROWS kernel runs, and the results must still be right; for Q4_1 (no epilogue kernel)
     // they must not be (so the check can fail). FP8 units on tensor cores (the default) and on
