@@ -21,8 +21,9 @@ gpu_bench_configure "$out/ncu" || exit 1
 gpu_bench_make_models "$(( $(nproc) / 2 ))" "$out/ncu-gen.log" &
 gen=$!
 cmake --build "$build" -j"$(( $(nproc) / 2 ))" --target ember-bench >>"$out/ncu-build.log" 2>&1 || { tail -30 "$out/ncu-build.log"; exit 1; }
-rm -f "$out/ncu-cmake.log"
+rm -f "$out/ncu-cmake.log" "$out/ncu-build.log"  # (a call returns at most 8 files)
 wait $gen
+rm -f "$out/ncu-gen.log"
 kt=""
 if [ "${EMBER_NCU_TRACE:-1}" = 1 ]; then
     cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -47,6 +48,6 @@ for x in $models; do
     if [ -n "$kt" ]; then
         EMBER_TRACE_OUT=/tmp/kt-$x.csv CUDA_INJECTION64_PATH="$kt" "$build/bin/ember-bench" -m "$m" -p 0 -n 32 -r 1 --device cuda --device-bw 0 >/dev/null 2>&1
         python3 scripts/kernel-trace.py /tmp/kt-$x.csv --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false' --by-grid >"$out/trace-$x.txt" 2>&1
-        head -3 "$out/trace-$x.txt"
+        head -14 "$out/trace-$x.txt"  # (the tables in the output too, should the files not all come back)
     fi
 done
