@@ -689,7 +689,7 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
 struct fp8_split {
     int sp0, sp1;
 };
-__device__ __forceinline__ fp8_split fp8_split_of(int wi, int nchunk) {
+[[maybe_unused]] __device__ __forceinline__ fp8_split fp8_split_of(int wi, int nchunk) {  // (unused below sm_80)
     const int nspan = (nchunk + 15) / 16;
     const int per   = (nspan + k_fp8_mma_warps - 1) / k_fp8_mma_warps;
     fp8_split s;
@@ -702,7 +702,7 @@ __device__ __forceinline__ fp8_split fp8_split_of(int wi, int nchunk) {
 // a row group hold its 8 block columns, summed by shuffles, then the block's warps meet in shared
 // memory. Returns row r's sum (r: rows g, g + 8 as 0-15) to lane r < 16 of warp 0, the warps'
 // parts in order; 0 to the other lanes.
-__device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {
+[[maybe_unused]] __device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {  // (unused below sm_80)
     const int g = lane / 4, t = lane % 4;
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
@@ -793,7 +793,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 // norm-in-product copy, the norm's scale applied to the rows' sums at the end (as mvx_kernel).
 // The codebook's dynamic map (cu_nf4_dyn) into a block's shared memory, then a barrier (every
 // thread calls it; constant data: before the PDL wait).
-__device__ __forceinline__ void nf4_dyn_to_shared(float (&dyn)[256]) {
+[[maybe_unused]] __device__ __forceinline__ void nf4_dyn_to_shared(float (&dyn)[256]) {  // (unused below sm_80)
     for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
     __syncthreads();
 }
