@@ -778,6 +778,13 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 #endif
 }
 
+// The codebook's dynamic map (cu_nf4_dyn) into a block's shared memory, then a barrier (every
+// thread calls it; constant data: before the PDL wait).
+[[maybe_unused]] __device__ __forceinline__ void nf4_dyn_to_shared(float (&dyn)[256]) {  // (unused below sm_80)
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
+    __syncthreads();
+}
+
 // NF4 on tensor cores (EMBER_CUDA_NF4_MMA=1, opt-in; session 46: written and compiled, not yet
 // run on a GPU). mvx_fp8_mma_kernel's form (16 rows a block, its 8 warps splitting the row's spans
 // of 256 weights, fp8_mma_meet) over int8 mma.m16n8k32: lane (g, t) takes NF4 block t of each span
@@ -791,13 +798,6 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
 // c0 / c1 (row g) and c2 / c3 (row g + 8), scaled there by the block's absmax / 127 and the two x
 // blocks' scales. Lookups: ~7 instructions a word of 8 weights (no dp4a). NS: x is an 8-bit
 // norm-in-product copy, the norm's scale applied to the rows' sums at the end (as mvx_kernel).
-// The codebook's dynamic map (cu_nf4_dyn) into a block's shared memory, then a barrier (every
-// thread calls it; constant data: before the PDL wait).
-[[maybe_unused]] __device__ __forceinline__ void nf4_dyn_to_shared(float (&dyn)[256]) {  // (unused below sm_80)
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
-    __syncthreads();
-}
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void cu_mma_s8_16832(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -1162,10 +1162,7 @@ template <int T>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
-    if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) dyn[i] = cu_nf4_dyn.v[i];
-        __syncthreads();
-    }
+    if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
     const int64_t    row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
@@ -1440,15 +1437,11 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, 3) mvx_nf4_norm_kernel(c
     const float ss = cu_warp_sum(s * s);
     if (lane == 0) o.osq[blockIdx.x] = ss;
     if (!cu_group_last(o.cnt, blockIdx.x / 2, 2)) return;
-    const int64_t r  = static_cast<int64_t>(blockIdx.x / 2) * 32 + lane;
-    const float   v  = __ldcg(o.ov + r);
-    const float   d  = cu_warp_absmax(v) / 127.0f;  // mvn_block_end's arithmetic
-    const float   id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int     q  = static_cast<int>(roundf(__fmul_rn(v, id)));
-    const int     sq = cu_warp_sum_int(q);
-    o.oq[r]          = static_cast<int8_t>(q);
+    const int64_t r = static_cast<int64_t>(blockIdx.x / 2) * 32 + lane;
+    const mvn_q8  c = mvn_quantize_warp(__ldcg(o.ov + r));  // (mvn_block_end's arithmetic)
+    o.oq[r]         = static_cast<int8_t>(c.q);
     if (lane == 0) {
-        o.ods[blockIdx.x / 2] = make_float2(d, d * static_cast<float>(sq));
+        o.ods[blockIdx.x / 2] = make_float2(c.d, c.d * static_cast<float>(c.sq));
         o.cnt[blockIdx.x / 2] = 0;  // zeroed for the next launch (stream order)
     }
 #endif
@@ -1964,13 +1957,14 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
-    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps) == 3) {
+    const int mma = wg->type == EMBER_TYPE_NF4 ? nf4_glu_mma(ctx, warps) : 0;
+    if (mma == 3) {
         constexpr int thr = 32 * k_fp8_mma_warps;
         if (ns) cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
         else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
         return EMBER_OK;
     }
-    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
+    if (mma == 1) {
         // (the counters: zeroed scratch that outlives a recording; none to be had: the scalar launch)
         int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));
         if (cnt) {

@@ -129,25 +129,22 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
             set_env(var, "");
         }
     }
-    // NF4's two-row warps of long rows take U = 2 by default; U = 4 at EMBER_CUDA_EXT_NF4_U2=0.
-    set_env("EMBER_CUDA_EXT_NF4_U2", "0");
-    for (int64_t k : widths(EMBER_TYPE_NF4)) {
-        if (k == b3(EMBER_TYPE_NF4)) continue;
-        check_runs("ext matvec nf4 U=4 k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
-            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
-        }, mv_tol(EMBER_TYPE_NF4, 4100, true));
+    // NF4's two-row warps of long rows take U = 2 by default; U = 4 at EMBER_CUDA_EXT_NF4_U2=0, and
+    // capped for 6 blocks an SM at EMBER_CUDA_EXT_NF4_OCC=6 (rows past 64 chunks: the short rows keep
+    // their own form).
+    struct nf4_form {
+        const char *var, *value, *name;
+    };
+    for (const nf4_form & f : {nf4_form{"EMBER_CUDA_EXT_NF4_U2", "0", "U=4"}, nf4_form{"EMBER_CUDA_EXT_NF4_OCC", "6", "occ 6"}}) {
+        set_env(f.var, f.value);
+        for (int64_t k : widths(EMBER_TYPE_NF4)) {
+            if (k == b3(EMBER_TYPE_NF4)) continue;
+            check_runs(std::string("ext matvec nf4 ") + f.name + " k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
+            }, mv_tol(EMBER_TYPE_NF4, 4100, true));
+        }
+        set_env(f.var, "");
     }
-    set_env("EMBER_CUDA_EXT_NF4_U2", "");
-    // ... and capped for 6 blocks an SM at EMBER_CUDA_EXT_NF4_OCC=6 (rows past 64 chunks: the short
-    // rows keep their own form).
-    set_env("EMBER_CUDA_EXT_NF4_OCC", "6");
-    for (int64_t k : widths(EMBER_TYPE_NF4)) {
-        if (k == b3(EMBER_TYPE_NF4)) continue;
-        check_runs("ext matvec nf4 occ 6 k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
-            return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
-        }, mv_tol(EMBER_TYPE_NF4, 4100, true));
-    }
-    set_env("EMBER_CUDA_EXT_NF4_OCC", "");
     // NF4 rows of more than 256 blocks: a second group header mid-row.
     for (const char * mma : {"0", "1"}) {
         set_env("EMBER_CUDA_NF4_MMA", mma);
