@@ -137,8 +137,8 @@ inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 gri
 // Whether this block is the last of the n sharing group grp to arrive (cnt: zeroed memory; every
 // lane of one warp calls it, after its own stores of what the group's last block reads and a
 // __threadfence). The last block's warp returns true after a fence (the others' stores visible to
-// it) and must zero cnt[grp] for the next launch (stream order). mvx_nf4_glu_kernel,
-// mvx_nf4_norm_kernel.
+// it) and must zero cnt[grp] for the next launch (stream order). mvn_block_end (a producer's rows
+// split over blocks).
 __device__ __forceinline__ bool cu_group_last(int * cnt, int64_t grp, int n) {
     __syncwarp();
     int last = 0;

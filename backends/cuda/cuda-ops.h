@@ -28,7 +28,7 @@ struct ember_cuda_norm_scale {
 
 // Scratch slots of a stream (ember_cuda_ctx::scratch). Each is zeroed when it is allocated; slot
 // 3 holds counters between the blocks of a launch, which each launch leaves zeroed
-// (mvx_nf4_glu_kernel).
+// (mvn_block_end: a norm-in-product producer's rows split over blocks).
 constexpr int EMBER_CUDA_SCRATCH_SLOTS = 4;
 
 struct ember_cuda_ctx {

@@ -1043,20 +1043,15 @@ bool nf4_mma(const ember_cuda_ctx & ctx) {
     return ctx.cc_major >= 8 && ember_cuda_env_choice("EMBER_CUDA_NF4_MMA", 0, {0, 1}) == 1;
 }
 
-// NF4's gate / up launch on tensor cores (mvx_nf4_glu_kernel) where the scalar one would take 4
+// NF4's gate / up launch on tensor cores (mvx_nf4_glu32_kernel) where the scalar one would take 4
 // warps a block (warps: its grid more than 2 blocks of 8 an SM; the 8B shape): H200 tg128 8B NF4
-// 492.3 -> 511.9, the launch 26.9 -> 25.1 us a layer. (Capped for 4 blocks an SM, 64 registers,
-// with the norm's scale loaded before the block meets: 505.1; session 47.) Not where the scalar
-// launch holds its grid in one wave of 8-warp blocks: 1B NF4 1983.9 -> 1826.3 with it (7.2 ->
-// 10.6 us: 1024 blocks of 8 units in two waves, each block's chain after the PDL wait).
-// EMBER_CUDA_MV_GLU_NF4_MMA=0: never,
-// =1: at every size; =3: mvx_nf4_glu32_kernel at every size (opt-in, not yet run on a GPU). Read at
-// every call (tests switch it). Returns 0 (the scalar launch), 1 or 3.
-int nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
-    if (ctx.cc_major < 8) return 0;
-    const int mode = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 2, {0, 1, 2, 3});
-    if (mode == 2) return warps == 4 ? 1 : 0;
-    return mode;
+// 492.3 -> 524.7 (session 48; the launch 26.9 -> 23.7 us a layer). Not where the scalar launch
+// holds its grid in one wave of 8-warp blocks: 1B NF4 1986.2 -> 1912.4 with it (7.2 -> 9.2 us).
+// EMBER_CUDA_MV_GLU_NF4_MMA=0: never, =1: at every size. Read at every call (tests switch it).
+bool nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
+    if (ctx.cc_major < 8) return false;
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_NF4_MMA", 2, {0, 1, 2});
+    return mode == 2 ? warps == 4 : mode == 1;
 }
 
 // EMBER_CUDA_FP8_MMA_PIPE=1: the plain FP8 products, units and the gate / up launch on tensor cores with
@@ -1085,11 +1080,12 @@ bool ext_short_rows() {
     return on;
 }
 
-// EMBER_CUDA_EXT_NF4_OCC=6: NF4's two-row warps of long rows (U = 2; the 8B Q / K / V launch, 768
-// blocks of 4 warps: 1.16 waves at 5 blocks an SM, 95 registers) capped for 6 blocks an SM, so
-// the grid is one wave (opt-in, session 47: compiled, not yet measured). Read at every call.
+// NF4's two-row warps of long rows (U = 2; the 8B Q / K / V launch, 768 blocks of 4 warps: 1.16
+// waves at 5 blocks an SM, 95 registers) capped for 6 blocks an SM (80 registers, no spill), so
+// the grid is one wave: the launch 9.7 -> 6.6 us (H200, 8B NF4, kernel trace; session 48).
+// EMBER_CUDA_EXT_NF4_OCC=0: not. Read at every call (tests switch it).
 bool nf4_occ6() {
-    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_OCC", 0, {0, 6}) == 6;
+    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_OCC", 6, {0, 6}) == 6;
 }
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
@@ -1147,6 +1143,7 @@ __device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows,
 // owns 32 whole rows; its warps split the row length in slices of 8 16-byte chunks; lane l takes
 // chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
 // (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
+// With a.out.split > 1 a block takes its part of the slices (mvn_share_of).
 struct mvx_norm_args {
     const uint8_t * q;
     const uint8_t * s;
@@ -1165,8 +1162,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
-    const int64_t    row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int        nsl   = (a.nchunk + 7) / 8;
+    const mvn_share  sh    = mvn_share_of(a.out, (a.nchunk + 7) / 8);
+    const int64_t    row0  = sh.row0;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1180,7 +1177,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
             sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
     };
-    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
+    if (sh.s0 + wi < sh.s1) load(sh.s0 + wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -1190,7 +1187,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     float              acc[8] = {};
     typename D::xs_t   x{};
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        sh.s0 + wi, nw, sh.s1, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
@@ -1307,54 +1304,16 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
     }
 }
 
-// NF4's gate / up launch with its SWIGLU on tensor cores (EMBER_CUDA_MV_GLU_NF4_MMA=1):
-// mvx_nf4_mma_kernel's product (nf4_mma_spans, fp8_mma_meet) whose 16 rows are 8 gate rows (g) and
-// the same 8 up rows (g + 8), as mvx_fp8_glu_kernel's, so a block owns 8 hidden units and lane
-// r < 8 of warp 0 ends with unit u0 + r's two sums: silu(g) u as mvg_block_end makes it. The 8-bit
-// copy of h (the down product's x) is made in blocks of 32 units, 4 of this launch's blocks: each
-// block writes its 8 floats of h, then counts itself in cnt[blockIdx.x / 4] (zeroed memory, left
-// zeroed); the group's fourth block reads the 32 floats back and quantizes them as
-// cu_quantize_warp does in mvg_block_end. The scalar launch's 28-31 us a layer (8B NF4, ncu:
-// 14.6 M instructions, issue-bound at 4 warps a scheduler) had twice INT4's instructions; the
-// lookups here feed mma, not dp4a (the Q / K / V form: 4.59 M -> 2.50 M instructions).
-template <bool NS, int MINB>
-__global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu_kernel(const mvx_glu_args a, int * cnt) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ float dyn[256];
-    nf4_dyn_to_shared(dyn);
-    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
-    const int64_t   u0   = static_cast<int64_t>(blockIdx.x) * 8, ru = u0 + g;
-    const float2 *  gh   = reinterpret_cast<const float2 *>(a.gh);
-    const float2 *  uh   = reinterpret_cast<const float2 *>(a.uh);
-    float           acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
-                  a.nb, sp.sp0, sp.sp1, g, t, acc_g, acc_u);
-    float sum = fp8_mma_meet(acc_g, acc_u, wi, lane);
-    if (wi != 0) return;
-    if constexpr (NS) sum *= mv_norm_scale(a.ns, lane);  // (every lane of warp 0: a warp sum)
-    const float   usum = __shfl_down_sync(0xffffffffu, sum, 8);  // lane r < 8: unit r's up sum (lane r + 8's)
-    const int64_t r    = u0 + lane;
-    if (lane < 8) {
-        if (a.out.g) a.out.g[r] = sum;
-        if (a.out.u) a.out.u[r] = usum;
-        a.out.h[r] = sum / (1.0f + expf(-sum)) * usum;  // swiglu_flat_q_kernel's arithmetic
-        __threadfence();                                 // h before the count
-    }
-    if (!cu_group_last(cnt, blockIdx.x / 4, 4)) return;
-    const int64_t q0 = static_cast<int64_t>(blockIdx.x / 4) * 32;
-    cu_quantize_warp(__ldcg(a.out.h + q0 + lane), q0 + lane, a.out.hq, a.out.hds);
-    if (lane == 0) cnt[blockIdx.x / 4] = 0;  // zeroed for the next launch (stream order)
-#endif
-}
-
-// The same launch with 32 hidden units a block and no counters (EMBER_CUDA_MV_GLU_NF4_MMA=3, opt-in;
-// session 47: written, compiled, not yet run on a GPU). mvx_nf4_glu_kernel's blocks live ~2 memory
-// round trips of spans and then a tail of ~3 more (the norm's scale, the fence and count, the
-// fourth block's read back) in 3.4 waves (8B); here warp wi takes unit tile wi % 4 (8 units: 16
-// rows, as there) over half wi / 4 of the row's spans (8B: 8 spans a warp, 448 blocks in one
-// wave at 4 an SM), so the block ends with all 32 units' sums and quantizes h's block itself, as
-// mvg_block_end. The halves' parts meet in shared memory, the first half's first.
+// NF4's gate / up launch with its SWIGLU on tensor cores (nf4_glu_mma): mvx_nf4_mma_kernel's
+// product (nf4_mma_spans) whose 16 rows a warp are 8 gate rows (g) and the same 8 up rows (g + 8),
+// as mvx_fp8_glu_kernel's. A block owns 32 hidden units: warp wi takes unit tile wi % 4 (8 units)
+// over half wi / 4 of the row's spans (8B: 8 spans a warp, 448 blocks in one wave at 4 an SM); the
+// halves' parts meet in shared memory (the first half's first) and lane r of warp 0 ends with unit
+// u0 + r's two sums, so the block quantizes h's block of 32 itself, as mvg_block_end. The scalar
+// launch's 28-31 us a layer (8B NF4, ncu: 14.6 M instructions, issue-bound at 4 warps a scheduler)
+// had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
+// units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
+// here, session 48.)
 template <bool NS, int MINB>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1396,54 +1355,6 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const float z = gs / (1.0f + expf(-gs)) * us;  // swiglu_flat_q_kernel's arithmetic
     a.out.h[u]    = z;
     cu_quantize_warp(z, u, a.out.hq, a.out.hds);
-#endif
-}
-
-// The decode norm in the NF4 product before it on tensor cores (EMBER_CUDA_MV_NORM_NF4_MMA=1,
-// opt-in; session 47: written, compiled, not yet run on a GPU). mvx_norm_kernel's blocks own 32
-// rows each: the 1B shape's 2048-row products are 64 blocks of up to 16 warps for 132 SMs (5.64 us
-// a launch, 36% of the 1B NF4 token), and the NF4 math of 32 whole rows sits on one SM. Here a
-// block owns 16 rows (nf4_mma_spans over 8 warps, fp8_mma_meet: n / 16 blocks, 3 an SM given),
-// then warp 0, lane r < 16 holding row r0 + r: the residual added, the ADD's floats, nw times them
-// (o.ov) and the 16 rows' sum of squares (o.osq per 16). The 8-bit copy's blocks of 32 rows span
-// two blocks: each counts itself in o.cnt[blockIdx.x / 2] once its floats are out (a fence
-// first); the second reads the 32 back and quantizes them with mvn_block_end's arithmetic (d in
-// float), then zeroes the counter.
-__global__ void __launch_bounds__(32 * k_fp8_mma_warps, 3) mvx_nf4_norm_kernel(const mvx_norm_args a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ float dyn[256];
-    nf4_dyn_to_shared(dyn);
-    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-    const fp8_split sp   = fp8_split_of(wi, 2 * a.nchunk);
-    const int64_t   r0   = static_cast<int64_t>(blockIdx.x) * 16;
-    const int64_t   ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 32)
-    const float2 *  wh    = reinterpret_cast<const float2 *>(a.h);
-    float           acc_a = 0.0f, acc_b = 0.0f;
-    nf4_mma_spans(a.q + ga * a.rowq, a.q + gb * a.rowq, a.s + ga * a.nb, a.s + gb * a.nb, wh + ga * a.ng, wh + gb * a.ng, dyn, a.xq, a.xds, a.nb,
-                  sp.sp0, sp.sp1, g, t, acc_a, acc_b);
-    // Warp 0's residual and MUL weight requested before the barrier (as mvn_block_end).
-    const mvn_out & o    = a.out;
-    const bool      mine = wi == 0 && lane < 16;
-    const float     res = mine ? o.res[r0 + lane] : 0.0f, nwr = mine ? o.nw[r0 + lane] : 0.0f;
-    const float     y   = fp8_mma_meet(acc_a, acc_b, wi, lane);
-    if (wi != 0) return;
-    float s = 0.0f;
-    if (mine) {
-        s                = res + y;
-        o.sum[r0 + lane] = s;
-        o.ov[r0 + lane]  = s * nwr;
-        __threadfence();  // ov before the count
-    }
-    const float ss = cu_warp_sum(s * s);
-    if (lane == 0) o.osq[blockIdx.x] = ss;
-    if (!cu_group_last(o.cnt, blockIdx.x / 2, 2)) return;
-    const int64_t r = static_cast<int64_t>(blockIdx.x / 2) * 32 + lane;
-    const mvn_q8  c = mvn_quantize_warp(__ldcg(o.ov + r));  // (mvn_block_end's arithmetic)
-    o.oq[r]         = static_cast<int8_t>(c.q);
-    if (lane == 0) {
-        o.ods[blockIdx.x / 2] = make_float2(c.d, c.d * static_cast<float>(c.sq));
-        o.cnt[blockIdx.x / 2] = 0;  // zeroed for the next launch (stream order)
-    }
 #endif
 }
 
@@ -1904,13 +1815,6 @@ bool ember_cuda_fp8_ns_reader_here() {
     return fp8_mma_cc(cu_cc_major(dev)) && fp8_mma_units();
 }
 
-// EMBER_CUDA_MV_NORM_NF4_MMA=1: NF4's producer on tensor cores (mvx_nf4_norm_kernel; opt-in, not
-// yet run on a GPU). Read at every call (tests switch it); off below sm_80.
-bool ember_cuda_mvx_norm_mma(const ember_cuda_ctx & ctx, const ember_tensor * w) {
-    return w->type == EMBER_TYPE_NF4 && ember_cuda_ext_layout(w) && ctx.cc_major >= 8 &&
-           ember_cuda_env_choice("EMBER_CUDA_MV_NORM_NF4_MMA", 0, {0, 1}) == 1;
-}
-
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {
     if (!ember_cuda_ext_layout(w) || !has_ns(w->type) || w->ne[1] % k_mvn_rows != 0) return EMBER_ERR_INTERNAL;
     const ext_layout l = layout_of(w);
@@ -1925,15 +1829,11 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.xq     = xq;
     a.xds    = xds;
     a.out    = o;
-    if (o.cnt) {  // (ember_cuda_mvx_norm_mma)
-        if (w->type != EMBER_TYPE_NF4 || !o.ov) return EMBER_ERR_INTERNAL;
-        cu_launch(ctx, mvx_nf4_norm_kernel, static_cast<unsigned>(w->ne[1] / 16), 32 * k_fp8_mma_warps, 0, a);
-        return EMBER_OK;
-    }
-    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
-    const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
-    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
+    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows * o.split);
+    const int      thr    = 32 * mvn_warps(mvn_part_slices((a.nchunk + 7) / 8, o.split));
+    const dim3     cl(static_cast<unsigned>(o.split), 1, 1);  // (mvn_block_end: a cluster's blocks share 32 rows)
+    if (w->type == EMBER_TYPE_INT4) cu_launch_cluster(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, cl, a);
+    else cu_launch_cluster(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, cl, a);
     return EMBER_OK;
 }
 
@@ -1957,22 +1857,11 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     if (ns) a.ns = *ns;
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
-    const int mma = wg->type == EMBER_TYPE_NF4 ? nf4_glu_mma(ctx, warps) : 0;
-    if (mma == 3) {
+    if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
         constexpr int thr = 32 * k_fp8_mma_warps;
         if (ns) cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
         else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
         return EMBER_OK;
-    }
-    if (mma == 1) {
-        // (the counters: zeroed scratch that outlives a recording; none to be had: the scalar launch)
-        int * cnt = static_cast<int *>(ember_cuda_scratch(ctx, 3, blocks * sizeof(int)));
-        if (cnt) {
-            constexpr int thr = 32 * k_fp8_mma_warps;
-            if (ns) cu_launch(ctx, mvx_nf4_glu_kernel<true, 3>, 4 * blocks, thr, 0, a, cnt);
-            else cu_launch(ctx, mvx_nf4_glu_kernel<false, 3>, 4 * blocks, thr, 0, a, cnt);
-            return EMBER_OK;
-        }
     }
     if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);
     else launch_mvx_glu_t<EMBER_TYPE_INT4>(ctx, blocks, a, ns != nullptr, warps);

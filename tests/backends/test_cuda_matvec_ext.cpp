@@ -129,13 +129,13 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
             set_env(var, "");
         }
     }
-    // NF4's two-row warps of long rows take U = 2 by default; U = 4 at EMBER_CUDA_EXT_NF4_U2=0, and
-    // capped for 6 blocks an SM at EMBER_CUDA_EXT_NF4_OCC=6 (rows past 64 chunks: the short rows keep
-    // their own form).
+    // NF4's two-row warps of long rows take U = 2 capped for 6 blocks an SM by default; U = 4 at
+    // EMBER_CUDA_EXT_NF4_U2=0, uncapped at EMBER_CUDA_EXT_NF4_OCC=0 (rows past 64 chunks: the short
+    // rows keep their own form).
     struct nf4_form {
         const char *var, *value, *name;
     };
-    for (const nf4_form & f : {nf4_form{"EMBER_CUDA_EXT_NF4_U2", "0", "U=4"}, nf4_form{"EMBER_CUDA_EXT_NF4_OCC", "6", "occ 6"}}) {
+    for (const nf4_form & f : {nf4_form{"EMBER_CUDA_EXT_NF4_U2", "0", "U=4"}, nf4_form{"EMBER_CUDA_EXT_NF4_OCC", "0", "uncapped"}}) {
         set_env(f.var, f.value);
         for (int64_t k : widths(EMBER_TYPE_NF4)) {
             if (k == b3(EMBER_TYPE_NF4)) continue;
