@@ -1655,11 +1655,6 @@ void * ember_cuda_scratch(ember_cuda_ctx & ctx, int slot, size_t size) {
                      mib(want), mib(free_b), mib(total_b));
         return nullptr;
     }
-    if (cudaMemsetAsync(p, 0, want, ctx.stream) != cudaSuccess) {  // (slot 3: counters start at zero; ordered before the stream uses it)
-        cudaGetLastError();
-        cudaFree(p);
-        return nullptr;
-    }
     ctx.scratch[slot]      = p;
     ctx.scratch_size[slot] = want;
     return p;

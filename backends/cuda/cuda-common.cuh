@@ -134,20 +134,6 @@ inline void cu_launch(const ember_cuda_ctx & ctx, void (*kernel)(P...), dim3 gri
     cu_launch_cluster(ctx, kernel, grid, block, smem, dim3(1, 1, 1), std::forward<A>(args)...);
 }
 
-// Whether this block is the last of the n sharing group grp to arrive (cnt: zeroed memory; every
-// lane of one warp calls it, after its own stores of what the group's last block reads and a
-// __threadfence). The last block's warp returns true after a fence (the others' stores visible to
-// it) and must zero cnt[grp] for the next launch (stream order). mvn_block_end (a producer's rows
-// split over blocks).
-__device__ __forceinline__ bool cu_group_last(int * cnt, int64_t grp, int n) {
-    __syncwarp();
-    int last = 0;
-    if (threadIdx.x % 32 == 0) last = atomicAdd(cnt + grp, 1) == n - 1;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-    __threadfence();
-    return true;
-}
-
 // Records a data error (e.g. a row index out of range) for the stream to report.
 __device__ __forceinline__ void cu_set_error(int * err, int status) {
     atomicCAS(err, 0, status);

@@ -6,12 +6,11 @@
 
 #include "graph-signature.h"
 
-static_assert(EMBER_CUDA_SCRATCH_SLOTS == 4, "every scratch slot goes into the signature");
+static_assert(EMBER_CUDA_SCRATCH_SLOTS == 3, "every scratch slot goes into the signature");
 
 uint64_t ember_cuda_graph_signature(const ember_cuda_ctx & cu, const ember_graph * g, int32_t begin, int32_t end) {
     return ember_graph_signature(g, begin, end, false,
                                  {static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[0])), static_cast<int64_t>(cu.scratch_size[0]),
                                   static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[1])), static_cast<int64_t>(cu.scratch_size[1]),
-                                  static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[2])), static_cast<int64_t>(cu.scratch_size[2]),
-                                  static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[3])), static_cast<int64_t>(cu.scratch_size[3])});
+                                  static_cast<int64_t>(reinterpret_cast<intptr_t>(cu.scratch[2])), static_cast<int64_t>(cu.scratch_size[2])});
 }

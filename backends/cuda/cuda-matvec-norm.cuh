@@ -8,10 +8,6 @@
 #include "cuda-common.cuh"
 #include "cuda-ops.h"
 
-#include <cooperative_groups.h>
-
-namespace cg = cooperative_groups;
-
 // What the end of a norm-in-product block reads and writes (mvn_block_end).
 struct mvn_out {
     const float * res;  // the ADD's other operand (n floats)
@@ -20,13 +16,9 @@ struct mvn_out {
     int8_t *      oq;   // out: int8 copy of nw * sum (n values)
     float2 *      ods;  // (d, d sum q) per 32
     float *       osq;  // sum of sum^2 per 32
-    // Rows split over the blocks of a cluster (sm_90; mvn_share_of): split blocks (the cluster's,
-    // rank b % split) share each 32 rows, block b taking part b % split of the row length; rank 0
-    // ends the rows. 1: whole rows a block, no cluster.
-    int split = 1;
 };
 
-constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16, k_mvn_max_split = 8;
+constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 
 // The 8-bit copy of a block of 32 values, one a lane (every lane of the warp calls it), as
 // cu_quantize_quad does (q from the unrounded d; d kept in float): the lane's q, the block's d and
@@ -45,24 +37,11 @@ __device__ __forceinline__ mvn_q8 mvn_quantize_warp(float v) {
     return r;
 }
 
-// A producer block's share: its 32 rows (from row0) and its part [s0, s1) of the row's nsl slices
-// (the whole row unless o.split > 1).
-struct mvn_share {
-    int64_t row0;
-    int     s0, s1;
-};
-__device__ __forceinline__ mvn_share mvn_share_of(const mvn_out & o, int nsl) {
-    const int p = static_cast<int>(blockIdx.x) % o.split, per = (nsl + o.split - 1) / o.split;
-    return {static_cast<int64_t>(blockIdx.x / o.split) * k_mvn_rows, min(nsl, p * per), min(nsl, (p + 1) * per)};
-}
-
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
-// lanes and over the block's warps in shared memory; with o.split > 1 the cluster's parts meet in
-// rank 0's shared memory (each block's warp 0 writes its 32 sums there, a cluster barrier, rank 0
-// sums them in rank order); then warp 0, lane r holding row row0 + r: the residual added, the
-// ADD's floats written, the block of 32 quantized as cu_quantize_quad does (q from the unrounded
-// d; d kept in float), and its sum of squares.
+// lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
+// the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
+// does (q from the unrounded d; d kept in float), and its sum of squares.
 template <int NT>
 __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
     __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
@@ -78,48 +57,25 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
         if (lane % NT == 0) part[wi][(k_mvn_rows / NT) * t + lane / NT] = v;
     }
     __syncthreads();
-    float y = 0.0f;
-    if (wi == 0) {
-        // The warps' parts fetched together, then summed in warp order (a loop over nw waited one
-        // shared-memory load per warp: ~500 cycles on the token's critical path for 16 warps).
-        float pv[k_mvn_max_warps];
-#pragma unroll
-        for (int k = 0; k < k_mvn_max_warps; k++) pv[k] = k < nw ? part[k][lane] : 0.0f;
-#pragma unroll
-        for (int k = 0; k < k_mvn_max_warps; k++) {
-            if (k < nw) y += pv[k];
-        }
-    }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (o.split > 1) {  // (every thread of the cluster at its barrier)
-        __shared__ float  cl_part[k_mvn_max_split][k_mvn_rows];
-        cg::cluster_group cl   = cg::this_cluster();
-        const unsigned    rank = cl.block_rank();
-        if (wi == 0) *cl.map_shared_rank(&cl_part[rank][lane], 0) = y;
-        cl.sync();
-        if (rank != 0) return;
-        if (wi == 0) {
-            float pv[k_mvn_max_split];
-#pragma unroll
-            for (int p = 0; p < k_mvn_max_split; p++) pv[p] = p < o.split ? cl_part[p][lane] : 0.0f;
-            y = 0.0f;
-#pragma unroll
-            for (int p = 0; p < k_mvn_max_split; p++) {
-                if (p < o.split) y += pv[p];
-            }
-        }
-    }
-#endif
     if (wi != 0) return;
-    const int64_t grp = row0 / k_mvn_rows;
-    const float   s   = res + y;
-    o.sum[r]          = s;
-    const mvn_q8 c    = mvn_quantize_warp(s * nwr);
-    const float  ss   = cu_warp_sum(s * s);
-    o.oq[r]           = static_cast<int8_t>(c.q);
+    // The warps' parts fetched together, then summed in warp order (a loop over nw waited one
+    // shared-memory load per warp: ~500 cycles on the token's critical path for 16 warps).
+    float pv[k_mvn_max_warps];
+#pragma unroll
+    for (int k = 0; k < k_mvn_max_warps; k++) pv[k] = k < nw ? part[k][lane] : 0.0f;
+    float y = 0.0f;
+#pragma unroll
+    for (int k = 0; k < k_mvn_max_warps; k++) {
+        if (k < nw) y += pv[k];
+    }
+    const float s = res + y;
+    o.sum[r]      = s;
+    const mvn_q8 c  = mvn_quantize_warp(s * nwr);
+    const float  ss = cu_warp_sum(s * s);
+    o.oq[r]         = static_cast<int8_t>(c.q);
     if (lane == 0) {
-        o.ods[grp] = make_float2(c.d, c.d * static_cast<float>(c.sq));
-        o.osq[grp] = ss;
+        o.ods[blockIdx.x] = make_float2(c.d, c.d * static_cast<float>(c.sq));
+        o.osq[blockIdx.x] = ss;
     }
 }
 
@@ -229,13 +185,8 @@ inline int mvn_warps(int nsl) {
     return (nsl + per - 1) / per;
 }
 
-// The slices of the largest of split parts of nsl (mvn_share_of).
-inline int mvn_part_slices(int nsl, int split) {
-    return (nsl + split - 1) / split;
-}
-
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
-// n / 32 * o.split blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
+// n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);
 
 // The gate / up launch with its SWIGLU for INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu,

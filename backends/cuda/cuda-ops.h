@@ -26,10 +26,8 @@ struct ember_cuda_norm_scale {
     float         eps = 0.0f;
 };
 
-// Scratch slots of a stream (ember_cuda_ctx::scratch). Each is zeroed when it is allocated; slot
-// 3 holds counters between the blocks of a launch, which each launch leaves zeroed
-// (mvn_block_end: a norm-in-product producer's rows split over blocks).
-constexpr int EMBER_CUDA_SCRATCH_SLOTS = 4;
+// Scratch slots of a stream (ember_cuda_ctx::scratch).
+constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
 
 struct ember_cuda_ctx {
     int            device  = 0;
@@ -39,7 +37,7 @@ struct ember_cuda_ctx {
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
 
     // Scratch device memory, independent slots (e.g. converted activations and a dequantized
-    // weight slab; slot 2: the gate / up launch's copy of its SWIGLU; slot 3: counters); grown on demand, only after
+    // weight slab; slot 2: the gate / up launch's copy of its SWIGLU); grown on demand, only after
     // the stream is idle.
     void * scratch[EMBER_CUDA_SCRATCH_SLOTS]      = {};
     size_t scratch_size[EMBER_CUDA_SCRATCH_SLOTS] = {};

@@ -1143,7 +1143,6 @@ __device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows,
 // owns 32 whole rows; its warps split the row length in slices of 8 16-byte chunks; lane l takes
 // chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
 // (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
-// With a.out.split > 1 a block takes its part of the slices (mvn_share_of).
 struct mvx_norm_args {
     const uint8_t * q;
     const uint8_t * s;
@@ -1162,8 +1161,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
-    const mvn_share  sh    = mvn_share_of(a.out, (a.nchunk + 7) / 8);
-    const int64_t    row0  = sh.row0;
+    const int64_t    row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int        nsl   = (a.nchunk + 7) / 8;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1177,7 +1176,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
             sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
     };
-    if (sh.s0 + wi < sh.s1) load(sh.s0 + wi, 3);  // weights only: before waiting for the kernel that makes x
+    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -1187,7 +1186,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     float              acc[8] = {};
     typename D::xs_t   x{};
     mvg_slices<false>(
-        sh.s0 + wi, nw, sh.s1, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
@@ -1829,11 +1828,10 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.xq     = xq;
     a.xds    = xds;
     a.out    = o;
-    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows * o.split);
-    const int      thr    = 32 * mvn_warps(mvn_part_slices((a.nchunk + 7) / 8, o.split));
-    const dim3     cl(static_cast<unsigned>(o.split), 1, 1);  // (mvn_block_end: a cluster's blocks share 32 rows)
-    if (w->type == EMBER_TYPE_INT4) cu_launch_cluster(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, cl, a);
-    else cu_launch_cluster(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, cl, a);
+    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
+    const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
+    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }
 

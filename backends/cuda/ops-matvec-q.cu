@@ -640,8 +640,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
-    const mvn_share        sh    = mvn_share_of(a.out, (a.nchunk + 7) / 8);
-    const int64_t          row0  = sh.row0;
+    const int64_t          row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int              nsl   = (a.nchunk + 7) / 8;
     const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
     const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
     const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
@@ -656,12 +656,12 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
             dw[t] = ok ? __ldg(wd + t * dstep + c / D::CPB) : static_cast<unsigned short>(0);
         }
     };
-    if (sh.s0 + wi < sh.s1) load(sh.s0 + wi, 3);  // weights only: before waiting for the kernel that makes x
+    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float          acc[8] = {};
     typename D::xs x{};
     mvg_slices<false>(
-        sh.s0 + wi, nw, sh.s1, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(dw[t])), x);
@@ -1016,10 +1016,9 @@ template <int MINB = 1>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int       ro   = lane / 4;
-    const mvn_share sh   = mvn_share_of(a.out, a.nblk);
-    const int64_t   row0 = sh.row0;
-    const k4_lane   l    = k4_lane_of<2>(lane);
+    const int     ro   = lane / 4;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const k4_lane l    = k4_lane_of<2>(lane);
     const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
     const int64_t rstep = 8 * a.w_nb1;
     uint4         q[4][2], h[4];
@@ -1032,12 +1031,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
             h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
         }
     };
-    const int b0 = sh.s0 + wi;
-    if (b0 < sh.s1) load(b0);  // weights only: before waiting for the kernel that makes x
+    if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[4] = {};
-    for (int b = b0; b < sh.s1; b += nw) {
-        if (b != b0) load(b);
+    for (int b = wi; b < a.nblk; b += nw) {
+        if (b != wi) load(b);
         const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
         int4         xlo[2], xhi[2];
 #pragma unroll
@@ -1460,8 +1458,7 @@ __global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a)
     constexpr int  RW   = 4;
     const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int      rg = wi % 8, sstep = nw / 8;  // nw: 8 or 16
-    const mvn_share sh  = mvn_share_of(a.out, a.nseg);
-    const int64_t  row0 = sh.row0;
+    const int64_t  row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
     const q6p_lane l    = q6p_lane_of(lane);
     const char *   wr   = a.w + (row0 + RW * rg) * a.w_nb1;
     uint4          lo[RW], hi[RW], qh[RW];
@@ -1472,16 +1469,16 @@ __global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a)
             q6p_load_unit(wr + r * a.w_nb1 + static_cast<int64_t>(s) * static_cast<int64_t>(k_q6p_seg_bytes), l, lane, lo[r], hi[r], qh[r], sw[r], dw[r]);
         }
     };
-    const int s0 = sh.s0 + wi / 8;
-    if (s0 < sh.s1) load(s0);  // weights only: before waiting for the kernel that makes x
+    const int s0 = wi / 8;
+    if (s0 < a.nseg) load(s0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[RW] = {};
-    for (int s = s0; s < sh.s1; s += sstep) {
+    for (int s = s0; s < a.nseg; s += sstep) {
         q6p_x x;
         q6p_load_x(a.xq, a.xds, s, l, x);
 #pragma unroll
         for (int r = 0; r < RW; r++) acc[r] += q6p_unit_dot(lo[r], hi[r], qh[r], sw[r], dw[r], x, l);
-        if (s + sstep < sh.s1) load(s + sstep);
+        if (s + sstep < a.nseg) load(s + sstep);
     }
 #pragma unroll
     for (int r = 0; r < RW; r++) acc[r] = cu_warp_sum(acc[r]);
@@ -2329,32 +2326,6 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
            vec_ok(mul->src[1]) && norm->src[0] == add && mul->src[0] == norm;
 }
 
-// The blocks sharing each 32 rows of a producer (mvn_out::split: a cluster's, sm_90): a block per
-// 32 whole rows is n / 32 blocks, 64 on the 1B shape's 2048 rows for 132 SMs (5.6 us a launch,
-// 36% of the 1B NF4 token; session 47). The same split through global memory (each block's sums
-// out, a fence, a counter, the last block reading the parts back) added ~2.5 us to each launch's
-// chain: H200 tg128 8B NF4 (2 blocks a 32) 511.7 -> 499.3 (the launch 8.2 -> 10.9 us), 1B Q4_K_M
-// (4) 2186.7 -> 2137.1, 1B NF4 (4) 1981.2 -> 1999.2 (session 48). EMBER_CUDA_MV_NORM_SPLIT=1, 2,
-// 4, 8: that many; 0 (default): the fewest of 1, 2, 4 whose grid covers 3/2 of the SMs. At most
-// the row's slices (a part at least one); 1 below sm_90. Read at every call (tests switch it).
-static int mvn_split(const ember_cuda_ctx & ctx, const ember_tensor * w) {
-    const int64_t rows = w->ne[1] / k_mvn_rows;
-    int           nsl  = 1;  // the row's slices: as the kernels count them
-    if (ember_cuda_ext_layout(w)) nsl = static_cast<int>((w->ne[0] / 32 + 7) / 8);  // (INT4 / NF4: 16-byte chunks of 32 weights)
-    else if (w->type == EMBER_TYPE_Q4_K) nsl = static_cast<int>(w->ne[0] / 256);
-    else if (w->type == EMBER_TYPE_Q6_K) nsl = static_cast<int>(w->ne[0] / 2048);
-    else nsl = static_cast<int>((w->ne[0] / 32 * ember_cuda_repack_qbytes(w->type) / 16 + 7) / 8);
-    if (ctx.cc_major < 9) return 1;
-    int split = ember_cuda_env_choice("EMBER_CUDA_MV_NORM_SPLIT", 0, {0, 1, 2, 4, 8});
-    if (split == 0) {
-        const int64_t want = 3 * static_cast<int64_t>(cu_sm_count(ctx.device)) / 2;
-        split              = 1;
-        while (split < 4 && rows * split < want) split *= 2;
-    }
-    while (split > 1 && split > nsl) split /= 2;
-    return split;
-}
-
 // Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
 // readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
 // any_size false (EMBER_CUDA_MV_NORM=1): only where the grid fills 3/4 of the SMs, the rule of
@@ -2384,27 +2355,24 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         qx_set_norm(ctx, norm, osq, n, 16);
         return EMBER_OK;
     }
-    const int    split = mvn_split(ctx, w);
-    const size_t qb    = (static_cast<size_t>(n) + 255) / 256 * 256;
-    const size_t db    = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
-    const size_t sb    = (static_cast<size_t>(n / 32) * sizeof(float) + 255) / 256 * 256;
-    char *       buf   = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + sb));
+    const size_t qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
+    const size_t db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
+    const size_t sb  = (static_cast<size_t>(n / 32) * sizeof(float) + 255) / 256 * 256;
+    char *       buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + sb));
     if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 1 too small: the plain launches)
     int8_t *           xq  = nullptr;
     float2 *           xds = nullptr;
     const ember_status qs  = ember_cuda_quantized_x(ctx, mm->src[1], &xq, &xds);
     if (qs != EMBER_OK) return qs;
     mvn_out o;
-    o.res   = res;
-    o.sum   = static_cast<float *>(add->data);
-    o.nw    = nw;
-    o.oq    = reinterpret_cast<int8_t *>(buf);
-    o.ods   = reinterpret_cast<float2 *>(buf + qb);
-    o.osq   = reinterpret_cast<float *>(buf + qb + db);
-    o.split = split;
-    const dim3 cl(static_cast<unsigned>(split), 1, 1);
-    // Warps: a part's slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
-    const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows * split);
+    o.res = res;
+    o.sum = static_cast<float *>(add->data);
+    o.nw  = nw;
+    o.oq  = reinterpret_cast<int8_t *>(buf);
+    o.ods = reinterpret_cast<float2 *>(buf + qb);
+    o.osq = reinterpret_cast<float *>(buf + qb + db);
+    // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
+    const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
     if (ember_cuda_ext_layout(w)) {
         const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
         if (es != EMBER_OK) return es;
@@ -2416,7 +2384,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        cu_launch_cluster(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(mvn_part_slices(a.nblk, split)), 0, cl, a);
+        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2425,7 +2393,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        cu_launch_cluster(ctx, mvp6_norm_kernel, blocks, 32 * (mvn_part_slices(a.nseg, split) >= 2 ? 16 : 8), 0, cl, a);
+        cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
         mvn_args  a;
@@ -2436,9 +2404,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        const int thr = 32 * mvn_warps(mvn_part_slices((a.nchunk + 7) / 8, split));
-        if (w->type == EMBER_TYPE_Q4_0) cu_launch_cluster(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, thr, 0, cl, a);
-        else cu_launch_cluster(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, thr, 0, cl, a);
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

@@ -1014,21 +1014,6 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
-// The producers' rows split over the blocks of a cluster (mvn_out::split, sm_90): by default the
-// shapes above take 1, 2 or 4 blocks a 32 rows (grids under 3/2 of the SMs); here each producer
-// kernel (mvr_norm_kernel, mvk_norm_kernel, mvx_norm_kernel, mvp6_norm_kernel) at
-// EMBER_CUDA_MV_NORM_SPLIT=8: parts of one slice, and empty parts past the row's end (67 chunks,
-// 7 Q6_K segments).
-TEST_CASE("[cuda] the decode norm in the product before it: rows split over a cluster's blocks") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_MV_NORM_SPLIT"}};
-    set_env("EMBER_CUDA_MV_NORM_SPLIT", "8");
-    check_norm_in_product({EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_NF4, EMBER_TYPE_Q6_K});
-}
-
 // FP8 (EMBER_CUDA_MV_NORM_FP8=1): the producer on tensor cores (mvx_fp8_norm_kernel) and its
 // readers (mvx_fp8_mma_kernel NS: gate / up, and Q / K / V units with their RoPE and cache writes);
 // an 8-bit producer's copy never read by an FP8 product, nor an FP8 producer's by an 8-bit product
