@@ -20,23 +20,6 @@ struct mvn_out {
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 
-// The 8-bit copy of a block of 32 values, one a lane (every lane of the warp calls it), as
-// cu_quantize_quad does (q from the unrounded d; d kept in float): the lane's q, the block's d and
-// sum of q. mvn_block_end.
-struct mvn_q8 {
-    int   q;
-    float d;
-    int   sq;
-};
-__device__ __forceinline__ mvn_q8 mvn_quantize_warp(float v) {
-    mvn_q8      r;
-    r.d            = cu_warp_absmax(v) / 127.0f;
-    const float id = r.d != 0.0f ? 1.0f / r.d : 0.0f;
-    r.q            = static_cast<int>(roundf(__fmul_rn(v, id)));
-    r.sq           = cu_warp_sum_int(r.q);
-    return r;
-}
-
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
 // lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
@@ -70,11 +53,15 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     }
     const float s = res + y;
     o.sum[r]      = s;
-    const mvn_q8 c  = mvn_quantize_warp(s * nwr);
-    const float  ss = cu_warp_sum(s * s);
-    o.oq[r]         = static_cast<int8_t>(c.q);
+    const float v = s * nwr;
+    const float d  = cu_warp_absmax(v) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int   q  = static_cast<int>(roundf(__fmul_rn(v, id)));
+    const int   sq = cu_warp_sum_int(q);
+    const float ss = cu_warp_sum(s * s);
+    o.oq[r]        = static_cast<int8_t>(q);
     if (lane == 0) {
-        o.ods[blockIdx.x] = make_float2(c.d, c.d * static_cast<float>(c.sq));
+        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
         o.osq[blockIdx.x] = ss;
     }
 }

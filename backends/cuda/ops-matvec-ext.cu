@@ -698,22 +698,28 @@ struct fp8_split {
     return s;
 }
 
-// The end of fp8_mma_spans' sums (every thread of the block calls it: a barrier): the 4 lanes of
-// a row group hold its 8 block columns, summed by shuffles, then the block's warps meet in shared
-// memory. Returns row r's sum (r: rows g, g + 8 as 0-15) to lane r < 16 of warp 0, the warps'
-// parts in order; 0 to the other lanes.
-[[maybe_unused]] __device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {  // (unused below sm_80)
+// The first half of fp8_mma_meet (every thread of the block calls it: a barrier): the 4 lanes of a
+// row group hold its 8 block columns, summed by shuffles; warp wi's row r sum (r: rows g, g + 8 as
+// 0-15) into parts[wi][r]. mvx_nf4_glu32_kernel meets its warps its own way after it.
+[[maybe_unused]] __device__ __forceinline__ void fp8_mma_parts(float acc_a, float acc_b, int wi, int lane,  // (unused below sm_80)
+                                                               float (&parts)[k_fp8_mma_warps][16]) {
     const int g = lane / 4, t = lane % 4;
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
     acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 1);
     acc_b += __shfl_xor_sync(0xffffffffu, acc_b, 2);
-    __shared__ float parts[k_fp8_mma_warps][16];
     if (t == 0) {
         parts[wi][g]     = acc_a;
         parts[wi][g + 8] = acc_b;
     }
     __syncthreads();
+}
+// The end of fp8_mma_spans' sums (every thread of the block calls it: a barrier): fp8_mma_parts,
+// then the block's warps meet in shared memory. Returns row r's sum to lane r < 16 of warp 0, the
+// warps' parts in order; 0 to the other lanes.
+[[maybe_unused]] __device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {  // (unused below sm_80)
+    __shared__ float parts[k_fp8_mma_warps][16];
+    fp8_mma_parts(acc_a, acc_b, wi, lane, parts);
     float sum = 0.0f;
     if (wi == 0 && lane < 16) {
         sum = parts[0][lane];
@@ -1330,15 +1336,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     float          acc_g = 0.0f, acc_u = 0.0f;
     nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
                   a.nb, sp0, sp1, g, t, acc_g, acc_u);
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 1);  // (fp8_mma_meet's shuffles: the row's 4 lanes)
-    acc_g += __shfl_xor_sync(0xffffffffu, acc_g, 2);
-    acc_u += __shfl_xor_sync(0xffffffffu, acc_u, 1);
-    acc_u += __shfl_xor_sync(0xffffffffu, acc_u, 2);
-    if (t == 0) {
-        parts[wi][g]     = acc_g;  // gate row of unit 8 tile + g
-        parts[wi][g + 8] = acc_u;  // its up row
-    }
-    __syncthreads();
+    fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
     const int tl = lane / 8, r = lane % 8;  // lane = unit u0 + lane: tile tl, row r
     float     gs = parts[tl][r] + parts[tl + 4][r];
@@ -1363,11 +1361,11 @@ __host__ __device__ constexpr bool has_ns(int T) {
 }
 
 // mvx_kernel<T, R, U, KS>, its NS form when x is a norm-in-product copy (a.ns.nsq set).
-template <int T, int R, int U, int KS> void launch_mvx_k(ember_cuda_ctx & ctx, const dim3 & grid, const mvx_args & a) {
+template <int T, int R, int U, int KS, int MINB = 0> void launch_mvx_k(ember_cuda_ctx & ctx, const dim3 & grid, const mvx_args & a) {
     if constexpr (has_ns(T)) {
-        if (a.ns.nsq) return cu_launch(ctx, mvx_kernel<T, R, U, KS, true>, grid, 32 * k_warps, 0, a);
+        if (a.ns.nsq) return cu_launch(ctx, mvx_kernel<T, R, U, KS, true, MINB>, grid, 32 * k_warps, 0, a);
     }
-    cu_launch(ctx, mvx_kernel<T, R, U, KS>, grid, 32 * k_warps, 0, a);
+    cu_launch(ctx, mvx_kernel<T, R, U, KS, false, MINB>, grid, 32 * k_warps, 0, a);
 }
 
 template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
@@ -1464,15 +1462,10 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         // EMBER_CUDA_EXT_NF4_U2=0: U = 4. H200 tg128 8B NF4 484.4 -> 492.7 (+1.7%; the 8B Q / K / V
         // launch; session 46). Read at every call (tests switch it).
         const bool u2 = T == EMBER_TYPE_NF4 && R == 2 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1;
-        if constexpr (T == EMBER_TYPE_NF4) {
-            if (u2 && !short_rows && nf4_occ6()) {
-                if (a.ns.nsq) cu_launch(ctx, mvx_kernel<T, 2, 2, 1, true, 6>, grid, 32 * k_warps, 0, a);
-                else cu_launch(ctx, mvx_kernel<T, 2, 2, 1, false, 6>, grid, 32 * k_warps, 0, a);
-                return ember_cuda_check_launch("mul_mat (matvec, ember types)");
-            }
-        }
         if (short_rows || u2) {
-            launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
+            constexpr int occ6 = T == EMBER_TYPE_NF4 ? 6 : 0;  // (u2: NF4 only; no capped INT4 instances)
+            if (u2 && !short_rows && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
+            else launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
     }

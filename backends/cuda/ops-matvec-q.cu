@@ -2355,10 +2355,9 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         qx_set_norm(ctx, norm, osq, n, 16);
         return EMBER_OK;
     }
-    const size_t qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
-    const size_t db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
-    const size_t sb  = (static_cast<size_t>(n / 32) * sizeof(float) + 255) / 256 * 256;
-    char *       buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + sb));
+    const size_t         qb  = (static_cast<size_t>(n) + 255) / 256 * 256;
+    const size_t         db  = (static_cast<size_t>(n / 32) * sizeof(float2) + 255) / 256 * 256;
+    char *               buf = static_cast<char *>(ember_cuda_scratch(ctx, 1, qb + db + static_cast<size_t>(n / 32) * sizeof(float)));
     if (!buf) return EMBER_ERR_UNSUPPORTED;  // (recording and slot 1 too small: the plain launches)
     int8_t *           xq  = nullptr;
     float2 *           xds = nullptr;
