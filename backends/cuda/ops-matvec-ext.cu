@@ -1094,6 +1094,16 @@ bool nf4_occ6() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_OCC", 6, {0, 6}) == 6;
 }
 
+// INT4's two-row warps of rows past 64 chunks on one warp each (KS = 1: the 8B Q / K / V launch,
+// 768 blocks of 4 warps) at U = 2 as NF4's: 72 registers, 7 blocks an SM, one wave; at U = 4 (92
+// registers) 5 blocks an SM, 1.16 waves. H200 tg128 8B INT4 671.5 -> 687.6 (the launch 8.05 ->
+// 7.10 us a layer; U = 4 capped for 6 blocks an SM: 80 registers with a 64-byte spill, the launch
+// 6.45 us but the attention after it 3.68 -> 4.47, 687.0; session 49). EMBER_CUDA_EXT_INT4_U2=0:
+// U = 4. Read at every call (tests switch it).
+bool int4_long_u2() {
+    return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_U2", 1, {0, 1}) == 1;
+}
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1461,10 +1471,11 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         // blocks an SM instead of 3; its math per chunk, not the loads in flight, is what waits).
         // EMBER_CUDA_EXT_NF4_U2=0: U = 4. H200 tg128 8B NF4 484.4 -> 492.7 (+1.7%; the 8B Q / K / V
         // launch; session 46). Read at every call (tests switch it).
-        const bool u2 = T == EMBER_TYPE_NF4 && R == 2 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1;
+        const bool u2 = R == 2 && ((T == EMBER_TYPE_NF4 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1) ||
+                                   (T == EMBER_TYPE_INT4 && ks == 1 && int4_long_u2()));
         if (short_rows || u2) {
             constexpr int occ6 = T == EMBER_TYPE_NF4 ? 6 : 0;  // (u2: NF4 only; no capped INT4 instances)
-            if (u2 && !short_rows && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
+            if (T == EMBER_TYPE_NF4 && u2 && !short_rows && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
             else launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
