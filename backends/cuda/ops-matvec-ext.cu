@@ -1470,12 +1470,14 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         // NF4's two-row warps of long rows at U = 2 too (95 registers against U = 4's 167: 5
         // blocks an SM instead of 3; its math per chunk, not the loads in flight, is what waits).
         // EMBER_CUDA_EXT_NF4_U2=0: U = 4. H200 tg128 8B NF4 484.4 -> 492.7 (+1.7%; the 8B Q / K / V
-        // launch; session 46). Read at every call (tests switch it).
-        const bool u2 = R == 2 && ((T == EMBER_TYPE_NF4 && ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1) ||
-                                   (T == EMBER_TYPE_INT4 && ks == 1 && int4_long_u2()));
+        // launch; session 46). INT4's where a row keeps one warp (int4_long_u2). Read at every call
+        // (tests switch them).
+        const bool u2 = R == 2 && !short_rows &&
+                        (T == EMBER_TYPE_NF4 ? ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_U2", 1, {0, 1}) == 1
+                                             : T == EMBER_TYPE_INT4 && ks == 1 && int4_long_u2());
         if (short_rows || u2) {
-            constexpr int occ6 = T == EMBER_TYPE_NF4 ? 6 : 0;  // (u2: NF4 only; no capped INT4 instances)
-            if (T == EMBER_TYPE_NF4 && u2 && !short_rows && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
+            constexpr int occ6 = T == EMBER_TYPE_NF4 ? 6 : 0;  // (the cap is NF4's: no capped INT4 instances)
+            if (T == EMBER_TYPE_NF4 && u2 && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
             else launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
