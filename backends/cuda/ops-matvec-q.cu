@@ -1343,13 +1343,14 @@ __device__ __forceinline__ float q6p_unit_dot(const uint4 & lo, const uint4 & hi
 // corrected once: sum((q - 32) x) = sum(q x) - 32 sum(x).
 constexpr int k_q6p_max_warps = 8;
 
-// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns). (The body's
-// blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the last blocks of its grid.)
+// NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns). bi: the body's
+// block (blockIdx.x; mvk_p6_kernel runs it on the last blocks of its grid, mvk_v6_kernel after
+// the Q4_K rows of some of its blocks).
+// mvp6_rows: the RW rows from row0 by this warp, part `part` of ks (its slot wi of the block's
+// shared sums when ks > 1: every warp of the block calls it then).
 template <int RW, bool NS>
-__device__ __forceinline__ void mvp6_body(const mvq_args & a, int ks, unsigned boff) {
-    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
-    const int       part = wi % ks;
-    const int64_t   row0 = (static_cast<int64_t>(blockIdx.x - boff) * (nw / ks) + wi / ks) * RW;
+__device__ __forceinline__ void mvp6_rows(const mvq_args & a, int ks, int part, int wi, int64_t row0) {
+    const int       lane = threadIdx.x % 32;
     const int       nseg = static_cast<int>(a.nblk / 8);
     const q6p_lane  l    = q6p_lane_of(lane);
     const mvq_batch bp = mvq_batch_of(a, a.w);
@@ -1421,9 +1422,14 @@ __device__ __forceinline__ void mvp6_body(const mvq_args & a, int ks, unsigned b
         }
     }
 }
+template <int RW, bool NS>
+__device__ __forceinline__ void mvp6_body(const mvq_args & a, int ks, unsigned bi) {
+    const int wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    mvp6_rows<RW, NS>(a, ks, wi % ks, wi, (static_cast<int64_t>(bi) * (nw / ks) + wi / ks) * RW);
+}
 template <int RW, bool NS = false>
 __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, int ks) {
-    mvp6_body<RW, NS>(a, ks, 0);
+    mvp6_body<RW, NS>(a, ks, blockIdx.x);
 }
 
 // Q4_K_M's Q / K / V units of a layer whose V is planar Q6_K (half the layers), in one launch
@@ -1435,7 +1441,34 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
 template <bool NS>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mvq_args a6, int ks, unsigned nb4) {
     if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS>(a4, 0);
-    else mvp6_body<4, NS>(a6, ks, nb4);
+    else mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
+}
+
+// The same units where that grid is over one wave (the 8B shape: Q / K's 640 blocks and V's 128
+// at 128 registers against 4 an SM): mvk_kernel's capped launch as it is (R = 2, U = 1, QW = 2:
+// 80 registers, 6 blocks an SM) on blocks [0, nb4), and V's rows on the places of that wave left,
+// nbv blocks of 4 warps: V warp w takes rows w, w + 4 nbv, ..., each alone, all its segments
+// (mvp6_rows at RW = 1, KS = 1: 63 registers). (V's rows by a fifth warp of each block spilled
+// ~150 bytes: 25 warps an SM leave 72 registers a thread; after a warp's Q4_K rows ~90.) PF: a V
+// warp's rows after its first are requested into L2 (a bulk prefetch each, before the PDL wait:
+// weights only).
+template <bool NS, bool PF>
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
+    mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
+    if (blockIdx.x < nb4) {
+        mvk_body<2, 1, 2, NS>(a4, 0);
+        return;
+    }
+    const int64_t nvw = static_cast<int64_t>(gridDim.x - nb4) * k_rp_warps;
+    const int64_t w   = static_cast<int64_t>(blockIdx.x - nb4) * k_rp_warps + threadIdx.x / 32;
+    if constexpr (PF) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        const int64_t  row   = w + nvw * (1 + threadIdx.x % 32);
+        const unsigned bytes = static_cast<unsigned>(a6.nblk / 8 * k_q6p_seg_bytes);
+        if (row < a6.n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a6.w + row * a6.w_nb1), "r"(bytes) : "memory");
+#endif
+    }
+    for (int64_t row = w; row < a6.n; row += nvw) mvp6_rows<1, NS>(a6, 1, 0, 0, row);
 }
 
 // The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
@@ -1908,6 +1941,22 @@ bool mv_k4p6() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 1, {0, 1}) == 1;
 }
 std::atomic<long long> k4p6_launches{0};  // (ember_cuda_mv_k4p6_launches)
+// EMBER_CUDA_MV_K4V: 1 (default) where mvk_p6_kernel's grid is over one wave (8B), V's rows on the
+// places the Q4_K units' capped launch leaves in its wave (mvk_v6_kernel) instead of V's own
+// launch; 2 that in place of mvk_p6_kernel too; 0 never. EMBER_CUDA_MV_K4V_PF=0: without its L2 prefetch. Read at every call.
+int mv_k4v() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4V", 1, {0, 1, 2});
+}
+bool mv_k4v_pf() {
+    return ember_cuda_env_on("EMBER_CUDA_MV_K4V_PF");
+}
+// EMBER_CUDA_MV_K4V_BLOCKS=N: at most N V blocks (tests: V warps of several rows each).
+int64_t mv_k4v_blocks() {
+    const char * e = std::getenv("EMBER_CUDA_MV_K4V_BLOCKS");
+    const long   v = e ? std::strtol(e, nullptr, 10) : 0;
+    return v > 0 ? v : INT64_MAX;
+}
+std::atomic<long long> k4v6_launches{0};  // (ember_cuda_mv_k4v6_launches)
 bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 2048-weight segments)
     return w->type == EMBER_TYPE_Q6_K && (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED);
 }
@@ -1965,12 +2014,39 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         // mvp6_kernel's warps a block (4 here too) and one wave of 4 blocks an SM
         one = ks * std::max(1, 4 / ks) == k_rp_warps && static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device));
     }
-    if (one) {
+    const int k4v = mv_k4v();
+    if (one && k4v != 2) {
         if (ns) a4.ns = a6.ns = ctx.qx_norm;
         if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
         else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
         k4p6_launches.fetch_add(1, std::memory_order_relaxed);
         return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
+    }
+    // V's rows on the places mvk_kernel's capped launch leaves in its wave (mvk_v6_kernel): its
+    // two-row unit form, with at least one place left.
+    if (k4v != 0 && n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide() && mv_pair_capped()) {
+        a4         = mvq_args_of(ctx, d4[0], 256, xq, xds);
+        a4.grouped = true;
+        if (mv_short_launch(a4.nblk * 8) || mv_rows_per_warp(d4, n4, u4) == 2) {
+            nb4                = mv_group_fill(a4.grp, d4, n4, k_rp_warps * 2, false, u4);
+            a6                 = mvq_args_of(ctx, dsts[i6[0]], 256, xq, xds);
+            const int64_t left = static_cast<int64_t>(k_mv_pair_blocks) * cu_sm_count(ctx.device) - nb4;
+            const int64_t nbv  = std::min<int64_t>({left, cu_blocks(a6.n, k_rp_warps), mv_k4v_blocks()});  // (at most a row a warp)
+            if (nbv >= 1) {
+                a6.grouped     = false;
+                a6.grp.has_epi = true;
+                a6.grp.epi[0]  = mv_epi_of(units[i6[0]]);
+                if (ns) a4.ns = a6.ns = ctx.qx_norm;
+                const bool     pf = mv_k4v_pf();
+                const unsigned nb = nb4 + static_cast<unsigned>(nbv);
+                if (ns && pf) cu_launch(ctx, mvk_v6_kernel<true, true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
+                else if (ns) cu_launch(ctx, mvk_v6_kernel<true, false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
+                else if (pf) cu_launch(ctx, mvk_v6_kernel<false, true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
+                else cu_launch(ctx, mvk_v6_kernel<false, false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
+                k4v6_launches.fetch_add(1, std::memory_order_relaxed);
+                return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
+            }
+        }
     }
     if (n4 > 0) {
         const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
@@ -2013,6 +2089,9 @@ struct launch_probe {
 
 long long ember_cuda_mv_k4p6_launches() {
     return k4p6_launches.load(std::memory_order_relaxed);
+}
+long long ember_cuda_mv_k4v6_launches() {
+    return k4v6_launches.load(std::memory_order_relaxed);
 }
 
 bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {

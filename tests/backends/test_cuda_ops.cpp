@@ -19,7 +19,7 @@
 #include "backend.h"
 #include "backends/cuda/cuda-env.h"  // the switches' reading rule (host-only)
 #include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
-#include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches
+#include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches, ember_cuda_mv_k4v6_launches
 #include "graph.h"
 #include "quant/ref/ref.h"
 
@@ -779,12 +779,44 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
 }
 
+// mvk_v6_kernel (EMBER_CUDA_MV_K4V=2: in place of mvk_p6_kernel too) with and without its L2
+// prefetch, with a V row a warp and with one V block (each warp several rows), the RoPE and the
+// cache writes in the stores (EMBER_CUDA_SKIP=other): each result bit for bit `ref` (same) or
+// within tol of it.
+template <class B>
+void check_k4v6(const B & build, const std::vector<float> & ref, bool same, double tol = 0.0) {
+    const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_SKIP"}};
+    set_env("EMBER_CUDA_MV_K4V", "2");
+    for (const char * pf : {"1", "0"}) {
+        for (const char * blocks : {"", "1"}) {
+            for (const char * skip : {"", "other"}) {
+                CAPTURE(pf);
+                CAPTURE(blocks);
+                CAPTURE(skip);
+                set_env("EMBER_CUDA_MV_K4V_PF", pf);
+                set_env("EMBER_CUDA_MV_K4V_BLOCKS", blocks);
+                set_env("EMBER_CUDA_SKIP", skip);
+                const long long          before = ember_cuda_mv_k4v6_launches();
+                const std::vector<float> got    = run_on(cuda_device(), build, 5);
+                CHECK(ember_cuda_mv_k4v6_launches() > before);  // the form ran
+                if (same) {
+                    CHECK(got == ref);
+                } else {
+                    const double e = nmse(got, ref);
+                    CAPTURE(e);
+                    CHECK(e < tol);
+                }
+            }
+        }
+    }
+}
+
 // Q4_K_M's layers with V in planar Q6_K: Q, K and V in one launch (mvk_p6_kernel, the default)
 // against the CPU and, bit for bit, against the two launches (EMBER_CUDA_MV_K4P6=0: the same
 // arithmetic); F16 / F32 / BF16 caches, 384 V rows (not a multiple of a block's 16), over a plain
 // x and over the O product's norm-in-product copy (the NS forms), the RoPE and the cache writes
 // in the stores (EMBER_CUDA_SKIP=other).
-TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6)") {
+TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6, EMBER_CUDA_MV_K4V)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -816,7 +848,21 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
             const std::vector<float> two = run_on(cuda_device(), build, 5);
             CHECK(one == two);
             CHECK(skip == two);
+            set_env("EMBER_CUDA_MV_K4P6", "");
+            // V's rows on the Q4_K launch's places left (mvk_v6_kernel, the 8B shape's form),
+            // made to run here: the same arithmetic as the two launches for rows of one segment.
+            check_k4v6(build, two, true);
         }
+    }
+    // Rows of two segments (8B's 4096): V's row sums in another order than mvp6_kernel KS = 2's.
+    for (bool normed : {false, true}) {
+        qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 4096};
+        p.normed = normed;
+        CAPTURE(normed);
+        const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+        const auto want  = run_on(ember_registry_cpu_device(), build, 5);
+        CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
+        check_k4v6(build, want, false, normed ? 2e-3 : 1e-3);
     }
 }
 
