@@ -1444,15 +1444,45 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mv
     else mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
 }
 
+// V's row `row` by one warp when its rows are two segments (the 8B shape's): both segments'
+// loads before any arithmetic (one memory round trip a row, not two), then mvp6_rows' sums at
+// RW = 1, KS = 1 in its order (the same bits).
+template <bool NS>
+__device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
+    const int       lane = threadIdx.x % 32;
+    const q6p_lane  l    = q6p_lane_of(lane);
+    const mvq_batch bp   = mvq_batch_of(a, a.w);
+    const char *    wr   = bp.w + row * a.w_nb1;
+    uint4           lo[2], hi[2], qh[2];
+    uint32_t        sw[2], dw[2];
+#pragma unroll
+    for (int s = 0; s < 2; s++) q6p_load_unit(wr + s * static_cast<int64_t>(k_q6p_seg_bytes), l, lane, lo[s], hi[s], qh[s], sw[s], dw[s]);
+    cu_pdl_begin();
+    float acc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 2; s++) {
+        q6p_x x;
+        q6p_load_x(bp.xq, bp.xds, s, l, x);
+        acc += q6p_unit_dot(lo[s], hi[s], qh[s], sw[s], dw[s], x, l);
+    }
+    acc = cu_warp_sum(acc);
+    if constexpr (NS) acc *= mv_norm_scale(a.ns, lane);
+    if (lane == 0) {
+        const int64_t rows[1] = {row};
+        float         v[1]    = {acc};
+        mv_store_epi<1>(a.grp.epi[0], a.y.data, a.y.nb[1], a.n, blockIdx.y, rows, v, a.err);
+    }
+}
+
 // The same units where that grid is over one wave (the 8B shape: Q / K's 640 blocks and V's 128
 // at 128 registers against 4 an SM): mvk_kernel's capped launch as it is (R = 2, U = 1, QW = 2:
 // 80 registers, 6 blocks an SM) on blocks [0, nb4), and V's rows on the places of that wave left,
 // nbv blocks of 4 warps: V warp w takes rows w, w + 4 nbv, ..., each alone, all its segments
-// (mvp6_rows at RW = 1, KS = 1: 63 registers). (V's rows by a fifth warp of each block spilled
-// ~150 bytes: 25 warps an SM leave 72 registers a thread; after a warp's Q4_K rows ~90.) PF: a V
-// warp's rows after its first are requested into L2 (a bulk prefetch each, before the PDL wait:
-// weights only).
-template <bool NS, bool PF>
+// (mvp6_rows at RW = 1, KS = 1: 63 registers; SEG2: rows of two segments, mvp6_row_seg2). (V's
+// rows by a fifth warp of each block spilled ~150 bytes: 25 warps an SM leave 72 registers a
+// thread; after a warp's Q4_K rows ~90.) PF: a V warp's rows after its first requested into L2
+// before the PDL wait (a bulk prefetch each; weights only).
+template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     if (blockIdx.x < nb4) {
@@ -1468,7 +1498,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
         if (row < a6.n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a6.w + row * a6.w_nb1), "r"(bytes) : "memory");
 #endif
     }
-    for (int64_t row = w; row < a6.n; row += nvw) mvp6_rows<1, NS>(a6, 1, 0, 0, row);
+    for (int64_t row = w; row < a6.n; row += nvw) {
+        if constexpr (SEG2) mvp6_row_seg2<NS>(a6, row);
+        else mvp6_rows<1, NS>(a6, 1, 0, 0, row);
+    }
 }
 
 // The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
@@ -1943,12 +1976,18 @@ bool mv_k4p6() {
 std::atomic<long long> k4p6_launches{0};  // (ember_cuda_mv_k4p6_launches)
 // EMBER_CUDA_MV_K4V: 1 (default) where mvk_p6_kernel's grid is over one wave (8B), V's rows on the
 // places the Q4_K units' capped launch leaves in its wave (mvk_v6_kernel) instead of V's own
-// launch; 2 that in place of mvk_p6_kernel too; 0 never. EMBER_CUDA_MV_K4V_PF=0: without its L2 prefetch. Read at every call.
+// launch; 2 that in place of mvk_p6_kernel too (H200 tg128 1B Q4_K_M 2187.6 -> 2189.3, its trace
+// +4.6 us a token: not the default); 0 never. Read at every call (tests switch it).
 int mv_k4v() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4V", 1, {0, 1, 2});
 }
+// EMBER_CUDA_MV_K4V_SEG2=0: V rows of two segments through mvp6_rows (a round trip a segment), not
+// mvp6_row_seg2; EMBER_CUDA_MV_K4V_PF=1: V warps' later rows requested into L2 first.
+bool mv_k4v_seg2() {
+    return ember_cuda_env_on("EMBER_CUDA_MV_K4V_SEG2");
+}
 bool mv_k4v_pf() {
-    return ember_cuda_env_on("EMBER_CUDA_MV_K4V_PF");
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4V_PF", 0, {0, 1}) == 1;
 }
 // EMBER_CUDA_MV_K4V_BLOCKS=N: at most N V blocks (tests: V warps of several rows each).
 int64_t mv_k4v_blocks() {
@@ -2037,12 +2076,17 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
                 a6.grp.has_epi = true;
                 a6.grp.epi[0]  = mv_epi_of(units[i6[0]]);
                 if (ns) a4.ns = a6.ns = ctx.qx_norm;
-                const bool     pf = mv_k4v_pf();
-                const unsigned nb = nb4 + static_cast<unsigned>(nbv);
-                if (ns && pf) cu_launch(ctx, mvk_v6_kernel<true, true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
-                else if (ns) cu_launch(ctx, mvk_v6_kernel<true, false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
-                else if (pf) cu_launch(ctx, mvk_v6_kernel<false, true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
-                else cu_launch(ctx, mvk_v6_kernel<false, false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4);
+                const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
+                const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
+                const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
+                if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+                else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
+                else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
+                else if (ns) go(mvk_v6_kernel<true, false, false>);
+                else if (seg2 && pf) go(mvk_v6_kernel<false, true, true>);
+                else if (seg2) go(mvk_v6_kernel<false, true, false>);
+                else if (pf) go(mvk_v6_kernel<false, false, true>);
+                else go(mvk_v6_kernel<false, false, false>);
                 k4v6_launches.fetch_add(1, std::memory_order_relaxed);
                 return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
             }

@@ -779,32 +779,36 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
     }
 }
 
-// mvk_v6_kernel (EMBER_CUDA_MV_K4V=2: in place of mvk_p6_kernel too) with and without its L2
-// prefetch, with a V row a warp and with one V block (each warp several rows), the RoPE and the
-// cache writes in the stores (EMBER_CUDA_SKIP=other): each result bit for bit `ref` (same) or
-// within tol of it.
+// mvk_v6_kernel (EMBER_CUDA_MV_K4V=2: in place of mvk_p6_kernel too) with a V row a warp and
+// with one V block (each warp several rows), with and without its L2 prefetch (_PF) and its
+// two-segment rows' loads at once (_SEG2=0: not; the same sums), the RoPE and the cache writes in
+// the stores (EMBER_CUDA_SKIP=other): each result bit for bit `ref` (same) or within tol of it.
 template <class B>
 void check_k4v6(const B & build, const std::vector<float> & ref, bool same, double tol = 0.0) {
-    const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_SEG2", "EMBER_CUDA_SKIP"}};
     set_env("EMBER_CUDA_MV_K4V", "2");
-    for (const char * pf : {"1", "0"}) {
-        for (const char * blocks : {"", "1"}) {
-            for (const char * skip : {"", "other"}) {
-                CAPTURE(pf);
-                CAPTURE(blocks);
-                CAPTURE(skip);
-                set_env("EMBER_CUDA_MV_K4V_PF", pf);
-                set_env("EMBER_CUDA_MV_K4V_BLOCKS", blocks);
-                set_env("EMBER_CUDA_SKIP", skip);
-                const long long          before = ember_cuda_mv_k4v6_launches();
-                const std::vector<float> got    = run_on(cuda_device(), build, 5);
-                CHECK(ember_cuda_mv_k4v6_launches() > before);  // the form ran
-                if (same) {
-                    CHECK(got == ref);
-                } else {
-                    const double e = nmse(got, ref);
-                    CAPTURE(e);
-                    CHECK(e < tol);
+    for (const char * seg2 : {"1", "0"}) {
+        for (const char * pf : {"0", "1"}) {
+            for (const char * blocks : {"", "1"}) {
+                for (const char * skip : {"", "other"}) {
+                    CAPTURE(seg2);
+                    CAPTURE(pf);
+                    CAPTURE(blocks);
+                    CAPTURE(skip);
+                    set_env("EMBER_CUDA_MV_K4V_SEG2", seg2);
+                    set_env("EMBER_CUDA_MV_K4V_PF", pf);
+                    set_env("EMBER_CUDA_MV_K4V_BLOCKS", blocks);
+                    set_env("EMBER_CUDA_SKIP", skip);
+                    const long long          before = ember_cuda_mv_k4v6_launches();
+                    const std::vector<float> got    = run_on(cuda_device(), build, 5);
+                    CHECK(ember_cuda_mv_k4v6_launches() > before);  // the form ran
+                    if (same) {
+                        CHECK(got == ref);
+                    } else {
+                        const double e = nmse(got, ref);
+                        CAPTURE(e);
+                        CHECK(e < tol);
+                    }
                 }
             }
         }
@@ -821,7 +825,8 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_MV_K4V", "EMBER_CUDA_SKIP"}};
+    set_env("EMBER_CUDA_MV_K4V", "");  // (the default: mvk_p6_kernel where its grid fits one wave)
     for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
         for (bool normed : {false, true}) {
             qkv_case p{EMBER_TYPE_Q4_K, cache, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
@@ -863,6 +868,11 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
         const auto want  = run_on(ember_registry_cpu_device(), build, 5);
         CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
         check_k4v6(build, want, false, normed ? 2e-3 : 1e-3);
+        // Its forms the same bits: mvp6_row_seg2 sums as mvp6_rows does.
+        const env_clear reset2{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_SEG2"}};
+        set_env("EMBER_CUDA_MV_K4V", "2");
+        set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
+        check_k4v6(build, run_on(cuda_device(), build, 5), true);
     }
 }
 
