@@ -1481,7 +1481,10 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // (mvp6_rows at RW = 1, KS = 1: 63 registers; SEG2: rows of two segments, mvp6_row_seg2). (V's
 // rows by a fifth warp of each block spilled ~150 bytes: 25 warps an SM leave 72 registers a
 // thread; after a warp's Q4_K rows ~90.) PF: a V warp's rows after its first requested into L2
-// before the PDL wait (a bulk prefetch each; weights only).
+// before the PDL wait (a bulk prefetch each; weights only). H200 tg128 8B Q4_K_M, one build, two
+// runs a side, against the two launches (Q / K 6.14 + V 3.97 us a layer in the trace): 603.9 ->
+// 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
+// -> 608.5 (SEG2 and PF, 8.64 us: the default).
 template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
@@ -1982,12 +1985,12 @@ int mv_k4v() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4V", 1, {0, 1, 2});
 }
 // EMBER_CUDA_MV_K4V_SEG2=0: V rows of two segments through mvp6_rows (a round trip a segment), not
-// mvp6_row_seg2; EMBER_CUDA_MV_K4V_PF=1: V warps' later rows requested into L2 first.
+// mvp6_row_seg2; EMBER_CUDA_MV_K4V_PF=0: the V warps' later rows not requested into L2 first.
 bool mv_k4v_seg2() {
     return ember_cuda_env_on("EMBER_CUDA_MV_K4V_SEG2");
 }
 bool mv_k4v_pf() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4V_PF", 0, {0, 1}) == 1;
+    return ember_cuda_env_on("EMBER_CUDA_MV_K4V_PF");
 }
 // EMBER_CUDA_MV_K4V_BLOCKS=N: at most N V blocks (tests: V warps of several rows each).
 int64_t mv_k4v_blocks() {
