@@ -927,12 +927,8 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
-// ST (U = 1, rows of 33-64 chunks: the 8B shape's Q / K / V, 4096 wide): the second step's
-// chunks are copied into shared memory (cp.async, each lane its own 16-byte words) before the PDL
-// wait with the first step's loads, so after the wait no step waits for memory; the same sums.
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
-constexpr int k_mvk_stage_words = k_rp_warps * 32 * 2 * 3;  // R = 2, QW = 2: 3 words a row
-template <int R, int U, int QW, bool NS, bool ST = false>
+template <int R, int U, int QW, bool NS>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
@@ -978,42 +974,9 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
         }
     };
     load(lane);  // weights only: before waiting for the kernel that makes x
-    static_assert(!ST || (U == 1 && R == 2 && QW == 2), "ST: mvk_kernel's two-row U = 1 wide form");
-    [[maybe_unused]] uint4 * stg = nullptr;  // ST: this lane's words, 32 apart
-    const bool               st2 = ST && nchunk > 32 && nchunk <= 64;  // (uniform)
-    if constexpr (ST) {
-        __shared__ uint4 stage[k_mvk_stage_words];
-        stg = stage + (threadIdx.x / 32) * (32 * R * (QW + 1)) + lane;
-        if (st2 && lane + 32 < nchunk) {
-            uint64_t pol = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const char * blk = wr[r] + static_cast<int64_t>((lane + 32) >> CSH) * BYTES;
-#pragma unroll
-                for (int k = 0; k < QW; k++) mv_cp16(reinterpret_cast<unsigned char *>(stg + 32 * (r * (QW + 1) + k)), blk + 16 * k, pol);
-                mv_cp16(reinterpret_cast<unsigned char *>(stg + 32 * (r * (QW + 1) + QW)), blk - 16 - qoff, pol);
-            }
-        }
-        mv_cp_commit();
-    }
     cu_pdl_begin();
     for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
-        if (c0 != lane) {
-            if (st2) {  // (ST) the second step, from shared memory
-                mv_cp_wait<0>();
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-#pragma unroll
-                    for (int k = 0; k < QW; k++) q[0][r][k] = stg[32 * (r * (QW + 1) + k)];
-                    h[0][r] = stg[32 * (r * (QW + 1) + QW)];
-                }
-            } else {
-                load(c0);
-            }
-        }
+        if (c0 != lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -1039,9 +1002,9 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
-template <int R, int U, int MINB = 0, int QW = 1, bool NS = false, bool ST = false>
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
-    mvk_body<R, U, QW, NS, ST>(a, 0);
+    mvk_body<R, U, QW, NS>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1522,11 +1485,11 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // runs a side, against the two launches (Q / K 6.14 + V 3.97 us a layer in the trace): 603.9 ->
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default).
-template <bool NS, bool SEG2, bool PF, bool ST = false>
+template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     if (blockIdx.x < nb4) {
-        mvk_body<2, 1, 2, NS, ST>(a4, 0);
+        mvk_body<2, 1, 2, NS>(a4, 0);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(gridDim.x - nb4) * k_rp_warps;
@@ -1833,12 +1796,6 @@ int q6k_rows_per_warp() {
     return rw;
 }
 
-// mvk_kernel's two-row wide form with its second step staged in shared memory (mvk_body ST) for
-// rows of 33-64 chunks of 32 weights (EMBER_CUDA_MV_K4_STAGE=0: not). Read at every call.
-bool mvk_stage_ok(int64_t nblk) {
-    return nblk * 4 > 32 && nblk * 4 <= 64 && ember_cuda_env_on("EMBER_CUDA_MV_K4_STAGE");
-}
-
 // mvp6_kernel's rows per warp (EMBER_CUDA_Q6P_ROWS=1|2|4).
 int q6p_rows_per_warp() {
     static const int rw = ember_cuda_env_choice("EMBER_CUDA_Q6P_ROWS", 4, {1, 2, 4});
@@ -1932,16 +1889,13 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
-            const bool st   = wide && mvk_stage_ok(a.nblk);
             if (ns) {
                 a.ns = ctx.qx_norm;
-                if (rk == 2 && mv_pair_capped() && st) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true, true>, gk, 32 * k_rp_warps, 0, a);
-                else if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
+                if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2 && mv_pair_capped()) {
-                if (wide && st) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, false, true>, gk, 32 * k_rp_warps, 0, a);
-                else if (wide) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2>, gk, 32 * k_rp_warps, 0, a);
+                if (wide) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<2, 2, k_mv_pair_blocks>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2) {
                 if (wide) cu_launch(ctx, mvk_kernel<2, 1, 0, 2>, gk, 32 * k_rp_warps, 0, a);
@@ -2128,8 +2082,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
                 const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
                 const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
                 const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-                if (ns && seg2 && pf && mvk_stage_ok(a4.nblk)) go(mvk_v6_kernel<true, true, true, true>);
-                else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+                if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
                 else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
                 else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
                 else if (ns) go(mvk_v6_kernel<true, false, false>);

@@ -869,29 +869,10 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
         CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
         check_k4v6(build, want, false, normed ? 2e-3 : 1e-3);
         // Its forms the same bits: mvp6_row_seg2 sums as mvp6_rows does.
-        const env_clear reset2{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_SEG2", "EMBER_CUDA_MV_K4_STAGE"}};
+        const env_clear reset2{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_SEG2"}};
         set_env("EMBER_CUDA_MV_K4V", "2");
         set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
         check_k4v6(build, run_on(cuda_device(), build, 5), true);
-        // Rows of 64 chunks: mvk_kernel's second step staged in shared memory (mvk_body ST) or
-        // not (EMBER_CUDA_MV_K4_STAGE=0), the same bits, in mvk_v6_kernel (the default for these
-        // layers, SEG2 and PF on) and in the Q / K / V launch of an all-Q4_K layer.
-        set_env("EMBER_CUDA_MV_K4V_SEG2", "");
-        qkv_case p4 = p;
-        p4.vt       = EMBER_TYPE_Q4_K;
-        const auto build4 = [=](case_ctx & c) { return qkv_layer(c, p4); };
-        for (const char * k4v : {"2", "0"}) {
-            set_env("EMBER_CUDA_MV_K4V", k4v);
-            CAPTURE(k4v);
-            for (const builder & b : {builder(build), builder(build4)}) {
-                set_env("EMBER_CUDA_MV_K4_STAGE", "1");
-                const std::vector<float> staged = run_on(cuda_device(), b, 5);
-                set_env("EMBER_CUDA_MV_K4_STAGE", "0");
-                const std::vector<float> plain = run_on(cuda_device(), b, 5);
-                CHECK(staged == plain);
-                CHECK(nmse(staged, run_on(ember_registry_cpu_device(), b, 5)) < (normed ? 2e-3 : 1e-3));
-            }
-        }
     }
 }
 
