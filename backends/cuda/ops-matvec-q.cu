@@ -1476,8 +1476,10 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 
 // The same units where that grid is over one wave (the 8B shape: Q / K's 640 blocks and V's 128
 // at 128 registers against 4 an SM): mvk_kernel's capped launch as it is (R = 2, U = 1, QW = 2:
-// 80 registers, 6 blocks an SM) on blocks [0, nb4), and V's rows on the places of that wave left,
-// nbv blocks of 4 warps: V warp w takes rows w, w + 4 nbv, ..., each alone, all its segments
+// 80 registers, 6 blocks an SM) on its last nb4 blocks, and V's rows on the places of that wave
+// left, nbv blocks of 4 warps first in the grid (placed first: their chains of one or two rows
+// start first; last in the grid, 8B Q4_K_M 613.9 against 618.0, the launch 8.61 us a layer in
+// the trace against 7.91): V warp w takes rows w, w + 4 nbv, ..., each alone, all its segments
 // (mvp6_rows at RW = 1, KS = 1: 63 registers; SEG2: rows of two segments, mvp6_row_seg2). (V's
 // rows by a fifth warp of each block spilled ~150 bytes: 25 warps an SM leave 72 registers a
 // thread; after a warp's Q4_K rows ~90.) PF: a V warp's rows after its first requested into L2
@@ -1485,17 +1487,16 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // runs a side, against the two launches (Q / K 6.14 + V 3.97 us a layer in the trace): 603.9 ->
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default).
-// FIRST: V's blocks first in the grid (blocks [0, nbv)), so they are placed first.
-template <bool NS, bool SEG2, bool PF, bool FIRST = false>
+template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     const unsigned nbv = gridDim.x - nb4;
-    if (FIRST ? blockIdx.x >= nbv : blockIdx.x < nb4) {
-        mvk_body<2, 1, 2, NS>(a4, FIRST ? nbv : 0);
+    if (blockIdx.x >= nbv) {
+        mvk_body<2, 1, 2, NS>(a4, nbv);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(nbv) * k_rp_warps;
-    const int64_t w   = static_cast<int64_t>(FIRST ? blockIdx.x : blockIdx.x - nb4) * k_rp_warps + threadIdx.x / 32;
+    const int64_t w   = static_cast<int64_t>(blockIdx.x) * k_rp_warps + threadIdx.x / 32;
     if constexpr (PF) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         const int64_t  row   = w + nvw * (1 + threadIdx.x % 32);
@@ -1994,10 +1995,6 @@ bool mv_k4v_seg2() {
 bool mv_k4v_pf() {
     return ember_cuda_env_on("EMBER_CUDA_MV_K4V_PF");
 }
-// EMBER_CUDA_MV_K4V_FIRST=1: V's blocks first in mvk_v6_kernel's grid (measuring).
-bool mv_k4v_first() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4V_FIRST", 0, {0, 1}) == 1;
-}
 // EMBER_CUDA_MV_K4V_BLOCKS=N: at most N V blocks (tests: V warps of several rows each).
 int64_t mv_k4v_blocks() {
     const char * e = std::getenv("EMBER_CUDA_MV_K4V_BLOCKS");
@@ -2088,8 +2085,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
                 const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
                 const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
                 const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-                if (ns && seg2 && pf && mv_k4v_first()) go(mvk_v6_kernel<true, true, true, true>);
-                else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+                if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
                 else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
                 else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
                 else if (ns) go(mvk_v6_kernel<true, false, false>);

@@ -781,18 +781,13 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
 
 // mvk_v6_kernel (EMBER_CUDA_MV_K4V=2: in place of mvk_p6_kernel too) with a V row a warp and
 // with one V block (each warp several rows), with and without its L2 prefetch (_PF) and its
-// two-segment rows' loads at once (_SEG2=0: not; the same sums), V's blocks first in the grid or
-// last (_FIRST), the RoPE and the cache writes in
+// two-segment rows' loads at once (_SEG2=0: not; the same sums), the RoPE and the cache writes in
 // the stores (EMBER_CUDA_SKIP=other): each result bit for bit `ref` (same) or within tol of it.
 template <class B>
 void check_k4v6(const B & build, const std::vector<float> & ref, bool same, double tol = 0.0) {
-    const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_SEG2", "EMBER_CUDA_MV_K4V_FIRST",
-                           "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_SEG2", "EMBER_CUDA_SKIP"}};
     set_env("EMBER_CUDA_MV_K4V", "2");
-    for (const char * first : {"0", "1"})
     for (const char * seg2 : {"1", "0"}) {
-        set_env("EMBER_CUDA_MV_K4V_FIRST", first);
-        CAPTURE(first);
         for (const char * pf : {"0", "1"}) {
             for (const char * blocks : {"", "1"}) {
                 for (const char * skip : {"", "other"}) {
