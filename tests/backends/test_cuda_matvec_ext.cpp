@@ -131,17 +131,22 @@ TEST_CASE("[cuda] ember types in the CUDA ext layout: decode matvec") {
     }
     // NF4's two-row warps of long rows take U = 2 capped for 6 blocks an SM by default; U = 4 at
     // EMBER_CUDA_EXT_NF4_U2=0, uncapped at EMBER_CUDA_EXT_NF4_OCC=0 (rows past 64 chunks: the short
-    // rows keep their own form).
-    struct nf4_form {
+    // rows keep their own form). INT4's of 65-128 chunks (one warp a row, KS = 1) take U = 2 by
+    // default, U = 4 at EMBER_CUDA_EXT_INT4_U2=0: widths 4096 and 2048 + 5 blocks.
+    struct ext_form {
+        ember_type  t;
         const char *var, *value, *name;
     };
-    for (const nf4_form & f : {nf4_form{"EMBER_CUDA_EXT_NF4_U2", "0", "U=4"}, nf4_form{"EMBER_CUDA_EXT_NF4_OCC", "0", "uncapped"}}) {
+    for (const ext_form & f : {ext_form{EMBER_TYPE_NF4, "EMBER_CUDA_EXT_NF4_U2", "0", "U=4"}, ext_form{EMBER_TYPE_NF4, "EMBER_CUDA_EXT_NF4_OCC", "0", "uncapped"},
+                               ext_form{EMBER_TYPE_INT4, "EMBER_CUDA_EXT_INT4_U2", "0", "U=4"}}) {
         set_env(f.var, f.value);
-        for (int64_t k : widths(EMBER_TYPE_NF4)) {
-            if (k == b3(EMBER_TYPE_NF4)) continue;
-            check_runs(std::string("ext matvec nf4 ") + f.name + " k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
-                return ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_NF4, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
-            }, mv_tol(EMBER_TYPE_NF4, 4100, true));
+        const int64_t              b  = ember_type_get_traits(f.t)->block_size;
+        const std::vector<int64_t> ks = f.t == EMBER_TYPE_INT4 ? std::vector<int64_t>{4096, 2048 + 5 * b} : widths(f.t);
+        for (int64_t k : ks) {
+            if (k == b3(f.t)) continue;
+            check_runs(std::string("ext matvec ") + ember_type_get_name(f.t) + " " + f.name + " k=" + std::to_string(k) + " n=4100", [=](case_ctx & c) {
+                return ember_mul_mat(c.g, c.weight_leaf(f.t, k, 4100), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -3.0f, 3.0f));
+            }, mv_tol(f.t, 4100, true));
         }
         set_env(f.var, "");
     }
