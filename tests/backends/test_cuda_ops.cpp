@@ -873,6 +873,21 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
         set_env("EMBER_CUDA_MV_K4V", "2");
         set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
         check_k4v6(build, run_on(cuda_device(), build, 5), true);
+        // Rows of 64 chunks with their second step requested into L2 first (mvk_body PF2,
+        // EMBER_CUDA_MV_K4_PF2=1; NS forms: the normed case): the same bits as without, in
+        // mvk_v6_kernel (this layer's default) and in an all-Q4_K layer's Q / K / V launch.
+        set_env("EMBER_CUDA_MV_K4V", "");
+        set_env("EMBER_CUDA_MV_K4V_SEG2", "");
+        qkv_case p4 = p;
+        p4.vt       = EMBER_TYPE_Q4_K;
+        const env_clear reset3{{"EMBER_CUDA_MV_K4_PF2"}};
+        for (const builder & b : {builder(build), builder([=](case_ctx & c) { return qkv_layer(c, p4); })}) {
+            set_env("EMBER_CUDA_MV_K4_PF2", "1");
+            const std::vector<float> pf2 = run_on(cuda_device(), b, 5);
+            set_env("EMBER_CUDA_MV_K4_PF2", "0");
+            CHECK(pf2 == run_on(cuda_device(), b, 5));
+            CHECK(nmse(pf2, run_on(ember_registry_cpu_device(), b, 5)) < (normed ? 2e-3 : 1e-3));
+        }
     }
 }
 
