@@ -2,11 +2,13 @@
 // MUL after it and the next matvec's activation quantizer), MUL / ADD with broadcast, SWIGLU
 // (optionally quantizing) and SCALE (one thread per element). Every tensor is addressed
 // through its strides.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
+#include "cuda-matvec-ext.h"  // ember_cuda_ext_layout
 
 namespace {
 
@@ -215,6 +217,67 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
     }
 }
 
+// The token's embedding row (GET_ROWS of one id from a weight table) and the first layer's
+// RMS_NORM + MUL + quantized copy in one launch (decode; ember_cuda_get_rows_rms_norm): the row
+// decoded where rms_norm_dec_kernel would read it (thread t's float4 k: elements 4 (t + 256 k),
+// each from its 32-value chunk decoded whole as get_rows_kernel does), then that kernel's
+// arithmetic with ADD = false, QX = true: the GET_ROWS floats, the norm, the MUL and the copy the
+// same bits as the two launches. An id out of the table: zeros and an internal error, as
+// get_rows_kernel. Weights (the MUL's, the table row's bytes not: they need the id) before the
+// PDL wait. RP: T in the CUDA layout (cu_rp_chunk; rp_nblk: the table's 32-blocks in all).
+template <int T, bool RP>
+__global__ void __launch_bounds__(k_norm_dec_threads) get_rows_norm_dec_kernel(norm_args p, cu_tensor table, const int32_t * ids, int n, int64_t rp_nblk,
+                                                                              int * err) {
+    constexpr int NV = 8;  // n <= 8192
+    const int     t  = threadIdx.x;
+    float4        wv[NV], v[NV];
+    const float4 * w4 = reinterpret_cast<const float4 *>(p.w.data);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        wv[k]       = i < n ? __ldg(w4 + i / 4) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    cu_pdl_begin();
+    const int32_t id = *ids;
+    const bool    ok = id >= 0 && id < table.ne[1];
+    if (!ok && t == 0) cu_set_error(err, EMBER_ERR_INTERNAL);
+    float4 * src = reinterpret_cast<float4 *>(p.src.data);  // the GET_ROWS row
+    float    ss  = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int i = 4 * (t + k_norm_dec_threads * k);
+        v[k]        = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < n && ok) {
+            float c[32];
+            if constexpr (RP) cu_rp_chunk<T>(table.data, rp_nblk, static_cast<int64_t>(id) * (n / 32) + i / 32, c);
+            else cu_codec<T>::chunk(table.data + id * table.nb[1], i / 32, c);
+#pragma unroll
+            for (int l = 0; l < 8; l++) {
+                if (i % 32 == 4 * l) v[k] = make_float4(c[4 * l], c[4 * l + 1], c[4 * l + 2], c[4 * l + 3]);
+            }
+        }
+        if (i < n) src[i / 4] = v[k];
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    const float tot   = cu_block_sum<k_norm_dec_threads>(ss, t);
+    const float scale = 1.0f / sqrtf(tot / static_cast<float>(n) + p.eps);
+    float4 *    y     = reinterpret_cast<float4 *>(p.dst.data);
+    float4 *    z     = reinterpret_cast<float4 *>(p.mul.data);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        const int    i  = 4 * (t + k_norm_dec_threads * k);
+        const bool   in = i < n;
+        const float4 nv = make_float4(v[k].x * scale, v[k].y * scale, v[k].z * scale, v[k].w * scale);
+        const float4 zv = make_float4(nv.x * wv[k].x, nv.y * wv[k].y, nv.z * wv[k].z, nv.w * wv[k].w);
+        if (in && p.wy) y[i / 4] = nv;
+        if (in && p.wz) z[i / 4] = zv;
+        const cu_q8_quad qv = cu_quantize_quad(zv);  // (lanes past n hold zeros and take part)
+        if (!in) continue;
+        reinterpret_cast<char4 *>(p.xq + i)[0] = qv.q;
+        if (t % 8 == 0) p.xds[i / 32] = cu_q8_ds(qv);
+    }
+}
+
 // EMBER_CUDA_NORM_PROBE=empty (measuring only: results are wrong): the decode norm's launch with
 // no work but the wait, to split a norm's cost on the token's critical path into the launch
 // and dependency (this against EMBER_CUDA_SKIP=norm) and the kernel's own work (the default
@@ -404,6 +467,72 @@ ember_status ember_cuda_rms_norm_fused(ember_cuda_ctx & ctx, ember_tensor * add,
     else cu_launch(ctx, rms_norm_kernel<false, false, false>, g, k_norm_threads, 0, p);
     const ember_status st = ember_cuda_check_launch(add ? "add + rms_norm" : mul ? "rms_norm + mul" : "rms_norm");
     if (st == EMBER_OK && qx) ember_cuda_qx_set_valid(ctx, qt, p.xq);
+    return st;
+}
+
+// EMBER_CUDA_GET_ROWS_NORM=1 (opt-in until measured: written in session 50 without a GPU): the
+// embedding row's GET_ROWS and the first norm in one launch. Read at every call (tests switch it).
+bool ember_cuda_get_rows_norm_on() {
+    return ember_cuda_env_choice("EMBER_CUDA_GET_ROWS_NORM", 0, {0, 1}) == 1;
+}
+
+std::atomic<long long> get_rows_norm_launches{0};
+long long              ember_cuda_get_rows_norm_launches() {
+    return get_rows_norm_launches.load(std::memory_order_relaxed);
+}
+
+// get_rows_norm_dec_kernel for rows = GET_ROWS(table, ids) of one id, norm = RMS_NORM(rows),
+// mul = MUL(norm, w) and its quantized copy for the matvec after it: the table 2-D in one of the
+// types below (the other types, or the ext layout: EMBER_ERR_UNSUPPORTED, the plain launches),
+// rows / norm / mul contiguous F32 rows of n <= 8192, n % 32 == 0 (norm_dec_ok's other terms).
+ember_status ember_cuda_get_rows_rms_norm(ember_cuda_ctx & ctx, ember_tensor * rows, ember_tensor * norm, ember_tensor * mul, bool store_norm,
+                                          bool store_mul) {
+    const ember_tensor * table = rows->src[0];
+    const ember_tensor * ids   = rows->src[1];
+    const int64_t        n     = norm->ne[0];
+    if (!ember_cuda_get_rows_norm_on() || ember_nelements(rows) != n || n % 32 != 0 || table->ne[2] * table->ne[3] != 1 ||
+        ids->type != EMBER_TYPE_I32 || ember_nelements(ids) != 1 || !norm_dec_ok(nullptr, norm, mul) || mul->nb[1] != n * sizeof(float) ||
+        rows->nb[0] != sizeof(float)) {
+        return EMBER_ERR_UNSUPPORTED;
+    }
+    const bool rp    = (table->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
+    const bool ext   = ember_cuda_ext_layout(table);
+    const ember_type t = table->type;
+    if (ext || (rp && t != EMBER_TYPE_Q4_0 && t != EMBER_TYPE_Q8_0 && t != EMBER_TYPE_Q6_K)) return EMBER_ERR_UNSUPPORTED;
+    norm_args p;
+    p.src = cu_desc(rows);
+    p.dst = cu_desc(norm);
+    p.a = p.b = p.src;
+    p.w   = cu_desc(mul->src[1]);
+    p.mul = cu_desc(mul);
+    p.eps = ember_get_op_param_f32(norm, 0);
+    void * xds = nullptr;
+    ember_cuda_qx_buffer(ctx, mul, &p.xq, &xds);
+    p.xds = static_cast<float2 *>(xds);
+    if (!p.xq) return EMBER_ERR_UNSUPPORTED;
+    p.wy = store_norm;
+    p.wz = store_mul;
+    const cu_tensor tb  = cu_desc(table);
+    const int32_t * id  = static_cast<const int32_t *>(ids->data);
+    const int64_t   nb  = ember_nrows(table) * (table->ne[0] / 32);
+    const int       ni  = static_cast<int>(n);
+    const auto      go  = [&](auto kernel) { cu_launch(ctx, kernel, 1, k_norm_dec_threads, 0, p, tb, id, ni, nb, ctx.d_error); };
+    switch (t) {
+        case EMBER_TYPE_F32: go(get_rows_norm_dec_kernel<EMBER_TYPE_F32, false>); break;
+        case EMBER_TYPE_F16: go(get_rows_norm_dec_kernel<EMBER_TYPE_F16, false>); break;
+        case EMBER_TYPE_BF16: go(get_rows_norm_dec_kernel<EMBER_TYPE_BF16, false>); break;
+        case EMBER_TYPE_Q4_0: rp ? go(get_rows_norm_dec_kernel<EMBER_TYPE_Q4_0, true>) : go(get_rows_norm_dec_kernel<EMBER_TYPE_Q4_0, false>); break;
+        case EMBER_TYPE_Q8_0: rp ? go(get_rows_norm_dec_kernel<EMBER_TYPE_Q8_0, true>) : go(get_rows_norm_dec_kernel<EMBER_TYPE_Q8_0, false>); break;
+        case EMBER_TYPE_Q4_K: go(get_rows_norm_dec_kernel<EMBER_TYPE_Q4_K, false>); break;
+        case EMBER_TYPE_Q5_K: go(get_rows_norm_dec_kernel<EMBER_TYPE_Q5_K, false>); break;
+        case EMBER_TYPE_Q6_K: rp ? go(get_rows_norm_dec_kernel<CU_Q6_K_PLANAR, false>) : go(get_rows_norm_dec_kernel<EMBER_TYPE_Q6_K, false>); break;
+        default: return EMBER_ERR_UNSUPPORTED;
+    }
+    const ember_status st = ember_cuda_check_launch("get_rows + rms_norm + mul (decode)");
+    if (st == EMBER_OK) {
+        ember_cuda_qx_set_valid(ctx, mul, p.xq);
+        get_rows_norm_launches.fetch_add(1, std::memory_order_relaxed);
+    }
     return st;
 }
 
