@@ -1360,8 +1360,7 @@ __device__ __forceinline__ float q6p_unit_dot(const uint4 & lo, const uint4 & hi
 constexpr int k_q6p_max_warps = 8;
 
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns). bi: the body's
-// block (blockIdx.x; mvk_p6_kernel runs it on the last blocks of its grid, mvk_v6_kernel after
-// the Q4_K rows of some of its blocks).
+// block (blockIdx.x; mvk_p6_kernel runs it on the last blocks of its grid).
 // mvp6_rows: the RW rows from row0 by this warp, part `part` of ks (its slot wi of the block's
 // shared sums when ks > 1: every warp of the block calls it then).
 template <int RW, bool NS>
@@ -1502,7 +1501,7 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // before the PDL wait (a bulk prefetch each; weights only). H200 tg128 8B Q4_K_M, one build, two
 // runs a side, against the two launches (Q / K 6.14 + V 3.97 us a layer in the trace): 603.9 ->
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
-// -> 608.5 (SEG2 and PF, 8.64 us: the default).
+// -> 608.5 (SEG2 and PF, 8.64 us: the default). PF2: mvk_body's (EMBER_CUDA_MV_K4_PF2, opt-in).
 template <bool NS, bool SEG2, bool PF, bool PF2 = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
