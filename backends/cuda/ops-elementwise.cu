@@ -225,6 +225,8 @@ __global__ void __launch_bounds__(k_norm_dec_threads) rms_norm_dec_kernel(norm_a
 // same bits as the two launches. An id out of the table: zeros and an internal error, as
 // get_rows_kernel. Weights (the MUL's, the table row's bytes not: they need the id) before the
 // PDL wait. RP: T in the CUDA layout (cu_rp_chunk; rp_nblk: the table's 32-blocks in all).
+// (Its end is rms_norm_dec_kernel's written out again: shared through a device function, that
+// measured kernel's sm_90 code changed, scripts/cubin-diff.sh; so, until this one is measured.)
 template <int T, bool RP>
 __global__ void __launch_bounds__(k_norm_dec_threads) get_rows_norm_dec_kernel(norm_args p, cu_tensor table, const int32_t * ids, int n, int64_t rp_nblk,
                                                                               int * err) {
