@@ -2019,11 +2019,9 @@ bool mv_k4v_seg2() {
 bool mv_k4v_pf() {
     return ember_cuda_env_on("EMBER_CUDA_MV_K4V_PF");
 }
-// EMBER_CUDA_MV_K4V_BLOCKS=N: at most N V blocks (tests: V warps of several rows each).
+// EMBER_CUDA_MV_K4V_BLOCKS=1: one V block (tests: V warps of several rows each).
 int64_t mv_k4v_blocks() {
-    const char * e = std::getenv("EMBER_CUDA_MV_K4V_BLOCKS");
-    const long   v = e ? std::strtol(e, nullptr, 10) : 0;
-    return v > 0 ? v : INT64_MAX;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4V_BLOCKS", 0, {1}) == 1 ? 1 : INT64_MAX;
 }
 std::atomic<long long> k4v6_launches{0};  // (ember_cuda_mv_k4v6_launches)
 bool q6p_unit_w(const ember_tensor * w) {  // (the planar layout: rows of whole 2048-weight segments)
@@ -2041,9 +2039,10 @@ static void qx_set_norm(ember_cuda_ctx & ctx, const ember_tensor * norm, const f
 }
 
 // Units over one x whose matrices are Q4_K and planar Q6_K (sharing a launch by default,
-// EMBER_CUDA_MV_K4P6: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE)
-// and where the grid fits one wave, mvk_p6_kernel; otherwise the Q4_K units' launch and each
-// Q6_K unit's own, as with EMBER_CUDA_MV_K4P6=0.
+// EMBER_CUDA_MV_K4P6: ember_cuda_mul_mat_vec_q_can_share): with one planar Q6_K unit (V, no RoPE),
+// mvk_p6_kernel where its grid fits one wave, else mvk_v6_kernel (EMBER_CUDA_MV_K4V); otherwise
+// the Q4_K units' launch and each Q6_K unit's own, as with EMBER_CUDA_MV_K4P6=0. (V rows of more
+// than 4 segments, 10240 wide and up, leave mvk_p6_kernel out: its blocks are 4 warps.)
 ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
                          const float2 * xds, bool ns) {
     ember_tensor *     d4[k_mv_group];
@@ -2060,67 +2059,55 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             return EMBER_ERR_INTERNAL;  // (can_share let no other mix through)
         }
     }
-    const ember_tensor * x   = dsts[0]->src[1];
-    bool                 one = n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide() && q6p_rows_per_warp() == 4;
+    // One launch for both: one planar Q6_K unit (V) and Q4_K units in mvk_kernel's unit form at two
+    // rows a warp (rows of at most 64 chunks, or a RoPE's pairs), over one column of x.
+    const ember_tensor * x    = dsts[0]->src[1];
+    bool                 both = n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide();
     mvq_args             a4, a6;
-    unsigned             nb4 = 0, nb6 = 0;
-    int                  ks  = 1;
-    if (one) {
+    if (both) {
         a4         = mvq_args_of(ctx, d4[0], 256, xq, xds);
         a4.grouped = true;
-        // mvk_kernel's unit form at two rows a warp (rows of at most 64 chunks, or a RoPE's pairs)
-        one = mv_short_launch(a4.nblk * 8) || mv_rows_per_warp(d4, n4, u4) == 2;
+        both       = mv_short_launch(a4.nblk * 8) || mv_rows_per_warp(d4, n4, u4) == 2;
     }
-    if (one) {
-        nb4            = mv_group_fill(a4.grp, d4, n4, k_rp_warps * 2, false, u4);
-        a6             = mvq_args_of(ctx, dsts[i6[0]], 256, xq, xds);
-        a6.grouped     = false;
-        a6.grp.has_epi = true;
-        a6.grp.epi[0]  = mv_epi_of(units[i6[0]]);
-        const int nseg = static_cast<int>(a6.nblk / 8);
-        ks             = std::min(nseg, k_q6p_max_warps);
-        nb6            = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
-        // mvp6_kernel's warps a block (4 here too) and one wave of 4 blocks an SM
-        one = ks * std::max(1, 4 / ks) == k_rp_warps && static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device));
-    }
-    const int k4v = mv_k4v();
-    if (one && k4v != 2) {
+    if (both) {
+        const unsigned nb4 = mv_group_fill(a4.grp, d4, n4, k_rp_warps * 2, false, u4);
+        a6                 = mvq_args_of(ctx, dsts[i6[0]], 256, xq, xds);
+        a6.grouped         = false;
+        a6.grp.has_epi     = true;
+        a6.grp.epi[0]      = mv_epi_of(units[i6[0]]);
         if (ns) a4.ns = a6.ns = ctx.qx_norm;
-        if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-        else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-        k4p6_launches.fetch_add(1, std::memory_order_relaxed);
-        return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
-    }
-    // V's rows on the places mvk_kernel's capped launch leaves in its wave (mvk_v6_kernel): its
-    // two-row unit form, with at least one place left.
-    if (k4v != 0 && n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide() && mv_pair_capped()) {
-        a4         = mvq_args_of(ctx, d4[0], 256, xq, xds);
-        a4.grouped = true;
-        if (mv_short_launch(a4.nblk * 8) || mv_rows_per_warp(d4, n4, u4) == 2) {
-            nb4                = mv_group_fill(a4.grp, d4, n4, k_rp_warps * 2, false, u4);
-            a6                 = mvq_args_of(ctx, dsts[i6[0]], 256, xq, xds);
-            const int64_t left = static_cast<int64_t>(k_mv_pair_blocks) * cu_sm_count(ctx.device) - nb4;
-            const int64_t nbv  = std::min<int64_t>({left, cu_blocks(a6.n, k_rp_warps), mv_k4v_blocks()});  // (at most a row a warp)
-            if (nbv >= 1) {
-                a6.grouped     = false;
-                a6.grp.has_epi = true;
-                a6.grp.epi[0]  = mv_epi_of(units[i6[0]]);
-                if (ns) a4.ns = a6.ns = ctx.qx_norm;
-                const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
-                const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
-                const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-                if (ns && seg2 && pf && mvk_pf2_ok(a4.nblk)) go(mvk_v6_kernel<true, true, true, true>);
-                else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
-                else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
-                else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
-                else if (ns) go(mvk_v6_kernel<true, false, false>);
-                else if (seg2 && pf) go(mvk_v6_kernel<false, true, true>);
-                else if (seg2) go(mvk_v6_kernel<false, true, false>);
-                else if (pf) go(mvk_v6_kernel<false, false, true>);
-                else go(mvk_v6_kernel<false, false, false>);
-                k4v6_launches.fetch_add(1, std::memory_order_relaxed);
-                return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
+        const int k4v = mv_k4v();
+        // mvk_p6_kernel: mvp6_kernel's warps a block (4 here too: ks a divisor of 4) and one wave of
+        // 4 blocks an SM.
+        const int ks = std::min(static_cast<int>(a6.nblk / 8), k_q6p_max_warps);
+        if (k4v != 2 && q6p_rows_per_warp() == 4 && k_rp_warps % ks == 0) {
+            const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
+            if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
+                if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                k4p6_launches.fetch_add(1, std::memory_order_relaxed);
+                return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
             }
+        }
+        // mvk_v6_kernel: V's rows on the places mvk_kernel's capped launch leaves in its wave, with
+        // at least one place left.
+        const int64_t left = static_cast<int64_t>(k_mv_pair_blocks) * cu_sm_count(ctx.device) - nb4;
+        const int64_t nbv  = std::min<int64_t>({left, cu_blocks(a6.n, k_rp_warps), mv_k4v_blocks()});  // (at most a row a warp)
+        if (k4v != 0 && mv_pair_capped() && nbv >= 1) {
+            const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
+            const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
+            const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
+            if (ns && seg2 && pf && mvk_pf2_ok(a4.nblk)) go(mvk_v6_kernel<true, true, true, true>);
+            else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+            else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
+            else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
+            else if (ns) go(mvk_v6_kernel<true, false, false>);
+            else if (seg2 && pf) go(mvk_v6_kernel<false, true, true>);
+            else if (seg2) go(mvk_v6_kernel<false, true, false>);
+            else if (pf) go(mvk_v6_kernel<false, false, true>);
+            else go(mvk_v6_kernel<false, false, false>);
+            k4v6_launches.fetch_add(1, std::memory_order_relaxed);
+            return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
         }
     }
     if (n4 > 0) {
