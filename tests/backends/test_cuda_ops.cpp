@@ -783,8 +783,7 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
 // with one V block (each warp several rows), with and without its L2 prefetch (_PF) and its
 // two-segment rows' loads at once (_SEG2=0: not; the same sums), the RoPE and the cache writes in
 // the stores (EMBER_CUDA_SKIP=other): each result bit for bit `ref` (same) or within tol of it.
-template <class B>
-void check_k4v6(const B & build, const std::vector<float> & ref, bool same, double tol = 0.0) {
+void check_k4v6(const builder & build, const std::vector<float> & ref, bool same, double tol = 0.0) {
     const env_clear reset{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_BLOCKS", "EMBER_CUDA_MV_K4V_PF", "EMBER_CUDA_MV_K4V_SEG2", "EMBER_CUDA_SKIP"}};
     set_env("EMBER_CUDA_MV_K4V", "2");
     for (const char * seg2 : {"1", "0"}) {
@@ -1085,8 +1084,8 @@ TEST_CASE("[cuda] the decode norm in the product before it: Q4_0 / Q8_0, and whe
     }, 1e-3);
 }
 
-// A decode step's start: the token's embedding row (GET_ROWS of one id from a weight table of
-// `rows` rows in type tt, n wide), the first RMS_NORM + MUL and the matvec after it; the row read
+// A decode step's start: the token's embedding row (GET_ROWS of one id from a weight table of 9
+// rows in type tt, n wide), the first RMS_NORM + MUL and the matvec after it; the row read
 // again (the residual), and the norm's or the MUL's floats too where `reader` says (1, 2).
 ember_tensor * embd_norm_chain(case_ctx & c, ember_type tt, int64_t n, int32_t id, int reader) {
     ember_tensor * x  = ember_get_rows(c.g, c.weight_leaf(tt, n, 9), c.i32_leaf({id}));
