@@ -858,6 +858,17 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
             check_k4v6(build, two, true);
         }
     }
+    // V rows of five segments (10240 wide): no one-launch form takes them (mvk_p6_kernel's blocks
+    // are 4 warps; mvk_v6_kernel forced off), the two launches do; against the CPU.
+    {
+        qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 10240};
+        const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+        set_env("EMBER_CUDA_MV_K4V", "0");
+        const long long before = ember_cuda_mv_k4p6_launches();
+        check_case("q4_k_m qkv, v rows of five segments", build, 1e-3);
+        CHECK(ember_cuda_mv_k4p6_launches() == before);
+        set_env("EMBER_CUDA_MV_K4V", "");
+    }
     // Rows of two segments (8B's 4096): V's row sums in another order than mvp6_kernel KS = 2's.
     for (bool normed : {false, true}) {
         qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 4096};
