@@ -10,8 +10,8 @@
 # Needs a configured CUDA build directory (EMBER_BUILD_DIR, default /tmp/b-cu: cmake -G Ninja
 # -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 ...): its compile command for the file is reused with
 # -cubin. REV's tree (backends/, include/, runtime/, quant/) is taken from git, so edited headers
-# count too; a kernel that gained a trailing template argument at its default (", false>", 0, 1) is
-# compared under its old name. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed).
+# count too; a kernel that gained or lost a trailing template argument at its default (", false>",
+# 0, 1) is compared under its name without it. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -57,11 +57,15 @@ def demangled(ks):
 
 old, new = demangled(kernels(sys.argv[1])), demangled(kernels(sys.argv[2]))
 # A kernel that gained a trailing template argument at its default (", false>" / ", 0>" / ", 1>") is the
-# same kernel under a new name: compared under its old one.
+# same kernel under a new name: compared under its old one; one that lost such an argument, too.
 for n in [n for n in new if n not in old]:
     m = re.sub(r", (false|0|1)>\(", ">(", n, count=1)
     if m != n and m in old and m not in new:
         new[m] = new.pop(n)
+for n in [n for n in old if n not in new]:
+    m = re.sub(r", (false|0|1)>\(", ">(", n, count=1)
+    if m != n and m in new and m not in old:
+        old[m] = old.pop(n)
 names = sorted(set(old) | set(new))
 counts = {}
 for n in names:

@@ -657,21 +657,6 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             return EMBER_OK;
         }
     }
-    // A decode step's embedding row with the first RMS_NORM + MUL and the quantized copy for the
-    // matvec after them (ember_cuda_get_rows_rms_norm): one launch instead of two.
-    if (node->op == EMBER_OP_GET_ROWS && i + 3 < end && fuse_more() && g->nodes[i + 1]->op == EMBER_OP_RMS_NORM && g->nodes[i + 1]->src[0] == node &&
-        ember_cuda_can_fuse_rms_norm_mul(g->nodes[i + 1], g->nodes[i + 2]) && is_matvec(g->nodes[i + 3]) && g->nodes[i + 3]->src[1] == g->nodes[i + 2] &&
-        ember_cuda_mul_mat_vec_q_supported(g->nodes[i + 3])) {
-        ember_tensor * norm = g->nodes[i + 1];
-        ember_tensor * mul  = g->nodes[i + 2];
-        ctx.qx_valid        = false;
-        const norm_stores  keep = norm_stores_of(g, norm, mul, true, i + 3, end);
-        const ember_status st   = ember_cuda_get_rows_rms_norm(ctx, node, norm, mul, keep.norm, keep.mul);
-        if (st != EMBER_ERR_UNSUPPORTED) {
-            *used = 3;
-            return st;
-        }
-    }
     // [ADD] RMS_NORM [MUL] in one kernel, which also quantizes the result for the integer
     // matvec right after it (the next node reads that tensor): one launch instead of up to four.
     ember_tensor * add  = nullptr;

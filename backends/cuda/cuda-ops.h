@@ -167,13 +167,6 @@ bool         ember_cuda_type_has_chunks(ember_type t);    // 32-weight dequantiz
 bool         ember_cuda_type_has_encoder(ember_type t);   // SET_ROWS / CPY destinations
 bool         ember_cuda_type_has_elem(ember_type t);      // element reader (ATTN's K and V)
 ember_status ember_cuda_get_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
-// A decode step's embedding row and the first layer's RMS_NORM + MUL (+ the quantized copy for
-// the matvec after it) in one launch (ops-elementwise.cu): rows = GET_ROWS(table, one id), norm
-// = RMS_NORM(rows), mul = MUL(norm, w); the norm's / the MUL's floats stored when asked.
-// EMBER_ERR_UNSUPPORTED (nothing launched) where it does not apply or unless EMBER_CUDA_GET_ROWS_NORM=1.
-ember_status ember_cuda_get_rows_rms_norm(ember_cuda_ctx & ctx, ember_tensor * rows, ember_tensor * norm, ember_tensor * mul, bool store_norm,
-                                          bool store_mul);
-long long    ember_cuda_get_rows_norm_launches();  // (tests: the fused form ran)
 ember_status ember_cuda_set_rows(ember_cuda_ctx & ctx, ember_tensor * dst);
 // Two SET_ROWS (a layer's K and V cache writes) in one launch, when can_pair: one type, the
 // same index tensor, 2-D.

@@ -927,11 +927,8 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
-// PF2 (U = 1, rows of 33-64 chunks: the 8B shape's Q / K / V, 4096 wide): lane r requests row r's
-// second step (its blocks from the 33rd chunk's, one bulk request, no registers) into L2 before
-// the PDL wait, so that step's loads after the wait find it there; the same sums.
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
-template <int R, int U, int QW, bool NS, bool PF2 = false>
+template <int R, int U, int QW, bool NS>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
@@ -977,19 +974,6 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
         }
     };
     load(lane);  // weights only: before waiting for the kernel that makes x
-    if constexpr (PF2) {
-        static_assert(U == 1, "PF2: one step in registers");
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        constexpr int B2 = 32 >> CSH;  // the second step's first block
-        if (nchunk > 32 && nchunk <= 64 && lane < R) {
-            const char * row = wr[0];
-#pragma unroll
-            for (int r = 1; r < R; r++) row = lane == r ? wr[r] : row;  // (not wr[lane]: that puts wr in local memory)
-            row += static_cast<int64_t>(B2) * BYTES - 16 - qoff;
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(static_cast<unsigned>((a.nblk - B2) * BYTES)) : "memory");
-        }
-#endif
-    }
     cu_pdl_begin();
     for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
         if (c0 != lane) load(c0);
@@ -1018,9 +1002,9 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
-template <int R, int U, int MINB = 0, int QW = 1, bool NS = false, bool PF2 = false>
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
-    mvk_body<R, U, QW, NS, PF2>(a, 0);
+    mvk_body<R, U, QW, NS>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1501,13 +1485,14 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // before the PDL wait (a bulk prefetch each; weights only). H200 tg128 8B Q4_K_M, one build, two
 // runs a side, against the two launches (Q / K 6.14 + V 3.97 us a layer in the trace): 603.9 ->
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
-// -> 608.5 (SEG2 and PF, 8.64 us: the default). PF2: mvk_body's (EMBER_CUDA_MV_K4_PF2, opt-in).
-template <bool NS, bool SEG2, bool PF, bool PF2 = false>
+// -> 608.5 (SEG2 and PF, 8.64 us: the default). (The Q / K rows' second step requested into L2
+// the same way, mvk_body PF2, lost: 617.6 -> 614.0, session 51.)
+template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     const unsigned nbv = gridDim.x - nb4;
     if (blockIdx.x >= nbv) {
-        mvk_body<2, 1, 2, NS, PF2>(a4, nbv);
+        mvk_body<2, 1, 2, NS>(a4, nbv);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(nbv) * k_rp_warps;
@@ -1814,13 +1799,6 @@ int q6k_rows_per_warp() {
     return rw;
 }
 
-// EMBER_CUDA_MV_K4_PF2=1 (opt-in, not yet measured): the NS two-row wide Q4_K form with its
-// rows' second step requested into L2 before the PDL wait (mvk_body PF2), rows of 33-64 chunks.
-// (The second step staged in shared memory instead lost: session 50.) Read at every call.
-bool mvk_pf2_ok(int64_t nblk) {
-    return nblk * 4 > 32 && nblk * 4 <= 64 && ember_cuda_env_choice("EMBER_CUDA_MV_K4_PF2", 0, {0, 1}) == 1;
-}
-
 // mvp6_kernel's rows per warp (EMBER_CUDA_Q6P_ROWS=1|2|4).
 int q6p_rows_per_warp() {
     static const int rw = ember_cuda_env_choice("EMBER_CUDA_Q6P_ROWS", 4, {1, 2, 4});
@@ -1914,11 +1892,9 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
-            const bool pf2  = wide && mvk_pf2_ok(a.nblk);
             if (ns) {
                 a.ns = ctx.qx_norm;
-                if (rk == 2 && mv_pair_capped() && pf2) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true, true>, gk, 32 * k_rp_warps, 0, a);
-                else if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
+                if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
             } else if (rk == 2 && mv_pair_capped()) {
@@ -2097,8 +2073,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-            if (ns && seg2 && pf && mvk_pf2_ok(a4.nblk)) go(mvk_v6_kernel<true, true, true, true>);
-            else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+            if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
             else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
             else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
             else if (ns) go(mvk_v6_kernel<true, false, false>);

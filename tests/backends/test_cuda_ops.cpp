@@ -19,7 +19,7 @@
 #include "backend.h"
 #include "backends/cuda/cuda-env.h"  // the switches' reading rule (host-only)
 #include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
-#include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches, ember_cuda_mv_k4v6_launches, ember_cuda_get_rows_norm_launches
+#include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches, ember_cuda_mv_k4v6_launches
 #include "graph.h"
 #include "quant/ref/ref.h"
 
@@ -883,21 +883,6 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
         set_env("EMBER_CUDA_MV_K4V", "2");
         set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
         check_k4v6(build, run_on(cuda_device(), build, 5), true);
-        // Rows of 64 chunks with their second step requested into L2 first (mvk_body PF2,
-        // EMBER_CUDA_MV_K4_PF2=1; NS forms: the normed case): the same bits as without, in
-        // mvk_v6_kernel (this layer's default) and in an all-Q4_K layer's Q / K / V launch.
-        set_env("EMBER_CUDA_MV_K4V", "");
-        set_env("EMBER_CUDA_MV_K4V_SEG2", "");
-        qkv_case p4 = p;
-        p4.vt       = EMBER_TYPE_Q4_K;
-        const env_clear reset3{{"EMBER_CUDA_MV_K4_PF2"}};
-        for (const builder & b : {builder(build), builder([=](case_ctx & c) { return qkv_layer(c, p4); })}) {
-            set_env("EMBER_CUDA_MV_K4_PF2", "1");
-            const std::vector<float> pf2 = run_on(cuda_device(), b, 5);
-            set_env("EMBER_CUDA_MV_K4_PF2", "0");
-            CHECK(pf2 == run_on(cuda_device(), b, 5));
-            CHECK(nmse(pf2, run_on(ember_registry_cpu_device(), b, 5)) < (normed ? 2e-3 : 1e-3));
-        }
     }
 }
 
@@ -1093,68 +1078,6 @@ TEST_CASE("[cuda] the decode norm in the product before it: Q4_0 / Q8_0, and whe
         ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, ember_add(c.g, x, o), 1e-5f), c.rand_leaf(EMBER_TYPE_F32, 256, 1));
         return ember_add(c.g, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, 256, 256), h), o);
     }, 1e-3);
-}
-
-// A decode step's start: the token's embedding row (GET_ROWS of one id from a weight table of 9
-// rows in type tt, n wide), the first RMS_NORM + MUL and the matvec after it; the row read
-// again (the residual), and the norm's or the MUL's floats too where `reader` says (1, 2).
-ember_tensor * embd_norm_chain(case_ctx & c, ember_type tt, int64_t n, int32_t id, int reader) {
-    ember_tensor * x  = ember_get_rows(c.g, c.weight_leaf(tt, n, 9), c.i32_leaf({id}));
-    ember_tensor * nr = ember_rms_norm(c.g, x, 1e-5f);
-    ember_tensor * h  = ember_mul(c.g, nr, c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, 0.5f, 1.5f));
-    ember_tensor * y  = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q4_0, 64, n), ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, n, 64), h));
-    ember_tensor * o  = ember_add(c.g, x, y);
-    return reader == 1 ? ember_add(c.g, o, nr) : reader == 2 ? ember_add(c.g, o, h) : o;
-}
-
-// The embedding row and the first norm in one launch (ember_cuda_get_rows_rms_norm,
-// EMBER_CUDA_GET_ROWS_NORM=1): every table type it takes (Q4_0 / Q8_0 / Q6_K in the CUDA layouts
-// at these widths), 2048 to 8192 wide, the norm's / the MUL's floats read elsewhere or not: the
-// same bits as the two launches (=0: the same arithmetic), against the CPU; an id past the
-// table: a data error, as GET_ROWS's own launch.
-TEST_CASE("[cuda] decode: the embedding row and the first norm in one launch (EMBER_CUDA_GET_ROWS_NORM)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_GET_ROWS_NORM"}};
-    for (ember_type tt : {EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K,
-                          EMBER_TYPE_Q6_K}) {
-        for (int64_t n : {2048, 4096, 8192}) {
-            for (int reader : {0, 1, 2}) {
-                if (reader != 0 && n != 2048) continue;  // (time)
-                const std::string what = std::string("embedding row + norm ") + ember_type_get_name(tt) + " n " + std::to_string(n) + " reader " +
-                                         std::to_string(reader);
-                CAPTURE(what);
-                const auto build = [=](case_ctx & c) { return embd_norm_chain(c, tt, n, 7, reader); };
-                set_env("EMBER_CUDA_GET_ROWS_NORM", "1");
-                const long long before = ember_cuda_get_rows_norm_launches();
-                check_runs(what, build, 1e-3, {3, 4});  // eager, recorded, replayed
-                CHECK(ember_cuda_get_rows_norm_launches() > before);
-                const std::vector<float> fused = run_on(cuda_device(), build, 5);
-                set_env("EMBER_CUDA_GET_ROWS_NORM", "0");
-                const long long          mid   = ember_cuda_get_rows_norm_launches();
-                const std::vector<float> plain = run_on(cuda_device(), build, 5);
-                CHECK(ember_cuda_get_rows_norm_launches() == mid);
-                CHECK(fused == plain);
-            }
-        }
-    }
-    // An id past the table's 9 rows: the fused launch reports it (zeros for the row).
-    set_env("EMBER_CUDA_GET_ROWS_NORM", "1");
-    ember_graph            g;
-    std::vector<leaf_data> leaves;
-    case_ctx               cc{g, leaves, std::mt19937(3)};
-    g.build_forward(embd_norm_chain(cc, EMBER_TYPE_Q8_0, 2048, 9, 0));
-    ember_buffer *     buf    = place_filled(g, leaves, cuda_device());
-    ember_stream *     s      = new_stream(cuda_device());
-    const long long    before = ember_cuda_get_rows_norm_launches();
-    const ember_status st     = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));  // (waits: no queue flag)
-    s->iface.synchronize(s);
-    CHECK(ember_cuda_get_rows_norm_launches() > before);
-    CHECK(st == EMBER_ERR_INTERNAL);
-    ember_stream_free(s);
-    ember_buffer_free(buf);
 }
 
 TEST_CASE("[cuda] the decode norm in the product before it: Q4_K") {
