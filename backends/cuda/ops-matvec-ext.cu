@@ -24,6 +24,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <type_traits>
 
@@ -684,14 +685,16 @@ __device__ __forceinline__ void fp8_mma_spans(const uint4 * wa, const uint4 * wb
 }
 #endif
 
-// The k split of a block of mvx_fp8_mma_kernel's form (its k_fp8_mma_warps warps on the same 16
-// rows, each a contiguous share of the row's 256-weight spans): warp wi's spans [sp0, sp1).
+// The k split of a block of mvx_fp8_mma_kernel's form (its W warps, k_fp8_mma_warps but for the
+// 4-warp units, on the same 16 rows, each a contiguous share of the row's 256-weight spans): warp
+// wi's spans [sp0, sp1).
 struct fp8_split {
     int sp0, sp1;
 };
+template <int W = k_fp8_mma_warps>
 [[maybe_unused]] __device__ __forceinline__ fp8_split fp8_split_of(int wi, int nchunk) {  // (unused below sm_80)
     const int nspan = (nchunk + 15) / 16;
-    const int per   = (nspan + k_fp8_mma_warps - 1) / k_fp8_mma_warps;
+    const int per   = (nspan + W - 1) / W;
     fp8_split s;
     s.sp0 = wi * per;
     s.sp1 = min(nspan, s.sp0 + per);
@@ -701,8 +704,9 @@ struct fp8_split {
 // The first half of fp8_mma_meet (every thread of the block calls it: a barrier): the 4 lanes of a
 // row group hold its 8 block columns, summed by shuffles; warp wi's row r sum (r: rows g, g + 8 as
 // 0-15) into parts[wi][r]. mvx_nf4_glu32_kernel meets its warps its own way after it.
+template <int W>
 [[maybe_unused]] __device__ __forceinline__ void fp8_mma_parts(float acc_a, float acc_b, int wi, int lane,  // (unused below sm_80)
-                                                               float (&parts)[k_fp8_mma_warps][16]) {
+                                                               float (&parts)[W][16]) {
     const int g = lane / 4, t = lane % 4;
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 1);
     acc_a += __shfl_xor_sync(0xffffffffu, acc_a, 2);
@@ -717,14 +721,15 @@ struct fp8_split {
 // The end of fp8_mma_spans' sums (every thread of the block calls it: a barrier): fp8_mma_parts,
 // then the block's warps meet in shared memory. Returns row r's sum to lane r < 16 of warp 0, the
 // warps' parts in order; 0 to the other lanes.
+template <int W = k_fp8_mma_warps>
 [[maybe_unused]] __device__ __forceinline__ float fp8_mma_meet(float acc_a, float acc_b, int wi, int lane) {  // (unused below sm_80)
-    __shared__ float parts[k_fp8_mma_warps][16];
+    __shared__ float parts[W][16];
     fp8_mma_parts(acc_a, acc_b, wi, lane, parts);
     float sum = 0.0f;
     if (wi == 0 && lane < 16) {
         sum = parts[0][lane];
 #pragma unroll
-        for (int k = 1; k < k_fp8_mma_warps; k++) sum += parts[k][lane];
+        for (int k = 1; k < W; k++) sum += parts[k][lane];
     }
     return sum;
 }
@@ -734,8 +739,11 @@ struct fp8_split {
 // NS: x is an FP8 producer's norm-in-product copy (one column at a.xf; a.ns: the norm's scale
 // applied to it, fp8_mma_spans).
 // PIPE: fp8_mma_spans' two buffers (EMBER_CUDA_FP8_MMA_PIPE).
-template <int T, bool EPI, bool NS = false, bool PIPE = false>
-__global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const mvx_args a) {
+// W: warps a block (the k split), 8 or 4. W = 4 (fp8_mma_w4_mode: the units of a launch whose 8-warp
+// blocks are over one wave, the 8B shape's Q / K / V, 384 blocks at 2 an SM): 4 blocks an SM at the
+// same registers (capped at 128), every block in one wave, each warp twice the spans.
+template <int T, bool EPI, bool NS = false, bool PIPE = false, int W = k_fp8_mma_warps>
+__global__ void __launch_bounds__(32 * W, W == k_fp8_mma_warps ? 0 : 4) mvx_fp8_mma_kernel(const mvx_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int     m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
@@ -746,7 +754,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     const int64_t   n      = pick(a.n, m);
     char *          y_data = pick(a.y, m);
     const int64_t   y_nb1  = pick(a.y_nb1, m);
-    const fp8_split sp     = fp8_split_of(wi, a.nchunk);
+    const fp8_split sp     = fp8_split_of<W>(wi, a.nchunk);
     const int64_t   r0     = static_cast<int64_t>(bx) * 16;
     const int64_t   col    = blockIdx.y;
     int64_t         i2 = 0, i3 = 0, wm = 0;
@@ -763,7 +771,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_mma_kernel(const
     float         acc_a = 0.0f, acc_b = 0.0f;  // rows g, g + 8
     fp8_mma_spans<T, NS, PIPE>(reinterpret_cast<const uint4 *>(wq + ga * a.rowq), reinterpret_cast<const uint4 *>(wq + gb * a.rowq),
                                ws + ga * a.nb, ws + gb * a.nb, xf, a.xal, a.ns, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_a, acc_b);
-    float sum = fp8_mma_meet(acc_a, acc_b, wi, lane);
+    float sum = fp8_mma_meet<W>(acc_a, acc_b, wi, lane);
     if constexpr (EPI) {  // lanes 0-15 of warp 0 all take part in the shuffle
         if (wi != 0 || lane >= 16) return;
         const int64_t row = mvx_pair_row(r0 + lane, nx);
@@ -1067,6 +1075,31 @@ bool nf4_glu_mma(const ember_cuda_ctx & ctx, int warps) {
 bool fp8_mma_pipe(int nchunk, bool units) {
     const int mode = ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_PIPE", 0, {0, 1, 2});
     return mode == 1 || (mode == 2 && !units && (nchunk + 15) / 16 > k_fp8_mma_warps);
+}
+
+// FP8 units in 4-warp blocks (mvx_fp8_mma_kernel W = 4; EMBER_CUDA_FP8_MMA_W4): 1 (default) where the
+// 8-warp blocks of the launch do not fit one wave (the 8B shape's Q / K / V: 384 blocks at 122
+// registers, 2 an SM, 1.45 waves; 4-warp ones fit 4 an SM), 2 always, 0 never. Read at every call
+// (tests switch it).
+int fp8_mma_w4_mode() {
+    return ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_W4", 1, {0, 1, 2});
+}
+
+std::atomic<long long> fp8_w4_launches{0};
+
+// Blocks of Kernel (Threads threads, no dynamic shared memory) that fit an SM (cached per device).
+template <auto Kernel, int Threads> int mma_blocks_per_sm(int device) {
+    static std::atomic<int> c_dev{-1}, c_blocks{0};
+    if (c_dev.load(std::memory_order_acquire) != device) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, 0) != cudaSuccess) {
+            cudaGetLastError();
+            n = 0;
+        }
+        c_blocks.store(n, std::memory_order_relaxed);
+        c_dev.store(device, std::memory_order_release);
+    }
+    return c_blocks.load(std::memory_order_relaxed);
 }
 
 // FP8 units (Q/K/V with their RoPE and cache writes) on the tensor-core kernel too (H200 tg128
@@ -1434,9 +1467,27 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             const unsigned b16 = mvx_blocks16(a, dsts, nd);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             constexpr int thr = 32 * k_fp8_mma_warps;
+            // (the W = 4 forms: units, not PIPE)
+            const auto w4 = [&](auto kernel8) {
+                const int mode = fp8_mma_w4_mode();
+                if (mode == 0) return false;
+                if (mode == 2) return true;
+                const int per = mma_blocks_per_sm<decltype(kernel8)::value, thr>(ctx.device);
+                return per > 0 && static_cast<int64_t>(b16) > static_cast<int64_t>(per) * cu_sm_count(ctx.device);
+            };
             if (a.ns.nsq) {  // x: a norm-in-product copy (ember_cuda_mul_mat_vec_ext)
-                if (units) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true>, g16, thr, 0, a);
-                else cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, thr, 0, a);
+                if (units && w4(std::integral_constant<decltype(&mvx_fp8_mma_kernel<T, true, true>), &mvx_fp8_mma_kernel<T, true, true>>{})) {
+                    cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true, false, 4>, g16, 32 * 4, 0, a);
+                    fp8_w4_launches.fetch_add(1, std::memory_order_relaxed);
+                } else if (units) {
+                    cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true>, g16, thr, 0, a);
+                } else {
+                    cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, thr, 0, a);
+                }
+            } else if (units && !fp8_mma_pipe(a.nchunk, true) &&
+                       w4(std::integral_constant<decltype(&mvx_fp8_mma_kernel<T, true>), &mvx_fp8_mma_kernel<T, true>>{})) {
+                cu_launch(ctx, mvx_fp8_mma_kernel<T, true, false, false, 4>, g16, 32 * 4, 0, a);
+                fp8_w4_launches.fetch_add(1, std::memory_order_relaxed);
             } else if (units) {
                 if (fp8_mma_pipe(a.nchunk, true)) cu_launch(ctx, mvx_fp8_mma_kernel<T, true, false, true>, g16, thr, 0, a);
                 else cu_launch(ctx, mvx_fp8_mma_kernel<T, true>, g16, thr, 0, a);
@@ -1645,6 +1696,10 @@ struct get_rows_probe {
 };
 
 }  // namespace
+
+long long ember_cuda_fp8_mma_w4_launches() {
+    return fp8_w4_launches.load(std::memory_order_relaxed);
+}
 
 bool ember_cuda_ext_layout(const ember_tensor * t) {
     return (t->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && ember_cuda_repack_is_ext(t->type);

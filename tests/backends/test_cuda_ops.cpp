@@ -886,6 +886,44 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
     }
 }
 
+// FP8 Q / K / V units in 4-warp blocks (mvx_fp8_mma_kernel W = 4, EMBER_CUDA_FP8_MMA_W4=2: forced;
+// 1, the default, only where 8-warp blocks are over one wave, the 8B shape): block- and row-scaled
+// types, over x and over an FP8 producer's copy, rows of 2 to 16 spans and a K / V row count that
+// is not a multiple of the block's 16 (216): against the CPU, and against the 8-warp blocks to the
+// rounding of another order of the warps' sums (then the F16 cache).
+TEST_CASE("[cuda] decode Q/K/V: FP8 units in 4-warp blocks (EMBER_CUDA_FP8_MMA_W4)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_FP8_MMA_W4"}};
+    for (ember_type wt : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_FP8_E4M3_ROW}) {
+        for (bool normed : {false, true}) {
+            for (int64_t n_embd : {512, 4096}) {
+                qkv_case p{wt, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 6, 3, 72};
+                p.n_embd = n_embd;
+                p.normed = normed;
+                if (n_embd == 4096) p.n_head = 8, p.n_head_kv = 2, p.hd = 128, p.mode = EMBER_ROPE_NORMAL;
+                const std::string what = std::string("fp8 w4 units ") + ember_type_get_name(wt) + (normed ? " normed" : "") + " n_embd " +
+                                         std::to_string(n_embd);
+                CAPTURE(what);
+                const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+                set_env("EMBER_CUDA_FP8_MMA_W4", "2");
+                const long long          before = ember_cuda_fp8_mma_w4_launches();
+                const std::vector<float> w4     = run_on(cuda_device(), build, 5);
+                CHECK(ember_cuda_fp8_mma_w4_launches() > before);
+                check_runs(what, build, 1e-3, {3, 4, 6});  // (eager, recorded, replayed)
+                set_env("EMBER_CUDA_FP8_MMA_W4", "0");
+                const long long          mid = ember_cuda_fp8_mma_w4_launches();
+                const std::vector<float> w8  = run_on(cuda_device(), build, 5);
+                CHECK(ember_cuda_fp8_mma_w4_launches() == mid);
+                CHECK(nmse(w4, w8) < 1e-7);  // (an F16 cache row may round the other way)
+                CHECK(nmse(w4, run_on(ember_registry_cpu_device(), build, 5)) < 1e-3);
+            }
+        }
+    }
+}
+
 TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat indices, the down product") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
