@@ -209,6 +209,7 @@ long long    ember_cuda_mv_k4p6_launches();
 // How many mvk_v6_kernel launches (the same units, V's rows on the Q4_K launch's places left: 8B).
 long long    ember_cuda_mv_k4v6_launches();
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
+long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

@@ -1014,7 +1014,10 @@ struct mvx_fp8_norm_args {
     float *         osq;  // sum of sum^2 per 16 rows
 };
 
-template <int T>
+// PIPE (EMBER_CUDA_FP8_NORM_PIPE=1, opt-in until measured): fp8_mma_spans' two buffers, a warp's
+// next span requested before this one's math (the 8B down product: 7 spans a warp, each a round
+// trip after the last one's math without it); 88 -> 128 registers, still 2 blocks an SM.
+template <int T, bool PIPE = false>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(const mvx_fp8_norm_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(!is_row(T), "block scales");
@@ -1023,7 +1026,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(cons
     const int64_t   ga = r0 + g, gb = r0 + g + 8;  // (the rows a multiple of 16)
     const fp8_split sp    = fp8_split_of(wi, a.nchunk);
     float           acc_a = 0.0f, acc_b = 0.0f;
-    fp8_mma_spans<T, false>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s + ga * a.nb,
+    fp8_mma_spans<T, false, PIPE>(reinterpret_cast<const uint4 *>(a.q + ga * a.rowq), reinterpret_cast<const uint4 *>(a.q + gb * a.rowq), a.s + ga * a.nb,
                             a.s + gb * a.nb, a.xf, a.xal, ember_cuda_norm_scale{}, a.nchunk, a.nb, sp.sp0, sp.sp1, wi, g, t, acc_a, acc_b);
     // Warp 0's residual and MUL weight requested before the barrier (their round trip overlaps
     // the block's meeting).
@@ -1086,6 +1089,7 @@ int fp8_mma_w4_mode() {
 }
 
 std::atomic<long long> fp8_w4_launches{0};
+std::atomic<long long> fp8_norm_pipe_launches{0};
 
 // Blocks of Kernel (Threads threads, no dynamic shared memory) that fit an SM (cached per device).
 template <auto Kernel, int Threads> int mma_blocks_per_sm(int device) {
@@ -1700,6 +1704,9 @@ struct get_rows_probe {
 long long ember_cuda_fp8_mma_w4_launches() {
     return fp8_w4_launches.load(std::memory_order_relaxed);
 }
+long long ember_cuda_fp8_norm_pipe_launches() {
+    return fp8_norm_pipe_launches.load(std::memory_order_relaxed);
+}
 
 bool ember_cuda_ext_layout(const ember_tensor * t) {
     return (t->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) && ember_cuda_repack_is_ext(t->type);
@@ -1816,8 +1823,13 @@ ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_te
     a.ov     = ov;
     a.osq    = osq;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / 16);
-    if (w->type == EMBER_TYPE_FP8_E4M3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    const bool pipe = ember_cuda_env_choice("EMBER_CUDA_FP8_NORM_PIPE", 0, {0, 1}) == 1 && a.nchunk > 16 * k_fp8_mma_warps;  // (2 spans a warp or more)
+    const bool e4m3 = w->type == EMBER_TYPE_FP8_E4M3;
+    if (e4m3 && pipe) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3, true>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    else if (e4m3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    else if (pipe) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E5M2, true>, blocks, 32 * k_fp8_mma_warps, 0, a);
     else cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E5M2>, blocks, 32 * k_fp8_mma_warps, 0, a);
+    if (pipe) fp8_norm_pipe_launches.fetch_add(1, std::memory_order_relaxed);
     return EMBER_OK;
 }
 

@@ -1166,6 +1166,24 @@ TEST_CASE("[cuda] the decode norm in the product before it: FP8 on tensor cores 
             CHECK(e < 1e-3);
         }
     }
+    // The producer with a warp's next span requested before this one's math (EMBER_CUDA_FP8_NORM_PIPE=1:
+    // rows of 2 spans a warp or more; 17 spans over 8 warps, the last warp's share short): the same
+    // bits as without (the spans summed in the same order), against the CPU.
+    {
+        const env_clear reset_pipe{{"EMBER_CUDA_FP8_NORM_PIPE"}};
+        for (ember_type wt : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+            const std::string what = std::string("fp8 producer pipe ") + ember_type_get_name(wt);
+            CAPTURE(what);
+            const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, wt, wt, 4096, 512, 4352); };
+            set_env("EMBER_CUDA_FP8_NORM_PIPE", "1");
+            const long long          before = ember_cuda_fp8_norm_pipe_launches();
+            const std::vector<float> piped  = run_on(cuda_device(), build, 9);
+            CHECK(ember_cuda_fp8_norm_pipe_launches() >= before + 2);  // (both producers)
+            check_runs(what, build, 1e-3, {3, 4, 6});
+            set_env("EMBER_CUDA_FP8_NORM_PIPE", "0");
+            CHECK(piped == run_on(cuda_device(), build, 9));
+        }
+    }
     const std::pair<ember_type, ember_type> mixed[] = {{EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3}, {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_Q4_0}};
     for (const auto & [wt, wt2] : mixed) {
         const std::string what = std::string("norm in the product, ") + ember_type_get_name(wt) + " products, last reader " + ember_type_get_name(wt2);
