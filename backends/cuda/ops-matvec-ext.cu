@@ -1014,9 +1014,13 @@ struct mvx_fp8_norm_args {
     float *         osq;  // sum of sum^2 per 16 rows
 };
 
-// PIPE (EMBER_CUDA_FP8_NORM_PIPE=1, opt-in until measured): fp8_mma_spans' two buffers, a warp's
-// next span requested before this one's math (the 8B down product: 7 spans a warp, each a round
-// trip after the last one's math without it); 88 -> 128 registers, still 2 blocks an SM.
+// PIPE (fp8_norm_pipe): fp8_mma_spans' two buffers, a warp's next span requested before this one's
+// math (the 8B down product: 7 spans a warp, each a round trip after the last one's math without
+// it); 88 -> 128 registers, still 2 blocks an SM. H200 tg128 (session 51, one build, two runs a
+// side, with the 4-warp units): 8B FP8 E4M3 408.5 -> 413.0 (the producers 12.09 -> 11.42 us and
+// the gate / up launch after them 31.84 -> 30.95), 1B 1539.0 -> 1522.5 (128 blocks, one an SM: the
+// down producer level at 8.6 us, the launches after it slower), so only where the grid has more
+// blocks than the GPU has SMs.
 template <int T, bool PIPE = false>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_fp8_norm_kernel(const mvx_fp8_norm_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1083,7 +1087,8 @@ bool fp8_mma_pipe(int nchunk, bool units) {
 // FP8 units in 4-warp blocks (mvx_fp8_mma_kernel W = 4; EMBER_CUDA_FP8_MMA_W4): 1 (default) where the
 // 8-warp blocks of the launch do not fit one wave (the 8B shape's Q / K / V: 384 blocks at 122
 // registers, 2 an SM, 1.45 waves; 4-warp ones fit 4 an SM), 2 always, 0 never. Read at every call
-// (tests switch it).
+// (tests switch it). H200 tg128 (session 51, one build, two runs a side): 8B FP8 E4M3 399.7 ->
+// 408.5, the launch 11.54 -> 10.08 us a layer; 1B (192 blocks, one wave) untouched.
 int fp8_mma_w4_mode() {
     return ember_cuda_env_choice("EMBER_CUDA_FP8_MMA_W4", 1, {0, 1, 2});
 }
@@ -1804,6 +1809,15 @@ bool ember_cuda_fp8_norm_type(ember_type t) {
     return t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
 }
 
+// EMBER_CUDA_FP8_NORM_PIPE: 2 (default) the producer's PIPE form where its grid has more blocks than
+// the GPU has SMs (the 8B shape), 1 wherever a warp has two spans or more, 0 never. Read at every
+// call (tests switch it).
+static bool fp8_norm_pipe(const ember_cuda_ctx & ctx, int nchunk, unsigned blocks) {
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_FP8_NORM_PIPE", 2, {0, 1, 2});
+    if (mode == 0 || nchunk <= 16 * k_fp8_mma_warps) return false;  // (one span a warp: nothing to overlap)
+    return mode == 1 || static_cast<int64_t>(blocks) > cu_sm_count(ctx.device);
+}
+
 ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const float * x, const float * res, float * sum,
                                             const float * nw, float * ov, float * osq) {
     if (!ember_cuda_ext_layout(w) || !ember_cuda_fp8_norm_type(w->type) || w->ne[1] % 16 != 0) return EMBER_ERR_INTERNAL;
@@ -1823,7 +1837,7 @@ ember_status ember_cuda_mvx_fp8_norm_launch(ember_cuda_ctx & ctx, const ember_te
     a.ov     = ov;
     a.osq    = osq;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / 16);
-    const bool pipe = ember_cuda_env_choice("EMBER_CUDA_FP8_NORM_PIPE", 0, {0, 1}) == 1 && a.nchunk > 16 * k_fp8_mma_warps;  // (2 spans a warp or more)
+    const bool pipe = fp8_norm_pipe(ctx, a.nchunk, blocks);
     const bool e4m3 = w->type == EMBER_TYPE_FP8_E4M3;
     if (e4m3 && pipe) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3, true>, blocks, 32 * k_fp8_mma_warps, 0, a);
     else if (e4m3) cu_launch(ctx, mvx_fp8_norm_kernel<EMBER_TYPE_FP8_E4M3>, blocks, 32 * k_fp8_mma_warps, 0, a);

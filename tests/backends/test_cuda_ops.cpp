@@ -1166,7 +1166,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: FP8 on tensor cores 
             CHECK(e < 1e-3);
         }
     }
-    // The producer with a warp's next span requested before this one's math (EMBER_CUDA_FP8_NORM_PIPE=1:
+    // The producer with a warp's next span requested before this one's math (EMBER_CUDA_FP8_NORM_PIPE=1, forced:
     // rows of 2 spans a warp or more; 17 spans over 8 warps, the last warp's share short): the same
     // bits as without (the spans summed in the same order), against the CPU.
     {
