@@ -109,7 +109,7 @@ bench_side() {
         if [ -n "$kt" ]; then  # queued steps leave no gap: a token starts at layer 0's norm
             timeout "$run_limit" env "${envs[@]}" CUDA_INJECTION64_PATH="$kt" EMBER_TRACE_OUT="$traces/$x-$side.csv" "$build/bin/ember-bench" \
                 -m "$models_dir/$x.gguf" -p 0 -n 32 -r 1 --device "$device" --device-bw 0 >/dev/null 2>>"$logs/ab-bench.err"
-            python3 scripts/kernel-trace.py "$traces/$x-$side.csv" --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false' \
+            python3 scripts/kernel-trace.py "$traces/$x-$side.csv" --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false||scatter_flat_kernel' \
                 --by-grid >"$traces/$x-$side.txt" 2>&1
         fi
     done

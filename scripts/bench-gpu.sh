@@ -274,7 +274,7 @@ trace() {  # shape type file
     say ""
     say "kernel trace, $1 $2 (tg32):"
     # queued decode steps run back to back: a step starts at layer 0's norm (no residual ADD)
-    python3 scripts/kernel-trace.py "$csv" --tokens 16 --split-before "rms_norm_dec_kernel<\d, false" --by-grid 2>&1 | head -24 | tee -a "$summary"
+    python3 scripts/kernel-trace.py "$csv" --tokens 16 --split-before "rms_norm_dec_kernel<\d, false||scatter_flat_kernel" --by-grid 2>&1 | head -24 | tee -a "$summary"
     EMBER_PROFILE_HOST=1 timeout 120 "$build/bin/ember-bench" -m "$3" -p 0 -n 64 -r 2 --device cuda --device-bw 0 2>&1 | grep -E "host time" | tee -a "$summary"
 }
 

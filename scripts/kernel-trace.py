@@ -51,7 +51,10 @@ def main():
                          "before's does not), for steps that run back to back (queued decode steps leave no "
                          "gap): 'rms_norm_dec_kernel<\\d, false' is layer 0's norm, once a step (its input "
                          "is the embedding row, no residual ADD); 'memcpy HtoD' (EMBER_TRACE_MEMCPY=1) "
-                         "matches the step's input copies, which may come in two places of a step")
+                         "matches the step's input copies, which may come in two places of a step. Several "
+                         "expressions separated by '||' are tried in turn: the first that cuts the trace into "
+                         "3 tokens or more is used (a form that removes the first norm's launch falls back "
+                         "to the next, e.g. 'scatter_flat_kernel')")
     ap.add_argument("--by-grid", action="store_true",
                     help="one row per kernel and grid size, so the launches of one kernel for different "
                          "products (Q/K/V, O, gate/up, down) are told apart")
@@ -60,7 +63,7 @@ def main():
                          "before it, so a small kernel's cost after each product is told apart (the norm "
                          "after the O product against the norm after the FFN down product)")
     a = ap.parse_args()
-    split = re.compile(a.split_before) if a.split_before else None
+    splits = [re.compile(e) for e in a.split_before.split("||") if e] if a.split_before else []
     rows = []
     with open(a.csv) as f:
         for r in csv.DictReader(f):
@@ -71,15 +74,24 @@ def main():
         return
     names = short(sorted({r[2] for r in rows}))
     # token boundaries: a kernel starting gap-us after every earlier kernel ended, or a row
-    # whose (demangled) name matches --split-before
-    starts, latest = [0], rows[0][1]
-    for i in range(1, len(rows)):
-        if a.split_before:
-            if split.search(names[rows[i][2]]) and not split.search(names[rows[i - 1][2]]):
+    # whose (demangled) name matches --split-before (the first of its expressions that finds 3 tokens)
+    def boundaries(split):
+        starts, latest = [0], rows[0][1]
+        for i in range(1, len(rows)):
+            if split:
+                if split.search(names[rows[i][2]]) and not split.search(names[rows[i - 1][2]]):
+                    starts.append(i)
+            elif rows[i][0] - latest > a.gap_us * 1e3:
                 starts.append(i)
-        elif rows[i][0] - latest > a.gap_us * 1e3:
-            starts.append(i)
-        latest = max(latest, rows[i][1])
+            latest = max(latest, rows[i][1])
+        return starts
+
+    starts = boundaries(splits[0] if splits else None)
+    for k, split in enumerate(splits[1:], 1):
+        if len(starts) >= 3:
+            break
+        print(f"kernel-trace: --split-before '{splits[k - 1].pattern}' found {len(starts)} token(s); trying '{split.pattern}'")
+        starts = boundaries(split)
     starts.append(len(rows))
     toks = [(starts[i], starts[i + 1]) for i in range(len(starts) - 1)]
     # the usual decode token: the most common kernel count among the last ones

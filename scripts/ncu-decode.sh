@@ -47,7 +47,7 @@ for x in $models; do
     done
     if [ -n "$kt" ]; then
         EMBER_TRACE_OUT=/tmp/kt-$x.csv CUDA_INJECTION64_PATH="$kt" "$build/bin/ember-bench" -m "$m" -p 0 -n 32 -r 1 --device cuda --device-bw 0 >/dev/null 2>&1
-        python3 scripts/kernel-trace.py /tmp/kt-$x.csv --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false' --by-grid >"$out/trace-$x.txt" 2>&1
+        python3 scripts/kernel-trace.py /tmp/kt-$x.csv --tokens 16 --split-before 'rms_norm_dec_kernel<\d, false||scatter_flat_kernel' --by-grid >"$out/trace-$x.txt" 2>&1
         head -14 "$out/trace-$x.txt"  # (the tables in the output too, should the files not all come back)
     fi
 done
