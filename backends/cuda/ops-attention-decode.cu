@@ -910,6 +910,21 @@ __global__ void __launch_bounds__(k_merge_threads)
 // and the first pass's rows are read before the PDL wait, all but the rows this step writes,
 // which are read after it with Q: one memory round trip after the wait instead of two.
 constexpr int k_short_threads = 256;
+
+// EMBER_CUDA_ATTN_PROBE=empty (measuring only: results are wrong): the short kernel's launch with no
+// work but the PDL wait, so the attention's cost to a token splits into its launch in the chain
+// (this against EMBER_CUDA_SKIP=attn) and its own work (the default against this): what taking it
+// off its own launch could gain, against what a faster kernel could.
+__global__ void attn_probe_empty_kernel() {
+    cu_pdl_begin();
+}
+bool attn_probe_empty() {
+    static const bool on = [] {
+        const char * e = std::getenv("EMBER_CUDA_ATTN_PROBE");
+        return e && !std::strcmp(e, "empty");
+    }();
+    return on;
+}
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 
@@ -1343,7 +1358,8 @@ struct dec_launch {
                     }
                     if (!flush()) return;
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
-                    cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u), a);
+                    if (attn_probe_empty()) cu_launch(ctx, attn_probe_empty_kernel, g, k_short_threads, 0);
+                    else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u), a);
                     st = EMBER_OK;
                     return;
                 }
