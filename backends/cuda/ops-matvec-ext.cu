@@ -1096,19 +1096,20 @@ int fp8_mma_w4_mode() {
 std::atomic<long long> fp8_w4_launches{0};
 std::atomic<long long> fp8_norm_pipe_launches{0};
 
-// Blocks of Kernel (Threads threads, no dynamic shared memory) that fit an SM (cached per device).
+// Blocks of Kernel (Threads threads, no dynamic shared memory) that fit an SM, for the current
+// device (cached for the last device asked: device + 1 in the high half of one word, the count in
+// the low half, so a reader never pairs one device's count with another's id).
 template <auto Kernel, int Threads> int mma_blocks_per_sm(int device) {
-    static std::atomic<int> c_dev{-1}, c_blocks{0};
-    if (c_dev.load(std::memory_order_acquire) != device) {
-        int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, 0) != cudaSuccess) {
-            cudaGetLastError();
-            n = 0;
-        }
-        c_blocks.store(n, std::memory_order_relaxed);
-        c_dev.store(device, std::memory_order_release);
+    static std::atomic<uint64_t> cached{0};
+    const uint64_t               c = cached.load(std::memory_order_relaxed);
+    if (c >> 32 == static_cast<uint64_t>(device) + 1) return static_cast<int>(c & 0xffffffffu);
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, 0) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
     }
-    return c_blocks.load(std::memory_order_relaxed);
+    cached.store((static_cast<uint64_t>(device) + 1) << 32 | static_cast<uint32_t>(std::max(n, 0)), std::memory_order_relaxed);
+    return n;
 }
 
 // FP8 units (Q/K/V with their RoPE and cache writes) on the tensor-core kernel too (H200 tg128
