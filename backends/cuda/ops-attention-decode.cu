@@ -914,21 +914,27 @@ constexpr int k_short_threads = 256;
 // EMBER_CUDA_ATTN_PROBE=empty (measuring only: results are wrong): the short kernel's launch with no
 // work but the PDL wait, so the attention's cost to a token splits into its launch in the chain
 // (this against EMBER_CUDA_SKIP=attn) and its own work (the default against this): what taking it
-// off its own launch could gain, against what a faster kernel could.
+// off its own launch could gain, against what a faster kernel could (session 51: 1B Q4_K_M 1.23 /
+// 3.66 us a layer, 8B 2.23 / 3.08). =loads: attn_dec_short_kernel PROBE = 1 (its reads, no
+// arithmetic; F16 caches, else as the default).
 __global__ void attn_probe_empty_kernel() {
     cu_pdl_begin();
 }
-bool attn_probe_empty() {
-    static const bool on = [] {
+int attn_probe_mode() {  // 0: off, 1: empty, 2: loads
+    static const int mode = [] {
         const char * e = std::getenv("EMBER_CUDA_ATTN_PROBE");
-        return e && !std::strcmp(e, "empty");
+        return !e ? 0 : !std::strcmp(e, "empty") ? 1 : !std::strcmp(e, "loads") ? 2 : 0;
     }();
-    return on;
+    return mode;
 }
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 
-template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+// PROBE = 1 (EMBER_CUDA_ATTN_PROBE=loads, F16 caches; measuring only, results wrong): the kernel up
+// to its reads (the mask, the first pass's K / V rows, the PDL wait, Q and this step's rows), then
+// out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
+// against =empty the reads.
+template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
@@ -1034,6 +1040,23 @@ template <int T, int V> __global__ void __launch_bounds__(k_short_threads) attn_
             if ((redo >> u & 1u) && j < n_used) load_key(j, u);
         }
     }
+    const auto probe_out = [&]() {  // PROBE = 1: the values read kept (a store no run makes), then out
+        if constexpr (PROBE == 1) {
+            if (!a.early && j0 - slot < n_used) load_pass(j0, 0u);
+            float t = 0.0f;
+#pragma unroll
+            for (int u = 0; u < k_short_unroll; u++) {
+                t += ks[u] + vs[u] + mv[u];
+#pragma unroll
+                for (int i = 0; i < 8; i++) t += kf[u][i] + vf[u][i];
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) t += q[i];
+            if (t == 1234.5f) reinterpret_cast<float *>(a.dst.data)[threadIdx.x] = t;
+        }
+        return PROBE == 1;
+    };
+    if (probe_out()) return;
     for (bool first = true; j0 - slot < n_used; j0 += step, first = false) {  // the same trip count for every lane (shuffles below)
         if (!a.early || !first) load_pass(j0, 0u);
         float sc[k_short_unroll];
@@ -1358,8 +1381,16 @@ struct dec_launch {
                     }
                     if (!flush()) return;
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
-                    if (attn_probe_empty()) cu_launch(ctx, attn_probe_empty_kernel, g, k_short_threads, 0);
-                    else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, dim3(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u), a);
+                    const dim3 cl(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u);
+                    if constexpr (T == EMBER_TYPE_F16 && V == 1) {
+                        if (attn_probe_mode() == 2) {
+                            cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 1>, g, k_short_threads, 0, cl, a);
+                            st = EMBER_OK;
+                            return;
+                        }
+                    }
+                    if (attn_probe_mode() == 1) cu_launch(ctx, attn_probe_empty_kernel, g, k_short_threads, 0);
+                    else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, cl, a);
                     st = EMBER_OK;
                     return;
                 }
