@@ -451,17 +451,6 @@ bool mul_floats_needed(const ember_graph * g, const ember_tensor * mul, int32_t 
     return !ember_cuda_only_matvecs_read(g, mul, k, end, int_matvec_reader);
 }
 
-// The float rows a fused decode norm (nodes before k) stores: with the quantized copy (qx), the
-// norm's only when something but the MUL reads them and the MUL's when something reads its floats;
-// both scans only then (a prefill step or an eager decode step would pay them per norm).
-struct norm_stores {
-    bool norm, mul;
-};
-norm_stores norm_stores_of(const ember_graph * g, const ember_tensor * norm, const ember_tensor * mul, bool qx, int32_t k, int32_t end) {
-    const bool skip_ok = qx && !norm_store_all();
-    return {!skip_ok || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k)), !skip_ok || mul_floats_needed(g, mul, k, end)};
-}
-
 ember_status compute_node(ember_cuda_ctx & ctx, ember_tensor * node) {
     if (clobbers_qx(ctx, node)) ctx.qx_valid = false;
     switch (node->op) {
@@ -674,8 +663,13 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             const bool     qx   = fuse_more() && mul && next && is_matvec(next) && next->src[1] == mul && ember_cuda_mul_mat_vec_q_supported(next);
             *used               = k - i;
             ctx.qx_valid        = false;
-            const norm_stores keep = norm_stores_of(g, norm, mul, qx, k, end);
-            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, keep.norm, keep.mul);
+            // With the quantized copy (decode), the norm's rows only when something but the
+            // MUL reads them and the MUL's when something reads its floats; both scans only
+            // then (a prefill step or an eager decode step would pay them per norm).
+            const bool skip_ok    = qx && !norm_store_all();
+            const bool store_norm = !skip_ok || ember_graph_read_elsewhere(g, norm, mul, static_cast<size_t>(k));
+            const bool store_mul  = !skip_ok || mul_floats_needed(g, mul, k, end);
+            return ember_cuda_rms_norm_fused(ctx, add, norm, mul, qx, store_norm, store_mul);
         }
     }
     if (node->op == EMBER_OP_NONE || node->op == EMBER_OP_VIEW || ember_nelements(node) == 0) return EMBER_OK;

@@ -2,13 +2,11 @@
 // MUL after it and the next matvec's activation quantizer), MUL / ADD with broadcast, SWIGLU
 // (optionally quantizing) and SCALE (one thread per element). Every tensor is addressed
 // through its strides.
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
-#include "cuda-matvec-ext.h"  // ember_cuda_ext_layout
 
 namespace {
 

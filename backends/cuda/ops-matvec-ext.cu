@@ -1477,16 +1477,13 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             const unsigned b16 = mvx_blocks16(a, dsts, nd);
             const dim3 g16(b16, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             constexpr int thr = 32 * k_fp8_mma_warps;
-            // (the W = 4 forms: units, not PIPE)
-            const auto w4 = [&](auto kernel8) {
+            // (the W = 4 forms: units, not PIPE; per8: the 8-warp kernel's blocks an SM)
+            const auto w4 = [&](int per8) {
                 const int mode = fp8_mma_w4_mode();
-                if (mode == 0) return false;
-                if (mode == 2) return true;
-                const int per = mma_blocks_per_sm<decltype(kernel8)::value, thr>(ctx.device);
-                return per > 0 && static_cast<int64_t>(b16) > static_cast<int64_t>(per) * cu_sm_count(ctx.device);
+                return mode == 2 || (mode == 1 && per8 > 0 && static_cast<int64_t>(b16) > static_cast<int64_t>(per8) * cu_sm_count(ctx.device));
             };
             if (a.ns.nsq) {  // x: a norm-in-product copy (ember_cuda_mul_mat_vec_ext)
-                if (units && w4(std::integral_constant<decltype(&mvx_fp8_mma_kernel<T, true, true>), &mvx_fp8_mma_kernel<T, true, true>>{})) {
+                if (units && w4(mma_blocks_per_sm<mvx_fp8_mma_kernel<T, true, true>, thr>(ctx.device))) {
                     cu_launch(ctx, mvx_fp8_mma_kernel<T, true, true, false, 4>, g16, 32 * 4, 0, a);
                     fp8_w4_launches.fetch_add(1, std::memory_order_relaxed);
                 } else if (units) {
@@ -1495,7 +1492,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
                     cu_launch(ctx, mvx_fp8_mma_kernel<T, false, true>, g16, thr, 0, a);
                 }
             } else if (units && !fp8_mma_pipe(a.nchunk, true) &&
-                       w4(std::integral_constant<decltype(&mvx_fp8_mma_kernel<T, true>), &mvx_fp8_mma_kernel<T, true>>{})) {
+                       w4(mma_blocks_per_sm<mvx_fp8_mma_kernel<T, true>, thr>(ctx.device))) {
                 cu_launch(ctx, mvx_fp8_mma_kernel<T, true, false, false, 4>, g16, 32 * 4, 0, a);
                 fp8_w4_launches.fetch_add(1, std::memory_order_relaxed);
             } else if (units) {
