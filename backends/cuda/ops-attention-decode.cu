@@ -927,6 +927,11 @@ int attn_probe_mode() {  // 0: off, 1: empty, 2: loads
     }();
     return mode;
 }
+// EMBER_CUDA_ATTN_LEAN=bits (measuring; F16 caches): attn_dec_short_kernel's LEAN forms, 1 spec, 2
+// push, 3 both (see there); 0 / unset the default kernel. Read at every launch, so tests switch it.
+int dec_lean_env() {
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LEAN", 0, {0, 1, 2, 3});
+}
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 
@@ -934,10 +939,25 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // to its reads (the mask, the first pass's K / V rows, the PDL wait, Q and this step's rows), then
 // out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
 // against =empty the reads.
-template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+//
+// LEAN (EMBER_CUDA_ATTN_LEAN, bits; F16 caches, rows of one pass a block; measured in no session
+// yet): 1 (spec) the pass's K / V rows requested with the mask, not after the block has found the
+// last shown key (one round trip where the default takes two: mask, then rows; the rows the mask
+// hides are read too, and their values zeroed when they arrive, so whatever the cache holds there
+// counts for nothing); 2 (push) the cluster's blocks store their (M, S, row) into rank 0's shared
+// memory and leave, one cluster barrier where the default takes two and remote reads (an arrive
+// at the kernel's start and its wait before the stores: every block has started).
+template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+    constexpr bool                  spec = (LEAN & 1) != 0;
+    [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (push) {
+        if (a.cluster) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    }
+#endif
     const int     d = static_cast<int>(a.q.ne[0]), lk = d / 8, kpw = 32 / lk, ns = k_short_warps * kpw;
     const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int     slot = warp * kpw + lane / lk, part = lane % lk;
@@ -961,7 +981,7 @@ template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short
     // block reduction.
     const float * mrow = a.has_mask ? reinterpret_cast<const float *>(a.mask.data + tok * a.mask.nb[1]) : nullptr;
     int           last = static_cast<int>(n_kv) - 1;
-    if (mrow) {
+    if (mrow && !spec) {
         last = -1;
         for (int j = threadIdx.x; j < n_kv; j += k_short_threads) {
             if (mrow[j] != -INFINITY) last = j;
@@ -973,12 +993,14 @@ template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
     }
-    last = cu_warp_max_int(last);
-    if (lane == 0) sLast[warp] = last;
-    __syncthreads();
+    if constexpr (!spec) {
+        last = cu_warp_max_int(last);
+        if (lane == 0) sLast[warp] = last;
+        __syncthreads();
 #pragma unroll
-    for (int w = 0; w < k_short_warps; w++) last = max(last, sLast[w]);
-    const int64_t n_used = last + 1;
+        for (int w = 0; w < k_short_warps; w++) last = max(last, sLast[w]);
+    }
+    const int64_t n_used = last + 1;  // spec: every key (the mask's -INF zeroes the hidden ones below)
     // A row's bytes: 16-byte types read where they are; byte types from the aligned word before.
     const auto row_at = [](const char * base, int64_t nb, int64_t j, int & off) {
         const char * row = base + j * nb;
@@ -1030,14 +1052,30 @@ template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short
 #pragma unroll
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
-        if (j0 - slot < n_used) load_pass(j0, redo);
+        if (j0 - slot < n_used) load_pass(j0, spec ? 0u : redo);  // spec: those rows read again below
         cu_pdl_begin();
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
         for (int u = 0; u < k_short_unroll; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
-            if ((redo >> u & 1u) && j < n_used) load_key(j, u);
+            if ((redo >> u & 1u) && j < n_used) {
+                if constexpr (spec) {
+                    // Past L1 (ld.global.cg), where the copy read before the wait may still sit.
+                    static_assert(!spec || T == EMBER_TYPE_F16, "LEAN's spec form reads F16 caches");
+                    const uint4 ku = __ldcg(reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2]) + part);
+                    const uint4 vu = __ldcg(reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2]) + part);
+                    const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float2 kh = dec_half2(kw[i]), vh = dec_half2(vw[i]);
+                        kf[u][2 * i] = kh.x, kf[u][2 * i + 1] = kh.y, vf[u][2 * i] = vh.x, vf[u][2 * i + 1] = vh.y;
+                    }
+                    ks[u] = vs[u] = 1.0f;
+                } else {
+                    load_key(j, u);
+                }
+            }
         }
     }
     const auto probe_out = [&]() {  // PROBE = 1: the values read kept (a store no run makes), then out
@@ -1059,6 +1097,16 @@ template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short
     if (probe_out()) return;
     for (bool first = true; j0 - slot < n_used; j0 += step, first = false) {  // the same trip count for every lane (shuffles below)
         if (!a.early || !first) load_pass(j0, 0u);
+        if constexpr (spec) {
+#pragma unroll
+            for (int u = 0; u < k_short_unroll; u++) {  // a hidden key's values (maybe never written) count for nothing
+                if (mv[u] == -INFINITY) {
+                    vs[u] = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) vf[u][i] = 0.0f;
+                }
+            }
+        }
         float sc[k_short_unroll];
         float mx = m;
 #pragma unroll
@@ -1107,6 +1155,41 @@ template <int T, int V, int PROBE = 0> __global__ void __launch_bounds__(k_short
         return;
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (push) {
+        if (a.cluster) {
+            // Blocks 1.. store their (M, S, unnormalized row) into rank 0's shared memory and
+            // leave; rank 0 merges after one barrier (its wait counts only threads not exited).
+            __shared__ float  sIn[k_dec_max_cluster][EMBER_CUDA_ATTN_MAX_D];
+            __shared__ float2 sInMS[k_dec_max_cluster];
+            cg::cluster_group cluster = cg::this_cluster();
+            asm volatile("barrier.cluster.wait;" ::: "memory");  // the start's arrive: every block has started
+            if (z > 0) {
+                if (merger) *cluster.map_shared_rank(&sIn[z][e], 0) = o;
+                if (e == 0) *cluster.map_shared_rank(&sInMS[z], 0) = make_float2(M, S);
+                asm volatile("barrier.cluster.arrive;" ::: "memory");  // release: the stores before it
+                return;
+            }
+            asm volatile("barrier.cluster.arrive;" ::: "memory");
+            asm volatile("barrier.cluster.wait;" ::: "memory");  // acquire: the other blocks' stores
+            if (!merger) return;
+            float mr[k_dec_max_cluster], sr[k_dec_max_cluster], orr[k_dec_max_cluster];
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) {
+                const float2 ms = r == 0 ? make_float2(M, S) : r < n_split ? sInMS[r] : make_float2(-INFINITY, 0.0f);
+                mr[r]           = ms.x;
+                sr[r]           = ms.y;
+                orr[r]          = r == 0 ? o : r < n_split ? sIn[r][e] : 0.0f;
+            }
+            float       w[k_dec_max_cluster], v = 0.0f;
+            const float inv = dec_cluster_weights(mr, sr, w);
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
+            const float y = v * inv;
+            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
+            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+            return;
+        }
+    }
     if (a.cluster) {
         // The blocks' (M, S, unnormalized row) through distributed shared memory; rank 0 merges.
         // Every thread of every block reaches both cluster barriers.
@@ -1385,6 +1468,16 @@ struct dec_launch {
                     if constexpr (T == EMBER_TYPE_F16 && V == 1) {
                         if (attn_probe_mode() == 2) {
                             cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 1>, g, k_short_threads, 0, cl, a);
+                            st = EMBER_OK;
+                            return;
+                        }
+                        // EMBER_CUDA_ATTN_LEAN (attn_dec_short_kernel's LEAN): spec where every
+                        // block takes one pass, push where the blocks are a cluster.
+                        const int lean = dec_lean_env() & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0));
+                        if (lean != 0 && attn_probe_mode() == 0) {
+                            if (lean == 1) cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 1>, g, k_short_threads, 0, cl, a);
+                            else if (lean == 2) cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 2>, g, k_short_threads, 0, cl, a);
+                            else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 3>, g, k_short_threads, 0, cl, a);
                             st = EMBER_OK;
                             return;
                         }

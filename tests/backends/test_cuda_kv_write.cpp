@@ -194,6 +194,18 @@ TEST_CASE("[cuda] decode attention reading the older cache rows before its wait"
         set_env("EMBER_CUDA_ATTN_EARLY", "0");
         const kv_result late = run_kv_step(cuda_device(), p, 43);
         set_env("EMBER_CUDA_ATTN_EARLY", "");
+        // The LEAN forms (F16): every row of the pass read before the wait, this step's rows
+        // read again after it past L1; the same bits.
+        if (p.t == EMBER_TYPE_F16) {
+            for (const char * lean : {"1", "3"}) {
+                CAPTURE(lean);
+                set_env("EMBER_CUDA_ATTN_LEAN", lean);
+                const kv_result spec = run_kv_step(cuda_device(), p, 43);
+                set_env("EMBER_CUDA_ATTN_LEAN", "");
+                REQUIRE(spec.st == EMBER_OK);
+                CHECK(spec.out == early.out);
+            }
+        }
         const kv_result cpu = run_kv_step(ember_registry_cpu_device(), p, 43);
         REQUIRE(early.st == EMBER_OK);
         REQUIRE(late.st == EMBER_OK);
