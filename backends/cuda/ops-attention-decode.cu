@@ -156,7 +156,7 @@ __device__ __forceinline__ void dec_cp16(void * dst, const void * src) {
     *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
 #endif
 }
-__device__ __forceinline__ void dec_cp8(void * dst, const void * src) {
+[[maybe_unused]] __device__ __forceinline__ void dec_cp8(void * dst, const void * src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
