@@ -928,9 +928,9 @@ int attn_probe_mode() {  // 0: off, 1: empty, 2: loads
     return mode;
 }
 // EMBER_CUDA_ATTN_LEAN=bits (measuring; F16 caches): attn_dec_short_kernel's LEAN forms, 1 spec, 2
-// push, 3 both (see there); 0 / unset the default kernel. Read at every launch, so tests switch it.
+// push, 4 u8, summed (see there); 0 / unset the default kernel. Read at every launch, so tests switch it.
 int dec_lean_env() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LEAN", 0, {0, 1, 2, 3});
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LEAN", 0, {0, 1, 2, 3, 4, 5, 6, 7});
 }
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
@@ -946,10 +946,17 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // hides are read too, and their values zeroed when they arrive, so whatever the cache holds there
 // counts for nothing); 2 (push) the cluster's blocks store their (M, S, row) into rank 0's shared
 // memory and leave, one cluster barrier where the default takes two and remote reads (an arrive
-// at the kernel's start and its wait before the stores: every block has started).
+// at the kernel's start and its wait before the stores: every block has started); 4 (u8) 8 keys
+// a slot a pass instead of 4, held as their F16 words (half the registers of floats) and
+// converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
+// (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
+// default's bits).
 template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
+    constexpr bool                  u8   = (LEAN & 4) != 0;
+    constexpr int                   UN   = u8 ? 2 * k_short_unroll : k_short_unroll;  // keys of a slot a pass
+    static_assert(LEAN == 0 || (T == EMBER_TYPE_F16 && PROBE == 0), "the LEAN forms read F16 caches");
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
@@ -1015,32 +1022,70 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
     float m = -INFINITY, s = 0.0f, acc[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.0f;
-    // Passes of k_short_unroll keys per slot; with n_split blocks per row (a cluster), block z
-    // takes passes z, z + n_split, ...: up to n_split passes' keys take one pass's time.
+    // Passes of UN keys per slot; with n_split blocks per row (a cluster), block z takes passes
+    // z, z + n_split, ...: up to n_split passes' keys take one pass's time.
     const int     n_split = a.n_split, z = static_cast<int>(blockIdx.z);
-    const int64_t kpp     = static_cast<int64_t>(k_short_unroll) * ns;  // keys per pass
+    const int64_t kpp     = static_cast<int64_t>(UN) * ns;  // keys per pass
     const int64_t step    = kpp * n_split;
-    float         kf[k_short_unroll][8], vf[k_short_unroll][8], ks[k_short_unroll], vs[k_short_unroll], mv[k_short_unroll];
-    // Key j0 + u ns of a pass into slot u (bit u of skip: that key is left for later, zeros now).
+    // The keys' values as floats, or (u8) their raw F16 words, converted where they are used:
+    // half the registers, so twice the keys in flight.
+    float kf[u8 ? 1 : UN][8], vf[u8 ? 1 : UN][8], ks[UN], vs[UN], mv[UN];
+    uint4 kh[u8 ? UN : 1], vh[u8 ? UN : 1];
     const auto load_key = [&](int64_t j, int u) {
-        int             ko, vo;
-        const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
-        const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
-        ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
-        vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
+        if constexpr (u8) {
+            kh[u] = reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2])[part];
+            vh[u] = reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2])[part];
+            ks[u] = vs[u] = 1.0f;
+        } else {
+            int             ko, vo;
+            const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
+            const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
+            ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
+            vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
+        }
     };
+    const auto zero_v = [&](int u) {  // key u's V values zero (spec: a hidden key)
+        if constexpr (u8) {
+            vh[u] = make_uint4(0u, 0u, 0u, 0u);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) vf[u][i] = 0.0f;
+        }
+        vs[u] = 0.0f;
+    };
+    const auto zero_key = [&](int u) {  // key u's K and V values zero (a key past the pass)
+        if constexpr (u8) {
+            kh[u] = vh[u] = make_uint4(0u, 0u, 0u, 0u);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
+        }
+        ks[u] = vs[u] = 0.0f;
+    };
+    const auto vals = [&](const float (&f)[u8 ? 1 : UN][8], const uint4 (&h)[u8 ? UN : 1], int u, float (&y)[8]) {
+        if constexpr (u8) {
+            const unsigned w[4] = {h[u].x, h[u].y, h[u].z, h[u].w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float2 t = dec_half2(w[i]);
+                y[2 * i] = t.x, y[2 * i + 1] = t.y;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) y[i] = f[u][i];
+        }
+    };
+    // Key j0 + u ns of a pass into slot u (bit u of skip: that key is left for later, zeros now).
     const auto load_pass = [&](int64_t j0, unsigned skip) {
 #pragma unroll
-        for (int u = 0; u < k_short_unroll; u++) {
+        for (int u = 0; u < UN; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
             if (j < n_used && !(skip >> u & 1u)) {
                 load_key(j, u);
                 mv[u] = mrow ? mrow[j] : 0.0f;
             } else {
-#pragma unroll
-                for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
-                ks[u] = vs[u] = 0.0f;
-                mv[u]         = j >= n_used ? -INFINITY : mrow ? mrow[j] : 0.0f;
+                zero_key(u);
+                mv[u] = j >= n_used ? -INFINITY : mrow ? mrow[j] : 0.0f;
             }
         }
     };
@@ -1048,7 +1093,7 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
     if (a.early) {
         unsigned redo = 0;  // bit u: key j0 + u ns is one this step writes
 #pragma unroll
-        for (int u = 0; u < k_short_unroll; u++) {
+        for (int u = 0; u < UN; u++) {
 #pragma unroll
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
@@ -1057,19 +1102,22 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
-        for (int u = 0; u < k_short_unroll; u++) {
+        for (int u = 0; u < UN; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
             if ((redo >> u & 1u) && j < n_used) {
                 if constexpr (spec) {
                     // Past L1 (ld.global.cg), where the copy read before the wait may still sit.
-                    static_assert(!spec || T == EMBER_TYPE_F16, "LEAN's spec form reads F16 caches");
                     const uint4 ku = __ldcg(reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2]) + part);
                     const uint4 vu = __ldcg(reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2]) + part);
-                    const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
+                    if constexpr (u8) {
+                        kh[u] = ku, vh[u] = vu;
+                    } else {
+                        const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
 #pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float2 kh = dec_half2(kw[i]), vh = dec_half2(vw[i]);
-                        kf[u][2 * i] = kh.x, kf[u][2 * i + 1] = kh.y, vf[u][2 * i] = vh.x, vf[u][2 * i + 1] = vh.y;
+                        for (int i = 0; i < 4; i++) {
+                            const float2 k2 = dec_half2(kw[i]), v2 = dec_half2(vw[i]);
+                            kf[u][2 * i] = k2.x, kf[u][2 * i + 1] = k2.y, vf[u][2 * i] = v2.x, vf[u][2 * i + 1] = v2.y;
+                        }
                     }
                     ks[u] = vs[u] = 1.0f;
                 } else {
@@ -1083,7 +1131,7 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
             if (!a.early && j0 - slot < n_used) load_pass(j0, 0u);
             float t = 0.0f;
 #pragma unroll
-            for (int u = 0; u < k_short_unroll; u++) {
+            for (int u = 0; u < UN; u++) {
                 t += ks[u] + vs[u] + mv[u];
 #pragma unroll
                 for (int i = 0; i < 8; i++) t += kf[u][i] + vf[u][i];
@@ -1099,21 +1147,18 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
         if (!a.early || !first) load_pass(j0, 0u);
         if constexpr (spec) {
 #pragma unroll
-            for (int u = 0; u < k_short_unroll; u++) {  // a hidden key's values (maybe never written) count for nothing
-                if (mv[u] == -INFINITY) {
-                    vs[u] = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < 8; i++) vf[u][i] = 0.0f;
-                }
+            for (int u = 0; u < UN; u++) {  // a hidden key's values (maybe never written) count for nothing
+                if (mv[u] == -INFINITY) zero_v(u);
             }
         }
-        float sc[k_short_unroll];
+        float sc[UN];
         float mx = m;
 #pragma unroll
-        for (int u = 0; u < k_short_unroll; u++) {
-            float t = 0.0f;
+        for (int u = 0; u < UN; u++) {
+            float t = 0.0f, kv[8];
+            vals(kf, kh, u, kv);
 #pragma unroll
-            for (int i = 0; i < 8; i++) t = fmaf(q[i], kf[u][i], t);
+            for (int i = 0; i < 8; i++) t = fmaf(q[i], kv[i], t);
             t *= ks[u];
             for (int o = lk / 2; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
             sc[u] = mv[u] == -INFINITY ? -INFINITY : t + mv[u];
@@ -1124,12 +1169,14 @@ template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bo
 #pragma unroll
         for (int i = 0; i < 8; i++) acc[i] *= f;
 #pragma unroll
-        for (int u = 0; u < k_short_unroll; u++) {
+        for (int u = 0; u < UN; u++) {
             const float p = sc[u] == -INFINITY ? 0.0f : expf(sc[u] - mx);
             s += p;
             const float pv = p * vs[u];
+            float       vv[8];
+            vals(vf, vh, u, vv);
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[i] = fmaf(pv, vf[u][i], acc[i]);
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(pv, vv[i], acc[i]);
         }
         m = mx;
     }
@@ -1445,7 +1492,11 @@ struct dec_launch {
                 // Without clusters (before sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run
                 // in turn in one block: level with the tiled kernel at two passes and slower
                 // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
-                const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
+                // EMBER_CUDA_ATTN_LEAN (F16; attn_dec_short_kernel's LEAN): bit 4 takes twice the
+                // keys a pass.
+                const int     lean_env = T == EMBER_TYPE_F16 && V == 1 && attn_probe_mode() == 0 ? dec_lean_env() : 0;
+                const int64_t unroll   = lean_env & 4 ? 2 * k_short_unroll : k_short_unroll;
+                const int64_t kpp      = unroll * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
                 const bool    cl     = n_full > 1 && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= 2) {
@@ -1471,13 +1522,16 @@ struct dec_launch {
                             st = EMBER_OK;
                             return;
                         }
-                        // EMBER_CUDA_ATTN_LEAN (attn_dec_short_kernel's LEAN): spec where every
-                        // block takes one pass, push where the blocks are a cluster.
-                        const int lean = dec_lean_env() & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0));
-                        if (lean != 0 && attn_probe_mode() == 0) {
-                            if (lean == 1) cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 1>, g, k_short_threads, 0, cl, a);
-                            else if (lean == 2) cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 2>, g, k_short_threads, 0, cl, a);
-                            else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 3>, g, k_short_threads, 0, cl, a);
+                        // The LEAN forms: spec where every block takes one pass, push where the
+                        // blocks are a cluster, u8 (bit 4) wherever asked.
+                        const int lean = lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4);
+                        if (lean != 0) {
+                            using short_fn                    = void (*)(dec_args);
+                            static constexpr short_fn forms[] = {
+                                attn_dec_short_kernel<T, V, 0, 1>, attn_dec_short_kernel<T, V, 0, 2>, attn_dec_short_kernel<T, V, 0, 3>,
+                                attn_dec_short_kernel<T, V, 0, 4>, attn_dec_short_kernel<T, V, 0, 5>, attn_dec_short_kernel<T, V, 0, 6>,
+                                attn_dec_short_kernel<T, V, 0, 7>};
+                            cu_launch_cluster(ctx, forms[lean - 1], g, k_short_threads, 0, cl, a);
                             st = EMBER_OK;
                             return;
                         }

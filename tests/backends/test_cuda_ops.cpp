@@ -2090,10 +2090,11 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
 
 // attn_dec_short_kernel's LEAN forms (EMBER_CUDA_ATTN_LEAN, F16 caches): 1 the pass's K / V rows
 // requested with the mask (the rows it hides read too, their values zeroed), 2 the cluster's
-// blocks pushing their rows into rank 0's shared memory, 3 both. The same arithmetic in the same
-// order as the default kernel: the same bits, in every head size, 1 to 600 keys (1 to 8 blocks a
-// cluster, and past a cluster: the merge kernel), one token and two; and rows past the last key a
-// token shows that hold NaN and infinities (spec reads them) change nothing.
+// blocks pushing their rows into rank 0's shared memory, 4 twice the keys a pass (as F16 words),
+// summed. 1-3 do the default kernel's arithmetic in its order: the same bits; 4 sums in another
+// order (against the CPU), and 5-7 are 4's bits. In every head size, 1 to 600 keys (1 to 8
+// blocks a cluster, and past a cluster: the merge kernel), one token and two; and rows past the
+// last key a token shows that hold NaN and infinities (spec reads them) change nothing.
 TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_ATTN_LEAN)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -2127,6 +2128,15 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
                 CAPTURE(lean);
                 CHECK(same_bits(run_lean(lean, build, 29), base));
             }
+            const std::vector<float> u8 = run_lean("4", build, 29);
+            REQUIRE(u8.size() == want.size());
+            const double e8 = nmse(u8, want);
+            CAPTURE(e8);
+            CHECK(e8 < 1e-8);
+            for (const char * lean : {"5", "6", "7"}) {
+                CAPTURE(lean);
+                CHECK(same_bits(run_lean(lean, build, 29), u8));
+            }
         }
     }
     // Two tokens showing keys [0, 77) and [0, 200) of 256 (a cluster of 2 blocks at d = 64, 4 at
@@ -2152,13 +2162,20 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
             for (int64_t j = 0; j < 200; j++) mv[static_cast<size_t>(n_kv + j)] = j % 11 == 4 ? -INFINITY : 0.0f;
             return ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, 2), 1.0f / std::sqrt(static_cast<float>(d)));
         };
-        const std::vector<float> base = run_lean("", tail, 31);
+        const std::vector<float> base = run_lean("", tail, 31), u8 = run_lean("4", tail, 31);
         bool                     finite = true;
         for (float x : base) finite = finite && std::isfinite(x);
+        for (float x : u8) finite = finite && std::isfinite(x);
         CHECK(finite);
+        REQUIRE(u8.size() == base.size());
+        CHECK(nmse(u8, base) < 1e-10);
         for (const char * lean : {"1", "3"}) {
             CAPTURE(lean);
             CHECK(same_bits(run_lean(lean, tail, 31), base));
+        }
+        for (const char * lean : {"5", "7"}) {
+            CAPTURE(lean);
+            CHECK(same_bits(run_lean(lean, tail, 31), u8));
         }
     }
 }
