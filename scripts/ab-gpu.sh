@@ -18,6 +18,8 @@
 #   EMBER_AB_ENV_C    a third side: B's build (the edits) with these settings instead of B's, run after
 #                     B ("BCA" unless EMBER_AB_ORDER names C); a column of its own in the table, and
 #                     with EMBER_AB_TRACE its trace against A's
+#   EMBER_AB_ENV_D / EMBER_AB_ENV_E  a fourth and fifth side, as C (after it: "BCDEA"): settings
+#                     cost only their runs, the build being B's
 #   EMBER_AB_TRACE    1: also a kernel trace of each model on each side (tg32, scripts/kernel-trace.cpp
 #                     through CUPTI; tables by kernel and grid) and, at the end, per model the launches
 #                     whose critical-path time moved most (scripts/kernel-trace-diff.py); the tables
@@ -37,7 +39,12 @@ cd "$(dirname "$0")/.."
 logs=${OUT:-/tmp/ember-ab}
 runs=${EMBER_AB_RUNS:-2}
 order=${EMBER_AB_ORDER:-BA}
-[ -n "${EMBER_AB_ENV_C:-}" ] && [ "$order" = "${order/C/}" ] && order=${order/B/BC}
+extra=""  # the settings-only sides C, D, E not named in EMBER_AB_ORDER, run after B
+for x in C D E; do
+    v=EMBER_AB_ENV_$x
+    [ -n "${!v:-}" ] && [ "$order" = "${order/$x/}" ] && extra+=$x
+done
+order=${order/B/B$extra}
 run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
 mkdir -p "$logs"
 t0=$(date +%s)
@@ -94,6 +101,8 @@ bench_side() {
         A) read -r -a envs <<<"${EMBER_AB_ENV_A:-}" ;;
         B) read -r -a envs <<<"${EMBER_AB_ENV_B:-}" ;;
         C) read -r -a envs <<<"${EMBER_AB_ENV_C:-}" ;;
+        D) read -r -a envs <<<"${EMBER_AB_ENV_D:-}" ;;
+        E) read -r -a envs <<<"${EMBER_AB_ENV_E:-}" ;;
     esac
     for x in $models; do
         while [ ! -f "$models_dir/$x.gguf" ]; do
@@ -117,7 +126,7 @@ bench_side() {
 on=B  # whose files are in place: the pack comes with B's (the edits)
 for ((k = 0; k < ${#order}; k++)); do
     side=${order:k:1}
-    want=$([ "$side" = A ] && echo A || echo B)  # C runs B's build
+    want=$([ "$side" = A ] && echo A || echo B)  # C, D, E run B's build
     if [ "$want" != "$on" ]; then
         swap_to "$want"
         on=$want
@@ -140,26 +149,37 @@ for ((k = 0; k < ${#order}; k++)); do
 done
 swap_to B  # the pack as it came
 echo
-has_c=$([ "$order" != "${order/C/}" ] && echo 1 || echo 0)
-echo "| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |$([ $has_c = 1 ] && echo " C (edits, $EMBER_AB_ENV_C) tg128 | C / A |")"
-echo "| --- | ---: | ---: | ---: |$([ $has_c = 1 ] && echo " ---: | ---: |")"
+cols=""  # the sides past B that ran, in order
+for x in C D E; do [ "$order" != "${order/$x/}" ] && cols+=$x; done
+head="| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |"
+rule="| --- | ---: | ---: | ---: |"
+for ((k = 0; k < ${#cols}; k++)); do
+    x=${cols:k:1} v=EMBER_AB_ENV_${cols:k:1}
+    head+=" $x (edits, ${!v:-}) tg128 | $x / A |"
+    rule+=" ---: | ---: |"
+done
+echo "$head"
+echo "$rule"
 for x in $models; do
-    awk -v x="$x" -v c="$has_c" '$1 == x { s[$2] += $3; n[$2]++ }
-        END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0; cc = n["C"] ? s["C"] / n["C"] : 0
+    awk -v x="$x" -v cols="$cols" '$1 == x { s[$2] += $3; n[$2]++ }
+        END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0
               r = a > 0 ? sprintf("%.3f", b / a) : "-"  # (not inside printf: ">" there redirects)
-              rc = a > 0 ? sprintf("%.3f", cc / a) : "-"
               printf "| %s | %.1f | %.1f | %s |", x, a, b, r
-              if (c == 1) printf " %.1f | %s |", cc, rc
+              for (k = 1; k <= length(cols); k++) {
+                  c = substr(cols, k, 1); cc = n[c] ? s[c] / n[c] : 0
+                  rc = a > 0 ? sprintf("%.3f", cc / a) : "-"
+                  printf " %.1f | %s |", cc, rc
+              }
               printf "\n" }' "$results"
 done
 if [ -n "$kt" ]; then
     : >"$logs/ab-traces.txt"
     for x in $models; do
-        for side in A B C; do
+        for side in A B C D E; do
             [ -f "$traces/$x-$side.txt" ] || continue
             { echo "== $x $side"; cat "$traces/$x-$side.txt"; echo; } >>"$logs/ab-traces.txt" 2>/dev/null
         done
-        for side in B C; do
+        for side in B C D E; do
             [ -f "$traces/$x-$side.txt" ] || continue
             echo
             echo "$x, kernel trace (tg32, critical path), $side against A:"

@@ -916,14 +916,19 @@ constexpr int k_short_threads = 256;
 // (this against EMBER_CUDA_SKIP=attn) and its own work (the default against this): what taking it
 // off its own launch could gain, against what a faster kernel could (session 51: 1B Q4_K_M 1.23 /
 // 3.66 us a layer, 8B 2.23 / 3.08). =loads: attn_dec_short_kernel PROBE = 1 (its reads, no
-// arithmetic; F16 caches, else as the default).
+// arithmetic; F16 caches, else as the default). =empty_cluster: as =empty, in the default's thread
+// block clusters (what their co-scheduling costs: =empty launches plain blocks).
 __global__ void attn_probe_empty_kernel() {
     cu_pdl_begin();
 }
-int attn_probe_mode() {  // 0: off, 1: empty, 2: loads
+int attn_probe_mode() {  // 0: off, 1: empty, 2: loads, 3: empty_cluster
     static const int mode = [] {
         const char * e = std::getenv("EMBER_CUDA_ATTN_PROBE");
-        return !e ? 0 : !std::strcmp(e, "empty") ? 1 : !std::strcmp(e, "loads") ? 2 : 0;
+        return !e                                ? 0
+               : !std::strcmp(e, "empty")         ? 1
+               : !std::strcmp(e, "loads")         ? 2
+               : !std::strcmp(e, "empty_cluster") ? 3
+                                                  : 0;
     }();
     return mode;
 }
@@ -1537,6 +1542,7 @@ struct dec_launch {
                         }
                     }
                     if (attn_probe_mode() == 1) cu_launch(ctx, attn_probe_empty_kernel, g, k_short_threads, 0);
+                    else if (attn_probe_mode() == 3) cu_launch_cluster(ctx, attn_probe_empty_kernel, g, k_short_threads, 0, cl);
                     else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, cl, a);
                     st = EMBER_OK;
                     return;
