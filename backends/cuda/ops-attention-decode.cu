@@ -956,7 +956,8 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
 // (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
 // default's bits).
-template <int T, int V, int PROBE = 0, int LEAN = 0> __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+template <int T, int V, int PROBE = 0, int LEAN = 0>
+__global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
     constexpr bool                  u8   = (LEAN & 4) != 0;
