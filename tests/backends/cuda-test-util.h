@@ -26,6 +26,25 @@ struct leaf_data {
     std::vector<uint8_t> bytes;
 };
 
+// Large random leaves already made: a test builds the same graph with the same seed many times
+// (the CPU's run, the GPU's, each switch), and one 8B-shaped matrix takes seconds to draw and
+// quantize (4096 x 14336 Q4_K: ~1.3 s of draws and ~1.6 s of quantizing). The generator's state
+// before the draws is the key (with the type, shape and range); its state after comes back with
+// the bytes, so a hit leaves everything as a fresh draw would. Emptied past k_leaf_memo_bytes.
+struct leaf_memo_entry {
+    ember_type           type;
+    int64_t              ne0, ne1, ne2;
+    float                lo, hi;
+    std::mt19937         before, after;
+    std::vector<uint8_t> bytes;
+};
+constexpr int64_t k_leaf_memo_min   = 1 << 20;          // values: smaller leaves are drawn each time
+constexpr size_t  k_leaf_memo_bytes = size_t(4) << 30;  // bytes kept, at most
+inline std::vector<leaf_memo_entry> & leaf_memo() {
+    static std::vector<leaf_memo_entry> memo;
+    return memo;
+}
+
 struct case_ctx {
     ember_graph &            g;
     std::vector<leaf_data> & leaves;
@@ -33,7 +52,18 @@ struct case_ctx {
 
     // A leaf of `type` holding uniform values in [lo, hi), encoded with the type's codec.
     ember_tensor * rand_leaf(ember_type type, int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, float lo = -1.0f, float hi = 1.0f) {
-        ember_tensor *                        t = g.new_tensor(type, ne0, ne1, ne2);
+        ember_tensor * t    = g.new_tensor(type, ne0, ne1, ne2);
+        const bool     memo = ne0 * ne1 * ne2 >= k_leaf_memo_min;
+        if (memo) {
+            for (const leaf_memo_entry & m : leaf_memo()) {
+                if (m.type == type && m.ne0 == ne0 && m.ne1 == ne1 && m.ne2 == ne2 && m.lo == lo && m.hi == hi && m.before == rng) {
+                    rng = m.after;
+                    leaves.push_back({t, m.bytes});
+                    return t;
+                }
+            }
+        }
+        const std::mt19937                    before = rng;
         std::vector<float>                    v(static_cast<size_t>(ne0 * ne1 * ne2));
         std::uniform_real_distribution<float> u(lo, hi);
         for (float & x : v) x = u(rng);
@@ -41,6 +71,12 @@ struct case_ctx {
         const int64_t        rows = ne1 * ne2;
         for (int64_t r = 0; r < rows; r++) {
             ember_type_get_traits(type)->from_float(v.data() + r * ne0, b.data() + r * t->nb[1], ne0);
+        }
+        if (memo) {
+            size_t held = b.size();
+            for (const leaf_memo_entry & m : leaf_memo()) held += m.bytes.size();
+            if (held > k_leaf_memo_bytes) leaf_memo().clear();
+            leaf_memo().push_back({type, ne0, ne1, ne2, lo, hi, before, rng, b});
         }
         leaves.push_back({t, std::move(b)});
         return t;

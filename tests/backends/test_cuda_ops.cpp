@@ -121,6 +121,45 @@ int64_t first_diff(const std::vector<uint8_t> & a, const std::vector<uint8_t> & 
 
 TEST_SUITE("backends") {
 
+// The GPU tests' large random leaves come from a memo the second time (cuda-test-util.h): the
+// same bytes as a fresh draw from the same generator state, the generator left where that draw
+// leaves it, and a different state, type or range is a new draw. (No GPU needed.)
+TEST_CASE("[cuda] test leaves: the memo of large random leaves") {
+    const auto draw = [](ember_type t, uint32_t seed, float lo, std::mt19937 * after) {
+        ember_graph            g;
+        std::vector<leaf_data> leaves;
+        case_ctx               c{g, leaves, std::mt19937(seed)};
+        c.rand_leaf(t, 1024, 1024, 1, lo, 1.0f);
+        *after = c.rng;
+        return leaves.at(0).bytes;
+    };
+    leaf_memo().clear();
+    std::mt19937 a1, a2, a3;
+    const auto   first = draw(EMBER_TYPE_Q4_0, 5, -1.0f, &a1);
+    REQUIRE(leaf_memo().size() == 1);
+    const auto again = draw(EMBER_TYPE_Q4_0, 5, -1.0f, &a2);
+    CHECK(leaf_memo().size() == 1);  // a hit
+    CHECK(again == first);
+    CHECK((a2 == a1));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);  // where a fresh draw leaves the generator
+    std::mt19937                          direct(5);
+    for (int i = 0; i < 1024 * 1024; i++) u(direct);
+    CHECK((a1 == direct));
+    CHECK(draw(EMBER_TYPE_Q4_0, 6, -1.0f, &a3) != first);  // another state
+    CHECK(draw(EMBER_TYPE_Q8_0, 5, -1.0f, &a3).size() != first.size());
+    CHECK(draw(EMBER_TYPE_Q4_0, 5, -0.5f, &a3) != first);  // another range
+    CHECK(leaf_memo().size() == 4);
+    // Small leaves are drawn each time.
+    {
+        ember_graph            g;
+        std::vector<leaf_data> leaves;
+        case_ctx               c{g, leaves, std::mt19937(5)};
+        c.rand_leaf(EMBER_TYPE_F32, 64, 64);
+        CHECK(leaf_memo().size() == 4);
+    }
+    leaf_memo().clear();
+}
+
 TEST_CASE("[cuda] the CUDA backend matches the CPU on every op and type") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
