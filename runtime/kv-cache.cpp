@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "runtime/error.h"
@@ -13,6 +15,12 @@ ember_kv_cache::~ember_kv_cache() {
 void ember_kv_cache::init(uint32_t n_cells, uint32_t n_layer, int64_t n_embd_k, int64_t n_embd_v, ember_type type_k,
                           ember_type type_v, const std::vector<ember_buffer_type *> & layer_buft) {
     cells.assign(n_cells, ember_kv_cell{});
+    pad = EMBER_KV_PAD;
+    if (const char * e = std::getenv("EMBER_KV_PAD")) {
+        for (uint32_t p : {32u, 64u, 128u, 256u, 512u}) {
+            if (std::strtoul(e, nullptr, 10) == p && std::strspn(e, "0123456789") == std::strlen(e)) pad = p;
+        }
+    }
     // One buffer per buffer type, holding the K and V tensors of the layers placed there.
     std::map<ember_buffer_type *, std::vector<uint32_t>> groups;
     for (uint32_t il = 0; il < n_layer; il++) groups[layer_buft[il]].push_back(il);
@@ -60,7 +68,7 @@ void ember_kv_cache::init(uint32_t n_cells, uint32_t n_layer, int64_t n_embd_k, 
 
 uint32_t ember_kv_cache::n_kv() const {
     const uint32_t n = static_cast<uint32_t>(max_cell + 1);
-    return std::min(size(), std::max(EMBER_KV_PAD, (n + EMBER_KV_PAD - 1) / EMBER_KV_PAD * EMBER_KV_PAD));
+    return std::min(size(), std::max(pad, (n + pad - 1) / pad * pad));
 }
 
 bool ember_kv_cache::find_slots(uint32_t n, std::vector<int32_t> & out) const {

@@ -27,7 +27,7 @@ struct ember_kv_cache {
 
     uint32_t size() const { return static_cast<uint32_t>(cells.size()); }
     uint32_t used() const { return n_used; }
-    // Cells the attention must look at: one past the last used cell, padded to EMBER_KV_PAD.
+    // Cells the attention must look at: one past the last used cell, padded to `pad` cells.
     uint32_t n_kv() const;
 
     // Picks free cells for n tokens into `out` (no allocation when out has capacity).
@@ -50,6 +50,9 @@ struct ember_kv_cache {
     uint32_t                    n_used   = 0;
     uint32_t                    head     = 0;    // where the next search for free cells starts
     int32_t                     max_cell = -1;   // highest used cell index
+    // n_kv's padding: EMBER_KV_PAD, or the environment's EMBER_KV_PAD=32|64|128|256|512 read at
+    // init (measuring: a shorter attended row at short contexts against a graph per fewer tokens).
+    uint32_t                    pad      = EMBER_KV_PAD;
     std::deque<ember_tensor>    k_l, v_l;        // per layer
     std::vector<ember_buffer *> buffers;
 

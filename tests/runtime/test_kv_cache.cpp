@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "runtime/kv-cache.h"
@@ -94,6 +95,34 @@ TEST_CASE("[kv_cache] the attended range grows in padded steps") {
     CHECK(c.kv.n_kv() == 512);
     c.kv.seq_rm(0, 200, -1);
     CHECK(c.kv.n_kv() == 256);
+}
+
+TEST_CASE("[kv_cache] the padding from EMBER_KV_PAD (measuring), read at init") {
+    struct env_pad {  // set for this case, removed however it ends
+        explicit env_pad(const char * v) { setenv("EMBER_KV_PAD", v, 1); }
+        ~env_pad() { unsetenv("EMBER_KV_PAD"); }
+    };
+    {
+        env_pad  e("128");
+        cpu_cache c(600);
+        CHECK(c.kv.pad == 128);
+        add(c.kv, {0, 1, 2}, 0);
+        CHECK(c.kv.n_kv() == 128);
+        std::vector<int32_t> pos(127);
+        for (int i = 0; i < 127; i++) pos[i] = 3 + i;
+        add(c.kv, pos, 0);  // 130 cells
+        CHECK(c.kv.n_kv() == 256);
+    }
+    for (const char * bad : {"100", "1024", "128x", "", "-128"}) {
+        CAPTURE(bad);
+        env_pad  e(bad);
+        cpu_cache c(600);
+        CHECK(c.kv.pad == EMBER_KV_PAD);  // not one of the sizes: the default
+    }
+    cpu_cache c(100);  // unset; a cache smaller than the padding attends all of it
+    CHECK(c.kv.pad == EMBER_KV_PAD);
+    add(c.kv, {0}, 0);
+    CHECK(c.kv.n_kv() == 100);
 }
 
 TEST_CASE("[kv_cache] mask: own sequence, causal, nothing else") {
