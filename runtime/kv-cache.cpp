@@ -16,9 +16,10 @@ void ember_kv_cache::init(uint32_t n_cells, uint32_t n_layer, int64_t n_embd_k, 
                           ember_type type_v, const std::vector<ember_buffer_type *> & layer_buft) {
     cells.assign(n_cells, ember_kv_cell{});
     pad = EMBER_KV_PAD;
-    if (const char * e = std::getenv("EMBER_KV_PAD")) {
+    if (const char * e = std::getenv("EMBER_KV_PAD"); e && *e && std::strspn(e, "0123456789") == std::strlen(e)) {
+        const unsigned long v = std::strtoul(e, nullptr, 10);
         for (uint32_t p : {32u, 64u, 128u, 256u, 512u}) {
-            if (std::strtoul(e, nullptr, 10) == p && std::strspn(e, "0123456789") == std::strlen(e)) pad = p;
+            if (v == p) pad = p;
         }
     }
     // One buffer per buffer type, holding the K and V tensors of the layers placed there.

@@ -195,6 +195,14 @@ __device__ __forceinline__ uint2 dec_bytes8(const uint8_t * base, int o) {
 __device__ __forceinline__ float2 dec_half2(uint32_t h) {
     return __half22float2(*reinterpret_cast<const __half2 *>(&h));
 }
+// Eight F16 values (one 16-byte word) as floats.
+__device__ __forceinline__ void dec_half8(const uint4 & u, float * y) {
+    float2 f;
+    f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
+    f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
+    f = dec_half2(u.z), y[4] = f.x, y[5] = f.y;
+    f = dec_half2(u.w), y[6] = f.x, y[7] = f.y;
+}
 
 // Four FP8 codes as two f16 pairs (codes 0, 1 in lo) whose values times dec_fp8_post are the
 // codes': E4M3 by the hardware conversion on sm_89+ (exact; NaN codes give NaN), else by bit
@@ -279,11 +287,7 @@ template <int T> __device__ __forceinline__ void dec_load8(const uint8_t * row, 
         y[0] = a.x, y[1] = a.y, y[2] = a.z, y[3] = a.w, y[4] = b.x, y[5] = b.y, y[6] = b.z, y[7] = b.w;
     } else if constexpr (T == EMBER_TYPE_F16) {
         const uint4 u = *reinterpret_cast<const uint4 *>(row + 2 * e);
-        float2      f;
-        f = dec_half2(u.x), y[0] = f.x, y[1] = f.y;
-        f = dec_half2(u.y), y[2] = f.x, y[3] = f.y;
-        f = dec_half2(u.z), y[4] = f.x, y[5] = f.y;
-        f = dec_half2(u.w), y[6] = f.x, y[7] = f.y;
+        dec_half8(u, y);
     } else {
         dec_piece<T>(row, off, e / 8, y);
     }
@@ -1070,12 +1074,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     };
     const auto vals = [&](const float (&f)[u8 ? 1 : UN][8], const uint4 (&h)[u8 ? UN : 1], int u, float (&y)[8]) {
         if constexpr (u8) {
-            const unsigned w[4] = {h[u].x, h[u].y, h[u].z, h[u].w};
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float2 t = dec_half2(w[i]);
-                y[2 * i] = t.x, y[2 * i + 1] = t.y;
-            }
+            dec_half8(h[u], y);
         } else {
 #pragma unroll
             for (int i = 0; i < 8; i++) y[i] = f[u][i];
@@ -1118,12 +1117,8 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
                     if constexpr (u8) {
                         kh[u] = ku, vh[u] = vu;
                     } else {
-                        const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            const float2 k2 = dec_half2(kw[i]), v2 = dec_half2(vw[i]);
-                            kf[u][2 * i] = k2.x, kf[u][2 * i + 1] = k2.y, vf[u][2 * i] = v2.x, vf[u][2 * i + 1] = v2.y;
-                        }
+                        dec_half8(ku, kf[u]);
+                        dec_half8(vu, vf[u]);
                     }
                     ks[u] = vs[u] = 1.0f;
                 } else {
