@@ -616,6 +616,7 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
     ember_status st = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now    = false;
     if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
+    ember_cuda_handover_settle(ctx, st != EMBER_OK || i + *used >= end);  // an armed handover its consumer did not take
     return st;
 }
 
@@ -1517,8 +1518,10 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
         if (cudaDeviceSetCacheConfig(cfg[cache_cfg]) != cudaSuccess) cudaGetLastError();  // a preference: ignored where unsupported
     }
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
+    // The error flag, then (8 bytes on) the attention's handover counters (cuda-ops.h d_handover).
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), 4 * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, 4 * sizeof(int));
+    if (e == cudaSuccess) c->cu.d_handover = reinterpret_cast<unsigned *>(c->cu.d_error + 2);
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

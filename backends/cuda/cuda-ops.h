@@ -99,7 +99,38 @@ struct ember_cuda_ctx {
     mutable uint64_t n_launch       = 0;
     uint64_t         scatter_launch = UINT64_MAX;
     bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=0: off; ember_cuda_scatter's one-round-trip kernel where it may run
+
+    // The attention's handover to the O producer (EMBER_CUDA_ATTN_HANDOVER, measuring; F16 caches,
+    // the short decode kernel): the attention's warps that write its output's 8-bit copy each count
+    // themselves in d_handover[0] after their stores, and the norm-in-product launch reading that
+    // copy next waits for the count (ho_target) instead of for the attention's grid to complete
+    // (cu_handover_wait); its last block zeroes both counters (d_handover[1] counts its blocks).
+    // ho_target > 0: an attention launch counts (armed), ho_xq its copy, ho_launch n_launch after
+    // it. A launch after it that is not the consumer, an error, or the end of the range while
+    // armed: the counters are zeroed by a copy on the stream (ember_cuda_handover_settle).
+    unsigned *   d_handover = nullptr;  // 2 counters, zero between launches
+    unsigned     ho_target  = 0;
+    const void * ho_xq      = nullptr;
+    uint64_t     ho_launch  = 0;
 };
+
+// EMBER_CUDA_ATTN_HANDOVER=1 (measuring, default 0; read at every launch): the handover above.
+bool ember_cuda_handover_on();
+// Launches that took a handover (the consumers) and resets of an unconsumed one, since the
+// process started (tests: proof that the form ran, or that the fallback did).
+long long ember_cuda_handover_launches();
+long long ember_cuda_handover_resets();
+// Whether a stream made now on the current device would arm handovers (sm_90+, EMBER_CUDA_PDL on).
+bool      ember_cuda_handover_possible();
+// The consumer's part: the counters and target to pass to a norm-in-product kernel reading the
+// copy xq (nullptr / 0: none armed for it, wait as usual); ember_cuda_handover_taken after its
+// launch disarms.
+unsigned * ember_cuda_handover_for(const ember_cuda_ctx & ctx, const void * xq, unsigned * target);
+void       ember_cuda_handover_taken(ember_cuda_ctx & ctx);
+// After a node's launches (cuda-backend.cpp compute_at): an armed handover that a launch other
+// than its consumer followed, or that `force` ends (an error, the end of the range), is undone:
+// the counters zeroed on the stream.
+void       ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force);
 
 
 

@@ -373,9 +373,10 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         int4   lo, hi;
         float2 ds;
     };
-    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+    // (CG: past the read-only path, cu_ldx)
+    template <bool CG = false> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
+        return {cu_ldx<CG>(p), cu_ldx<CG>(p + 1), cu_ldx<CG>(xds + c)};
     }
     // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -389,8 +390,8 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         int4  v;
         float d;
     };
-    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
-        return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
+    template <bool CG = false> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        return {cu_ldx<CG>(reinterpret_cast<const int4 *>(xq + 16 * c)), cu_ldx<CG>(xds + c / 2).x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int s = 0;
@@ -635,8 +636,10 @@ struct mvk_norm_args {
 // together with mvr_glu_kernel's SEP change, so the two were not split. The next slice's loads
 // in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
 // 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
-template <int T>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
+// HO: the attention's handover (cu_handover_wait) in place of the PDL wait, x read past the
+// read-only path (EMBER_CUDA_ATTN_HANDOVER; the same arithmetic).
+template <int T, bool HO = false>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_ho_args<HO, mvn_args> a) {
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
@@ -657,11 +660,12 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
+    if constexpr (HO) cu_handover_wait(a.ho, a.ho_target);
+    else cu_pdl_begin();
     float          acc[8] = {};
     typename D::xs x{};
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::template load_x<HO>(a.xq, a.xds, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(dw[t])), x);
@@ -1012,8 +1016,9 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
-template <int MINB = 1>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
+// HO: as mvr_norm_kernel's.
+template <int MINB = 1, bool HO = false>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvn_ho_args<HO, mvk_norm_args> a) {
     constexpr int BYTES = 144;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
@@ -1032,7 +1037,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         }
     };
     if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
-    cu_pdl_begin();
+    if constexpr (HO) cu_handover_wait(a.ho, a.ho_target);
+    else cu_pdl_begin();
     float acc[4] = {};
     for (int b = wi; b < a.nblk; b += nw) {
         if (b != wi) load(b);
@@ -1040,10 +1046,10 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         int4         xlo[2], xhi[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
-            xlo[k] = __ldg(xb + k);
-            xhi[k] = __ldg(xb + 2 + k);
+            xlo[k] = cu_ldx<HO>(xb + k);
+            xhi[k] = cu_ldx<HO>(xb + 2 + k);
         }
-        const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
+        const float4 ds = cu_ldx<HO>(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
         for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
     }
@@ -2488,18 +2494,25 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     o.osq = reinterpret_cast<float *>(buf + qb + db);
     // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
     const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
+    // The attention before it counting its output's writers (EMBER_CUDA_ATTN_HANDOVER): its
+    // blocks wait for that count instead of for the attention's grid (not planar Q6_K: no form).
+    unsigned         ho_target = 0;
+    unsigned * const ho        = w->type == EMBER_TYPE_Q6_K ? nullptr : ember_cuda_handover_for(ctx, xq, &ho_target);
     if (ember_cuda_ext_layout(w)) {
-        const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
+        const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o, ho, ho_target);
         if (es != EMBER_OK) return es;
     } else if (w->type == EMBER_TYPE_Q4_K) {
-        mvk_norm_args a;
-        a.w     = static_cast<const char *>(w->data);
-        a.w_nb1 = static_cast<int64_t>(w->nb[1]);
-        a.nblk  = static_cast<int>(w->ne[0] / 256);
-        a.xq    = xq;
-        a.xds   = xds;
-        a.out   = o;
-        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+        mvn_with_handover<mvk_norm_args> a;
+        a.w         = static_cast<const char *>(w->data);
+        a.w_nb1     = static_cast<int64_t>(w->nb[1]);
+        a.nblk      = static_cast<int>(w->ne[0] / 256);
+        a.xq        = xq;
+        a.xds       = xds;
+        a.out       = o;
+        a.ho        = ho;
+        a.ho_target = ho_target;
+        if (ho) cu_launch(ctx, mvk_norm_kernel<1, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+        else cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, static_cast<const mvk_norm_args &>(a));
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2511,17 +2524,27 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
-        mvn_args  a;
+        mvn_with_handover<mvn_args> a;
         a.wq     = static_cast<const uint4 *>(w->data);
         a.wd     = rp_scales(w);
         a.nchunk = nb * ember_cuda_repack_qbytes(w->type) / 16;
         a.nb     = nb;
-        a.xq     = xq;
-        a.xds    = xds;
-        a.out    = o;
-        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
-        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        a.xq        = xq;
+        a.xds       = xds;
+        a.out       = o;
+        a.ho        = ho;
+        a.ho_target = ho_target;
+        const unsigned nt = 32 * mvn_warps((a.nchunk + 7) / 8);
+        const mvn_args & plain = a;
+        if (w->type == EMBER_TYPE_Q4_0) {
+            if (ho) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, blocks, nt, 0, a);
+            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, nt, 0, plain);
+        } else {
+            if (ho) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, blocks, nt, 0, a);
+            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, nt, 0, plain);
+        }
     }
+    if (ho && !ember_cuda_ext_layout(w)) ember_cuda_handover_taken(ctx);  // (the ext launcher says so itself)
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);

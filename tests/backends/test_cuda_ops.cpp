@@ -2219,6 +2219,165 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
     }
 }
 
+// The handover's bookkeeping on the host (no GPU needed): an armed attention launch is taken by
+// the next launch reading its copy, and undone when any other launch follows it first, when the
+// range ends or on an error.
+TEST_CASE("[cuda] the attention's handover: who takes it, when it is undone") {
+    ember_cuda_ctx ctx;
+    static unsigned counters[2] = {0, 0};  // (host memory: the reset's zeroing fails and is ignored, or zeroes it)
+    ctx.d_handover             = counters;
+    int            xq_a = 0, xq_b = 0;
+    unsigned       target = 7;
+    CHECK(ember_cuda_handover_for(ctx, &xq_a, &target) == nullptr);  // nothing armed
+    CHECK(target == 0);
+    const auto arm = [&](const void * xq) {  // as the attention's launcher does after its launch
+        ctx.n_launch++;
+        ctx.ho_target = 64;
+        ctx.ho_xq     = xq;
+        ctx.ho_launch = ctx.n_launch;
+    };
+    arm(&xq_a);
+    CHECK(ember_cuda_handover_for(ctx, &xq_b, &target) == nullptr);  // another copy
+    CHECK(ember_cuda_handover_for(ctx, nullptr, &target) == nullptr);
+    CHECK(ember_cuda_handover_for(ctx, &xq_a, &target) == counters);
+    CHECK(target == 64);
+    const long long took = ember_cuda_handover_launches(), undone = ember_cuda_handover_resets();
+    ember_cuda_handover_settle(ctx, false);  // no launch since: stays armed (a VIEW node between)
+    CHECK(ctx.ho_target == 64);
+    ctx.n_launch++;
+    ember_cuda_handover_taken(ctx);  // the consumer's launch
+    CHECK(ctx.ho_target == 0);
+    CHECK(ember_cuda_handover_launches() == took + 1);
+    ember_cuda_handover_settle(ctx, true);  // nothing armed: nothing to undo
+    CHECK(ember_cuda_handover_resets() == undone);
+    arm(&xq_a);
+    ctx.n_launch++;  // another kernel first: its reader is gone
+    CHECK(ember_cuda_handover_for(ctx, &xq_a, &target) == nullptr);
+    ember_cuda_handover_settle(ctx, false);
+    CHECK(ctx.ho_target == 0);
+    CHECK(ember_cuda_handover_resets() == undone + 1);
+    arm(&xq_b);
+    ember_cuda_handover_settle(ctx, true);  // the range ends (or an error) with it armed
+    CHECK(ctx.ho_target == 0);
+    CHECK(ember_cuda_handover_resets() == undone + 2);
+    arm(&xq_a);
+    ctx.skip_now = true;  // a skipped launch (EMBER_CUDA_SKIP) takes nothing
+    CHECK(ember_cuda_handover_for(ctx, &xq_a, &target) == nullptr);
+    ctx.skip_now = false;
+    ember_cuda_handover_settle(ctx, true);
+    CHECK(ember_cuda_handover_launches() == took + 1);
+}
+
+// Two decode layers' attention halves as a model has them (F16 caches, the short kernel): ATTN,
+// its VIEW, the O product, the residual ADD, RMS_NORM and MUL, then the next layer's Q product
+// over that (scaled, so the scores stay moderate). With o_read_again layer 0's O result is also
+// added at the end, so its product cannot be a norm-in-product launch: the handover armed there
+// has no consumer and must be undone before layer 1's.
+ember_tensor * handover_chain(case_ctx & c, ember_type wt, int64_t d, int64_t n_head, int64_t n_head_kv, int64_t n_kv, bool o_read_again) {
+    const int64_t      n = d * n_head;
+    ember_tensor *     x = c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, -2.0f, 2.0f);
+    ember_tensor *     q = c.rand_leaf(EMBER_TYPE_F32, d, n_head, 1);
+    ember_tensor *     o0 = nullptr, *qm = nullptr;
+    std::vector<float> mv(static_cast<size_t>(n_kv), 0.0f);
+    for (int64_t j = 0; j < n_kv; j++) {
+        if (j % 11 == 4) mv[static_cast<size_t>(j)] = -INFINITY;
+    }
+    for (int l = 0; l < 2; l++) {
+        ember_tensor * k = c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv, -2.0f, 2.0f);
+        ember_tensor * v = c.rand_leaf(EMBER_TYPE_F16, d, n_head_kv, n_kv);
+        ember_tensor * a = ember_attn(c.g, q, k, v, c.f32_leaf(mv, n_kv, 1), 1.0f / std::sqrt(static_cast<float>(d)));
+        ember_tensor * o = ember_mul_mat(c.g, c.weight_leaf(wt, n, n), ember_view(c.g, a, n, 1));
+        if (l == 0) o0 = o;
+        x                = ember_add(c.g, x, o);
+        ember_tensor * h = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n, 1, 1, 0.5f, 1.5f));
+        qm               = ember_scale(c.g, ember_mul_mat(c.g, c.weight_leaf(wt, n, n), h), 1.0f / std::sqrt(static_cast<float>(n)));
+        q                = ember_view(c.g, qm, d, n_head, 1);
+    }
+    return ember_swiglu(c.g, qm, o_read_again ? ember_add(c.g, x, o0) : x);
+}
+
+TEST_CASE("[cuda] the attention's handover to the O producer (EMBER_CUDA_ATTN_HANDOVER)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_ATTN_HANDOVER", "EMBER_CUDA_ATTN_LEAN", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_GRAPHS"}};
+    set_env("EMBER_CUDA_MV_NORM", "2");
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    // Sets the switches, runs eager, recorded and replayed (three seeds on one stream).
+    const auto runs = [](const char * ho, const char * lean, const builder & build) {
+        set_env("EMBER_CUDA_ATTN_HANDOVER", ho);
+        set_env("EMBER_CUDA_ATTN_LEAN", lean);
+        auto r = run_on_n(cuda_device(), build, {3, 4, 5});
+        set_env("EMBER_CUDA_ATTN_HANDOVER", "");
+        set_env("EMBER_CUDA_ATTN_LEAN", "");
+        return r;
+    };
+    const auto same_bits = [](const std::vector<float> & a, const std::vector<float> & b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    // Handovers arm only where launches overlap (sm_90+, EMBER_CUDA_PDL on); elsewhere the switch
+    // must change nothing and count nothing.
+    const bool possible = ember_cuda_handover_possible();
+    struct shape {
+        ember_type wt;
+        int64_t    d, n_head, n_head_kv, n_kv;
+    };
+    // The O producers: Q4_K (mvk_norm_kernel), Q4_0 / Q8_0 (mvr_norm_kernel), INT4 (mvx_norm_kernel);
+    // the 1B shape's heads at 100 keys (one block a head) and 256 (a cluster of 2), the 8B shape's
+    // at 300 (a cluster of 5); INT4 small (its CPU quantizer searches every group's scale).
+    const shape shapes[] = {{EMBER_TYPE_Q4_K, 64, 32, 8, 100}, {EMBER_TYPE_Q4_K, 64, 32, 8, 256}, {EMBER_TYPE_Q4_K, 128, 32, 8, 300},
+                            {EMBER_TYPE_Q4_0, 64, 32, 8, 256},  {EMBER_TYPE_Q4_0, 128, 32, 8, 300}, {EMBER_TYPE_Q8_0, 64, 32, 8, 100},
+                            {EMBER_TYPE_INT4, 128, 4, 2, 200}};
+    for (const shape & sh : shapes) {
+        for (bool again : {false, true}) {
+            const std::string what = std::string("handover ") + ember_type_get_name(sh.wt) + " d=" + std::to_string(sh.d) +
+                                     " n_kv=" + std::to_string(sh.n_kv) + (again ? ", layer 0's O read again" : "");
+            CAPTURE(what);
+            const builder build = [=](case_ctx & c) { return handover_chain(c, sh.wt, sh.d, sh.n_head, sh.n_head_kv, sh.n_kv, again); };
+            const auto    base  = runs("", "", build);
+            const long long took0 = ember_cuda_handover_launches(), undone0 = ember_cuda_handover_resets();
+            const auto    ho    = runs("1", "", build);
+            const long long took = ember_cuda_handover_launches() - took0, undone = ember_cuda_handover_resets() - undone0;
+            CAPTURE(took);
+            CAPTURE(undone);
+            // The eager run and the recording (at least) each launch both layers (a replay calls no
+            // launcher): two consumers each, or one consumer and one undone handover (layer 0's O
+            // read again).
+            if (possible) {
+                CHECK(took >= (again ? 2 : 4));
+                CHECK(undone == (again ? took : 0));
+                if (!again) CHECK(took % 2 == 0);
+            } else {
+                CHECK(took == 0);
+                CHECK(undone == 0);
+            }
+            REQUIRE(ho.size() == base.size());
+            for (size_t r = 0; r < ho.size(); r++) {
+                CAPTURE(r);
+                CHECK(same_bits(ho[r], base[r]));  // only the wait differs
+            }
+            // Against the CPU (a chain of 8-bit activations: the usual decode tolerance).
+            const auto want = run_on_n(ember_registry_cpu_device(), build, {3, 4, 5});
+            for (size_t r = 0; r < ho.size(); r++) {
+                CAPTURE(r);
+                const double e = nmse(ho[r], want[r]);
+                CAPTURE(e);
+                CHECK(e < 5e-3);
+            }
+            // With the LEAN forms (u8: another order of the sums; spec + push) the same bits as
+            // those forms without the handover.
+            if (sh.wt == EMBER_TYPE_Q4_K) {
+                for (const char * lean : {"3", "4", "7"}) {
+                    CAPTURE(lean);
+                    const auto l0 = runs("", lean, build), l1 = runs("1", lean, build);
+                    for (size_t r = 0; r < l1.size(); r++) CHECK(same_bits(l1[r], l0[r]));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("[cuda] device enumeration and buffers") {
     ember_device * dev = cuda_device();
     if (!dev) {
