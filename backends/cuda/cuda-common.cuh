@@ -76,17 +76,20 @@ __device__ __forceinline__ void cu_handover_signal(unsigned * ho) {
     }
 }
 // cu_handover_wait, in place of cu_pdl_begin (every thread of the block): thread 0 waits for
-// `target` counts (acquire), counts its block in ho[1], and the grid's last block zeroes both (every
+// `target` counts (then a fence: acquire), counts its block in ho[1], and the grid's last block zeroes both (every
 // block has seen the count by then; the next attention counts only after this grid has completed:
 // launches wait for the one before them). What the attention wrote must then be read past the
 // read-only path (cu_ldx<true>: ld.global.cg), which the acquire does not cover.
 __device__ __forceinline__ void cu_handover_wait(unsigned * ho, unsigned target) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     if (threadIdx.x == 0) {
+        // Relaxed polls, then one fence (an acquire load per poll would invalidate the SM's L1
+        // each time, under the blocks of other kernels beside this one).
         unsigned v;
         do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ho) : "memory");
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ho) : "memory");
         } while (v < target);
+        __threadfence();
         if (atomicAdd(ho + 1, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
             atomicExch(ho, 0u);
             atomicExch(ho + 1, 0u);
