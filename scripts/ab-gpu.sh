@@ -18,7 +18,7 @@
 #   EMBER_AB_ENV_C    a third side: B's build (the edits) with these settings instead of B's, run after
 #                     B ("BCA" unless EMBER_AB_ORDER names C); a column of its own in the table, and
 #                     with EMBER_AB_TRACE its trace against A's
-#   EMBER_AB_ENV_D / EMBER_AB_ENV_E  a fourth and fifth side, as C (after it: "BCDEA"): settings
+#   EMBER_AB_ENV_D .. EMBER_AB_ENV_G  a fourth to seventh side, as C (after it: "BCDEFGA"): settings
 #                     cost only their runs, the build being B's
 #   EMBER_AB_TRACE    1: also a kernel trace of each model on each side (tg32, scripts/kernel-trace.cpp
 #                     through CUPTI; tables by kernel and grid) and, at the end, per model the launches
@@ -39,8 +39,8 @@ cd "$(dirname "$0")/.."
 logs=${OUT:-/tmp/ember-ab}
 runs=${EMBER_AB_RUNS:-2}
 order=${EMBER_AB_ORDER:-BA}
-extra=""  # the settings-only sides C, D, E not named in EMBER_AB_ORDER, run after B
-for x in C D E; do
+extra=""  # the settings-only sides C .. G not named in EMBER_AB_ORDER, run after B
+for x in C D E F G; do
     v=EMBER_AB_ENV_$x
     [ -n "${!v:-}" ] && [ "$order" = "${order/$x/}" ] && extra+=$x
 done
@@ -103,6 +103,8 @@ bench_side() {
         C) read -r -a envs <<<"${EMBER_AB_ENV_C:-}" ;;
         D) read -r -a envs <<<"${EMBER_AB_ENV_D:-}" ;;
         E) read -r -a envs <<<"${EMBER_AB_ENV_E:-}" ;;
+        F) read -r -a envs <<<"${EMBER_AB_ENV_F:-}" ;;
+        G) read -r -a envs <<<"${EMBER_AB_ENV_G:-}" ;;
     esac
     for x in $models; do
         while [ ! -f "$models_dir/$x.gguf" ]; do
@@ -126,7 +128,7 @@ bench_side() {
 on=B  # whose files are in place: the pack comes with B's (the edits)
 for ((k = 0; k < ${#order}; k++)); do
     side=${order:k:1}
-    want=$([ "$side" = A ] && echo A || echo B)  # C, D, E run B's build
+    want=$([ "$side" = A ] && echo A || echo B)  # C .. G run B's build
     if [ "$want" != "$on" ]; then
         swap_to "$want"
         on=$want
@@ -150,7 +152,7 @@ done
 swap_to B  # the pack as it came
 echo
 cols=""  # the sides past B that ran, in order
-for x in C D E; do [ "$order" != "${order/$x/}" ] && cols+=$x; done
+for x in C D E F G; do [ "$order" != "${order/$x/}" ] && cols+=$x; done
 head="| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |"
 rule="| --- | ---: | ---: | ---: |"
 for ((k = 0; k < ${#cols}; k++)); do
@@ -175,11 +177,11 @@ done
 if [ -n "$kt" ]; then
     : >"$logs/ab-traces.txt"
     for x in $models; do
-        for side in A B C D E; do
+        for side in A B C D E F G; do
             [ -f "$traces/$x-$side.txt" ] || continue
             { echo "== $x $side"; cat "$traces/$x-$side.txt"; echo; } >>"$logs/ab-traces.txt" 2>/dev/null
         done
-        for side in B C D E; do
+        for side in B C D E F G; do
             [ -f "$traces/$x-$side.txt" ] || continue
             echo
             echo "$x, kernel trace (tg32, critical path), $side against A:"
