@@ -1518,10 +1518,10 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
         if (cudaDeviceSetCacheConfig(cfg[cache_cfg]) != cudaSuccess) cudaGetLastError();  // a preference: ignored where unsupported
     }
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
-    // The error flag, then (8 bytes on) the attention's handover counters (cuda-ops.h d_handover).
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), 4 * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, 4 * sizeof(int));
-    if (e == cudaSuccess) c->cu.d_handover = reinterpret_cast<unsigned *>(c->cu.d_error + 2);
+    // The error flag, then (16 bytes on) the handovers' counters (cuda-ops.h d_handover).
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), 8 * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, 8 * sizeof(int));
+    if (e == cudaSuccess) c->cu.d_handover = reinterpret_cast<unsigned *>(c->cu.d_error + 4);
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

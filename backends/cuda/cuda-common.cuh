@@ -75,6 +75,11 @@ __device__ __forceinline__ void cu_handover_signal(unsigned * ho) {
         atomicAdd(ho, 1u);
     }
 }
+// cu_handover_count: the same by one thread that made all its warp's stores itself (no barrier).
+__device__ __forceinline__ void cu_handover_count(unsigned * ho) {
+    __threadfence();
+    atomicAdd(ho, 1u);
+}
 // cu_handover_wait, in place of cu_pdl_begin (every thread of the block): thread 0 waits for
 // `target` counts (then a fence: acquire), counts its block in ho[1], and the grid's last block zeroes both (every
 // block has seen the count by then; the next attention counts only after this grid has completed:

@@ -108,10 +108,17 @@ struct ember_cuda_ctx {
     // ho_target > 0: an attention launch counts (armed), ho_xq its copy, ho_launch n_launch after
     // it. A launch after it that is not the consumer, an error, or the end of the range while
     // armed: the counters are zeroed by a copy on the stream (ember_cuda_handover_settle).
-    unsigned *   d_handover = nullptr;  // 2 counters, zero between launches
+    unsigned *   d_handover = nullptr;  // 4 counters, zero between launches: [0, 2) this one, [2, 4) the Q / K / V one
     unsigned     ho_target  = 0;
     const void * ho_xq      = nullptr;
     uint64_t     ho_launch  = 0;
+    // The Q / K / V launch's handover to the attention (EMBER_CUDA_QKV_HANDOVER, measuring; Q4_K_M's
+    // one-launch units): each block of that launch counts itself in d_handover[2] after its
+    // stores (the RoPE'd Q, the cache rows), and the short attention after it (F16, reading the
+    // older rows early) waits for the count instead of for that grid; its last block zeroes
+    // d_handover[2, 4). qh_target > 0: armed (the launch's blocks), qh_launch n_launch after it.
+    unsigned qh_target = 0;
+    uint64_t qh_launch = 0;
 };
 
 // EMBER_CUDA_ATTN_HANDOVER=1 (measuring, default 0; read at every launch): the handover above.
@@ -127,9 +134,19 @@ bool      ember_cuda_handover_possible();
 // launch disarms.
 unsigned * ember_cuda_handover_for(const ember_cuda_ctx & ctx, const void * xq, unsigned * target);
 void       ember_cuda_handover_taken(ember_cuda_ctx & ctx);
+// The Q / K / V side (EMBER_CUDA_QKV_HANDOVER=1, measuring, default 0; read at every launch):
+// whether a units launch may arm it now, then armed after it with its block count; the
+// attention's launcher takes it (the counters at d_handover + 2 and the count) when it is the
+// next launch; taken disarms.
+bool       ember_cuda_qkv_handover_on();
+bool       ember_cuda_qkv_handover_may_arm(const ember_cuda_ctx & ctx);
+void       ember_cuda_qkv_handover_armed(ember_cuda_ctx & ctx, unsigned blocks);
+unsigned * ember_cuda_qkv_handover_for(const ember_cuda_ctx & ctx, unsigned * target);
+void       ember_cuda_qkv_handover_taken(ember_cuda_ctx & ctx);
+long long  ember_cuda_qkv_handover_launches();  // attention launches that took one (tests)
 // After a node's launches (cuda-backend.cpp compute_at): an armed handover that a launch other
 // than its consumer followed, or that `force` ends (an error, the end of the range), is undone:
-// the counters zeroed on the stream.
+// the counters zeroed on the stream (either kind).
 void       ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force);
 
 

@@ -99,6 +99,8 @@ struct dec_args {
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
     unsigned *    ho        = nullptr;  // attn_dec_short_kernel LEAN bit 8: the handover's counter (ember_cuda_ctx::d_handover)
+    unsigned *    qho       = nullptr;  //   bit 16: the Q / K / V launch's handover counters (d_handover + 2) and its count
+    unsigned      qho_target = 0;
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -971,9 +973,17 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
     constexpr bool                  u8   = (LEAN & 4) != 0;
     constexpr bool                  ho   = (LEAN & 8) != 0;  // each writing warp counts itself in a.ho (the handover)
+    constexpr bool                  qh   = (LEAN & 16) != 0;  // waits for the Q / K / V launch's count, not its grid
+    // The wait for the launch before (the Q / K / V launch): its grid (PDL), or with qh its blocks'
+    // count (cu_handover_wait); then what that launch wrote (Q, this step's cache rows) is read
+    // past the read-only path and L1 (ld.global.cg: it may still run).
+    const auto wait_before = [&]() {
+        if constexpr (qh) cu_handover_wait(a.qho, a.qho_target);
+        else cu_pdl_begin();
+    };
     constexpr int                   UN   = u8 ? 2 * k_short_unroll : k_short_unroll;  // keys of a slot a pass
     static_assert(LEAN == 0 || (T == EMBER_TYPE_F16 && PROBE == 0), "the LEAN forms read F16 caches");
-    static_assert(LEAN < 16, "LEAN bits: 1 spec, 2 push, 4 u8, 8 handover");
+    static_assert(LEAN < 32, "LEAN bits: 1 spec, 2 push, 4 u8, 8 handover, 16 the Q / K / V handover");
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
@@ -995,7 +1005,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     // Q. Safe because every kernel lets its dependents start only after its own wait
     // (cu_pdl_begin): when this one starts, every launch before the one before it has completed,
     // the input copies (mask, indices) and the earlier steps' cache writes among them.
-    if (!a.early) cu_pdl_begin();
+    if (!a.early) wait_before();  // (never with qh: the launcher takes it only with a.early)
     int wr[k_kv_write_max];  // a.early: the rows this step writes, requested with the mask (one round trip)
 #pragma unroll
     for (int i = 0; i < k_kv_write_max; i++) wr[i] = a.early && i < a.early_n ? a.early_idx[i] : -1;
@@ -1015,7 +1025,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     const float * qr = reinterpret_cast<const float *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2]) + 8 * part;
     if (!a.early) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+        for (int i = 0; i < 8; i++) q[i] = (qh ? __ldcg(qr + i) : qr[i]) * a.scale;
     }
     if constexpr (!spec) {
         last = cu_warp_max_int(last);
@@ -1110,14 +1120,14 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
         if (j0 - slot < n_used) load_pass(j0, spec ? 0u : redo);  // spec: those rows read again below
-        cu_pdl_begin();
+        wait_before();
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
+        for (int i = 0; i < 8; i++) q[i] = (qh ? __ldcg(qr + i) : qr[i]) * a.scale;
 #pragma unroll
         for (int u = 0; u < UN; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
             if ((redo >> u & 1u) && j < n_used) {
-                if constexpr (spec) {
+                if constexpr (spec || qh) {
                     // Past L1 (ld.global.cg), where the copy read before the wait may still sit.
                     const uint4 ku = __ldcg(reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2]) + part);
                     const uint4 vu = __ldcg(reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2]) + part);
@@ -1422,7 +1432,7 @@ template <auto Kernel, int Threads> int dec_blocks_per_sm(int device, size_t sme
 // The handover (EMBER_CUDA_ATTN_HANDOVER, cuda-ops.h): an attention launch may count its writing
 // warps where the launches overlap (PDL), the launch is not skipped (EMBER_CUDA_SKIP) and no
 // other handover is armed.
-std::atomic<long long> g_handover_launches{0}, g_handover_resets{0};
+std::atomic<long long> g_handover_launches{0}, g_handover_resets{0}, g_qkv_handover_launches{0};
 
 bool handover_arm(const ember_cuda_ctx & ctx) {
     return ctx.pdl && ctx.d_handover && !ctx.skip_now && ctx.ho_target == 0 && ember_cuda_handover_on();
@@ -1553,7 +1563,29 @@ struct dec_launch {
                         // where it may be armed (handover_arm: the output's copy for one token's
                         // O product, every block writing output, the launches overlapping).
                         const bool ho   = a.xq && !a.part && a.q.ne[2] == 1 && attn_probe_mode() == 0 && handover_arm(ctx);
-                        const int  lean = (lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4)) | (ho ? 8 : 0);
+                        int        lean = (lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4)) | (ho ? 8 : 0);
+                        // Bit 16, the Q / K / V launch's handover (EMBER_CUDA_QKV_HANDOVER): where
+                        // that launch armed it and is the one just before, the older rows were read
+                        // early and every block takes one pass (this step's rows are then read
+                        // again past L1 after the wait, never by a later pass); with bits 4 and 8
+                        // only (the forms built).
+                        unsigned qh_target = 0;
+                        unsigned * const qho = a.early && n == n_full && !a.part && (lean & 3) == 0 && attn_probe_mode() == 0
+                                                   ? ember_cuda_qkv_handover_for(ctx, &qh_target)
+                                                   : nullptr;
+                        if (qho) {
+                            a.qho        = qho;
+                            a.qho_target = qh_target;
+                            ember_cuda_qkv_handover_taken(ctx);
+                            using short_fn                       = void (*)(dec_args);
+                            static constexpr short_fn qh_forms[] = {attn_dec_short_kernel<T, V, 0, 16>, attn_dec_short_kernel<T, V, 0, 20>,
+                                                                    attn_dec_short_kernel<T, V, 0, 24>, attn_dec_short_kernel<T, V, 0, 28>};
+                            if (ho) a.ho = ctx.d_handover;
+                            cu_launch_cluster(ctx, qh_forms[(lean & 4 ? 1 : 0) + (ho ? 2 : 0)], g, k_short_threads, 0, cl, a);
+                            if (ho) handover_armed(ctx, a.xq, static_cast<unsigned>(a.xk / 32));
+                            st = EMBER_OK;
+                            return;
+                        }
                         if (lean != 0) {
                             using short_fn                    = void (*)(dec_args);
                             static constexpr short_fn forms[] = {
@@ -1722,14 +1754,50 @@ void ember_cuda_handover_taken(ember_cuda_ctx & ctx) {
     g_handover_launches++;
 }
 
+bool ember_cuda_qkv_handover_on() {
+    return ember_cuda_env_choice("EMBER_CUDA_QKV_HANDOVER", 0, {0, 1}) == 1;
+}
+
+bool ember_cuda_qkv_handover_may_arm(const ember_cuda_ctx & ctx) {
+    return ctx.pdl && ctx.d_handover && !ctx.skip_now && ctx.qh_target == 0 && ember_cuda_qkv_handover_on();
+}
+
+void ember_cuda_qkv_handover_armed(ember_cuda_ctx & ctx, unsigned blocks) {
+    ctx.qh_target = blocks;
+    ctx.qh_launch = ctx.n_launch;
+}
+
+unsigned * ember_cuda_qkv_handover_for(const ember_cuda_ctx & ctx, unsigned * target) {
+    const bool ok = ctx.qh_target > 0 && ctx.n_launch == ctx.qh_launch && !ctx.skip_now;
+    *target       = ok ? ctx.qh_target : 0;
+    return ok ? ctx.d_handover + 2 : nullptr;
+}
+
+void ember_cuda_qkv_handover_taken(ember_cuda_ctx & ctx) {
+    ctx.qh_target = 0;
+    g_qkv_handover_launches++;
+}
+
+long long ember_cuda_qkv_handover_launches() {
+    return g_qkv_handover_launches.load();
+}
+
 void ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force) {
-    if (ctx.ho_target == 0 || (!force && ctx.n_launch == ctx.ho_launch)) return;
-    // The attention's count stays in the counters: zero them behind it (a copy on the stream
-    // waits for every launch before it) so the next armed launch starts from 0.
-    if (cudaMemsetAsync(ctx.d_handover, 0, 2 * sizeof(unsigned), ctx.stream) != cudaSuccess) cudaGetLastError();
-    ctx.ho_target = 0;
-    ctx.ho_xq     = nullptr;
-    g_handover_resets++;
+    // A count left in a pair of counters: zeroed behind it (a copy on the stream waits for every
+    // launch before it) so the next armed launch starts from 0.
+    const auto undo = [&](unsigned * pair) {
+        if (cudaMemsetAsync(pair, 0, 2 * sizeof(unsigned), ctx.stream) != cudaSuccess) cudaGetLastError();
+        g_handover_resets++;
+    };
+    if (ctx.ho_target != 0 && (force || ctx.n_launch != ctx.ho_launch)) {
+        undo(ctx.d_handover);
+        ctx.ho_target = 0;
+        ctx.ho_xq     = nullptr;
+    }
+    if (ctx.qh_target != 0 && (force || ctx.n_launch != ctx.qh_launch)) {
+        undo(ctx.d_handover + 2);
+        ctx.qh_target = 0;
+    }
 }
 
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {

@@ -253,22 +253,26 @@ __device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_
 }
 
 // The end of a warp's rows (mvr_kernel, mvk_kernel): the lanes' partial sums reduced, lane 0 storing them through the
-// group's epilogues (epi) or plainly into the column's output yc (rows past n dropped).
-template <int R>
+// group's epilogues (epi) or plainly into the column's output yc (rows past n dropped). QH: lane 0
+// then counts the warp in *qho (the Q / K / V handover, EMBER_CUDA_QKV_HANDOVER: its stores are
+// the warp's only ones; no reconvergence after them, whose code spilled the 80-register forms).
+template <int R, bool QH = false>
 __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool epi, const mv_group & g, int m, int64_t n, int64_t col,
-                                          const int64_t (&rows)[R], float * yc, int * err) {
+                                          const int64_t (&rows)[R], float * yc, int * err, unsigned * qho = nullptr) {
     float s[R];
 #pragma unroll
     for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
     if (lane != 0) return;
     if (epi) {
         mv_store_group<R>(g, m, n, col, rows, s, err);
+        if constexpr (QH) cu_handover_count(qho);
         return;
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (rows[r] < n) yc[rows[r]] = s[r];
     }
+    if constexpr (QH) cu_handover_count(qho);
 }
 
 struct mvq_args {
@@ -932,8 +936,8 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
-template <int R, int U, int QW, bool NS>
-__device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
+template <int R, int U, int QW, bool NS, bool QH = false>
+__device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff, unsigned * qho = nullptr) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
     constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
@@ -947,7 +951,7 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= n) return;
+    if (row0 >= n) return;  // (QH: not counted, mv_group_row_warps; counting here spilled the 80-register forms)
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
@@ -1003,12 +1007,22 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] *= sc;
     }
-    mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
-                 reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
+    mv_finish<R, QH>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
+                     reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err, qho);
 }
 template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     mvk_body<R, U, QW, NS>(a, 0);
+}
+
+// The Q / K / V launches' handover forms (EMBER_CUDA_QKV_HANDOVER, measuring): the same bodies,
+// each warp counted in qho[0] once its stores are done (mv_finish QH: the Q4_K warps that have
+// rows, mv_group_row_warps; cu_handover_signal after the Q6_K bodies: all their warps), for the
+// attention after it, which waits for that many counts.
+// mvk_kernel<2, 1, k_mv_pair_blocks, 2, NS>'s (the 8B shape's all-Q4_K Q / K / V units).
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvk_qh_kernel(mvq_args a, unsigned * qho) {
+    mvk_body<2, 1, 2, NS, true>(a, 0, qho);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1448,6 +1462,15 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mv
     if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS>(a4, 0);
     else mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
 }
+template <bool NS>  // (the handover form, as mvk_qh_kernel)
+__global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_qh_kernel(mvq_args a4, mvq_args a6, int ks, unsigned nb4, unsigned * qho) {
+    if (blockIdx.x < nb4) {
+        mvk_body<2, 1, 2, NS, true>(a4, 0, qho);
+    } else {
+        mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
+        cu_handover_signal(qho);
+    }
+}
 
 // V's row `row` by one warp when its rows are two segments (the 8B shape's): both segments'
 // loads before any arithmetic (one memory round trip a row, not two), then mvp6_rows' sums at
@@ -1493,12 +1516,11 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default). (The Q / K rows' second step requested into L2
 // the same way, mvk_body PF2, lost: 617.6 -> 614.0, session 51.)
-template <bool NS, bool SEG2, bool PF>
-__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
-    mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
+template <bool NS, bool SEG2, bool PF, bool QH = false>
+__device__ __forceinline__ void mvk_v6_body(const mvq_args & a4, const mvq_args & a6, unsigned nb4, unsigned * qho = nullptr) {
     const unsigned nbv = gridDim.x - nb4;
     if (blockIdx.x >= nbv) {
-        mvk_body<2, 1, 2, NS>(a4, nbv);
+        mvk_body<2, 1, 2, NS, QH>(a4, nbv, qho);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(nbv) * k_rp_warps;
@@ -1514,6 +1536,17 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
         if constexpr (SEG2) mvp6_row_seg2<NS>(a6, row);
         else mvp6_rows<1, NS>(a6, 1, 0, 0, row);
     }
+    if constexpr (QH) cu_handover_signal(qho);
+}
+template <bool NS, bool SEG2, bool PF>
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
+    mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
+    mvk_v6_body<NS, SEG2, PF>(a4, a6, nb4);
+}
+template <bool NS>  // (the handover form of the default SEG2, PF one, as mvk_qh_kernel)
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
+    mvk_v6_qh_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4, unsigned * qho) {
+    mvk_v6_body<NS, true, true, true>(a4, a6, nb4, qho);
 }
 
 // The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
@@ -1574,6 +1607,13 @@ const unsigned short * rp_scales(const ember_tensor * w) {
 
 // Fills the group part of a launch over dsts[0 .. nd) (nd > 1: 2-D weights of one type, the
 // same x; or units with epilogues) for `per_block` rows per block; returns grid.x.
+// The warps of a grouped launch filled so (R rows a warp) that have rows: mvk_body's QH count.
+inline unsigned mv_group_row_warps(const mv_group & g, int R) {
+    unsigned t = 0;
+    for (int m = 0; m < g.nmat; m++) t += static_cast<unsigned>((g.n[m] + R - 1) / R);
+    return t;
+}
+
 inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp, const ember_cuda_mv_unit * units) {
     g.nmat      = nd;
     g.has_epi   = units != nullptr;
@@ -1875,10 +1915,11 @@ mvq_args mvq_args_of(const ember_cuda_ctx & ctx, ember_tensor * dst, int64_t qk,
 }
 
 // ns: x is a norm-in-product copy (ctx.qx_ns): only the NS forms of mvk_kernel (wide) and
-// mvp6_kernel read it.
+// mvp6_kernel read it. qh_ok: the units are a layer's last Q / K / V launch (the attention next),
+// so it may arm the Q / K / V handover (EMBER_CUDA_QKV_HANDOVER; the 8B shape's capped Q4_K form).
 template <int T>
 ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
-                    const float2 * xds, bool ns) {
+                    const float2 * xds, bool ns, bool qh_ok = false) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -1898,8 +1939,14 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
+            if (ns) a.ns = ctx.qx_norm;
+            if (qh_ok && units && wide && rk == 2 && mv_pair_capped() && ember_cuda_qkv_handover_may_arm(ctx)) {
+                if (ns) cu_launch(ctx, mvk_qh_kernel<true>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + 2);
+                else cu_launch(ctx, mvk_qh_kernel<false>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + 2);
+                ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a.grp, 2) * gk.y * gk.z);
+                return ember_cuda_check_launch("mul_mat (matvec q4_k units, handover)");
+            }
             if (ns) {
-                a.ns = ctx.qx_norm;
                 if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
@@ -2065,8 +2112,15 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         if (k4v != 2 && q6p_rows_per_warp() == 4 && k_rp_warps % ks == 0) {
             const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
             if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
-                if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                if (ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
+                    if (ns) cu_launch(ctx, mvk_p6_qh_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + 2);
+                    else cu_launch(ctx, mvk_p6_qh_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + 2);
+                    ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + nb6 * k_rp_warps);
+                } else if (ns) {
+                    cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                } else {
+                    cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                }
                 k4p6_launches.fetch_add(1, std::memory_order_relaxed);
                 return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
             }
@@ -2079,7 +2133,11 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-            if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+            if (seg2 && pf && ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
+                if (ns) cu_launch(ctx, mvk_v6_qh_kernel<true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + 2);
+                else cu_launch(ctx, mvk_v6_qh_kernel<false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + 2);
+                ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + static_cast<unsigned>(nbv) * k_rp_warps);
+            } else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
             else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
             else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
             else if (ns) go(mvk_v6_kernel<true, false, false>);
@@ -2092,7 +2150,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         }
     }
     if (n4 > 0) {
-        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
+        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns, n6 == 0);
         if (st != EMBER_OK) return st;
     }
     for (int i = 0; i < n6; i++) {
@@ -2124,7 +2182,7 @@ struct launch_probe {
                 return;
             }
         }
-        st = launch<T>(ctx, dsts, nd, units, xq, xds, ns);
+        st = launch<T>(ctx, dsts, nd, units, xq, xds, ns, units != nullptr);
     }
 };
 

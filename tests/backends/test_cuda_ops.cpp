@@ -2224,7 +2224,7 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
 // range ends or on an error.
 TEST_CASE("[cuda] the attention's handover: who takes it, when it is undone") {
     ember_cuda_ctx ctx;
-    static unsigned counters[2] = {0, 0};  // (host memory: the reset's zeroing fails and is ignored, or zeroes it)
+    static unsigned counters[4] = {0, 0, 0, 0};  // (host memory: the reset's zeroing fails and is ignored, or zeroes it)
     ctx.d_handover             = counters;
     int            xq_a = 0, xq_b = 0;
     unsigned       target = 7;
@@ -2266,6 +2266,22 @@ TEST_CASE("[cuda] the attention's handover: who takes it, when it is undone") {
     ctx.skip_now = false;
     ember_cuda_handover_settle(ctx, true);
     CHECK(ember_cuda_handover_launches() == took + 1);
+    // The Q / K / V side: its pair of counters, taken by the next launch only.
+    const long long qtook = ember_cuda_qkv_handover_launches(), undone2 = ember_cuda_handover_resets();
+    CHECK(ember_cuda_qkv_handover_for(ctx, &target) == nullptr);
+    ctx.n_launch++;
+    ember_cuda_qkv_handover_armed(ctx, 1408);
+    CHECK(ember_cuda_qkv_handover_for(ctx, &target) == counters + 2);
+    CHECK(target == 1408);
+    ember_cuda_qkv_handover_taken(ctx);
+    CHECK(ctx.qh_target == 0);
+    CHECK(ember_cuda_qkv_handover_launches() == qtook + 1);
+    ember_cuda_qkv_handover_armed(ctx, 640);
+    ctx.n_launch++;  // not the attention next (another cache type's own writes, say)
+    CHECK(ember_cuda_qkv_handover_for(ctx, &target) == nullptr);
+    ember_cuda_handover_settle(ctx, false);
+    CHECK(ctx.qh_target == 0);
+    CHECK(ember_cuda_handover_resets() == undone2 + 1);
 }
 
 // Two decode layers' attention halves as a model has them (F16 caches, the short kernel): ATTN,
@@ -2374,6 +2390,125 @@ TEST_CASE("[cuda] the attention's handover to the O producer (EMBER_CUDA_ATTN_HA
                     for (size_t r = 0; r < l1.size(); r++) CHECK(same_bits(l1[r], l0[r]));
                 }
             }
+        }
+    }
+}
+
+// Decode layers as a model builds them (F16 caches): the norm, Q / K / V with RoPE and the cache
+// writes (units in one launch), the attention over the cache views with a mask, the O product,
+// the residual ADD, and the next norm read by the next layer's Q / K / V (the last one's by an
+// output product). So the Q / K / V launch's handover (to the attention) and the attention's (to
+// the O producer) both meet a real layer's launches, twice each.
+ember_tensor * handover_layers(case_ctx & c, ember_type wt, ember_type vt, int64_t n_embd, int64_t hd, int64_t n_head, int64_t n_head_kv,
+                               int32_t mode) {
+    const int64_t      n_ctx = 64, row = 37, width = hd * n_head_kv;
+    ember_graph &      g     = c.g;
+    ember_tensor *     x     = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, -2.0f, 2.0f);
+    ember_tensor *     h     = ember_mul(g, ember_rms_norm(g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, 0.5f, 1.5f));
+    ember_tensor *     pos   = c.i32_leaf({static_cast<int32_t>(row)});
+    ember_tensor *     idx   = c.i32_leaf({static_cast<int32_t>(row)});
+    std::vector<float> mv(static_cast<size_t>(n_ctx), -INFINITY);
+    for (int64_t j = 0; j <= row; j++) mv[static_cast<size_t>(j)] = j % 11 == 4 ? -INFINITY : 0.0f;
+    ember_tensor * mask = c.f32_leaf(mv, n_ctx, 1);
+    for (int l = 0; l < 2; l++) {
+        ember_tensor * q_mm  = ember_mul_mat(g, c.weight_leaf(wt, n_embd, hd * n_head), h);
+        ember_tensor * k_mm  = ember_mul_mat(g, c.weight_leaf(wt, n_embd, width), h);
+        ember_tensor * v_mm  = ember_mul_mat(g, c.weight_leaf(vt, n_embd, width), h);
+        ember_tensor * q     = ember_rope(g, ember_view(g, q_mm, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), mode, 10000.0f, 1.0f);
+        ember_tensor * k     = ember_rope(g, ember_view(g, k_mm, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), mode, 10000.0f, 1.0f);
+        ember_tensor * kc    = c.rand_leaf(EMBER_TYPE_F16, width, n_ctx, 1, -2.0f, 2.0f);
+        ember_tensor * vc    = c.rand_leaf(EMBER_TYPE_F16, width, n_ctx);
+        ember_tensor * k_all = ember_set_rows(g, kc, ember_view(g, k, width, 1), idx);
+        ember_tensor * v_all = ember_set_rows(g, vc, v_mm, idx);
+        const int64_t  kv_ne[4] = {hd, n_head_kv, n_ctx, 1};
+        const size_t   k_nb[4]  = {kc->nb[0], ember_row_size(EMBER_TYPE_F16, hd), kc->nb[1], kc->nb[1] * n_ctx};
+        ember_tensor * a = ember_attn(g, q, ember_view_strided(g, k_all, kv_ne, k_nb, 0), ember_view_strided(g, v_all, kv_ne, k_nb, 0), mask,
+                                      1.0f / std::sqrt(static_cast<float>(hd)));
+        x = ember_add(g, x, ember_mul_mat(g, c.weight_leaf(wt, hd * n_head, n_embd), ember_view(g, a, hd * n_head, 1)));
+        h = ember_mul(g, ember_rms_norm(g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1, 1, 0.5f, 1.5f));
+    }
+    return ember_mul_mat(g, c.weight_leaf(wt, n_embd, 256), h);
+}
+
+TEST_CASE("[cuda] the Q / K / V launch's handover to the attention (EMBER_CUDA_QKV_HANDOVER), with the attention's") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_QKV_HANDOVER", "EMBER_CUDA_ATTN_HANDOVER", "EMBER_CUDA_ATTN_LEAN", "EMBER_CUDA_GRAPHS"}};
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    const auto runs = [](const char * qkv, const char * attn, const char * lean, const builder & build) {
+        set_env("EMBER_CUDA_QKV_HANDOVER", qkv);
+        set_env("EMBER_CUDA_ATTN_HANDOVER", attn);
+        set_env("EMBER_CUDA_ATTN_LEAN", lean);
+        auto r = run_on_n(cuda_device(), build, {7, 8, 9});  // eager, recorded, replayed
+        set_env("EMBER_CUDA_QKV_HANDOVER", "");
+        set_env("EMBER_CUDA_ATTN_HANDOVER", "");
+        set_env("EMBER_CUDA_ATTN_LEAN", "");
+        return r;
+    };
+    const auto same_bits = [](const std::vector<std::vector<float>> & a, const std::vector<std::vector<float>> & b) {
+        if (a.size() != b.size()) return false;
+        for (size_t r = 0; r < a.size(); r++) {
+            if (a[r].size() != b[r].size() || std::memcmp(a[r].data(), b[r].data(), a[r].size() * sizeof(float)) != 0) return false;
+        }
+        return true;
+    };
+    const bool possible = ember_cuda_handover_possible();
+    struct shape {
+        const char * what;
+        ember_type   vt;
+        int64_t      n_embd, hd;
+        int32_t      mode;
+    };
+    // Q4_K Q / K: all-Q4_K units (mvk_qh_kernel), Q4_K_M's planar Q6_K V in the one launch that fits
+    // one wave (the 1B shape: mvk_p6_qh_kernel) and on the places the 8B shape's wave leaves
+    // (mvk_v6_qh_kernel); NORMAL and NEOX pairs.
+    const shape shapes[] = {{"1B all Q4_K", EMBER_TYPE_Q4_K, 2048, 64, EMBER_ROPE_NORMAL},
+                            {"1B Q4_K_M", EMBER_TYPE_Q6_K, 2048, 64, EMBER_ROPE_NEOX},
+                            {"8B Q4_K_M", EMBER_TYPE_Q6_K, 4096, 128, EMBER_ROPE_NORMAL},
+                            {"8B all Q4_K", EMBER_TYPE_Q4_K, 4096, 128, EMBER_ROPE_NEOX}};
+    for (const shape & sh : shapes) {
+        CAPTURE(sh.what);
+        const builder build = [=](case_ctx & c) {
+            return handover_layers(c, EMBER_TYPE_Q4_K, sh.vt, sh.n_embd, sh.hd, 32, 8, sh.mode);
+        };
+        const long long k4p6 = ember_cuda_mv_k4p6_launches(), k4v6 = ember_cuda_mv_k4v6_launches();
+        const auto      base = runs("", "", "", build);
+        if (sh.vt == EMBER_TYPE_Q6_K) CHECK(ember_cuda_mv_k4p6_launches() + ember_cuda_mv_k4v6_launches() > k4p6 + k4v6);
+        const long long qh0 = ember_cuda_qkv_handover_launches(), ho0 = ember_cuda_handover_launches(), undone0 = ember_cuda_handover_resets();
+        const auto      qh  = runs("1", "", "", build);
+        const long long qh1 = ember_cuda_qkv_handover_launches(), ho1 = ember_cuda_handover_launches();
+        const auto      both = runs("1", "1", "", build);
+        const long long qh2 = ember_cuda_qkv_handover_launches(), ho2 = ember_cuda_handover_launches();
+        const auto      u8   = runs("", "", "4", build);
+        const auto      u8h  = runs("1", "1", "4", build);
+        CAPTURE(qh1 - qh0);
+        CAPTURE(qh2 - qh1);
+        CAPTURE(ho2 - ho1);
+        // Two layers, each taken in the eager run and the recording (at least); the first layer's
+        // norm has its own launch, so its Q / K / V are armed and taken like the second's.
+        if (possible) {
+            CHECK(qh1 - qh0 >= 4);
+            CHECK(ho1 == ho0);
+            CHECK(qh2 - qh1 >= 4);
+            CHECK(ho2 - ho1 >= 4);
+            CHECK(ember_cuda_handover_resets() == undone0);  // every armed handover taken
+        } else {
+            CHECK(qh2 == qh0);
+            CHECK(ho2 == ho0);
+        }
+        CHECK(same_bits(qh, base));  // only the waits differ
+        CHECK(same_bits(both, base));
+        CHECK(same_bits(u8h, u8));
+        const auto want = run_on_n(ember_registry_cpu_device(), build, {7, 8, 9});
+        for (size_t r = 0; r < both.size(); r++) {
+            CAPTURE(r);
+            REQUIRE(both[r].size() == want[r].size());
+            const double e = nmse(both[r], want[r]);
+            CAPTURE(e);
+            CHECK(e < 5e-3);
+            if (r > 0) CHECK(both[r] != both[r - 1]);  // new data, new results (not a stale replay)
         }
     }
 }
