@@ -30,6 +30,12 @@ template <typename A> struct mvn_with_handover : A {
     unsigned   ho_target = 0;
 };
 template <bool HO, typename A> using mvn_ho_args = std::conditional_t<HO, mvn_with_handover<A>, A>;
+// A producer launch: its handover form (with a.ho) or its default form with its own arguments.
+template <typename A, typename KH, typename KD>
+inline void mvn_launch(const ember_cuda_ctx & ctx, KH ho_kernel, KD kernel, unsigned blocks, unsigned threads, const mvn_with_handover<A> & a) {
+    if (a.ho) cu_launch(ctx, ho_kernel, blocks, threads, 0, a);
+    else cu_launch(ctx, kernel, blocks, threads, 0, static_cast<const A &>(a));
+}
 
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those

@@ -1921,14 +1921,8 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.ho_target = ho_target;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
-    const mvx_norm_args & plain = a;
-    if (w->type == EMBER_TYPE_INT4) {
-        if (ho) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, blocks, thr, 0, a);
-        else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, plain);
-    } else {
-        if (ho) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, blocks, thr, 0, a);
-        else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, plain);
-    }
+    if (w->type == EMBER_TYPE_INT4) mvn_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, a);
+    else mvn_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, a);
     if (ho) ember_cuda_handover_taken(ctx);
     return EMBER_OK;
 }

@@ -2569,8 +2569,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.out       = o;
         a.ho        = ho;
         a.ho_target = ho_target;
-        if (ho) cu_launch(ctx, mvk_norm_kernel<1, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
-        else cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, static_cast<const mvk_norm_args &>(a));
+        mvn_launch(ctx, mvk_norm_kernel<1, true>, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), a);
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2593,14 +2592,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.ho        = ho;
         a.ho_target = ho_target;
         const unsigned nt = 32 * mvn_warps((a.nchunk + 7) / 8);
-        const mvn_args & plain = a;
-        if (w->type == EMBER_TYPE_Q4_0) {
-            if (ho) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, blocks, nt, 0, a);
-            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, nt, 0, plain);
-        } else {
-            if (ho) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, blocks, nt, 0, a);
-            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, nt, 0, plain);
-        }
+        if (w->type == EMBER_TYPE_Q4_0) mvn_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, nt, a);
+        else mvn_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, nt, a);
     }
     if (ho && !ember_cuda_ext_layout(w)) ember_cuda_handover_taken(ctx);  // (the ext launcher says so itself)
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
