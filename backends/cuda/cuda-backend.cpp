@@ -1038,6 +1038,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->up_done) cudaEventDestroy(c->up_done);
     if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
+    if (c->cu.d_handover) cudaFree(c->cu.d_handover);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1518,10 +1519,11 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
         if (cudaDeviceSetCacheConfig(cfg[cache_cfg]) != cudaSuccess) cudaGetLastError();  // a preference: ignored where unsupported
     }
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
-    // The error flag, then (16 bytes on) the handovers' counters (cuda-ops.h d_handover).
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), 8 * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, 8 * sizeof(int));
-    if (e == cudaSuccess) c->cu.d_handover = reinterpret_cast<unsigned *>(c->cu.d_error + 4);
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
+    // The handovers' counters (cuda-ops.h EMBER_CUDA_HANDOVER_WORDS), zero between launches.
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_handover), EMBER_CUDA_HANDOVER_WORDS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_handover, 0, EMBER_CUDA_HANDOVER_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

@@ -81,23 +81,29 @@ __device__ __forceinline__ void cu_handover_count(unsigned * ho) {
     atomicAdd(ho, 1u);
 }
 // cu_handover_wait, in place of cu_pdl_begin (every thread of the block): thread 0 waits for
-// `target` counts (then a fence: acquire), counts its block in ho[1], and the grid's last block zeroes both (every
-// block has seen the count by then; the next attention counts only after this grid has completed:
-// launches wait for the one before them). What the attention wrote must then be read past the
-// read-only path (cu_ldx<true>: ld.global.cg), which the acquire does not cover.
-__device__ __forceinline__ void cu_handover_wait(unsigned * ho, unsigned target) {
+// `target` counts over S slots a line apart (then a fence: acquire), counts its block on the line
+// after them, and the grid's last block zeroes them all (every block has seen the count by then;
+// the producer counts again only after this grid has completed: launches wait for the one before
+// them). What the producer wrote must then be read past the read-only path (cu_ldx<true>:
+// ld.global.cg), which the acquire does not cover.
+template <int S = 1> __device__ __forceinline__ void cu_handover_wait(unsigned * ho, unsigned target) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     if (threadIdx.x == 0) {
-        // Relaxed polls, then one fence (an acquire load per poll would invalidate the SM's L1
-        // each time, under the blocks of other kernels beside this one).
+        // Relaxed polls (the slots requested together), then one fence (an acquire load per poll
+        // would invalidate the SM's L1 each time, under the blocks of other kernels beside this one).
         unsigned v;
         do {
-            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ho) : "memory");
+            unsigned w[S];
+#pragma unroll
+            for (int k = 0; k < S; k++) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(w[k]) : "l"(ho + EMBER_CUDA_HO_LINE * k) : "memory");
+            v = 0;
+#pragma unroll
+            for (int k = 0; k < S; k++) v += w[k];
         } while (v < target);
         __threadfence();
-        if (atomicAdd(ho + 1, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-            atomicExch(ho, 0u);
-            atomicExch(ho + 1, 0u);
+        if (atomicAdd(ho + EMBER_CUDA_HO_LINE * S, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
+#pragma unroll
+            for (int k = 0; k <= S; k++) atomicExch(ho + EMBER_CUDA_HO_LINE * k, 0u);
         }
     }
     __syncthreads();

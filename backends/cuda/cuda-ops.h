@@ -29,6 +29,16 @@ struct ember_cuda_norm_scale {
 // Scratch slots of a stream (ember_cuda_ctx::scratch).
 constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
 
+// The handovers' counters (ember_cuda_ctx::d_handover), a 128-byte line each (32 words): the
+// attention's count at line 0 and its consumer's block count at line 1 (EMBER_CUDA_HO_WORD); the
+// Q / K / V launch's count spread over EMBER_CUDA_QH_SLOTS lines from line 2 (a warp counts in slot
+// blockIdx.x % slots: the 8B launch's ~3000 warps on one address would queue at its L2 slice, most
+// of them in the launch's last microsecond), its consumer's block count on the line after them.
+constexpr int EMBER_CUDA_HO_LINE        = 32;
+constexpr int EMBER_CUDA_QH_SLOTS       = 8;
+constexpr int EMBER_CUDA_QH_WORD        = 2 * EMBER_CUDA_HO_LINE;  // (the attention's pair before it)
+constexpr int EMBER_CUDA_HANDOVER_WORDS = EMBER_CUDA_QH_WORD + (EMBER_CUDA_QH_SLOTS + 1) * EMBER_CUDA_HO_LINE;
+
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -104,19 +114,19 @@ struct ember_cuda_ctx {
     // the short decode kernel): the attention's warps that write its output's 8-bit copy each count
     // themselves in d_handover[0] after their stores, and the norm-in-product launch reading that
     // copy next waits for the count (ho_target) instead of for the attention's grid to complete
-    // (cu_handover_wait); its last block zeroes both counters (d_handover[1] counts its blocks).
+    // (cu_handover_wait); its last block zeroes the count (its blocks counted on the next line).
     // ho_target > 0: an attention launch counts (armed), ho_xq its copy, ho_launch n_launch after
     // it. A launch after it that is not the consumer, an error, or the end of the range while
     // armed: the counters are zeroed by a copy on the stream (ember_cuda_handover_settle).
-    unsigned *   d_handover = nullptr;  // 4 counters, zero between launches: [0, 2) this one, [2, 4) the Q / K / V one
+    unsigned *   d_handover = nullptr;  // EMBER_CUDA_HANDOVER_WORDS, zero between launches (the lines above)
     unsigned     ho_target  = 0;
     const void * ho_xq      = nullptr;
     uint64_t     ho_launch  = 0;
     // The Q / K / V launch's handover to the attention (EMBER_CUDA_QKV_HANDOVER, measuring; Q4_K_M's
-    // one-launch units): each block of that launch counts itself in d_handover[2] after its
-    // stores (the RoPE'd Q, the cache rows), and the short attention after it (F16, reading the
-    // older rows early) waits for the count instead of for that grid; its last block zeroes
-    // d_handover[2, 4). qh_target > 0: armed (the launch's blocks), qh_launch n_launch after it.
+    // one-launch units): each warp of that launch counts itself in d_handover + EMBER_CUDA_QH_WORD
+    // (its slot) after its stores (the RoPE'd Q, the cache rows), and the short attention after it
+    // (F16, reading the older rows early) waits for the slots' sum instead of for that grid; its
+    // last block zeroes them. qh_target > 0: armed (the count), qh_launch n_launch after it.
     unsigned qh_target = 0;
     uint64_t qh_launch = 0;
 };
@@ -136,7 +146,7 @@ unsigned * ember_cuda_handover_for(const ember_cuda_ctx & ctx, const void * xq, 
 void       ember_cuda_handover_taken(ember_cuda_ctx & ctx);
 // The Q / K / V side (EMBER_CUDA_QKV_HANDOVER=1, measuring, default 0; read at every launch):
 // whether a units launch may arm it now, then armed after it with its block count; the
-// attention's launcher takes it (the counters at d_handover + 2 and the count) when it is the
+// attention's launcher takes it (the counters at d_handover + EMBER_CUDA_QH_WORD and the count) when it is the
 // next launch; taken disarms.
 bool       ember_cuda_qkv_handover_on();
 bool       ember_cuda_qkv_handover_may_arm(const ember_cuda_ctx & ctx);

@@ -99,7 +99,7 @@ struct dec_args {
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
     unsigned *    ho        = nullptr;  // attn_dec_short_kernel LEAN bit 8: the handover's counter (ember_cuda_ctx::d_handover)
-    unsigned *    qho       = nullptr;  //   bit 16: the Q / K / V launch's handover counters (d_handover + 2) and its count
+    unsigned *    qho       = nullptr;  //   bit 16: the Q / K / V launch's handover counters (d_handover + EMBER_CUDA_QH_WORD) and its count
     unsigned      qho_target = 0;
 };
 
@@ -978,7 +978,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     // count (cu_handover_wait); then what that launch wrote (Q, this step's cache rows) is read
     // past the read-only path and L1 (ld.global.cg: it may still run).
     const auto wait_before = [&]() {
-        if constexpr (qh) cu_handover_wait(a.qho, a.qho_target);
+        if constexpr (qh) cu_handover_wait<EMBER_CUDA_QH_SLOTS>(a.qho, a.qho_target);
         else cu_pdl_begin();
     };
     constexpr int                   UN   = u8 ? 2 * k_short_unroll : k_short_unroll;  // keys of a slot a pass
@@ -1770,7 +1770,7 @@ void ember_cuda_qkv_handover_armed(ember_cuda_ctx & ctx, unsigned blocks) {
 unsigned * ember_cuda_qkv_handover_for(const ember_cuda_ctx & ctx, unsigned * target) {
     const bool ok = ctx.qh_target > 0 && ctx.n_launch == ctx.qh_launch && !ctx.skip_now;
     *target       = ok ? ctx.qh_target : 0;
-    return ok ? ctx.d_handover + 2 : nullptr;
+    return ok ? ctx.d_handover + EMBER_CUDA_QH_WORD : nullptr;
 }
 
 void ember_cuda_qkv_handover_taken(ember_cuda_ctx & ctx) {
@@ -1785,17 +1785,17 @@ long long ember_cuda_qkv_handover_launches() {
 void ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force) {
     // A count left in a pair of counters: zeroed behind it (a copy on the stream waits for every
     // launch before it) so the next armed launch starts from 0.
-    const auto undo = [&](unsigned * pair) {
-        if (cudaMemsetAsync(pair, 0, 2 * sizeof(unsigned), ctx.stream) != cudaSuccess) cudaGetLastError();
+    const auto undo = [&](unsigned * from, int words) {
+        if (cudaMemsetAsync(from, 0, static_cast<size_t>(words) * sizeof(unsigned), ctx.stream) != cudaSuccess) cudaGetLastError();
         g_handover_resets++;
     };
     if (ctx.ho_target != 0 && (force || ctx.n_launch != ctx.ho_launch)) {
-        undo(ctx.d_handover);
+        undo(ctx.d_handover, EMBER_CUDA_QH_WORD);
         ctx.ho_target = 0;
         ctx.ho_xq     = nullptr;
     }
     if (ctx.qh_target != 0 && (force || ctx.n_launch != ctx.qh_launch)) {
-        undo(ctx.d_handover + 2);
+        undo(ctx.d_handover + EMBER_CUDA_QH_WORD, EMBER_CUDA_HANDOVER_WORDS - EMBER_CUDA_QH_WORD);
         ctx.qh_target = 0;
     }
 }

@@ -252,6 +252,11 @@ __device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_
     }
 }
 
+// The Q / K / V handover's slot of this block's warps (EMBER_CUDA_QH_SLOTS lines from qho).
+__device__ __forceinline__ unsigned * qh_slot(unsigned * qho) {
+    return qho + EMBER_CUDA_HO_LINE * (blockIdx.x % EMBER_CUDA_QH_SLOTS);
+}
+
 // The end of a warp's rows (mvr_kernel, mvk_kernel): the lanes' partial sums reduced, lane 0 storing them through the
 // group's epilogues (epi) or plainly into the column's output yc (rows past n dropped). QH: lane 0
 // then counts the warp in *qho (the Q / K / V handover, EMBER_CUDA_QKV_HANDOVER: its stores are
@@ -265,14 +270,14 @@ __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool 
     if (lane != 0) return;
     if (epi) {
         mv_store_group<R>(g, m, n, col, rows, s, err);
-        if constexpr (QH) cu_handover_count(qho);
+        if constexpr (QH) cu_handover_count(qh_slot(qho));
         return;
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (rows[r] < n) yc[rows[r]] = s[r];
     }
-    if constexpr (QH) cu_handover_count(qho);
+    if constexpr (QH) cu_handover_count(qh_slot(qho));
 }
 
 struct mvq_args {
@@ -1468,7 +1473,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_qh_kernel(mvq_args a4,
         mvk_body<2, 1, 2, NS, true>(a4, 0, qho);
     } else {
         mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
-        cu_handover_signal(qho);
+        cu_handover_signal(qh_slot(qho));
     }
 }
 
@@ -1536,7 +1541,7 @@ __device__ __forceinline__ void mvk_v6_body(const mvq_args & a4, const mvq_args 
         if constexpr (SEG2) mvp6_row_seg2<NS>(a6, row);
         else mvp6_rows<1, NS>(a6, 1, 0, 0, row);
     }
-    if constexpr (QH) cu_handover_signal(qho);
+    if constexpr (QH) cu_handover_signal(qh_slot(qho));
 }
 template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
@@ -1941,8 +1946,8 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const bool wide = q4k_wide();
             if (ns) a.ns = ctx.qx_norm;
             if (qh_ok && units && wide && rk == 2 && mv_pair_capped() && ember_cuda_qkv_handover_may_arm(ctx)) {
-                if (ns) cu_launch(ctx, mvk_qh_kernel<true>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + 2);
-                else cu_launch(ctx, mvk_qh_kernel<false>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + 2);
+                if (ns) cu_launch(ctx, mvk_qh_kernel<true>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + EMBER_CUDA_QH_WORD);
+                else cu_launch(ctx, mvk_qh_kernel<false>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + EMBER_CUDA_QH_WORD);
                 ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a.grp, 2) * gk.y * gk.z);
                 return ember_cuda_check_launch("mul_mat (matvec q4_k units, handover)");
             }
@@ -2113,8 +2118,8 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
             if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
                 if (ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
-                    if (ns) cu_launch(ctx, mvk_p6_qh_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + 2);
-                    else cu_launch(ctx, mvk_p6_qh_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + 2);
+                    if (ns) cu_launch(ctx, mvk_p6_qh_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
+                    else cu_launch(ctx, mvk_p6_qh_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
                     ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + nb6 * k_rp_warps);
                 } else if (ns) {
                     cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
@@ -2134,8 +2139,8 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
             if (seg2 && pf && ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
-                if (ns) cu_launch(ctx, mvk_v6_qh_kernel<true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + 2);
-                else cu_launch(ctx, mvk_v6_qh_kernel<false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + 2);
+                if (ns) cu_launch(ctx, mvk_v6_qh_kernel<true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
+                else cu_launch(ctx, mvk_v6_qh_kernel<false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
                 ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + static_cast<unsigned>(nbv) * k_rp_warps);
             } else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
             else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);

@@ -2224,7 +2224,7 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
 // range ends or on an error.
 TEST_CASE("[cuda] the attention's handover: who takes it, when it is undone") {
     ember_cuda_ctx ctx;
-    static unsigned counters[4] = {0, 0, 0, 0};  // (host memory: the reset's zeroing fails and is ignored, or zeroes it)
+    static unsigned counters[EMBER_CUDA_HANDOVER_WORDS] = {};  // (host memory: the reset's zeroing fails and is ignored, or zeroes it)
     ctx.d_handover             = counters;
     int            xq_a = 0, xq_b = 0;
     unsigned       target = 7;
@@ -2271,7 +2271,7 @@ TEST_CASE("[cuda] the attention's handover: who takes it, when it is undone") {
     CHECK(ember_cuda_qkv_handover_for(ctx, &target) == nullptr);
     ctx.n_launch++;
     ember_cuda_qkv_handover_armed(ctx, 1408);
-    CHECK(ember_cuda_qkv_handover_for(ctx, &target) == counters + 2);
+    CHECK(ember_cuda_qkv_handover_for(ctx, &target) == counters + EMBER_CUDA_QH_WORD);
     CHECK(target == 1408);
     ember_cuda_qkv_handover_taken(ctx);
     CHECK(ctx.qh_target == 0);
