@@ -851,6 +851,7 @@ struct cuda_stream_ctx {
     // CUDA graph of the last captured node range (see the top of this file).
     cudaGraphExec_t      exec = nullptr;
     uint64_t exec_sig = 0;  // signature (ember_cuda_graph_signature) of the nodes recorded in exec
+    uint64_t exec_cluster_sig = 0;  // cluster launches recorded in exec (ember_cuda_ctx::cluster_sig)
     // The last signature computed and what it was computed for: while no tensor descriptor
     // changed since (ember_tensor_epoch()), the same range and scratch buffers hash the same.
     struct {
@@ -1091,9 +1092,10 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         cudaGetLastError();
         return EMBER_ERR_UNSUPPORTED;
     }
-    c->cu.capturing = true;
-    c->cu.n_hoisted = 0;
-    c->cu.kv_attn   = nullptr;
+    c->cu.capturing   = true;
+    c->cu.n_hoisted   = 0;
+    c->cu.kv_attn     = nullptr;
+    c->cu.cluster_sig = 0;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
     c->cu.capturing = false;
@@ -1107,6 +1109,10 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         std::fprintf(stderr, "ember: %s: recording a CUDA graph failed (%s); running nodes one by one\n", c->dev->name.c_str(),
                      rs != EMBER_OK ? ember_status_str(rs) : cudaGetErrorString(e));
         return EMBER_ERR_UNSUPPORTED;
+    }
+    if (c->exec && c->exec_cluster_sig != c->cu.cluster_sig) {  // another cluster shape: no update (cuda-ops.h)
+        cudaGraphExecDestroy(c->exec);
+        c->exec = nullptr;
     }
     if (c->exec) {
         cudaGraphExecUpdateResultInfo info;
@@ -1134,7 +1140,8 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         report(c->dev->name.c_str(), "cudaGraphLaunch", e);
         return EMBER_ERR_BACKEND;
     }
-    c->exec_copies = copies;
+    c->exec_copies      = copies;
+    c->exec_cluster_sig = c->cu.cluster_sig;
     pending_done(c);
     return EMBER_OK;
 }

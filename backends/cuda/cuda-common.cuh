@@ -166,6 +166,10 @@ inline void cu_launch_cluster(const ember_cuda_ctx & ctx, void (*kernel)(P...), 
     cudaLaunchAttribute attr[2];
     unsigned            n = 0;
     if (cluster.x * cluster.y * cluster.z > 1) {
+        if (ctx.capturing) {
+            const uint64_t v = ctx.n_launch << 24 ^ uint64_t{cluster.x} << 16 ^ uint64_t{cluster.y} << 8 ^ cluster.z;
+            ctx.cluster_sig  = (ctx.cluster_sig ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+        }
         attr[n].id               = cudaLaunchAttributeClusterDimension;
         attr[n].val.clusterDim.x = cluster.x;
         attr[n].val.clusterDim.y = cluster.y;

@@ -107,6 +107,12 @@ struct ember_cuda_ctx {
     // launch (ember_cuda_scatter): a kernel that reads inputs before its PDL wait must not be the
     // scatter's next launch (attn_dec_short_kernel's early rows).
     mutable uint64_t n_launch       = 0;
+    // While recording: a hash of every cluster launch's place in the stream and cluster shape
+    // (cu_launch_cluster). A recorded graph whose hash differs from the executable graph's is
+    // instantiated anew: cudaGraphExecUpdate took a kernel node's new cluster shape as an update
+    // and launched it without it (H200: the short attention's 1 -> 2 block rows, "unspecified
+    // launch failure").
+    mutable uint64_t cluster_sig    = 0;
     uint64_t         scatter_launch = UINT64_MAX;
     bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=0: off; ember_cuda_scatter's one-round-trip kernel where it may run
 

@@ -2513,6 +2513,47 @@ TEST_CASE("[cuda] the Q / K / V launch's handover to the attention (EMBER_CUDA_Q
     }
 }
 
+// One stream running the decode attention over 128 keys (d = 64: one block a row, no cluster),
+// then the same graph's shape over 256 keys (a cluster of 2 a row), each recorded after an eager
+// run: the second recording has the first's topology, so the stream would update the executable
+// graph, and an update took the new cluster shape without applying it ("unspecified launch
+// failure" on an H200; EMBER_KV_PAD=128 in tg128). Also 256 -> 512 keys (clusters of 2 -> 4).
+TEST_CASE("[cuda] a recorded decode graph whose cluster shape changes") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_GRAPHS"}};
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    ember_stream * s = new_stream(cuda_device());
+    for (const std::vector<int64_t> & lens : {std::vector<int64_t>{128, 256, 128}, std::vector<int64_t>{256, 512, 256}}) {
+        for (int64_t n_kv : lens) {
+            CAPTURE(n_kv);
+            const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };  // (two tokens)
+            ember_graph            g;
+            std::vector<leaf_data> leaves;
+            case_ctx               cc{g, leaves, std::mt19937(static_cast<uint32_t>(n_kv))};
+            ember_tensor *         out = build(cc);
+            g.build_forward(out);
+            ember_buffer *     buf  = place_filled(g, leaves, cuda_device());
+            const auto         want = run_on(ember_registry_cpu_device(), build, static_cast<uint32_t>(n_kv));
+            for (int run = 0; run < 3; run++) {  // eager, recorded (an update of the last), replayed
+                CAPTURE(run);
+                const ember_status st = s->iface.graph_compute(s, &g, 0, static_cast<int32_t>(g.nodes.size()));
+                s->iface.synchronize(s);
+                REQUIRE(st == EMBER_OK);
+                std::vector<float> got(static_cast<size_t>(ember_nelements(out)));
+                ember_tensor_get(out, got.data(), 0, got.size() * sizeof(float));
+                const double e = nmse(got, want);
+                CAPTURE(e);
+                CHECK(e < 1e-6);
+            }
+            ember_buffer_free(buf);
+        }
+    }
+    ember_stream_free(s);
+}
+
 TEST_CASE("[cuda] device enumeration and buffers") {
     ember_device * dev = cuda_device();
     if (!dev) {
