@@ -616,7 +616,6 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
     ember_status st = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now    = false;
     if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
-    ember_cuda_handover_settle(ctx, st != EMBER_OK || i + *used >= end);  // an armed handover its consumer did not take
     return st;
 }
 
@@ -1039,7 +1038,6 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->up_done) cudaEventDestroy(c->up_done);
     if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
-    if (c->cu.d_handover) cudaFree(c->cu.d_handover);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1528,9 +1526,6 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
-    // The handovers' counters (cuda-ops.h EMBER_CUDA_HANDOVER_WORDS), zero between launches.
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_handover), EMBER_CUDA_HANDOVER_WORDS * sizeof(unsigned));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_handover, 0, EMBER_CUDA_HANDOVER_WORDS * sizeof(unsigned));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

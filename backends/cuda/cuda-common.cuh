@@ -61,64 +61,6 @@ __device__ __forceinline__ void cu_pdl_begin() {
 #endif
 }
 
-// The attention's handover to the O producer (EMBER_CUDA_ATTN_HANDOVER, ember_cuda_ctx::d_handover):
-// a kernel whose blocks start while the attention before it runs waits for a count of the
-// attention's writing warps instead of for that grid to complete and its writes to be flushed.
-// Safe from deadlock because a dependent launch starts only once every block of the one before it
-// has passed its launch_dependents (cu_pdl_begin): every counting warp is then resident.
-// cu_handover_signal: a warp after its stores (the fence by one lane after the warp's barrier, as
-// cooperative groups' grid barrier does).
-__device__ __forceinline__ void cu_handover_signal(unsigned * ho) {
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) {
-        __threadfence();
-        atomicAdd(ho, 1u);
-    }
-}
-// cu_handover_count: the same by one thread that made all its warp's stores itself (no barrier).
-__device__ __forceinline__ void cu_handover_count(unsigned * ho) {
-    __threadfence();
-    atomicAdd(ho, 1u);
-}
-// cu_handover_wait, in place of cu_pdl_begin (every thread of the block): thread 0 waits for
-// `target` counts over S slots a line apart (then a fence: acquire), counts its block on the line
-// after them, and the grid's last block zeroes them all (every block has seen the count by then;
-// the producer counts again only after this grid has completed: launches wait for the one before
-// them). What the producer wrote must then be read past the read-only path (cu_ldx<true>:
-// ld.global.cg), which the acquire does not cover.
-template <int S = 1> __device__ __forceinline__ void cu_handover_wait(unsigned * ho, unsigned target) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    if (threadIdx.x == 0) {
-        // Relaxed polls (the slots requested together), then one fence (an acquire load per poll
-        // would invalidate the SM's L1 each time, under the blocks of other kernels beside this one).
-        unsigned v;
-        do {
-            unsigned w[S];
-#pragma unroll
-            for (int k = 0; k < S; k++) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(w[k]) : "l"(ho + EMBER_CUDA_HO_LINE * k) : "memory");
-            v = 0;
-#pragma unroll
-            for (int k = 0; k < S; k++) v += w[k];
-        } while (v < target);
-        __threadfence();
-        if (atomicAdd(ho + EMBER_CUDA_HO_LINE * S, 1u) == gridDim.x * gridDim.y * gridDim.z - 1) {
-#pragma unroll
-            for (int k = 0; k <= S; k++) atomicExch(ho + EMBER_CUDA_HO_LINE * k, 0u);
-        }
-    }
-    __syncthreads();
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-// A load of data another kernel made: through the read-only path (__ldg), or with CG (after a
-// handover, while that kernel may still run) cached in L2 only.
-template <bool CG, typename T> __device__ __forceinline__ T cu_ldx(const T * p) {
-    if constexpr (CG) return __ldcg(p);
-    else return __ldg(p);
-}
-
 // The SM count of a device (cached per device; 132, an H100/H200's, when it cannot be read).
 inline int cu_sm_count(int device) {
     static std::atomic<int> n_sm[64];

@@ -5,8 +5,6 @@
 #ifndef EMBER_CUDA_MATVEC_NORM_CUH
 #define EMBER_CUDA_MATVEC_NORM_CUH
 
-#include <type_traits>
-
 #include "cuda-common.cuh"
 #include "cuda-ops.h"
 
@@ -21,21 +19,6 @@ struct mvn_out {
 };
 
 constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
-
-// A producer's arguments with the attention's handover (its HO forms: cu_handover_wait on ho for
-// ho_target counts in place of the PDL wait; EMBER_CUDA_ATTN_HANDOVER). The default forms keep
-// their own arguments as they were (a larger parameter block changed mvr_norm_kernel's code).
-template <typename A> struct mvn_with_handover : A {
-    unsigned * ho        = nullptr;
-    unsigned   ho_target = 0;
-};
-template <bool HO, typename A> using mvn_ho_args = std::conditional_t<HO, mvn_with_handover<A>, A>;
-// A producer launch: its handover form (with a.ho) or its default form with its own arguments.
-template <typename A, typename KH, typename KD>
-inline void mvn_launch(const ember_cuda_ctx & ctx, KH ho_kernel, KD kernel, unsigned blocks, unsigned threads, const mvn_with_handover<A> & a) {
-    if (a.ho) cu_launch(ctx, ho_kernel, blocks, threads, 0, a);
-    else cu_launch(ctx, kernel, blocks, threads, 0, static_cast<const A &>(a));
-}
 
 // The end of a norm-in-product block (every thread calls it): each lane's NT row sums (rows
 // (32 / NT) t + lane / NT, t < NT, shared with the NT lanes of the same lane / NT) summed over those
@@ -190,10 +173,8 @@ inline int mvn_warps(int nsl) {
 }
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
-// n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o; ho (or nullptr):
-// the attention's handover to wait for (ember_cuda_handover_for), marked taken once launched.
-ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o,
-                                        unsigned * ho = nullptr, unsigned ho_target = 0);
+// n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
+ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);
 
 // The gate / up launch with its SWIGLU for INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu,
 // mvx_glu_kernel): wg, wu 2-D INT4 or NF4 of one shape (type_ok), rows a multiple of 32; x's 8-bit copy

@@ -29,16 +29,6 @@ struct ember_cuda_norm_scale {
 // Scratch slots of a stream (ember_cuda_ctx::scratch).
 constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
 
-// The handovers' counters (ember_cuda_ctx::d_handover), a 128-byte line each (32 words): the
-// attention's count at line 0 and its consumer's block count at line 1 (EMBER_CUDA_HO_WORD); the
-// Q / K / V launch's count spread over EMBER_CUDA_QH_SLOTS lines from line 2 (a warp counts in slot
-// blockIdx.x % slots: the 8B launch's ~3000 warps on one address would queue at its L2 slice, most
-// of them in the launch's last microsecond), its consumer's block count on the line after them.
-constexpr int EMBER_CUDA_HO_LINE        = 32;
-constexpr int EMBER_CUDA_QH_SLOTS       = 8;
-constexpr int EMBER_CUDA_QH_WORD        = 2 * EMBER_CUDA_HO_LINE;  // (the attention's pair before it)
-constexpr int EMBER_CUDA_HANDOVER_WORDS = EMBER_CUDA_QH_WORD + (EMBER_CUDA_QH_SLOTS + 1) * EMBER_CUDA_HO_LINE;
-
 struct ember_cuda_ctx {
     int            device  = 0;
     int            cc_major = 0;  // the device's compute capability (major), set with the stream
@@ -115,55 +105,7 @@ struct ember_cuda_ctx {
     mutable uint64_t cluster_sig    = 0;
     uint64_t         scatter_launch = UINT64_MAX;
     bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=0: off; ember_cuda_scatter's one-round-trip kernel where it may run
-
-    // The attention's handover to the O producer (EMBER_CUDA_ATTN_HANDOVER, measuring; F16 caches,
-    // the short decode kernel): the attention's warps that write its output's 8-bit copy each count
-    // themselves in d_handover[0] after their stores, and the norm-in-product launch reading that
-    // copy next waits for the count (ho_target) instead of for the attention's grid to complete
-    // (cu_handover_wait); its last block zeroes the count (its blocks counted on the next line).
-    // ho_target > 0: an attention launch counts (armed), ho_xq its copy, ho_launch n_launch after
-    // it. A launch after it that is not the consumer, an error, or the end of the range while
-    // armed: the counters are zeroed by a copy on the stream (ember_cuda_handover_settle).
-    unsigned *   d_handover = nullptr;  // EMBER_CUDA_HANDOVER_WORDS, zero between launches (the lines above)
-    unsigned     ho_target  = 0;
-    const void * ho_xq      = nullptr;
-    uint64_t     ho_launch  = 0;
-    // The Q / K / V launch's handover to the attention (EMBER_CUDA_QKV_HANDOVER, measuring; Q4_K_M's
-    // one-launch units): each warp of that launch counts itself in d_handover + EMBER_CUDA_QH_WORD
-    // (its slot) after its stores (the RoPE'd Q, the cache rows), and the short attention after it
-    // (F16, reading the older rows early) waits for the slots' sum instead of for that grid; its
-    // last block zeroes them. qh_target > 0: armed (the count), qh_launch n_launch after it.
-    unsigned qh_target = 0;
-    uint64_t qh_launch = 0;
 };
-
-// EMBER_CUDA_ATTN_HANDOVER=1 (measuring, default 0; read at every launch): the handover above.
-bool ember_cuda_handover_on();
-// Launches that took a handover (the consumers) and resets of an unconsumed one, since the
-// process started (tests: proof that the form ran, or that the fallback did).
-long long ember_cuda_handover_launches();
-long long ember_cuda_handover_resets();
-// Whether a stream made now on the current device would arm handovers (sm_90+, EMBER_CUDA_PDL on).
-bool      ember_cuda_handover_possible();
-// The consumer's part: the counters and target to pass to a norm-in-product kernel reading the
-// copy xq (nullptr / 0: none armed for it, wait as usual); ember_cuda_handover_taken after its
-// launch disarms.
-unsigned * ember_cuda_handover_for(const ember_cuda_ctx & ctx, const void * xq, unsigned * target);
-void       ember_cuda_handover_taken(ember_cuda_ctx & ctx);
-// The Q / K / V side (EMBER_CUDA_QKV_HANDOVER=1, measuring, default 0; read at every launch):
-// whether a units launch may arm it now, then armed after it with its block count; the
-// attention's launcher takes it (the counters at d_handover + EMBER_CUDA_QH_WORD and the count) when it is the
-// next launch; taken disarms.
-bool       ember_cuda_qkv_handover_on();
-bool       ember_cuda_qkv_handover_may_arm(const ember_cuda_ctx & ctx);
-void       ember_cuda_qkv_handover_armed(ember_cuda_ctx & ctx, unsigned blocks);
-unsigned * ember_cuda_qkv_handover_for(const ember_cuda_ctx & ctx, unsigned * target);
-void       ember_cuda_qkv_handover_taken(ember_cuda_ctx & ctx);
-long long  ember_cuda_qkv_handover_launches();  // attention launches that took one (tests)
-// After a node's launches (cuda-backend.cpp compute_at): an armed handover that a launch other
-// than its consumer followed, or that `force` ends (an error, the end of the range), is undone:
-// the counters zeroed on the stream (either kind).
-void       ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force);
 
 
 

@@ -98,9 +98,6 @@ struct dec_args {
     bool          early     = false;    // attn_dec_short_kernel: the first pass's K/V rows read before the PDL wait (ember_cuda_attn_early_rows)
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
-    unsigned *    ho        = nullptr;  // attn_dec_short_kernel LEAN bit 8: the handover's counter (ember_cuda_ctx::d_handover)
-    unsigned *    qho       = nullptr;  //   bit 16: the Q / K / V launch's handover counters (d_handover + EMBER_CUDA_QH_WORD) and its count
-    unsigned      qho_target = 0;
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -962,28 +959,14 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // a slot a pass instead of 4, held as their F16 words (half the registers of floats) and
 // converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
 // (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
-// default's bits). Bit 8 (with any of them; not from EMBER_CUDA_ATTN_LEAN: the launcher sets it
-// where the handover is armed, EMBER_CUDA_ATTN_HANDOVER): every warp that writes a 32-value block
-// of the output's 8-bit copy counts itself in a.ho after its stores (cu_handover_signal), for the
-// O producer that waits for that count instead of for this grid (the same bits; never with a.part,
-// whose blocks write no output).
+// default's bits).
 template <int T, int V, int PROBE = 0, int LEAN = 0>
 __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
     constexpr bool                  u8   = (LEAN & 4) != 0;
-    constexpr bool                  ho   = (LEAN & 8) != 0;  // each writing warp counts itself in a.ho (the handover)
-    constexpr bool                  qh   = (LEAN & 16) != 0;  // waits for the Q / K / V launch's count, not its grid
-    // The wait for the launch before (the Q / K / V launch): its grid (PDL), or with qh its blocks'
-    // count (cu_handover_wait); then what that launch wrote (Q, this step's cache rows) is read
-    // past the read-only path and L1 (ld.global.cg: it may still run).
-    const auto wait_before = [&]() {
-        if constexpr (qh) cu_handover_wait<EMBER_CUDA_QH_SLOTS>(a.qho, a.qho_target);
-        else cu_pdl_begin();
-    };
     constexpr int                   UN   = u8 ? 2 * k_short_unroll : k_short_unroll;  // keys of a slot a pass
     static_assert(LEAN == 0 || (T == EMBER_TYPE_F16 && PROBE == 0), "the LEAN forms read F16 caches");
-    static_assert(LEAN < 32, "LEAN bits: 1 spec, 2 push, 4 u8, 8 handover, 16 the Q / K / V handover");
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
@@ -1005,7 +988,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     // Q. Safe because every kernel lets its dependents start only after its own wait
     // (cu_pdl_begin): when this one starts, every launch before the one before it has completed,
     // the input copies (mask, indices) and the earlier steps' cache writes among them.
-    if (!a.early) wait_before();  // (never with qh: the launcher takes it only with a.early)
+    if (!a.early) cu_pdl_begin();
     int wr[k_kv_write_max];  // a.early: the rows this step writes, requested with the mask (one round trip)
 #pragma unroll
     for (int i = 0; i < k_kv_write_max; i++) wr[i] = a.early && i < a.early_n ? a.early_idx[i] : -1;
@@ -1025,7 +1008,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     const float * qr = reinterpret_cast<const float *>(a.q.data + head * a.q.nb[1] + tok * a.q.nb[2]) + 8 * part;
     if (!a.early) {
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = (qh ? __ldcg(qr + i) : qr[i]) * a.scale;
+        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
     }
     if constexpr (!spec) {
         last = cu_warp_max_int(last);
@@ -1120,14 +1103,14 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
         if (j0 - slot < n_used) load_pass(j0, spec ? 0u : redo);  // spec: those rows read again below
-        wait_before();
+        cu_pdl_begin();
 #pragma unroll
-        for (int i = 0; i < 8; i++) q[i] = (qh ? __ldcg(qr + i) : qr[i]) * a.scale;
+        for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
         for (int u = 0; u < UN; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
             if ((redo >> u & 1u) && j < n_used) {
-                if constexpr (spec || qh) {
+                if constexpr (spec) {
                     // Past L1 (ld.global.cg), where the copy read before the wait may still sit.
                     const uint4 ku = __ldcg(reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2]) + part);
                     const uint4 vu = __ldcg(reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2]) + part);
@@ -1252,7 +1235,6 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             const float y = v * inv;
             reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
             if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
-            if constexpr (ho) cu_handover_signal(a.ho);
             return;
         }
     }
@@ -1279,7 +1261,6 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             const float y = v * inv;
             reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
             if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
-            if constexpr (ho) cu_handover_signal(a.ho);
         }
         cluster.sync();  // no block leaves while rank 0 still reads its shared memory
         return;
@@ -1289,7 +1270,6 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     o *= S > 0.0f ? 1.0f / S : 0.0f;  // every key hidden: zeros, as the tiled kernel
     reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = o;
     if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);
-    if constexpr (ho) cu_handover_signal(a.ho);
 }
 
 // Keys up to which the short kernel runs: 512 by default, when the row's passes fit one thread
@@ -1429,21 +1409,6 @@ template <auto Kernel, int Threads> int dec_blocks_per_sm(int device, size_t sme
     return c_blocks;
 }
 
-// The handover (EMBER_CUDA_ATTN_HANDOVER, cuda-ops.h): an attention launch may count its writing
-// warps where the launches overlap (PDL), the launch is not skipped (EMBER_CUDA_SKIP) and no
-// other handover is armed.
-std::atomic<long long> g_handover_launches{0}, g_handover_resets{0}, g_qkv_handover_launches{0};
-
-bool handover_arm(const ember_cuda_ctx & ctx) {
-    return ctx.pdl && ctx.d_handover && !ctx.skip_now && ctx.ho_target == 0 && ember_cuda_handover_on();
-}
-// After the counting attention's launch: its copy and the count its consumer waits for.
-void handover_armed(ember_cuda_ctx & ctx, const void * xq, unsigned target) {
-    ctx.ho_target = target;
-    ctx.ho_xq     = xq;
-    ctx.ho_launch = ctx.n_launch;
-}
-
 struct dec_launch {
     ember_cuda_ctx & ctx;
     dec_args &       a;
@@ -1559,44 +1524,15 @@ struct dec_launch {
                             return;
                         }
                         // The LEAN forms: spec where every block takes one pass, push where the
-                        // blocks are a cluster, u8 (bit 4) wherever asked; bit 8 the handover
-                        // where it may be armed (handover_arm: the output's copy for one token's
-                        // O product, every block writing output, the launches overlapping).
-                        const bool ho   = a.xq && !a.part && a.q.ne[2] == 1 && attn_probe_mode() == 0 && handover_arm(ctx);
-                        int        lean = (lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4)) | (ho ? 8 : 0);
-                        // Bit 16, the Q / K / V launch's handover (EMBER_CUDA_QKV_HANDOVER): where
-                        // that launch armed it and is the one just before, the older rows were read
-                        // early and every block takes one pass (this step's rows are then read
-                        // again past L1 after the wait, never by a later pass); with bits 4 and 8
-                        // only (the forms built).
-                        unsigned qh_target = 0;
-                        unsigned * const qho = a.early && n == n_full && !a.part && (lean & 3) == 0 && attn_probe_mode() == 0
-                                                   ? ember_cuda_qkv_handover_for(ctx, &qh_target)
-                                                   : nullptr;
-                        if (qho) {
-                            a.qho        = qho;
-                            a.qho_target = qh_target;
-                            ember_cuda_qkv_handover_taken(ctx);
-                            using short_fn                       = void (*)(dec_args);
-                            static constexpr short_fn qh_forms[] = {attn_dec_short_kernel<T, V, 0, 16>, attn_dec_short_kernel<T, V, 0, 20>,
-                                                                    attn_dec_short_kernel<T, V, 0, 24>, attn_dec_short_kernel<T, V, 0, 28>};
-                            if (ho) a.ho = ctx.d_handover;
-                            cu_launch_cluster(ctx, qh_forms[(lean & 4 ? 1 : 0) + (ho ? 2 : 0)], g, k_short_threads, 0, cl, a);
-                            if (ho) handover_armed(ctx, a.xq, static_cast<unsigned>(a.xk / 32));
-                            st = EMBER_OK;
-                            return;
-                        }
+                        // blocks are a cluster, u8 (bit 4) wherever asked.
+                        const int lean = lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4);
                         if (lean != 0) {
                             using short_fn                    = void (*)(dec_args);
                             static constexpr short_fn forms[] = {
-                                attn_dec_short_kernel<T, V, 0, 1>,  attn_dec_short_kernel<T, V, 0, 2>,  attn_dec_short_kernel<T, V, 0, 3>,
-                                attn_dec_short_kernel<T, V, 0, 4>,  attn_dec_short_kernel<T, V, 0, 5>,  attn_dec_short_kernel<T, V, 0, 6>,
-                                attn_dec_short_kernel<T, V, 0, 7>,  attn_dec_short_kernel<T, V, 0, 8>,  attn_dec_short_kernel<T, V, 0, 9>,
-                                attn_dec_short_kernel<T, V, 0, 10>, attn_dec_short_kernel<T, V, 0, 11>, attn_dec_short_kernel<T, V, 0, 12>,
-                                attn_dec_short_kernel<T, V, 0, 13>, attn_dec_short_kernel<T, V, 0, 14>, attn_dec_short_kernel<T, V, 0, 15>};
-                            if (ho) a.ho = ctx.d_handover;
+                                attn_dec_short_kernel<T, V, 0, 1>, attn_dec_short_kernel<T, V, 0, 2>, attn_dec_short_kernel<T, V, 0, 3>,
+                                attn_dec_short_kernel<T, V, 0, 4>, attn_dec_short_kernel<T, V, 0, 5>, attn_dec_short_kernel<T, V, 0, 6>,
+                                attn_dec_short_kernel<T, V, 0, 7>};
                             cu_launch_cluster(ctx, forms[lean - 1], g, k_short_threads, 0, cl, a);
-                            if (ho) handover_armed(ctx, a.xq, static_cast<unsigned>(a.xk / 32));
                             st = EMBER_OK;
                             return;
                         }
@@ -1719,85 +1655,6 @@ static bool kv_write_layout(const ember_tensor * attn, const ember_tensor * sk, 
 
 bool ember_cuda_attn_kv_write_ok(const ember_cuda_ctx & ctx, const ember_tensor * attn, const ember_tensor * sk, const ember_tensor * sv) {
     return ctx.cc_major >= 8 && attn->op == EMBER_OP_ATTN && attn->src[0]->ne[2] <= k_kv_write_max && kv_write_layout(attn, sk, sv, nullptr);
-}
-
-bool ember_cuda_handover_on() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_HANDOVER", 0, {0, 1}) == 1;
-}
-
-long long ember_cuda_handover_launches() {
-    return g_handover_launches.load();
-}
-
-long long ember_cuda_handover_resets() {
-    return g_handover_resets.load();
-}
-
-bool ember_cuda_handover_possible() {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return major >= 9 && ember_cuda_env_on("EMBER_CUDA_PDL");
-}
-
-unsigned * ember_cuda_handover_for(const ember_cuda_ctx & ctx, const void * xq, unsigned * target) {
-    const bool ok = ctx.ho_target > 0 && xq && ctx.ho_xq == xq && ctx.n_launch == ctx.ho_launch && !ctx.skip_now;
-    *target       = ok ? ctx.ho_target : 0;
-    return ok ? ctx.d_handover : nullptr;
-}
-
-void ember_cuda_handover_taken(ember_cuda_ctx & ctx) {
-    ctx.ho_target = 0;
-    ctx.ho_xq     = nullptr;
-    g_handover_launches++;
-}
-
-bool ember_cuda_qkv_handover_on() {
-    return ember_cuda_env_choice("EMBER_CUDA_QKV_HANDOVER", 0, {0, 1}) == 1;
-}
-
-bool ember_cuda_qkv_handover_may_arm(const ember_cuda_ctx & ctx) {
-    return ctx.pdl && ctx.d_handover && !ctx.skip_now && ctx.qh_target == 0 && ember_cuda_qkv_handover_on();
-}
-
-void ember_cuda_qkv_handover_armed(ember_cuda_ctx & ctx, unsigned blocks) {
-    ctx.qh_target = blocks;
-    ctx.qh_launch = ctx.n_launch;
-}
-
-unsigned * ember_cuda_qkv_handover_for(const ember_cuda_ctx & ctx, unsigned * target) {
-    const bool ok = ctx.qh_target > 0 && ctx.n_launch == ctx.qh_launch && !ctx.skip_now;
-    *target       = ok ? ctx.qh_target : 0;
-    return ok ? ctx.d_handover + EMBER_CUDA_QH_WORD : nullptr;
-}
-
-void ember_cuda_qkv_handover_taken(ember_cuda_ctx & ctx) {
-    ctx.qh_target = 0;
-    g_qkv_handover_launches++;
-}
-
-long long ember_cuda_qkv_handover_launches() {
-    return g_qkv_handover_launches.load();
-}
-
-void ember_cuda_handover_settle(ember_cuda_ctx & ctx, bool force) {
-    // A count left in a pair of counters: zeroed behind it (a copy on the stream waits for every
-    // launch before it) so the next armed launch starts from 0.
-    const auto undo = [&](unsigned * from, int words) {
-        if (cudaMemsetAsync(from, 0, static_cast<size_t>(words) * sizeof(unsigned), ctx.stream) != cudaSuccess) cudaGetLastError();
-        g_handover_resets++;
-    };
-    if (ctx.ho_target != 0 && (force || ctx.n_launch != ctx.ho_launch)) {
-        undo(ctx.d_handover, EMBER_CUDA_QH_WORD);
-        ctx.ho_target = 0;
-        ctx.ho_xq     = nullptr;
-    }
-    if (ctx.qh_target != 0 && (force || ctx.n_launch != ctx.qh_launch)) {
-        undo(ctx.d_handover + EMBER_CUDA_QH_WORD, EMBER_CUDA_HANDOVER_WORDS - EMBER_CUDA_QH_WORD);
-        ctx.qh_target = 0;
-    }
 }
 
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {

@@ -108,9 +108,9 @@ struct x_run {
     int4   lo, hi;
     float2 ds;
 };
-template <bool CG = false> __device__ __forceinline__ x_run load_x_run(const x_src & x, int c) {
+__device__ __forceinline__ x_run load_x_run(const x_src & x, int c) {
     const int4 * p = reinterpret_cast<const int4 *>(x.q + 32 * static_cast<int64_t>(c));
-    return {cu_ldx<CG>(p), cu_ldx<CG>(p + 1), cu_ldx<CG>(x.ds + c)};
+    return {__ldg(p), __ldg(p + 1), __ldg(x.ds + c)};
 }
 
 // NF4 chunk c: 16 values from each half of block c / 2 and the two halves' d.
@@ -118,11 +118,11 @@ struct x_nf4 {
     int4  lo, hi;
     float dlo, dhi;
 };
-template <bool CG = false> __device__ __forceinline__ x_nf4 load_x_nf4(const x_src & x, int c) {
+__device__ __forceinline__ x_nf4 load_x_nf4(const x_src & x, int c) {
     const int64_t  b = c >> 1;
     const int8_t * p = x.q + 64 * b + 16 * (c & 1);
-    return {cu_ldx<CG>(reinterpret_cast<const int4 *>(p)), cu_ldx<CG>(reinterpret_cast<const int4 *>(p + 32)), cu_ldx<CG>(x.ds + 2 * b).x,
-            cu_ldx<CG>(x.ds + 2 * b + 1).x};
+    return {__ldg(reinterpret_cast<const int4 *>(p)), __ldg(reinterpret_cast<const int4 *>(p + 32)), __ldg(x.ds + 2 * b).x,
+            __ldg(x.ds + 2 * b + 1).x};
 }
 
 // FP8 chunk c: the 16 floats it multiplies.
@@ -236,7 +236,7 @@ template <int G> struct mx_int4 {
     static __device__ __forceinline__ sc_t load_sc(const uint8_t * s, const uint8_t *, int64_t g, int nb, int, int c) {
         return __ldg(reinterpret_cast<const unsigned *>(s) + g * nb + c / CPB);
     }
-    template <bool CG = false> static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run<CG>(x, c); }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_run(x, c); }
     static __device__ __forceinline__ float dot(const uint4 & w, sc_t sc, const xs_t & x, const float *) {
         // The high nibbles in place (cu_dot_q4) and the sum to float by the exponent trick, as
         // in ops-matvec-q.cu's Q4_0 dot. H200 tg128 8B INT4 520.0 -> 562.1
@@ -278,7 +278,7 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         const int b = c >> 1;
         return {__ldg(s + g * nb + b), __ldg(reinterpret_cast<const float2 *>(h) + g * ng + (b >> 8))};
     }
-    template <bool CG = false> static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4<CG>(x, c); }
+    static __device__ __forceinline__ xs_t load_x(const x_src & x, int c) { return load_x_nf4(x, c); }
     // The chunk's two halves' dp4a sums times their activation scales: sum x q over its 32 weights.
     // A word's nibbles 0..3 are weights i .. i + 3 of the block's first 32 (x.lo), nibbles 4..7
     // the same of its second 32 (x.hi): ember_cuda_nf4_unzip's order. Each half word goes through
@@ -1213,10 +1213,8 @@ struct mvx_norm_args {
     mvn_out         out;
 };
 
-// HO: the attention's handover in place of the PDL wait, x read past the read-only path
-// (EMBER_CUDA_ATTN_HANDOVER; the same arithmetic).
-template <int T, bool HO = false>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvn_ho_args<HO, mvx_norm_args> a) {
+template <int T>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
@@ -1238,8 +1236,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
-    if constexpr (HO) cu_handover_wait(a.ho, a.ho_target);
-    else cu_pdl_begin();
+    cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
     xs.ds    = a.xds;
@@ -1248,7 +1245,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     float              acc[8] = {};
     typename D::xs_t   x{};
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::template load_x<HO>(xs, c); },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
@@ -1902,11 +1899,10 @@ bool ember_cuda_fp8_ns_reader_here() {
     return fp8_mma_cc(cu_cc_major(dev)) && fp8_mma_units();
 }
 
-ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o,
-                                        unsigned * ho, unsigned ho_target) {
+ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {
     if (!ember_cuda_ext_layout(w) || !has_ns(w->type) || w->ne[1] % k_mvn_rows != 0) return EMBER_ERR_INTERNAL;
-    const ext_layout                    l = layout_of(w);
-    mvn_with_handover<mvx_norm_args> a;
+    const ext_layout l = layout_of(w);
+    mvx_norm_args    a;
     a.q      = l.q;
     a.s      = l.s;
     a.h      = l.h;
@@ -1914,16 +1910,13 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.nb     = l.nb;
     a.ng     = l.ng;
     a.nchunk = static_cast<int>(l.rowq / 16);
-    a.xq        = xq;
-    a.xds       = xds;
-    a.out       = o;
-    a.ho        = ho;
-    a.ho_target = ho_target;
+    a.xq     = xq;
+    a.xds    = xds;
+    a.out    = o;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
-    if (w->type == EMBER_TYPE_INT4) mvn_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, a);
-    else mvn_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, a);
-    if (ho) ember_cuda_handover_taken(ctx);
+    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }
 

@@ -252,32 +252,23 @@ __device__ __forceinline__ void mv_store_group(const mv_group & g, int m, int64_
     }
 }
 
-// The Q / K / V handover's slot of this block's warps (EMBER_CUDA_QH_SLOTS lines from qho).
-__device__ __forceinline__ unsigned * qh_slot(unsigned * qho) {
-    return qho + EMBER_CUDA_HO_LINE * (blockIdx.x % EMBER_CUDA_QH_SLOTS);
-}
-
 // The end of a warp's rows (mvr_kernel, mvk_kernel): the lanes' partial sums reduced, lane 0 storing them through the
-// group's epilogues (epi) or plainly into the column's output yc (rows past n dropped). QH: lane 0
-// then counts the warp in *qho (the Q / K / V handover, EMBER_CUDA_QKV_HANDOVER: its stores are
-// the warp's only ones; no reconvergence after them, whose code spilled the 80-register forms).
-template <int R, bool QH = false>
+// group's epilogues (epi) or plainly into the column's output yc (rows past n dropped).
+template <int R>
 __device__ __forceinline__ void mv_finish(const float (&acc)[R], int lane, bool epi, const mv_group & g, int m, int64_t n, int64_t col,
-                                          const int64_t (&rows)[R], float * yc, int * err, unsigned * qho = nullptr) {
+                                          const int64_t (&rows)[R], float * yc, int * err) {
     float s[R];
 #pragma unroll
     for (int r = 0; r < R; r++) s[r] = cu_warp_sum(acc[r]);
     if (lane != 0) return;
     if (epi) {
         mv_store_group<R>(g, m, n, col, rows, s, err);
-        if constexpr (QH) cu_handover_count(qh_slot(qho));
         return;
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (rows[r] < n) yc[rows[r]] = s[r];
     }
-    if constexpr (QH) cu_handover_count(qh_slot(qho));
 }
 
 struct mvq_args {
@@ -382,10 +373,9 @@ template <> struct mvr<EMBER_TYPE_Q4_0> {
         int4   lo, hi;
         float2 ds;
     };
-    // (CG: past the read-only path, cu_ldx)
-    template <bool CG = false> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
         const int4 * p = reinterpret_cast<const int4 *>(xq + 32 * c);
-        return {cu_ldx<CG>(p), cu_ldx<CG>(p + 1), cu_ldx<CG>(xds + c)};
+        return {__ldg(p), __ldg(p + 1), __ldg(xds + c)};
     }
     // The high nibbles used in place (cu_dot_q4) and the sum to float by the exponent trick. Exact.
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
@@ -399,8 +389,8 @@ template <> struct mvr<EMBER_TYPE_Q8_0> {
         int4  v;
         float d;
     };
-    template <bool CG = false> static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
-        return {cu_ldx<CG>(reinterpret_cast<const int4 *>(xq + 16 * c)), cu_ldx<CG>(xds + c / 2).x};
+    static __device__ __forceinline__ xs load_x(const int8_t * xq, const float2 * xds, int c) {
+        return {__ldg(reinterpret_cast<const int4 *>(xq + 16 * c)), __ldg(xds + c / 2).x};
     }
     static __device__ __forceinline__ float dot(const uint4 & w, float dw, const xs & x) {
         int s = 0;
@@ -645,10 +635,8 @@ struct mvk_norm_args {
 // together with mvr_glu_kernel's SEP change, so the two were not split. The next slice's loads
 // in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
 // 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
-// HO: the attention's handover (cu_handover_wait) in place of the PDL wait, x read past the
-// read-only path (EMBER_CUDA_ATTN_HANDOVER; the same arithmetic).
-template <int T, bool HO = false>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_ho_args<HO, mvn_args> a) {
+template <int T>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
@@ -669,12 +657,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_h
         }
     };
     if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
-    if constexpr (HO) cu_handover_wait(a.ho, a.ho_target);
-    else cu_pdl_begin();
+    cu_pdl_begin();
     float          acc[8] = {};
     typename D::xs x{};
     mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::template load_x<HO>(a.xq, a.xds, c); },
+        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(a.xq, a.xds, c); },
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(dw[t])), x);
@@ -941,8 +928,8 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
-template <int R, int U, int QW, bool NS, bool QH = false>
-__device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff, unsigned * qho = nullptr) {
+template <int R, int U, int QW, bool NS>
+__device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     constexpr int BYTES = 144;
     constexpr int CPB   = 8 / QW;  // a block's chunks
     constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
@@ -956,7 +943,7 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff, unsi
     char *        y_data = a.grouped ? mv_pick(a.grp.y, m) : a.y.data;
     const int64_t y_nb1  = a.grouped ? mv_pick(a.grp.y_nb1, m) : a.y.nb[1];
     const int64_t row0   = (static_cast<int64_t>(bx) * k_rp_warps + threadIdx.x / 32) * R;
-    if (row0 >= n) return;  // (QH: not counted, mv_group_row_warps; counting here spilled the 80-register forms)
+    if (row0 >= n) return;
     int64_t rows[R];
     mv_rows<R>(row0, a.grouped ? mv_pick(a.grp.neox_hd, m) : 0, rows);
     const int64_t col = blockIdx.y;
@@ -1012,22 +999,12 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff, unsi
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] *= sc;
     }
-    mv_finish<R, QH>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
-                     reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err, qho);
+    mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
+                 reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     mvk_body<R, U, QW, NS>(a, 0);
-}
-
-// The Q / K / V launches' handover forms (EMBER_CUDA_QKV_HANDOVER, measuring): the same bodies,
-// each warp counted in qho[0] once its stores are done (mv_finish QH: the Q4_K warps that have
-// rows, mv_group_row_warps; cu_handover_signal after the Q6_K bodies: all their warps), for the
-// attention after it, which waits for that many counts.
-// mvk_kernel<2, 1, k_mv_pair_blocks, 2, NS>'s (the 8B shape's all-Q4_K Q / K / V units).
-template <bool NS>
-__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvk_qh_kernel(mvq_args a, unsigned * qho) {
-    mvk_body<2, 1, 2, NS, true>(a, 0, qho);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1035,9 +1012,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvk_qh_kern
 // lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
-// HO: as mvr_norm_kernel's.
-template <int MINB = 1, bool HO = false>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvn_ho_args<HO, mvk_norm_args> a) {
+template <int MINB = 1>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
@@ -1056,8 +1032,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         }
     };
     if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
-    if constexpr (HO) cu_handover_wait(a.ho, a.ho_target);
-    else cu_pdl_begin();
+    cu_pdl_begin();
     float acc[4] = {};
     for (int b = wi; b < a.nblk; b += nw) {
         if (b != wi) load(b);
@@ -1065,10 +1040,10 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         int4         xlo[2], xhi[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
-            xlo[k] = cu_ldx<HO>(xb + k);
-            xhi[k] = cu_ldx<HO>(xb + 2 + k);
+            xlo[k] = __ldg(xb + k);
+            xhi[k] = __ldg(xb + 2 + k);
         }
-        const float4 ds = cu_ldx<HO>(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
+        const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
         for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
     }
@@ -1467,15 +1442,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mv
     if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS>(a4, 0);
     else mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
 }
-template <bool NS>  // (the handover form, as mvk_qh_kernel)
-__global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_qh_kernel(mvq_args a4, mvq_args a6, int ks, unsigned nb4, unsigned * qho) {
-    if (blockIdx.x < nb4) {
-        mvk_body<2, 1, 2, NS, true>(a4, 0, qho);
-    } else {
-        mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
-        cu_handover_signal(qh_slot(qho));
-    }
-}
 
 // V's row `row` by one warp when its rows are two segments (the 8B shape's): both segments'
 // loads before any arithmetic (one memory round trip a row, not two), then mvp6_rows' sums at
@@ -1521,11 +1487,12 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default). (The Q / K rows' second step requested into L2
 // the same way, mvk_body PF2, lost: 617.6 -> 614.0, session 51.)
-template <bool NS, bool SEG2, bool PF, bool QH = false>
-__device__ __forceinline__ void mvk_v6_body(const mvq_args & a4, const mvq_args & a6, unsigned nb4, unsigned * qho = nullptr) {
+template <bool NS, bool SEG2, bool PF>
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
+    mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     const unsigned nbv = gridDim.x - nb4;
     if (blockIdx.x >= nbv) {
-        mvk_body<2, 1, 2, NS, QH>(a4, nbv, qho);
+        mvk_body<2, 1, 2, NS>(a4, nbv);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(nbv) * k_rp_warps;
@@ -1541,17 +1508,6 @@ __device__ __forceinline__ void mvk_v6_body(const mvq_args & a4, const mvq_args 
         if constexpr (SEG2) mvp6_row_seg2<NS>(a6, row);
         else mvp6_rows<1, NS>(a6, 1, 0, 0, row);
     }
-    if constexpr (QH) cu_handover_signal(qh_slot(qho));
-}
-template <bool NS, bool SEG2, bool PF>
-__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
-    mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
-    mvk_v6_body<NS, SEG2, PF>(a4, a6, nb4);
-}
-template <bool NS>  // (the handover form of the default SEG2, PF one, as mvk_qh_kernel)
-__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
-    mvk_v6_qh_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4, unsigned * qho) {
-    mvk_v6_body<NS, true, true, true>(a4, a6, nb4, qho);
 }
 
 // The decode norm in the product before it for planar Q6_K weights (EMBER_CUDA_MV_NORM_Q6K=0:
@@ -1612,13 +1568,6 @@ const unsigned short * rp_scales(const ember_tensor * w) {
 
 // Fills the group part of a launch over dsts[0 .. nd) (nd > 1: 2-D weights of one type, the
 // same x; or units with epilogues) for `per_block` rows per block; returns grid.x.
-// The warps of a grouped launch filled so (R rows a warp) that have rows: mvk_body's QH count.
-inline unsigned mv_group_row_warps(const mv_group & g, int R) {
-    unsigned t = 0;
-    for (int m = 0; m < g.nmat; m++) t += static_cast<unsigned>((g.n[m] + R - 1) / R);
-    return t;
-}
-
 inline unsigned mv_group_fill(mv_group & g, ember_tensor * const * dsts, int nd, int per_block, bool rp, const ember_cuda_mv_unit * units) {
     g.nmat      = nd;
     g.has_epi   = units != nullptr;
@@ -1920,11 +1869,10 @@ mvq_args mvq_args_of(const ember_cuda_ctx & ctx, ember_tensor * dst, int64_t qk,
 }
 
 // ns: x is a norm-in-product copy (ctx.qx_ns): only the NS forms of mvk_kernel (wide) and
-// mvp6_kernel read it. qh_ok: the units are a layer's last Q / K / V launch (the attention next),
-// so it may arm the Q / K / V handover (EMBER_CUDA_QKV_HANDOVER; the 8B shape's capped Q4_K form).
+// mvp6_kernel read it.
 template <int T>
 ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units, const int8_t * xq,
-                    const float2 * xds, bool ns, bool qh_ok = false) {
+                    const float2 * xds, bool ns) {
     ember_tensor *       dst = dsts[0];
     const ember_tensor * w   = dst->src[0];
     const ember_tensor * x   = dst->src[1];
@@ -1944,14 +1892,8 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
-            if (ns) a.ns = ctx.qx_norm;
-            if (qh_ok && units && wide && rk == 2 && mv_pair_capped() && ember_cuda_qkv_handover_may_arm(ctx)) {
-                if (ns) cu_launch(ctx, mvk_qh_kernel<true>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                else cu_launch(ctx, mvk_qh_kernel<false>, gk, 32 * k_rp_warps, 0, a, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a.grp, 2) * gk.y * gk.z);
-                return ember_cuda_check_launch("mul_mat (matvec q4_k units, handover)");
-            }
             if (ns) {
+                a.ns = ctx.qx_norm;
                 if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_kernel<1, 2, k_q4k_one_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
@@ -2117,15 +2059,8 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         if (k4v != 2 && q6p_rows_per_warp() == 4 && k_rp_warps % ks == 0) {
             const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
             if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
-                if (ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
-                    if (ns) cu_launch(ctx, mvk_p6_qh_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                    else cu_launch(ctx, mvk_p6_qh_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                    ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + nb6 * k_rp_warps);
-                } else if (ns) {
-                    cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                } else {
-                    cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                }
+                if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
                 k4p6_launches.fetch_add(1, std::memory_order_relaxed);
                 return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
             }
@@ -2138,11 +2073,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-            if (seg2 && pf && ember_cuda_qkv_handover_may_arm(ctx)) {  // (EMBER_CUDA_QKV_HANDOVER)
-                if (ns) cu_launch(ctx, mvk_v6_qh_kernel<true>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                else cu_launch(ctx, mvk_v6_qh_kernel<false>, nb, 32 * k_rp_warps, 0, a4, a6, nb4, ctx.d_handover + EMBER_CUDA_QH_WORD);
-                ember_cuda_qkv_handover_armed(ctx, mv_group_row_warps(a4.grp, 2) + static_cast<unsigned>(nbv) * k_rp_warps);
-            } else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+            if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
             else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
             else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
             else if (ns) go(mvk_v6_kernel<true, false, false>);
@@ -2155,7 +2086,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         }
     }
     if (n4 > 0) {
-        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns, n6 == 0);
+        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
         if (st != EMBER_OK) return st;
     }
     for (int i = 0; i < n6; i++) {
@@ -2187,7 +2118,7 @@ struct launch_probe {
                 return;
             }
         }
-        st = launch<T>(ctx, dsts, nd, units, xq, xds, ns, units != nullptr);
+        st = launch<T>(ctx, dsts, nd, units, xq, xds, ns);
     }
 };
 
@@ -2557,24 +2488,18 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     o.osq = reinterpret_cast<float *>(buf + qb + db);
     // Warps: the slices (8 chunks; Q4_K: a 256-weight block) spread evenly (mvn_warps).
     const unsigned blocks = static_cast<unsigned>(n / k_mvn_rows);
-    // The attention before it counting its output's writers (EMBER_CUDA_ATTN_HANDOVER): its
-    // blocks wait for that count instead of for the attention's grid (not planar Q6_K: no form).
-    unsigned         ho_target = 0;
-    unsigned * const ho        = w->type == EMBER_TYPE_Q6_K ? nullptr : ember_cuda_handover_for(ctx, xq, &ho_target);
     if (ember_cuda_ext_layout(w)) {
-        const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o, ho, ho_target);
+        const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
         if (es != EMBER_OK) return es;
     } else if (w->type == EMBER_TYPE_Q4_K) {
-        mvn_with_handover<mvk_norm_args> a;
-        a.w         = static_cast<const char *>(w->data);
-        a.w_nb1     = static_cast<int64_t>(w->nb[1]);
-        a.nblk      = static_cast<int>(w->ne[0] / 256);
-        a.xq        = xq;
-        a.xds       = xds;
-        a.out       = o;
-        a.ho        = ho;
-        a.ho_target = ho_target;
-        mvn_launch(ctx, mvk_norm_kernel<1, true>, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), a);
+        mvk_norm_args a;
+        a.w     = static_cast<const char *>(w->data);
+        a.w_nb1 = static_cast<int64_t>(w->nb[1]);
+        a.nblk  = static_cast<int>(w->ne[0] / 256);
+        a.xq    = xq;
+        a.xds   = xds;
+        a.out   = o;
+        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2586,21 +2511,17 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
-        mvn_with_handover<mvn_args> a;
+        mvn_args  a;
         a.wq     = static_cast<const uint4 *>(w->data);
         a.wd     = rp_scales(w);
         a.nchunk = nb * ember_cuda_repack_qbytes(w->type) / 16;
         a.nb     = nb;
-        a.xq        = xq;
-        a.xds       = xds;
-        a.out       = o;
-        a.ho        = ho;
-        a.ho_target = ho_target;
-        const unsigned nt = 32 * mvn_warps((a.nchunk + 7) / 8);
-        if (w->type == EMBER_TYPE_Q4_0) mvn_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, nt, a);
-        else mvn_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, nt, a);
+        a.xq     = xq;
+        a.xds    = xds;
+        a.out    = o;
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
-    if (ho && !ember_cuda_ext_layout(w)) ember_cuda_handover_taken(ctx);  // (the ext launcher says so itself)
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, mul, o.oq, o.ods);
