@@ -11,8 +11,7 @@
 # -DEMBER_CUDA=ON -DEMBER_CUDA_ARCHS=90 ...): its compile command for the file is reused with
 # -cubin. REV's tree (backends/, include/, runtime/, quant/) is taken from git, so edited headers
 # count too; a kernel that gained or lost a trailing template argument at its default (", false>",
-# 0, 1) is compared under its name without it, a parameter of type std::conditional<false, A, B>::type
-# under B. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed).
+# 0, 1) is compared under its name without it. EMBER_CUBIN_KEEP=1 keeps both cubins (their folder is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -56,12 +55,7 @@ def demangled(ks):
         names = [d or n for n, d in zip(names, dem)]
     return {n.replace("(anonymous namespace)::", ""): v for n, v in zip(names, ks.values())}
 
-def plain_params(ks):
-    """A parameter typed std::conditional<false, A, B>::type (a template's off form keeping its
-    old arguments, e.g. mvn_ho_args) named as the B it is."""
-    return {re.sub(r"std::conditional<false, (?:[^<>,]|<[^<>]*>)+, ((?:[^<>,]|<[^<>]*>)+)>::type", r"\1", n): v for n, v in ks.items()}
-
-old, new = plain_params(demangled(kernels(sys.argv[1]))), plain_params(demangled(kernels(sys.argv[2])))
+old, new = demangled(kernels(sys.argv[1])), demangled(kernels(sys.argv[2]))
 # A kernel that gained a trailing template argument at its default (", false>" / ", 0>" / ", 1>") is the
 # same kernel under a new name: compared under its old one; one that lost such an argument, too.
 for n in [n for n in new if n not in old]:
