@@ -126,8 +126,9 @@ inline ember_stream * new_stream(ember_device * dev) {
 // Runs the graph of `build` with every tensor in `dev`'s memory once per seed, on one stream,
 // the leaves refilled with that seed's data before each run (later runs on the CUDA stream
 // replay a recorded CUDA graph); returns the outputs as floats (and their bytes in *raw).
+// `on`: a stream of dev to run on (kept, with what it recorded before), else a new one.
 inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builder & build, const std::vector<uint32_t> & seeds,
-                                         std::vector<std::vector<uint8_t>> * raw = nullptr) {
+                                         std::vector<std::vector<uint8_t>> * raw = nullptr, ember_stream * on = nullptr) {
     const uint32_t         seed = seeds.at(0);
     ember_graph            g;
     std::vector<leaf_data> leaves;
@@ -136,7 +137,7 @@ inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builde
     g.build_forward(out);
 
     ember_buffer *                  buf = place_filled(g, leaves, dev);
-    ember_stream *                  s   = new_stream(dev);
+    ember_stream *                  s   = on ? on : new_stream(dev);
     std::vector<std::vector<float>> results;
     for (size_t run = 0; run < seeds.size(); run++) {
         if (run > 0) {  // the same builder with another seed: same shapes, new values
@@ -161,7 +162,7 @@ inline std::vector<std::vector<float>> run_on_n(ember_device * dev, const builde
         results.push_back(std::move(res));
         if (raw) raw->push_back(std::move(bytes));
     }
-    ember_stream_free(s);
+    if (!on) ember_stream_free(s);
     ember_buffer_free(buf);
     return results;
 }
