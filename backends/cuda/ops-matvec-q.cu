@@ -1072,7 +1072,9 @@ struct mvk_glu_args {
     mvg_out               out;
 };
 
-template <bool NS, int W>
+// EB (EMBER_CUDA_MV_GLU_EARLY=2, as mvr_glu_kernel's EG off; measuring): the first slice's up rows
+// requested before the PDL wait too, not after it.
+template <bool NS, int W, bool EB = false>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a) {
     constexpr int  BYTES = 144;
     constexpr bool PIPE  = true;  // (both warp counts: unpipelined, the 8-warp form spills 36-44 bytes)
@@ -1098,9 +1100,9 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
             }
         }
     };
-    if (wi < a.nblk) load(wi, 1);  // weights only: before waiting for the kernel that makes x
+    if (wi < a.nblk) load(wi, EB ? 3 : 1);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if (wi < a.nblk) load(wi, 2);
+    if (!EB && wi < a.nblk) load(wi, 2);
     float  acc[8] = {};
     int4   xlo[2], xhi[2];
     float4 ds;
@@ -2666,10 +2668,13 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
         if (ns) a.ns = ctx.qx_norm;
         a.out                  = o;
         const unsigned threads = 32 * std::min(warps, a.nblk);
-        if (ns && warps == 8) cu_launch(ctx, mvk_glu_kernel<true, 8>, blocks, threads, 0, a);
-        else if (ns) cu_launch(ctx, mvk_glu_kernel<true, 4>, blocks, threads, 0, a);
-        else if (warps == 8) cu_launch(ctx, mvk_glu_kernel<false, 8>, blocks, threads, 0, a);
-        else cu_launch(ctx, mvk_glu_kernel<false, 4>, blocks, threads, 0, a);
+        // (EMBER_CUDA_MV_GLU_EARLY=2: the up rows' first loads before the wait too, mvk_glu_kernel EB)
+        using glu_fn                     = void (*)(mvk_glu_args);
+        static constexpr glu_fn forms[8] = {mvk_glu_kernel<false, 4>,       mvk_glu_kernel<false, 8>,      mvk_glu_kernel<true, 4>,
+                                            mvk_glu_kernel<true, 8>,        mvk_glu_kernel<false, 4, true>, mvk_glu_kernel<false, 8, true>,
+                                            mvk_glu_kernel<true, 4, true>, mvk_glu_kernel<true, 8, true>};
+        const bool eb = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 2;
+        cu_launch(ctx, forms[(eb ? 4 : 0) + (ns ? 2 : 0) + (warps == 8 ? 1 : 0)], blocks, threads, 0, a);
     } else {
         const int nb = static_cast<int>(wg->ne[0] / 32);
         mvg_args  a;
