@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -1083,6 +1084,8 @@ ember_status finish(cuda_stream_ctx * c) {
 // executable graph with it and launches it. EMBER_ERR_UNSUPPORTED when nothing was launched:
 // the caller runs the nodes eagerly, this time only when scratch memory had to grow (*retry),
 // else from now on.
+std::atomic<uint64_t> g_instantiations{0};  // ember_cuda_graph_instantiations
+
 ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, int32_t end, bool * retry) {
     *retry = false;
     cudaStream_t st = c->cu.stream;
@@ -1093,7 +1096,8 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     c->cu.capturing   = true;
     c->cu.n_hoisted   = 0;
     c->cu.kv_attn     = nullptr;
-    c->cu.cluster_sig = 0;
+    c->cu.cluster_sig     = 0;
+    c->cu.capture_launch0 = c->cu.n_launch;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
     for (int32_t i = begin, used = 1; i < end && rs == EMBER_OK; i += used) rs = compute_at(c->cu, g, i, end, &used);
     c->cu.capturing = false;
@@ -1121,6 +1125,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
         }
     }
     if (!c->exec) {
+        g_instantiations.fetch_add(1, std::memory_order_relaxed);
         e = cudaGraphInstantiate(&c->exec, graph, 0);
         if (e != cudaSuccess) {
             cudaGetLastError();
@@ -1728,4 +1733,8 @@ ember_status ember_cuda_check_launch(const char * what) {
 
 ember_backend_reg * ember_cuda_backend_reg() {
     return &g_cuda_reg;
+}
+
+uint64_t ember_cuda_graph_instantiations() {
+    return g_instantiations.load(std::memory_order_relaxed);
 }

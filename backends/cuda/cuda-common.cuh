@@ -109,7 +109,7 @@ inline void cu_launch_cluster(const ember_cuda_ctx & ctx, void (*kernel)(P...), 
     unsigned            n = 0;
     if (cluster.x * cluster.y * cluster.z > 1) {
         if (ctx.capturing) {
-            const uint64_t v = ctx.n_launch << 24 ^ uint64_t{cluster.x} << 16 ^ uint64_t{cluster.y} << 8 ^ cluster.z;
+            const uint64_t v = (ctx.n_launch - ctx.capture_launch0) << 24 ^ uint64_t{cluster.x} << 16 ^ uint64_t{cluster.y} << 8 ^ cluster.z;
             ctx.cluster_sig  = (ctx.cluster_sig ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
         }
         attr[n].id               = cudaLaunchAttributeClusterDimension;

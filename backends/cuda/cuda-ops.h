@@ -101,8 +101,10 @@ struct ember_cuda_ctx {
     // (cu_launch_cluster). A recorded graph whose hash differs from the executable graph's is
     // instantiated anew: cudaGraphExecUpdate took a kernel node's new cluster shape as an update
     // and launched it without it (H200: the short attention's 1 -> 2 block rows, "unspecified
-    // launch failure").
-    mutable uint64_t cluster_sig    = 0;
+    // launch failure"). A place is the launch's count since the recording began (capture_launch0:
+    // n_launch then), so the same graph recorded again hashes the same.
+    mutable uint64_t cluster_sig     = 0;
+    uint64_t         capture_launch0 = 0;
     uint64_t         scatter_launch = UINT64_MAX;
     bool             scatter_flat   = false;  // EMBER_CUDA_SCATTER_FLAT=0: off; ember_cuda_scatter's one-round-trip kernel where it may run
 };

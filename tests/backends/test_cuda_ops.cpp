@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "backends/cuda/cuda-env.h"  // the switches' reading rule (host-only)
 #include "backends/cuda/cuda-fp8.h"  // host build of the CUDA FP8 encoder
+#include "backends/cuda/cuda-backend.h"  // ember_cuda_graph_instantiations
 #include "backends/cuda/cuda-ops.h"  // ember_cuda_mv_k4p6_launches, ember_cuda_mv_k4v6_launches
 #include "graph.h"
 #include "quant/ref/ref.h"
@@ -2250,6 +2251,34 @@ TEST_CASE("[cuda] a recorded decode graph whose cluster shape changes") {
         }
     }
     ember_stream_free(s);
+}
+
+// A decode step recorded again with the same shapes updates the executable graph instead of
+// instantiating a new one, clusters (the short attention's 2-block rows at 256 keys) included:
+// the cluster launches' hash (ember_cuda_ctx::cluster_sig) counted every launch of the stream's
+// life, so it differed at every recording and every step was instantiated anew (session 54).
+TEST_CASE("[cuda] a decode graph recorded again with the same shapes is updated, not instantiated") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_GRAPHS"}};
+    set_env("EMBER_CUDA_GRAPHS", "1");
+    for (int64_t n_kv : {int64_t{128}, int64_t{256}}) {  // one block a row; a cluster of 2
+        CAPTURE(n_kv);
+        const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };
+        // eager, recorded (instantiated), then recorded again four times (updates)
+        const std::vector<uint32_t> seeds = {1, 2, 3, 4, 5, 6};
+        const uint64_t              n0    = ember_cuda_graph_instantiations();
+        const auto                  got   = run_on_n(cuda_device(), build, seeds);
+        CHECK(ember_cuda_graph_instantiations() - n0 == 1);
+        const auto want = run_on_n(ember_registry_cpu_device(), build, seeds);
+        REQUIRE(got.size() == want.size());
+        for (size_t r = 0; r < got.size(); r++) {
+            CAPTURE(r);
+            CHECK(nmse(got[r], want[r]) < 1e-6);
+        }
+    }
 }
 
 TEST_CASE("[cuda] device enumeration and buffers") {
