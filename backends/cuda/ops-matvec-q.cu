@@ -690,10 +690,12 @@ struct mvg_args {
 
 // W warps a block: 8 (2 blocks an SM) where the grid is one wave so, else 4 (4 blocks an SM: the
 // 8B shape's 448 blocks in one wave; 127-128 registers either way).
-// EG (default; EMBER_CUDA_MV_GLU_EARLY=2: off): only the gate rows' loads before the PDL wait, the
-// up rows' after it. The block's whole first slice before the wait (128 KB an SM for the 1B shape)
-// slowed the norm kernel the launch overlaps (2.43 -> 2.81 us) more than it saved: H200 tg128 1B
-// Q4_0 2124.8 -> 2159.2, 1B Q8_0 1626.5 -> 1638.7 (gate only; one build, two runs a side).
+// EG (mv_glu_early_both false: 4 warps a block by default, EMBER_CUDA_MV_GLU_EARLY=1 always): only
+// the gate rows' loads before the PDL wait, the up rows' after it. The block's whole first slice
+// before the wait (128 KB an SM for the 1B shape) slowed the separate norm kernel the launch then
+// overlapped (2.43 -> 2.81 us) more than it saved: H200 tg128 1B Q4_0 2124.8 -> 2159.2, 1B Q8_0
+// 1626.5 -> 1638.7 (gate only; one build, two runs a side; session 39). Since the norm went into
+// the O producer, the whole slice early gains at 8 warps (mv_glu_early_both).
 template <int T, bool NS, bool EG, int W, bool SEP>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     using D                       = mvr<T>;
@@ -1072,8 +1074,8 @@ struct mvk_glu_args {
     mvg_out               out;
 };
 
-// EB (EMBER_CUDA_MV_GLU_EARLY=2, as mvr_glu_kernel's EG off; measuring): the first slice's up rows
-// requested before the PDL wait too, not after it.
+// EB (mv_glu_early_both: 8 warps a block by default, as mvr_glu_kernel's EG off): the first
+// slice's up rows requested before the PDL wait too, not after it.
 template <bool NS, int W, bool EB = false>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a) {
     constexpr int  BYTES = 144;
@@ -2592,6 +2594,18 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     return vec_ok(gate) && vec_ok(up) && vec_ok(glu);
 }
 
+// Whether the gate / up launch requests its first slice's up rows before the PDL wait too, not
+// only its gate rows (mvr_glu_kernel EG off, mvk_glu_kernel EB). EMBER_CUDA_MV_GLU_EARLY=1: never,
+// =2: always; by default where a block has 8 warps (the grid one wave at 2 an SM: the 1B shape),
+// whose O producer before it leaves room for the weights to stream in beside it: H200 tg128
+// (session 54, one build, two runs a side) 1B Q4_K_M 2180.5 -> 2210.1, 1B Q4_0 2369.6 -> 2384.2
+// (the 1B Q4_K_M trace: the gate / up launch 6.18 -> 4.14 us a layer, the O producer before it
+// 4.04 -> 5.26); at 4 warps (the 8B shape's 448 blocks) 8B Q4_K_M 617.6 -> 611.7, so not there.
+static bool mv_glu_early_both(int warps) {
+    const int e = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 0, {0, 1, 2});
+    return e == 2 || (e == 0 && warps == 8);
+}
+
 template <int T, int W, bool SEP> void mvg_launch_w(ember_cuda_ctx & ctx, unsigned blocks, const mvg_args & a, bool ns, bool eg) {
     const unsigned threads = 32 * std::min(W, (a.nchunk + 7) / 8);
     if (ns && eg) cu_launch(ctx, mvr_glu_kernel<T, true, true, W, SEP>, blocks, threads, 0, a);
@@ -2668,12 +2682,12 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
         if (ns) a.ns = ctx.qx_norm;
         a.out                  = o;
         const unsigned threads = 32 * std::min(warps, a.nblk);
-        // (EMBER_CUDA_MV_GLU_EARLY=2: the up rows' first loads before the wait too, mvk_glu_kernel EB)
+        // (mv_glu_early_both: the up rows' first loads before the wait too, mvk_glu_kernel EB)
         using glu_fn                     = void (*)(mvk_glu_args);
         static constexpr glu_fn forms[8] = {mvk_glu_kernel<false, 4>,       mvk_glu_kernel<false, 8>,      mvk_glu_kernel<true, 4>,
                                             mvk_glu_kernel<true, 8>,        mvk_glu_kernel<false, 4, true>, mvk_glu_kernel<false, 8, true>,
                                             mvk_glu_kernel<true, 4, true>, mvk_glu_kernel<true, 8, true>};
-        const bool eb = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 2;
+        const bool eb = mv_glu_early_both(warps);
         cu_launch(ctx, forms[(eb ? 4 : 0) + (ns ? 2 : 0) + (warps == 8 ? 1 : 0)], blocks, threads, 0, a);
     } else {
         const int nb = static_cast<int>(wg->ne[0] / 32);
@@ -2688,7 +2702,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
         a.xds    = xds;
         if (ns) a.ns = ctx.qx_norm;
         a.out         = o;
-        const bool eg = ember_cuda_env_choice("EMBER_CUDA_MV_GLU_EARLY", 1, {1, 2}) == 1;
+        const bool eg = !mv_glu_early_both(warps);
         if (wg->type == EMBER_TYPE_Q4_0) {
             mvg_launch<EMBER_TYPE_Q4_0>(ctx, blocks, warps, a, ns, eg);
         } else {
