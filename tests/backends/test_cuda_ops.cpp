@@ -1248,7 +1248,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 // every size): a block owns 32 hidden units, makes silu(g) u and its 8-bit block for the down
 // product; 8 warps a block (4 where 2 blocks an SM do not hold the grid: the 8B shape and larger;
 // EMBER_CUDA_MV_GLU_W4=0: 8 at every size), the up rows' loads before the PDL wait too
-// (EMBER_CUDA_MV_GLU_EARLY=2; by default at 8 warps) or after it (=1, in the ns runs). Over the
+// (EMBER_CUDA_MV_GLU_EARLY=2; by default at 8 warps: the ns runs) or after it (=1, the plain runs). Over the
 // norm kernel's copy of x and (ns) over the O product's norm-in-product copy (EMBER_CUDA_MV_NORM=2:
 // the kernel applies the norm's scale); the 1B and 8B widths, an odd chunk count (a partial slice
 // of 8 chunks), one block of 32 units; the gate's floats read again (the launch writes them too).
@@ -1311,7 +1311,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 set_env("EMBER_CUDA_MV_NORM_FP8", ns && fp8 ? "1" : "");
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 set_env("EMBER_CUDA_MV_GLU_Q4K", "2");  // (Q4_K at every width too)
-                set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : ns ? "1" : "");  // the up rows' loads before the wait / after it
+                set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : ns ? "" : "1");  // the up rows' loads before the wait / by default / after it
                 set_env("EMBER_CUDA_MV_GLU_W4", variant == 1 ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
