@@ -1079,13 +1079,12 @@ ember_status finish(cuda_stream_ctx * c) {
     return EMBER_OK;
 }
 
+std::atomic<uint64_t> g_instantiations{0};  // graphs instantiated by run_captured (ember_cuda_graph_instantiations)
 
 // Records nodes [begin, end) into a CUDA graph, updates (or instantiates) the stream's
 // executable graph with it and launches it. EMBER_ERR_UNSUPPORTED when nothing was launched:
 // the caller runs the nodes eagerly, this time only when scratch memory had to grow (*retry),
 // else from now on.
-std::atomic<uint64_t> g_instantiations{0};  // ember_cuda_graph_instantiations
-
 ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, int32_t end, bool * retry) {
     *retry = false;
     cudaStream_t st = c->cu.stream;

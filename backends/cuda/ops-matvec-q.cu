@@ -2409,14 +2409,10 @@ static bool mvn_fp8_ok(const ember_tensor * w) {
 // its NS form lost (H200 8B Q4_0, the last down product fused before the Q6_K output: output
 // 97.7 -> 105.9 us, the norm and split down product's 15.1 us -> the producer's 7.9).
 constexpr int64_t k_mvn_q6p_max_rows = 32768;
-// EMBER_CUDA_MV_NORM_Q6P_ROWS=n (measuring): that many rows instead (the 1B / 8B output matrices'
-// 128256 take the copy at n >= 128256). Read at every plan.
+// EMBER_CUDA_MV_NORM_Q6P_ROWS=65536|131072|262144 (measuring): that many rows instead (the 1B / 8B
+// output matrices' 128256 take the copy at 131072 and up). Read at every plan.
 static int64_t mvn_q6p_max_rows() {
-    const char * e = std::getenv("EMBER_CUDA_MV_NORM_Q6P_ROWS");
-    if (!e || !*e) return k_mvn_q6p_max_rows;
-    char *          end = nullptr;
-    const long long v   = std::strtoll(e, &end, 10);
-    return *end == '\0' && v > 0 ? static_cast<int64_t>(v) : k_mvn_q6p_max_rows;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q6P_ROWS", k_mvn_q6p_max_rows, {32768, 65536, 131072, 262144});
 }
 
 bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {

@@ -198,11 +198,13 @@ inline void check_case(const std::string & what, const builder & build, double t
     CHECK(e < tol);
 }
 
-// Runs `build` on the CPU and on the GPU for each seed in turn (one stream each) and compares.
-inline void check_runs(const std::string & what, const builder & build, double tol, const std::vector<uint32_t> & seeds = {1234}) {
+// Runs `build` on the CPU and on the GPU for each seed in turn (one stream each; on the GPU `on`
+// when given, as run_on_n) and compares.
+inline void check_runs(const std::string & what, const builder & build, double tol, const std::vector<uint32_t> & seeds = {1234},
+                       ember_stream * on = nullptr) {
     CAPTURE(what);
     const auto want = run_on_n(ember_registry_cpu_device(), build, seeds);
-    const auto got  = run_on_n(cuda_device(), build, seeds);
+    const auto got  = run_on_n(cuda_device(), build, seeds, nullptr, on);
     REQUIRE(got.size() == want.size());
     for (size_t r = 0; r < got.size(); r++) {
         CAPTURE(r);
