@@ -492,6 +492,83 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
     }
 }
 
+// INT4 Q / K / V units of rows of 128 chunks with every weight requested before the PDL wait
+// (EMBER_CUDA_EXT_INT4_HALVES=1, int4_halves): a block's 8 rows (mvx_kernel<INT4, 2, ...>'s grid)
+// go to two pairs of warps; warp w takes rows 4 (w / 2) .. + 3 (two RoPE pairs, mv_rows) over
+// half of each row, chunks 64 (w % 2) + lane + 32 u (u < 2), so each x load serves 4 rows: 40
+// registers of weights and scales a lane, all loaded before the wait. The second half's warp hands
+// its 4 sums to the first's through shared memory. Units (a.has_epi) over one column of x only.
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const mvx_args a) {
+    using D = mx<EMBER_TYPE_INT4>;
+    __shared__ float red[k_warps / 2][4];
+    const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
+    const int       m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
+                           : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
+    const int       bx   = static_cast<int>(blockIdx.x) - (m == 0 ? 0 : m == 1 ? a.blk0[1] : a.blk0[2]);
+    const int64_t   n    = pick(a.n, m);
+    const int64_t   l0   = static_cast<int64_t>(bx) * (2 * k_warps) + 4 * pg;  // the warp's first logical row
+    if (l0 >= n) return;  // both warps of the pair
+    int64_t rows[4];  // two RoPE pairs: rows 0, 1 and 2, 3
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        int64_t rp[2];
+        mv_rows<2>(l0 + 2 * p, pick(a.neox_hd, m), rp);
+        rows[2 * p]     = rp[0];
+        rows[2 * p + 1] = rp[1];
+    }
+    uint4    w[2][4];
+    uint32_t sc[2][4];
+    {
+        const uint8_t * wq = pick(a.q, m);
+        const uint8_t * ws = pick(a.s, m);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int64_t g = rows[r] < n ? rows[r] : n - 1;  // (tail rows: read, discard)
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int c = 64 * hf + lane + 32 * u;
+                w[u][r]     = __ldcs(reinterpret_cast<const uint4 *>(wq + g * a.rowq) + c);
+                sc[u][r]    = D::load_sc(ws, nullptr, g, a.nb, a.ng, c);
+            }
+        }
+    }
+    cu_pdl_begin();  // (weights only before it)
+    x_src xs;
+    xs.q = a.xq;
+    xs.ds = a.xds;
+    float s[4] = {};
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const D::xs_t x = D::load_x(xs, 64 * hf + lane + 32 * u);
+#pragma unroll
+        for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
+    // The pair's meet: its two warps only (named barrier 1 + pg, 64 threads).
+    if (hf == 1 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
+    }
+    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
+    else asm volatile("bar.sync 2, 64;" ::: "memory");
+    if (hf == 1) return;
+    float nsc = 1.0f;
+    if constexpr (NS) nsc = mv_norm_scale(a.ns, lane);
+    if (lane != 0) return;
+#pragma unroll
+    for (int r = 0; r < 4; r++) s[r] = (s[r] + red[pg][r]) * nsc;
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        const int64_t rp[2] = {rows[2 * p], rows[2 * p + 1]};
+        float         sp[2] = {s[2 * p], s[2 * p + 1]};
+        if (m == 0) mv_store_epi<2>(a.epi[0], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
+        else if (m == 1) mv_store_epi<2>(a.epi[1], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
+        else mv_store_epi<2>(a.epi[2], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
+    }
+}
+
 // FP8 weights on tensor cores (sm_80+; mvx_fp8_mma_kernel). mvx_kernel's FP8 path converts
 // each code to a float and spends a float multiply-add on it: ~3 instructions a weight byte,
 // which held the 8B shape at ~2 TB/s (47% of an H200's bandwidth). Here a warp takes 16 rows
@@ -1147,6 +1224,18 @@ bool int4_long_u2() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_U2", 1, {0, 1}) == 1;
 }
 
+// INT4 Q / K / V units of rows of 128 chunks (4096 weights; the 8B shape) with every weight
+// requested before the PDL wait (EMBER_CUDA_EXT_INT4_HALVES=1; measuring, off by default): at
+// U = 2 a warp's two rows take two steps, the second's loads a memory round trip after the wait
+// (the launch 7.1 us a layer for 12.6 MB, session 49); mvx_kernel<INT4, 4, 2, 2> gives a block's
+// 8 rows to two pairs of warps, each warp 4 rows (two RoPE pairs, mv_rows) over half of each row in
+// one step (each x load serves 4 rows), the halves meeting in shared memory: the same grid, every
+// weight loaded before the wait. Read at every call (tests switch it).
+bool int4_halves() {
+    return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 0, {0, 1}) == 1;
+}
+std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1458,7 +1547,11 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     // 379.8 -> 369.8 with it.
     constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
     const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
-    const int      ks    = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
+    const int      ks0   = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
+    // (units over one column of x only)
+    const bool halves = T == EMBER_TYPE_INT4 && units && R == 2 && ks0 == 1 && a.nchunk == 128 &&
+                        dsts[0]->src[1]->ne[1] * dsts[0]->src[1]->ne[2] * dsts[0]->src[1]->ne[3] == 1 && int4_halves();
+    const int ks = halves ? 2 : ks0, rb = halves ? 4 : R;  // (a block's rows: (k_warps / ks) rb, 8 either way)
     unsigned  bx    = 0;
     a.has_epi       = units != nullptr;
     for (int m = 0; m < nd; m++) {
@@ -1467,7 +1560,7 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
             a.neox_hd[m] = a.epi[m].rope == EMBER_ROPE_NEOX ? a.epi[m].hd : 0;
         }
         a.blk0[m] = static_cast<int>(bx);
-        bx += cu_blocks(dsts[m]->src[0]->ne[1], (k_warps / ks) * R);
+        bx += cu_blocks(dsts[m]->src[0]->ne[1], (k_warps / ks) * rb);
     }
     a.blk0[nd]             = static_cast<int>(bx);
     a.err                  = ctx.d_error;
@@ -1524,6 +1617,14 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+    if constexpr (T == EMBER_TYPE_INT4) {
+        if (halves) {
+            if (a.ns.nsq) cu_launch(ctx, mvx_int4_halves_kernel<true>, grid, 32 * k_warps, 0, a);
+            else cu_launch(ctx, mvx_int4_halves_kernel<false>, grid, 32 * k_warps, 0, a);
+            int4_halves_launches.fetch_add(1, std::memory_order_relaxed);
+            return ember_cuda_check_launch("mul_mat (matvec, int4 units in halves)");
+        }
+    }
     if constexpr (!is_fp8_type(T)) {
         // NF4's two-row warps of long rows at U = 2 too (95 registers against U = 4's 167: 5
         // blocks an SM instead of 3; its math per chunk, not the loads in flight, is what waits).
@@ -1704,6 +1805,9 @@ struct get_rows_probe {
 
 }  // namespace
 
+long long ember_cuda_int4_halves_launches() {
+    return int4_halves_launches.load(std::memory_order_relaxed);
+}
 long long ember_cuda_fp8_mma_w4_launches() {
     return fp8_w4_launches.load(std::memory_order_relaxed);
 }
