@@ -544,6 +544,76 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
+// Q4_0 Q / K / V units of rows of 128 chunks (4096 weights; the 8B shape) with every weight
+// requested before the PDL wait in 80 registers without a spill (EMBER_CUDA_MV_Q4_HALVES=1,
+// measuring): mvr_kernel<Q4_0, 2, 4> loads its two rows whole before the wait too, but its 4 chunks
+// of x a lane after it spill at the 80-register cap. Here a block's 8 rows (the same grid) go to
+// two pairs of warps; warp w takes rows 4 (w / 2) .. + 3 (two RoPE pairs) over half of each row,
+// chunks 64 (w % 2) + lane + 32 u (u < 2), so each x load serves 4 rows; the second half's warp
+// hands its 4 sums to the first's through shared memory. Units over one column of x only.
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_kernel(mvr_args a) {
+    using D = mvr<EMBER_TYPE_Q4_0>;
+    __shared__ float red[k_rp_warps / 2][4];
+    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
+    const int     m    = mv_which(a.grp, blockIdx.x);
+    const int64_t n    = mv_pick(a.grp.n, m);
+    const int64_t l0   = static_cast<int64_t>(blockIdx.x - a.grp.blk0[m]) * (2 * k_rp_warps) + 4 * pg;  // the warp's first logical row
+    if (l0 >= n) return;  // both warps of the pair
+    uint4 w[2][4];
+    float dw[2][4];
+    {
+        const uint4 *          wq = static_cast<const uint4 *>(mv_pick(a.grp.w, m));
+        const unsigned short * wd = mv_pick(a.grp.wd, m);
+        const int              nh = mv_pick(a.grp.neox_hd, m);
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            int64_t rp[2];  // RoPE pair p's rows
+            mv_rows<2>(l0 + 2 * p, nh, rp);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int64_t g = rp[r] < n ? rp[r] : n - 1;  // (tail rows: read, discard)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const int c     = 64 * hf + lane + 32 * u;
+                    w[u][2 * p + r]  = __ldcs(wq + g * a.nchunk + c);
+                    dw[u][2 * p + r] = __half2float(__ushort_as_half(__ldg(wd + g * a.nb + c)));
+                }
+            }
+        }
+    }
+    cu_pdl_begin();  // (weights only before it)
+    const int64_t col = blockIdx.y;
+    float         s[4] = {};
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const D::xs x = D::load_x(a.xq + col * a.nb * 32, a.xds + col * a.nb, 64 * hf + lane + 32 * u);
+#pragma unroll
+        for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], dw[u][r], x);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
+    // The pair's meet: its two warps only (named barrier 1 + pg, 64 threads).
+    if (hf == 1 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
+    }
+    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
+    else asm volatile("bar.sync 2, 64;" ::: "memory");
+    if (hf == 1) return;
+    float sc = 1.0f;
+    if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
+    if (lane != 0) return;
+    const int nh = mv_pick(a.grp.neox_hd, m);
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        int64_t rp[2];
+        mv_rows<2>(l0 + 2 * p, nh, rp);
+        float sp[2] = {(s[2 * p] + red[pg][2 * p]) * sc, (s[2 * p + 1] + red[pg][2 * p + 1]) * sc};
+        mv_store_group<2>(a.grp, m, n, col, rp, sp, a.err);
+    }
+}
+
 // Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
 // chunks, 3.5 steps): the KS warps of a block share one row, each loading its contiguous KS-th
 // of the chunks in one step where it fits, so no warp waits on a chain of steps (mvr_kernel's
@@ -1788,6 +1858,19 @@ template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & gri
     return a.nchunk == 32 * U0 ? mvs_launch_u<T, U0, NS>(ctx, a, s, items, rpb) : mvs_launch_u<T, 2 * U0, NS>(ctx, a, s, items, rpb);
 }
 
+// Q4_K units of two steps (4096 weights) over one column of x through mvk_halves_kernel (every
+// weight requested before the PDL wait; in mvk_v6_kernel too), not mvk_kernel's capped two-row
+// form (EMBER_CUDA_MV_K4_HALVES=1); Q4_0 units 4096 wide through mvr_halves_kernel, not
+// mvr_kernel<Q4_0, 2, 4> (EMBER_CUDA_MV_Q4_HALVES=1). Measuring, off by default. Read at every
+// launch (the tests run both forms in one process).
+bool mv_k4_halves() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4_HALVES", 0, {0, 1}) == 1;
+}
+bool mv_q4_halves() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_Q4_HALVES", 0, {0, 1}) == 1;
+}
+std::atomic<long long> mv_halves_launches{0};  // (ember_cuda_mv_halves_launches)
+
 // The launch of mvr_kernel's NS form (x is mvr_norm_kernel's copy): the same rows per warp as
 // below, never the split or pipelined kernels.
 template <int T>
@@ -1837,6 +1920,15 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * r, true, units) : cu_blocks(a.n, k_rp_warps * r);
     const dim3     grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
+    if constexpr (T == EMBER_TYPE_Q4_0) {
+        if (units && r == 2 && !short_rows && a.nchunk == 128 && grid.y * grid.z == 1 && mv_q4_halves()) {
+            if (ns) a.ns = ctx.qx_norm;
+            if (ns) cu_launch(ctx, mvr_halves_kernel<true>, grid, 32 * k_rp_warps, 0, a);
+            else cu_launch(ctx, mvr_halves_kernel<false>, grid, 32 * k_rp_warps, 0, a);
+            mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
+            return ember_cuda_check_launch("mul_mat (matvec q4_0 units in halves)");
+        }
+    }
     if (ns) {
         a.ns = ctx.qx_norm;
         launch_rp_ns<T>(ctx, grid, a, short_rows, r);
@@ -1929,15 +2021,6 @@ bool q4k_one_step() {
     return on;
 }
 
-// Q4_K units of two steps (4096 weights) over one column of x through mvk_halves_kernel (every
-// weight requested before the PDL wait; in mvk_v6_kernel too), not mvk_kernel's capped two-row
-// form (EMBER_CUDA_MV_K4_HALVES=1; measuring, off by default). Read at every launch (the tests
-// run both forms in one process).
-bool mv_k4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4_HALVES", 0, {0, 1}) == 1;
-}
-std::atomic<long long> k4_halves_launches{0};  // (ember_cuda_mv_k4_halves_launches)
-
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
 bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
@@ -1995,7 +2078,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
                 if (ns) a.ns = ctx.qx_norm;
                 if (ns) cu_launch(ctx, mvk_halves_kernel<true>, gk, 32 * k_rp_warps, 0, a);
                 else cu_launch(ctx, mvk_halves_kernel<false>, gk, 32 * k_rp_warps, 0, a);
-                k4_halves_launches.fetch_add(1, std::memory_order_relaxed);
+                mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
             } else if (ns) {
                 a.ns = ctx.qx_norm;
                 if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
@@ -2189,7 +2272,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             else if (pf) go(mvk_v6_kernel<false, false, true>);
             else go(mvk_v6_kernel<false, false, false>);
             k4v6_launches.fetch_add(1, std::memory_order_relaxed);
-            if (hv) k4_halves_launches.fetch_add(1, std::memory_order_relaxed);
+            if (hv) mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
             return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
         }
     }
@@ -2238,8 +2321,8 @@ long long ember_cuda_mv_k4p6_launches() {
 long long ember_cuda_mv_k4v6_launches() {
     return k4v6_launches.load(std::memory_order_relaxed);
 }
-long long ember_cuda_mv_k4_halves_launches() {
-    return k4_halves_launches.load(std::memory_order_relaxed);
+long long ember_cuda_mv_halves_launches() {
+    return mv_halves_launches.load(std::memory_order_relaxed);
 }
 
 bool ember_cuda_mul_mat_vec_q_supported(const ember_tensor * dst) {
