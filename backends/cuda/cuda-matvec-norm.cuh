@@ -6,6 +6,7 @@
 #define EMBER_CUDA_MATVEC_NORM_CUH
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-ops.h"
 
 // What the end of a norm-in-product block reads and writes (mvn_block_end).
@@ -170,6 +171,16 @@ __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const 
 inline int mvn_warps(int nsl) {
     const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
     return (nsl + per - 1) / per;
+}
+// The warps of a producer block over nsl slices (mvn_warps), or with EMBER_CUDA_MVN_SHORT_WARPS=8
+// (measuring, not yet measured) rows of 9-16 slices (the 8B shape's O product: 16) on half as
+// many warps, two slices each: a block of 16 warps at 120 registers holds a whole SM, so the next
+// launch's blocks (the gate / up launch's: 4 warps at 128 registers) cannot start beside it under
+// PDL and issue their first loads until it leaves; at 8 warps two of them fit beside it. Costs the
+// second slice's round trip after the wait. Read at every launch.
+inline int mvn_warps_for(int nsl) {
+    if (nsl <= 8 || nsl > 16 || ember_cuda_env_choice("EMBER_CUDA_MVN_SHORT_WARPS", 16, {8, 16}) == 16) return mvn_warps(nsl);
+    return (nsl + 1) / 2;
 }
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
