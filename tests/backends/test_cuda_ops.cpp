@@ -1105,7 +1105,7 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
 // (Three test cases by type, so a run with a time limit can take each group on its own.)
 void check_norm_in_product(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_MV_NORM_Q6K", "EMBER_CUDA_MV_NORM_FP8",
-                           "EMBER_CUDA_SKIP", "EMBER_CUDA_MVN_SHORT_WARPS"}};
+                           "EMBER_CUDA_SKIP", "EMBER_CUDA_MVN_SHORT_WARPS", "EMBER_CUDA_MVN_LEAN"}};
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
         set_env("EMBER_CUDA_SKIP", skip);
@@ -1201,6 +1201,16 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
                 CHECK(e8 < (q4k || ext ? 2e-3 : 1e-3));
                 CHECK(d8 > 0.0);
                 CHECK(d8 < 1e-6);
+            }
+            // Q4_K / planar Q6_K producers in at most 96 registers (EMBER_CUDA_MVN_LEAN=3): the same
+            // arithmetic, the same bits.
+            if (q4k || q6k) {
+                set_env("EMBER_CUDA_MVN_LEAN", "3");
+                const long long before = ember_cuda_mvn_lean_launches();
+                const auto      lean   = run_on(cuda_device(), build, 6);
+                CHECK(ember_cuda_mvn_lean_launches() > before);
+                set_env("EMBER_CUDA_MVN_LEAN", "");
+                CHECK(lean == run_on(cuda_device(), build, 6));
             }
             if (q4k || ext || q6k || fp8) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT / _Q6K / _FP8=0: the norms in their own launches again
                 const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : ext ? "EMBER_CUDA_MV_NORM_EXT" : q6k ? "EMBER_CUDA_MV_NORM_Q6K" : "EMBER_CUDA_MV_NORM_FP8";
