@@ -1218,10 +1218,7 @@ template <int MINB = 1>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     mvk_norm_body<false>(a);
 }
-// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN=1, measuring): a block of 14-16
-// warps at 120 holds a whole SM (the 8B down and O products: 128 blocks, one an SM), so the next
-// launch's blocks (Q / K / V: 10K registers each; gate / up: 16K) cannot start beside it under PDL
-// and issue their loads before the wait; at 80 a 16-warp block leaves 24K registers.
+// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN bit 1, mvn_lean_bits: why).
 constexpr int k_mvn_lean_regs = 96;
 __global__ void __maxnreg__(k_mvn_lean_regs) mvk_norm_lean_kernel(mvk_norm_args a) {
     mvk_norm_body<true>(a);
@@ -1743,7 +1740,7 @@ __device__ __forceinline__ void mvp6_norm_body(const mvp6_norm_args & a) {
 __global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a) {
     mvp6_norm_body(a);
 }
-// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN=1; mvk_norm_lean_kernel's reason).
+// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN bit 2, mvn_lean_bits).
 __global__ void __maxnreg__(k_mvn_lean_regs) mvp6_norm_lean_kernel(mvp6_norm_args a) {
     mvp6_norm_body(a);
 }
@@ -2342,12 +2339,6 @@ struct launch_probe {
     }
 };
 
-// EMBER_CUDA_MVN_LEAN (measuring, not yet measured; read at every launch): 1 the Q4_K producer in
-// at most k_mvn_lean_regs registers (mvk_norm_lean_kernel: no spill), 2 the planar Q6_K one
-// (mvp6_norm_lean_kernel: a 44-byte spill), 3 both; 0 (default) neither.
-int mvn_lean() {
-    return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 1, 2, 3});
-}
 std::atomic<long long> mvn_lean_launches{0};  // (ember_cuda_mvn_lean_launches)
 
 }  // namespace
@@ -2739,7 +2730,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (mvn_lean() & 1) {
+        if (mvn_lean_bits() & 1) {
             cu_launch(ctx, mvk_norm_lean_kernel, blocks, 32 * mvn_warps_for(a.nblk), 0, a);
             mvn_lean_launches.fetch_add(1, std::memory_order_relaxed);
         } else {
@@ -2753,7 +2744,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (mvn_lean() & 2) {
+        if (mvn_lean_bits() & 2) {
             cu_launch(ctx, mvp6_norm_lean_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
             mvn_lean_launches.fetch_add(1, std::memory_order_relaxed);
         } else {

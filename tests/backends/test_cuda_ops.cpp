@@ -1202,13 +1202,13 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
                 CHECK(d8 > 0.0);
                 CHECK(d8 < 1e-6);
             }
-            // Q4_K / planar Q6_K producers in at most 96 registers (EMBER_CUDA_MVN_LEAN=3): the same
-            // arithmetic, the same bits.
-            if (q4k || q6k) {
-                set_env("EMBER_CUDA_MVN_LEAN", "3");
-                const long long before = ember_cuda_mvn_lean_launches();
+            // Q4_K / planar Q6_K / INT4 producers in at most 96 registers (EMBER_CUDA_MVN_LEAN=7):
+            // the same arithmetic, the same bits.
+            if (q4k || q6k || t == EMBER_TYPE_INT4) {
+                set_env("EMBER_CUDA_MVN_LEAN", "7");
+                const long long before = ember_cuda_mvn_lean_launches() + ember_cuda_int4_lean_launches();
                 const auto      lean   = run_on(cuda_device(), build, 6);
-                CHECK(ember_cuda_mvn_lean_launches() > before);
+                CHECK(ember_cuda_mvn_lean_launches() + ember_cuda_int4_lean_launches() > before);
                 set_env("EMBER_CUDA_MVN_LEAN", "");
                 CHECK(lean == run_on(cuda_device(), build, 6));
             }
