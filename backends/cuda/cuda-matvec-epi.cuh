@@ -44,6 +44,18 @@ template <int R> __device__ __forceinline__ void mv_rows(int64_t row0, int neox_
     }
 }
 
+// The 4 rows of a warp of the Q / K / V halves forms (mv_halves_meet): two RoPE pairs, of logical
+// rows l0 and l0 + 2 (mv_rows).
+__device__ __forceinline__ void mv_halves_rows(int64_t l0, int neox_hd, int64_t (&rows)[4]) {
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        int64_t rp[2];
+        mv_rows<2>(l0 + 2 * p, neox_hd, rp);
+        rows[2 * p]     = rp[0];
+        rows[2 * p + 1] = rp[1];
+    }
+}
+
 // Lane 0's store of a warp's R row sums s (rows `rows` of n) for column col, through e.
 template <int R>
 __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, int64_t y_nb1, int64_t n, int64_t col, const int64_t (&rows)[R],

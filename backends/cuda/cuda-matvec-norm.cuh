@@ -84,6 +84,32 @@ __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns,
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 
+// The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_K4_HALVES, _MV_Q4_HALVES,
+// _EXT_INT4_HALVES: mvk_halves_kernel, mvr_halves_kernel, mvx_int4_halves_kernel): warps 2 pg and
+// 2 pg + 1 (hf = 0, 1) hold a lane's partial sums of the same 4 rows over the two halves of the
+// row. Each warp sums its lanes; the second half's lane 0 hands its 4 sums to the first half's
+// through shared memory behind the pair's named barrier (1 + pg, 64 threads). True in the one
+// thread that stores (the first half's lane 0), s then the rows' sums times the norm's scale (NS).
+template <bool NS>
+__device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, int lane, const ember_cuda_norm_scale & ns) {
+    __shared__ float red[2][4];
+#pragma unroll
+    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
+    if (hf == 1 && lane == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
+    }
+    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
+    else asm volatile("bar.sync 2, 64;" ::: "memory");
+    if (hf == 1) return false;
+    float sc = 1.0f;
+    if constexpr (NS) sc = mv_norm_scale(ns, lane);
+    if (lane != 0) return false;
+#pragma unroll
+    for (int r = 0; r < 4; r++) s[r] = (s[r] + red[pg][r]) * sc;
+    return true;
+}
+
 // What the end of a gate / up block with its SWIGLU writes (mvg_block_end; ember_cuda_mul_mat_vec_glu).
 struct mvg_out {
     float *  g;    // or nullptr: the gate rows

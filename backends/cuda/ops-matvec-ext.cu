@@ -501,7 +501,6 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
 template <bool NS>
 __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const mvx_args a) {
     using D = mx<EMBER_TYPE_INT4>;
-    __shared__ float red[k_warps / 2][4];
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
     const int       m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                            : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -510,13 +509,7 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const 
     const int64_t   l0   = static_cast<int64_t>(bx) * (2 * k_warps) + 4 * pg;  // the warp's first logical row
     if (l0 >= n) return;  // both warps of the pair
     int64_t rows[4];  // two RoPE pairs: rows 0, 1 and 2, 3
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-        int64_t rp[2];
-        mv_rows<2>(l0 + 2 * p, pick(a.neox_hd, m), rp);
-        rows[2 * p]     = rp[0];
-        rows[2 * p + 1] = rp[1];
-    }
+    mv_halves_rows(l0, pick(a.neox_hd, m), rows);
     uint4    w[2][4];
     uint32_t sc[2][4];
     {
@@ -544,21 +537,7 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const 
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
     }
-#pragma unroll
-    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
-    // The pair's meet: its two warps only (named barrier 1 + pg, 64 threads).
-    if (hf == 1 && lane == 0) {
-#pragma unroll
-        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
-    }
-    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
-    else asm volatile("bar.sync 2, 64;" ::: "memory");
-    if (hf == 1) return;
-    float nsc = 1.0f;
-    if constexpr (NS) nsc = mv_norm_scale(a.ns, lane);
-    if (lane != 0) return;
-#pragma unroll
-    for (int r = 0; r < 4; r++) s[r] = (s[r] + red[pg][r]) * nsc;
+    if (!mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) return;
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         const int64_t rp[2] = {rows[2 * p], rows[2 * p + 1]};

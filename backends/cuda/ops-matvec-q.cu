@@ -544,6 +544,19 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
 
+// The store of a halves-form warp pair's 4 row sums s (mv_halves_meet), logical rows l0 .. l0 + 3
+// of group matrix m: two RoPE pairs through the group's epilogues.
+__device__ __forceinline__ void mv_halves_store(const mv_group & g, int m, int64_t n, int64_t col, int64_t l0, const float (&s)[4], int * err) {
+    int64_t rows[4];
+    mv_halves_rows(l0, mv_pick(g.neox_hd, m), rows);
+#pragma unroll
+    for (int p = 0; p < 2; p++) {
+        const int64_t rp[2] = {rows[2 * p], rows[2 * p + 1]};
+        float         sp[2] = {s[2 * p], s[2 * p + 1]};
+        mv_store_group<2>(g, m, n, col, rp, sp, err);
+    }
+}
+
 // Q4_0 Q / K / V units of rows of 128 chunks (4096 weights; the 8B shape) with every weight
 // requested before the PDL wait in 80 registers without a spill (EMBER_CUDA_MV_Q4_HALVES=1,
 // measuring): mvr_kernel<Q4_0, 2, 4> loads its two rows whole before the wait too, but its 4 chunks
@@ -554,7 +567,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvr_kernel(mvr_args a) 
 template <bool NS>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_kernel(mvr_args a) {
     using D = mvr<EMBER_TYPE_Q4_0>;
-    __shared__ float red[k_rp_warps / 2][4];
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
     const int     m    = mv_which(a.grp, blockIdx.x);
     const int64_t n    = mv_pick(a.grp.n, m);
@@ -565,20 +577,16 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
     {
         const uint4 *          wq = static_cast<const uint4 *>(mv_pick(a.grp.w, m));
         const unsigned short * wd = mv_pick(a.grp.wd, m);
-        const int              nh = mv_pick(a.grp.neox_hd, m);
+        int64_t                rows[4];
+        mv_halves_rows(l0, mv_pick(a.grp.neox_hd, m), rows);
 #pragma unroll
-        for (int p = 0; p < 2; p++) {
-            int64_t rp[2];  // RoPE pair p's rows
-            mv_rows<2>(l0 + 2 * p, nh, rp);
+        for (int r = 0; r < 4; r++) {
+            const int64_t g = rows[r] < n ? rows[r] : n - 1;  // (tail rows: read, discard)
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int64_t g = rp[r] < n ? rp[r] : n - 1;  // (tail rows: read, discard)
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const int c     = 64 * hf + lane + 32 * u;
-                    w[u][2 * p + r]  = __ldcs(wq + g * a.nchunk + c);
-                    dw[u][2 * p + r] = __half2float(__ushort_as_half(__ldg(wd + g * a.nb + c)));
-                }
+            for (int u = 0; u < 2; u++) {
+                const int c = 64 * hf + lane + 32 * u;
+                w[u][r]     = __ldcs(wq + g * a.nchunk + c);
+                dw[u][r]    = __half2float(__ushort_as_half(__ldg(wd + g * a.nb + c)));
             }
         }
     }
@@ -591,27 +599,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], dw[u][r], x);
     }
-#pragma unroll
-    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
-    // The pair's meet: its two warps only (named barrier 1 + pg, 64 threads).
-    if (hf == 1 && lane == 0) {
-#pragma unroll
-        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
-    }
-    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
-    else asm volatile("bar.sync 2, 64;" ::: "memory");
-    if (hf == 1) return;
-    float sc = 1.0f;
-    if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
-    if (lane != 0) return;
-    const int nh = mv_pick(a.grp.neox_hd, m);
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-        int64_t rp[2];
-        mv_rows<2>(l0 + 2 * p, nh, rp);
-        float sp[2] = {(s[2 * p] + red[pg][2 * p]) * sc, (s[2 * p + 1] + red[pg][2 * p + 1]) * sc};
-        mv_store_group<2>(a.grp, m, n, col, rp, sp, a.err);
-    }
+    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
 }
 
 // Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
@@ -1091,7 +1079,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 template <bool NS>
 __device__ __forceinline__ void mvk_halves_body(const mvq_args & a, unsigned boff) {
     constexpr int BYTES = 144;
-    __shared__ float red[k_rp_warps / 2][4];
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
     const int     m    = mv_which(a.grp, blockIdx.x - boff);
     const int64_t n    = mv_pick(a.grp.n, m);
@@ -1103,18 +1090,14 @@ __device__ __forceinline__ void mvk_halves_body(const mvq_args & a, unsigned bof
     uint32_t      hw[4];
     {
         const char * w0 = static_cast<const char *>(mv_pick(a.grp.w, m)) + static_cast<int64_t>(b) * BYTES;
-        const int    nh = mv_pick(a.grp.neox_hd, m);
+        int64_t      rows[4];
+        mv_halves_rows(l0, mv_pick(a.grp.neox_hd, m), rows);
 #pragma unroll
-        for (int p = 0; p < 2; p++) {
-            int64_t rp[2];  // RoPE pair p's rows
-            mv_rows<2>(l0 + 2 * p, nh, rp);
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const char * blk = w0 + (rp[r] < n ? rp[r] : n - 1) * (a.nblk * BYTES);
-                q[2 * p + r][0]  = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g));
-                q[2 * p + r][1]  = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g) + 1);
-                hw[2 * p + r]    = __ldg(reinterpret_cast<const uint32_t *>(blk) + l.g);
-            }
+        for (int r = 0; r < 4; r++) {
+            const char * blk = w0 + (rows[r] < n ? rows[r] : n - 1) * (a.nblk * BYTES);  // (tail rows: read, discard)
+            q[r][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g));
+            q[r][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g) + 1);
+            hw[r]            = __ldg(reinterpret_cast<const uint32_t *>(blk) + l.g);
         }
     }
     cu_pdl_begin();  // (weights only before it)
@@ -1134,27 +1117,7 @@ __device__ __forceinline__ void mvk_halves_body(const mvq_args & a, unsigned bof
                                     __shfl_sync(0xffffffffu, hw[r], 2, 4), __shfl_sync(0xffffffffu, hw[r], 3, 4));
         s[r] = k4_chunk<2>(q[r], hh, l, xlo, xhi, ds);
     }
-#pragma unroll
-    for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
-    // The pair's meet: its two warps only (named barrier 1 + pg, 64 threads).
-    if (hf == 1 && lane == 0) {
-#pragma unroll
-        for (int r = 0; r < 4; r++) red[pg][r] = s[r];
-    }
-    if (pg == 0) asm volatile("bar.sync 1, 64;" ::: "memory");
-    else asm volatile("bar.sync 2, 64;" ::: "memory");
-    if (hf == 1) return;
-    float sc = 1.0f;
-    if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
-    if (lane != 0) return;
-    const int nh = mv_pick(a.grp.neox_hd, m);
-#pragma unroll
-    for (int p = 0; p < 2; p++) {
-        int64_t rp[2];
-        mv_rows<2>(l0 + 2 * p, nh, rp);
-        float sp[2] = {(s[2 * p] + red[pg][2 * p]) * sc, (s[2 * p + 1] + red[pg][2 * p + 1]) * sc};
-        mv_store_group<2>(a.grp, m, n, col, rp, sp, a.err);
-    }
+    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
 }
 // Only in a group with epilogues over one column of x (the Q / K / V units' launch).
 template <bool NS>
