@@ -198,12 +198,6 @@ inline int mvn_warps(int nsl) {
     const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
     return (nsl + per - 1) / per;
 }
-// The warps of a producer block over nsl slices (mvn_warps), or with EMBER_CUDA_MVN_SHORT_WARPS=8
-// (measuring, not yet measured) rows of 9-16 slices (the 8B shape's O product: 16) on half as
-// many warps, two slices each: a block of 16 warps at 120 registers holds a whole SM, so the next
-// launch's blocks (the gate / up launch's: 4 warps at 128 registers) cannot start beside it under
-// PDL and issue their first loads until it leaves; at 8 warps two of them fit beside it. Costs the
-// second slice's round trip after the wait. Read at every launch.
 // EMBER_CUDA_MVN_LEAN (measuring, not yet measured; read at every launch), bits: 1 the Q4_K
 // decode-norm producer in at most 96 registers (mvk_norm_lean_kernel: no spill), 2 the planar
 // Q6_K one (mvp6_norm_lean_kernel: a 44-byte spill), 4 the INT4 one (mvx_norm_lean_kernel); 0
@@ -215,6 +209,12 @@ inline int mvn_lean_bits() {
     return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 1, 2, 3, 4, 5, 6, 7});
 }
 
+// The warps of a producer block over nsl slices (mvn_warps), or with EMBER_CUDA_MVN_SHORT_WARPS=8
+// (measuring, not yet measured) rows of 9-16 slices (the 8B shape's O product: 16) on half as
+// many warps, two slices each: a block of 16 warps at 120 registers holds a whole SM, so the next
+// launch's blocks (the gate / up launch's: 4 warps at 128 registers) cannot start beside it under
+// PDL and issue their first loads until it leaves; at 8 warps two of them fit beside it. Costs the
+// second slice's round trip after the wait. Read at every launch.
 inline int mvn_warps_for(int nsl) {
     if (nsl <= 8 || nsl > 16 || ember_cuda_env_choice("EMBER_CUDA_MVN_SHORT_WARPS", 16, {8, 16}) == 16) return mvn_warps(nsl);
     return (nsl + 1) / 2;

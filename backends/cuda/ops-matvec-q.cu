@@ -985,6 +985,13 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
     return dm.x * (k4_f<0>(sc) * ds.x * cu_int_float(s0) + k4_f<2>(sc) * ds.z * cu_int_float(s1)) - dm.y * (k4_f<0>(mn) * ds.y + k4_f<2>(mn) * ds.w) * mins;
 }
 
+// A Q4_K block header from its 4 lanes' words (each lane of a 4-lane group holds word lane % 4,
+// hw): the header-word trick of mvk_glu_kernel, mvk_norm_body HW and mvk_halves_body.
+__device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
+    return make_uint4(__shfl_sync(0xffffffffu, hw, 0, 4), __shfl_sync(0xffffffffu, hw, 1, 4), __shfl_sync(0xffffffffu, hw, 2, 4),
+                      __shfl_sync(0xffffffffu, hw, 3, 4));
+}
+
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
@@ -1113,9 +1120,7 @@ __device__ __forceinline__ void mvk_halves_body(const mvq_args & a, unsigned bof
     float        s[4];
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-        const uint4 hh = make_uint4(__shfl_sync(0xffffffffu, hw[r], 0, 4), __shfl_sync(0xffffffffu, hw[r], 1, 4),
-                                    __shfl_sync(0xffffffffu, hw[r], 2, 4), __shfl_sync(0xffffffffu, hw[r], 3, 4));
-        s[r] = k4_chunk<2>(q[r], hh, l, xlo, xhi, ds);
+        s[r] = k4_chunk<2>(q[r], k4_header_of(hw[r]), l, xlo, xhi, ds);
     }
     if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
 }
@@ -1168,10 +1173,7 @@ __device__ __forceinline__ void mvk_norm_body(const mvk_norm_args & a) {
         const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            if constexpr (HW) {
-                h[t] = make_uint4(__shfl_sync(0xffffffffu, hw[t], 0, 4), __shfl_sync(0xffffffffu, hw[t], 1, 4), __shfl_sync(0xffffffffu, hw[t], 2, 4),
-                                  __shfl_sync(0xffffffffu, hw[t], 3, 4));
-            }
+            if constexpr (HW) h[t] = k4_header_of(hw[t]);
             acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
         }
     }
@@ -1259,9 +1261,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
         [&](int h) {  // h = 0: the gate rows, 1: the up rows
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) {
-                const uint4 hh = make_uint4(__shfl_sync(0xffffffffu, hw[t], 0, 4), __shfl_sync(0xffffffffu, hw[t], 1, 4),
-                                            __shfl_sync(0xffffffffu, hw[t], 2, 4), __shfl_sync(0xffffffffu, hw[t], 3, 4));
-                acc[t] += k4_chunk<2>(q[t], hh, l, xlo, xhi, ds);
+                acc[t] += k4_chunk<2>(q[t], k4_header_of(hw[t]), l, xlo, xhi, ds);
             }
         });
     mvg_block_end<W, NS, 4>(acc, a.out, a.ns, row0, lane, wi, nw);
@@ -1911,9 +1911,12 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     constexpr bool pipe_type = T == EMBER_TYPE_Q4_0;  // the P kernel only where it measured faster
     if constexpr (T == EMBER_TYPE_Q4_0) {
         if (units && r == 2 && !short_rows && a.nchunk == 128 && grid.y * grid.z == 1 && mv_q4_halves()) {
-            if (ns) a.ns = ctx.qx_norm;
-            if (ns) cu_launch(ctx, mvr_halves_kernel<true>, grid, 32 * k_rp_warps, 0, a);
-            else cu_launch(ctx, mvr_halves_kernel<false>, grid, 32 * k_rp_warps, 0, a);
+            if (ns) {
+                a.ns = ctx.qx_norm;
+                cu_launch(ctx, mvr_halves_kernel<true>, grid, 32 * k_rp_warps, 0, a);
+            } else {
+                cu_launch(ctx, mvr_halves_kernel<false>, grid, 32 * k_rp_warps, 0, a);
+            }
             mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
             return ember_cuda_check_launch("mul_mat (matvec q4_0 units in halves)");
         }
@@ -2064,9 +2067,12 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const bool wide = q4k_wide();
             const bool halves = wide && units && rk == 2 && mv_pair_capped() && a.nblk == 16 && gk.y * gk.z == 1 && mv_k4_halves();
             if (halves) {
-                if (ns) a.ns = ctx.qx_norm;
-                if (ns) cu_launch(ctx, mvk_halves_kernel<true>, gk, 32 * k_rp_warps, 0, a);
-                else cu_launch(ctx, mvk_halves_kernel<false>, gk, 32 * k_rp_warps, 0, a);
+                if (ns) {
+                    a.ns = ctx.qx_norm;
+                    cu_launch(ctx, mvk_halves_kernel<true>, gk, 32 * k_rp_warps, 0, a);
+                } else {
+                    cu_launch(ctx, mvk_halves_kernel<false>, gk, 32 * k_rp_warps, 0, a);
+                }
                 mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
             } else if (ns) {
                 a.ns = ctx.qx_norm;
