@@ -2236,6 +2236,37 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     CHECK(nmse(got, tiled) < 1e-10);
 }
 
+// Clusters only past n one-pass blocks a row (EMBER_CUDA_ATTN_CLUSTER_MIN=n): F16 caches, rows of
+// two passes at d = 64 (the 1B at up to 256 keys) and of four at d = 128 (the 8B at 256). With n
+// at or above a row's passes the row runs as without clusters (the same bits as
+// EMBER_CUDA_ATTN_CLUSTER=0), below them as the default; against the CPU throughout.
+TEST_CASE("[cuda] decode attention at short context: clusters only past n passes (EMBER_CUDA_ATTN_CLUSTER_MIN)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_ATTN_CLUSTER_MIN", "EMBER_CUDA_ATTN_CLUSTER"}};
+    struct row_case {
+        int64_t d, n_kv, passes;
+    };
+    for (const row_case rc : {row_case{64, 200, 2}, row_case{64, 256, 2}, row_case{128, 256, 4}}) {
+        const std::string what = "cluster min d=" + std::to_string(rc.d) + " n_kv=" + std::to_string(rc.n_kv);
+        CAPTURE(what);
+        const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, rc.d, rc.n_kv, 8); };
+        const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 72);
+        const std::vector<float> dflt = run_on(cuda_device(), build, 72);
+        const std::vector<float> flat = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER", "0", build, 72);
+        const std::vector<float> at   = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", std::to_string(rc.passes).c_str(), build, 72);
+        const std::vector<float> below = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", std::to_string(rc.passes - 1).c_str(), build, 72);
+        REQUIRE(dflt.size() == want.size());
+        CHECK(nmse(dflt, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
+        CHECK(nmse(at, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
+        CHECK(at == flat);
+        CHECK(below == dflt);
+        if (flat == dflt) WARN("the cluster and the single block gave the same bits: the checks above cannot tell them apart");
+    }
+}
+
 // attn_dec_short_kernel's LEAN forms (EMBER_CUDA_ATTN_LEAN, F16 caches): 1 the pass's K / V rows
 // requested with the mask (the rows it hides read too, their values zeroed), 2 the cluster's
 // blocks pushing their rows into rank 0's shared memory, 4 twice the keys a pass (as F16 words),
