@@ -61,22 +61,6 @@ __device__ __forceinline__ void cu_pdl_begin() {
 #endif
 }
 
-// A kernel that lets its dependents start before its own wait (the short decode attention with
-// EMBER_CUDA_ATTN_TRIGGER=1): cu_pdl_trigger() at its start, then cu_pdl_begin_after(true) where
-// cu_pdl_begin() would be. Safe only where the next launch reads nothing before its wait but its
-// weights: it may then start while the launch before this one still runs.
-__device__ __forceinline__ void cu_pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cu_pdl_begin_after(bool triggered) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (!triggered) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // The SM count of a device (cached per device; 132, an H100/H200's, when it cannot be read).
 inline int cu_sm_count(int device) {
     static std::atomic<int> n_sm[64];

@@ -192,8 +192,6 @@ constexpr int64_t EMBER_CUDA_ATTN_MAX_D = 256;
 // then also writes its quantized copy (ember_cuda_qx_buffer) and marks it valid. Other paths
 // leave it to the matvec.
 ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);
-// How many short decode attentions let their dependents start before their wait (EMBER_CUDA_ATTN_TRIGGER=1; tests).
-long long ember_cuda_attn_trigger_launches();
 // ops-attention-decode.cu: the decode kernel (few query tokens; one block per KV head and
 // split of the keys). EMBER_ERR_UNSUPPORTED when the shapes or types do not suit it.
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);

@@ -38,7 +38,6 @@
 // scale applied once per 8-value dot product, Q loaded and results stored row by row.
 // EMBER_CUDA_ATTN_DEC_FAST=2: as 1, FP8 E4M3 decoded by bit moves instead of cvt (slower).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -99,10 +98,7 @@ struct dec_args {
     bool          early     = false;    // attn_dec_short_kernel: the first pass's K/V rows read before the PDL wait (ember_cuda_attn_early_rows)
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
-    bool          trigger   = false;  // F16 caches: attn_dec_short_kernel TRIG, its dependents may start before its wait (EMBER_CUDA_ATTN_TRIGGER)
 };
-
-std::atomic<long long> attn_trigger_launches{0};  // (ember_cuda_attn_trigger_launches)
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
 // row starts on 16 bytes (the merge kernel reads float4).
@@ -964,7 +960,7 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
 // (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
 // default's bits).
-template <int T, int V, int PROBE = 0, int LEAN = 0, bool TRIG = false>
+template <int T, int V, int PROBE = 0, int LEAN = 0>
 __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
@@ -979,7 +975,6 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
         if (a.cluster) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
     }
 #endif
-    if constexpr (TRIG) cu_pdl_trigger();
     const int     d = static_cast<int>(a.q.ne[0]), lk = d / 8, kpw = 32 / lk, ns = k_short_warps * kpw;
     const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int     slot = warp * kpw + lane / lk, part = lane % lk;
@@ -993,7 +988,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     // Q. Safe because every kernel lets its dependents start only after its own wait
     // (cu_pdl_begin): when this one starts, every launch before the one before it has completed,
     // the input copies (mask, indices) and the earlier steps' cache writes among them.
-    if (!a.early) cu_pdl_begin_after(TRIG);
+    if (!a.early) cu_pdl_begin();
     int wr[k_kv_write_max];  // a.early: the rows this step writes, requested with the mask (one round trip)
 #pragma unroll
     for (int i = 0; i < k_kv_write_max; i++) wr[i] = a.early && i < a.early_n ? a.early_idx[i] : -1;
@@ -1108,7 +1103,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
         if (j0 - slot < n_used) load_pass(j0, spec ? 0u : redo);  // spec: those rows read again below
-        cu_pdl_begin_after(TRIG);
+        cu_pdl_begin();
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
@@ -1551,13 +1546,8 @@ struct dec_launch {
                             return;
                         }
                     }
-                    const bool trig = T == EMBER_TYPE_F16 && V == 1 && a.trigger;  // (EMBER_CUDA_ATTN_TRIGGER: F16 caches)
                     if (attn_probe_mode() == 1) cu_launch(ctx, attn_probe_empty_kernel, g, k_short_threads, 0);
                     else if (attn_probe_mode() == 3) cu_launch_cluster(ctx, attn_probe_empty_kernel, g, k_short_threads, 0, cl);
-                    else if (trig) {
-                        cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 0, 0, T == EMBER_TYPE_F16 && V == 1>, g, k_short_threads, 0, cl, a);
-                        attn_trigger_launches.fetch_add(1, std::memory_order_relaxed);
-                    }
                     else cu_launch_cluster(ctx, attn_dec_short_kernel<T, V>, g, k_short_threads, 0, cl, a);
                     st = EMBER_OK;
                     return;
@@ -1615,10 +1605,6 @@ struct dec_launch {
 };
 
 }  // namespace
-
-long long ember_cuda_attn_trigger_launches() {
-    return attn_trigger_launches.load(std::memory_order_relaxed);
-}
 
 // Bytes of one K/V row of d values (d % 32 == 0) of a cache type (cu_dispatch_elem_type's):
 // computed here, as libember-cuda.so may only call libember's EMBER_BACKEND_API functions.
@@ -1724,13 +1710,6 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     // 2072.8, 8B Q4_0 587.7 -> 593.4; with it off in the same build 2010.3 / 586.9.
     a.early = ctx.n_launch != ctx.scatter_launch && ember_cuda_env_on("EMBER_CUDA_ATTN_EARLY") &&
               ember_cuda_attn_early_rows(dst, k_kv_write_max, &a.early_idx, &a.early_n);
-    // EMBER_CUDA_ATTN_TRIGGER=1 (measuring, not yet measured; read at every launch): the short kernel
-    // lets the next launch (the O product: weights only before its wait) start as soon as all its
-    // blocks have started, not after its wait, so those blocks take their places and request their
-    // weights during the Q / K / V launch's tail. An empty attention launch cost 2.2 us a layer in
-    // the chain on 8B (session 51: EMBER_CUDA_ATTN_PROBE=empty against EMBER_CUDA_SKIP=attn). (Session
-    // 21's early triggers of every small kernel lost, the norm and SWIGLU kernels since fused away.)
-    a.trigger = ember_cuda_env_choice("EMBER_CUDA_ATTN_TRIGGER", 0, {0, 1}) == 1;
     if (qx_of) {
         void * xds = nullptr;
         ember_cuda_qx_buffer(ctx, qx_of, &a.xq, &xds);  // none (nullptr): the matvec makes its own

@@ -978,37 +978,6 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K, Q4_0 and INT4 rows of 4096 with every weig
     }
 }
 
-// The short decode attention letting its dependents start before its wait
-// (EMBER_CUDA_ATTN_TRIGGER=1, attn_dec_short_kernel TRIG; F16 caches): a layer's Q / K / V units,
-// the attention and the product after it, at the 1B and 8B head shapes and over a producer's
-// copy: the same bits as the default (eager, recorded, replayed on one stream each), against the
-// CPU, and the form's launches counted.
-TEST_CASE("[cuda] decode attention at short context: dependents started before the wait (EMBER_CUDA_ATTN_TRIGGER)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_ATTN_TRIGGER"}};
-    for (int shape = 0; shape < 3; shape++) {
-        qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 32, 8, 64};
-        p.n_embd = 2048;
-        if (shape >= 1) p.hd = 128, p.n_embd = 4096;  // (the 8B heads)
-        p.normed = shape == 2;
-        const std::string what = "attention trigger shape " + std::to_string(shape);
-        CAPTURE(what);
-        const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-        set_env("EMBER_CUDA_ATTN_TRIGGER", "");
-        const auto plain = run_on_n(cuda_device(), build, {5, 6, 7});
-        set_env("EMBER_CUDA_ATTN_TRIGGER", "1");
-        const long long before = ember_cuda_attn_trigger_launches();
-        const auto      trig   = run_on_n(cuda_device(), build, {5, 6, 7});
-        CHECK(ember_cuda_attn_trigger_launches() > before);
-        CHECK(trig == plain);
-        check_runs(what, build, p.normed ? 2e-3 : 1e-3, {5, 6, 7});
-        set_env("EMBER_CUDA_ATTN_TRIGGER", "");
-    }
-}
-
 // FP8 Q / K / V units in 4-warp blocks (mvx_fp8_mma_kernel W = 4, EMBER_CUDA_FP8_MMA_W4=2: forced;
 // 1, the default, only where 8-warp blocks are over one wave, the 8B shape): block- and row-scaled
 // types, over x and over an FP8 producer's copy, rows of 2 to 16 spans and a K / V row count that
