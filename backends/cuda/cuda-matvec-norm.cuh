@@ -209,17 +209,6 @@ inline int mvn_lean_bits() {
     return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 1, 2, 3, 4, 5, 6, 7});
 }
 
-// The warps of a producer block over nsl slices (mvn_warps), or with EMBER_CUDA_MVN_SHORT_WARPS=8
-// (measuring, not yet measured) rows of 9-16 slices (the 8B shape's O product: 16) on half as
-// many warps, two slices each: a block of 16 warps at 120 registers holds a whole SM, so the next
-// launch's blocks (the gate / up launch's: 4 warps at 128 registers) cannot start beside it under
-// PDL and issue their first loads until it leaves; at 8 warps two of them fit beside it. Costs the
-// second slice's round trip after the wait. Read at every launch.
-inline int mvn_warps_for(int nsl) {
-    if (nsl <= 8 || nsl > 16 || ember_cuda_env_choice("EMBER_CUDA_MVN_SHORT_WARPS", 16, {8, 16}) == 16) return mvn_warps(nsl);
-    return (nsl + 1) / 2;
-}
-
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
 // n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o);

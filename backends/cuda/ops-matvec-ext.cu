@@ -2010,7 +2010,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.xds    = xds;
     a.out    = o;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
-    const int      thr    = 32 * mvn_warps_for((a.nchunk + 7) / 8);
+    const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
     if (w->type == EMBER_TYPE_INT4 && (mvn_lean_bits() & 4)) {
         cu_launch(ctx, mvx_norm_lean_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
         int4_lean_launches.fetch_add(1, std::memory_order_relaxed);

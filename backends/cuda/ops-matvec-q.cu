@@ -2700,10 +2700,10 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds   = xds;
         a.out   = o;
         if (mvn_lean_bits() & 1) {
-            cu_launch(ctx, mvk_norm_lean_kernel, blocks, 32 * mvn_warps_for(a.nblk), 0, a);
+            cu_launch(ctx, mvk_norm_lean_kernel, blocks, 32 * mvn_warps(a.nblk), 0, a);
             mvn_lean_launches.fetch_add(1, std::memory_order_relaxed);
         } else {
-            cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps_for(a.nblk), 0, a);
+            cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
         }
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
@@ -2729,8 +2729,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps_for((a.nchunk + 7) / 8), 0, a);
-        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps_for((a.nchunk + 7) / 8), 0, a);
+        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;
