@@ -198,15 +198,14 @@ inline int mvn_warps(int nsl) {
     const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
     return (nsl + per - 1) / per;
 }
-// EMBER_CUDA_MVN_LEAN (measuring, not yet measured; read at every launch), bits: 1 the Q4_K
-// decode-norm producer in at most 96 registers (mvk_norm_lean_kernel: no spill), 2 the planar
-// Q6_K one (mvp6_norm_lean_kernel: a 44-byte spill), 4 the INT4 one (mvx_norm_lean_kernel); 0
-// (default) none. A block of 14-16 warps at 115-124 registers holds a whole SM (the 8B O and down
-// products: 128 blocks, one an SM), so the next launch's blocks (Q / K / V: 10K registers each;
-// gate / up: 16K) cannot start beside it under PDL and issue their loads before the wait; at 96 a
-// 16-warp block leaves 16K registers. The same arithmetic, the same bits.
+// EMBER_CUDA_MVN_LEAN=4 (measuring; read at every launch): the INT4 decode-norm producer in at
+// most 96 registers (mvx_norm_lean_kernel), 0 (default) not. A block of 14-16 warps at 115
+// registers holds a whole SM (the 8B O and down products: 128 blocks, one an SM), so the next
+// launch's blocks cannot start beside it under PDL and issue their loads before the wait; at 96 a
+// 16-warp block leaves 16K registers. The same arithmetic, the same bits. (Bits 1 and 2, the Q4_K
+// and planar Q6_K producers so, lost on the H200 and were removed: tg128 1B Q4_K_M 0.958, 8B 0.966.)
 inline int mvn_lean_bits() {
-    return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 1, 2, 3, 4, 5, 6, 7});
+    return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 4});
 }
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):

@@ -986,7 +986,7 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 }
 
 // A Q4_K block header from its 4 lanes' words (each lane of a 4-lane group holds word lane % 4,
-// hw): the header-word trick of mvk_glu_kernel, mvk_norm_body HW and mvk_halves_body.
+// hw): the header-word trick of mvk_glu_kernel and mvk_halves_body.
 __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
     return make_uint4(__shfl_sync(0xffffffffu, hw, 0, 4), __shfl_sync(0xffffffffu, hw, 1, 4), __shfl_sync(0xffffffffu, hw, 2, 4),
                       __shfl_sync(0xffffffffu, hw, 3, 4));
@@ -1135,10 +1135,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvk_halves_
 // lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
-// HW: each lane keeps word l.g of its rows' block headers only, the other three from the row's 4
-// lanes by shuffles where used (mvk_glu_kernel's way): 4 registers a slice instead of 16.
-template <bool HW>
-__device__ __forceinline__ void mvk_norm_body(const mvk_norm_args & a) {
+template <int MINB = 1>
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
@@ -1147,15 +1145,13 @@ __device__ __forceinline__ void mvk_norm_body(const mvk_norm_args & a) {
     const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
     const int64_t rstep = 8 * a.w_nb1;
     uint4         q[4][2], h[4];
-    uint32_t      hw[4];
     const auto    load = [&](int b) {
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             const char * blk = wr + t * rstep + static_cast<int64_t>(b) * BYTES;
             q[t][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk));
             q[t][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk) + 1);
-            if constexpr (HW) hw[t] = __ldg(reinterpret_cast<const uint32_t *>(blk - 16 - 32 * l.g) + l.g);
-            else h[t] = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
+            h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
         }
     };
     if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
@@ -1172,21 +1168,9 @@ __device__ __forceinline__ void mvk_norm_body(const mvk_norm_args & a) {
         }
         const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            if constexpr (HW) h[t] = k4_header_of(hw[t]);
-            acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
-        }
+        for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
     }
     mvn_block_end<4>(acc, a.out, row0, lane, wi, nw);
-}
-template <int MINB = 1>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
-    mvk_norm_body<false>(a);
-}
-// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN bit 1, mvn_lean_bits: why).
-constexpr int k_mvn_lean_regs = 96;
-__global__ void __maxnreg__(k_mvn_lean_regs) mvk_norm_lean_kernel(mvk_norm_args a) {
-    mvk_norm_body<true>(a);
 }
 
 // The gate / up launch with its SWIGLU for Q4_K weights (16-byte-aligned rows;
@@ -1667,7 +1651,7 @@ struct mvp6_norm_args {
     mvn_out        out;
 };
 
-__device__ __forceinline__ void mvp6_norm_body(const mvp6_norm_args & a) {
+__global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a) {
     constexpr int  RW   = 4;
     const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int      rg = wi % 8, sstep = nw / 8;  // nw: 8 or 16
@@ -1699,13 +1683,6 @@ __device__ __forceinline__ void mvp6_norm_body(const mvp6_norm_args & a) {
     const int   rl     = lane - RW * rg;
     const float mine[1] = {rl == 0 ? acc[0] : rl == 1 ? acc[1] : rl == 2 ? acc[2] : rl == 3 ? acc[3] : 0.0f};
     mvn_block_end<1>(mine, a.out, row0, lane, wi, nw);
-}
-__global__ void __launch_bounds__(32 * 16, 1) mvp6_norm_kernel(mvp6_norm_args a) {
-    mvp6_norm_body(a);
-}
-// The same in at most k_mvn_lean_regs registers (EMBER_CUDA_MVN_LEAN bit 2, mvn_lean_bits).
-__global__ void __maxnreg__(k_mvn_lean_regs) mvp6_norm_lean_kernel(mvp6_norm_args a) {
-    mvp6_norm_body(a);
 }
 
 // The scales of a Q4_0/Q8_0 weight in the CUDA layout (cuda-repack.h): after all rows' quants.
@@ -2308,8 +2285,6 @@ struct launch_probe {
     }
 };
 
-std::atomic<long long> mvn_lean_launches{0};  // (ember_cuda_mvn_lean_launches)
-
 }  // namespace
 
 long long ember_cuda_mv_k4p6_launches() {
@@ -2317,9 +2292,6 @@ long long ember_cuda_mv_k4p6_launches() {
 }
 long long ember_cuda_mv_k4v6_launches() {
     return k4v6_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_mvn_lean_launches() {
-    return mvn_lean_launches.load(std::memory_order_relaxed);
 }
 long long ember_cuda_mv_halves_launches() {
     return mv_halves_launches.load(std::memory_order_relaxed);
@@ -2699,12 +2671,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (mvn_lean_bits() & 1) {
-            cu_launch(ctx, mvk_norm_lean_kernel, blocks, 32 * mvn_warps(a.nblk), 0, a);
-            mvn_lean_launches.fetch_add(1, std::memory_order_relaxed);
-        } else {
-            cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
-        }
+        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2713,12 +2680,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (mvn_lean_bits() & 2) {
-            cu_launch(ctx, mvp6_norm_lean_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
-            mvn_lean_launches.fetch_add(1, std::memory_order_relaxed);
-        } else {
-            cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
-        }
+        cu_launch(ctx, mvp6_norm_kernel, blocks, 32 * (a.nseg >= 2 ? 16 : 8), 0, a);
     } else {
         const int nb = static_cast<int>(w->ne[0] / 32);
         mvn_args  a;
