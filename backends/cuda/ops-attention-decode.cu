@@ -1305,10 +1305,10 @@ bool dec_cluster_on(const ember_cuda_ctx & ctx) {
 }
 
 // Clusters only for rows of more than n one-pass blocks (EMBER_CUDA_ATTN_CLUSTER_MIN=n, default
-// 1: every row of two or more). Rows of up to n passes without a cluster run them in one block
-// (n <= 2) or go to the tiled kernel. Measuring: the 1B shape at up to 256 keys (two passes)
-// takes the same GPU time either way, yet tg128 is 5% faster without the cluster launch (H200,
-// sessions 54 and 56). Read at every launch, as the switch above.
+// 1: every row of two or more); rows of up to n passes run them in turn in one block. Measuring:
+// the 1B shape at up to 256 keys (two passes) takes the same GPU time either way in a kernel
+// trace, yet tg128 is 5% faster without the cluster launch (H200, sessions 54 and 56). Read at
+// every launch, as the switch above.
 int64_t dec_cluster_min() {
     return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 1, {1, 2, 3, 4, 5, 6, 7, 8});
 }
@@ -1508,8 +1508,9 @@ struct dec_launch {
                 const int64_t unroll   = lean_env & 4 ? 2 * k_short_unroll : k_short_unroll;
                 const int64_t kpp      = unroll * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
-                const bool    cl     = n_full > dec_cluster_min() && dec_cluster_on(ctx);
-                if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= 2) {
+                const int64_t cl_min = dec_cluster_min();
+                const bool    cl     = n_full > cl_min && dec_cluster_on(ctx);
+                if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= std::max<int64_t>(2, cl_min)) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster;

@@ -2192,8 +2192,9 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
 
 // Clusters only past n one-pass blocks a row (EMBER_CUDA_ATTN_CLUSTER_MIN=n): F16 caches, rows of
 // two passes at d = 64 (the 1B at up to 256 keys) and of four at d = 128 (the 8B at 256). With n
-// at or above a row's passes the row runs as without clusters (the same bits as
-// EMBER_CUDA_ATTN_CLUSTER=0), below them as the default; against the CPU throughout.
+// at or above a row's passes its passes run in turn in one block (two: the same bits as
+// EMBER_CUDA_ATTN_CLUSTER=0; any n above that: the same bits as at n), below them as the default;
+// against the CPU throughout.
 TEST_CASE("[cuda] decode attention at short context: clusters only past n passes (EMBER_CUDA_ATTN_CLUSTER_MIN)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -2203,21 +2204,24 @@ TEST_CASE("[cuda] decode attention at short context: clusters only past n passes
     struct row_case {
         int64_t d, n_kv, passes;
     };
-    for (const row_case rc : {row_case{64, 200, 2}, row_case{64, 256, 2}, row_case{128, 256, 4}}) {
+    for (const row_case rc : {row_case{64, 200, 2}, row_case{64, 256, 2}, row_case{128, 256, 4}, row_case{128, 150, 3}}) {
         const std::string what = "cluster min d=" + std::to_string(rc.d) + " n_kv=" + std::to_string(rc.n_kv);
         CAPTURE(what);
         const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, rc.d, rc.n_kv, 8); };
-        const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 72);
-        const std::vector<float> dflt = run_on(cuda_device(), build, 72);
-        const std::vector<float> flat = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER", "0", build, 72);
-        const std::vector<float> at   = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", std::to_string(rc.passes).c_str(), build, 72);
+        const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 72);
+        const std::vector<float> dflt  = run_on(cuda_device(), build, 72);
+        const std::vector<float> flat  = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER", "0", build, 72);
+        const std::vector<float> at    = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", std::to_string(rc.passes).c_str(), build, 72);
+        const std::vector<float> above = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", "8", build, 72);
         const std::vector<float> below = run_on_cuda_with("EMBER_CUDA_ATTN_CLUSTER_MIN", std::to_string(rc.passes - 1).c_str(), build, 72);
         REQUIRE(dflt.size() == want.size());
+        REQUIRE(at.size() == want.size());
         CHECK(nmse(dflt, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
         CHECK(nmse(at, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
-        CHECK(at == flat);
+        if (rc.passes == 2) CHECK(at == flat);
+        CHECK(above == at);
         CHECK(below == dflt);
-        if (flat == dflt) WARN("the cluster and the single block gave the same bits: the checks above cannot tell them apart");
+        if (at == dflt) WARN("the cluster and the single block gave the same bits: the checks above cannot tell them apart");
     }
 }
 
