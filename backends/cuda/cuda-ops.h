@@ -216,8 +216,7 @@ bool         ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const em
 long long    ember_cuda_mv_k4p6_launches();
 // How many mvk_v6_kernel launches (the same units, V's rows on the Q4_K launch's places left: 8B).
 long long    ember_cuda_mv_k4v6_launches();
-// How many Q4_K / Q4_0 unit launches in the halves forms (EMBER_CUDA_MV_K4_HALVES=1: mvk_halves_kernel,
-// alone or in mvk_v6_kernel; EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
+// How many Q4_0 unit launches in the halves form (EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
 long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_int4_lean_launches();  // (tests: the INT4 decode-norm producer in 96 registers ran, EMBER_CUDA_MVN_LEAN=4)

@@ -986,7 +986,7 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
 }
 
 // A Q4_K block header from its 4 lanes' words (each lane of a 4-lane group holds word lane % 4,
-// hw): the header-word trick of mvk_glu_kernel and mvk_halves_body.
+// hw): the header-word trick of mvk_glu_kernel.
 __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
     return make_uint4(__shfl_sync(0xffffffffu, hw, 0, 4), __shfl_sync(0xffffffffu, hw, 1, 4), __shfl_sync(0xffffffffu, hw, 2, 4),
                       __shfl_sync(0xffffffffu, hw, 3, 4));
@@ -1072,62 +1072,6 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
 template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
     mvk_body<R, U, QW, NS>(a, 0);
-}
-
-// Q4_K rows of two steps (4096 weights: 64 of mvk_body's QW = 2 chunks) with every weight
-// requested before the PDL wait (EMBER_CUDA_MV_K4_HALVES, measuring): mvk_body<2, 1, 2> loads
-// a row's first step before the wait and its second after the first's arithmetic, a memory round
-// trip on the launch's critical path (the 8B shape's Q / K / V: 6.1 us a layer for 14.2 MB). Here
-// a block's 8 rows (mvk_body's: the same grid and groups) go to two pairs of warps; warp w takes
-// rows 4 (w / 2) .. + 3 (two RoPE pairs) over half the row, chunks 32 (w % 2) + lane, so each x
-// load serves 4 rows, and keeps only word lane % 4 of each block header (the other three by
-// shuffles from the block's 4 lanes where it is used: 4 x 9 registers of weights a lane instead of
-// 4 x 12). The second half's warp hands its 4 sums to the first's through shared memory.
-template <bool NS>
-__device__ __forceinline__ void mvk_halves_body(const mvq_args & a, unsigned boff) {
-    constexpr int BYTES = 144;
-    const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
-    const int     m    = mv_which(a.grp, blockIdx.x - boff);
-    const int64_t n    = mv_pick(a.grp.n, m);
-    const int64_t l0   = static_cast<int64_t>(blockIdx.x - boff - a.grp.blk0[m]) * (2 * k_rp_warps) + 4 * pg;  // the warp's first logical row
-    if (l0 >= n) return;  // both warps of the pair
-    const k4_lane l = k4_lane_of<2>(lane);
-    const int     b = (32 * hf + lane) / 4;  // the lane's chunk 32 hf + lane: block b, group lane % 4 = l.g
-    uint4         q[4][2];
-    uint32_t      hw[4];
-    {
-        const char * w0 = static_cast<const char *>(mv_pick(a.grp.w, m)) + static_cast<int64_t>(b) * BYTES;
-        int64_t      rows[4];
-        mv_halves_rows(l0, mv_pick(a.grp.neox_hd, m), rows);
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            const char * blk = w0 + (rows[r] < n ? rows[r] : n - 1) * (a.nblk * BYTES);  // (tail rows: read, discard)
-            q[r][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g));
-            q[r][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk + 16 + 32 * l.g) + 1);
-            hw[r]            = __ldg(reinterpret_cast<const uint32_t *>(blk) + l.g);
-        }
-    }
-    cu_pdl_begin();  // (weights only before it)
-    const int64_t col = blockIdx.y;
-    const int4 *  xb  = reinterpret_cast<const int4 *>(a.xq + col * a.k + 256 * static_cast<int64_t>(b) + l.xoff);
-    int4          xlo[2], xhi[2];
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        xlo[k] = __ldg(xb + k);
-        xhi[k] = __ldg(xb + 2 + k);
-    }
-    const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds + col * (a.k / 32)) + 4 * static_cast<int64_t>(b) + l.g);
-    float        s[4];
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        s[r] = k4_chunk<2>(q[r], k4_header_of(hw[r]), l, xlo, xhi, ds);
-    }
-    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
-}
-// Only in a group with epilogues over one column of x (the Q / K / V units' launch).
-template <bool NS>
-__global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvk_halves_kernel(mvq_args a) {
-    mvk_halves_body<NS>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1610,14 +1554,12 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default). (The Q / K rows' second step requested into L2
 // the same way, mvk_body PF2, lost: 617.6 -> 614.0, session 51.)
-// HV: the Q4_K blocks in mvk_halves_body's form (EMBER_CUDA_MV_K4_HALVES=1; with SEG2 and PF only).
-template <bool NS, bool SEG2, bool PF, bool HV = false>
+template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
     const unsigned nbv = gridDim.x - nb4;
     if (blockIdx.x >= nbv) {
-        if constexpr (HV) mvk_halves_body<NS>(a4, nbv);
-        else mvk_body<2, 1, 2, NS>(a4, nbv);
+        mvk_body<2, 1, 2, NS>(a4, nbv);
         return;
     }
     const int64_t nvw = static_cast<int64_t>(nbv) * k_rp_warps;
@@ -1824,14 +1766,10 @@ template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & gri
     return a.nchunk == 32 * U0 ? mvs_launch_u<T, U0, NS>(ctx, a, s, items, rpb) : mvs_launch_u<T, 2 * U0, NS>(ctx, a, s, items, rpb);
 }
 
-// Q4_K units of two steps (4096 weights) over one column of x through mvk_halves_kernel (every
-// weight requested before the PDL wait; in mvk_v6_kernel too), not mvk_kernel's capped two-row
-// form (EMBER_CUDA_MV_K4_HALVES=1); Q4_0 units 4096 wide through mvr_halves_kernel, not
-// mvr_kernel<Q4_0, 2, 4> (EMBER_CUDA_MV_Q4_HALVES=1). Measuring, off by default. Read at every
-// launch (the tests run both forms in one process).
-bool mv_k4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4_HALVES", 0, {0, 1}) == 1;
-}
+// Q4_0 units 4096 wide through mvr_halves_kernel (every weight requested before the PDL wait),
+// not mvr_kernel<Q4_0, 2, 4> (EMBER_CUDA_MV_Q4_HALVES=1). Measuring, off by default. Read at
+// every launch (the tests run both forms in one process). (Its Q4_K form, EMBER_CUDA_MV_K4_HALVES,
+// lost on the H200: tg128 8B Q4_K_M 0.982; removed.)
 bool mv_q4_halves() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_Q4_HALVES", 0, {0, 1}) == 1;
 }
@@ -2042,16 +1980,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             // q4k_wide: a lane's chunk a whole group of qs (32 bytes), half the chunks' header work
             const bool wide = q4k_wide();
-            const bool halves = wide && units && rk == 2 && mv_pair_capped() && a.nblk == 16 && gk.y * gk.z == 1 && mv_k4_halves();
-            if (halves) {
-                if (ns) {
-                    a.ns = ctx.qx_norm;
-                    cu_launch(ctx, mvk_halves_kernel<true>, gk, 32 * k_rp_warps, 0, a);
-                } else {
-                    cu_launch(ctx, mvk_halves_kernel<false>, gk, 32 * k_rp_warps, 0, a);
-                }
-                mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
-            } else if (ns) {
+            if (ns) {
                 a.ns = ctx.qx_norm;
                 if (rk == 2 && mv_pair_capped()) cu_launch(ctx, mvk_kernel<2, 1, k_mv_pair_blocks, 2, true>, gk, 32 * k_rp_warps, 0, a);
                 else if (rk == 2) cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true>, gk, 32 * k_rp_warps, 0, a);
@@ -2232,10 +2161,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
-            const bool hv = seg2 && pf && a4.nblk == 16 && mv_k4_halves();
-            if (hv && ns) go(mvk_v6_kernel<true, true, true, true>);
-            else if (hv) go(mvk_v6_kernel<false, true, true, true>);
-            else if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
+            if (ns && seg2 && pf) go(mvk_v6_kernel<true, true, true>);
             else if (ns && seg2) go(mvk_v6_kernel<true, true, false>);
             else if (ns && pf) go(mvk_v6_kernel<true, false, true>);
             else if (ns) go(mvk_v6_kernel<true, false, false>);
@@ -2244,7 +2170,6 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
             else if (pf) go(mvk_v6_kernel<false, false, true>);
             else go(mvk_v6_kernel<false, false, false>);
             k4v6_launches.fetch_add(1, std::memory_order_relaxed);
-            if (hv) mv_halves_launches.fetch_add(1, std::memory_order_relaxed);
             return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k rows in its wave's places left)");
         }
     }
