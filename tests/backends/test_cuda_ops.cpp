@@ -2190,8 +2190,8 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
 // Clusters only past n one-pass blocks a row (EMBER_CUDA_ATTN_CLUSTER_MIN=n): F16 caches, rows of
 // two passes at d = 64 (the 1B at up to 256 keys) and of four at d = 128 (the 8B at 256). With n
 // at or above a row's passes its passes run in turn in one block (two: the same bits as
-// EMBER_CUDA_ATTN_CLUSTER=0; any n above that: the same bits as at n), below them as the default;
-// against the CPU throughout.
+// EMBER_CUDA_ATTN_CLUSTER=0; any n above that: the same bits as at n), below them in a cluster;
+// against the CPU throughout, the default too.
 TEST_CASE("[cuda] decode attention at short context: clusters only past n passes (EMBER_CUDA_ATTN_CLUSTER_MIN)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -2215,10 +2215,10 @@ TEST_CASE("[cuda] decode attention at short context: clusters only past n passes
         REQUIRE(at.size() == want.size());
         CHECK(nmse(dflt, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
         CHECK(nmse(at, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
+        CHECK(nmse(below, want) < dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv));
         if (rc.passes == 2) CHECK(at == flat);
         CHECK(above == at);
-        CHECK(below == dflt);
-        if (at == dflt) WARN("the cluster and the single block gave the same bits: the checks above cannot tell them apart");
+        CHECK(below != at);  // (a cluster's blocks sum their keys in another order)
     }
 }
 
