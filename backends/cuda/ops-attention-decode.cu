@@ -1305,12 +1305,16 @@ bool dec_cluster_on(const ember_cuda_ctx & ctx) {
 }
 
 // Clusters only for rows of more than n one-pass blocks (EMBER_CUDA_ATTN_CLUSTER_MIN=n, default
-// 1: every row of two or more); rows of up to n passes run them in turn in one block. Measuring:
-// the 1B shape at up to 256 keys (two passes) takes the same GPU time either way in a kernel
-// trace, yet tg128 is 5% faster without the cluster launch (H200, sessions 54 and 56). Read at
-// every launch, as the switch above.
+// 2); rows of up to n passes run them in turn in one block. A cluster launch in a CUDA graph costs
+// ~1.4 us a layer outside the kernels (as if the PDL edges around it became full dependencies:
+// eagerly, without graphs, the 1B is level with and without it): the 1B shape at up to 256 keys
+// (two passes) takes the same GPU time either way in a kernel trace, yet H200 tg128 1B Q4_K_M is
+// 2204.0 at n = 1, 2315.5 at n = 2 (8B level: its rows of 256 keys are four passes). n = 4 (the 8B
+// at up to 256 keys in one block): 8B INT4 +1.8%, Q4_0 +0.5%, Q4_K_M +0.2% from depth 0, but four
+// real passes in one block lose (1B tg128 at depth 384: 1993.8 -> 1753.8; the 8B at depths
+// 160-224 lost 3-10% so before clusters). Read at every launch, as the switch above.
 int64_t dec_cluster_min() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 1, {1, 2, 3, 4, 5, 6, 7, 8});
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 2, {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
 bool dec_enabled() {

@@ -1204,14 +1204,15 @@ bool int4_long_u2() {
 }
 
 // INT4 Q / K / V units of rows of 128 chunks (4096 weights; the 8B shape) with every weight
-// requested before the PDL wait (EMBER_CUDA_EXT_INT4_HALVES=1; measuring, off by default): at
+// requested before the PDL wait (EMBER_CUDA_EXT_INT4_HALVES=0: not): at
 // U = 2 a warp's two rows take two steps, the second's loads a memory round trip after the wait
 // (the launch 7.1 us a layer for 12.6 MB, session 49); mvx_kernel<INT4, 4, 2, 2> gives a block's
 // 8 rows to two pairs of warps, each warp 4 rows (two RoPE pairs, mv_rows) over half of each row in
 // one step (each x load serves 4 rows), the halves meeting in shared memory: the same grid, every
-// weight loaded before the wait. Read at every call (tests switch it).
+// weight loaded before the wait. H200 tg128 8B INT4 684.1 -> 692.7 (session 56). Read at every
+// call (tests switch it).
 bool int4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
 std::atomic<long long> int4_lean_launches{0};    // (ember_cuda_int4_lean_launches: mvx_norm_lean_kernel)

@@ -1766,12 +1766,12 @@ template <int T, bool NS> bool mvs_launch(ember_cuda_ctx & ctx, const dim3 & gri
     return a.nchunk == 32 * U0 ? mvs_launch_u<T, U0, NS>(ctx, a, s, items, rpb) : mvs_launch_u<T, 2 * U0, NS>(ctx, a, s, items, rpb);
 }
 
-// Q4_0 units 4096 wide through mvr_halves_kernel (every weight requested before the PDL wait),
-// not mvr_kernel<Q4_0, 2, 4> (EMBER_CUDA_MV_Q4_HALVES=1). Measuring, off by default. Read at
-// every launch (the tests run both forms in one process). (Its Q4_K form, EMBER_CUDA_MV_K4_HALVES,
-// lost on the H200: tg128 8B Q4_K_M 0.982; removed.)
+// Q4_0 units 4096 wide through mvr_halves_kernel (every weight requested before the PDL wait,
+// without mvr_kernel<Q4_0, 2, 4>'s 64-byte spill; EMBER_CUDA_MV_Q4_HALVES=0: that kernel). H200
+// tg128 8B Q4_0 664.5 -> 677.0 (session 56). Read at every launch (the tests run both forms in one
+// process). (Its Q4_K form, EMBER_CUDA_MV_K4_HALVES, lost: 8B Q4_K_M 0.982; removed.)
 bool mv_q4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_Q4_HALVES", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_Q4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> mv_halves_launches{0};  // (ember_cuda_mv_halves_launches)
 
