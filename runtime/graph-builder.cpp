@@ -88,10 +88,7 @@ ember_tensor * ember_build_output(ember_build_ctx & ctx, ember_tensor * x) {
 
 ember_tensor * ember_build_decoder(ember_build_ctx & ctx) {
     ember_build_inputs(ctx);
-    // (decode steps of tied embeddings on a device: the lookup on the CPU where the loader made
-    // a host descriptor; a prompt's many rows stay on the device)
-    ember_tensor * embd = ctx.model.tok_embd_host && ctx.n_tokens <= k_embd_host_tokens ? ctx.model.tok_embd_host : ctx.model.tok_embd;
-    ember_tensor * x    = ember_get_rows(ctx.g, embd, ctx.in.tokens);  // [n_embd, T]
+    ember_tensor * x = ember_get_rows(ctx.g, ctx.model.tok_embd, ctx.in.tokens);  // [n_embd, T]
     for (uint32_t il = 0; il < ctx.hp.n_layer; il++) {
         const ember_layer & layer = ctx.model.layers[il];
         x = ember_add(ctx.g, x, ember_build_attn(ctx, il, ember_build_norm(ctx, x, layer.attn_norm)));

@@ -31,10 +31,6 @@ struct ember_build_ctx {
     ember_graph_inputs    in;
 };
 
-// Batches of at most this many tokens look tied embeddings up on the CPU when the model has
-// a host descriptor of them (ember_model::tok_embd_host).
-constexpr uint32_t k_embd_host_tokens = 8;
-
 // Creates the input tensors of ctx.in.
 void           ember_build_inputs(ember_build_ctx & ctx);
 // rmsnorm(x) * w                                                       x: [n, n_tokens]

@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include "runtime/arch.h"
@@ -194,12 +192,6 @@ void place_layers(ember_model & m, const ember_model_load_options & opt) {
 
 void repack_cpu_weights(ember_model & m, ember_buffer * file_buf);
 
-// EMBER_EMBD_HOST=1: tied embeddings get a host descriptor for the decode lookup (ember_model::tok_embd_host).
-bool embd_host_on() {
-    const char * e = std::getenv("EMBER_EMBD_HOST");
-    return e && std::strcmp(e, "1") == 0;
-}
-
 // Points every weight at its bytes: directly into the mapped file for host devices, or
 // into a device buffer filled from the file. Reports progress per tensor.
 void place_weights(ember_model & m, const ember_model_load_options & opt) {
@@ -218,16 +210,6 @@ void place_weights(ember_model & m, const ember_model_load_options & opt) {
     assign(m.output, m.output_device);
     assign(m.output_norm, m.output_device);
     assign(m.tok_embd, ember_registry_cpu_device());  // the lookup runs on the CPU
-    // Tied (tok_embd is the output matrix, on the output device): with EMBER_EMBD_HOST=1 and a
-    // device the host cannot read, a second descriptor of the table over the file for the decode
-    // steps' lookup (ember_model::tok_embd_host; measuring, off by default).
-    if (m.tok_embd && m.output == m.tok_embd && !ember_device_supports_buft(m.output_device, file_buf->buft) && embd_host_on()) {
-        ember_tensor & t = m.tensors.emplace_back(*m.tok_embd);  // (a deque: the other descriptors stay put)
-        t.data           = nullptr;
-        t.buffer         = nullptr;
-        m.tok_embd_host  = &t;
-        assign(&t, ember_registry_cpu_device());
-    }
     assign(m.rope_freqs, m.layer_device.empty() ? m.output_device : m.layer_device.back());
     for (uint32_t il = 0; il < m.hp.n_layer; il++) {
         for (auto & kv : m.by_name) {
@@ -296,7 +278,7 @@ void repack_cpu_weights(ember_model & m, ember_buffer * file_buf) {
     std::vector<ember_tensor *> todo;
     size_t                      bytes = 0;
     for (ember_tensor & t : m.tensors) {
-        if (t.buffer != file_buf || (&t == m.tok_embd && m.output != m.tok_embd) || &t == m.tok_embd_host || !ember_is_contiguous(&t)) continue;
+        if (t.buffer != file_buf || (&t == m.tok_embd && m.output != m.tok_embd) || !ember_is_contiguous(&t)) continue;
         if (!repack(t.type, t.ne, nullptr, nullptr)) continue;
         todo.push_back(&t);
         bytes += (ember_nbytes(&t) + align - 1) / align * align;

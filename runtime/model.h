@@ -67,11 +67,6 @@ struct ember_model {
     ember_tensor *                                  tok_embd    = nullptr;
     ember_tensor *                                  output_norm = nullptr;
     ember_tensor *                                  output      = nullptr;  // == tok_embd when tied
-    // Tied embeddings whose output matrix lives where the host cannot read it (a GPU), with
-    // EMBER_EMBD_HOST=1: a second descriptor of token_embd.weight over the file's bytes, so a
-    // decode step's lookup (at most k_embd_host_tokens tokens) runs on the CPU and its rows reach
-    // the device with the step's inputs, as untied models' always do; nullptr otherwise.
-    ember_tensor *                                  tok_embd_host = nullptr;
     ember_tensor *                                  rope_freqs  = nullptr;
     std::vector<ember_layer>                        layers;
     std::unique_ptr<ember_vocab>                    vocab;  // nullptr when the file has no tokenizer.ggml.tokens

@@ -6,7 +6,6 @@
 #define EMBER_CUDA_MATVEC_NORM_CUH
 
 #include "cuda-common.cuh"
-#include "cuda-env.h"
 #include "cuda-ops.h"
 
 // What the end of a norm-in-product block reads and writes (mvn_block_end).
@@ -197,15 +196,6 @@ __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const 
 inline int mvn_warps(int nsl) {
     const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
     return (nsl + per - 1) / per;
-}
-// EMBER_CUDA_MVN_LEAN=4 (measuring; read at every launch): the INT4 decode-norm producer in at
-// most 96 registers (mvx_norm_lean_kernel), 0 (default) not. A block of 14-16 warps at 115
-// registers holds a whole SM (the 8B O and down products: 128 blocks, one an SM), so the next
-// launch's blocks cannot start beside it under PDL and issue their loads before the wait; at 96 a
-// 16-warp block leaves 16K registers. The same arithmetic, the same bits. (Bits 1 and 2, the Q4_K
-// and planar Q6_K producers so, lost on the H200 and were removed: tg128 1B Q4_K_M 0.958, 8B 0.966.)
-inline int mvn_lean_bits() {
-    return ember_cuda_env_choice("EMBER_CUDA_MVN_LEAN", 0, {0, 4});
 }
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):

@@ -219,7 +219,6 @@ long long    ember_cuda_mv_k4v6_launches();
 // How many Q4_0 unit launches in the halves form (EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
 long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
-long long    ember_cuda_int4_lean_launches();  // (tests: the INT4 decode-norm producer in 96 registers ran, EMBER_CUDA_MVN_LEAN=4)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made

@@ -1215,7 +1215,6 @@ bool int4_halves() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
-std::atomic<long long> int4_lean_launches{0};    // (ember_cuda_int4_lean_launches: mvx_norm_lean_kernel)
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
@@ -1284,7 +1283,7 @@ struct mvx_norm_args {
 };
 
 template <int T>
-__device__ __forceinline__ void mvx_norm_body(const mvx_norm_args & a) {
+__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
@@ -1321,15 +1320,6 @@ __device__ __forceinline__ void mvx_norm_body(const mvx_norm_args & a) {
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
         });
     mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
-}
-template <int T>
-__global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
-    mvx_norm_body<T>(a);
-}
-// The same in at most 96 registers (EMBER_CUDA_MVN_LEAN bit 4, mvn_lean_bits: why).
-template <int T>
-__global__ void __maxnreg__(96) mvx_norm_lean_kernel(const mvx_norm_args a) {
-    mvx_norm_body<T>(a);
 }
 
 // The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4 / NF4
@@ -1795,9 +1785,6 @@ struct get_rows_probe {
 
 }  // namespace
 
-long long ember_cuda_int4_lean_launches() {
-    return int4_lean_launches.load(std::memory_order_relaxed);
-}
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
 }
@@ -2012,14 +1999,8 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.out    = o;
     const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
-    if (w->type == EMBER_TYPE_INT4 && (mvn_lean_bits() & 4)) {
-        cu_launch(ctx, mvx_norm_lean_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-        int4_lean_launches.fetch_add(1, std::memory_order_relaxed);
-    } else if (w->type == EMBER_TYPE_INT4) {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-    } else {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
-    }
+    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
     return EMBER_OK;
 }
 

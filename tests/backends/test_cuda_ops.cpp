@@ -1069,7 +1069,7 @@ ember_tensor * ffn_norm_chain(case_ctx & c, ember_type wt, ember_type wt2, int64
 // (Three test cases by type, so a run with a time limit can take each group on its own.)
 void check_norm_in_product(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_Q4K", "EMBER_CUDA_MV_NORM_EXT", "EMBER_CUDA_MV_NORM_Q6K", "EMBER_CUDA_MV_NORM_FP8",
-                           "EMBER_CUDA_SKIP", "EMBER_CUDA_MVN_LEAN"}};
+                           "EMBER_CUDA_SKIP"}};
     const auto run_with = [](const char * mv_norm, const char * skip, const builder & build, uint32_t seed) {
         set_env("EMBER_CUDA_MV_NORM", mv_norm);
         set_env("EMBER_CUDA_SKIP", skip);
@@ -1151,16 +1151,6 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
             CAPTURE(eo);
             CHECK(es < (q4k || ext || q6k ? 2e-3 : 1e-3));
             CHECK_FALSE(eo < 1e-3);
-            // The INT4 producer in at most 96 registers (EMBER_CUDA_MVN_LEAN=4): the same
-            // arithmetic, the same bits.
-            if (t == EMBER_TYPE_INT4) {
-                set_env("EMBER_CUDA_MVN_LEAN", "4");
-                const long long before = ember_cuda_int4_lean_launches();
-                const auto      lean   = run_on(cuda_device(), build, 6);
-                CHECK(ember_cuda_int4_lean_launches() > before);
-                set_env("EMBER_CUDA_MVN_LEAN", "");
-                CHECK(lean == run_on(cuda_device(), build, 6));
-            }
             if (q4k || ext || q6k || fp8) {  // EMBER_CUDA_MV_NORM_Q4K / _EXT / _Q6K / _FP8=0: the norms in their own launches again
                 const char * sw = q4k ? "EMBER_CUDA_MV_NORM_Q4K" : ext ? "EMBER_CUDA_MV_NORM_EXT" : q6k ? "EMBER_CUDA_MV_NORM_Q6K" : "EMBER_CUDA_MV_NORM_FP8";
                 set_env(sw, "0");
