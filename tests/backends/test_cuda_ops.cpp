@@ -764,9 +764,11 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         CHECK(e < (normed ? 1e-2 : 1e-3));
         CHECK(e0 < 1e-12);
     }
-    // INT4's units of long rows (two rows a warp, U = 2 by default; EMBER_CUDA_EXT_INT4_U2=0: U = 4),
-    // 4096 wide, over the norm kernel's copy and a producer's: both forms against the CPU, each set
-    // explicitly whatever the environment (H200, U = 4: 5.6e-14 plain, 1.2e-7 normed).
+    // INT4's units of long rows in two-row warps (EMBER_CUDA_EXT_INT4_HALVES=0; U = 2 by default,
+    // EMBER_CUDA_EXT_INT4_U2=0: U = 4), 4096 wide, over the norm kernel's copy and a producer's: both
+    // forms against the CPU, each set explicitly whatever the environment (H200, U = 4: 5.6e-14
+    // plain, 1.2e-7 normed). (The halves form, the default there: its own test case below.)
+    set_env("EMBER_CUDA_EXT_INT4_HALVES", "0");
     for (bool normed : {false, true}) {
         const qkv_case p{EMBER_TYPE_INT4, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, static_cast<ember_type>(EMBER_TYPE_COUNT), 4096, normed};
         const auto     build = [=](case_ctx & c) { return qkv_layer(c, p); };
@@ -780,6 +782,7 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         CHECK(e2 < 1e-3);
         CHECK(e4 < 1e-3);
     }
+    set_env("EMBER_CUDA_EXT_INT4_HALVES", "");
     // Proof that the stores did the RoPE and the cache writes: with EMBER_CUDA_SKIP=other no ROPE
     // or SET_ROWS kernel runs, and the results must still be right; for Q4_1 (no epilogue kernel)
     // they must not be (so the check can fail). FP8 units on tensor cores (the default) and on
