@@ -1039,6 +1039,7 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->up_done) cudaEventDestroy(c->up_done);
     if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
+    cudaFree(c->cu.d_count);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1530,6 +1531,8 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->cu.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_error), sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_count), EMBER_CUDA_ATTN_COUNTS * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_count, 0, EMBER_CUDA_ATTN_COUNTS * sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

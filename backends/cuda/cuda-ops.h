@@ -28,6 +28,9 @@ struct ember_cuda_norm_scale {
 
 // Scratch slots of a stream (ember_cuda_ctx::scratch).
 constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
+// Per-row arrival counts of the short decode attention's last-block merge (EMBER_CUDA_ATTN_LASTBLOCK):
+// rows (tokens x query heads) a launch may have, at most.
+constexpr int EMBER_CUDA_ATTN_COUNTS = 4096;
 
 struct ember_cuda_ctx {
     int            device  = 0;
@@ -35,6 +38,7 @@ struct ember_cuda_ctx {
     cudaStream_t   stream  = nullptr;
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
+    int *          d_count = nullptr;  // EMBER_CUDA_ATTN_COUNTS device ints, zero between launches (ops-attention-decode.cu)
 
     // Scratch device memory, independent slots (e.g. converted activations and a dequantized
     // weight slab; slot 2: the gate / up launch's copy of its SWIGLU); grown on demand, only after
@@ -221,6 +225,7 @@ long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
+long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, EMBER_CUDA_ATTN_LASTBLOCK=1)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

@@ -98,6 +98,7 @@ struct dec_args {
     bool          early     = false;    // attn_dec_short_kernel: the first pass's K/V rows read before the PDL wait (ember_cuda_attn_early_rows)
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
+    int *         count     = nullptr;  // attn_dec_short_kernel LB: per (token, head) row, the blocks that stored their split (zero between launches)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -960,7 +961,15 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
 // (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
 // default's bits).
-template <int T, int V, int PROBE = 0, int LEAN = 0>
+//
+// LB (EMBER_CUDA_ATTN_LASTBLOCK=1, F16 caches; measuring): a row's n_split blocks without a
+// cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
+// merge kernel, then counts itself in the row's a.count; the block that counts last reads every
+// split back (through L2) and merges them as rank 0 of a cluster does (the same weights, the same
+// order: the same bits), and sets the count back to zero. A cluster launch in a CUDA graph costs
+// ~1.4 us a layer outside the kernels (session 56); this keeps the splits' parallel passes without
+// one, for a fence and an atomic a block.
+template <int T, int V, int PROBE = 0, int LEAN = 0, bool LB = false>
 __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
     [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
@@ -1200,6 +1209,38 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             pr[e]      = o;
             if (e == 0) pr[d] = M, pr[d + 1] = S;
         }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        if constexpr (LB) {
+            __shared__ int sLastB;
+            const int64_t  row = tok * a.q.ne[1] + head;
+            __threadfence();  // this block's split visible before its count
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                const int prev = atomicAdd(a.count + row, 1);
+                sLastB         = prev == n_split - 1;
+                if (sLastB) a.count[row] = 0;  // every block of the row has counted: zero for the next launch
+            }
+            __syncthreads();
+            if (!sLastB || !merger) return;
+            __threadfence();
+            const float * base = a.part + row * n_split * dec_part_stride(d);
+            float         mr[k_dec_max_cluster], sr[k_dec_max_cluster], orr[k_dec_max_cluster];
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) {  // every read issued before any is used
+                const float * pr = base + r * dec_part_stride(d);
+                mr[r]            = r < n_split ? __ldcg(pr + d) : -INFINITY;
+                sr[r]            = r < n_split ? __ldcg(pr + d + 1) : 0.0f;
+                orr[r]           = r < n_split ? __ldcg(pr + e) : 0.0f;
+            }
+            float       w[k_dec_max_cluster], v = 0.0f;
+            const float inv = dec_cluster_weights(mr, sr, w);
+#pragma unroll
+            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
+            const float y = v * inv;
+            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
+            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+        }
+#endif
         return;
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1316,6 +1357,14 @@ bool dec_cluster_on(const ember_cuda_ctx & ctx) {
 int64_t dec_cluster_min() {
     return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 2, {1, 2, 3, 4, 5, 6, 7, 8});
 }
+
+// EMBER_CUDA_ATTN_LASTBLOCK=1 (measuring): rows that would take a cluster (F16 caches) take
+// attn_dec_short_kernel LB instead, their splits merged by the block that finishes last. Read at
+// every launch, as the switches above.
+bool dec_lastblock_on() {
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 0, {0, 1}) == 1;
+}
+std::atomic<long long> attn_lastblock_launches{0};  // (ember_cuda_attn_lastblock_launches)
 
 bool dec_enabled() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_ATTN_DEC");
@@ -1516,8 +1565,12 @@ struct dec_launch {
                 const bool    cl     = n_full > cl_min && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= std::max<int64_t>(2, cl_min)) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
+                    // (LB: F16 caches, rows a cluster would take, the counts for every row)
+                    const bool lb = T == EMBER_TYPE_F16 && V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 && lean_env == 0 &&
+                                    ctx.d_count && a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS && dec_lastblock_on();
                     a.n_split       = static_cast<int>(n);
-                    a.cluster       = n > 1 && n <= k_dec_max_cluster;
+                    a.cluster       = n > 1 && n <= k_dec_max_cluster && !lb;
+                    a.count         = lb ? ctx.d_count : nullptr;
                     a.part          = nullptr;
                     if (n > 1 && !a.cluster) {
                         // More passes than a cluster holds (only with EMBER_CUDA_ATTN_SHORT set
@@ -1532,6 +1585,12 @@ struct dec_launch {
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
                     const dim3 cl(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u);
                     if constexpr (T == EMBER_TYPE_F16 && V == 1) {
+                        if (lb) {
+                            cu_launch(ctx, attn_dec_short_kernel<T, V, 0, 0, true>, g, k_short_threads, 0, a);
+                            attn_lastblock_launches.fetch_add(1, std::memory_order_relaxed);
+                            st = EMBER_OK;
+                            return;
+                        }
                         if (attn_probe_mode() == 2) {
                             cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 1>, g, k_short_threads, 0, cl, a);
                             st = EMBER_OK;
@@ -1610,6 +1669,10 @@ struct dec_launch {
 };
 
 }  // namespace
+
+long long ember_cuda_attn_lastblock_launches() {
+    return attn_lastblock_launches.load(std::memory_order_relaxed);
+}
 
 // Bytes of one K/V row of d values (d % 32 == 0) of a cache type (cu_dispatch_elem_type's):
 // computed here, as libember-cuda.so may only call libember's EMBER_BACKEND_API functions.
@@ -1728,7 +1791,7 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
                                               static_cast<size_t>(q->ne[1] * q->ne[2] * dec_part_stride(static_cast<int>(d))), st});  // KV cache types
     if (st != EMBER_OK) return st;
     const int64_t n_split = a.n_split;
-    if (n_split > 1 && !a.cluster) {
+    if (n_split > 1 && !a.cluster && !a.count) {
         cu_launch(ctx, attn_dec_merge_kernel, static_cast<unsigned>(q->ne[1] * q->ne[2]), k_merge_threads, 0,
                   static_cast<const float *>(a.part), static_cast<int>(n_split), static_cast<int>(d), q->ne[1], cu_desc(dst), a.xq, a.xds);
     }

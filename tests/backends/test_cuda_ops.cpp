@@ -2180,6 +2180,39 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     CHECK(nmse(got, tiled) < 1e-10);
 }
 
+// A row's splits merged by the block that finishes last instead of in a cluster
+// (EMBER_CUDA_ATTN_LASTBLOCK=1, F16 caches): rows of 3 to 8 passes (d = 64 and 128; one token and
+// two; 8 and 32 KV heads; keys hidden): the same bits as the cluster's merge, the form's launches
+// counted, a second run the same bits again (the counts back at zero), and eager / recorded /
+// replayed runs (one stream, new data each) against the CPU.
+TEST_CASE("[cuda] decode attention at short context: splits merged by their last block (EMBER_CUDA_ATTN_LASTBLOCK)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_ATTN_LASTBLOCK"}};
+    struct row_case {
+        int64_t d, n_kv, n_head_kv;
+    };
+    const row_case cases[] = {{64, 301, 8}, {64, 512, 32}, {128, 255, 8}, {128, 400, 8}, {128, 511, 32}};
+    for (const row_case rc : cases) {
+        const std::string what = "last block d=" + std::to_string(rc.d) + " n_kv=" + std::to_string(rc.n_kv) + " kv heads " + std::to_string(rc.n_head_kv);
+        CAPTURE(what);
+        const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, rc.d, rc.n_kv, rc.n_head_kv); };
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+        const std::vector<float> cluster = run_on(cuda_device(), build, 73);
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "1");
+        const long long          before = ember_cuda_attn_lastblock_launches();
+        const std::vector<float> lb     = run_on(cuda_device(), build, 73);
+        CHECK(ember_cuda_attn_lastblock_launches() > before);  // the form ran
+        const std::vector<float> again = run_on(cuda_device(), build, 73);
+        CHECK(lb == cluster);
+        CHECK(again == lb);
+        check_runs(what, build, dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv), {73, 74, 75});
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+    }
+}
+
 // Clusters only past n one-pass blocks a row (EMBER_CUDA_ATTN_CLUSTER_MIN=n): F16 caches, rows of
 // two passes at d = 64 (the 1B at up to 256 keys) and of four at d = 128 (the 8B at 256). With n
 // at or above a row's passes its passes run in turn in one block (two: the same bits as
