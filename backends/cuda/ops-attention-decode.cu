@@ -453,6 +453,19 @@ __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_
     }
     return sum > 0.0f ? 1.0f / sum : 0.0f;
 }
+// The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB, rank 0 of a
+// LEAN push cluster; the default cluster's rank 0 does the same inline): their rows orr weighted by their maxima mr and sums sr; value e of the
+// row stored, and its quantized copy where asked (a whole warp of values: cu_quantize_warp).
+__device__ __forceinline__ void dec_merge_store(const dec_args & a, const float (&mr)[k_dec_max_cluster], const float (&sr)[k_dec_max_cluster],
+                                                const float (&orr)[k_dec_max_cluster], int64_t head, int64_t tok, int d, int e) {
+    float       w[k_dec_max_cluster], v = 0.0f;
+    const float inv = dec_cluster_weights(mr, sr, w);
+#pragma unroll
+    for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
+    const float y = v * inv;
+    reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
+    if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+}
 #endif
 
 // V: 0 the first version's copies and decoders, 1 the second's (EMBER_CUDA_ATTN_DEC_FAST; 2:
@@ -1232,13 +1245,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
                 sr[r]            = r < n_split ? __ldcg(pr + d + 1) : 0.0f;
                 orr[r]           = r < n_split ? __ldcg(pr + e) : 0.0f;
             }
-            float       w[k_dec_max_cluster], v = 0.0f;
-            const float inv = dec_cluster_weights(mr, sr, w);
-#pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
-            const float y = v * inv;
-            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
-            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+            dec_merge_store(a, mr, sr, orr, head, tok, d, e);
         }
 #endif
         return;
@@ -1269,13 +1276,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
                 sr[r]           = ms.y;
                 orr[r]          = r == 0 ? o : r < n_split ? sIn[r][e] : 0.0f;
             }
-            float       w[k_dec_max_cluster], v = 0.0f;
-            const float inv = dec_cluster_weights(mr, sr, w);
-#pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
-            const float y = v * inv;
-            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
-            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+            dec_merge_store(a, mr, sr, orr, head, tok, d, e);
             return;
         }
     }
