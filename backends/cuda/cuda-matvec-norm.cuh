@@ -83,8 +83,8 @@ __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns,
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
 }
 
-// The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_K4_HALVES, _MV_Q4_HALVES,
-// _EXT_INT4_HALVES: mvk_halves_kernel, mvr_halves_kernel, mvx_int4_halves_kernel): warps 2 pg and
+// The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_Q4_HALVES, _EXT_INT4_HALVES:
+// mvr_halves_kernel, mvx_int4_halves_kernel): warps 2 pg and
 // 2 pg + 1 (hf = 0, 1) hold a lane's partial sums of the same 4 rows over the two halves of the
 // row. Each warp sums its lanes; the second half's lane 0 hands its 4 sums to the first half's
 // through shared memory behind the pair's named barrier (1 + pg, 64 threads). True in the one
