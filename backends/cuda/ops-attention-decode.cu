@@ -38,6 +38,7 @@
 // scale applied once per 8-value dot product, Q loaded and results stored row by row.
 // EMBER_CUDA_ATTN_DEC_FAST=2: as 1, FP8 E4M3 decoded by bit moves instead of cvt (slower).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -454,8 +455,10 @@ __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_
     return sum > 0.0f ? 1.0f / sum : 0.0f;
 }
 // The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB, rank 0 of a
-// LEAN push cluster; the default cluster's rank 0 does the same inline): their rows orr weighted by their maxima mr and sums sr; value e of the
-// row stored, and its quantized copy where asked (a whole warp of values: cu_quantize_warp).
+// LEAN push cluster): their rows orr weighted by their maxima mr and sums sr; value e of the row
+// stored, and its quantized copy where asked (a whole warp of values: cu_quantize_warp). The
+// default cluster's rank 0 does the same inline, so its kernels stay byte-identical to the ones
+// measured (through this helper 15 of them were rescheduled, same sizes; session 56).
 __device__ __forceinline__ void dec_merge_store(const dec_args & a, const float (&mr)[k_dec_max_cluster], const float (&sr)[k_dec_max_cluster],
                                                 const float (&orr)[k_dec_max_cluster], int64_t head, int64_t tok, int d, int e) {
     float       w[k_dec_max_cluster], v = 0.0f;

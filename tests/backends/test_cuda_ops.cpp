@@ -953,7 +953,7 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
     for (const form & f : forms) {
         for (bool normed : {false, true}) {
             for (int32_t mode : {EMBER_ROPE_NEOX, EMBER_ROPE_NORMAL}) {
-                qkv_case p{f.wt, normed ? EMBER_TYPE_F32 : EMBER_TYPE_F16, mode, false, mode == EMBER_ROPE_NORMAL, 8, 2, 128, f.wt, 4096, normed};
+                qkv_case p{f.wt, normed ? EMBER_TYPE_F32 : EMBER_TYPE_F16, mode, false, mode == EMBER_ROPE_NORMAL, 8, 2, 128, static_cast<ember_type>(EMBER_TYPE_COUNT), 4096, normed};
                 const std::string what = std::string("halves ") + qkv_types(p) + (normed ? " normed" : "") + " mode " + std::to_string(mode);
                 CAPTURE(what);
                 const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
