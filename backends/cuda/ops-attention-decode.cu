@@ -978,13 +978,14 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
 // default's bits).
 //
-// LB (EMBER_CUDA_ATTN_LASTBLOCK=1, F16 caches; measuring): a row's n_split blocks without a
-// cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
+// LB (F16 caches, the default on sm_90; EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster instead): a
+// row's n_split blocks without a cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
 // merge kernel, then counts itself in the row's a.count; the block that counts last reads every
 // split back (through L2) and merges them as rank 0 of a cluster does (the same weights, the same
 // order: the same bits), and sets the count back to zero. A cluster launch in a CUDA graph costs
 // ~1.4 us a layer outside the kernels (session 56); this keeps the splits' parallel passes without
-// one, for a fence and an atomic a block.
+// one, for a fence and an atomic a block. H100 (session 57): tg64 at depth 384 8B INT4 499.9 ->
+// 540.8, 1B Q4_K_M 1760.9 -> 1804.9; tg128 from depth 0 level (8B +0.1..0.4%).
 template <int T, int V, int PROBE = 0, int LEAN = 0, bool LB = false>
 __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
     constexpr bool                  spec = (LEAN & 1) != 0;
@@ -1362,11 +1363,11 @@ int64_t dec_cluster_min() {
     return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 2, {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
-// EMBER_CUDA_ATTN_LASTBLOCK=1 (measuring): rows that would take a cluster (F16 caches) take
-// attn_dec_short_kernel LB instead, their splits merged by the block that finishes last. Read at
-// every launch, as the switches above.
+// Rows that would take a cluster (F16 caches) take attn_dec_short_kernel LB instead, their
+// splits merged by the block that finishes last (EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster). Read
+// at every launch, as the switches above.
 bool dec_lastblock_on() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 1, {0, 1}) == 1;
 }
 std::atomic<long long> attn_lastblock_launches{0};  // (ember_cuda_attn_lastblock_launches)
 

@@ -2180,11 +2180,11 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
     CHECK(nmse(got, tiled) < 1e-10);
 }
 
-// A row's splits merged by the block that finishes last instead of in a cluster
-// (EMBER_CUDA_ATTN_LASTBLOCK=1, F16 caches): rows of 3 to 8 passes (d = 64 and 128; one token and
-// two; 8 and 32 KV heads; keys hidden): the same bits as the cluster's merge, the form's launches
-// counted, a second run the same bits again (the counts back at zero), and eager / recorded /
-// replayed runs (one stream, new data each) against the CPU.
+// A row's splits merged by the block that finishes last instead of in a cluster (the default over
+// F16 caches; EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster): rows of 3 to 8 passes (d = 64 and 128;
+// one token and two; 8 and 32 KV heads; keys hidden): the same bits as the cluster's merge, the
+// form's launches counted (by default and with =1), a second run the same bits again (the counts
+// back at zero), and eager / recorded / replayed runs (one stream, new data each) against the CPU.
 TEST_CASE("[cuda] decode attention at short context: splits merged by their last block (EMBER_CUDA_ATTN_LASTBLOCK)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -2199,16 +2199,23 @@ TEST_CASE("[cuda] decode attention at short context: splits merged by their last
         const std::string what = "last block d=" + std::to_string(rc.d) + " n_kv=" + std::to_string(rc.n_kv) + " kv heads " + std::to_string(rc.n_head_kv);
         CAPTURE(what);
         const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, rc.d, rc.n_kv, rc.n_head_kv); };
-        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "0");
+        long long                before  = ember_cuda_attn_lastblock_launches();
         const std::vector<float> cluster = run_on(cuda_device(), build, 73);
-        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "1");
-        const long long          before = ember_cuda_attn_lastblock_launches();
-        const std::vector<float> lb     = run_on(cuda_device(), build, 73);
-        CHECK(ember_cuda_attn_lastblock_launches() > before);  // the form ran
+        CHECK(ember_cuda_attn_lastblock_launches() == before);  // =0: the cluster
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+        before                      = ember_cuda_attn_lastblock_launches();
+        const std::vector<float> lb = run_on(cuda_device(), build, 73);
+        CHECK(ember_cuda_attn_lastblock_launches() > before);  // the form ran, by default
         const std::vector<float> again = run_on(cuda_device(), build, 73);
         CHECK(lb == cluster);
         CHECK(again == lb);
         check_runs(what, build, dec_attn_tol(EMBER_TYPE_F16, rc.d, rc.n_kv), {73, 74, 75});
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", "1");
+        before                         = ember_cuda_attn_lastblock_launches();
+        const std::vector<float> asked = run_on(cuda_device(), build, 73);
+        CHECK(ember_cuda_attn_lastblock_launches() > before);
+        CHECK(asked == lb);
         set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
     }
 }
@@ -2345,23 +2352,30 @@ TEST_CASE("[cuda] decode attention at short context: the LEAN forms (EMBER_CUDA_
 // run: the second recording has the first's topology, so the stream would update the executable
 // graph, and an update took the new cluster shape without applying it ("unspecified launch
 // failure" on an H200; EMBER_KV_PAD=128 in tg128). Also 256 -> 512 keys (clusters of 2 -> 4).
+// With EMBER_CUDA_ATTN_CLUSTER_MIN=1 (1, 2, 4 blocks a row): the clusters
+// (EMBER_CUDA_ATTN_LASTBLOCK=0), then the same shapes of the last-block merge (the default).
 TEST_CASE("[cuda] a recorded decode graph whose cluster shape changes") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_GRAPHS"}};
+    const env_clear reset{{"EMBER_CUDA_GRAPHS", "EMBER_CUDA_ATTN_LASTBLOCK", "EMBER_CUDA_ATTN_CLUSTER_MIN"}};
     set_env("EMBER_CUDA_GRAPHS", "1");
-    ember_stream * s = new_stream(cuda_device());
-    for (const std::vector<int64_t> & lens : {std::vector<int64_t>{128, 256, 128}, std::vector<int64_t>{256, 512, 256}}) {
-        for (int64_t n_kv : lens) {
-            CAPTURE(n_kv);
-            const builder  build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };  // (two tokens)
-            const uint32_t seed  = static_cast<uint32_t>(n_kv);
-            check_runs("cluster shape", build, 1e-6, {seed, seed + 1, seed + 2}, s);  // eager, recorded (an update of the last), replayed
+    for (const char * lastblock : {"0", ""}) {
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", lastblock);
+        set_env("EMBER_CUDA_ATTN_CLUSTER_MIN", "1");  // (rows of 2 passes in 2 blocks too)
+        ember_stream * s = new_stream(cuda_device());
+        for (const std::vector<int64_t> & lens : {std::vector<int64_t>{128, 256, 128}, std::vector<int64_t>{256, 512, 256}}) {
+            for (int64_t n_kv : lens) {
+                CAPTURE(lastblock);
+                CAPTURE(n_kv);
+                const builder  build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };  // (two tokens)
+                const uint32_t seed  = static_cast<uint32_t>(n_kv);
+                check_runs("cluster shape", build, 1e-6, {seed, seed + 1, seed + 2}, s);  // eager, recorded (an update of the last), replayed
+            }
         }
+        ember_stream_free(s);
     }
-    ember_stream_free(s);
 }
 
 // A decode step recorded again with the same shapes updates the executable graph instead of
@@ -2373,14 +2387,19 @@ TEST_CASE("[cuda] a decode graph recorded again with the same shapes is updated,
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_GRAPHS"}};
+    const env_clear reset{{"EMBER_CUDA_GRAPHS", "EMBER_CUDA_ATTN_LASTBLOCK", "EMBER_CUDA_ATTN_CLUSTER_MIN"}};
     set_env("EMBER_CUDA_GRAPHS", "1");
-    for (int64_t n_kv : {int64_t{128}, int64_t{256}}) {  // one block a row; a cluster of 2
-        CAPTURE(n_kv);
-        const builder build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };
-        const uint64_t n0 = ember_cuda_graph_instantiations();
-        check_runs("same shapes", build, 1e-6, {1, 2, 3, 4, 5, 6});  // eager, recorded (instantiated), then four updates
-        CHECK(ember_cuda_graph_instantiations() - n0 == 1);
+    set_env("EMBER_CUDA_ATTN_CLUSTER_MIN", "1");
+    for (const char * lastblock : {"0", ""}) {  // the cluster; the last-block merge (the default)
+        set_env("EMBER_CUDA_ATTN_LASTBLOCK", lastblock);
+        for (int64_t n_kv : {int64_t{128}, int64_t{256}}) {  // one block a row; two
+            CAPTURE(lastblock);
+            CAPTURE(n_kv);
+            const builder  build = [=](case_ctx & c) { return decode_attn_masked(c, EMBER_TYPE_F16, 64, n_kv, 8); };
+            const uint64_t n0    = ember_cuda_graph_instantiations();
+            check_runs("same shapes", build, 1e-6, {1, 2, 3, 4, 5, 6});  // eager, recorded (instantiated), then four updates
+            CHECK(ember_cuda_graph_instantiations() - n0 == 1);
+        }
     }
 }
 
