@@ -226,7 +226,6 @@ long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_in
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)
-long long    ember_cuda_attn_mma_lastblock_launches();  // (tests: tensor-core decode attentions whose splits their last block merged, EMBER_CUDA_ATTN_MMA_LB=1)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

@@ -225,89 +225,7 @@ template <int T, int D> __host__ __device__ constexpr int mma_min_blocks() {
     return mma_direct<T>() ? 0 : D == 64 ? 4 : 3;
 }
 
-// LB (EMBER_CUDA_ATTN_MMA_LB=1, F16 / Q8_0 / FP8 E4M3 caches; measuring): the splits of a block's rows merged by the block of
-// the same KV head and rows that stores its split last, instead of by attn_dec_merge_kernel (a
-// launch of its own: 4.3 us a layer of an 8B token at depth 4096, H200 trace of session 24, most
-// of it the launch in the chain). Every block has stored its split (scratch memory, the merge
-// kernel's order) when it counts itself in a.count (one int per KV head and row block, zero
-// between launches: the last block sets it back); the last one reads the splits back through L2
-// (__ldcg: other blocks wrote them), a row at a time: thread (tq, g) takes 4 values of splits g,
-// g + G, ... with eight requested before any is used and keeps its own maximum and sum, as the
-// merge kernel's threads do (G = 4 groups at d = 128, 8 at 64, where the merge kernel has 16 / 32:
-// the same sums in another order), and the groups meet through shared memory (dec_merge_rows).
-// sw: the warps' rows' shared memory (free again: every thread is past the stores above).
-template <int D>
-__device__ __forceinline__ void mma_lastblock_merge(const dec_args & a, float * sw, int ik, int r0, int nrows) {
-    constexpr int nq = D / 4, G = k_mma_threads / nq, U = 4;
-    __shared__ int sLast;
-    const int      tid = threadIdx.x;
-    const int      cidx = blockIdx.z * gridDim.x + ik;
-    __threadfence();  // this block's split visible before its count
-    __syncthreads();
-    if (tid == 0) {
-        const int prev = atomicAdd(a.count + cidx, 1);
-        sLast          = prev == a.n_split - 1;
-        if (sLast) a.count[cidx] = 0;  // every block of these rows has counted: zero for the next launch
-    }
-    __syncthreads();
-    if (!sLast) return;
-    __threadfence();
-    float *       sAcc = sw;  // [G][D]
-    float *       sM = sAcc + G * D, *sS = sM + G;
-    const int     tq = tid % nq, g = tid / nq, stride = dec_part_stride(D), n_split = a.n_split;
-    for (int r = 0; r < nrows; r++) {
-        const int64_t head = static_cast<int64_t>(ik) * a.group + (r0 + r) % a.group, tok = (r0 + r) / a.group;
-        const float * pr   = a.part + (tok * a.q.ne[1] + head) * n_split * stride;
-        float         m = -INFINITY, s = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int s0 = g; s0 < n_split; s0 += G * U) {
-            float4 o[U];
-            float2 ms[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int sp = s0 + u * G;
-                if (sp < n_split) {
-                    o[u]  = __ldcg(reinterpret_cast<const float4 *>(pr + static_cast<int64_t>(sp) * stride + 4 * tq));
-                    ms[u] = __ldcg(reinterpret_cast<const float2 *>(pr + static_cast<int64_t>(sp) * stride + D));
-                } else {
-                    o[u]  = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                    ms[u] = make_float2(-INFINITY, 0.0f);
-                }
-            }
-            float mx = m;
-#pragma unroll
-            for (int u = 0; u < U; u++) mx = fmaxf(mx, ms[u].x);
-            if (mx == -INFINITY) continue;  // every key so far hidden
-            const float f = m == -INFINITY ? 0.0f : expf(m - mx);
-            s *= f;
-#pragma unroll
-            for (int c = 0; c < 4; c++) acc[c] *= f;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const float w = ms[u].x == -INFINITY ? 0.0f : expf(ms[u].x - mx);
-                s += w * ms[u].y;
-                acc[0] = fmaf(w, o[u].x, acc[0]);
-                acc[1] = fmaf(w, o[u].y, acc[1]);
-                acc[2] = fmaf(w, o[u].z, acc[2]);
-                acc[3] = fmaf(w, o[u].w, acc[3]);
-            }
-            m = mx;
-        }
-        *reinterpret_cast<float4 *>(sAcc + g * D + 4 * tq) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-        if (tq == 0) sM[g] = m, sS[g] = s;
-        __syncthreads();
-        if (tid < D) {  // whole warps (D % 32 == 0)
-            float       M, S;
-            const float o = dec_merge_rows(sM, sS, sAcc, G, D, tid, true, M, S);
-            const float y = o * (S > 0.0f ? 1.0f / S : 0.0f);
-            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[tid] = y;
-            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * D + tid, a.xq, a.xds);
-        }
-        __syncthreads();  // sAcc free for the next row
-    }
-}
-
-template <int T, int D, bool LB = false>
-__global__ void __launch_bounds__(k_mma_threads, mma_min_blocks<T, D>()) attn_dec_mma_kernel(dec_args a) {
+template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min_blocks<T, D>()) attn_dec_mma_kernel(dec_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) uint8_t smem[];
     constexpr int    LD     = D + 8;
@@ -651,6 +569,5 @@ __global__ void __launch_bounds__(k_mma_threads, mma_min_blocks<T, D>()) attn_de
             }
         }
     }
-    if constexpr (LB) mma_lastblock_merge<D>(a, sO, ik, r0, nrows);
 #endif
 }

@@ -1371,13 +1371,6 @@ bool dec_lastblock_on() {
 }
 std::atomic<long long> attn_lastblock_launches{0};  // (ember_cuda_attn_lastblock_launches)
 
-// EMBER_CUDA_ATTN_MMA_LB=1 (measuring): attn_dec_mma_kernel's splits merged by their last block
-// (mma_lastblock_merge) instead of by attn_dec_merge_kernel. Read at every launch.
-bool dec_mma_lb_on() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_MMA_LB", 0, {0, 1}) == 1;
-}
-std::atomic<long long> attn_mma_lastblock_launches{0};  // (ember_cuda_attn_mma_lastblock_launches)
-
 bool dec_enabled() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_ATTN_DEC");
     return on;
@@ -1533,9 +1526,6 @@ struct dec_launch {
         a.split_keys          = static_cast<int>(per * k_mma_keys);
         a.cluster             = false;
         a.part                = nullptr;
-        // LB: the splits merged by their last block, not by the merge kernel (mma_lastblock_merge)
-        constexpr bool lb_type = T == EMBER_TYPE_F16 || T == EMBER_TYPE_Q8_0 || T == EMBER_TYPE_FP8_E4M3;
-        a.count = lb_type && n_split > 1 && ctx.d_count && grid.x * chunks <= EMBER_CUDA_ATTN_COUNTS && dec_mma_lb_on() ? ctx.d_count : nullptr;
         if (n_split > 1) {
             a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(n_split) * part_floats_per_split * sizeof(float)));
             if (!a.part) {
@@ -1550,19 +1540,6 @@ struct dec_launch {
             return;
         }
         const dim3 g(grid.x, static_cast<unsigned>(n_split), static_cast<unsigned>(chunks));
-        if constexpr (lb_type) {
-            if (a.count) {
-                if (smem > 48 * 1024 && cudaFuncSetAttribute(attn_dec_mma_kernel<T, D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                             static_cast<int>(smem)) != cudaSuccess) {
-                    cudaGetLastError();
-                    return;
-                }
-                cu_launch(ctx, attn_dec_mma_kernel<T, D, true>, g, k_mma_threads, smem, a);
-                attn_mma_lastblock_launches.fetch_add(1, std::memory_order_relaxed);
-                st = EMBER_OK;
-                return;
-            }
-        }
         cu_launch(ctx, attn_dec_mma_kernel<T, D>, g, k_mma_threads, smem, a);
         st = EMBER_OK;
     }
@@ -1700,9 +1677,6 @@ struct dec_launch {
 
 long long ember_cuda_attn_lastblock_launches() {
     return attn_lastblock_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_attn_mma_lastblock_launches() {
-    return attn_mma_lastblock_launches.load(std::memory_order_relaxed);
 }
 
 // Bytes of one K/V row of d values (d % 32 == 0) of a cache type (cu_dispatch_elem_type's):

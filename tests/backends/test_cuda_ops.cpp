@@ -2090,59 +2090,6 @@ TEST_CASE("[cuda] decode attention on tensor cores") {
     }
 }
 
-// The tensor-core decode attention's splits merged by the block of the same KV head and rows that
-// stores its split last (EMBER_CUDA_ATTN_MMA_LB=1; F16, Q8_0 and FP8 E4M3 caches), not by the merge
-// kernel: d = 64 and 128; one token to three; GQA groups of 4 (one row block a KV head) and 16 (three
-// row blocks a KV head at three tokens); 600 to 40000 keys (a few splits to dozens); keys hidden,
-// and every key of the last token hidden (its rows zeros). Against the CPU and the merge kernel (the
-// same splits, summed in another order), the form's launches counted, a second run the same bits
-// (the counts back at zero), and eager / recorded / replayed runs (new data each) against the CPU.
-TEST_CASE("[cuda] decode attention on tensor cores: splits merged by their last block (EMBER_CUDA_ATTN_MMA_LB)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_ATTN_MMA_LB", "EMBER_CUDA_ATTN_MMA"}};
-    set_env("EMBER_CUDA_ATTN_MMA", "2");
-    const mma_shape shapes[] = {{32, 8, 4133, 1, 1}, {32, 8, 600, 2, 1}, {64, 4, 3000, 3, 2}, {32, 8, 700, 2, 3}, {32, 8, 40000, 1, 0}};
-    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_Q8_0, EMBER_TYPE_FP8_E4M3}) {
-        for (int64_t d : {64, 128}) {
-            for (const mma_shape & s : shapes) {
-                const std::string what = std::string("mma attn last block ") + ember_type_get_name(t) + " d=" + std::to_string(d) + " heads " +
-                                         std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) + " n_kv=" + std::to_string(s.n_kv) +
-                                         " tokens " + std::to_string(s.n_tok) + " mask " + std::to_string(s.mask);
-                CAPTURE(what);
-                const builder            build  = [=](case_ctx & c) { return mma_attn(c, t, d, s); };
-                const std::vector<float> want   = run_on(ember_registry_cpu_device(), build, 19);
-                long long                before = ember_cuda_attn_mma_lastblock_launches();
-                const std::vector<float> merged = run_on(cuda_device(), build, 19);
-                CHECK(ember_cuda_attn_mma_lastblock_launches() == before);  // off by default
-                set_env("EMBER_CUDA_ATTN_MMA_LB", "1");
-                before                      = ember_cuda_attn_mma_lastblock_launches();
-                const std::vector<float> lb = run_on(cuda_device(), build, 19);
-                CHECK(ember_cuda_attn_mma_lastblock_launches() > before);  // the form ran
-                const std::vector<float> again = run_on(cuda_device(), build, 19);
-                REQUIRE(lb.size() == want.size());
-                REQUIRE(merged.size() == want.size());
-                CHECK(again == lb);
-                const double e = nmse(lb, want), e_merged = nmse(lb, merged);
-                CAPTURE(e);
-                CAPTURE(e_merged);
-                CHECK(e < 1e-6);
-                CHECK(e_merged < 1e-10);
-                if (s.mask == 3) {  // the last token's rows: zeros
-                    const size_t row   = static_cast<size_t>(d * s.heads);
-                    bool         zeros = true;
-                    for (size_t i = lb.size() - row; i < lb.size(); i++) zeros = zeros && lb[i] == 0.0f;
-                    CHECK(zeros);
-                }
-                check_runs(what, build, 1e-6, {19, 20, 21});
-                set_env("EMBER_CUDA_ATTN_MMA_LB", "");
-            }
-        }
-    }
-}
-
 // The short-context decode attention (attn_dec_short_kernel; EMBER_CUDA_ATTN_SHORT=4096 runs it
 // in every case here, whatever its default limit for the head size): every cache type, head
 // sizes 32..256 (4..32 lanes per key), 1 to 600 keys (1 to 8 blocks per row in a cluster, or
