@@ -12,6 +12,10 @@
 #
 #   EMBER_AB_MODELS   shape-type names (default "1b-Q4_0 8b-Q4_0"; types as make-bench-model's --type)
 #   EMBER_AB_RUNS     ember-bench runs per model and side (default 2; each -p 0 -n 128 -r 3)
+#   EMBER_AB_DEPTHS   KV depths to run each model at (ember-bench -d; default "0"): "0 384 4096"
+#                     gives rows "1b-Q4_0", "1b-Q4_0@d384", "1b-Q4_0@d4096" (tg128 after that many
+#                     tokens of cache)
+#   EMBER_AB_BENCH_ARGS  more ember-bench arguments for every run, e.g. "--ctk q8_0 --ctv q8_0"
 #   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
 #   EMBER_AB_MODEL_TESTS  the same for test-models on B (e.g. "*tiny models in every Ember weight type on the GPU*")
 #   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
@@ -45,6 +49,14 @@ for x in C D E F G; do
     [ -n "${!v:-}" ] && [ "$order" = "${order/$x/}" ] && extra+=$x
 done
 order=${order/B/B$extra}
+depths=${EMBER_AB_DEPTHS:-0}
+read -r -a bench_args <<<"${EMBER_AB_BENCH_ARGS:-}"
+keys=""  # the table's rows: model, or model@dN at a depth past 0
+for x in $models; do
+    for dep in $depths; do
+        [ "$dep" = 0 ] && keys+="$x " || keys+="$x@d$dep "
+    done
+done
 run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
 mkdir -p "$logs"
 t0=$(date +%s)
@@ -111,11 +123,15 @@ bench_side() {
             kill -0 "$gen" 2>/dev/null || { echo "ab-gpu: no model $x (see ab-gen.log)"; continue 2; }
             sleep 1
         done
-        for ((i = 0; i < runs; i++)); do
-            r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -r 3 --device "$device" --device-bw 0 2>>"$logs/ab-bench.err" |
-                grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
-            echo "$x $side tg128 ${r:-failed}"
-            [ -n "$r" ] && echo "$x $side $r" >>"$results"
+        for dep in $depths; do
+            key=$x
+            [ "$dep" = 0 ] || key=$x@d$dep
+            for ((i = 0; i < runs; i++)); do
+                r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -d "$dep" -r 3 --device "$device" \
+                    --device-bw 0 "${bench_args[@]}" 2>>"$logs/ab-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
+                echo "$key $side tg128 ${r:-failed}"
+                [ -n "$r" ] && echo "$key $side $r" >>"$results"
+            done
         done
         if [ -n "$kt" ]; then  # queued steps leave no gap: a token starts at layer 0's norm
             timeout "$run_limit" env "${envs[@]}" CUDA_INJECTION64_PATH="$kt" EMBER_TRACE_OUT="$traces/$x-$side.csv" "$build/bin/ember-bench" \
@@ -162,7 +178,7 @@ for ((k = 0; k < ${#cols}; k++)); do
 done
 echo "$head"
 echo "$rule"
-for x in $models; do
+for x in $keys; do
     awk -v x="$x" -v cols="$cols" '$1 == x { s[$2] += $3; n[$2]++ }
         END { a = n["A"] ? s["A"] / n["A"] : 0; b = n["B"] ? s["B"] / n["B"] : 0
               r = a > 0 ? sprintf("%.3f", b / a) : "-"  # (not inside printf: ">" there redirects)
