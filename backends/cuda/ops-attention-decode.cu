@@ -454,8 +454,7 @@ __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_
     }
     return sum > 0.0f ? 1.0f / sum : 0.0f;
 }
-// The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB, rank 0 of a
-// LEAN push cluster): their rows orr weighted by their maxima mr and sums sr; value e of the row
+// The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB): their rows orr weighted by their maxima mr and sums sr; value e of the row
 // stored, and its quantized copy where asked (a whole warp of values: cu_quantize_warp). The
 // default cluster's rank 0 does the same inline, so its kernels stay byte-identical to the ones
 // measured (through this helper 15 of them were rescheduled, same sizes; session 56).
@@ -953,11 +952,6 @@ int attn_probe_mode() {  // 0: off, 1: empty, 2: loads, 3: empty_cluster
     }();
     return mode;
 }
-// EMBER_CUDA_ATTN_LEAN=bits (measuring; F16 caches): attn_dec_short_kernel's LEAN forms, 1 spec, 2
-// push, 4 u8, summed (see there); 0 / unset the default kernel. Read at every launch, so tests switch it.
-int dec_lean_env() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LEAN", 0, {0, 1, 2, 3, 4, 5, 6, 7});
-}
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 
@@ -965,18 +959,6 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // to its reads (the mask, the first pass's K / V rows, the PDL wait, Q and this step's rows), then
 // out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
 // against =empty the reads.
-//
-// LEAN (EMBER_CUDA_ATTN_LEAN, bits; F16 caches, rows of one pass a block; measured in no session
-// yet): 1 (spec) the pass's K / V rows requested with the mask, not after the block has found the
-// last shown key (one round trip where the default takes two: mask, then rows; the rows the mask
-// hides are read too, and their values zeroed when they arrive, so whatever the cache holds there
-// counts for nothing); 2 (push) the cluster's blocks store their (M, S, row) into rank 0's shared
-// memory and leave, one cluster barrier where the default takes two and remote reads (an arrive
-// at the kernel's start and its wait before the stores: every block has started); 4 (u8) 8 keys
-// a slot a pass instead of 4, held as their F16 words (half the registers of floats) and
-// converted where used: twice the keys a block, so a row of 256 keys at d = 64 takes one block
-// (no cluster) and at d = 128 a cluster of 2 instead of 4; its sums in another order (not the
-// default's bits).
 //
 // LB (F16 caches, the default on sm_90; EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster instead): a
 // row's n_split blocks without a cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
@@ -986,21 +968,12 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // ~1.4 us a layer outside the kernels (session 56); this keeps the splits' parallel passes without
 // one, for a fence and an atomic a block. H100 (session 57): tg64 at depth 384 8B INT4 499.9 ->
 // 540.8, 1B Q4_K_M 1760.9 -> 1804.9; tg128 from depth 0 level (8B +0.1..0.4%).
-template <int T, int V, int PROBE = 0, int LEAN = 0, bool LB = false>
-__global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_short_kernel(dec_args a) {
-    constexpr bool                  spec = (LEAN & 1) != 0;
-    [[maybe_unused]] constexpr bool push = (LEAN & 2) != 0;  // sm_90 code only
-    constexpr bool                  u8   = (LEAN & 4) != 0;
-    constexpr int                   UN   = u8 ? 2 * k_short_unroll : k_short_unroll;  // keys of a slot a pass
-    static_assert(LEAN == 0 || (T == EMBER_TYPE_F16 && PROBE == 0), "the LEAN forms read F16 caches");
+template <int T, int V, int PROBE = 0, bool LB = false>
+__global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
+    constexpr int                  UN = k_short_unroll;  // keys of a slot a pass
     __shared__ __align__(16) float sAcc[k_short_threads * 8];  // [slot][d]: slots x d = 256 x 8 for every d
     __shared__ float               sM[64], sS[64];              // slots <= 64 (d >= 32)
     __shared__ int                 sLast[k_short_warps];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (push) {
-        if (a.cluster) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    }
-#endif
     const int     d = static_cast<int>(a.q.ne[0]), lk = d / 8, kpw = 32 / lk, ns = k_short_warps * kpw;
     const int     lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int     slot = warp * kpw + lane / lk, part = lane % lk;
@@ -1024,7 +997,7 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     // block reduction.
     const float * mrow = a.has_mask ? reinterpret_cast<const float *>(a.mask.data + tok * a.mask.nb[1]) : nullptr;
     int           last = static_cast<int>(n_kv) - 1;
-    if (mrow && !spec) {
+    if (mrow) {
         last = -1;
         for (int j = threadIdx.x; j < n_kv; j += k_short_threads) {
             if (mrow[j] != -INFINITY) last = j;
@@ -1036,14 +1009,12 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
     }
-    if constexpr (!spec) {
-        last = cu_warp_max_int(last);
-        if (lane == 0) sLast[warp] = last;
-        __syncthreads();
+    last = cu_warp_max_int(last);
+    if (lane == 0) sLast[warp] = last;
+    __syncthreads();
 #pragma unroll
-        for (int w = 0; w < k_short_warps; w++) last = max(last, sLast[w]);
-    }
-    const int64_t n_used = last + 1;  // spec: every key (the mask's -INF zeroes the hidden ones below)
+    for (int w = 0; w < k_short_warps; w++) last = max(last, sLast[w]);
+    const int64_t n_used = last + 1;
     // A row's bytes: 16-byte types read where they are; byte types from the aligned word before.
     const auto row_at = [](const char * base, int64_t nb, int64_t j, int & off) {
         const char * row = base + j * nb;
@@ -1063,48 +1034,18 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     const int     n_split = a.n_split, z = static_cast<int>(blockIdx.z);
     const int64_t kpp     = static_cast<int64_t>(UN) * ns;  // keys per pass
     const int64_t step    = kpp * n_split;
-    // The keys' values as floats, or (u8) their raw F16 words, converted where they are used:
-    // half the registers, so twice the keys in flight.
-    float kf[u8 ? 1 : UN][8], vf[u8 ? 1 : UN][8], ks[UN], vs[UN], mv[UN];
-    uint4 kh[u8 ? UN : 1], vh[u8 ? UN : 1];
+    float      kf[UN][8], vf[UN][8], ks[UN], vs[UN], mv[UN];
     const auto load_key = [&](int64_t j, int u) {
-        if constexpr (u8) {
-            kh[u] = reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2])[part];
-            vh[u] = reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2])[part];
-            ks[u] = vs[u] = 1.0f;
-        } else {
-            int             ko, vo;
-            const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
-            const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
-            ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
-            vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
-        }
-    };
-    const auto zero_v = [&](int u) {  // key u's V values zero (spec: a hidden key)
-        if constexpr (u8) {
-            vh[u] = make_uint4(0u, 0u, 0u, 0u);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) vf[u][i] = 0.0f;
-        }
-        vs[u] = 0.0f;
+        int             ko, vo;
+        const uint8_t * kr = row_at(kbase, a.k.nb[2], j, ko);
+        const uint8_t * vr = row_at(vbase, a.v.nb[2], j, vo);
+        ks[u]              = dec_load8_u<T, V>(kr, ko, 8 * part, kf[u]);
+        vs[u]              = dec_load8_u<T, V>(vr, vo, 8 * part, vf[u]);
     };
     const auto zero_key = [&](int u) {  // key u's K and V values zero (a key past the pass)
-        if constexpr (u8) {
-            kh[u] = vh[u] = make_uint4(0u, 0u, 0u, 0u);
-        } else {
 #pragma unroll
-            for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
-        }
+        for (int i = 0; i < 8; i++) kf[u][i] = vf[u][i] = 0.0f;
         ks[u] = vs[u] = 0.0f;
-    };
-    const auto vals = [&](const float (&f)[u8 ? 1 : UN][8], const uint4 (&h)[u8 ? UN : 1], int u, float (&y)[8]) {
-        if constexpr (u8) {
-            dec_half8(h[u], y);
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) y[i] = f[u][i];
-        }
     };
     // Key j0 + u ns of a pass into slot u (bit u of skip: that key is left for later, zeros now).
     const auto load_pass = [&](int64_t j0, unsigned skip) {
@@ -1128,29 +1069,14 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
 #pragma unroll
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
-        if (j0 - slot < n_used) load_pass(j0, spec ? 0u : redo);  // spec: those rows read again below
+        if (j0 - slot < n_used) load_pass(j0, redo);
         cu_pdl_begin();
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
         for (int u = 0; u < UN; u++) {
             const int64_t j = j0 + static_cast<int64_t>(u) * ns;
-            if ((redo >> u & 1u) && j < n_used) {
-                if constexpr (spec) {
-                    // Past L1 (ld.global.cg), where the copy read before the wait may still sit.
-                    const uint4 ku = __ldcg(reinterpret_cast<const uint4 *>(kbase + j * a.k.nb[2]) + part);
-                    const uint4 vu = __ldcg(reinterpret_cast<const uint4 *>(vbase + j * a.v.nb[2]) + part);
-                    if constexpr (u8) {
-                        kh[u] = ku, vh[u] = vu;
-                    } else {
-                        dec_half8(ku, kf[u]);
-                        dec_half8(vu, vf[u]);
-                    }
-                    ks[u] = vs[u] = 1.0f;
-                } else {
-                    load_key(j, u);
-                }
-            }
+            if ((redo >> u & 1u) && j < n_used) load_key(j, u);
         }
     }
     const auto probe_out = [&]() {  // PROBE = 1: the values read kept (a store no run makes), then out
@@ -1172,20 +1098,13 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
     if (probe_out()) return;
     for (bool first = true; j0 - slot < n_used; j0 += step, first = false) {  // the same trip count for every lane (shuffles below)
         if (!a.early || !first) load_pass(j0, 0u);
-        if constexpr (spec) {
-#pragma unroll
-            for (int u = 0; u < UN; u++) {  // a hidden key's values (maybe never written) count for nothing
-                if (mv[u] == -INFINITY) zero_v(u);
-            }
-        }
         float sc[UN];
         float mx = m;
 #pragma unroll
         for (int u = 0; u < UN; u++) {
-            float t = 0.0f, kv[8];
-            vals(kf, kh, u, kv);
+            float t = 0.0f;
 #pragma unroll
-            for (int i = 0; i < 8; i++) t = fmaf(q[i], kv[i], t);
+            for (int i = 0; i < 8; i++) t = fmaf(q[i], kf[u][i], t);
             t *= ks[u];
             for (int o = lk / 2; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
             sc[u] = mv[u] == -INFINITY ? -INFINITY : t + mv[u];
@@ -1200,10 +1119,8 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
             const float p = sc[u] == -INFINITY ? 0.0f : expf(sc[u] - mx);
             s += p;
             const float pv = p * vs[u];
-            float       vv[8];
-            vals(vf, vh, u, vv);
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[i] = fmaf(pv, vv[i], acc[i]);
+            for (int i = 0; i < 8; i++) acc[i] = fmaf(pv, vf[u][i], acc[i]);
         }
         m = mx;
     }
@@ -1255,35 +1172,6 @@ __global__ void __launch_bounds__(k_short_threads, LEAN != 0 ? 2 : 0) attn_dec_s
         return;
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (push) {
-        if (a.cluster) {
-            // Blocks 1.. store their (M, S, unnormalized row) into rank 0's shared memory and
-            // leave; rank 0 merges after one barrier (its wait counts only threads not exited).
-            __shared__ float  sIn[k_dec_max_cluster][EMBER_CUDA_ATTN_MAX_D];
-            __shared__ float2 sInMS[k_dec_max_cluster];
-            cg::cluster_group cluster = cg::this_cluster();
-            asm volatile("barrier.cluster.wait;" ::: "memory");  // the start's arrive: every block has started
-            if (z > 0) {
-                if (merger) *cluster.map_shared_rank(&sIn[z][e], 0) = o;
-                if (e == 0) *cluster.map_shared_rank(&sInMS[z], 0) = make_float2(M, S);
-                asm volatile("barrier.cluster.arrive;" ::: "memory");  // release: the stores before it
-                return;
-            }
-            asm volatile("barrier.cluster.arrive;" ::: "memory");
-            asm volatile("barrier.cluster.wait;" ::: "memory");  // acquire: the other blocks' stores
-            if (!merger) return;
-            float mr[k_dec_max_cluster], sr[k_dec_max_cluster], orr[k_dec_max_cluster];
-#pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) {
-                const float2 ms = r == 0 ? make_float2(M, S) : r < n_split ? sInMS[r] : make_float2(-INFINITY, 0.0f);
-                mr[r]           = ms.x;
-                sr[r]           = ms.y;
-                orr[r]          = r == 0 ? o : r < n_split ? sIn[r][e] : 0.0f;
-            }
-            dec_merge_store(a, mr, sr, orr, head, tok, d, e);
-            return;
-        }
-    }
     if (a.cluster) {
         // The blocks' (M, S, unnormalized row) through distributed shared memory; rank 0 merges.
         // Every thread of every block reaches both cluster barriers.
@@ -1555,23 +1443,20 @@ struct dec_launch {
             const int64_t short_env = dec_short_keys_env();
             const int64_t short_max = short_env < 0 ? k_short_default_keys : short_env;
             if ((d == 32 || d == 64 || d == 128 || d == 256) && a.k.ne[2] <= short_max && a.q.ne[2] <= 65535) {
-                // One pass of every slot per block: as many blocks per row (a cluster, sm_90) as
-                // the keys need, up to the portable cluster size; more keys take more passes.
-                // Without clusters (before sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run
-                // in turn in one block: level with the tiled kernel at two passes and slower
-                // beyond (H200, this kernel before it had clusters), so longer rows go tiled.
-                // EMBER_CUDA_ATTN_LEAN (F16; attn_dec_short_kernel's LEAN): bit 4 takes twice the
-                // keys a pass.
-                const int     lean_env = T == EMBER_TYPE_F16 && V == 1 && attn_probe_mode() == 0 ? dec_lean_env() : 0;
-                const int64_t unroll   = lean_env & 4 ? 2 * k_short_unroll : k_short_unroll;
-                const int64_t kpp      = unroll * k_short_warps * (32 / (d / 8));
+                // One pass of every slot per block: as many blocks per row (sm_90: merged by the
+                // last of them over F16 caches, else in a cluster) as the keys need, up to the
+                // portable cluster size; more keys take more passes. Without clusters (before
+                // sm_90, or EMBER_CUDA_ATTN_CLUSTER=0) the passes run in turn in one block: level
+                // with the tiled kernel at two passes and slower beyond (H200, this kernel before
+                // it had clusters), so longer rows go tiled.
+                const int64_t kpp    = static_cast<int64_t>(k_short_unroll) * k_short_warps * (32 / (d / 8));
                 const int64_t n_full = std::max<int64_t>(1, (a.k.ne[2] + kpp - 1) / kpp);  // blocks for one pass each
                 const int64_t cl_min = dec_cluster_min();
                 const bool    cl     = n_full > cl_min && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= std::max<int64_t>(2, cl_min)) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
                     // (LB: F16 caches, rows a cluster would take, the counts for every row)
-                    const bool lb = T == EMBER_TYPE_F16 && V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 && lean_env == 0 &&
+                    const bool lb = T == EMBER_TYPE_F16 && V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 &&
                                     ctx.d_count && a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS && dec_lastblock_on();
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster && !lb;
@@ -1591,26 +1476,13 @@ struct dec_launch {
                     const dim3 cl(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u);
                     if constexpr (T == EMBER_TYPE_F16 && V == 1) {
                         if (lb) {
-                            cu_launch(ctx, attn_dec_short_kernel<T, V, 0, 0, true>, g, k_short_threads, 0, a);
+                            cu_launch(ctx, attn_dec_short_kernel<T, V, 0, true>, g, k_short_threads, 0, a);
                             attn_lastblock_launches.fetch_add(1, std::memory_order_relaxed);
                             st = EMBER_OK;
                             return;
                         }
                         if (attn_probe_mode() == 2) {
                             cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 1>, g, k_short_threads, 0, cl, a);
-                            st = EMBER_OK;
-                            return;
-                        }
-                        // The LEAN forms: spec where every block takes one pass, push where the
-                        // blocks are a cluster, u8 (bit 4) wherever asked.
-                        const int lean = lean_env & ((n == n_full ? 1 : 0) | (a.cluster ? 2 : 0) | 4);
-                        if (lean != 0) {
-                            using short_fn                    = void (*)(dec_args);
-                            static constexpr short_fn forms[] = {
-                                attn_dec_short_kernel<T, V, 0, 1>, attn_dec_short_kernel<T, V, 0, 2>, attn_dec_short_kernel<T, V, 0, 3>,
-                                attn_dec_short_kernel<T, V, 0, 4>, attn_dec_short_kernel<T, V, 0, 5>, attn_dec_short_kernel<T, V, 0, 6>,
-                                attn_dec_short_kernel<T, V, 0, 7>};
-                            cu_launch_cluster(ctx, forms[lean - 1], g, k_short_threads, 0, cl, a);
                             st = EMBER_OK;
                             return;
                         }
