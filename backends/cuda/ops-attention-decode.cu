@@ -960,8 +960,8 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
 // against =empty the reads.
 //
-// LB (F16 caches, the default on sm_90; EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster instead): a
-// row's n_split blocks without a cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
+// LB (F16 caches, the default on sm_90, and with EMBER_CUDA_ATTN_LASTBLOCK=2 every cache type;
+// =0: the cluster instead): a row's n_split blocks without a cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
 // merge kernel, then counts itself in the row's a.count; the block that counts last reads every
 // split back (through L2) and merges them as rank 0 of a cluster does (the same weights, the same
 // order: the same bits), and sets the count back to zero. A cluster launch in a CUDA graph costs
@@ -1251,11 +1251,12 @@ int64_t dec_cluster_min() {
     return ember_cuda_env_choice("EMBER_CUDA_ATTN_CLUSTER_MIN", 2, {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
-// Rows that would take a cluster (F16 caches) take attn_dec_short_kernel LB instead, their
-// splits merged by the block that finishes last (EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster). Read
-// at every launch, as the switches above.
-bool dec_lastblock_on() {
-    return ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 1, {0, 1}) == 1;
+// Rows that would take a cluster take attn_dec_short_kernel LB instead, their splits merged by the
+// block that finishes last: over F16 caches by default (EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster),
+// over every cache type with =2 (measuring, not yet run on a GPU: the quantized and BF16 / F32
+// caches' rows as F16's gained, 8B at 384 keys +8%). Read at every launch, as the switches above.
+int dec_lastblock_mode() {
+    return static_cast<int>(ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 1, {0, 1, 2}));
 }
 std::atomic<long long> attn_lastblock_launches{0};  // (ember_cuda_attn_lastblock_launches)
 
@@ -1455,9 +1456,10 @@ struct dec_launch {
                 const bool    cl     = n_full > cl_min && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= std::max<int64_t>(2, cl_min)) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
-                    // (LB: F16 caches, rows a cluster would take, the counts for every row)
-                    const bool lb = T == EMBER_TYPE_F16 && V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 &&
-                                    ctx.d_count && a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS && dec_lastblock_on();
+                    // (LB: rows a cluster would take, the counts for every row; F16 caches, or any with =2)
+                    const int  lb_mode = V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 ? dec_lastblock_mode() : 0;
+                    const bool lb      = (lb_mode == 2 || (lb_mode == 1 && T == EMBER_TYPE_F16)) && ctx.d_count &&
+                                    a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster && !lb;
                     a.count         = lb ? ctx.d_count : nullptr;
@@ -1474,13 +1476,15 @@ struct dec_launch {
                     if (!flush()) return;
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
                     const dim3 cl(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u);
-                    if constexpr (T == EMBER_TYPE_F16 && V == 1) {
+                    if constexpr (V == 1) {
                         if (lb) {
                             cu_launch(ctx, attn_dec_short_kernel<T, V, 0, true>, g, k_short_threads, 0, a);
                             attn_lastblock_launches.fetch_add(1, std::memory_order_relaxed);
                             st = EMBER_OK;
                             return;
                         }
+                    }
+                    if constexpr (T == EMBER_TYPE_F16 && V == 1) {
                         if (attn_probe_mode() == 2) {
                             cu_launch_cluster(ctx, attn_dec_short_kernel<T, V, 1>, g, k_short_threads, 0, cl, a);
                             st = EMBER_OK;

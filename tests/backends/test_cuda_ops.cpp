@@ -2184,7 +2184,8 @@ TEST_CASE("[cuda] decode attention at short context: one block per query row") {
 // F16 caches; EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster): rows of 3 to 8 passes (d = 64 and 128;
 // one token and two; 8 and 32 KV heads; keys hidden): the same bits as the cluster's merge, the
 // form's launches counted (by default and with =1), a second run the same bits again (the counts
-// back at zero), and eager / recorded / replayed runs (one stream, new data each) against the CPU.
+// back at zero), and eager / recorded / replayed runs (one stream, new data each) against the CPU;
+// then the other cache types with =2.
 TEST_CASE("[cuda] decode attention at short context: splits merged by their last block (EMBER_CUDA_ATTN_LASTBLOCK)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -2217,6 +2218,26 @@ TEST_CASE("[cuda] decode attention at short context: splits merged by their last
         CHECK(ember_cuda_attn_lastblock_launches() > before);
         CHECK(asked == lb);
         set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+    }
+    // Every other cache type with EMBER_CUDA_ATTN_LASTBLOCK=2 (by default: the cluster): the
+    // cluster's bits, the form's launches counted, against the CPU.
+    for (ember_type t : {EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_BF16, EMBER_TYPE_F32}) {
+        for (const row_case rc : {row_case{64, 301, 8}, row_case{128, 400, 8}}) {
+            const std::string what = std::string("last block ") + ember_type_get_name(t) + " d=" + std::to_string(rc.d) + " n_kv=" + std::to_string(rc.n_kv);
+            CAPTURE(what);
+            const builder            build   = [=](case_ctx & c) { return decode_attn_masked(c, t, rc.d, rc.n_kv, rc.n_head_kv); };
+            long long                before  = ember_cuda_attn_lastblock_launches();
+            const std::vector<float> cluster = run_on(cuda_device(), build, 77);
+            CHECK(ember_cuda_attn_lastblock_launches() == before);  // by default only over F16 caches
+            set_env("EMBER_CUDA_ATTN_LASTBLOCK", "2");
+            before                      = ember_cuda_attn_lastblock_launches();
+            const std::vector<float> lb = run_on(cuda_device(), build, 77);
+            CHECK(ember_cuda_attn_lastblock_launches() > before);
+            CHECK(lb == cluster);
+            CHECK(run_on(cuda_device(), build, 77) == lb);
+            check_runs(what, build, dec_attn_tol(t, rc.d, rc.n_kv), {77, 78});
+            set_env("EMBER_CUDA_ATTN_LASTBLOCK", "");
+        }
     }
 }
 
