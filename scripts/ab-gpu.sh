@@ -51,11 +51,10 @@ done
 order=${order/B/B$extra}
 depths=${EMBER_AB_DEPTHS:-0}
 read -r -a bench_args <<<"${EMBER_AB_BENCH_ARGS:-}"
-keys=""  # the table's rows: model, or model@dN at a depth past 0
+row_key() { [ "$2" = 0 ] && echo "$1" || echo "$1@d$2"; }  # a table row: model, or model@dN at a depth past 0
+keys=""
 for x in $models; do
-    for dep in $depths; do
-        [ "$dep" = 0 ] && keys+="$x " || keys+="$x@d$dep "
-    done
+    for dep in $depths; do keys+="$(row_key "$x" "$dep") "; done
 done
 run_limit=${EMBER_AB_LIMIT:-240}  # seconds for one ember-bench run or the test run (a hang is killed, the rest goes on)
 mkdir -p "$logs"
@@ -124,8 +123,7 @@ bench_side() {
             sleep 1
         done
         for dep in $depths; do
-            key=$x
-            [ "$dep" = 0 ] || key=$x@d$dep
+            key=$(row_key "$x" "$dep")
             for ((i = 0; i < runs; i++)); do
                 r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -d "$dep" -r 3 --device "$device" \
                     --device-bw 0 "${bench_args[@]}" 2>>"$logs/ab-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')

@@ -454,10 +454,9 @@ __device__ __forceinline__ float dec_cluster_weights(const float (&m)[k_dec_max_
     }
     return sum > 0.0f ? 1.0f / sum : 0.0f;
 }
-// The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB): their rows orr weighted by their maxima mr and sums sr; value e of the row
-// stored, and its quantized copy where asked (a whole warp of values: cu_quantize_warp). The
-// default cluster's rank 0 does the same inline, so its kernels stay byte-identical to the ones
-// measured (through this helper 15 of them were rescheduled, same sizes; session 56).
+// The end of a merge of a row's splits (the last block of attn_dec_short_kernel LB, rank 0 of its
+// cluster): their rows orr weighted by their maxima mr and sums sr; value e of the row stored, and
+// its quantized copy where asked (a whole warp of values: cu_quantize_warp).
 __device__ __forceinline__ void dec_merge_store(const dec_args & a, const float (&mr)[k_dec_max_cluster], const float (&sr)[k_dec_max_cluster],
                                                 const float (&orr)[k_dec_max_cluster], int64_t head, int64_t tok, int d, int e) {
     float       w[k_dec_max_cluster], v = 0.0f;
@@ -961,13 +960,14 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // against =empty the reads.
 //
 // LB (F16 caches, the default on sm_90, and with EMBER_CUDA_ATTN_LASTBLOCK=2 every cache type;
-// =0: the cluster instead): a row's n_split blocks without a cluster. Each stores its split (the unnormalized row, M and S) to scratch memory as for the
-// merge kernel, then counts itself in the row's a.count; the block that counts last reads every
-// split back (through L2) and merges them as rank 0 of a cluster does (the same weights, the same
-// order: the same bits), and sets the count back to zero. A cluster launch in a CUDA graph costs
-// ~1.4 us a layer outside the kernels (session 56); this keeps the splits' parallel passes without
-// one, for a fence and an atomic a block. H100 (session 57): tg64 at depth 384 8B INT4 499.9 ->
-// 540.8, 1B Q4_K_M 1760.9 -> 1804.9; tg128 from depth 0 level (8B +0.1..0.4%).
+// =0: the cluster instead): a row's n_split blocks without a cluster. Each stores its split (the
+// unnormalized row, M and S) to scratch memory as for the merge kernel, then counts itself in the
+// row's a.count; the block that counts last reads every split back (through L2) and merges them
+// as rank 0 of a cluster does (dec_merge_store: the same bits), and sets the count back to zero.
+// A cluster launch in a CUDA graph costs ~1.4 us a layer outside the kernels (session 56); this
+// keeps the splits' parallel passes without one, for a fence and an atomic a block. H100 (session
+// 57): tg64 at depth 384 8B INT4 499.9 -> 540.8, 1B Q4_K_M 1760.9 -> 1804.9; tg128 from depth 0
+// level (8B +0.1..0.4%).
 template <int T, int V, int PROBE = 0, bool LB = false>
 __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_args a) {
     constexpr int                  UN = k_short_unroll;  // keys of a slot a pass
@@ -1188,13 +1188,7 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
                 sr[r]  = r < n_split ? *cluster.map_shared_rank(sMS + 1, r) : 0.0f;
                 orr[r] = r < n_split ? *cluster.map_shared_rank(sOut + e, r) : 0.0f;
             }
-            float       w[k_dec_max_cluster], v = 0.0f;
-            const float inv = dec_cluster_weights(mr, sr, w);
-#pragma unroll
-            for (int r = 0; r < k_dec_max_cluster; r++) v += w[r] * orr[r];
-            const float y = v * inv;
-            reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = y;
-            if (a.xq) cu_quantize_warp(y, tok * a.xk + head * d + e, a.xq, a.xds);
+            dec_merge_store(a, mr, sr, orr, head, tok, d, e);
         }
         cluster.sync();  // no block leaves while rank 0 still reads its shared memory
         return;
@@ -1459,7 +1453,7 @@ struct dec_launch {
                     // (LB: rows a cluster would take, the counts for every row; F16 caches, or any with =2)
                     const int  lb_mode = V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 ? dec_lastblock_mode() : 0;
                     const bool lb      = (lb_mode == 2 || (lb_mode == 1 && T == EMBER_TYPE_F16)) && ctx.d_count &&
-                                    a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS;
+                                         a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster && !lb;
                     a.count         = lb ? ctx.d_count : nullptr;
