@@ -959,8 +959,8 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
 // against =empty the reads.
 //
-// LB (F16 caches, the default on sm_90, and with EMBER_CUDA_ATTN_LASTBLOCK=2 every cache type;
-// =0: the cluster instead): a row's n_split blocks without a cluster. Each stores its split (the
+// LB (by default on sm_90 over F16 caches and other types' rows of 5 blocks or more; with
+// EMBER_CUDA_ATTN_LASTBLOCK=2 every row, =0 the cluster instead: dec_lastblock_mode): a row's n_split blocks without a cluster. Each stores its split (the
 // unnormalized row, M and S) to scratch memory as for the merge kernel, then counts itself in the
 // row's a.count; the block that counts last reads every split back (through L2) and merges them
 // as rank 0 of a cluster does (dec_merge_store: the same bits), and sets the count back to zero.
@@ -1246,9 +1246,14 @@ int64_t dec_cluster_min() {
 }
 
 // Rows that would take a cluster take attn_dec_short_kernel LB instead, their splits merged by the
-// block that finishes last: over F16 caches by default (EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster),
-// over every cache type with =2 (measuring, not yet run on a GPU: the quantized and BF16 / F32
-// caches' rows as F16's gained, 8B at 384 keys +8%). Read at every launch, as the switches above.
+// block that finishes last (EMBER_CUDA_ATTN_LASTBLOCK=0: the cluster, always; =2: the last block,
+// always). By default (=1) over F16 caches, and over the other types (Q8_0, Q4_0, FP8, BF16, F32)
+// for rows of k_lb_other_min blocks or more. H100 (session 58), tg128 with Q8_0 caches, cluster
+// against last block for every row: 8B INT4 at depth 384 (rows of 8 blocks) 471.1 -> 509.4 (+8.1%),
+// 1B Q4_K_M at 384 (rows of 4) 1660.6 -> 1640.7 (-1.2%), from depth 0 level (8B: rows of 4);
+// FP8 E4M3 caches the same (472.2 -> 510.9, 1670.0 -> 1649.5). F16 rows of 4 gained instead
+// (1B at 384, tg64: +2.5%). Read at every launch, as the switches above.
+constexpr int64_t k_lb_other_min = 5;
 int dec_lastblock_mode() {
     return static_cast<int>(ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 1, {0, 1, 2}));
 }
@@ -1450,9 +1455,9 @@ struct dec_launch {
                 const bool    cl     = n_full > cl_min && dec_cluster_on(ctx);
                 if ((cl && (n_full <= k_dec_max_cluster || short_env >= 0)) || n_full <= std::max<int64_t>(2, cl_min)) {
                     const int64_t n = cl ? std::min<int64_t>(n_full, k_dec_max_split) : 1;
-                    // (LB: rows a cluster would take, the counts for every row; F16 caches, or any with =2)
+                    // (LB: rows a cluster would take, the counts for every row: dec_lastblock_mode)
                     const int  lb_mode = V == 1 && n > 1 && n <= k_dec_max_cluster && attn_probe_mode() == 0 ? dec_lastblock_mode() : 0;
-                    const bool lb      = (lb_mode == 2 || (lb_mode == 1 && T == EMBER_TYPE_F16)) && ctx.d_count &&
+                    const bool lb      = (lb_mode == 2 || (lb_mode == 1 && (T == EMBER_TYPE_F16 || n >= k_lb_other_min))) && ctx.d_count &&
                                          a.q.ne[1] * a.q.ne[2] <= EMBER_CUDA_ATTN_COUNTS;
                     a.n_split       = static_cast<int>(n);
                     a.cluster       = n > 1 && n <= k_dec_max_cluster && !lb;
