@@ -84,7 +84,7 @@ __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns,
 }
 
 // The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_Q4_HALVES, _EXT_INT4_HALVES:
-// mvr_halves_kernel, mvx_halves_kernel; EMBER_CUDA_EXT_NF4_HALVES): warps 2 pg and
+// mvr_halves_kernel, mvx_int4_halves_kernel): warps 2 pg and
 // 2 pg + 1 (hf = 0, 1) hold a lane's partial sums of the same 4 rows over the two halves of the
 // row. Each warp sums its lanes; the second half's lane 0 hands its 4 sums to the first half's
 // through shared memory behind the pair's named barrier (1 + pg, 64 threads). True in the one

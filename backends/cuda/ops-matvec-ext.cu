@@ -492,23 +492,15 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
     }
 }
 
-// INT4 / NF4 Q / K / V units of rows of 128 chunks with every weight requested before the PDL
-// wait (EMBER_CUDA_EXT_INT4_HALVES=1, int4_halves; EMBER_CUDA_EXT_NF4_HALVES=1, nf4_halves): a
-// block's 8 rows (mvx_kernel<T, 2, ...>'s grid) go to two pairs of warps; warp w takes rows
-// 4 (w / 2) .. + 3 (two RoPE pairs, mv_rows) over half of each row, chunks 64 (w % 2) + lane + 32 u
-// (u < 2), so each x load serves 4 rows: INT4 40 registers of weights and scales a lane, NF4 48
-// (its absmax codes a chunk, its group header a row: rows of 64 blocks are one group), all loaded
-// before the wait. The second half's warp hands its 4 sums to the first's through shared memory.
-// Units (a.has_epi) over one column of x only.
-template <int T, bool NS>
-__global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_args a) {
-    using D            = mx<T>;
-    constexpr bool nf4 = T == EMBER_TYPE_NF4;
-    __shared__ float dyn[nf4 ? 256 : 1];
-    if constexpr (nf4) {  // constant data: before cu_pdl_begin() is fine (every warp, before any returns)
-        for (int i = threadIdx.x; i < 256; i += 32 * k_warps) dyn[i] = cu_nf4_dyn.v[i];
-        __syncthreads();
-    }
+// INT4 Q / K / V units of rows of 128 chunks with every weight requested before the PDL wait
+// (EMBER_CUDA_EXT_INT4_HALVES=1, int4_halves): a block's 8 rows (mvx_kernel<INT4, 2, ...>'s grid)
+// go to two pairs of warps; warp w takes rows 4 (w / 2) .. + 3 (two RoPE pairs, mv_rows) over
+// half of each row, chunks 64 (w % 2) + lane + 32 u (u < 2), so each x load serves 4 rows: 40
+// registers of weights and scales a lane, all loaded before the wait. The second half's warp hands
+// its 4 sums to the first's through shared memory. Units (a.has_epi) over one column of x only.
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const mvx_args a) {
+    using D = mx<EMBER_TYPE_INT4>;
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
     const int       m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                            : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -519,21 +511,18 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_a
     int64_t rows[4];  // two RoPE pairs: rows 0, 1 and 2, 3
     mv_halves_rows(l0, pick(a.neox_hd, m), rows);
     uint4    w[2][4];
-    uint32_t sc[2][4];  // INT4: the run's (d, z) halves; NF4: the block's absmax code
-    float2   hd[nf4 ? 4 : 1];  // NF4: the row's group header (scale2, offset)
+    uint32_t sc[2][4];
     {
         const uint8_t * wq = pick(a.q, m);
         const uint8_t * ws = pick(a.s, m);
 #pragma unroll
         for (int r = 0; r < 4; r++) {
             const int64_t g = rows[r] < n ? rows[r] : n - 1;  // (tail rows: read, discard)
-            if constexpr (nf4) hd[r] = __ldg(reinterpret_cast<const float2 *>(pick(a.h, m)) + g * a.ng);
 #pragma unroll
             for (int u = 0; u < 2; u++) {
                 const int c = 64 * hf + lane + 32 * u;
                 w[u][r]     = __ldcs(reinterpret_cast<const uint4 *>(wq + g * a.rowq) + c);
-                if constexpr (nf4) sc[u][r] = __ldg(ws + g * a.nb + (c >> 1));
-                else sc[u][r] = D::load_sc(ws, nullptr, g, a.nb, a.ng, c);
+                sc[u][r]    = D::load_sc(ws, nullptr, g, a.nb, a.ng, c);
             }
         }
     }
@@ -544,12 +533,9 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_a
     float s[4] = {};
 #pragma unroll
     for (int u = 0; u < 2; u++) {
-        const typename D::xs_t x = D::load_x(xs, 64 * hf + lane + 32 * u);
+        const D::xs_t x = D::load_x(xs, 64 * hf + lane + 32 * u);
 #pragma unroll
-        for (int r = 0; r < 4; r++) {
-            if constexpr (nf4) s[r] += D::dot(w[u][r], typename D::sc_t{sc[u][r], hd[r]}, x, dyn);
-            else s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
-        }
+        for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
     }
     if (!mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) return;
 #pragma unroll
@@ -1230,14 +1216,6 @@ bool int4_halves() {
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
 
-// The same for NF4 (rows of 64 blocks: the 8B Q / K / V launch, in the two-row warps at U = 2
-// 8.36 us a layer against INT4's halves form's 7.25, H100 kernel trace, session 57; measuring:
-// EMBER_CUDA_EXT_NF4_HALVES=1). Read at every call (tests switch it).
-bool nf4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_HALVES", 0, {0, 1}) == 1;
-}
-std::atomic<long long> nf4_halves_launches{0};  // (ember_cuda_nf4_halves_launches)
-
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1551,8 +1529,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
     const int      ks0   = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
     // (units over one column of x only)
-    const bool halves = ((T == EMBER_TYPE_INT4 && int4_halves()) || (T == EMBER_TYPE_NF4 && nf4_halves())) && units && R == 2 &&
-                        ks0 == 1 && a.nchunk == 128 && dsts[0]->src[1]->ne[1] * dsts[0]->src[1]->ne[2] * dsts[0]->src[1]->ne[3] == 1;
+    const bool halves = T == EMBER_TYPE_INT4 && units && R == 2 && ks0 == 1 && a.nchunk == 128 &&
+                        dsts[0]->src[1]->ne[1] * dsts[0]->src[1]->ne[2] * dsts[0]->src[1]->ne[3] == 1 && int4_halves();
     const int ks = halves ? 2 : ks0, rb = halves ? 4 : R;  // (a block's rows: (k_warps / ks) rb, 8 either way)
     unsigned  bx    = 0;
     a.has_epi       = units != nullptr;
@@ -1619,12 +1597,12 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4) {
+    if constexpr (T == EMBER_TYPE_INT4) {
         if (halves) {
-            if (a.ns.nsq) cu_launch(ctx, mvx_halves_kernel<T, true>, grid, 32 * k_warps, 0, a);
-            else cu_launch(ctx, mvx_halves_kernel<T, false>, grid, 32 * k_warps, 0, a);
-            (T == EMBER_TYPE_NF4 ? nf4_halves_launches : int4_halves_launches).fetch_add(1, std::memory_order_relaxed);
-            return ember_cuda_check_launch("mul_mat (matvec, int4 / nf4 units in halves)");
+            if (a.ns.nsq) cu_launch(ctx, mvx_int4_halves_kernel<true>, grid, 32 * k_warps, 0, a);
+            else cu_launch(ctx, mvx_int4_halves_kernel<false>, grid, 32 * k_warps, 0, a);
+            int4_halves_launches.fetch_add(1, std::memory_order_relaxed);
+            return ember_cuda_check_launch("mul_mat (matvec, int4 units in halves)");
         }
     }
     if constexpr (!is_fp8_type(T)) {
@@ -1809,9 +1787,6 @@ struct get_rows_probe {
 
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_nf4_halves_launches() {
-    return nf4_halves_launches.load(std::memory_order_relaxed);
 }
 long long ember_cuda_fp8_mma_w4_launches() {
     return fp8_w4_launches.load(std::memory_order_relaxed);
