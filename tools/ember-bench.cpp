@@ -65,7 +65,7 @@ void usage(FILE * f) {
                  "  -ub N              micro-batch size for prefill (default 512)\n"
                  "  --device NAME      cpu, cuda, cuda:1, vulkan:0, ... (default: best available)\n"
                  "  -ngl N             layers to offload (default: all)\n"
-                 "  --ctk T, --ctv T   KV cache types (default f16)\n"
+                 "  --ctk T, --ctv T   KV cache types: f16 (default), f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2\n"
                  "  --device-top-k N   keep only the best N candidates per output row, found on the device;\n"
                  "                     decode then reads just the token id (default 0 = full logits rows)\n"
                  "  --device-bw MIB    measure the device's copy bandwidth with MIB MiB before loading the model\n"

@@ -63,7 +63,7 @@ void usage(FILE * f) {
                  "  --min-p P               (default 0.05; 0 = off)\n"
                  "  --repeat-penalty R      (default 1.1; 1 = off), over the last 64 tokens\n"
                  "  --seed N                random seed (default: random)\n"
-                 "  --ctk TYPE, --ctv TYPE  KV cache types: f16 (default), f32, q8_0, q4_0\n"
+                 "  --ctk TYPE, --ctv TYPE  KV cache types: f16 (default), f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2\n"
                  "  --device-top-k N        only the best N candidates of each step leave the device, not the\n"
                  "                          logits (default 0 = off); needs --repeat-penalty 1 and --top-k <= N\n"
                  "                          (or --temp 0): sampling is then exactly as with full logits\n"

@@ -33,7 +33,7 @@ void usage(FILE * f, const char * argv0) {
                  "                       line: the first from the last prompt row, then one token at a time\n"
                  "  --threads N          CPU threads (default: all cores)\n"
                  "  --device NAME        cpu, cuda, vulkan, or a device name such as cuda:1 (default: best)\n"
-                 "  --ctk TYPE           K cache type: f16 (default), f32, q8_0, q4_0\n"
+                 "  --ctk TYPE           K cache type: f16 (default), f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2\n"
                  "  --ctv TYPE           V cache type: same choices\n"
                  "  --ubatch N           tokens per compute step (default 512)\n"
                  "  -h, --help           this text\n",

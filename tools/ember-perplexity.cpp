@@ -77,7 +77,7 @@ void usage(FILE * f) {
                  "  -b, --batch-size N         tokens per decode call (default: -c)\n"
                  "  -t, --threads N            CPU threads (default: all cores)\n"
                  "  --chunks N                 score at most N chunks (default: all)\n"
-                 "  --ctk T, --ctv T           KV cache types: f16 (default), f32, q8_0, q4_0\n"
+                 "  --ctk T, --ctv T           KV cache types: f16 (default), f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2\n"
                  "  --kl-divergence-base FILE  without --kl-divergence: save the tokens and the log-probs\n"
                  "                             of every scored position to FILE (about 64 KB per token\n"
                  "                             for a 32000-token vocabulary)\n"
@@ -155,8 +155,8 @@ int parse_args(int argc, char ** argv, options & o) {
     if (o.model.empty()) return fail("-m MODEL is required (see --help)");
     if (o.kld && o.base_file.empty()) return fail("--kl-divergence needs --kl-divergence-base FILE (made by a run without --kl-divergence)");
     if (!o.kld && o.text.empty()) return fail("-f TEXT is required (see --help)");
-    if (ember_type_from_name(o.ctk.c_str()) < 0) return fail("unknown K cache type '%s' (f16, f32, q8_0, q4_0)", o.ctk.c_str());
-    if (ember_type_from_name(o.ctv.c_str()) < 0) return fail("unknown V cache type '%s' (f16, f32, q8_0, q4_0)", o.ctv.c_str());
+    if (ember_type_from_name(o.ctk.c_str()) < 0) return fail("unknown K cache type '%s' (f16, f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2)", o.ctk.c_str());
+    if (ember_type_from_name(o.ctv.c_str()) < 0) return fail("unknown V cache type '%s' (f16, f32, q8_0, q4_0, fp8_e4m3, fp8_e5m2)", o.ctv.c_str());
     return 0;
 }
 
