@@ -1040,6 +1040,8 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     if (c->up_stream) cudaStreamDestroy(c->up_stream);
     cudaFree(c->cu.d_error);
     cudaFree(c->cu.d_count);
+    cudaFree(c->cu.d_mvn_part);
+    cudaFree(c->cu.d_mvn_count);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1533,6 +1535,9 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_count), EMBER_CUDA_ATTN_COUNTS * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_count, 0, EMBER_CUDA_ATTN_COUNTS * sizeof(int));
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_part), 64 * EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_count), EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_mvn_count, 0, EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

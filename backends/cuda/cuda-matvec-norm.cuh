@@ -25,8 +25,18 @@ constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 // lanes and over the block's warps in shared memory; then warp 0, lane r holding row row0 + r:
 // the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
 // does (q from the unrounded d; d kept in float), and its sum of squares.
-template <int NT>
-__device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw) {
+//
+// SPLIT (mvx_norm_kernel SPLIT): the group's 32 rows are two blocks' (blockIdx.x = 2 group + half),
+// each summing half of the row's slices. Warp 0 of each stores its 32 sums to sp.part, fences and
+// counts itself in sp.count[group]; the second to count adds the other's sums to its own (a + b
+// is the same bits either way round), sets the count back to zero and goes on as above.
+struct mvn_split {
+    float * part;   // 64 floats a group: its two halves' row sums
+    int *   count;  // a group's arrivals, zero between launches
+};
+template <int NT, bool SPLIT = false>
+__device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw,
+                                              const mvn_split & sp = {}) {
     __shared__ float part[k_mvn_max_warps][k_mvn_rows + 1];
     // Warp 0's residual and MUL weight requested before the barrier: their round trip overlaps
     // the wait for the block's slowest warp instead of following it.
@@ -51,6 +61,19 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     for (int k = 0; k < k_mvn_max_warps; k++) {
         if (k < nw) y += pv[k];
     }
+    const int grp = static_cast<int>(blockIdx.x) >> (SPLIT ? 1 : 0);
+    if constexpr (SPLIT) {
+        const int half = static_cast<int>(blockIdx.x) & 1;
+        __stcg(sp.part + 64 * grp + 32 * half + lane, y);
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if (lane == 0) last = atomicAdd(sp.count + grp, 1) == 1;
+        if (!__shfl_sync(0xffffffffu, last, 0)) return;
+        __threadfence();
+        y += __ldcg(sp.part + 64 * grp + 32 * (1 - half) + lane);
+        if (lane == 0) sp.count[grp] = 0;
+    }
     const float s = res + y;
     o.sum[r]      = s;
     const float v = s * nwr;
@@ -61,8 +84,8 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     const float ss = cu_warp_sum(s * s);
     o.oq[r]        = static_cast<int8_t>(q);
     if (lane == 0) {
-        o.ods[blockIdx.x] = make_float2(d, d * static_cast<float>(sq));
-        o.osq[blockIdx.x] = ss;
+        o.ods[grp] = make_float2(d, d * static_cast<float>(sq));
+        o.osq[grp] = ss;
     }
 }
 
@@ -127,10 +150,12 @@ struct mvg_out {
 // first slice. PIPE: the next slice's first half requested once this one's first half is summed,
 // its second half after the second (a slice's loads wait behind half a slice's arithmetic); else
 // the next slice's loads follow the whole slice.
+// sl0: the first slice (the row's slices sl0 .. nsl - 1; mvx_norm_kernel SPLIT's second half).
 template <bool PIPE, typename Load, typename Fetch, typename Sum>
-__device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum) {
-    for (int sl = wi; sl < nsl; sl += nw) {
-        if (!PIPE && sl != wi) load(sl, 3);
+__device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum,
+                                           int sl0 = 0) {
+    for (int sl = sl0 + wi; sl < nsl; sl += nw) {
+        if (!PIPE && sl != sl0 + wi) load(sl, 3);
         const int  c    = 8 * sl + j;
         const bool in   = c < nchunk;
         const bool more = PIPE && sl + nw < nsl;

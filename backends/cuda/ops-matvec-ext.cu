@@ -1222,6 +1222,20 @@ bool ext_split() {
     return on;
 }
 
+// The INT4 / NF4 decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel SPLIT)
+// where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64 groups), so every SM
+// streams weights: EMBER_CUDA_MVN_SPLIT=1 for rows of more than 16 slices (the down product:
+// 16 warps of two slices a row become two blocks of one), =2 every row (the O product's 8 slices
+// too: two blocks of 4 warps); 0 (the default, measuring): one block a group. Read at every call
+// (tests switch it).
+bool mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl) {
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 0, {0, 1, 2});
+    if (mode == 0 || !ctx.d_mvn_part || groups > EMBER_CUDA_MVN_SPLIT_GROUPS || nsl < 2) return false;
+    if (mode == 1 && nsl <= k_mvn_max_warps) return false;
+    return 2 * groups <= cu_sm_count(ctx.device);
+}
+std::atomic<long long> mvn_split_launches{0};  // (ember_cuda_mvn_split_launches)
+
 // NF4's absmax table (nf4_absmax_table): nrows rows of nb + k_nf4_tab_pad floats, the padding so a
 // warp's 4 rows x 4 blocks fall in distinct banks; its bytes, for the launch.
 constexpr int k_nf4_tab_pad = 4;
@@ -1271,6 +1285,11 @@ __device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows,
 // owns 32 whole rows; its warps split the row length in slices of 8 16-byte chunks; lane l takes
 // chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
 // (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
+//
+// SPLIT (EMBER_CUDA_MVN_SPLIT, mvn_split_on): two blocks a group of 32 rows, block 2 g + h summing
+// slices h nh .. (h + 1) nh - 1 (nh = half the row's slices, rounded up), met in mvn_block_end
+// SPLIT: a grid of n / 32 blocks that leaves half the SMs idle (the 1B shape: 64 blocks) uses all
+// of them, every weight of the 1B down product requested before the wait.
 struct mvx_norm_args {
     const uint8_t * q;
     const uint8_t * s;
@@ -1280,17 +1299,21 @@ struct mvx_norm_args {
     const int8_t *  xq;
     const float2 *  xds;
     mvn_out         out;
+    mvn_split       split;  // SPLIT
 };
 
-template <int T>
+template <int T, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
-    const int64_t    row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int        nsl   = (a.nchunk + 7) / 8;
+    const int64_t    row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
+    const int        nall  = (a.nchunk + 7) / 8;
+    const int        nh    = (nall + 1) / 2;
+    const int        sl0   = SPLIT ? static_cast<int>(blockIdx.x & 1) * nh : 0;  // this block's slices: sl0 .. nsl - 1
+    const int        nsl   = SPLIT ? min(nall, sl0 + nh) : nall;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1304,7 +1327,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
             sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
     };
-    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
+    if (sl0 + wi < nsl) load(sl0 + wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -1318,8 +1341,9 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
-        });
-    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
+        },
+        sl0);
+    mvn_block_end<8, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
 
 // The gate / up launch with its SWIGLU (ember_cuda_mul_mat_vec_glu, ops-matvec-q.cu) for INT4 / NF4
@@ -1788,6 +1812,9 @@ struct get_rows_probe {
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
 }
+long long ember_cuda_mvn_split_launches() {
+    return mvn_split_launches.load(std::memory_order_relaxed);
+}
 long long ember_cuda_fp8_mma_w4_launches() {
     return fp8_w4_launches.load(std::memory_order_relaxed);
 }
@@ -1997,10 +2024,20 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.xq     = xq;
     a.xds    = xds;
     a.out    = o;
-    const unsigned blocks = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
-    const int      thr    = 32 * mvn_warps((a.nchunk + 7) / 8);
-    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, blocks, thr, 0, a);
-    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, blocks, thr, 0, a);
+    const unsigned groups = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
+    const int      nsl    = (a.nchunk + 7) / 8;
+    if (mvn_split_on(ctx, static_cast<int64_t>(groups), nsl)) {
+        a.split.part  = ctx.d_mvn_part;
+        a.split.count = ctx.d_mvn_count;
+        const int thr = 32 * mvn_warps((nsl + 1) / 2);
+        if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
+        else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
+        mvn_split_launches.fetch_add(1, std::memory_order_relaxed);
+        return EMBER_OK;
+    }
+    const int thr = 32 * mvn_warps(nsl);
+    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
+    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
     return EMBER_OK;
 }
 

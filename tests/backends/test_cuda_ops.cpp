@@ -1226,6 +1226,49 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
+// INT4 / NF4 decode-norm producers in two blocks a group of 32 rows (EMBER_CUDA_MVN_SPLIT: =1 rows
+// of more than 16 slices, =2 every row of two or more; only where the groups fill at most half the
+// SMs): ffn_norm_chain at n = 256 (8 groups, as the 1B's 64 on an H100 / H200), its first producer's
+// rows 512 wide (2 slices: =2 only) and its down product's 8192 wide (32 slices: 16 a block, the
+// 1B's) and 4224 (17, the last partial: 9 and 8). Against the CPU (eager, recorded, replayed), the
+// launches counted (none at =0, the down product's at =1, both at =2), one block a group's results
+// within the rounding of another order of the halves' sums, and a second run the same bits (the
+// counts back at zero).
+TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in two blocks a group (EMBER_CUDA_MVN_SPLIT)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MVN_SPLIT"}};
+    set_env("EMBER_CUDA_MV_NORM", "2");
+    for (ember_type t : {EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
+        for (int64_t f : {8192, 4224}) {
+            const std::string what = std::string("split producers ") + ember_type_get_name(t) + " f " + std::to_string(f);
+            CAPTURE(what);
+            const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, 512, 256, f); };
+            std::vector<float> got[3];
+            long long          ran[3];
+            for (int mode = 0; mode < 3; mode++) {
+                set_env("EMBER_CUDA_MVN_SPLIT", std::to_string(mode).c_str());
+                const long long before = ember_cuda_mvn_split_launches();
+                got[mode]              = run_on(cuda_device(), build, 11);
+                ran[mode]              = ember_cuda_mvn_split_launches() - before;
+                CAPTURE(mode);
+                REQUIRE(got[mode].size() == got[0].size());
+                CHECK(nmse(got[mode], got[0]) < 1e-6);
+                if (mode > 0) {
+                    CHECK(run_on(cuda_device(), build, 11) == got[mode]);
+                    check_runs(what + " mode " + std::to_string(mode), build, 2e-3, {11, 12, 13});
+                }
+            }
+            CHECK(ran[0] == 0);
+            CHECK(ran[1] > 0);
+            CHECK(ran[2] == 2 * ran[1]);
+            set_env("EMBER_CUDA_MVN_SPLIT", "");
+        }
+    }
+}
+
 // FP8 (EMBER_CUDA_MV_NORM_FP8=1): the producer on tensor cores (mvx_fp8_norm_kernel) and its
 // readers (mvx_fp8_mma_kernel NS: gate / up, and Q / K / V units with their RoPE and cache writes);
 // an 8-bit producer's copy never read by an FP8 product, nor an FP8 producer's by an 8-bit product
