@@ -150,7 +150,15 @@ struct mvg_out {
 // first slice. PIPE: the next slice's first half requested once this one's first half is summed,
 // its second half after the second (a slice's loads wait behind half a slice's arithmetic); else
 // the next slice's loads follow the whole slice.
-// sl0: the first slice (the row's slices sl0 .. nsl - 1; mvx_norm_kernel SPLIT's second half).
+// The slices [first, end) of a decode-norm producer's block over rows of nsl slices: all of them,
+// or with SPLIT (two blocks a group of 32 rows, ember_cuda_mvn_split_on) block 2 g + h's half.
+template <bool SPLIT> __device__ __forceinline__ int2 mvn_slices(int nsl) {
+    if constexpr (!SPLIT) return make_int2(0, nsl);
+    const int nh = (nsl + 1) / 2, first = static_cast<int>(blockIdx.x & 1) * nh;
+    return make_int2(first, min(nsl, first + nh));
+}
+
+// sl0: the first slice (the row's slices sl0 .. nsl - 1; a SPLIT producer's second half, mvn_slices).
 template <bool PIPE, typename Load, typename Fetch, typename Sum>
 __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum,
                                            int sl0 = 0) {
@@ -222,6 +230,11 @@ inline int mvn_warps(int nsl) {
     const int per = (nsl + k_mvn_max_warps - 1) / k_mvn_max_warps;
     return (nsl + per - 1) / per;
 }
+
+// Whether a decode-norm producer of `groups` groups of 32 rows, rows of nsl slices, runs in two
+// blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu), and the launches' count (tests).
+bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl);
+void ember_cuda_mvn_split_count();
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
 // n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.

@@ -1222,20 +1222,6 @@ bool ext_split() {
     return on;
 }
 
-// The INT4 / NF4 decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel SPLIT)
-// where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64 groups), so every SM
-// streams weights: EMBER_CUDA_MVN_SPLIT=1 for rows of more than 16 slices (the down product:
-// 16 warps of two slices a row become two blocks of one), =2 every row (the O product's 8 slices
-// too: two blocks of 4 warps); 0 (the default, measuring): one block a group. Read at every call
-// (tests switch it).
-bool mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl) {
-    const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 0, {0, 1, 2});
-    if (mode == 0 || !ctx.d_mvn_part || groups > EMBER_CUDA_MVN_SPLIT_GROUPS || nsl < 2) return false;
-    if (mode == 1 && nsl <= k_mvn_max_warps) return false;
-    return 2 * groups <= cu_sm_count(ctx.device);
-}
-std::atomic<long long> mvn_split_launches{0};  // (ember_cuda_mvn_split_launches)
-
 // NF4's absmax table (nf4_absmax_table): nrows rows of nb + k_nf4_tab_pad floats, the padding so a
 // warp's 4 rows x 4 blocks fall in distinct banks; its bytes, for the launch.
 constexpr int k_nf4_tab_pad = 4;
@@ -1286,10 +1272,10 @@ __device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows,
 // chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
 // (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
 //
-// SPLIT (EMBER_CUDA_MVN_SPLIT, mvn_split_on): two blocks a group of 32 rows, block 2 g + h summing
-// slices h nh .. (h + 1) nh - 1 (nh = half the row's slices, rounded up), met in mvn_block_end
-// SPLIT: a grid of n / 32 blocks that leaves half the SMs idle (the 1B shape: 64 blocks) uses all
-// of them, every weight of the 1B down product requested before the wait.
+// SPLIT (EMBER_CUDA_MVN_SPLIT, ember_cuda_mvn_split_on): two blocks a group of 32 rows, block 2 g + h
+// summing half of the row's slices (mvn_slices), met in mvn_block_end SPLIT: a grid of n / 32
+// blocks that leaves half the SMs idle (the 1B shape: 64 blocks) uses all of them, every weight of
+// the 1B down product requested before the wait.
 struct mvx_norm_args {
     const uint8_t * q;
     const uint8_t * s;
@@ -1310,10 +1296,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
     const int64_t    row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
-    const int        nall  = (a.nchunk + 7) / 8;
-    const int        nh    = (nall + 1) / 2;
-    const int        sl0   = SPLIT ? static_cast<int>(blockIdx.x & 1) * nh : 0;  // this block's slices: sl0 .. nsl - 1
-    const int        nsl   = SPLIT ? min(nall, sl0 + nh) : nall;
+    const int2       span  = mvn_slices<SPLIT>((a.nchunk + 7) / 8);  // this block's slices: sl0 .. nsl - 1
+    const int        sl0 = span.x, nsl = span.y;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1812,6 +1796,26 @@ struct get_rows_probe {
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
 }
+// The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
+// mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
+// groups), so every SM streams weights: by default (EMBER_CUDA_MVN_SPLIT=1) for rows of more than
+// 16 slices (the down product: 16 warps of two slices a row become two blocks of one, every weight
+// requested before the wait); =2 every row of two or more (the O product's 8 slices too: two
+// blocks of 4 warps); =0 one block a group. H100 tg128 (session 58): 1B NF4 1866.4 -> 1960.8
+// (+5.1%; its down product 7.5 -> 6.2 us), INT4 2171.0 -> 2199.5 (+1.3%); =2 1884.5 / 2174.9.
+// Read at every call (tests switch it).
+namespace {
+std::atomic<long long> mvn_split_launches{0};  // (ember_cuda_mvn_split_launches)
+}
+bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl) {
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 1, {0, 1, 2});
+    if (mode == 0 || !ctx.d_mvn_part || groups > EMBER_CUDA_MVN_SPLIT_GROUPS || nsl < 2) return false;
+    if (mode == 1 && nsl <= k_mvn_max_warps) return false;
+    return 2 * groups <= cu_sm_count(ctx.device);
+}
+void ember_cuda_mvn_split_count() {
+    mvn_split_launches.fetch_add(1, std::memory_order_relaxed);
+}
 long long ember_cuda_mvn_split_launches() {
     return mvn_split_launches.load(std::memory_order_relaxed);
 }
@@ -2026,13 +2030,13 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.out    = o;
     const unsigned groups = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      nsl    = (a.nchunk + 7) / 8;
-    if (mvn_split_on(ctx, static_cast<int64_t>(groups), nsl)) {
+    if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(groups), nsl)) {
         a.split.part  = ctx.d_mvn_part;
         a.split.count = ctx.d_mvn_count;
         const int thr = 32 * mvn_warps((nsl + 1) / 2);
         if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
         else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
-        mvn_split_launches.fetch_add(1, std::memory_order_relaxed);
+        ember_cuda_mvn_split_count();
         return EMBER_OK;
     }
     const int thr = 32 * mvn_warps(nsl);

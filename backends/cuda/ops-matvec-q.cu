@@ -666,6 +666,7 @@ struct mvn_args {
     const int8_t *         xq;  // the product's quantized x
     const float2 *         xds;
     mvn_out                out;
+    mvn_split              split;  // SPLIT
 };
 
 struct mvk_norm_args {
@@ -675,7 +676,9 @@ struct mvk_norm_args {
     const int8_t * xq;
     const float2 * xds;
     mvn_out        out;
+    mvn_split      split;  // SPLIT
 };
+
 
 // The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
 // matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
@@ -693,13 +696,15 @@ struct mvk_norm_args {
 // together with mvr_glu_kernel's SEP change, so the two were not split. The next slice's loads
 // in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
 // 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
-template <int T>
+// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split_on, mvn_slices, mvn_block_end SPLIT).
+template <int T, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
-    const int64_t          row0  = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
-    const int              nsl   = (a.nchunk + 7) / 8;
+    const int64_t          row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
+    const int2             span  = mvn_slices<SPLIT>((a.nchunk + 7) / 8);
+    const int              sl0 = span.x, nsl = span.y;
     const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
     const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
     const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
@@ -714,7 +719,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
             dw[t] = ok ? __ldg(wd + t * dstep + c / D::CPB) : static_cast<unsigned short>(0);
         }
     };
-    if (wi < nsl) load(wi, 3);  // weights only: before waiting for the kernel that makes x
+    if (sl0 + wi < nsl) load(sl0 + wi, 3);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float          acc[8] = {};
     typename D::xs x{};
@@ -723,8 +728,9 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_a
         [&](int h) {
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], __half2float(__ushort_as_half(dw[t])), x);
-        });
-    mvn_block_end<8>(acc, a.out, row0, lane, wi, nw);
+        },
+        sl0);
+    mvn_block_end<8, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
 
 // The gate and up products of a decode FFN with its SWIGLU (EMBER_CUDA_MV_GLU,
@@ -1079,12 +1085,14 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
-template <int MINB = 1>
+// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split_on, mvn_slices, mvn_block_end SPLIT).
+template <int MINB = 1, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
-    const int64_t row0 = static_cast<int64_t>(blockIdx.x) * k_mvn_rows;
+    const int64_t row0 = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
+    const int2    span = mvn_slices<SPLIT>(a.nblk);  // (slices: 256-weight blocks)
     const k4_lane l    = k4_lane_of<2>(lane);
     const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
     const int64_t rstep = 8 * a.w_nb1;
@@ -1098,11 +1106,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
             h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
         }
     };
-    if (wi < a.nblk) load(wi);  // weights only: before waiting for the kernel that makes x
+    if (span.x + wi < span.y) load(span.x + wi);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[4] = {};
-    for (int b = wi; b < a.nblk; b += nw) {
-        if (b != wi) load(b);
+    for (int b = span.x + wi; b < span.y; b += nw) {
+        if (b != span.x + wi) load(b);
         const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
         int4         xlo[2], xhi[2];
 #pragma unroll
@@ -1114,7 +1122,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
 #pragma unroll
         for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
     }
-    mvn_block_end<4>(acc, a.out, row0, lane, wi, nw);
+    mvn_block_end<4, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
 
 // The gate / up launch with its SWIGLU for Q4_K weights (16-byte-aligned rows;
@@ -2596,7 +2604,13 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+        if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(blocks), a.nblk)) {
+            a.split = {ctx.d_mvn_part, ctx.d_mvn_count};
+            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, 32 * mvn_warps((a.nblk + 1) / 2), 0, a);
+            ember_cuda_mvn_split_count();
+        } else {
+            cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+        }
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
         a.w     = static_cast<const char *>(w->data);
@@ -2616,8 +2630,18 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq     = xq;
         a.xds    = xds;
         a.out    = o;
-        if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
-        else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps((a.nchunk + 7) / 8), 0, a);
+        const int nsl = (a.nchunk + 7) / 8;
+        if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(blocks), nsl)) {
+            a.split       = {ctx.d_mvn_part, ctx.d_mvn_count};
+            const int thr = 32 * mvn_warps((nsl + 1) / 2);
+            if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, 2 * blocks, thr, 0, a);
+            else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, 2 * blocks, thr, 0, a);
+            ember_cuda_mvn_split_count();
+        } else if (w->type == EMBER_TYPE_Q4_0) {
+            cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps(nsl), 0, a);
+        } else {
+            cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0>, blocks, 32 * mvn_warps(nsl), 0, a);
+        }
     }
     const ember_status st = ember_cuda_check_launch("mul_mat + add + rms_norm + mul (decode, norm in the product)");
     if (st != EMBER_OK) return st;

@@ -1226,23 +1226,24 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
-// INT4 / NF4 decode-norm producers in two blocks a group of 32 rows (EMBER_CUDA_MVN_SPLIT: =1 rows
-// of more than 16 slices, =2 every row of two or more; only where the groups fill at most half the
-// SMs): ffn_norm_chain at n = 256 (8 groups, as the 1B's 64 on an H100 / H200), its first producer's
-// rows 512 wide (2 slices: =2 only) and its down product's 8192 wide (32 slices: 16 a block, the
-// 1B's) and 4224 (17, the last partial: 9 and 8). Against the CPU (eager, recorded, replayed), the
-// launches counted (none at =0, the down product's at =1, both at =2), one block a group's results
-// within the rounding of another order of the halves' sums, and a second run the same bits (the
-// counts back at zero).
-TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in two blocks a group (EMBER_CUDA_MVN_SPLIT)") {
+// Decode-norm producers in two blocks a group of 32 rows (EMBER_CUDA_MVN_SPLIT: =1, the default,
+// rows of more than 16 slices, =2 every row of two or more; only where the groups fill at most half
+// the SMs): INT4 / NF4 (mvx_norm_kernel), Q4_0 / Q8_0 (mvr_norm_kernel), Q4_K (mvk_norm_kernel, a
+// slice a 256-weight block). ffn_norm_chain at n = 256 (8 groups, as the 1B's 64 on an H100 / H200),
+// its first producer's rows 512 wide (2 to 4 slices: =2 only) and its down product's 8192 wide (32
+// slices or more: the 1B's) and 4224 (Q4_K 4352: 17 slices or more, the last partial). Against the
+// CPU (eager, recorded, replayed), the launches counted (none at =0, the down product's at =1, both
+// at =2), one block a group's results within the rounding of another order of the halves' sums,
+// and a second run the same bits (the counts back at zero).
+TEST_CASE("[cuda] the decode norm in the product before it: producers in two blocks a group (EMBER_CUDA_MVN_SPLIT)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
     const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MVN_SPLIT"}};
     set_env("EMBER_CUDA_MV_NORM", "2");
-    for (ember_type t : {EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
-        for (int64_t f : {8192, 4224}) {
+    for (ember_type t : {EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+        for (int64_t f : {static_cast<int64_t>(8192), static_cast<int64_t>(t == EMBER_TYPE_Q4_K ? 4352 : 4224)}) {
             const std::string what = std::string("split producers ") + ember_type_get_name(t) + " f " + std::to_string(f);
             CAPTURE(what);
             const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, 512, 256, f); };
