@@ -61,9 +61,9 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     for (int k = 0; k < k_mvn_max_warps; k++) {
         if (k < nw) y += pv[k];
     }
-    const int grp = static_cast<int>(blockIdx.x) >> (SPLIT ? 1 : 0);
+    const unsigned grp = SPLIT ? blockIdx.x >> 1 : blockIdx.x;  // (the group: its ods / osq entry)
     if constexpr (SPLIT) {
-        const int half = static_cast<int>(blockIdx.x) & 1;
+        const unsigned half = blockIdx.x & 1;
         __stcg(sp.part + 64 * grp + 32 * half + lane, y);
         __threadfence();
         __syncwarp();
@@ -231,9 +231,10 @@ inline int mvn_warps(int nsl) {
     return (nsl + per - 1) / per;
 }
 
-// Whether a decode-norm producer of `groups` groups of 32 rows, rows of nsl slices, runs in two
-// blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu), and the launches' count (tests).
-bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl);
+// Whether a decode-norm producer over weights of type t, `groups` groups of 32 rows, rows of nsl
+// slices, runs in two blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu), and the
+// launches' count (tests).
+bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl);
 void ember_cuda_mvn_split_count();
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):

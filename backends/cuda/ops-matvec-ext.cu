@@ -1296,8 +1296,9 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const int        lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro = lane / 8, j = lane % 8;
     const int64_t    row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
-    const int2       span  = mvn_slices<SPLIT>((a.nchunk + 7) / 8);  // this block's slices: sl0 .. nsl - 1
-    const int        sl0 = span.x, nsl = span.y;
+    const int        nall  = (a.nchunk + 7) / 8;
+    const int        sl0   = SPLIT ? mvn_slices<SPLIT>(nall).x : 0;  // this block's slices: sl0 .. nsl - 1
+    const int        nsl   = SPLIT ? mvn_slices<SPLIT>(nall).y : nall;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1798,19 +1799,22 @@ long long ember_cuda_int4_halves_launches() {
 }
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
-// groups), so every SM streams weights: by default (EMBER_CUDA_MVN_SPLIT=1) for rows of more than
-// 16 slices (the down product: 16 warps of two slices a row become two blocks of one, every weight
-// requested before the wait); =2 every row of two or more (the O product's 8 slices too: two
-// blocks of 4 warps); =0 one block a group. H100 tg128 (session 58): 1B NF4 1866.4 -> 1960.8
-// (+5.1%; its down product 7.5 -> 6.2 us), INT4 2171.0 -> 2199.5 (+1.3%); =2 1884.5 / 2174.9.
-// Read at every call (tests switch it).
+// groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
+// of more than 16 slices (the down product: 16 warps of two slices a row become two blocks of one,
+// every weight requested before the wait); =2 Q4_0's and Q4_K's too; =3 every row of two or more
+// slices (the O product's 8 slices too: two blocks of 4 warps); =0 one block a group. H100 tg128
+// (session 58), one block a group against =1: 1B NF4 1866.9 -> 1966.7 (+5.3%; its down product 7.5
+// -> 6.2 us), INT4 2171.0 -> 2199.5 (+1.3%), Q8_0 1488.9 -> 1508.2 (+1.3%); Q4_0 2127.8 -> 2046.8
+// (-3.8%) and Q4_K_M 1992.3 -> 1991.5 (level) at =2, so not by default; =3 1B NF4 1884.5, INT4
+// 2174.9. Read at every call (tests switch it).
 namespace {
 std::atomic<long long> mvn_split_launches{0};  // (ember_cuda_mvn_split_launches)
 }
-bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, int64_t groups, int nsl) {
-    const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 1, {0, 1, 2});
+bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl) {
+    const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 1, {0, 1, 2, 3});
     if (mode == 0 || !ctx.d_mvn_part || groups > EMBER_CUDA_MVN_SPLIT_GROUPS || nsl < 2) return false;
-    if (mode == 1 && nsl <= k_mvn_max_warps) return false;
+    if (mode < 3 && nsl <= k_mvn_max_warps) return false;
+    if (mode == 1 && t != EMBER_TYPE_INT4 && t != EMBER_TYPE_NF4 && t != EMBER_TYPE_Q8_0) return false;
     return 2 * groups <= cu_sm_count(ctx.device);
 }
 void ember_cuda_mvn_split_count() {
@@ -2030,7 +2034,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.out    = o;
     const unsigned groups = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      nsl    = (a.nchunk + 7) / 8;
-    if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(groups), nsl)) {
+    if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(groups), nsl)) {
         a.split.part  = ctx.d_mvn_part;
         a.split.count = ctx.d_mvn_count;
         const int thr = 32 * mvn_warps((nsl + 1) / 2);

@@ -1092,7 +1092,6 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
     const int64_t row0 = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
-    const int2    span = mvn_slices<SPLIT>(a.nblk);  // (slices: 256-weight blocks)
     const k4_lane l    = k4_lane_of<2>(lane);
     const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
     const int64_t rstep = 8 * a.w_nb1;
@@ -1106,11 +1105,13 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
             h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
         }
     };
-    if (span.x + wi < span.y) load(span.x + wi);  // weights only: before waiting for the kernel that makes x
+    // (slices: 256-weight blocks; SPLIT: this block's half, mvn_slices)
+    const int b0 = SPLIT ? mvn_slices<SPLIT>(a.nblk).x + wi : wi, b1 = SPLIT ? mvn_slices<SPLIT>(a.nblk).y : a.nblk;
+    if (b0 < b1) load(b0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[4] = {};
-    for (int b = span.x + wi; b < span.y; b += nw) {
-        if (b != span.x + wi) load(b);
+    for (int b = b0; b < b1; b += nw) {
+        if (b != b0) load(b);
         const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
         int4         xlo[2], xhi[2];
 #pragma unroll
@@ -2604,7 +2605,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(blocks), a.nblk)) {
+        if (ember_cuda_mvn_split_on(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk)) {
             a.split = {ctx.d_mvn_part, ctx.d_mvn_count};
             cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, 32 * mvn_warps((a.nblk + 1) / 2), 0, a);
             ember_cuda_mvn_split_count();
@@ -2631,7 +2632,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds    = xds;
         a.out    = o;
         const int nsl = (a.nchunk + 7) / 8;
-        if (ember_cuda_mvn_split_on(ctx, static_cast<int64_t>(blocks), nsl)) {
+        if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(blocks), nsl)) {
             a.split       = {ctx.d_mvn_part, ctx.d_mvn_count};
             const int thr = 32 * mvn_warps((nsl + 1) / 2);
             if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, 2 * blocks, thr, 0, a);

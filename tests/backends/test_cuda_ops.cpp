@@ -1227,14 +1227,15 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
 }
 
 // Decode-norm producers in two blocks a group of 32 rows (EMBER_CUDA_MVN_SPLIT: =1, the default,
-// rows of more than 16 slices, =2 every row of two or more; only where the groups fill at most half
-// the SMs): INT4 / NF4 (mvx_norm_kernel), Q4_0 / Q8_0 (mvr_norm_kernel), Q4_K (mvk_norm_kernel, a
-// slice a 256-weight block). ffn_norm_chain at n = 256 (8 groups, as the 1B's 64 on an H100 / H200),
-// its first producer's rows 512 wide (2 to 4 slices: =2 only) and its down product's 8192 wide (32
-// slices or more: the 1B's) and 4224 (Q4_K 4352: 17 slices or more, the last partial). Against the
-// CPU (eager, recorded, replayed), the launches counted (none at =0, the down product's at =1, both
-// at =2), one block a group's results within the rounding of another order of the halves' sums,
-// and a second run the same bits (the counts back at zero).
+// INT4 / NF4 / Q8_0 rows of more than 16 slices, =2 every type's, =3 every row of two or more; only
+// where the groups fill at most half the SMs): INT4 / NF4 (mvx_norm_kernel), Q4_0 / Q8_0
+// (mvr_norm_kernel), Q4_K (mvk_norm_kernel, a slice a 256-weight block). ffn_norm_chain at n = 256
+// (8 groups, as the 1B's 64 on an H100 / H200), its first producer's rows 512 wide (2 to 4 slices:
+// =3 only) and its down product's 8192 wide (32 slices or more: the 1B's) and 4224 (Q4_K 4352: 17
+// slices or more, the last partial). Against the CPU (eager, recorded, replayed), the launches
+// counted (none at =0, the down product's at =1 for the default's types and at =2, both at =3), one
+// block a group's results within the rounding of another order of the halves' sums, and a second
+// run the same bits (the counts back at zero).
 TEST_CASE("[cuda] the decode norm in the product before it: producers in two blocks a group (EMBER_CUDA_MVN_SPLIT)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1247,9 +1248,9 @@ TEST_CASE("[cuda] the decode norm in the product before it: producers in two blo
             const std::string what = std::string("split producers ") + ember_type_get_name(t) + " f " + std::to_string(f);
             CAPTURE(what);
             const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, t, t, 512, 256, f); };
-            std::vector<float> got[3];
-            long long          ran[3];
-            for (int mode = 0; mode < 3; mode++) {
+            std::vector<float> got[4];
+            long long          ran[4];
+            for (int mode = 0; mode < 4; mode++) {
                 set_env("EMBER_CUDA_MVN_SPLIT", std::to_string(mode).c_str());
                 const long long before = ember_cuda_mvn_split_launches();
                 got[mode]              = run_on(cuda_device(), build, 11);
@@ -1262,9 +1263,11 @@ TEST_CASE("[cuda] the decode norm in the product before it: producers in two blo
                     check_runs(what + " mode " + std::to_string(mode), build, 2e-3, {11, 12, 13});
                 }
             }
+            const bool dflt = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4 || t == EMBER_TYPE_Q8_0;
             CHECK(ran[0] == 0);
-            CHECK(ran[1] > 0);
-            CHECK(ran[2] == 2 * ran[1]);
+            CHECK(ran[1] == (dflt ? ran[2] : 0));
+            CHECK(ran[2] > 0);
+            CHECK(ran[3] == 2 * ran[2]);
             set_env("EMBER_CUDA_MVN_SPLIT", "");
         }
     }
