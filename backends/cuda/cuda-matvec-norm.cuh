@@ -235,6 +235,7 @@ inline int mvn_warps(int nsl) {
 // slices, runs in two blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu), and the
 // launches' count (tests).
 bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl);
+int  ember_cuda_mvn_split_threads(int nsl);  // a split block's threads (EMBER_CUDA_MVN_SPLIT_WARPS)
 void ember_cuda_mvn_split_count();
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):

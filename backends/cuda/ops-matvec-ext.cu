@@ -1817,6 +1817,14 @@ bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t g
     if (mode == 1 && t != EMBER_TYPE_INT4 && t != EMBER_TYPE_NF4 && t != EMBER_TYPE_Q8_0) return false;
     return 2 * groups <= cu_sm_count(ctx.device);
 }
+// The threads of a split producer's block over rows of nsl slices: a warp a slice of its half,
+// at most EMBER_CUDA_MVN_SPLIT_WARPS (16 by default; measuring: 8 or 4 leave half or more of an
+// SM's registers to the next launch's blocks, which start early there under PDL, for more slices
+// a warp). Read at every call (tests switch it).
+int ember_cuda_mvn_split_threads(int nsl) {
+    const int cap = static_cast<int>(ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT_WARPS", 16, {4, 8, 16}));
+    return 32 * std::min(mvn_warps((nsl + 1) / 2), cap);
+}
 void ember_cuda_mvn_split_count() {
     mvn_split_launches.fetch_add(1, std::memory_order_relaxed);
 }
@@ -2037,7 +2045,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(groups), nsl)) {
         a.split.part  = ctx.d_mvn_part;
         a.split.count = ctx.d_mvn_count;
-        const int thr = 32 * mvn_warps((nsl + 1) / 2);
+        const int thr = ember_cuda_mvn_split_threads(nsl);
         if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
         else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
         ember_cuda_mvn_split_count();

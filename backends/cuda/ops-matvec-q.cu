@@ -2607,7 +2607,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.out   = o;
         if (ember_cuda_mvn_split_on(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk)) {
             a.split = {ctx.d_mvn_part, ctx.d_mvn_count};
-            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, 32 * mvn_warps((a.nblk + 1) / 2), 0, a);
+            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, ember_cuda_mvn_split_threads(a.nblk), 0, a);
             ember_cuda_mvn_split_count();
         } else {
             cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
@@ -2634,7 +2634,7 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         const int nsl = (a.nchunk + 7) / 8;
         if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(blocks), nsl)) {
             a.split       = {ctx.d_mvn_part, ctx.d_mvn_count};
-            const int thr = 32 * mvn_warps((nsl + 1) / 2);
+            const int thr = ember_cuda_mvn_split_threads(nsl);
             if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, 2 * blocks, thr, 0, a);
             else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, 2 * blocks, thr, 0, a);
             ember_cuda_mvn_split_count();

@@ -1235,13 +1235,14 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
 // slices or more, the last partial). Against the CPU (eager, recorded, replayed), the launches
 // counted (none at =0, the down product's at =1 for the default's types and at =2, both at =3), one
 // block a group's results within the rounding of another order of the halves' sums, and a second
-// run the same bits (the counts back at zero).
+// run the same bits (the counts back at zero); at =3 also with 8 and 4 warps a block
+// (EMBER_CUDA_MVN_SPLIT_WARPS: two or more slices a warp), against the CPU and one block a group.
 TEST_CASE("[cuda] the decode norm in the product before it: producers in two blocks a group (EMBER_CUDA_MVN_SPLIT)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MVN_SPLIT"}};
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MVN_SPLIT", "EMBER_CUDA_MVN_SPLIT_WARPS"}};
     set_env("EMBER_CUDA_MV_NORM", "2");
     for (ember_type t : {EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
         for (int64_t f : {static_cast<int64_t>(8192), static_cast<int64_t>(t == EMBER_TYPE_Q4_K ? 4352 : 4224)}) {
@@ -1268,6 +1269,17 @@ TEST_CASE("[cuda] the decode norm in the product before it: producers in two blo
             CHECK(ran[1] == (dflt ? ran[2] : 0));
             CHECK(ran[2] > 0);
             CHECK(ran[3] == 2 * ran[2]);
+            // Fewer warps a split block (EMBER_CUDA_MVN_SPLIT_WARPS=8, 4: two or more slices a warp).
+            set_env("EMBER_CUDA_MVN_SPLIT", "3");
+            for (const char * warps : {"8", "4"}) {
+                set_env("EMBER_CUDA_MVN_SPLIT_WARPS", warps);
+                CAPTURE(warps);
+                const std::vector<float> few = run_on(cuda_device(), build, 11);
+                REQUIRE(few.size() == got[0].size());
+                CHECK(nmse(few, got[0]) < 1e-6);
+                check_runs(what + " warps " + warps, build, 2e-3, {11, 12, 13});
+            }
+            set_env("EMBER_CUDA_MVN_SPLIT_WARPS", "");
             set_env("EMBER_CUDA_MVN_SPLIT", "");
         }
     }
