@@ -26,7 +26,8 @@ constexpr int k_mvn_rows = 32, k_mvn_max_warps = 16;
 // the residual added, the ADD's floats written, the block of 32 quantized as cu_quantize_quad
 // does (q from the unrounded d; d kept in float), and its sum of squares.
 //
-// SPLIT (mvx_norm_kernel SPLIT): the group's 32 rows are two blocks' (blockIdx.x = 2 group + half),
+// SPLIT (the producers' SPLIT forms, ember_cuda_mvn_split): the group's 32 rows are two blocks'
+// (blockIdx.x = 2 group + half),
 // each summing half of the row's slices. Warp 0 of each stores its 32 sums to sp.part, fences and
 // counts itself in sp.count[group]; the second to count adds the other's sums to its own (a + b
 // is the same bits either way round), sets the count back to zero and goes on as above.
@@ -141,6 +142,14 @@ struct mvg_out {
     float2 * hds;
 };
 
+// The slices [first, end) of a SPLIT decode-norm producer's block 2 g + h over rows of nsl slices
+// (two blocks a group of 32 rows, ember_cuda_mvn_split): its half. (The producers take 0 and nsl
+// without SPLIT in their own expressions, so their one-block code stays as it was.)
+__device__ __forceinline__ int2 mvn_half(int nsl) {
+    const int nh = (nsl + 1) / 2, first = static_cast<int>(blockIdx.x & 1) * nh;
+    return make_int2(first, min(nsl, first + nh));
+}
+
 // The slice loop of a block whose rows come in two halves (mvr_glu_kernel, mvx_glu_kernel: the gate
 // rows and the up rows; mvr_norm_kernel, mvx_norm_kernel: rows 4 t + lane / 8 for t < 4 and t >= 4,
 // PIPE unused there: it measured slower, PERF-NOTES session 40): warp wi takes
@@ -149,16 +158,8 @@ struct mvg_out {
 // requests slice sl's first half (part 1), second half (2) or both (3); the caller requested the
 // first slice. PIPE: the next slice's first half requested once this one's first half is summed,
 // its second half after the second (a slice's loads wait behind half a slice's arithmetic); else
-// the next slice's loads follow the whole slice.
-// The slices [first, end) of a decode-norm producer's block over rows of nsl slices: all of them,
-// or with SPLIT (two blocks a group of 32 rows, ember_cuda_mvn_split_on) block 2 g + h's half.
-template <bool SPLIT> __device__ __forceinline__ int2 mvn_slices(int nsl) {
-    if constexpr (!SPLIT) return make_int2(0, nsl);
-    const int nh = (nsl + 1) / 2, first = static_cast<int>(blockIdx.x & 1) * nh;
-    return make_int2(first, min(nsl, first + nh));
-}
-
-// sl0: the first slice (the row's slices sl0 .. nsl - 1; a SPLIT producer's second half, mvn_slices).
+// the next slice's loads follow the whole slice. sl0: the first slice (the row's slices sl0 .. nsl
+// - 1; a SPLIT producer's half, mvn_half).
 template <bool PIPE, typename Load, typename Fetch, typename Sum>
 __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum,
                                            int sl0 = 0) {
@@ -232,11 +233,10 @@ inline int mvn_warps(int nsl) {
 }
 
 // Whether a decode-norm producer over weights of type t, `groups` groups of 32 rows, rows of nsl
-// slices, runs in two blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu), and the
-// launches' count (tests).
-bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl);
-int  ember_cuda_mvn_split_threads(int nsl);  // a split block's threads (EMBER_CUDA_MVN_SPLIT_WARPS)
-void ember_cuda_mvn_split_count();
+// slices, runs in two blocks a group (SPLIT; EMBER_CUDA_MVN_SPLIT, ops-matvec-ext.cu). If so, sp is
+// the stream's partial sums and counts, thr a block's threads, and the launch is counted (tests:
+// ember_cuda_mvn_split_launches); the caller launches 2 groups blocks of the SPLIT form.
+bool ember_cuda_mvn_split(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl, mvn_split & sp, int & thr);
 
 // The producer for Ember's INT4 / NF4 weights in the ext layout (ops-matvec-ext.cu):
 // n / 32 blocks over w (2-D) and x's 8-bit copy (xq, xds), the block ends into o.

@@ -31,8 +31,8 @@ constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
 // Per-row arrival counts of the short decode attention's last-block merge (EMBER_CUDA_ATTN_LASTBLOCK):
 // rows (tokens x query heads) a launch may have, at most.
 constexpr int EMBER_CUDA_ATTN_COUNTS = 4096;
-// Groups of 32 rows an INT4 / NF4 decode-norm producer in two blocks a group (EMBER_CUDA_MVN_SPLIT)
-// may have, at most: its d_mvn_part (64 floats a group) and d_mvn_count.
+// Groups of 32 rows a decode-norm producer in two blocks a group (EMBER_CUDA_MVN_SPLIT) may have,
+// at most: its d_mvn_part (64 floats a group) and d_mvn_count.
 constexpr int EMBER_CUDA_MVN_SPLIT_GROUPS = 512;
 
 struct ember_cuda_ctx {
@@ -42,7 +42,7 @@ struct ember_cuda_ctx {
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
     int *          d_count = nullptr;  // EMBER_CUDA_ATTN_COUNTS device ints, zero between launches (ops-attention-decode.cu)
-    float *        d_mvn_part  = nullptr;  // 64 EMBER_CUDA_MVN_SPLIT_GROUPS floats (mvx_norm_kernel SPLIT, ops-matvec-ext.cu)
+    float *        d_mvn_part  = nullptr;  // 64 EMBER_CUDA_MVN_SPLIT_GROUPS floats (the norm producers' SPLIT, cuda-matvec-norm.cuh)
     int *          d_mvn_count = nullptr;  // EMBER_CUDA_MVN_SPLIT_GROUPS ints, zero between launches
 
     // Scratch device memory, independent slots (e.g. converted activations and a dequantized
@@ -228,7 +228,7 @@ long long    ember_cuda_mv_k4v6_launches();
 // How many Q4_0 unit launches in the halves form (EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
 long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
-long long    ember_cuda_mvn_split_launches();  // (tests: INT4 / NF4 decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
+long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)

@@ -1272,8 +1272,8 @@ __device__ __forceinline__ void nf4_absmax_table(float * tab, int ts, int nrows,
 // chunk l % 8 of a slice in rows 4 t + l / 8 (t = 0..7), so each x load serves 8 rows. The end
 // (residual, ADD floats, the int8 copy before the norm's scale, sums of squares): mvn_block_end.
 //
-// SPLIT (EMBER_CUDA_MVN_SPLIT, ember_cuda_mvn_split_on): two blocks a group of 32 rows, block 2 g + h
-// summing half of the row's slices (mvn_slices), met in mvn_block_end SPLIT: a grid of n / 32
+// SPLIT (EMBER_CUDA_MVN_SPLIT, ember_cuda_mvn_split): two blocks a group of 32 rows, block 2 g + h
+// summing half of the row's slices (mvn_half), met in mvn_block_end SPLIT: a grid of n / 32
 // blocks that leaves half the SMs idle (the 1B shape: 64 blocks) uses all of them, every weight of
 // the 1B down product requested before the wait.
 struct mvx_norm_args {
@@ -1297,8 +1297,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const int        ro = lane / 8, j = lane % 8;
     const int64_t    row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
     const int        nall  = (a.nchunk + 7) / 8;
-    const int        sl0   = SPLIT ? mvn_slices<SPLIT>(nall).x : 0;  // this block's slices: sl0 .. nsl - 1
-    const int        nsl   = SPLIT ? mvn_slices<SPLIT>(nall).y : nall;
+    const int        sl0   = SPLIT ? mvn_half(nall).x : 0;  // this block's slices: sl0 .. nsl - 1
+    const int        nsl   = SPLIT ? mvn_half(nall).y : nall;
     const uint4 *    wq    = reinterpret_cast<const uint4 *>(a.q + (row0 + ro) * a.rowq);
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
@@ -1810,23 +1810,20 @@ long long ember_cuda_int4_halves_launches() {
 namespace {
 std::atomic<long long> mvn_split_launches{0};  // (ember_cuda_mvn_split_launches)
 }
-bool ember_cuda_mvn_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl) {
+// A split block's threads: a warp a slice of its half, at most EMBER_CUDA_MVN_SPLIT_WARPS (16 by
+// default; measuring: 8 or 4 leave half or more of an SM's registers to the next launch's blocks,
+// which start early there under PDL, for more slices a warp).
+bool ember_cuda_mvn_split(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nsl, mvn_split & sp, int & thr) {
     const int mode = ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT", 1, {0, 1, 2, 3});
     if (mode == 0 || !ctx.d_mvn_part || groups > EMBER_CUDA_MVN_SPLIT_GROUPS || nsl < 2) return false;
     if (mode < 3 && nsl <= k_mvn_max_warps) return false;
     if (mode == 1 && t != EMBER_TYPE_INT4 && t != EMBER_TYPE_NF4 && t != EMBER_TYPE_Q8_0) return false;
-    return 2 * groups <= cu_sm_count(ctx.device);
-}
-// The threads of a split producer's block over rows of nsl slices: a warp a slice of its half,
-// at most EMBER_CUDA_MVN_SPLIT_WARPS (16 by default; measuring: 8 or 4 leave half or more of an
-// SM's registers to the next launch's blocks, which start early there under PDL, for more slices
-// a warp). Read at every call (tests switch it).
-int ember_cuda_mvn_split_threads(int nsl) {
+    if (2 * groups > cu_sm_count(ctx.device)) return false;
     const int cap = static_cast<int>(ember_cuda_env_choice("EMBER_CUDA_MVN_SPLIT_WARPS", 16, {4, 8, 16}));
-    return 32 * std::min(mvn_warps((nsl + 1) / 2), cap);
-}
-void ember_cuda_mvn_split_count() {
+    sp            = {ctx.d_mvn_part, ctx.d_mvn_count};
+    thr           = 32 * std::min(mvn_warps((nsl + 1) / 2), cap);
     mvn_split_launches.fetch_add(1, std::memory_order_relaxed);
+    return true;
 }
 long long ember_cuda_mvn_split_launches() {
     return mvn_split_launches.load(std::memory_order_relaxed);
@@ -2042,16 +2039,13 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     a.out    = o;
     const unsigned groups = static_cast<unsigned>(w->ne[1] / k_mvn_rows);
     const int      nsl    = (a.nchunk + 7) / 8;
-    if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(groups), nsl)) {
-        a.split.part  = ctx.d_mvn_part;
-        a.split.count = ctx.d_mvn_count;
-        const int thr = ember_cuda_mvn_split_threads(nsl);
+    int            thr    = 0;
+    if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(groups), nsl, a.split, thr)) {
         if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
         else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
-        ember_cuda_mvn_split_count();
         return EMBER_OK;
     }
-    const int thr = 32 * mvn_warps(nsl);
+    thr = 32 * mvn_warps(nsl);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
     return EMBER_OK;

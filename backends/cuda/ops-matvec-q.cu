@@ -679,7 +679,6 @@ struct mvk_norm_args {
     mvn_split      split;  // SPLIT
 };
 
-
 // The decode norm in the product before it (EMBER_CUDA_MV_NORM, ember_cuda_mul_mat_vec_norm): a
 // matvec y = W x whose result only the residual ADD s = res + y reads, then RMS_NORM and MUL by
 // nw, the MUL read only by integer matvecs. A block owns 32 whole rows of W (one quantization
@@ -696,15 +695,16 @@ struct mvk_norm_args {
 // together with mvr_glu_kernel's SEP change, so the two were not split. The next slice's loads
 // in two halves (mvg_slices' PIPE: the 8B down product's 4 slices a warp) lost: 8B Q4_0 tg128
 // 668.3 -> 662.0, INT4 671.6 -> 661.9 (session 40; session 34's second register buffer lost too).
-// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split_on, mvn_slices, mvn_block_end SPLIT).
+// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split, mvn_half, mvn_block_end SPLIT).
 template <int T, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvr_norm_kernel(mvn_args a) {
     using D                      = mvr<T>;
     const int              lane  = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int              ro    = lane / 8, j = lane % 8;
     const int64_t          row0  = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
-    const int2             span  = mvn_slices<SPLIT>((a.nchunk + 7) / 8);
-    const int              sl0 = span.x, nsl = span.y;
+    const int              nall  = (a.nchunk + 7) / 8;
+    const int              sl0   = SPLIT ? mvn_half(nall).x : 0;  // this block's slices: sl0 .. nsl - 1
+    const int              nsl   = SPLIT ? mvn_half(nall).y : nall;
     const uint4 *          wq    = a.wq + (row0 + ro) * a.nchunk;
     const unsigned short * wd    = a.wd + (row0 + ro) * a.nb;
     const int64_t          qstep = 4 * static_cast<int64_t>(a.nchunk), dstep = 4 * static_cast<int64_t>(a.nb);
@@ -1085,7 +1085,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // lane l takes the 32-byte group l % 4 of a slice (mvk_kernel's QW = 2 chunk, its header decode
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
-// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split_on, mvn_slices, mvn_block_end SPLIT).
+// SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split, mvn_half, mvn_block_end SPLIT).
 template <int MINB = 1, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
     constexpr int BYTES = 144;
@@ -1105,8 +1105,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
             h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
         }
     };
-    // (slices: 256-weight blocks; SPLIT: this block's half, mvn_slices)
-    const int b0 = SPLIT ? mvn_slices<SPLIT>(a.nblk).x + wi : wi, b1 = SPLIT ? mvn_slices<SPLIT>(a.nblk).y : a.nblk;
+    // (slices: 256-weight blocks; SPLIT: this block's half, mvn_half)
+    const int b0 = SPLIT ? mvn_half(a.nblk).x + wi : wi, b1 = SPLIT ? mvn_half(a.nblk).y : a.nblk;
     if (b0 < b1) load(b0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
     float acc[4] = {};
@@ -2605,10 +2605,9 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xq    = xq;
         a.xds   = xds;
         a.out   = o;
-        if (ember_cuda_mvn_split_on(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk)) {
-            a.split = {ctx.d_mvn_part, ctx.d_mvn_count};
-            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, ember_cuda_mvn_split_threads(a.nblk), 0, a);
-            ember_cuda_mvn_split_count();
+        int thr = 0;
+        if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {
+            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, thr, 0, a);
         } else {
             cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
         }
@@ -2632,12 +2631,10 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds    = xds;
         a.out    = o;
         const int nsl = (a.nchunk + 7) / 8;
-        if (ember_cuda_mvn_split_on(ctx, w->type, static_cast<int64_t>(blocks), nsl)) {
-            a.split       = {ctx.d_mvn_part, ctx.d_mvn_count};
-            const int thr = ember_cuda_mvn_split_threads(nsl);
+        int       thr = 0;
+        if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(blocks), nsl, a.split, thr)) {
             if (w->type == EMBER_TYPE_Q4_0) cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0, true>, 2 * blocks, thr, 0, a);
             else cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q8_0, true>, 2 * blocks, thr, 0, a);
-            ember_cuda_mvn_split_count();
         } else if (w->type == EMBER_TYPE_Q4_0) {
             cu_launch(ctx, mvr_norm_kernel<EMBER_TYPE_Q4_0>, blocks, 32 * mvn_warps(nsl), 0, a);
         } else {
