@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-mmq.h"
 #include "cuda-repack.h"
 
@@ -65,7 +66,11 @@ __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db)
 }
 #endif
 
-template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
+// EW (EMBER_CUDA_MMQ_EW=1, measuring): a step's weight bytes are requested a whole step ahead,
+// right after the step before has decoded its own (the register buffer is free then), instead
+// of at the top of the step that decodes them, where only the issue of that step's products
+// stands between the requests and their use.
+template <int T, bool RP, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
 #ifdef EMBER_MMQ_WG
     extern __shared__ uint8_t wg_smem_raw[];
     // Tiles 1024-byte aligned in the shared window (the swizzle pattern repeats every 1024 bytes).
@@ -138,6 +143,10 @@ template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_ker
     cu_pdl_begin();
     load_x(0, 0);
     decode_store_w(0);
+    if (EW && nkt > 1) {
+        fetch_w(1);
+        if (nkt > 2) prefetch_w(2);
+    }
     asm volatile("cp.async.wait_all;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic-proxy writes, seen by wgmma
     __syncthreads();
@@ -146,8 +155,10 @@ template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_ker
         const bool more = kt + 1 < nkt;
         if (more) {
             load_x(kt + 1, st ^ 1);
-            if (kt + 2 < nkt) prefetch_w(kt + 2);
-            fetch_w(kt + 1);
+            if (!EW) {
+                if (kt + 2 < nkt) prefetch_w(kt + 2);
+                fetch_w(kt + 1);
+            }
         }
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
         const uint32_t xa = sx + st * TILE + wgi * 64 * 128, wa = sw + st * TILE;
@@ -155,6 +166,10 @@ template <int T, bool RP> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_ker
         for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         if (more) decode_store_w(st ^ 1);  // the CUDA cores decode while the tensor cores multiply
+        if (EW && kt + 2 < nkt) {
+            fetch_w(kt + 2);  // (wraw is free: its step is in shared memory now)
+            if (kt + 3 < nkt) prefetch_w(kt + 3);
+        }
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         asm volatile("cp.async.wait_all;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -185,6 +200,11 @@ __global__ void mmq_wg_probe_kernel(int * out) {
 #endif
 }
 
+// EMBER_CUDA_MMQ_EW=1: mmq_wg_kernel's EW form (read at every call: tests run both).
+bool early_weights() {
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_EW", 0, {0, 1}) == 1;
+}
+
 struct wg_probe {
     ember_cuda_ctx & ctx;
     const mmq_args & a;
@@ -200,12 +220,15 @@ struct wg_probe {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
-            static std::atomic<uint64_t> smem_set[2];  // devices whose shared-memory limit is raised, per kernel
-            const auto kernel = [&] {
-                if constexpr (can_rp) return rp ? mmq_wg_kernel<T, true> : mmq_wg_kernel<T, false>;
-                else return mmq_wg_kernel<T, false>;
+            static std::atomic<uint64_t> smem_set[4];  // devices whose shared-memory limit is raised, per kernel
+            const bool                   ew     = early_weights();
+            const auto                   kernel = [&] {
+                if constexpr (can_rp) {
+                    if (rp) return ew ? mmq_wg_kernel<T, true, true> : mmq_wg_kernel<T, true, false>;
+                }
+                return ew ? mmq_wg_kernel<T, false, true> : mmq_wg_kernel<T, false, false>;
             }();
-            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[rp ? 1 : 0], ctx.device, WG_SMEM)) {
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[(rp ? 1 : 0) + (ew ? 2 : 0)], ctx.device, WG_SMEM)) {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }

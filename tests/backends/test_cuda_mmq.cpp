@@ -61,11 +61,12 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
     for (ember_type t : k_types) {
         const std::string tn = ember_type_get_name(t);
         // tile 64 / 128: the mma.sync kernel (EMBER_CUDA_MMQ_WG=0); "wg": the wgmma kernel on
-        // Hopper (elsewhere the mma.sync kernel again)
-        for (const char * tile : {"64", "128", "wg"}) {
-            const bool wg = std::string(tile) == "wg";
+        // Hopper (elsewhere the mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form
+        for (const char * tile : {"64", "128", "wg", "wg-ew"}) {
+            const bool wg = std::string(tile).rfind("wg", 0) == 0;
             env_guard  g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
             env_guard  gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
+            env_guard  ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
             for (bool cuda_layout : {true, false}) {
                 for (const shape & s : shapes(t)) {
                     const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
@@ -95,11 +96,12 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t b = ember_type_get_traits(t)->block_size;
         // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
-        for (const char * tile : {"64", "128", "wg"}) {
+        for (const char * tile : {"64", "128", "wg", "wg-ew"}) {
             for (const char * split : {"1", "3", "0"}) {
-                const bool    wg = std::string(tile) == "wg";
+                const bool    wg = std::string(tile).rfind("wg", 0) == 0;
                 env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
                 env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
+                env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = [=](case_ctx & c) {
                     return ember_mul_mat(c.g, c.rand_leaf(t, k, 300, 1), c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
