@@ -192,6 +192,200 @@ template <int T, bool RP, bool EW> __global__ void __launch_bounds__(WG_NT, 2) m
 #endif
 }
 
+// The warp-specialized form (EMBER_CUDA_MMQ_WS=1, measuring): the same tile (128 rows x 128
+// tokens, the same swizzled layouts and products) by a block of four warpgroups, one an SM:
+// warpgroups 0 and 1 make the stages (each every other k step: the activation copies two of its
+// steps ahead, the weight bytes one of its steps ahead in registers, decoded and stored), 2 and
+// 3 only multiply (tokens 0-63, 64-127). Stages in a ring of WS_STAGES, handed over by mbarriers
+// instead of the block-wide barrier of every step: full[s] (the maker's 128 threads arrive once
+// their copies have landed and their stores are fenced for the async proxy), empty[s] (the
+// multipliers' 256 threads arrive once the products that read the stage are done).
+constexpr int WS_NT     = 512;
+constexpr int WS_STAGES = 4;
+constexpr int WS_SMEM   = 2 * WS_STAGES * TILE + 1024;
+
+#ifdef EMBER_MMQ_WG
+__device__ __forceinline__ void ws_bar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ws_bar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+#endif
+
+template <int T, bool RP> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kernel(const mmq_args a) {
+#ifdef EMBER_MMQ_WG
+    extern __shared__ uint8_t wg_smem_raw[];
+    __shared__ __align__(8) uint64_t bars[2 * WS_STAGES];  // full[s], then empty[s]
+    const uint32_t raw0 = wg_saddr(wg_smem_raw);
+    const uint32_t s0   = (raw0 + 1023u) & ~1023u;
+    const uint32_t sx   = s0;                     // x stages: sx + st * TILE
+    const uint32_t sw   = s0 + WS_STAGES * TILE;  // w stages
+    const uint32_t bar0 = wg_saddr(bars);
+    const auto     full  = [&](int st) { return bar0 + 8u * static_cast<uint32_t>(st); };
+    const auto     empty = [&](int st) { return bar0 + 8u * static_cast<uint32_t>(WS_STAGES + st); };
+
+    const int tid = threadIdx.x, wgi = tid / 128, pt = tid % 128;
+    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * 128;
+    const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
+    const int nkt = min((nc + 1) / 2 - kt0, a.kper);
+    if (tid == 0) {
+        for (int st = 0; st < WS_STAGES; st++) {
+            ws_bar_init(full(st), 128);
+            ws_bar_init(empty(st), 256);
+        }
+    }
+    __syncthreads();
+
+    if (wgi < 2) {
+        // A maker: steps wgi, wgi + 2, ... Its weight chunks: rows 64 q + pt / 2 (q < 2), chunk
+        // pt % 2 of each step; its activation copies: tokens pt / 8 + 16 i (i < 8), piece pt % 8.
+        using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+        const int  wh = pt % 2, seg = pt % 8, xt0 = pt / 8;
+        int64_t    wrow[2];
+        bool       wok[2];
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int wr = 64 * q + pt / 2;
+            wok[q]       = n0 + wr < a.n;
+            wrow[q]      = RP ? (a.g0 + n0 + wr) * a.nc : static_cast<int64_t>(n0 + wr) * a.w_nb1;
+        }
+        // The next step's bytes in a second buffer where they fit (Q4_0, Q8_0 and the like: 36
+        // bytes a chunk at most, 48 with padding); the larger chunks (K-quants) are fetched at the top of their own
+        // step instead, after their L2 prefetch two steps ahead (two buffers of them spill).
+        constexpr bool   DB = sizeof(typename WC::raw) <= 48;
+        typename WC::raw rw[2][2];  // [buffer][q]
+        const auto fetch = [&](int kt, typename WC::raw (&r)[2]) {
+            const int c = 2 * (kt0 + kt) + wh;
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                if (wok[q] && c < nc) mmq_fetch_chunk<WC, RP>(a, wrow[q], c, r[q]);
+            }
+        };
+        const auto prefetch = [&](int kt) {
+            const int c = 2 * (kt0 + kt) + wh;
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                if (wok[q] && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow[q], c));
+            }
+        };
+        const auto load_x = [&](int kt) {
+            const int      st  = kt % WS_STAGES;
+            const int      kk  = 64 * (kt0 + kt);
+            const bool     kok = kk + 8 * seg < a.k;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int      t   = xt0 + 16 * i;
+                const bool     ok  = kok && m0 + t < a.m;
+                const __half * src = ok ? a.x + static_cast<int64_t>(m0 + t) * a.k + kk + 8 * seg : a.x;
+                const uint32_t dst = sx + st * TILE + t * 128 + ((seg ^ (t % 8)) << 4);
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+            }
+        };
+        const auto decode_store = [&](int kt, const typename WC::raw (&r)[2]) {
+            const int st = kt % WS_STAGES;
+            const int c  = 2 * (kt0 + kt) + wh;
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const int wr = 64 * q + pt / 2;
+                uint32_t  h[16];
+                if (wok[q] && c < nc) {
+                    WC::decode(r[q], h);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 16; j++) h[j] = 0u;
+                }
+                const uint32_t rowa = sw + st * TILE + wr * 128;
+#pragma unroll
+                for (int qq = 0; qq < 4; qq++) {
+                    const uint32_t dst = rowa + (((4 * wh + qq) ^ (wr % 8)) << 4);
+                    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(h[4 * qq]), "r"(h[4 * qq + 1]),
+                                 "r"(h[4 * qq + 2]), "r"(h[4 * qq + 3])
+                                 : "memory");
+                }
+            }
+        };
+        // Stage kt % S is free once the products of step kt - S are done: that completion of
+        // empty[] is its (kt / S - 1)-th.
+        const auto wait_free = [&](int kt) {
+            if (kt >= WS_STAGES) ws_bar_wait(empty(kt % WS_STAGES), static_cast<uint32_t>((kt / WS_STAGES + 1) & 1));
+        };
+        const int first = wgi;
+        if (DB && first < nkt) fetch(first, rw[0]);  // weights only: before waiting for the kernel that made x
+        if (first + 2 < nkt) prefetch(first + 2);
+        cu_pdl_begin();
+        if (first < nkt) {
+            wait_free(first);
+            load_x(first);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        // One step of this maker: x of step kt + 2 requested, its weight bytes fetched into the
+        // other buffer, step kt's weights decoded into its stage, its x waited for; then full.
+        const auto step = [&](int kt, typename WC::raw (&cur)[2], typename WC::raw (&nxt)[2]) {
+            const int nx = kt + 2;
+            if (nx < nkt) {
+                wait_free(nx);
+                load_x(nx);
+                if (DB) fetch(nx, nxt);
+                if (nx + 2 < nkt) prefetch(nx + 2);
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");  // (possibly empty: one group a step)
+            if (!DB) fetch(kt, cur);
+            decode_store(kt, cur);
+            asm volatile("cp.async.wait_group 1;" ::: "memory");  // step kt's x landed
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            ws_bar_arrive(full(kt % WS_STAGES));
+        };
+        for (int kt = first; kt < nkt; kt += 4) {
+            step(kt, rw[0], rw[1]);
+            if (kt + 2 < nkt) step(kt + 2, DB ? rw[1] : rw[0], rw[0]);
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        return;
+    }
+
+    // A multiplier: tokens 64 c .. 64 c + 63 of the tile by all 128 rows.
+    const int c = wgi - 2, lane = tid % 32, wq = (tid % 128) / 32;
+    cu_pdl_begin();
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    for (int kt = 0; kt < nkt; kt++) {
+        const int st = kt % WS_STAGES;
+        ws_bar_wait(full(st), static_cast<uint32_t>((kt / WS_STAGES) & 1));
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        const uint32_t xa = sx + st * TILE + c * 64 * 128, wa = sw + st * TILE;
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's products done
+        if (kt > 0) ws_bar_arrive(empty((kt - 1) % WS_STAGES));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+
+    const mmq_out o  = mmq_output(a);
+    const int     r0 = n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = m0 + 64 * c + 16 * wq + lane / 4 + 8 * i;
+        if (t >= a.m) continue;
+#pragma unroll
+        for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
+    }
+#else
+    (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
+#endif
+}
+
 __global__ void mmq_wg_probe_kernel(int * out) {
 #ifdef EMBER_MMQ_WG
     *out = 1;
@@ -203,6 +397,11 @@ __global__ void mmq_wg_probe_kernel(int * out) {
 // EMBER_CUDA_MMQ_EW=1: mmq_wg_kernel's EW form (read at every call: tests run both).
 bool early_weights() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_EW", 0, {0, 1}) == 1;
+}
+
+// EMBER_CUDA_MMQ_WS=1: mmq_ws_kernel instead (read at every call: tests run both).
+bool warp_specialized() {
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
 struct wg_probe {
@@ -218,6 +417,22 @@ struct wg_probe {
             constexpr bool can_rp = T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0;
             if (rp && !can_rp) {
                 st = EMBER_ERR_UNSUPPORTED;
+                return;
+            }
+            if (warp_specialized()) {
+                static std::atomic<uint64_t> ws_set[2];
+                const auto                   kernel = [&] {
+                    if constexpr (can_rp) {
+                        if (rp) return mmq_ws_kernel<T, true>;
+                    }
+                    return mmq_ws_kernel<T, false>;
+                }();
+                if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), ws_set[rp ? 1 : 0], ctx.device, WS_SMEM)) {
+                    st = EMBER_ERR_UNSUPPORTED;
+                    return;
+                }
+                cu_launch(ctx, kernel, grid, WS_NT, WS_SMEM, a);
+                st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
                 return;
             }
             static std::atomic<uint64_t> smem_set[4];  // devices whose shared-memory limit is raised, per kernel

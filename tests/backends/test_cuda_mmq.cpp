@@ -6,7 +6,8 @@
 // not multiples of the tiles, widths with an odd number of 32-weight chunks (a half k step), and
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
 // dequantize + cuBLAS path on the GPU (EMBER_CUDA_MMQ=1 against 0; same F16 operands, F32 sums: only the
-// summation order differs), also with k split in parts (EMBER_CUDA_MMQ_SPLIT). Skips with a message when there is no CUDA device.
+// summation order differs), also with k split in parts (EMBER_CUDA_MMQ_SPLIT), and the wgmma kernel's
+// forms (EMBER_CUDA_MMQ_EW, EMBER_CUDA_MMQ_WS). Skips with a message when there is no CUDA device.
 #ifdef EMBER_HAVE_CUDA
 
 #include <doctest/doctest.h>
@@ -61,12 +62,14 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
     for (ember_type t : k_types) {
         const std::string tn = ember_type_get_name(t);
         // tile 64 / 128: the mma.sync kernel (EMBER_CUDA_MMQ_WG=0); "wg": the wgmma kernel on
-        // Hopper (elsewhere the mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form
-        for (const char * tile : {"64", "128", "wg", "wg-ew"}) {
+        // Hopper (elsewhere the mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form, "wg-ws"
+        // the warp-specialized kernel (EMBER_CUDA_MMQ_WS)
+        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws"}) {
             const bool wg = std::string(tile).rfind("wg", 0) == 0;
             env_guard  g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
             env_guard  gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
             env_guard  ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
+            env_guard  gs("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
             for (bool cuda_layout : {true, false}) {
                 for (const shape & s : shapes(t)) {
                     const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
@@ -96,12 +99,13 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t b = ember_type_get_traits(t)->block_size;
         // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
-        for (const char * tile : {"64", "128", "wg", "wg-ew"}) {
+        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws"}) {
             for (const char * split : {"1", "3", "0"}) {
                 const bool    wg = std::string(tile).rfind("wg", 0) == 0;
                 env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
                 env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
                 env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
+                env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = [=](case_ctx & c) {
                     return ember_mul_mat(c.g, c.rand_leaf(t, k, 300, 1), c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
