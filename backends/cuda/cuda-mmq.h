@@ -8,8 +8,25 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "cuda-ops.h"
+
+// The weight's layout: the GGUF blocks (a row's byte offset), the CUDA layout of Q4_0 / Q8_0
+// (cuda-repack.h: a row's first block), or Ember's types in the CUDA ext layout (its row).
+enum { k_mmq_gguf = 0, k_mmq_rp = 1, k_mmq_ext = 2 };
+
+// A weight in the ext layout (ops-matvec-ext.cu's ext_layout): quants in rows of rowq bytes
+// (INT4: 16 bytes a 32-weight chunk, NF4: 32 a 64-weight block, FP8: 32 a chunk), the block
+// scales s (INT4: (d, z) halves; NF4: absmax_q bytes; FP8: E8M0 bytes, _ROW: an fp32 a row), NF4's
+// group headers h (scale2, offset; ng a row).
+struct mmq_ext {
+    const uint8_t * q;
+    const uint8_t * s;
+    const uint8_t * h;
+    int64_t         rowq;
+    int             nb, ng;
+};
 
 // Where the weight matrix's rows are (one matrix of a possibly batched weight), the
 // activations and the output.
@@ -18,7 +35,8 @@ struct mmq_args {
     int64_t        w_nb1;  // its row stride
     const char *   base;   // CUDA layout: the tensor's data
     int64_t        nblk;   // CUDA layout: blocks in the whole tensor
-    int64_t        g0;     // CUDA layout: the matrix's first row, counted over the tensor
+    int64_t        g0;     // CUDA / ext layout: the matrix's first row, counted over the tensor
+    mmq_ext        ext;    // ext layout: the tensor's planes
     int64_t        cbytes; // bytes per 32 weights (prefetch addresses)
     int64_t        nc;     // 32-weight chunks per row (k / 32)
     int64_t        k, n, m;
@@ -30,20 +48,101 @@ struct mmq_args {
     float *        part;   // several splits: split z's sums at part + z m n, rows of n
 };
 
-#ifdef __CUDACC__
-// What both kernels do per weight chunk and per output pair. A thread's weight row is `row`
-// (GGUF layout: its byte offset from a.w; CUDA layout: its first block), chunk c of it.
+// The ext layout's planes of w (2-D or batched, one of Ember's types, flagged as converted).
+mmq_ext ember_cuda_mmq_ext(const ember_tensor * w);
 
-// The chunk's bytes into r (WC: cu_codec_h2<T> for the GGUF layout, cu_rp_h2<T> for the CUDA one).
-template <typename WC, bool RP>
+#ifdef __CUDACC__
+// What the kernels do per weight chunk and per output pair. A thread's weight row is `row`
+// (GGUF layout: its byte offset from a.w; CUDA layout: its first block; ext layout: the row,
+// counted over the tensor; mmq_row), chunk c of it.
+
+// A 32-weight chunk of Ember's types in the ext layout, as F16 pairs: fetch loads its bytes and
+// scale data (no arithmetic, so the loads stay in flight), decode makes the same F16 values as
+// the F16 dequantizer of the cuBLAS path (ops-matvec-ext.cu's ext_chunk, rounded by
+// __floats2half2_rn): INT4 d (q - z), NF4 NF4[q] absmax, FP8 code times its scale.
+template <int T> struct cu_ext_h2 {
+    static constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
+    static constexpr bool nf4  = T == EMBER_TYPE_NF4;
+    static constexpr bool row8 = T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
+    static constexpr bool e4m3 = T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
+    struct raw {
+        uint4    v[2];  // INT4: v[0]; NF4: the block's 32 bytes; FP8: the chunk's 32 codes
+        float2   hd;    // NF4: the group header (scale2, offset); FP8 _ROW: .x the row's scale
+        uint32_t sc;    // INT4: (d, z) halves; NF4: absmax_q; FP8: the E8M0 byte
+        uint32_t sh;    // NF4: the chunk's half of each word (0 or 16)
+    };
+    static __device__ __forceinline__ void fetch(const mmq_ext & L, int64_t g, int c, raw & r) {
+        const uint8_t * row = L.q + g * L.rowq;
+        if constexpr (int4) {
+            constexpr int runs = T == EMBER_TYPE_INT4 ? 4 : 1;  // chunks a scale word
+            r.v[0] = *reinterpret_cast<const uint4 *>(row + 16 * static_cast<int64_t>(c));
+            r.sc   = reinterpret_cast<const uint32_t *>(L.s)[g * L.nb + c / runs];
+        } else if constexpr (nf4) {
+            const int b = c / 2;
+            r.v[0]      = reinterpret_cast<const uint4 *>(row + 32 * static_cast<int64_t>(b))[0];
+            r.v[1]      = reinterpret_cast<const uint4 *>(row + 32 * static_cast<int64_t>(b))[1];
+            r.hd        = reinterpret_cast<const float2 *>(L.h)[g * L.ng + b / 256];
+            r.sc        = L.s[g * L.nb + b];
+            r.sh        = static_cast<uint32_t>(c % 2) * 16;
+        } else {
+            r.v[0] = reinterpret_cast<const uint4 *>(row + 32 * static_cast<int64_t>(c))[0];
+            r.v[1] = reinterpret_cast<const uint4 *>(row + 32 * static_cast<int64_t>(c))[1];
+            if constexpr (row8) r.hd.x = reinterpret_cast<const float *>(L.s)[g];
+            else r.sc = L.s[g * L.nb + c];
+        }
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        float y[32];
+        if constexpr (int4) {
+            const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
+            const float    d    = cu_half(static_cast<ember_half>(r.sc & 0xffffu));
+            const float    z    = cu_half(static_cast<ember_half>(r.sc >> 16));
+#pragma unroll
+            for (int i = 0; i < 16; i++) {  // byte i: weights i (low nibble) and i + 16 (high)
+                const uint32_t b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+                y[i]             = d * (static_cast<float>(b & 0x0fu) - z);
+                y[i + 16]        = d * (static_cast<float>(b >> 4) - z);
+            }
+        } else if constexpr (nf4) {
+            const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+            const float    s    = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[r.sc], r.hd.x), r.hd.y);
+#pragma unroll
+            for (int i = 0; i < 32; i++) y[i] = cu_nf4_table.v[(w[i / 4] >> (r.sh + 4 * (i % 4))) & 0xfu] * s;
+        } else {
+            const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+            const float    s    = row8 ? r.hd.x : cu_fp8_e8m0_scale(r.sc);
+#pragma unroll
+            for (int i = 0; i < 32; i++) y[i] = cu_fp8<e4m3>((w[i / 4] >> (8 * (i % 4))) & 0xffu) * s;
+        }
+#pragma unroll
+        for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(y[2 * i], y[2 * i + 1]));
+    }
+};
+
+// The weight chunk codec of layout L.
+template <int T, int L>
+using mmq_codec = std::conditional_t<L == k_mmq_rp, cu_rp_h2<T>, std::conditional_t<L == k_mmq_ext, cu_ext_h2<T>, cu_codec_h2<T>>>;
+
+// Row r of the matrix (r < n) as the kernels address it.
+template <int L> __device__ __forceinline__ int64_t mmq_row(const mmq_args & a, int64_t r) {
+    if constexpr (L == k_mmq_rp) return (a.g0 + r) * a.nc;
+    else if constexpr (L == k_mmq_ext) return a.g0 + r;
+    else return r * a.w_nb1;
+}
+
+// The chunk's bytes into r (WC: mmq_codec<T, L>).
+template <typename WC, int L>
 __device__ __forceinline__ void mmq_fetch_chunk(const mmq_args & a, int64_t row, int c, typename WC::raw & r) {
-    if constexpr (RP) WC::fetch(a.base, a.nblk, row + c, r);
+    if constexpr (L == k_mmq_rp) WC::fetch(a.base, a.nblk, row + c, r);
+    else if constexpr (L == k_mmq_ext) WC::fetch(a.ext, row, c, r);
     else WC::fetch(a.w + row, c, r);
 }
 
-// The address of the chunk's first bytes (for an L2 prefetch).
-template <bool RP> __device__ __forceinline__ const char * mmq_chunk_addr(const mmq_args & a, int64_t row, int c) {
-    return RP ? a.base + (row + c) * a.cbytes : a.w + row + c * a.cbytes;
+// The address of the chunk's first bytes (for an L2 prefetch; ext layout: cbytes a chunk).
+template <int L> __device__ __forceinline__ const void * mmq_chunk_addr(const mmq_args & a, int64_t row, int c) {
+    if constexpr (L == k_mmq_rp) return a.base + (row + c) * a.cbytes;
+    else if constexpr (L == k_mmq_ext) return a.ext.q + row * a.ext.rowq + c * a.cbytes;
+    else return a.w + row + c * a.cbytes;
 }
 
 // Where a block's sums go: y itself, or split blockIdx.z's slot of the partial sums.
@@ -81,8 +180,8 @@ constexpr int k_mmq_wg_rows = 128, k_mmq_wg_tokens = 128;
 // while the stream captures a graph, then asked again later).
 bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx);
 
-// Launches the wgmma kernel over `grid` (rows / 128, tokens / 128, splits) for weight type t, in
-// the CUDA layout when rp; EMBER_ERR_UNSUPPORTED when it has no kernel for that type.
-ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, bool rp, const mmq_args & a, dim3 grid);
+// Launches the wgmma kernel over `grid` (rows / 128, tokens / 128, splits) for weight type t in
+// layout k_mmq_gguf / _rp / _ext; EMBER_ERR_UNSUPPORTED when it has no kernel for that type and layout.
+ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid);
 
 #endif  // EMBER_CUDA_MMQ_H

@@ -34,8 +34,10 @@
 // llama.cpp 41.7k) and from 7.0k to 9.15k (8B, llama.cpp 9.7k).
 //
 // sm_80 and later (cp.async, m16n8k16); older GPUs keep the dequantize + cuBLAS path
-// (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Ember's own types in the CUDA ext
-// layout (INT4, NF4, FP8: ops-matvec-ext.cu) are not read here yet; in the GGUF layout they are.
+// (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Weights are read in three layouts
+// (cuda-mmq.h, mmq_codec): the GGUF blocks, the CUDA layout of Q4_0 / Q8_0, and Ember's own types
+// (INT4, NF4, FP8) in the CUDA ext layout (cu_ext_h2: the same F16 values as that layout's
+// dequantizer); planar Q6_K keeps dequantize + cuBLAS.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -65,7 +67,7 @@ template <int BM, int BN, int WR, int WT> struct mmq_shape {
                   "tile shape");
 };
 
-template <int T, bool RP, int BM, int BN, int WR, int WT, bool PIPE>
+template <int T, int L, int BM, int BN, int WR, int WT, bool PIPE>
 __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(const mmq_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using S = mmq_shape<BM, BN, WR, WT>;
@@ -83,10 +85,10 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
     // The weight chunks this thread decodes: chunk h[i] (0 or 1) of each step of row wrow[i].
     // fetch_w loads a step's bytes into wraw (issued before the products of the step before, so
     // they arrive meanwhile), decode_w turns them into F16 pairs in wreg (after the products).
-    using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+    using WC = mmq_codec<T, L>;
     typename WC::raw wraw[S::CPT];
     uint32_t     wreg[S::CPT][16];
-    int64_t      wrow[S::CPT];  // GGUF layout: byte offset of the row; CUDA layout: its first block
+    int64_t      wrow[S::CPT];  // mmq_row
     bool         wok[S::CPT];
     int          wh[S::CPT];
     uint32_t     wdst[S::CPT];  // shared-memory byte offset in stage 0
@@ -97,7 +99,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         const int r   = n0 + idx / 2;
         wok[i]        = r < a.n;
         wh[i]         = idx % 2;
-        wrow[i]       = RP ? (a.g0 + r) * a.nc : r * a.w_nb1;
+        wrow[i]       = mmq_row<L>(a, r);
         wdst[i]       = cu_smem_addr(sw + (idx / 2) * LDS + 32 * (idx % 2));
     }
     const auto fetch_w = [&](int kt) {
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
         for (int i = 0; i < S::CPT; i++) {
             const int c = 2 * (kt0 + kt) + wh[i];
             wgo[i]      = wok[i] && c < nc;
-            if (wgo[i]) mmq_fetch_chunk<WC, RP>(a, wrow[i], c, wraw[i]);
+            if (wgo[i]) mmq_fetch_chunk<WC, L>(a, wrow[i], c, wraw[i]);
         }
     };
     const auto decode_w = [&]() {
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
 #pragma unroll
         for (int i = 0; i < S::CPT; i++) {
             const int c = 2 * (kt0 + kt) + wh[i];
-            if (wok[i] && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow[i], c));
+            if (wok[i] && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow[i], c));
         }
     };
 
@@ -303,11 +305,11 @@ ember_status reduce_splits(ember_cuda_ctx & ctx, const mmq_args & a, int splits)
     return ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
 }
 
-template <int T, bool RP, int BM, int BN, int WR, int WT> ember_status launch(ember_cuda_ctx & ctx, mmq_args a, int sms) {
+template <int T, int L, int BM, int BN, int WR, int WT> ember_status launch(ember_cuda_ctx & ctx, mmq_args a, int sms) {
     using S     = mmq_shape<BM, BN, WR, WT>;
     static std::atomic<uint64_t> smem_set[2];  // per kernel below: devices whose limit is raised
     const bool                   pipe   = pipelined();
-    auto                         kernel = pipe ? mmq_kernel<T, RP, BM, BN, WR, WT, true> : mmq_kernel<T, RP, BM, BN, WR, WT, false>;
+    auto                         kernel = pipe ? mmq_kernel<T, L, BM, BN, WR, WT, true> : mmq_kernel<T, L, BM, BN, WR, WT, false>;
     if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[pipe ? 1 : 0], ctx.device, S::SMEM)) {
         return EMBER_ERR_UNSUPPORTED;
     }
@@ -327,18 +329,26 @@ bool wgmma_wanted() {
 struct mmq_probe {
     ember_cuda_ctx & ctx;
     const mmq_args & a;
-    bool             rp;
+    int              layout;  // k_mmq_gguf, k_mmq_rp, k_mmq_ext
     bool             big;
     int              sms;
     ember_status &   st;
     template <int T> void operator()() const {
+        constexpr bool ext = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
+                             T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
         if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
             st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
         } else if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
-            if (rp) st = big ? launch<T, true, 128, 128, 4, 2>(ctx, a, sms) : launch<T, true, 64, 128, 2, 2>(ctx, a, sms);
-            else st = big ? launch<T, false, 128, 128, 4, 2>(ctx, a, sms) : launch<T, false, 64, 128, 2, 2>(ctx, a, sms);
+            if (layout == k_mmq_ext) st = EMBER_ERR_UNSUPPORTED;
+            else if (layout == k_mmq_rp) st = big ? launch<T, k_mmq_rp, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_rp, 64, 128, 2, 2>(ctx, a, sms);
+            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
+        } else if constexpr (ext) {
+            if (layout == k_mmq_rp) st = EMBER_ERR_UNSUPPORTED;
+            else if (layout == k_mmq_ext) st = big ? launch<T, k_mmq_ext, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_ext, 64, 128, 2, 2>(ctx, a, sms);
+            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
         } else {
-            st = big ? launch<T, false, 128, 128, 4, 2>(ctx, a, sms) : launch<T, false, 64, 128, 2, 2>(ctx, a, sms);
+            if (layout != k_mmq_gguf) st = EMBER_ERR_UNSUPPORTED;
+            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
         }
     }
 };
@@ -361,8 +371,9 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     if (cu_cc_major(ctx.device) < 8 || m > 65535) return EMBER_ERR_UNSUPPORTED;
     const int sms = cu_sm_count(ctx.device);
     const bool repacked = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
-    if (repacked && ember_cuda_ext_layout(w)) return EMBER_ERR_UNSUPPORTED;  // Ember's types in the ext layout: not yet
-    if (repacked && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
+    const bool ext      = repacked && ember_cuda_ext_layout(w);
+    if (repacked && !ext && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
+    const int layout = ext ? k_mmq_ext : repacked ? k_mmq_rp : k_mmq_gguf;
 
     mmq_args a{};
     a.w     = wm;
@@ -375,7 +386,11 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     a.y     = static_cast<float *>(y);
     a.ldy   = ldy;
     a.y2    = ((reinterpret_cast<uintptr_t>(y) % 8) | (ldy % 2)) == 0;
-    if (repacked) {
+    if (ext) {
+        a.ext    = ember_cuda_mmq_ext(w);
+        a.g0     = (wm - static_cast<const char *>(w->data)) / a.w_nb1;  // (nb[1]: the ext row's bytes, ember_cuda_ext_view)
+        a.cbytes = a.ext.rowq / a.nc;
+    } else if (repacked) {
         a.base   = static_cast<const char *>(w->data);
         a.g0     = (wm - a.base) / a.w_nb1;  // contiguous: matrices are row ranges
         a.nblk   = ember_nrows(w) * a.nc;
@@ -387,7 +402,7 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
         const unsigned gx = cu_blocks(n, k_mmq_wg_rows), gy = cu_blocks(m, k_mmq_wg_tokens);
         const int      splits = plan_splits(ctx, a, gx, gy, sms);
-        const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, repacked, a, dim3(gx, gy, splits));
+        const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, layout, a, dim3(gx, gy, splits));
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }
     // The big tile when it still gives every SM two blocks (or when forced).
@@ -395,6 +410,6 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     const int     ft        = forced_tile();
     const bool    big       = ft == 128 || (ft != 64 && big_tiles >= 2 * static_cast<int64_t>(sms));
     ember_status  st        = EMBER_ERR_UNSUPPORTED;
-    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, repacked, big, sms, st})) return EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, layout, big, sms, st})) return EMBER_ERR_UNSUPPORTED;
     return st;
 }

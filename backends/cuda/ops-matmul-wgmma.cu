@@ -70,7 +70,7 @@ __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db)
 // right after the step before has decoded its own (the register buffer is free then), instead
 // of at the top of the step that decodes them, where only the issue of that step's products
 // stands between the requests and their use.
-template <int T, bool RP, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
+template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
 #ifdef EMBER_MMQ_WG
     extern __shared__ uint8_t wg_smem_raw[];
     // Tiles 1024-byte aligned in the shared window (the swizzle pattern repeats every 1024 bytes).
@@ -85,21 +85,21 @@ template <int T, bool RP, bool EW> __global__ void __launch_bounds__(WG_NT, 2) m
     const int nkt = min((nc + 1) / 2 - kt0, a.kper);
 
     // The weight chunk of this thread: chunk wh (0 or 1) of each step of row wr.
-    using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+    using WC = mmq_codec<T, L>;
     typename WC::raw wraw;
     uint32_t         wreg[16];
     const int        wr   = tid / 2, wh = tid % 2;
     const bool       wok  = n0 + wr < a.n;
-    const int64_t    wrow = RP ? (a.g0 + n0 + wr) * a.nc : static_cast<int64_t>(n0 + wr) * a.w_nb1;
+    const int64_t    wrow = mmq_row<L>(a, n0 + wr);
     bool             wgo  = false;
     const auto fetch_w = [&](int kt) {
         const int c = 2 * (kt0 + kt) + wh;
         wgo         = wok && c < nc;
-        if (wgo) mmq_fetch_chunk<WC, RP>(a, wrow, c, wraw);
+        if (wgo) mmq_fetch_chunk<WC, L>(a, wrow, c, wraw);
     };
     const auto prefetch_w = [&](int kt) {
         const int c = 2 * (kt0 + kt) + wh;
-        if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow, c));
+        if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow, c));
     };
     const auto decode_store_w = [&](int st) {
         if (wgo) {
@@ -222,7 +222,7 @@ __device__ __forceinline__ void ws_bar_wait(uint32_t bar, uint32_t parity) {
 }
 #endif
 
-template <int T, bool RP> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kernel(const mmq_args a) {
+template <int T, int L> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kernel(const mmq_args a) {
 #ifdef EMBER_MMQ_WG
     extern __shared__ uint8_t wg_smem_raw[];
     __shared__ __align__(8) uint64_t bars[2 * WS_STAGES];  // full[s], then empty[s]
@@ -249,7 +249,7 @@ template <int T, bool RP> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_ker
     if (wgi < 2) {
         // A maker: steps wgi, wgi + 2, ... Its weight chunks: rows 64 q + pt / 2 (q < 2), chunk
         // pt % 2 of each step; its activation copies: tokens pt / 8 + 16 i (i < 8), piece pt % 8.
-        using WC = std::conditional_t<RP, cu_rp_h2<T>, cu_codec_h2<T>>;
+        using WC = mmq_codec<T, L>;
         const int  wh = pt % 2, seg = pt % 8, xt0 = pt / 8;
         int64_t    wrow[2];
         bool       wok[2];
@@ -257,7 +257,7 @@ template <int T, bool RP> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_ker
         for (int q = 0; q < 2; q++) {
             const int wr = 64 * q + pt / 2;
             wok[q]       = n0 + wr < a.n;
-            wrow[q]      = RP ? (a.g0 + n0 + wr) * a.nc : static_cast<int64_t>(n0 + wr) * a.w_nb1;
+            wrow[q]      = mmq_row<L>(a, n0 + wr);
         }
         // The next step's bytes in a second buffer where they fit (Q4_0, Q8_0 and the like: 36
         // bytes a chunk at most, 48 with padding); the larger chunks (K-quants) are fetched at the top of their own
@@ -268,14 +268,14 @@ template <int T, bool RP> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_ker
             const int c = 2 * (kt0 + kt) + wh;
 #pragma unroll
             for (int q = 0; q < 2; q++) {
-                if (wok[q] && c < nc) mmq_fetch_chunk<WC, RP>(a, wrow[q], c, r[q]);
+                if (wok[q] && c < nc) mmq_fetch_chunk<WC, L>(a, wrow[q], c, r[q]);
             }
         };
         const auto prefetch = [&](int kt) {
             const int c = 2 * (kt0 + kt) + wh;
 #pragma unroll
             for (int q = 0; q < 2; q++) {
-                if (wok[q] && c < nc) cu_prefetch_l2(mmq_chunk_addr<RP>(a, wrow[q], c));
+                if (wok[q] && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow[q], c));
             }
         };
         const auto load_x = [&](int kt) {
@@ -407,48 +407,45 @@ bool warp_specialized() {
 struct wg_probe {
     ember_cuda_ctx & ctx;
     const mmq_args & a;
-    bool             rp;
+    int              layout;  // k_mmq_gguf, k_mmq_rp, k_mmq_ext
     dim3             grid;
     ember_status &   st;
-    template <int T> void operator()() const {
-        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
-            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
-        } else {
-            constexpr bool can_rp = T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0;
-            if (rp && !can_rp) {
+    template <int T, int L> void launch_layout() const {
+        if (warp_specialized()) {
+            static std::atomic<uint64_t> ws_set;  // devices whose shared-memory limit is raised
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(mmq_ws_kernel<T, L>), ws_set, ctx.device, WS_SMEM)) {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
-            if (warp_specialized()) {
-                static std::atomic<uint64_t> ws_set[2];
-                const auto                   kernel = [&] {
-                    if constexpr (can_rp) {
-                        if (rp) return mmq_ws_kernel<T, true>;
-                    }
-                    return mmq_ws_kernel<T, false>;
-                }();
-                if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), ws_set[rp ? 1 : 0], ctx.device, WS_SMEM)) {
-                    st = EMBER_ERR_UNSUPPORTED;
-                    return;
-                }
-                cu_launch(ctx, kernel, grid, WS_NT, WS_SMEM, a);
-                st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
-                return;
-            }
-            static std::atomic<uint64_t> smem_set[4];  // devices whose shared-memory limit is raised, per kernel
+            cu_launch(ctx, mmq_ws_kernel<T, L>, grid, WS_NT, WS_SMEM, a);
+        } else {
+            static std::atomic<uint64_t> smem_set[2];  // per form (EW)
             const bool                   ew     = early_weights();
-            const auto                   kernel = [&] {
-                if constexpr (can_rp) {
-                    if (rp) return ew ? mmq_wg_kernel<T, true, true> : mmq_wg_kernel<T, true, false>;
-                }
-                return ew ? mmq_wg_kernel<T, false, true> : mmq_wg_kernel<T, false, false>;
-            }();
-            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[(rp ? 1 : 0) + (ew ? 2 : 0)], ctx.device, WG_SMEM)) {
+            const auto                   kernel = ew ? mmq_wg_kernel<T, L, true> : mmq_wg_kernel<T, L, false>;
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[ew ? 1 : 0], ctx.device, WG_SMEM)) {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
             cu_launch(ctx, kernel, grid, WG_NT, WG_SMEM, a);
-            st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
+        }
+        st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
+    }
+    template <int T> void operator()() const {
+        constexpr bool ext = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
+                             T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
+        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
+            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
+        } else if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
+            if (layout == k_mmq_rp) launch_layout<T, k_mmq_rp>();
+            else if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
+            else st = EMBER_ERR_UNSUPPORTED;
+        } else if constexpr (ext) {
+            if (layout == k_mmq_ext) launch_layout<T, k_mmq_ext>();
+            else if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
+            else st = EMBER_ERR_UNSUPPORTED;
+        } else {
+            if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
+            else st = EMBER_ERR_UNSUPPORTED;
         }
     }
 };
@@ -481,8 +478,8 @@ bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx) {
     return ok;
 }
 
-ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, bool rp, const mmq_args & a, dim3 grid) {
+ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {
     ember_status st = EMBER_ERR_UNSUPPORTED;
-    if (!cu_dispatch_chunk_type(static_cast<ember_type>(t), wg_probe{ctx, a, rp, grid, st})) return EMBER_ERR_UNSUPPORTED;
+    if (!cu_dispatch_chunk_type(static_cast<ember_type>(t), wg_probe{ctx, a, layout, grid, st})) return EMBER_ERR_UNSUPPORTED;
     return st;
 }

@@ -33,6 +33,7 @@
 #include "cuda-matvec-epi.cuh"
 #include "cuda-matvec-ext.h"
 #include "cuda-matvec-norm.cuh"
+#include "cuda-mmq.h"
 #include "cuda-repack.h"
 
 namespace {
@@ -2092,6 +2093,11 @@ bool ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu
     }
     if (wg->type == EMBER_TYPE_NF4) return wg->ne[0] % 64 == 0 && wg->ne[0] <= 64 * 128 && ember_cuda_env_on("EMBER_CUDA_MV_GLU_NF4");
     return wg->type == EMBER_TYPE_INT4 && wg->ne[0] % 128 == 0;
+}
+
+mmq_ext ember_cuda_mmq_ext(const ember_tensor * w) {
+    const ext_layout l = layout_of(w);
+    return {l.q, l.s, l.h, l.rowq, l.nb, l.ng};
 }
 
 ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {

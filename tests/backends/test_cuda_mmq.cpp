@@ -1,7 +1,7 @@
 // The tensor-core prefill GEMM for quantized weights (backends/cuda/ops-matmul-q.cu): MUL_MAT
 // with many columns, every quantized weight type, in the CUDA layout (weights flagged at upload:
-// Q4_0 / Q8_0 converted; Ember's types in the ext layout fall back to dequantize + cuBLAS) and in
-// the GGUF layout, both tile shapes of the mma.sync kernel (EMBER_CUDA_MMQ_TILE) and the wgmma
+// Q4_0 / Q8_0 converted, Ember's types in the ext layout; planar Q6_K falls back to dequantize +
+// cuBLAS) and in the GGUF layout, both tile shapes of the mma.sync kernel (EMBER_CUDA_MMQ_TILE) and the wgmma
 // kernel of Hopper (EMBER_CUDA_MMQ_WG, ops-matmul-wgmma.cu), token counts and row counts that are
 // not multiples of the tiles, widths with an odd number of 32-weight chunks (a half k step), and
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
@@ -101,30 +101,34 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
         for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws"}) {
             for (const char * split : {"1", "3", "0"}) {
-                const bool    wg = std::string(tile).rfind("wg", 0) == 0;
-                env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
-                env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
-                env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
-                env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
-                env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
-                const builder build = [=](case_ctx & c) {
-                    return ember_mul_mat(c.g, c.rand_leaf(t, k, 300, 1), c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
-                };
-                std::vector<float> got, old;
-                {
-                    env_guard on("EMBER_CUDA_MMQ", "1", "0");
-                    got = run_on(cuda_device(), build, 7);
+                for (bool cuda_layout : {false, true}) {  // (the CUDA layouts: Q4_0 / Q8_0's, Ember's types' ext layout)
+                    const bool    wg = std::string(tile).rfind("wg", 0) == 0;
+                    env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
+                    env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
+                    env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
+                    env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
+                    env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
+                    const builder build = [=](case_ctx & c) {
+                        ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
+                        return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
+                    };
+                    std::vector<float> got, old;
+                    {
+                        env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                        got = run_on(cuda_device(), build, 7);
+                    }
+                    {
+                        env_guard off("EMBER_CUDA_MMQ", "0", "0");
+                        old = run_on(cuda_device(), build, 7);
+                    }
+                    REQUIRE(got.size() == old.size());
+                    const double      e    = nmse(got, old);
+                    const std::string what = std::string(ember_type_get_name(t)) + " tile " + tile + " split " + split +
+                                             (cuda_layout ? " cuda layout" : " gguf layout");
+                    CAPTURE(what);
+                    CAPTURE(e);
+                    CHECK(e < 1e-9);
                 }
-                {
-                    env_guard off("EMBER_CUDA_MMQ", "0", "0");
-                    old = run_on(cuda_device(), build, 7);
-                }
-                REQUIRE(got.size() == old.size());
-                const double      e    = nmse(got, old);
-                const std::string what = std::string(ember_type_get_name(t)) + " tile " + tile + " split " + split;
-                CAPTURE(what);
-                CAPTURE(e);
-                CHECK(e < 1e-9);
             }
         }
     }
