@@ -16,6 +16,17 @@
 // (cuda-repack.h: a row's first block), or Ember's types in the CUDA ext layout (its row).
 enum { k_mmq_gguf = 0, k_mmq_rp = 1, k_mmq_ext = 2 };
 
+// Whether the tensor-core kernels read weight type T in layout L: every quantized type in the
+// GGUF layout, Q4_0 / Q8_0 in theirs, Ember's types in the ext layout (F32 / F16 / BF16: cuBLAS).
+constexpr bool mmq_reads(int T, int L) {
+    const bool ext_type = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
+                          T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
+    if (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) return false;
+    if (L == k_mmq_rp) return T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0;
+    if (L == k_mmq_ext) return ext_type;
+    return true;
+}
+
 // A weight in the ext layout (ops-matvec-ext.cu's ext_layout): quants in rows of rowq bytes
 // (INT4: 16 bytes a 32-weight chunk, NF4: 32 a 64-weight block, FP8: 32 a chunk), the block
 // scales s (INT4: (d, z) halves; NF4: absmax_q bytes; FP8: E8M0 bytes, _ROW: an fp32 a row), NF4's

@@ -333,22 +333,19 @@ struct mmq_probe {
     bool             big;
     int              sms;
     ember_status &   st;
+    template <int T, int L> ember_status launch_layout() const {
+        return big ? launch<T, L, 128, 128, 4, 2>(ctx, a, sms) : launch<T, L, 64, 128, 2, 2>(ctx, a, sms);
+    }
     template <int T> void operator()() const {
-        constexpr bool ext = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
-                             T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
-        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
-            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
-        } else if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
-            if (layout == k_mmq_ext) st = EMBER_ERR_UNSUPPORTED;
-            else if (layout == k_mmq_rp) st = big ? launch<T, k_mmq_rp, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_rp, 64, 128, 2, 2>(ctx, a, sms);
-            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
-        } else if constexpr (ext) {
-            if (layout == k_mmq_rp) st = EMBER_ERR_UNSUPPORTED;
-            else if (layout == k_mmq_ext) st = big ? launch<T, k_mmq_ext, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_ext, 64, 128, 2, 2>(ctx, a, sms);
-            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
-        } else {
-            if (layout != k_mmq_gguf) st = EMBER_ERR_UNSUPPORTED;
-            else st = big ? launch<T, k_mmq_gguf, 128, 128, 4, 2>(ctx, a, sms) : launch<T, k_mmq_gguf, 64, 128, 2, 2>(ctx, a, sms);
+        st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
+        if constexpr (mmq_reads(T, k_mmq_gguf)) {
+            if (layout == k_mmq_gguf) st = launch_layout<T, k_mmq_gguf>();
+        }
+        if constexpr (mmq_reads(T, k_mmq_rp)) {
+            if (layout == k_mmq_rp) st = launch_layout<T, k_mmq_rp>();
+        }
+        if constexpr (mmq_reads(T, k_mmq_ext)) {
+            if (layout == k_mmq_ext) st = launch_layout<T, k_mmq_ext>();
         }
     }
 };

@@ -51,6 +51,56 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr) {
            static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(1) << 62;
 }
 
+// Chunk wh (0 or 1) of weight row wr of the swizzled tile at shared address tile: r decoded to F16
+// pairs (zeros when !go: a row or chunk past the matrix) and stored as 64 bytes.
+template <typename WC>
+__device__ __forceinline__ void wg_decode_store(const typename WC::raw & r, bool go, uint32_t tile, int wr, int wh) {
+    uint32_t h[16];
+    if (go) {
+        WC::decode(r, h);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 16; j++) h[j] = 0u;
+    }
+    const uint32_t rowa = tile + wr * 128;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const uint32_t dst = rowa + (((4 * wh + q) ^ (wr % 8)) << 4);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(h[4 * q]), "r"(h[4 * q + 1]), "r"(h[4 * q + 2]),
+                     "r"(h[4 * q + 3])
+                     : "memory");
+    }
+}
+
+// This thread's cp.async copies of x into the swizzled tile at shared address tile: tokens
+// m0 + xt0 + STEP i (i < N), 16-byte piece seg of the k step from kk (zeros past m and k).
+template <int N, int STEP>
+__device__ __forceinline__ void wg_load_x(const mmq_args & a, uint32_t tile, int m0, int kk, int seg, int xt0) {
+    const bool kok = kk + 8 * seg < a.k;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const int      t   = xt0 + STEP * i;
+        const bool     ok  = kok && m0 + t < a.m;
+        const __half * src = ok ? a.x + static_cast<int64_t>(m0 + t) * a.k + kk + 8 * seg : a.x;
+        const uint32_t dst = tile + t * 128 + ((seg ^ (t % 8)) << 4);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+    }
+}
+
+// A warpgroup's 64 tokens (from t0) x 128 rows (from n0) into y: accumulator 4 j + 2 i + e is
+// token 16 wq + lane / 4 + 8 i, row 8 j + 2 (lane % 4) + e (wq: the warp in its warpgroup).
+__device__ __forceinline__ void wg_store(const mmq_args & a, const float (&acc)[64], int n0, int t0, int wq, int lane) {
+    const mmq_out o  = mmq_output(a);
+    const int     r0 = n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = t0 + 16 * wq + lane / 4 + 8 * i;
+        if (t >= a.m) continue;
+#pragma unroll
+        for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
+    }
+}
+
 // D (64 tokens x 128 rows, F32) += A (64 x 16, descriptor da) * B (128 x 16, descriptor db)^T.
 __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db) {
     asm volatile(
@@ -87,7 +137,6 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
     // The weight chunk of this thread: chunk wh (0 or 1) of each step of row wr.
     using WC = mmq_codec<T, L>;
     typename WC::raw wraw;
-    uint32_t         wreg[16];
     const int        wr   = tid / 2, wh = tid % 2;
     const bool       wok  = n0 + wr < a.n;
     const int64_t    wrow = mmq_row<L>(a, n0 + wr);
@@ -101,36 +150,12 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
         const int c = 2 * (kt0 + kt) + wh;
         if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow, c));
     };
-    const auto decode_store_w = [&](int st) {
-        if (wgo) {
-            WC::decode(wraw, wreg);
-        } else {
-#pragma unroll
-            for (int j = 0; j < 16; j++) wreg[j] = 0u;
-        }
-        const uint32_t rowa = sw + st * TILE + wr * 128;
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const uint32_t dst = rowa + (((4 * wh + q) ^ (wr % 8)) << 4);
-            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(wreg[4 * q]), "r"(wreg[4 * q + 1]),
-                         "r"(wreg[4 * q + 2]), "r"(wreg[4 * q + 3])
-                         : "memory");
-        }
-    };
+    const auto decode_store_w = [&](int st) { wg_decode_store<WC>(wraw, wgo, sw + st * TILE, wr, wh); };
 
     // The activation copies of this thread: tokens tid / 8 + 32 i, 16-byte piece tid % 8.
     const int seg = tid % 8, xt0 = tid / 8;
     const auto load_x = [&](int kt, int st) {
-        const int  kk  = 64 * (kt0 + kt);
-        const bool kok = kk + 8 * seg < a.k;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int      t   = xt0 + 32 * i;
-            const bool     ok  = kok && m0 + t < a.m;
-            const __half * src = ok ? a.x + static_cast<int64_t>(m0 + t) * a.k + kk + 8 * seg : a.x;
-            const uint32_t dst = sx + st * TILE + t * 128 + ((seg ^ (t % 8)) << 4);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-        }
+        wg_load_x<4, 32>(a, sx + st * TILE, m0, 64 * (kt0 + kt), seg, xt0);
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
 
@@ -176,17 +201,7 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
         __syncthreads();
     }
 
-    // Accumulator 4 j + 2 i + e: token 16 wq + lane / 4 + 8 i of this warpgroup's 64, row
-    // 8 j + 2 (lane % 4) + e.
-    const mmq_out o  = mmq_output(a);
-    const int     r0 = n0 + 2 * (lane % 4);
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int t = m0 + 64 * wgi + 16 * wq + lane / 4 + 8 * i;
-        if (t >= a.m) continue;
-#pragma unroll
-        for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
-    }
+    wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
 #endif
@@ -278,41 +293,12 @@ template <int T, int L> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kerne
                 if (wok[q] && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow[q], c));
             }
         };
-        const auto load_x = [&](int kt) {
-            const int      st  = kt % WS_STAGES;
-            const int      kk  = 64 * (kt0 + kt);
-            const bool     kok = kk + 8 * seg < a.k;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int      t   = xt0 + 16 * i;
-                const bool     ok  = kok && m0 + t < a.m;
-                const __half * src = ok ? a.x + static_cast<int64_t>(m0 + t) * a.k + kk + 8 * seg : a.x;
-                const uint32_t dst = sx + st * TILE + t * 128 + ((seg ^ (t % 8)) << 4);
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-            }
-        };
+        const auto load_x = [&](int kt) { wg_load_x<8, 16>(a, sx + (kt % WS_STAGES) * TILE, m0, 64 * (kt0 + kt), seg, xt0); };
         const auto decode_store = [&](int kt, const typename WC::raw (&r)[2]) {
             const int st = kt % WS_STAGES;
             const int c  = 2 * (kt0 + kt) + wh;
 #pragma unroll
-            for (int q = 0; q < 2; q++) {
-                const int wr = 64 * q + pt / 2;
-                uint32_t  h[16];
-                if (wok[q] && c < nc) {
-                    WC::decode(r[q], h);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 16; j++) h[j] = 0u;
-                }
-                const uint32_t rowa = sw + st * TILE + wr * 128;
-#pragma unroll
-                for (int qq = 0; qq < 4; qq++) {
-                    const uint32_t dst = rowa + (((4 * wh + qq) ^ (wr % 8)) << 4);
-                    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(h[4 * qq]), "r"(h[4 * qq + 1]),
-                                 "r"(h[4 * qq + 2]), "r"(h[4 * qq + 3])
-                                 : "memory");
-                }
-            }
+            for (int q = 0; q < 2; q++) wg_decode_store<WC>(r[q], wok[q] && c < nc, sw + st * TILE, 64 * q + pt / 2, wh);
         };
         // Stage kt % S is free once the products of step kt - S are done: that completion of
         // empty[] is its (kt / S - 1)-th.
@@ -372,15 +358,7 @@ template <int T, int L> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kerne
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 
-    const mmq_out o  = mmq_output(a);
-    const int     r0 = n0 + 2 * (lane % 4);
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int t = m0 + 64 * c + 16 * wq + lane / 4 + 8 * i;
-        if (t >= a.m) continue;
-#pragma unroll
-        for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
-    }
+    wg_store(a, acc, n0, m0 + 64 * c, wq, lane);
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
 #endif
@@ -431,22 +409,16 @@ struct wg_probe {
         st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
     }
     template <int T> void operator()() const {
-        constexpr bool ext = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
-                             T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
-        if constexpr (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) {
-            st = EMBER_ERR_UNSUPPORTED;  // cuBLAS takes these
-        } else if constexpr (T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0) {
-            if (layout == k_mmq_rp) launch_layout<T, k_mmq_rp>();
-            else if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
-            else st = EMBER_ERR_UNSUPPORTED;
-        } else if constexpr (ext) {
-            if (layout == k_mmq_ext) launch_layout<T, k_mmq_ext>();
-            else if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
-            else st = EMBER_ERR_UNSUPPORTED;
-        } else {
-            if (layout == k_mmq_gguf) launch_layout<T, k_mmq_gguf>();
-            else st = EMBER_ERR_UNSUPPORTED;
+        if constexpr (mmq_reads(T, k_mmq_gguf)) {
+            if (layout == k_mmq_gguf) return launch_layout<T, k_mmq_gguf>();
         }
+        if constexpr (mmq_reads(T, k_mmq_rp)) {
+            if (layout == k_mmq_rp) return launch_layout<T, k_mmq_rp>();
+        }
+        if constexpr (mmq_reads(T, k_mmq_ext)) {
+            if (layout == k_mmq_ext) return launch_layout<T, k_mmq_ext>();
+        }
+        st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
     }
 };
 

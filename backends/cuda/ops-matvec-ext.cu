@@ -1663,13 +1663,7 @@ struct mvx_probe {
 // Dequantization of one 32-weight chunk (prefill, GET_ROWS): weights [32 c, 32 c + 32) of
 // row g of the tensor, as cu_codec<T>::chunk does for the GGUF bytes.
 //
-struct ext_dev {
-    const uint8_t * q;
-    const uint8_t * s;
-    const uint8_t * h;
-    int64_t         rowq;
-    int             nb, ng;
-};
+using ext_dev = mmq_ext;  // (cuda-mmq.h: the tensor-core prefill reads the same planes)
 
 ext_dev dev_of(const ember_tensor * w) {
     const ext_layout l = layout_of(w);
@@ -2096,8 +2090,7 @@ bool ember_cuda_mvx_glu_type_ok(const ember_tensor * wg, const ember_tensor * wu
 }
 
 mmq_ext ember_cuda_mmq_ext(const ember_tensor * w) {
-    const ext_layout l = layout_of(w);
-    return {l.q, l.s, l.h, l.rowq, l.nb, l.ng};
+    return dev_of(w);
 }
 
 ember_status ember_cuda_ext_dequant_f16(ember_cuda_ctx & ctx, const ember_tensor * w, int64_t g0, int64_t rows, void * out) {
