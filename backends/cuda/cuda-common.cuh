@@ -677,6 +677,15 @@ constexpr cu_nf4_values cu_nf4_codebook = {
      0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f}};
 static __constant__ cu_nf4_values cu_nf4_table = cu_nf4_codebook;  // (the kernels' copy; constexpr checks read cu_nf4_codebook)
 
+// The codebook in shared memory, for lookups whose index differs across a warp's lanes: constant
+// memory serializes a warp's distinct addresses (up to 16 reads a lookup), shared memory serves
+// the 16 words from 16 banks at once. The same floats as cu_nf4_table. A kernel that reads it
+// fills it first: every thread calls cu_nf4_smem_fill (blocks of 16 threads or more), then a barrier.
+static __shared__ float cu_nf4_smem[16];
+__device__ __forceinline__ void cu_nf4_smem_fill() {
+    if (threadIdx.x < 16) cu_nf4_smem[threadIdx.x] = cu_nf4_table.v[threadIdx.x];
+}
+
 struct cu_nf4_dyn_values {
     float v[256];
 };

@@ -118,7 +118,7 @@ template <int T> struct cu_ext_h2 {
             const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
             const float    s    = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[r.sc], r.hd.x), r.hd.y);
 #pragma unroll
-            for (int i = 0; i < 32; i++) y[i] = cu_nf4_table.v[(w[i / 4] >> (r.sh + 4 * (i % 4))) & 0xfu] * s;
+            for (int i = 0; i < 32; i++) y[i] = cu_nf4_smem[(w[i / 4] >> (r.sh + 4 * (i % 4))) & 0xfu] * s;  // (mmq_nf4_smem)
         } else {
             const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
             const float    s    = row8 ? r.hd.x : cu_fp8_e8m0_scale(r.sc);
@@ -129,6 +129,12 @@ template <int T> struct cu_ext_h2 {
         for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(y[2 * i], y[2 * i + 1]));
     }
 };
+
+// Whether a kernel decoding through codec WC fills cu_nf4_smem first (NF4 in the ext layout:
+// cu_nf4_smem_fill by every thread before its first barrier, one more barrier where the first
+// decode comes before that).
+template <typename WC> constexpr bool mmq_nf4_smem                       = false;
+template <> constexpr bool            mmq_nf4_smem<cu_ext_h2<EMBER_TYPE_NF4>> = true;
 
 // The weight chunk codec of layout L.
 template <int T, int L>

@@ -136,6 +136,10 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
 
     // The weight chunk of this thread: chunk wh (0 or 1) of each step of row wr.
     using WC = mmq_codec<T, L>;
+    if constexpr (mmq_nf4_smem<WC>) {
+        cu_nf4_smem_fill();
+        __syncthreads();
+    }
     typename WC::raw wraw;
     const int        wr   = tid / 2, wh = tid % 2;
     const bool       wok  = n0 + wr < a.n;
@@ -259,6 +263,7 @@ template <int T, int L> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kerne
             ws_bar_init(empty(st), 256);
         }
     }
+    if constexpr (mmq_nf4_smem<mmq_codec<T, L>>) cu_nf4_smem_fill();
     __syncthreads();
 
     if (wgi < 2) {

@@ -1670,6 +1670,7 @@ ext_dev dev_of(const ember_tensor * w) {
     return {l.q, l.s, l.h, l.rowq, l.nb, l.ng};
 }
 
+// Chunk c (32 weights) of row g as floats. NF4 looks its codebook up in cu_nf4_smem: the kernel fills it.
 template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, int64_t g, int64_t c, float * y) {
     const uint8_t * row = L.q + g * L.rowq;
     if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
@@ -1699,7 +1700,7 @@ template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, in
         const float  s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[L.s[g * L.nb + b]], hd.x), hd.y);
         const int    sh     = static_cast<int>(c % 2) * 16;  // the half's nibbles in each word (ember_cuda_nf4_unzip)
 #pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_nf4_table.v[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;
+        for (int i = 0; i < 32; i++) y[i] = cu_nf4_smem[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;  // (filled by the kernel)
     } else {
         union {
             uint4   v[2];
@@ -1727,6 +1728,10 @@ unsigned grid_for(int64_t n, int per_block) {
 // dequant_f16_co_kernel).
 template <int T>
 __global__ void __launch_bounds__(k_dq_threads) dequant_ext_kernel(ext_dev L, int64_t g0, int64_t nc, int64_t n_items, __half * out) {
+    if constexpr (T == EMBER_TYPE_NF4) {
+        cu_nf4_smem_fill();  // (ext_chunk's codebook)
+        __syncthreads();
+    }
     cu_pdl_begin();
     __shared__ uint4 sbuf[k_dq_warps][32 * 4];
     const int     lane   = threadIdx.x % 32;
@@ -1743,6 +1748,10 @@ __global__ void __launch_bounds__(k_dq_threads) dequant_ext_kernel(ext_dev L, in
 // GET_ROWS from a 2-D table: one thread per 32-weight chunk of a destination row.
 template <int T>
 __global__ void get_rows_ext_kernel(ext_dev L, int64_t n_table, cu_tensor ids, cu_tensor dst, int64_t nc, int64_t n_items, int * err) {
+    if constexpr (T == EMBER_TYPE_NF4) {
+        cu_nf4_smem_fill();  // (ext_chunk's codebook)
+        __syncthreads();
+    }
     cu_pdl_begin();
     for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n_items;
          idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
