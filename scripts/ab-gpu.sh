@@ -16,6 +16,8 @@
 #                     gives rows "1b-Q4_0", "1b-Q4_0@d384", "1b-Q4_0@d4096" (tg128 after that many
 #                     tokens of cache)
 #   EMBER_AB_BENCH_ARGS  more ember-bench arguments for every run, e.g. "--ctk q8_0 --ctv q8_0"
+#   EMBER_AB_PP       1: prefill instead of decode: each run -p 512 -n 0 -r 3, the table in pp512 t/s
+#                     (a change of the prefill GEMM or its dequantizer against HEAD)
 #   EMBER_AB_TESTS    a doctest -tc filter for test-backends on B (e.g. "*integer matvec*"), or empty
 #   EMBER_AB_MODEL_TESTS  the same for test-models on B (e.g. "*tiny models in every Ember weight type on the GPU*")
 #   EMBER_AB_ORDER    "BA" (default) or "ABA" (A, then B, then A again: drift between the sides shows)
@@ -35,7 +37,7 @@
 #                     same A/B runs on the CPU here: EMBER_AB_DEVICE=cpu EMBER_AB_CMAKE="-DEMBER_CUDA=OFF
 #                     -DEMBER_VULKAN=OFF" EMBER_AB_MODELS=tiny-Q4_0 (from a pack, as above)
 # New files of the edit stay on both sides.
-# Output: one line per run and a table of the mean tg128 per model and side with B / A; copies of the
+# Output: one line per run and a table of the mean tg128 (EMBER_AB_PP: pp512) per model and side with B / A; copies of the
 # logs under $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +52,7 @@ for x in C D E F G; do
 done
 order=${order/B/B$extra}
 depths=${EMBER_AB_DEPTHS:-0}
+if [ "${EMBER_AB_PP:-0}" = 1 ]; then test_name=pp512 test_args=(-p 512 -n 0); else test_name=tg128 test_args=(-p 0 -n 128); fi
 read -r -a bench_args <<<"${EMBER_AB_BENCH_ARGS:-}"
 row_key() { [ "$2" = 0 ] && echo "$1" || echo "$1@d$2"; }  # a table row: model, or model@dN at a depth past 0
 keys=""
@@ -125,9 +128,10 @@ bench_side() {
         for dep in $depths; do
             key=$(row_key "$x" "$dep")
             for ((i = 0; i < runs; i++)); do
-                r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" -p 0 -n 128 -d "$dep" -r 3 --device "$device" \
-                    --device-bw 0 "${bench_args[@]}" 2>>"$logs/ab-bench.err" | grep tg128 | awk -F'|' '{print $8}' | awk '{print $1}')
-                echo "$key $side tg128 ${r:-failed}"
+                r=$(timeout "$run_limit" env "${envs[@]}" "$build/bin/ember-bench" -m "$models_dir/$x.gguf" "${test_args[@]}" -d "$dep" -r 3 \
+                    --device "$device" --device-bw 0 "${bench_args[@]}" 2>>"$logs/ab-bench.err" | grep "$test_name" | awk -F'|' '{print $8}' |
+                    awk '{print $1}')
+                echo "$key $side $test_name ${r:-failed}"
                 [ -n "$r" ] && echo "$key $side $r" >>"$results"
             done
         done
@@ -167,11 +171,11 @@ swap_to B  # the pack as it came
 echo
 cols=""  # the sides past B that ran, in order
 for x in C D E F G; do [ "$order" != "${order/$x/}" ] && cols+=$x; done
-head="| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) tg128 | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) tg128 | B / A |"
+head="| model | A (HEAD${EMBER_AB_ENV_A:+, $EMBER_AB_ENV_A}) $test_name | B (edits${EMBER_AB_ENV_B:+, $EMBER_AB_ENV_B}) $test_name | B / A |"
 rule="| --- | ---: | ---: | ---: |"
 for ((k = 0; k < ${#cols}; k++)); do
     x=${cols:k:1} v=EMBER_AB_ENV_${cols:k:1}
-    head+=" $x (edits, ${!v:-}) tg128 | $x / A |"
+    head+=" $x (edits, ${!v:-}) $test_name | $x / A |"
     rule+=" ---: | ---: |"
 done
 echo "$head"
