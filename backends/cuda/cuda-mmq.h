@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cuda-ops.h"
+#include "cuda-repack.h"
 
 // The weight's layout: the GGUF blocks (a row's byte offset), the CUDA layout of Q4_0 / Q8_0
 // (cuda-repack.h: a row's first block), or Ember's types in the CUDA ext layout (its row).
@@ -19,12 +20,25 @@ enum { k_mmq_gguf = 0, k_mmq_rp = 1, k_mmq_ext = 2 };
 // Whether the tensor-core kernels read weight type T in layout L: every quantized type in the
 // GGUF layout, Q4_0 / Q8_0 in theirs, Ember's types in the ext layout (F32 / F16 / BF16: cuBLAS).
 constexpr bool mmq_reads(int T, int L) {
-    const bool ext_type = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32 || T == EMBER_TYPE_NF4 || T == EMBER_TYPE_FP8_E4M3 ||
-                          T == EMBER_TYPE_FP8_E5M2 || T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
     if (T == EMBER_TYPE_F32 || T == EMBER_TYPE_F16 || T == EMBER_TYPE_BF16) return false;
     if (L == k_mmq_rp) return T == EMBER_TYPE_Q4_0 || T == EMBER_TYPE_Q8_0;
-    if (L == k_mmq_ext) return ext_type;
+    if (L == k_mmq_ext) return ember_cuda_repack_is_ext(static_cast<ember_type>(T));
     return true;
+}
+
+// Calls f(std::integral_constant<int, L>{}) for the layout L that is `layout` where the kernels
+// read type T in it (the launch dispatches of both GEMM files); false where they do not.
+template <int T, typename F> bool mmq_with_layout(int layout, F && f) {
+    if constexpr (mmq_reads(T, k_mmq_gguf)) {
+        if (layout == k_mmq_gguf) return f(std::integral_constant<int, k_mmq_gguf>{}), true;
+    }
+    if constexpr (mmq_reads(T, k_mmq_rp)) {
+        if (layout == k_mmq_rp) return f(std::integral_constant<int, k_mmq_rp>{}), true;
+    }
+    if constexpr (mmq_reads(T, k_mmq_ext)) {
+        if (layout == k_mmq_ext) return f(std::integral_constant<int, k_mmq_ext>{}), true;
+    }
+    return false;
 }
 
 // A weight in the ext layout (ops-matvec-ext.cu's ext_layout): quants in rows of rowq bytes
@@ -67,10 +81,10 @@ mmq_ext ember_cuda_mmq_ext(const ember_tensor * w);
 // (GGUF layout: its byte offset from a.w; CUDA layout: its first block; ext layout: the row,
 // counted over the tensor; mmq_row), chunk c of it.
 
-// A 32-weight chunk of Ember's types in the ext layout, as F16 pairs: fetch loads its bytes and
-// scale data (no arithmetic, so the loads stay in flight), decode makes the same F16 values as
-// the F16 dequantizer of the cuBLAS path (ops-matvec-ext.cu's ext_chunk, rounded by
-// __floats2half2_rn): INT4 d (q - z), NF4 NF4[q] absmax, FP8 code times its scale.
+// A 32-weight chunk of Ember's types in the ext layout: fetch loads its bytes and scale data (no
+// arithmetic, so the loads stay in flight), floats makes its weights (INT4 d (q - z), NF4 NF4[q]
+// absmax, FP8 code times its scale), decode the same as F16 pairs (__floats2half2_rn, as the F16
+// dequantizer of the cuBLAS path rounds them: both through floats, so both have the same values).
 template <int T> struct cu_ext_h2 {
     static constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
     static constexpr bool nf4  = T == EMBER_TYPE_NF4;
@@ -102,8 +116,8 @@ template <int T> struct cu_ext_h2 {
             else r.sc = L.s[g * L.nb + c];
         }
     }
-    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
-        float y[32];
+    // The chunk's 32 weights as floats (also ops-matvec-ext.cu's ext_chunk: the ext dequantizer).
+    static __device__ __forceinline__ void floats(const raw & r, float (&y)[32]) {
         if constexpr (int4) {
             const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
             const float    d    = cu_half(static_cast<ember_half>(r.sc & 0xffffu));
@@ -125,6 +139,10 @@ template <int T> struct cu_ext_h2 {
 #pragma unroll
             for (int i = 0; i < 32; i++) y[i] = cu_fp8<e4m3>((w[i / 4] >> (8 * (i % 4))) & 0xffu) * s;
         }
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        float y[32];
+        floats(r, y);
 #pragma unroll
         for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(y[2 * i], y[2 * i + 1]));
     }

@@ -15,19 +15,6 @@ int ember_cuda_repack_qbytes(ember_type t) {
     }
 }
 
-bool ember_cuda_repack_is_ext(ember_type t) {
-    switch (t) {
-        case EMBER_TYPE_INT4:
-        case EMBER_TYPE_INT4_G32:
-        case EMBER_TYPE_NF4:
-        case EMBER_TYPE_FP8_E4M3:
-        case EMBER_TYPE_FP8_E5M2:
-        case EMBER_TYPE_FP8_E4M3_ROW:
-        case EMBER_TYPE_FP8_E5M2_ROW: return true;
-        default: return false;
-    }
-}
-
 bool ember_cuda_repack_wanted(const ember_tensor * t) {
     static const bool off     = !ember_cuda_env_on("EMBER_CUDA_REPACK");
     static const bool ext_off = !ember_cuda_env_on("EMBER_CUDA_EXT_MV");

@@ -42,8 +42,20 @@
 int ember_cuda_repack_qbytes(ember_type t);
 
 // Whether t is one of Ember's types that have the ext layout (the type alone; EMBER_CUDA_EXT_MV
-// is not consulted).
-bool ember_cuda_repack_is_ext(ember_type t);
+// is not consulted). constexpr: the tensor-core prefill's launch dispatch asks it of its kernels'
+// type argument (cuda-mmq.h, mmq_reads).
+constexpr bool ember_cuda_repack_is_ext(ember_type t) {
+    switch (t) {
+        case EMBER_TYPE_INT4:
+        case EMBER_TYPE_INT4_G32:
+        case EMBER_TYPE_NF4:
+        case EMBER_TYPE_FP8_E4M3:
+        case EMBER_TYPE_FP8_E5M2:
+        case EMBER_TYPE_FP8_E4M3_ROW:
+        case EMBER_TYPE_FP8_E5M2_ROW: return true;
+        default: return false;
+    }
+}
 
 // Whether a whole-tensor upload of t is converted: a contiguous, non-view weight of a
 // repacked type (Q6_K: rows of a multiple of 2048; EMBER_CUDA_REPACK=0 turns the conversion

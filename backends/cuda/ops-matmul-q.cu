@@ -341,15 +341,8 @@ struct mmq_probe {
         return big ? launch<T, L, 128, 128, 4, 2>(ctx, a, sms) : launch<T, L, 64, 128, 2, 2>(ctx, a, sms);
     }
     template <int T> void operator()() const {
-        st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
-        if constexpr (mmq_reads(T, k_mmq_gguf)) {
-            if (layout == k_mmq_gguf) st = launch_layout<T, k_mmq_gguf>();
-        }
-        if constexpr (mmq_reads(T, k_mmq_rp)) {
-            if (layout == k_mmq_rp) st = launch_layout<T, k_mmq_rp>();
-        }
-        if constexpr (mmq_reads(T, k_mmq_ext)) {
-            if (layout == k_mmq_ext) st = launch_layout<T, k_mmq_ext>();
+        if (!mmq_with_layout<T>(layout, [&](auto l) { st = launch_layout<T, decltype(l)::value>(); })) {
+            st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
         }
     }
 };

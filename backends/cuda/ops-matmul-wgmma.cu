@@ -414,16 +414,9 @@ struct wg_probe {
         st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
     }
     template <int T> void operator()() const {
-        if constexpr (mmq_reads(T, k_mmq_gguf)) {
-            if (layout == k_mmq_gguf) return launch_layout<T, k_mmq_gguf>();
+        if (!mmq_with_layout<T>(layout, [&](auto l) { launch_layout<T, decltype(l)::value>(); })) {
+            st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
         }
-        if constexpr (mmq_reads(T, k_mmq_rp)) {
-            if (layout == k_mmq_rp) return launch_layout<T, k_mmq_rp>();
-        }
-        if constexpr (mmq_reads(T, k_mmq_ext)) {
-            if (layout == k_mmq_ext) return launch_layout<T, k_mmq_ext>();
-        }
-        st = EMBER_ERR_UNSUPPORTED;  // (F32 / F16 / BF16: cuBLAS takes these)
     }
 };
 

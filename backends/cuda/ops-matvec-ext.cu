@@ -1670,48 +1670,12 @@ ext_dev dev_of(const ember_tensor * w) {
     return {l.q, l.s, l.h, l.rowq, l.nb, l.ng};
 }
 
-// Chunk c (32 weights) of row g as floats. NF4 looks its codebook up in cu_nf4_smem: the kernel fills it.
-template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, int64_t g, int64_t c, float * y) {
-    const uint8_t * row = L.q + g * L.rowq;
-    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32) {
-        constexpr int runs = T == EMBER_TYPE_INT4 ? 4 : 1;
-        union {
-            uint4   v;
-            uint8_t b[16];
-        } q;
-        q.v              = *reinterpret_cast<const uint4 *>(row + 16 * c);
-        const uint32_t dz = reinterpret_cast<const uint32_t *>(L.s)[g * L.nb + c / runs];
-        const float    d  = cu_half(static_cast<ember_half>(dz & 0xffffu));
-        const float    z  = cu_half(static_cast<ember_half>(dz >> 16));
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            y[i]      = d * (static_cast<float>(q.b[i] & 0x0f) - z);
-            y[i + 16] = d * (static_cast<float>(q.b[i] >> 4) - z);
-        }
-    } else if constexpr (T == EMBER_TYPE_NF4) {
-        const int64_t b = c / 2;
-        union {
-            uint4    v[2];
-            uint32_t w[8];
-        } q;
-        q.v[0]              = reinterpret_cast<const uint4 *>(row + 32 * b)[0];
-        q.v[1]              = reinterpret_cast<const uint4 *>(row + 32 * b)[1];
-        const float2 hd     = reinterpret_cast<const float2 *>(L.h)[g * L.ng + b / 256];
-        const float  s      = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[L.s[g * L.nb + b]], hd.x), hd.y);
-        const int    sh     = static_cast<int>(c % 2) * 16;  // the half's nibbles in each word (ember_cuda_nf4_unzip)
-#pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_nf4_smem[(q.w[i / 4] >> (sh + 4 * (i % 4))) & 0xf] * s;  // (filled by the kernel)
-    } else {
-        union {
-            uint4   v[2];
-            uint8_t b[32];
-        } q;
-        q.v[0]        = reinterpret_cast<const uint4 *>(row + 32 * c)[0];
-        q.v[1]        = reinterpret_cast<const uint4 *>(row + 32 * c)[1];
-        const float s = is_row(T) ? reinterpret_cast<const float *>(L.s)[g] : cu_fp8_e8m0_scale(L.s[g * L.nb + c]);
-#pragma unroll
-        for (int i = 0; i < 32; i++) y[i] = cu_fp8<is_e4m3(T)>(q.b[i]) * s;
-    }
+// Chunk c (32 weights) of row g as floats (cu_ext_h2, cuda-mmq.h: the tensor-core prefill's codec,
+// so both paths have the same weights). NF4 looks its codebook up in cu_nf4_smem: the kernel fills it.
+template <int T> __device__ __forceinline__ void ext_chunk(const ext_dev & L, int64_t g, int64_t c, float (&y)[32]) {
+    typename cu_ext_h2<T>::raw r;
+    cu_ext_h2<T>::fetch(L, g, static_cast<int>(c), r);
+    cu_ext_h2<T>::floats(r, y);
 }
 
 constexpr int      k_dq_threads = 256;
