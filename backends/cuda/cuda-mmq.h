@@ -85,11 +85,19 @@ mmq_ext ember_cuda_mmq_ext(const ember_tensor * w);
 // arithmetic, so the loads stay in flight), floats makes its weights (INT4 d (q - z), NF4 NF4[q]
 // absmax, FP8 code times its scale), decode the same as F16 pairs (__floats2half2_rn, as the F16
 // dequantizer of the cuBLAS path rounds them: both through floats, so both have the same values).
+// The FP8 forms (also the decode kernels' of ops-matvec-ext.cu): one scale a row (_ROW) or an
+// E8M0 byte a 32-weight chunk; E4M3 or E5M2 codes.
+__host__ __device__ constexpr bool cu_fp8_is_row(int T) {
+    return T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
+}
+__host__ __device__ constexpr bool cu_fp8_is_e4m3(int T) {
+    return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
+}
 template <int T> struct cu_ext_h2 {
     static constexpr bool int4 = T == EMBER_TYPE_INT4 || T == EMBER_TYPE_INT4_G32;
     static constexpr bool nf4  = T == EMBER_TYPE_NF4;
-    static constexpr bool row8 = T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
-    static constexpr bool e4m3 = T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
+    static constexpr bool row8 = cu_fp8_is_row(T);
+    static constexpr bool e4m3 = cu_fp8_is_e4m3(T);
     struct raw {
         uint4    v[2];  // INT4: v[0]; NF4: the block's 32 bytes; FP8: the chunk's 32 codes
         float2   hd;    // NF4: the group header (scale2, offset); FP8 _ROW: .x the row's scale

@@ -83,15 +83,12 @@ ext_layout layout_of(const ember_tensor * w) {
     return l;
 }
 
-__host__ __device__ constexpr bool is_row(int T) {
-    return T == EMBER_TYPE_FP8_E4M3_ROW || T == EMBER_TYPE_FP8_E5M2_ROW;
-}
+// FP8's forms: cuda-mmq.h (shared with the tensor-core prefill's ext codec).
+__host__ __device__ constexpr bool is_row(int T) { return cu_fp8_is_row(T); }
 __host__ __device__ constexpr bool is_fp8_type(int T) {
     return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2 || is_row(T);
 }
-__host__ __device__ constexpr bool is_e4m3(int T) {
-    return T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E4M3_ROW;
-}
+__host__ __device__ constexpr bool is_e4m3(int T) { return cu_fp8_is_e4m3(T); }
 
 //
 // Activations
