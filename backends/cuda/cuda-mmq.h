@@ -223,8 +223,14 @@ constexpr int k_mmq_wg_rows = 128, k_mmq_wg_tokens = 128;
 // while the stream captures a graph, then asked again later).
 bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx);
 
+// Whether the wgmma kernel's k splits merge in a thread block cluster (no partial sums in global
+// memory, no reduce launch): then the caller plans them without a.part (EMBER_CUDA_MMQ_CLUSTER=0:
+// no; nor for the warp-specialized form).
+bool ember_cuda_mmq_wg_cluster_merge();
+
 // Launches the wgmma kernel over `grid` (rows / 128, tokens / 128, splits) for weight type t in
-// layout k_mmq_gguf / _rp / _ext; EMBER_ERR_UNSUPPORTED when it has no kernel for that type and layout.
+// layout k_mmq_gguf / _rp / _ext; EMBER_ERR_UNSUPPORTED when it has no kernel for that type and
+// layout. Splits (grid.z > 1) with a.part null merge in a cluster of grid.z blocks.
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid);
 
 #endif  // EMBER_CUDA_MMQ_H

@@ -277,9 +277,10 @@ int forced_split() {
 }
 
 // Split k when the tiles would leave SMs idle (the 1B model's 2048-row matrices): each split
-// writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up. Sets a.kper and
-// a.part; returns the number of splits.
-int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, int sms) {
+// writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up; or, with `merged`
+// (the wgmma kernel's thread block clusters), the splits add them up themselves and a.part stays
+// null. Sets a.kper and a.part; returns the number of splits.
+int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, int sms, bool merged = false) {
     const int nkt    = static_cast<int>((a.nc + 1) / 2);
     int       splits = forced_split();
     if (splits <= 0) {
@@ -289,7 +290,7 @@ int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, in
     splits = std::max(1, std::min({splits, 8, nkt / 4}));
     a.kper = (nkt + splits - 1) / splits;
     splits = (nkt + a.kper - 1) / a.kper;
-    if (splits > 1) {
+    if (splits > 1 && !merged) {
         a.part = static_cast<float *>(ember_cuda_scratch(ctx, 1, static_cast<size_t>(splits) * a.m * a.n * sizeof(float)));
         if (!a.part) {
             splits = 1;
@@ -300,7 +301,7 @@ int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, in
 }
 
 ember_status reduce_splits(ember_cuda_ctx & ctx, const mmq_args & a, int splits) {
-    if (splits > 1) {
+    if (splits > 1 && a.part) {  // (no a.part: merged by the kernel's clusters)
         const ember_status st = ember_cuda_check_launch("mul_mat (tensor-core prefill, quantized weight)");
         if (st != EMBER_OK) return st;
         cu_launch(ctx, mmq_reduce_kernel, dim3(std::min(cu_blocks(a.n, 256), 64u), static_cast<unsigned>(a.m)), 256, 0,
@@ -395,7 +396,7 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), 128 x 128 tiles.
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
         const unsigned gx = cu_blocks(n, k_mmq_wg_rows), gy = cu_blocks(m, k_mmq_wg_tokens);
-        const int      splits = plan_splits(ctx, a, gx, gy, sms);
+        const int      splits = plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge());
         const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, layout, a, dim3(gx, gy, splits));
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }

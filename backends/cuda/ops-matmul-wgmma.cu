@@ -19,6 +19,8 @@
 // code the kernel is empty and ember_cuda_mmq_wg_available says no, found by running a probe
 // kernel. Three stages (the products of a step in flight across the next step's barrier)
 // measured no faster (PERF-NOTES.md, seventh pass).
+#include <cooperative_groups.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +101,46 @@ __device__ __forceinline__ void wg_store(const mmq_args & a, const float (&acc)[
 #pragma unroll
         for (int j = 0; j < 16; j++) mmq_store_pair(o, a.n, t, r0 + 8 * j, acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
     }
+}
+
+// k split over the blocks of one thread block cluster (1 x 1 x gridDim.z; rank = blockIdx.z = the
+// split; ember_cuda_mmq_wg_cluster_merge), a.part unused: each block puts its tile's sums (128
+// tokens x 64 row pairs, float2, 64 KB: the stages, free once the last step's products are
+// waited for) in its own shared memory, then, after the cluster barrier, adds up its share of the
+// tile's units over every block's shared memory in rank order, from 0 as mmq_reduce_kernel does
+// (the same bits as the split partial sums through global memory), and stores them. No partial
+// sums in global memory, no reduce launch. Unit (t, u) lies at t * 64 + (u ^ 4 (t % 8)): a
+// warp's stores (8 tokens x 4 row pairs) take two wavefronts, its reads (consecutive u) one.
+__device__ __forceinline__ void wg_cluster_merge(const mmq_args & a, const float (&acc)[64], float2 * red, int n0, int m0, int tid) {
+    namespace cg   = cooperative_groups;
+    const int lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = 64 * wgi + 16 * wq + lane / 4 + 8 * i;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int u = 4 * j + lane % 4;
+            red[t * 64 + (u ^ 4 * (t % 8))] = make_float2(acc[4 * j + 2 * i], acc[4 * j + 2 * i + 1]);
+        }
+    }
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every split's sums visible across the cluster
+    const int     nz = static_cast<int>(gridDim.z), z = static_cast<int>(cluster.block_rank());
+    const int     per = (128 * 64 + nz - 1) / nz, e1 = min((z + 1) * per, 128 * 64);
+    const mmq_out o{a.y, a.ldy, a.y2};
+    for (int e = z * per + tid; e < e1; e += WG_NT) {
+        const int t = e / 64, u = e % 64;
+        if (m0 + t >= a.m) break;  // (units go token by token: the rest are past m too)
+        float2 * p  = red + t * 64 + (u ^ 4 * (t % 8));
+        float    sx = 0.0f, sy = 0.0f;
+        for (int r = 0; r < nz; r++) {
+            const float2 v = *cluster.map_shared_rank(p, r);
+            sx += v.x;
+            sy += v.y;
+        }
+        mmq_store_pair(o, a.n, m0 + t, n0 + 2 * u, sx, sy);
+    }
+    cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
 // D (64 tokens x 128 rows, F32) += A (64 x 16, descriptor da) * B (128 x 16, descriptor db)^T.
@@ -205,6 +247,10 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
         __syncthreads();
     }
 
+    if (gridDim.z > 1 && a.part == nullptr) {  // (the loop's last barrier: every stage read)
+        wg_cluster_merge(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
+        return;
+    }
     wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
@@ -387,6 +433,13 @@ bool warp_specialized() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
+// EMBER_CUDA_MMQ_CLUSTER=0: the wgmma kernel's k splits write partial sums to global memory for
+// mmq_reduce_kernel, as the other kernels' do, instead of merging in a cluster (read at every
+// call: tests compare the two). The warp-specialized kernel has no cluster merge.
+bool cluster_merge() {
+    return !warp_specialized() && ember_cuda_env_on("EMBER_CUDA_MMQ_CLUSTER");
+}
+
 struct wg_probe {
     ember_cuda_ctx & ctx;
     const mmq_args & a;
@@ -400,6 +453,10 @@ struct wg_probe {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
+            if (grid.z > 1 && a.part == nullptr) {  // (planned for the cluster merge: not this kernel's)
+                st = EMBER_ERR_INVALID_ARG;
+                return;
+            }
             cu_launch(ctx, mmq_ws_kernel<T, L>, grid, WS_NT, WS_SMEM, a);
         } else {
             static std::atomic<uint64_t> smem_set[2];  // per form (EW)
@@ -409,7 +466,8 @@ struct wg_probe {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
-            cu_launch(ctx, kernel, grid, WG_NT, WG_SMEM, a);
+            const dim3 cluster(1, 1, grid.z > 1 && a.part == nullptr ? grid.z : 1);  // the splits merged in a cluster
+            cu_launch_cluster(ctx, kernel, grid, WG_NT, WG_SMEM, cluster, a);
         }
         st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
     }
@@ -446,6 +504,10 @@ bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx) {
     if (ok) yes.fetch_or(bit, std::memory_order_relaxed);
     known.fetch_or(bit, std::memory_order_release);
     return ok;
+}
+
+bool ember_cuda_mmq_wg_cluster_merge() {
+    return cluster_merge();
 }
 
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {

@@ -7,11 +7,13 @@
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
 // dequantize + cuBLAS path on the GPU (EMBER_CUDA_MMQ=1 against 0; same F16 operands, F32 sums: only the
 // summation order differs), also with k split in parts (EMBER_CUDA_MMQ_SPLIT), and the wgmma kernel's
-// forms (EMBER_CUDA_MMQ_EW, EMBER_CUDA_MMQ_WS). Skips with a message when there is no CUDA device.
+// forms (EMBER_CUDA_MMQ_EW, EMBER_CUDA_MMQ_WS), and its k splits merged in a thread block cluster
+// against the reduce kernel's (EMBER_CUDA_MMQ_CLUSTER: the same bits). Skips with a message when there is no CUDA device.
 #ifdef EMBER_HAVE_CUDA
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -129,6 +131,47 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
                     CAPTURE(e);
                     CHECK(e < 1e-9);
                 }
+            }
+        }
+    }
+}
+
+TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster give the reduce kernel's bits") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    // The wgmma kernel's splits add up each other's sums through distributed shared memory
+    // (EMBER_CUDA_MMQ_CLUSTER, default) in the order mmq_reduce_kernel adds the partial sums it
+    // reads from global memory (=0): the same floats, bit for bit. Every cluster size (2-8
+    // splits), tokens and rows past the tile (257, 300), both layouts. (Not Hopper: both runs are
+    // the mma.sync kernel's reduce.)
+    env_guard on("EMBER_CUDA_MMQ", "1", "0");
+    env_guard gw("EMBER_CUDA_MMQ_WG", "1", "1");
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3}) {
+        const int64_t k = 64 * 36;  // 36 k steps: up to 8 splits of at least 4 steps
+        for (const char * split : {"2", "3", "5", "8", "0"}) {
+            for (bool cuda_layout : {false, true}) {
+                env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
+                const builder build = [=](case_ctx & c) {
+                    ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
+                    return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
+                };
+                std::vector<float> merged, reduced;
+                {
+                    env_guard gc("EMBER_CUDA_MMQ_CLUSTER", "1", "1");
+                    merged = run_on(cuda_device(), build, 11);
+                }
+                {
+                    env_guard gc("EMBER_CUDA_MMQ_CLUSTER", "0", "1");
+                    reduced = run_on(cuda_device(), build, 11);
+                }
+                CAPTURE(std::string(ember_type_get_name(t)) + " split " + split + (cuda_layout ? " cuda layout" : " gguf layout"));
+                REQUIRE(merged.size() == reduced.size());
+                REQUIRE(merged.size() == static_cast<size_t>(300 * 257));
+                size_t differ = 0;
+                for (size_t i = 0; i < merged.size(); i++) differ += std::memcmp(&merged[i], &reduced[i], sizeof(float)) != 0;
+                CHECK(differ == 0);
             }
         }
     }
