@@ -276,6 +276,11 @@ int forced_split() {
     return e ? std::atoi(e) : 0;
 }
 
+// EMBER_CUDA_MMQ_SPLIT_UP=1: plan_splits rounds the split count up (read at every call).
+bool split_round_up() {
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_SPLIT_UP", 0, {0, 1}) == 1;
+}
+
 // Split k when the tiles would leave SMs idle (the 1B model's 2048-row matrices): each split
 // writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up; or, with `merged`
 // (the wgmma kernel's thread block clusters), the splits add them up themselves and a.part stays
@@ -284,8 +289,12 @@ int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, in
     const int nkt    = static_cast<int>((a.nc + 1) / 2);
     int       splits = forced_split();
     if (splits <= 0) {
+        // As many splits as two blocks an SM hold in one wave (rounded down: 5 splits of the 1B
+        // shape's 64 tiles, 320 blocks, left 56 for a second wave; EMBER_CUDA_MMQ_SPLIT_UP=1 rounds
+        // up, as before session 60).
         const int64_t tiles = static_cast<int64_t>(gx) * gy;
-        splits              = tiles >= sms ? 1 : static_cast<int>((2 * sms + tiles - 1) / tiles);
+        const int64_t slots = 2 * static_cast<int64_t>(sms);
+        splits = tiles >= sms ? 1 : static_cast<int>(split_round_up() ? (slots + tiles - 1) / tiles : slots / tiles);
     }
     splits = std::max(1, std::min({splits, 8, nkt / 4}));
     a.kper = (nkt + splits - 1) / splits;
