@@ -69,7 +69,7 @@ struct mmq_args {
     float *        y;      // y[t * ldy + r]
     int64_t        ldy;
     bool           y2;     // float2 stores are aligned
-    int            kper;   // k steps of 64 per split (blockIdx.z): all of them when there is one split
+    int            kper;   // k steps per split (blockIdx.z): all of them when there is one split
     float *        part;   // several splits: split z's sums at part + z m n, rows of n
 };
 
@@ -215,8 +215,13 @@ __device__ __forceinline__ void mmq_store_pair(const mmq_out & o, int64_t n, int
 // `done` is that kernel's own set of devices (ops-matmul-q.cu).
 bool ember_cuda_allow_smem(const void * kernel, std::atomic<uint64_t> & done, int device, int bytes);
 
-// The wgmma kernel's tile: 128 weight rows x 128 tokens per block, k in steps of 64.
-constexpr int k_mmq_wg_rows = 128, k_mmq_wg_tokens = 128;
+// The wgmma kernel's tile as the launch plans it: weight rows and tokens a block, 32-weight
+// chunks a k step, blocks an SM holds (128 x 128, 2, 2; the wide form 128 x 256, 4, 1; the
+// warp-specialized one 128 x 128, 2, 1), by the switches of this call.
+struct mmq_wg_tile {
+    int rows, tokens, chunks_per_step, blocks_per_sm;
+};
+mmq_wg_tile ember_cuda_mmq_wg_tile();
 
 // Whether this device runs the wgmma kernel: a Hopper GPU and a module built with sm_90a code
 // (EMBER_CUDA_ARCHS holding 90); asked once per device by a one-thread probe kernel (false

@@ -285,15 +285,16 @@ bool split_round_up() {
 // writes its partial sums to scratch slot 1, mmq_reduce_kernel adds them up; or, with `merged`
 // (the wgmma kernel's thread block clusters), the splits add them up themselves and a.part stays
 // null. Sets a.kper and a.part; returns the number of splits.
-int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, int sms, bool merged = false) {
-    const int nkt    = static_cast<int>((a.nc + 1) / 2);
+int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, int sms, bool merged = false, int chunks_per_step = 2,
+                int blocks_per_sm = 2) {
+    const int nkt    = static_cast<int>((a.nc + chunks_per_step - 1) / chunks_per_step);
     int       splits = forced_split();
     if (splits <= 0) {
         // As many splits as two blocks an SM hold in one wave (rounded down: 5 splits of the 1B
         // shape's 64 tiles, 320 blocks, left 56 for a second wave; EMBER_CUDA_MMQ_SPLIT_UP=1 rounds
         // up, as before session 60).
         const int64_t tiles = static_cast<int64_t>(gx) * gy;
-        const int64_t slots = 2 * static_cast<int64_t>(sms);
+        const int64_t slots = blocks_per_sm * static_cast<int64_t>(sms);
         splits = tiles >= sms ? 1 : static_cast<int>(split_round_up() ? (slots + tiles - 1) / tiles : slots / tiles);
     }
     splits = std::max(1, std::min({splits, 8, nkt / 4}));
@@ -404,8 +405,10 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     }
     // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), 128 x 128 tiles.
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
-        const unsigned gx = cu_blocks(n, k_mmq_wg_rows), gy = cu_blocks(m, k_mmq_wg_tokens);
-        const int      splits = plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge());
+        const mmq_wg_tile tile = ember_cuda_mmq_wg_tile();
+        const unsigned    gx = cu_blocks(n, tile.rows), gy = cu_blocks(m, tile.tokens);
+        const int         splits =
+            plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge(), tile.chunks_per_step, tile.blocks_per_sm);
         const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, layout, a, dim3(gx, gy, splits));
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }

@@ -111,7 +111,9 @@ __device__ __forceinline__ void wg_store(const mmq_args & a, const float (&acc)[
 // (the same bits as the split partial sums through global memory), and stores them. No partial
 // sums in global memory, no reduce launch. Unit (t, u) lies at t * 64 + (u ^ 4 (t % 8)): a
 // warp's stores (8 tokens x 4 row pairs) take two wavefronts, its reads (consecutive u) one.
+template <int NT>  // threads: 64 NT / 128 tokens (two or four warpgroups)
 __device__ __forceinline__ void wg_cluster_merge(const mmq_args & a, const float (&acc)[64], float2 * red, int n0, int m0, int tid) {
+    constexpr int UNITS = NT / 2 * 64;  // tokens x row pairs
     namespace cg   = cooperative_groups;
     const int lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
 #pragma unroll
@@ -126,9 +128,9 @@ __device__ __forceinline__ void wg_cluster_merge(const mmq_args & a, const float
     cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();  // every split's sums visible across the cluster
     const int     nz = static_cast<int>(gridDim.z), z = static_cast<int>(cluster.block_rank());
-    const int     per = (128 * 64 + nz - 1) / nz, e1 = min((z + 1) * per, 128 * 64);
+    const int     per = (UNITS + nz - 1) / nz, e1 = min((z + 1) * per, UNITS);
     const mmq_out o{a.y, a.ldy, a.y2};
-    for (int e = z * per + tid; e < e1; e += WG_NT) {
+    for (int e = z * per + tid; e < e1; e += NT) {
         const int t = e / 64, u = e % 64;
         if (m0 + t >= a.m) break;  // (units go token by token: the rest are past m too)
         float2 * p  = red + t * 64 + (u ^ 4 * (t % 8));
@@ -248,12 +250,112 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
     }
 
     if (gridDim.z > 1 && a.part == nullptr) {  // (the loop's last barrier: every stage read)
-        wg_cluster_merge(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
+        wg_cluster_merge<WG_NT>(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
         return;
     }
     wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
+#endif
+}
+
+// The wide form (EMBER_CUDA_MMQ_WIDE=1, measuring): 128 weight rows x 256 tokens a block of four
+// warpgroups (512 threads, one block an SM), k in steps of 128 (two 64-half sub-tiles, each
+// swizzled as above), two stages (192 KB). Each weight chunk decoded feeds 256 tokens instead of
+// 128: half the decode a product, the work session 60 found the wgmma kernel bound by. Every
+// thread decodes one chunk a step (row tid / 4, chunk tid % 4) and copies 8 x pieces; warpgroup g
+// multiplies tokens 64 g .. 64 g + 63 by the 128 rows, eight m64n128k16 a step.
+constexpr int WD_NT    = 512;
+constexpr int WD_XSUB  = 256 * 128;                 // bytes of one 256-token x 64-half sub-tile
+constexpr int WD_WSUB  = TILE;                      // 128 rows x 64 halves
+constexpr int WD_STAGE = 2 * WD_XSUB + 2 * WD_WSUB;  // x then w, two sub-tiles each
+constexpr int WD_SMEM  = 2 * WD_STAGE + 1024;
+static_assert(WD_STAGE * 2 >= 256 * 64 * 8, "the cluster merge's sums fit the stages");
+
+template <int T, int L> __global__ void __launch_bounds__(WD_NT, 1) mmq_wide_kernel(const mmq_args a) {
+#ifdef EMBER_MMQ_WG
+    extern __shared__ uint8_t wg_smem_raw[];
+    const uint32_t raw0 = wg_saddr(wg_smem_raw);
+    const uint32_t s0   = (raw0 + 1023u) & ~1023u;  // stage st: x sub-tiles at s0 + st * WD_STAGE, then w's
+
+    const int tid = threadIdx.x, lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
+    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * 256;
+    const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
+    const int nkt = min((nc + 3) / 4 - kt0, a.kper);
+
+    using WC = mmq_codec<T, L>;
+    if constexpr (mmq_nf4_smem<WC>) {
+        cu_nf4_smem_fill();
+        __syncthreads();
+    }
+    typename WC::raw wraw;
+    const int        wr = tid / 4, wh = tid % 4;  // chunk wh of each step of row wr: sub-tile wh / 2, half wh % 2
+    const bool       wok  = n0 + wr < a.n;
+    const int64_t    wrow = mmq_row<L>(a, n0 + wr);
+    bool             wgo  = false;
+    const auto fetch_w = [&](int kt) {
+        const int c = 4 * (kt0 + kt) + wh;
+        wgo         = wok && c < nc;
+        if (wgo) mmq_fetch_chunk<WC, L>(a, wrow, c, wraw);
+    };
+    const auto prefetch_w = [&](int kt) {
+        const int c = 4 * (kt0 + kt) + wh;
+        if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow, c));
+    };
+    const auto stage_w = [&](int st) { return s0 + st * WD_STAGE + 2 * WD_XSUB; };
+    const auto decode_store_w = [&](int st) { wg_decode_store<WC>(wraw, wgo, stage_w(st) + (wh / 2) * WD_WSUB, wr, wh % 2); };
+
+    // The activation copies of this thread: tokens tid / 8 + 64 i, 16-byte piece tid % 8, of both sub-tiles.
+    const int seg = tid % 8, xt0 = tid / 8;
+    const auto load_x = [&](int kt, int st) {
+        const int kk = 128 * (kt0 + kt);
+        wg_load_x<4, 64>(a, s0 + st * WD_STAGE, m0, kk, seg, xt0);
+        wg_load_x<4, 64>(a, s0 + st * WD_STAGE + WD_XSUB, m0, kk + 64, seg, xt0);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+
+    fetch_w(0);  // weights only: before waiting for the kernel that made x
+    if (nkt > 1) prefetch_w(1);
+    cu_pdl_begin();
+    load_x(0, 0);
+    decode_store_w(0);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    for (int kt = 0; kt < nkt; kt++) {
+        const int  st   = kt % 2;
+        const bool more = kt + 1 < nkt;
+        if (more) {
+            load_x(kt + 1, st ^ 1);
+            if (kt + 2 < nkt) prefetch_w(kt + 2);
+            fetch_w(kt + 1);
+        }
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int sub = 0; sub < 2; sub++) {
+            const uint32_t xa = s0 + st * WD_STAGE + sub * WD_XSUB + wgi * 64 * 128, wa = stage_w(st) + sub * WD_WSUB;
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        if (more) decode_store_w(st ^ 1);
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+    }
+
+    if (gridDim.z > 1 && a.part == nullptr) {
+        wg_cluster_merge<WD_NT>(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
+        return;
+    }
+    wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
+#else
+    (void) a;
 #endif
 }
 
@@ -433,6 +535,11 @@ bool warp_specialized() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
+// EMBER_CUDA_MMQ_WIDE=1: mmq_wide_kernel instead (read at every call: tests run both).
+bool wide() {
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", 0, {0, 1}) == 1;
+}
+
 // EMBER_CUDA_MMQ_CLUSTER=0: the wgmma kernel's k splits write partial sums to global memory for
 // mmq_reduce_kernel, as the other kernels' do, instead of merging in a cluster (read at every
 // call: tests compare the two). The warp-specialized kernel has no cluster merge.
@@ -458,6 +565,14 @@ struct wg_probe {
                 return;
             }
             cu_launch(ctx, mmq_ws_kernel<T, L>, grid, WS_NT, WS_SMEM, a);
+        } else if (wide()) {
+            static std::atomic<uint64_t> wd_set;
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(mmq_wide_kernel<T, L>), wd_set, ctx.device, WD_SMEM)) {
+                st = EMBER_ERR_UNSUPPORTED;
+                return;
+            }
+            const dim3 cluster(1, 1, grid.z > 1 && a.part == nullptr ? grid.z : 1);
+            cu_launch_cluster(ctx, mmq_wide_kernel<T, L>, grid, WD_NT, WD_SMEM, cluster, a);
         } else {
             static std::atomic<uint64_t> smem_set[2];  // per form (EW)
             const bool                   ew     = early_weights();
@@ -508,6 +623,11 @@ bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx) {
 
 bool ember_cuda_mmq_wg_cluster_merge() {
     return cluster_merge();
+}
+
+mmq_wg_tile ember_cuda_mmq_wg_tile() {
+    if (!warp_specialized() && wide()) return {128, 256, 4, 1};
+    return {128, 128, 2, warp_specialized() ? 1 : 2};
 }
 
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {

@@ -7,7 +7,7 @@
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
 // dequantize + cuBLAS path on the GPU (EMBER_CUDA_MMQ=1 against 0; same F16 operands, F32 sums: only the
 // summation order differs), also with k split in parts (EMBER_CUDA_MMQ_SPLIT), and the wgmma kernel's
-// forms (EMBER_CUDA_MMQ_EW, EMBER_CUDA_MMQ_WS), and its k splits merged in a thread block cluster
+// forms (EMBER_CUDA_MMQ_EW, EMBER_CUDA_MMQ_WS, EMBER_CUDA_MMQ_WIDE), and its k splits merged in a thread block cluster
 // against the reduce kernel's (EMBER_CUDA_MMQ_CLUSTER: the same bits). Skips with a message when there is no CUDA device.
 #ifdef EMBER_HAVE_CUDA
 
@@ -65,13 +65,14 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
         const std::string tn = ember_type_get_name(t);
         // tile 64 / 128: the mma.sync kernel (EMBER_CUDA_MMQ_WG=0); "wg": the wgmma kernel on
         // Hopper (elsewhere the mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form, "wg-ws"
-        // the warp-specialized kernel (EMBER_CUDA_MMQ_WS)
-        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws"}) {
+        // the warp-specialized kernel (EMBER_CUDA_MMQ_WS), "wg-wide" the 256-token one (EMBER_CUDA_MMQ_WIDE)
+        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
             const bool wg = std::string(tile).rfind("wg", 0) == 0;
             env_guard  g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
             env_guard  gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
             env_guard  ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
             env_guard  gs("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
+            env_guard  gd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
             for (bool cuda_layout : {true, false}) {
                 for (const shape & s : shapes(t)) {
                     const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
@@ -101,7 +102,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t b = ember_type_get_traits(t)->block_size;
         // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
-        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws"}) {
+        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
             for (const char * split : {"1", "3", "0"}) {
                 for (bool cuda_layout : {false, true}) {  // (the CUDA layouts: Q4_0 / Q8_0's, Ember's types' ext layout)
                     const bool    wg = std::string(tile).rfind("wg", 0) == 0;
@@ -109,6 +110,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
                     env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
                     env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
                     env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
+                    env_guard     gwd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
                     env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                     const builder build = [=](case_ctx & c) {
                         ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
@@ -149,9 +151,12 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
     env_guard on("EMBER_CUDA_MMQ", "1", "0");
     env_guard gw("EMBER_CUDA_MMQ_WG", "1", "1");
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3}) {
-        const int64_t k = 64 * 36;  // 36 k steps: up to 8 splits of at least 4 steps
+        const int64_t k = 128 * 36;  // 36 k steps of the wide form (72 of the other): up to 8 splits of at least 4 steps
         for (const char * split : {"2", "3", "5", "8", "0"}) {
-            for (bool cuda_layout : {false, true}) {
+            for (int v = 0; v < 4; v++) {
+                const bool    cuda_layout = v % 2 == 1;
+                const char *  wide        = v / 2 == 1 ? "1" : "0";  // 128 x 256 tiles (EMBER_CUDA_MMQ_WIDE) or 128 x 128
+                env_guard     gd("EMBER_CUDA_MMQ_WIDE", wide, "0");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = [=](case_ctx & c) {
                     ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
@@ -166,7 +171,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
                     env_guard gc("EMBER_CUDA_MMQ_CLUSTER", "0", "1");
                     reduced = run_on(cuda_device(), build, 11);
                 }
-                CAPTURE(std::string(ember_type_get_name(t)) + " split " + split + (cuda_layout ? " cuda layout" : " gguf layout"));
+                CAPTURE(std::string(ember_type_get_name(t)) + " split " + split + (cuda_layout ? " cuda layout" : " gguf layout") +
+                        " wide " + wide);
                 REQUIRE(merged.size() == reduced.size());
                 REQUIRE(merged.size() == static_cast<size_t>(300 * 257));
                 size_t differ = 0;
