@@ -37,9 +37,7 @@
 
 namespace {
 
-constexpr int WG_NT   = 256;               // two warpgroups
-constexpr int TILE    = 128 * 128;         // bytes of one 128 x 64-half tile
-constexpr int WG_SMEM = 4 * TILE + 1024;   // x and w, two stages each, and the alignment slack
+constexpr int TILE = 128 * 128;  // bytes of one 128 x 64-half tile
 
 #ifdef EMBER_MMQ_WG
 __device__ __forceinline__ uint32_t wg_saddr(const void * p) {
@@ -164,46 +162,68 @@ __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db)
 // right after the step before has decoded its own (the register buffer is free then), instead
 // of at the top of the step that decodes them, where only the issue of that step's products
 // stands between the requests and their use.
-template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq_wg_kernel(const mmq_args a) {
+//
+// WIDE (EMBER_CUDA_MMQ_WIDE=1, measuring): 128 weight rows x 256 tokens a block of four
+// warpgroups (one block an SM, 192 KB of stages), k in steps of 128 (two swizzled 64-half
+// sub-tiles), eight m64n128k16 a step a warpgroup: each decoded chunk feeds 256 tokens, half the
+// decode a product, the work session 60 found this kernel bound by. Every thread still decodes one
+// chunk a step (row tid / 4, chunk tid % 4) and copies 4 x pieces a sub-tile.
+template <bool WIDE> struct wg_form {
+    static constexpr int NT   = WIDE ? 512 : 256;  // threads: two or four warpgroups
+    static constexpr int TOK  = NT / 2;            // tokens a block (64 a warpgroup)
+    static constexpr int SUBS = WIDE ? 2 : 1;      // 64-half sub-tiles a k step
+    static constexpr int CPS  = 2 * SUBS;          // 32-weight chunks of a row a k step
+    static constexpr int XST  = SUBS * TOK * 128;  // bytes of a stage's x sub-tiles
+    static constexpr int WST  = SUBS * TILE;       // and of its w sub-tiles (128 rows)
+    static constexpr int SMEM = 2 * (XST + WST) + 1024;  // two stages of each, the alignment slack
+    static_assert(2 * (XST + WST) >= TOK * 64 * 8, "the cluster merge's sums fit the stages");
+};
+
+template <int T, int L, bool EW, bool WIDE>
+__global__ void __launch_bounds__(wg_form<WIDE>::NT, WIDE ? 1 : 2) mmq_wg_kernel(const mmq_args a) {
 #ifdef EMBER_MMQ_WG
+    using F = wg_form<WIDE>;
     extern __shared__ uint8_t wg_smem_raw[];
     // Tiles 1024-byte aligned in the shared window (the swizzle pattern repeats every 1024 bytes).
     const uint32_t raw0 = wg_saddr(wg_smem_raw);
     const uint32_t s0   = (raw0 + 1023u) & ~1023u;
-    const uint32_t sx   = s0;              // x stages: sx + st * TILE
-    const uint32_t sw   = s0 + 2 * TILE;   // w stages
+    const uint32_t sx   = s0;               // x stages: sx + st * F::XST, sub-tile sub at + sub * TOK * 128
+    const uint32_t sw   = s0 + 2 * F::XST;  // w stages: sw + st * F::WST, sub-tile sub at + sub * TILE
 
     const int tid = threadIdx.x, lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
-    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * 128;
+    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * F::TOK;
     const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
-    const int nkt = min((nc + 1) / 2 - kt0, a.kper);
+    const int nkt = min((nc + F::CPS - 1) / F::CPS - kt0, a.kper);
 
-    // The weight chunk of this thread: chunk wh (0 or 1) of each step of row wr.
+    // The weight chunk of this thread: chunk wh of each step of row wr (sub-tile wh / 2, its half wh % 2).
     using WC = mmq_codec<T, L>;
     if constexpr (mmq_nf4_smem<WC>) {
         cu_nf4_smem_fill();
         __syncthreads();
     }
     typename WC::raw wraw;
-    const int        wr   = tid / 2, wh = tid % 2;
+    const int        wr   = tid / F::CPS, wh = tid % F::CPS;
     const bool       wok  = n0 + wr < a.n;
     const int64_t    wrow = mmq_row<L>(a, n0 + wr);
     bool             wgo  = false;
     const auto fetch_w = [&](int kt) {
-        const int c = 2 * (kt0 + kt) + wh;
+        const int c = F::CPS * (kt0 + kt) + wh;
         wgo         = wok && c < nc;
         if (wgo) mmq_fetch_chunk<WC, L>(a, wrow, c, wraw);
     };
     const auto prefetch_w = [&](int kt) {
-        const int c = 2 * (kt0 + kt) + wh;
+        const int c = F::CPS * (kt0 + kt) + wh;
         if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow, c));
     };
-    const auto decode_store_w = [&](int st) { wg_decode_store<WC>(wraw, wgo, sw + st * TILE, wr, wh); };
+    const auto decode_store_w = [&](int st) { wg_decode_store<WC>(wraw, wgo, sw + st * F::WST + (wh / 2) * TILE, wr, wh % 2); };
 
-    // The activation copies of this thread: tokens tid / 8 + 32 i, 16-byte piece tid % 8.
+    // The activation copies of this thread: tokens tid / 8 + NT / 8 i, 16-byte piece tid % 8, of each sub-tile.
     const int seg = tid % 8, xt0 = tid / 8;
     const auto load_x = [&](int kt, int st) {
-        wg_load_x<4, 32>(a, sx + st * TILE, m0, 64 * (kt0 + kt), seg, xt0);
+#pragma unroll
+        for (int sub = 0; sub < F::SUBS; sub++) {
+            wg_load_x<4, F::NT / 8>(a, sx + st * F::XST + sub * F::TOK * 128, m0, 64 * (F::SUBS * (kt0 + kt) + sub), seg, xt0);
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
 
@@ -234,9 +254,12 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
             }
         }
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        const uint32_t xa = sx + st * TILE + wgi * 64 * 128, wa = sw + st * TILE;
 #pragma unroll
-        for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
+        for (int sub = 0; sub < F::SUBS; sub++) {
+            const uint32_t xa = sx + st * F::XST + sub * F::TOK * 128 + wgi * 64 * 128, wa = sw + st * F::WST + sub * TILE;
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
+        }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         if (more) decode_store_w(st ^ 1);  // the CUDA cores decode while the tensor cores multiply
         if (EW && kt + 2 < nkt) {
@@ -250,112 +273,12 @@ template <int T, int L, bool EW> __global__ void __launch_bounds__(WG_NT, 2) mmq
     }
 
     if (gridDim.z > 1 && a.part == nullptr) {  // (the loop's last barrier: every stage read)
-        wg_cluster_merge<WG_NT>(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
+        wg_cluster_merge<F::NT>(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
         return;
     }
     wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
 #else
     (void) a;  // not sm_90a: never launched (ember_cuda_mmq_wg_available)
-#endif
-}
-
-// The wide form (EMBER_CUDA_MMQ_WIDE=1, measuring): 128 weight rows x 256 tokens a block of four
-// warpgroups (512 threads, one block an SM), k in steps of 128 (two 64-half sub-tiles, each
-// swizzled as above), two stages (192 KB). Each weight chunk decoded feeds 256 tokens instead of
-// 128: half the decode a product, the work session 60 found the wgmma kernel bound by. Every
-// thread decodes one chunk a step (row tid / 4, chunk tid % 4) and copies 8 x pieces; warpgroup g
-// multiplies tokens 64 g .. 64 g + 63 by the 128 rows, eight m64n128k16 a step.
-constexpr int WD_NT    = 512;
-constexpr int WD_XSUB  = 256 * 128;                 // bytes of one 256-token x 64-half sub-tile
-constexpr int WD_WSUB  = TILE;                      // 128 rows x 64 halves
-constexpr int WD_STAGE = 2 * WD_XSUB + 2 * WD_WSUB;  // x then w, two sub-tiles each
-constexpr int WD_SMEM  = 2 * WD_STAGE + 1024;
-static_assert(WD_STAGE * 2 >= 256 * 64 * 8, "the cluster merge's sums fit the stages");
-
-template <int T, int L> __global__ void __launch_bounds__(WD_NT, 1) mmq_wide_kernel(const mmq_args a) {
-#ifdef EMBER_MMQ_WG
-    extern __shared__ uint8_t wg_smem_raw[];
-    const uint32_t raw0 = wg_saddr(wg_smem_raw);
-    const uint32_t s0   = (raw0 + 1023u) & ~1023u;  // stage st: x sub-tiles at s0 + st * WD_STAGE, then w's
-
-    const int tid = threadIdx.x, lane = tid % 32, wgi = tid / 128, wq = (tid % 128) / 32;
-    const int n0 = static_cast<int>(blockIdx.x) * 128, m0 = static_cast<int>(blockIdx.y) * 256;
-    const int nc = static_cast<int>(a.nc), kt0 = static_cast<int>(blockIdx.z) * a.kper;
-    const int nkt = min((nc + 3) / 4 - kt0, a.kper);
-
-    using WC = mmq_codec<T, L>;
-    if constexpr (mmq_nf4_smem<WC>) {
-        cu_nf4_smem_fill();
-        __syncthreads();
-    }
-    typename WC::raw wraw;
-    const int        wr = tid / 4, wh = tid % 4;  // chunk wh of each step of row wr: sub-tile wh / 2, half wh % 2
-    const bool       wok  = n0 + wr < a.n;
-    const int64_t    wrow = mmq_row<L>(a, n0 + wr);
-    bool             wgo  = false;
-    const auto fetch_w = [&](int kt) {
-        const int c = 4 * (kt0 + kt) + wh;
-        wgo         = wok && c < nc;
-        if (wgo) mmq_fetch_chunk<WC, L>(a, wrow, c, wraw);
-    };
-    const auto prefetch_w = [&](int kt) {
-        const int c = 4 * (kt0 + kt) + wh;
-        if (wok && c < nc) cu_prefetch_l2(mmq_chunk_addr<L>(a, wrow, c));
-    };
-    const auto stage_w = [&](int st) { return s0 + st * WD_STAGE + 2 * WD_XSUB; };
-    const auto decode_store_w = [&](int st) { wg_decode_store<WC>(wraw, wgo, stage_w(st) + (wh / 2) * WD_WSUB, wr, wh % 2); };
-
-    // The activation copies of this thread: tokens tid / 8 + 64 i, 16-byte piece tid % 8, of both sub-tiles.
-    const int seg = tid % 8, xt0 = tid / 8;
-    const auto load_x = [&](int kt, int st) {
-        const int kk = 128 * (kt0 + kt);
-        wg_load_x<4, 64>(a, s0 + st * WD_STAGE, m0, kk, seg, xt0);
-        wg_load_x<4, 64>(a, s0 + st * WD_STAGE + WD_XSUB, m0, kk + 64, seg, xt0);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    };
-
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
-
-    fetch_w(0);  // weights only: before waiting for the kernel that made x
-    if (nkt > 1) prefetch_w(1);
-    cu_pdl_begin();
-    load_x(0, 0);
-    decode_store_w(0);
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    for (int kt = 0; kt < nkt; kt++) {
-        const int  st   = kt % 2;
-        const bool more = kt + 1 < nkt;
-        if (more) {
-            load_x(kt + 1, st ^ 1);
-            if (kt + 2 < nkt) prefetch_w(kt + 2);
-            fetch_w(kt + 1);
-        }
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int sub = 0; sub < 2; sub++) {
-            const uint32_t xa = s0 + st * WD_STAGE + sub * WD_XSUB + wgi * 64 * 128, wa = stage_w(st) + sub * WD_WSUB;
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) wg_mma(acc, wg_desc(xa + 32 * ks), wg_desc(wa + 32 * ks));
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        if (more) decode_store_w(st ^ 1);
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        asm volatile("cp.async.wait_all;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
-    }
-
-    if (gridDim.z > 1 && a.part == nullptr) {
-        wg_cluster_merge<WD_NT>(a, acc, reinterpret_cast<float2 *>(wg_smem_raw + (s0 - raw0)), n0, m0, tid);
-        return;
-    }
-    wg_store(a, acc, n0, m0 + 64 * wgi, wq, lane);
-#else
-    (void) a;
 #endif
 }
 
@@ -565,24 +488,19 @@ struct wg_probe {
                 return;
             }
             cu_launch(ctx, mmq_ws_kernel<T, L>, grid, WS_NT, WS_SMEM, a);
-        } else if (wide()) {
-            static std::atomic<uint64_t> wd_set;
-            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(mmq_wide_kernel<T, L>), wd_set, ctx.device, WD_SMEM)) {
-                st = EMBER_ERR_UNSUPPORTED;
-                return;
-            }
-            const dim3 cluster(1, 1, grid.z > 1 && a.part == nullptr ? grid.z : 1);
-            cu_launch_cluster(ctx, mmq_wide_kernel<T, L>, grid, WD_NT, WD_SMEM, cluster, a);
         } else {
-            static std::atomic<uint64_t> smem_set[2];  // per form (EW)
-            const bool                   ew     = early_weights();
-            const auto                   kernel = ew ? mmq_wg_kernel<T, L, true> : mmq_wg_kernel<T, L, false>;
-            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[ew ? 1 : 0], ctx.device, WG_SMEM)) {
+            static std::atomic<uint64_t> smem_set[4];  // per form (EW, WIDE)
+            const bool                   ew = early_weights(), wd = wide();
+            const auto                   kernel = wd ? (ew ? mmq_wg_kernel<T, L, true, true> : mmq_wg_kernel<T, L, false, true>)
+                                                     : (ew ? mmq_wg_kernel<T, L, true, false> : mmq_wg_kernel<T, L, false, false>);
+            const int                    nt = wd ? wg_form<true>::NT : wg_form<false>::NT;
+            const int                    smem = wd ? wg_form<true>::SMEM : wg_form<false>::SMEM;
+            if (!ember_cuda_allow_smem(reinterpret_cast<const void *>(kernel), smem_set[(ew ? 1 : 0) + (wd ? 2 : 0)], ctx.device, smem)) {
                 st = EMBER_ERR_UNSUPPORTED;
                 return;
             }
             const dim3 cluster(1, 1, grid.z > 1 && a.part == nullptr ? grid.z : 1);  // the splits merged in a cluster
-            cu_launch_cluster(ctx, kernel, grid, WG_NT, WG_SMEM, cluster, a);
+            cu_launch_cluster(ctx, kernel, grid, nt, smem, cluster, a);
         }
         st = ember_cuda_check_launch("mul_mat (wgmma prefill, quantized weight)");
     }
@@ -626,8 +544,10 @@ bool ember_cuda_mmq_wg_cluster_merge() {
 }
 
 mmq_wg_tile ember_cuda_mmq_wg_tile() {
-    if (!warp_specialized() && wide()) return {128, 256, 4, 1};
-    return {128, 128, 2, warp_specialized() ? 1 : 2};
+    using W = wg_form<true>;
+    using N = wg_form<false>;  // (the warp-specialized kernel's tile too, one block an SM)
+    if (!warp_specialized() && wide()) return {128, W::TOK, W::CPS, 1};
+    return {128, N::TOK, N::CPS, warp_specialized() ? 1 : 2};
 }
 
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {
