@@ -51,6 +51,21 @@ struct env_guard {
     ~env_guard() { set_env(name, restore.c_str()); }
 };
 
+// A 300-row weight of type t and width k (in its CUDA layout, or the GGUF one) times 257 tokens:
+// rows and tokens past the tiles.
+builder gemm_300x257(ember_type t, int64_t k, bool cuda_layout) {
+    return [=](case_ctx & c) {
+        ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
+        return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
+    };
+}
+
+// build's output on the GPU with switch `name` set to `value` for the run (then `back` again).
+std::vector<float> run_with(const char * name, const char * value, const char * back, const builder & build, uint32_t seed) {
+    env_guard g(name, value, back);
+    return run_on(cuda_device(), build, seed);
+}
+
 }  // namespace
 
 TEST_SUITE("backends") {
@@ -112,19 +127,9 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
                     env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
                     env_guard     gwd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
                     env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
-                    const builder build = [=](case_ctx & c) {
-                        ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
-                        return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
-                    };
-                    std::vector<float> got, old;
-                    {
-                        env_guard on("EMBER_CUDA_MMQ", "1", "0");
-                        got = run_on(cuda_device(), build, 7);
-                    }
-                    {
-                        env_guard off("EMBER_CUDA_MMQ", "0", "0");
-                        old = run_on(cuda_device(), build, 7);
-                    }
+                    const builder build = gemm_300x257(t, k, cuda_layout);
+                    const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "0", build, 7);
+                    const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "0", build, 7);
                     REQUIRE(got.size() == old.size());
                     const double      e    = nmse(got, old);
                     const std::string what = std::string(ember_type_get_name(t)) + " tile " + tile + " split " + split +
@@ -158,19 +163,9 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
                 const char *  wide        = v / 2 == 1 ? "1" : "0";  // 128 x 256 tiles (EMBER_CUDA_MMQ_WIDE) or 128 x 128
                 env_guard     gd("EMBER_CUDA_MMQ_WIDE", wide, "0");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
-                const builder build = [=](case_ctx & c) {
-                    ember_tensor * w = cuda_layout ? c.weight_leaf(t, k, 300) : c.rand_leaf(t, k, 300, 1);
-                    return ember_mul_mat(c.g, w, c.rand_leaf(EMBER_TYPE_F32, k, 257, 1, -3.0f, 3.0f));
-                };
-                std::vector<float> merged, reduced;
-                {
-                    env_guard gc("EMBER_CUDA_MMQ_CLUSTER", "1", "1");
-                    merged = run_on(cuda_device(), build, 11);
-                }
-                {
-                    env_guard gc("EMBER_CUDA_MMQ_CLUSTER", "0", "1");
-                    reduced = run_on(cuda_device(), build, 11);
-                }
+                const builder build = gemm_300x257(t, k, cuda_layout);
+                const std::vector<float> merged  = run_with("EMBER_CUDA_MMQ_CLUSTER", "1", "1", build, 11);
+                const std::vector<float> reduced = run_with("EMBER_CUDA_MMQ_CLUSTER", "0", "1", build, 11);
                 CAPTURE(std::string(ember_type_get_name(t)) + " split " + split + (cuda_layout ? " cuda layout" : " gguf layout") +
                         " wide " + wide);
                 REQUIRE(merged.size() == reduced.size());
