@@ -31,7 +31,9 @@
 // wgmma kernel takes 12.6 us for the 1B model's 2048 x 2048 x 512 product against its 31 us.
 // The K-quants' chunk fetches were their limit: 16-byte / word loads instead of 14 (Q4_K) and
 // 35 (Q6_K) narrow ones per chunk took the wgmma kernel's Q4_K_M from 37.2k to 43.6k (1B,
-// llama.cpp 41.7k) and from 7.0k to 9.15k (8B, llama.cpp 9.7k).
+// llama.cpp 41.7k) and from 7.0k to 9.15k (8B, llama.cpp 9.7k). On an H100 (session 60) the wgmma
+// kernel / dequantize + cuBLAS: 1B Q4_0 54.3k / 63.4k, Q8_0 52.7k / 62.2k, Q4_K_M 50.2k / 62.9k,
+// 8B Q4_0 12.0k / 12.1k, Q8_0 11.6k / 11.9k, Q4_K_M 9.7k / 12.1k.
 //
 // sm_80 and later (cp.async, m16n8k16); older GPUs keep the dequantize + cuBLAS path
 // (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Weights are read in three layouts

@@ -77,9 +77,9 @@ bool dq_coalesced() {
 
 // EMBER_CUDA_MMQ=1: quantized weights go to the tensor-core kernels of ops-matmul-q.cu (wgmma on
 // Hopper, mma.sync before); unset or 0: dequantize + cuBLAS (read at every call: tests compare
-// the two). Off by default for now: on an H200 dequantize + cuBLAS is faster for most models
-// (pp512 1B Q4_0 61.0k vs 52.0k t/s, 1B Q4_K_M 59.1k vs 37.2k, 8B Q4_0 11.8k vs 11.5k), the
-// numbers in ops-matmul-q.cu.
+// the two). Off by default for now: dequantize + cuBLAS is faster for every model measured (H100,
+// session 60, pp512: 1B Q4_0 63.4k vs 54.3k t/s, Q4_K_M 62.9k vs 50.2k, 8B Q4_0 12.1k vs 12.0k,
+// Q4_K_M 12.1k vs 9.7k), the numbers in ops-matmul-q.cu and PERF-NOTES.md.
 bool mmq_enabled() {
     const char * e = std::getenv("EMBER_CUDA_MMQ");
     return e && std::strcmp(e, "1") == 0;
