@@ -292,9 +292,9 @@ int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, in
     const int nkt    = static_cast<int>((a.nc + chunks_per_step - 1) / chunks_per_step);
     int       splits = forced_split();
     if (splits <= 0) {
-        // As many splits as two blocks an SM hold in one wave (rounded down: 5 splits of the 1B
-        // shape's 64 tiles, 320 blocks, left 56 for a second wave; EMBER_CUDA_MMQ_SPLIT_UP=1 rounds
-        // up, as before session 60).
+        // As many splits as blocks_per_sm blocks an SM hold in one wave (rounded down: at two an SM,
+        // 5 splits of the 1B shape's 64 tiles, 320 blocks, left 56 for a second wave;
+        // EMBER_CUDA_MMQ_SPLIT_UP=1 rounds up, as before session 60).
         const int64_t tiles = static_cast<int64_t>(gx) * gy;
         const int64_t slots = blocks_per_sm * static_cast<int64_t>(sms);
         splits = tiles >= sms ? 1 : static_cast<int>(split_round_up() ? (slots + tiles - 1) / tiles : slots / tiles);
@@ -405,7 +405,7 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     } else {
         a.cbytes = a.w_nb1 / a.nc;  // a whole row's bytes: NF4's group headers are spread, fine for prefetching
     }
-    // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), 128 x 128 tiles.
+    // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), its tile by the switches (mmq_wg_tile).
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
         const mmq_wg_tile tile = ember_cuda_mmq_wg_tile();
         const unsigned    gx = cu_blocks(n, tile.rows), gy = cu_blocks(m, tile.tokens);

@@ -458,7 +458,7 @@ bool warp_specialized() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_MMQ_WIDE=1: mmq_wide_kernel instead (read at every call: tests run both).
+// EMBER_CUDA_MMQ_WIDE=1: mmq_wg_kernel's wide form, wg_form<true> (read at every call: tests run both).
 bool wide() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", 0, {0, 1}) == 1;
 }
