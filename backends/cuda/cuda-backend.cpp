@@ -610,10 +610,27 @@ ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t
 
 ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used);
 
+// Whether SWIGLU `sw` may make the 16-bit x of the prefill product `mm` after it
+// (ember_cuda_swiglu_xh): mm reads sw as its one x matrix and converts it to F16 (weights
+// neither F32 nor BF16), every tensor contiguous and flat.
+bool swiglu_xh_ok(const ember_tensor * mm, const ember_tensor * sw) {
+    if (mm->op != EMBER_OP_MUL_MAT || is_matvec(mm) || mm->src[1] != sw || !ember_cuda_env_on("EMBER_CUDA_XH_REUSE")) return false;
+    const ember_type wt = mm->src[0]->type;
+    if (wt == EMBER_TYPE_F32 || wt == EMBER_TYPE_BF16 || sw->ne[2] * sw->ne[3] != 1 || sw->type != EMBER_TYPE_F32) return false;
+    const int64_t n = ember_nelements(sw);
+    return ember_is_contiguous(sw) && ember_is_contiguous(sw->src[0]) && ember_is_contiguous(sw->src[1]) && ember_nelements(sw->src[0]) == n &&
+           ember_nelements(sw->src[1]) == n && sw->ne[0] % 8 == 0;
+}
+
 // The node at i (and those its launch covers), its kernels left out when EMBER_CUDA_SKIP
 // names its kind.
 ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
     ctx.skip_now = (ctx.skip & ember_cuda_skip_kind_of(g->nodes[i])) != 0 || (ctx.skip_list && ember_cuda_skip_weight(ctx.skip_list, g->nodes[i]));
+    ctx.graph_now = g;
+    ctx.node_now  = i;
+    if (ctx.xh_valid && g->nodes[i]->op == EMBER_OP_MUL_MAT && !is_matvec(g->nodes[i])) {
+        ctx.xh_valid = ctx.xh_graph == g && ember_cuda_xh_reusable(g, ctx.xh_node, i);
+    }
     ember_status st = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now    = false;
     if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
@@ -760,6 +777,14 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             ctx.qx_valid = false;
             return ember_cuda_attn(ctx, node, view);
         }
+    }
+    // SWIGLU making the 16-bit x of the prefill product right after it (FFN down): that
+    // product's conversion launch saved, and the F32 rows' write and read back where only it
+    // reads them (EMBER_CUDA_XH_REUSE=0: off, as the reuse of the copy).
+    if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && swiglu_xh_ok(g->nodes[i + 1], node)) {
+        const bool         store = ember_graph_read_elsewhere(g, node, g->nodes[i + 1], static_cast<size_t>(i));
+        const ember_status st    = ember_cuda_swiglu_xh(ctx, node, store);
+        if (st != EMBER_ERR_UNSUPPORTED) return st;
     }
     // SWIGLU quantizing its result for the matvec right after it (FFN down): one launch less.
     if (node->op == EMBER_OP_SWIGLU && fuse_more() && i + 1 < end && is_matvec(g->nodes[i + 1]) && g->nodes[i + 1]->src[1] == node &&
@@ -1193,6 +1218,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
     if (graphable && c->exec && sig == c->exec_sig && pending_key(c) == c->exec_copies) {
         if (c->abort_cb && c->abort_cb(c->abort_ud)) return EMBER_ERR_CANCELLED;
         c->cu.qx_valid  = false;
+        c->cu.xh_valid  = false;
         c->cu.n_hoisted = 0;
         c->cu.kv_attn   = nullptr;
         const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);  // (the pending copies are its first nodes)
@@ -1232,6 +1258,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         }
     }
     c->cu.qx_valid  = false;  // x's memory may hold new data since the last call
+    c->cu.xh_valid  = false;
     c->cu.n_hoisted = 0;
     c->cu.kv_attn   = nullptr;
     if (c->cu.prof) {  // the per-op timer: every node eagerly, between events

@@ -58,6 +58,19 @@ struct ember_cuda_ctx {
     const void * qx_buf   = nullptr;
     int64_t      qx_ne[4] = {0, 0, 0, 0};
     int64_t      qx_nb[4] = {0, 0, 0, 0};
+    // The 16-bit copy of a prefill MUL_MAT's activations in scratch slot 0 (ops-matmul.cu), made
+    // by graph node xh_node of xh_graph from tensor xh_x at xh_buf: the next prefill MUL_MAT of
+    // the same x (a layer's K and V after Q, up after gate) takes it when only views, RoPE and
+    // cache writes not over x ran between (compute_at sets xh_valid: ember_cuda_xh_reusable).
+    // node_now: the graph node compute_at is running.
+    bool                 xh_valid = false;
+    bool                 xh_bf16  = false;
+    const ember_tensor * xh_x     = nullptr;
+    const void *         xh_buf   = nullptr;
+    const ember_graph *  xh_graph = nullptr;
+    int32_t              xh_node  = -1;
+    const ember_graph *  graph_now = nullptr;
+    int32_t              node_now  = -1;
     // qx_placed: the copy is a kernel's at qx_buf / qx_ds outside slot 0, handed out as it is: a
     // norm-in-product kernel's in slot 1 (ember_cuda_mul_mat_vec_norm; qx_ns) or the gate / up
     // launch's in slot 2 (ember_cuda_mul_mat_vec_glu). qx_ns: the int8 copy of a decode norm's
@@ -164,6 +177,11 @@ ember_status ember_cuda_add(ember_cuda_ctx & ctx, ember_tensor * dst);
 ember_status ember_cuda_swiglu(ember_cuda_ctx & ctx, ember_tensor * dst);
 // SWIGLU that, with qx, also writes the integer matvec's quantized copy of its result.
 ember_status ember_cuda_swiglu_fused(ember_cuda_ctx & ctx, ember_tensor * dst, bool qx);
+// SWIGLU for the prefill product right after it (the FFN down product, its weight not BF16 / F32):
+// the result also as F16 in scratch slot 0, that product's 16-bit x (ctx.xh_valid set for node
+// i + 1 of g); its F32 rows only when `store` (something else reads them). Contiguous, rows of a
+// multiple of 8 values. EMBER_ERR_UNSUPPORTED (nothing launched) when slot 0 cannot be had now.
+ember_status ember_cuda_swiglu_xh(ember_cuda_ctx & ctx, ember_tensor * dst, bool store);
 ember_status ember_cuda_scale(ember_cuda_ctx & ctx, ember_tensor * dst);
 
 // ops-rope.cu
@@ -232,6 +250,7 @@ long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers 
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)
+long long    ember_cuda_fa_mma_launches();  // (tests: the tensor-core prefill attention ran, EMBER_CUDA_FA_MMA=1, ops-attention.cu)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

@@ -91,6 +91,22 @@ bool ember_cuda_is_matvec(const ember_tensor * node) {
     return node->op == EMBER_OP_MUL_MAT && node->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS;
 }
 
+bool ember_cuda_xh_reusable(const ember_graph * g, int32_t from, int32_t i) {
+    if (!g || from < 0 || from >= i || i >= static_cast<int32_t>(g->nodes.size())) return false;
+    const ember_tensor * a = g->nodes[from];
+    const ember_tensor * b = g->nodes[i];
+    if (b->op != EMBER_OP_MUL_MAT || ember_cuda_is_matvec(b)) return false;
+    const ember_tensor * x = b->src[1];
+    if (a != x && (a->op != EMBER_OP_MUL_MAT || ember_cuda_is_matvec(a) || a->src[1] != x)) return false;  // made by x's producer or a product
+    for (int32_t j = from + 1; j < i; j++) {
+        const ember_tensor * n = g->nodes[j];
+        if (n->op == EMBER_OP_NONE || n->op == EMBER_OP_VIEW) continue;
+        const bool same_x = n->op == EMBER_OP_MUL_MAT && !ember_cuda_is_matvec(n) && n->src[1] == x;  // took the copy too
+        if ((n->op != EMBER_OP_ROPE && n->op != EMBER_OP_SET_ROWS && !same_x) || ember_cuda_overlaps(n, x)) return false;
+    }
+    return true;
+}
+
 ember_cuda_unit_plan ember_cuda_plan_units(const ember_graph * g, int32_t i, int32_t end, const ember_tensor * const * hoisted, int n_hoisted,
                                            const ember_cuda_plan_hooks & h) {
     ember_cuda_unit_plan p;

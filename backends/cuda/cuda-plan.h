@@ -30,6 +30,14 @@ struct ember_cuda_unit_plan {
 // A matvec: MUL_MAT of at most EMBER_CUDA_MATVEC_MAX_COLS columns.
 bool ember_cuda_is_matvec(const ember_tensor * node);
 
+// Whether the 16-bit copy of x that node `from` of g made in scratch memory (a prefill MUL_MAT
+// over x, or x's producer: ember_cuda_swiglu_xh; ember_cuda_ctx::xh_valid) still serves the
+// prefill MUL_MAT at node i > from: i reads
+// the same tensor as x, and only views, RoPE, cache writes (SET_ROWS) and prefill products of
+// the same x, none over x's memory, lie between (nothing that uses the scratch memory or could
+// write x). A layer's K and V products after Q, up after gate.
+bool ember_cuda_xh_reusable(const ember_graph * g, int32_t from, int32_t i);
+
 // The units from matvec node i of g on, within [i, end) (the range being run; `hoisted`: nodes
 // already run early, to be skipped). Units are returned only when one of them fuses something
 // and their writes touch none of their reads or each other.

@@ -139,6 +139,54 @@ dim3 convert_grid(int64_t k, int64_t m) {
     return dim3(bx < 1024u ? bx : 1024u, static_cast<unsigned>(m < 65535 ? m : 65535));
 }
 
+// EMBER_CUDA_CONVERT_X8=0: the one-value conversion kernel everywhere; EMBER_CUDA_XH_REUSE=0: no
+// reuse of the 16-bit copy (both read at every call: tests compare).
+bool convert_x8_on() {
+    return ember_cuda_env_on("EMBER_CUDA_CONVERT_X8");
+}
+bool xh_reuse_on() {
+    return ember_cuda_env_on("EMBER_CUDA_XH_REUSE");
+}
+
+// The same with 8 values a thread (k a multiple of 8, x's columns 16-byte aligned): two float4
+// loads and one 16-byte store, where the kernel above moved 4 and 2 bytes a thread (11-17 us a
+// prefill MUL_MAT on an H200 at 512 columns, ~0.5 TB/s: 13% of a 1B pp512 step).
+template <typename H>
+__global__ void __launch_bounds__(256) convert_x8_kernel(const char * x, int64_t x_nb1, int64_t k8, int64_t m, H * out) {
+    cu_pdl_begin();
+    for (int64_t c = blockIdx.y; c < m; c += gridDim.y) {
+        const float4 * xc = reinterpret_cast<const float4 *>(x + c * x_nb1);
+        uint4 *        oc = reinterpret_cast<uint4 *>(out + c * k8 * 8);
+        for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < k8; i += (int64_t) gridDim.x * blockDim.x) {
+            const float4 a = xc[2 * i], b = xc[2 * i + 1];
+            const float  v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            uint32_t     w[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if constexpr (std::is_same<H, __half>::value) {
+                    w[j] = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[2 * j]))) |
+                           static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[2 * j + 1]))) << 16;
+                } else {
+                    w[j] = static_cast<uint32_t>(cu_to_bf16(v[2 * j])) | static_cast<uint32_t>(cu_to_bf16(v[2 * j + 1])) << 16;
+                }
+            }
+            oc[i] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+}
+
+template <typename H>
+void convert_x(ember_cuda_ctx & ctx, const char * x, int64_t x_nb1, int64_t k, int64_t m, H * out) {
+    const dim3 grid0 = convert_grid(k, m);
+    if (k % 8 == 0 && x_nb1 % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+        convert_x8_on()) {
+        const dim3 grid(cu_blocks(k / 8, k_threads) < 1024u ? cu_blocks(k / 8, k_threads) : 1024u, grid0.y);
+        cu_launch(ctx, convert_x8_kernel<H>, grid, k_threads, 0, x, x_nb1, k / 8, m, out);
+    } else {
+        cu_launch(ctx, convert_x_kernel<H>, grid0, k_threads, 0, x, x_nb1, k, m, out);
+    }
+}
+
 ember_status blas_status(cublasStatus_t st, const char * what) {
     if (st == CUBLAS_STATUS_SUCCESS) return EMBER_OK;
     std::fprintf(stderr, "ember: cuda: %s failed: cuBLAS status %d\n", what, static_cast<int>(st));
@@ -213,21 +261,39 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 continue;
             }
 
-            // Activations in the weight's 16-bit type (F16 for quantized weights).
-            const bool       bf16  = w->type == EMBER_TYPE_BF16;
-            const cudaDataType_t ht = bf16 ? CUDA_R_16BF : CUDA_R_16F;
-            void *           xh    = ember_cuda_scratch(ctx, 0, static_cast<size_t>(k * m) * 2);
-            if (!xh) return EMBER_ERR_OOM;
-            if (bf16) {
-                cu_launch(ctx, convert_x_kernel<__nv_bfloat16>, convert_grid(k, m), k_threads, 0, xm, (int64_t) x->nb[1], k, m,
-                                                                                                  static_cast<__nv_bfloat16 *>(xh));
+            // Activations in the weight's 16-bit type (F16 for quantized weights), or the copy
+            // the last prefill MUL_MAT over the same x left in slot 0 (ctx.xh_valid: K and V
+            // after Q, up after gate; EMBER_CUDA_XH_REUSE=0: converted every time).
+            const bool           bf16  = w->type == EMBER_TYPE_BF16;
+            const cudaDataType_t ht    = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+            const size_t         bytes = static_cast<size_t>(k * m) * 2;
+            const bool           one   = x->ne[2] * x->ne[3] == 1;
+            ember_status         st    = EMBER_OK;
+            void *               xh    = nullptr;
+            if (one && ctx.xh_valid && ctx.xh_x == x && ctx.xh_bf16 == bf16 && ctx.xh_buf == ctx.scratch[0] && ctx.scratch_size[0] >= bytes &&
+                xh_reuse_on()) {
+                xh = ctx.scratch[0];
             } else {
-                cu_launch(ctx, convert_x_kernel<__half>, convert_grid(k, m), k_threads, 0, xm, (int64_t) x->nb[1], k, m,
-                                                                                          static_cast<__half *>(xh));
+                ctx.xh_valid = false;
+                xh           = ember_cuda_scratch(ctx, 0, bytes);
+                if (!xh) return EMBER_ERR_OOM;
+                if (bf16) {
+                    convert_x(ctx, xm, (int64_t) x->nb[1], k, m, static_cast<__nv_bfloat16 *>(xh));
+                } else {
+                    convert_x(ctx, xm, (int64_t) x->nb[1], k, m, static_cast<__half *>(xh));
+                }
+                st = ember_cuda_check_launch("convert activations");
+                if (st != EMBER_OK) return st;
+                if (one) {
+                    ctx.xh_valid = true;
+                    ctx.xh_bf16  = bf16;
+                    ctx.xh_x     = x;
+                    ctx.xh_buf   = xh;
+                    ctx.xh_graph = ctx.graph_now;
+                    ctx.xh_node  = ctx.node_now;
+                }
+                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: convert x to 16 bits");
             }
-            ember_status st = ember_cuda_check_launch("convert activations");
-            if (st != EMBER_OK) return st;
-            ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: convert x to 16 bits");
 
             if (w->type == EMBER_TYPE_F16 || bf16) {
                 bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) n, (int) m, (int) k, &alpha, wm, ht,

@@ -130,10 +130,14 @@ struct get_rows_launch {
 // SET_ROWS: source row i goes to destination row idx[i]; when an index repeats, only its last
 // occurrence writes (as the serial CPU loop leaves it).
 //
-// SM: the indices are first copied to shared memory (up to k_set_rows_smem of them): the scan
-// for a later duplicate then reads shared memory instead of global memory (H100, a 512-row
-// SET_ROWS of the 1B shape's F16 cache: 47 -> 33 us). It is still done for every encoder block
-// of every row (O(rows^2 * blocks)); computing it once per row is the next step.
+// SM: the indices are first copied to shared memory (up to k_set_rows_smem of them), and each
+// block marks there once which rows a later duplicate overwrites: a check that the indices
+// strictly increase (the usual case: a prompt's positions), and only if they do not, a scan
+// of the later indices per row. Before, every encoder block of every row scanned every later
+// index (O(rows^2 * blocks): 33-50 us for a 512-row SET_ROWS of an F16 cache on an H100 / H200,
+// 12% of a 1B pp512 step).
+// V: values per item for the one-value types (F32 / F16 / BF16 caches with 16-byte aligned
+// rows): 8 floats loaded as two float4, their encodings stored as 16-byte words; 1 otherwise.
 constexpr int64_t k_set_rows_smem = 8192;
 
 // One SET_ROWS, or two of one type and index tensor (a layer's K and V cache writes) in one
@@ -143,7 +147,23 @@ struct set_rows_args {
     int64_t   blocks_row, n_items;
 };
 
-template <int T, bool SM>
+// V floats from x (16-byte aligned), encoded as type T (one value a block) into dst (16-byte
+// aligned): the encoders' bytes, stored as 16-byte words.
+template <int T, int V>
+__device__ __forceinline__ void set_rows_store_vec(const float * x, char * dst) {
+    constexpr int es = T == EMBER_TYPE_F32 ? 4 : 2;
+    static_assert(cu_encoder<T>::QK == 1 && V % 4 == 0 && (V * es) % 16 == 0, "one-value types, whole 16-byte words");
+    float f[V];
+#pragma unroll
+    for (int j = 0; j < V; j += 4) *reinterpret_cast<float4 *>(f + j) = *reinterpret_cast<const float4 *>(x + j);
+    alignas(16) char buf[V * es];
+#pragma unroll
+    for (int j = 0; j < V; j++) cu_encoder<T>::block(f + j, buf + j * es);
+#pragma unroll
+    for (int j = 0; j < V * es; j += 16) *reinterpret_cast<uint4 *>(dst + j) = *reinterpret_cast<const uint4 *>(buf + j);
+}
+
+template <int T, bool SM, int V>
 __global__ void set_rows_kernel(set_rows_args a0, set_rows_args a1, unsigned split, const char * idx, int64_t idx_nb0, int * err) {
     cu_pdl_begin();
     constexpr int       QK     = cu_encoder<T>::QK;
@@ -152,9 +172,19 @@ __global__ void set_rows_kernel(set_rows_args a0, set_rows_args a1, unsigned spl
     const int64_t       bid    = second ? blockIdx.x - split : blockIdx.x;
     const int64_t       nblk   = second ? gridDim.x - split : split;
     const int64_t       m      = a.rows.ne[1];
-    extern __shared__ int32_t sidx[];
+    extern __shared__ int32_t sidx[];  // [m] indices, then [m] bytes: 1 where a later row has the same index
+    uint8_t *                 slater = reinterpret_cast<uint8_t *>(sidx + m);
     if constexpr (SM) {
         for (int64_t j = threadIdx.x; j < m; j += blockDim.x) sidx[j] = *reinterpret_cast<const int32_t *>(idx + j * idx_nb0);
+        __syncthreads();
+        int unordered = 0;
+        for (int64_t j = threadIdx.x; j + 1 < m; j += blockDim.x) unordered |= sidx[j] >= sidx[j + 1];
+        const bool scan = __syncthreads_or(unordered) != 0;  // else every index differs
+        for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+            bool later = false;
+            for (int64_t j = i + 1; scan && j < m && !later; j++) later = sidx[j] == sidx[i];
+            slater[i] = later;
+        }
         __syncthreads();
     }
     for (int64_t it = bid * blockDim.x + threadIdx.x; it < a.n_items; it += nblk * blockDim.x) {
@@ -167,13 +197,17 @@ __global__ void set_rows_kernel(set_rows_args a0, set_rows_args a1, unsigned spl
         }
         bool later = false;
         if constexpr (SM) {
-            for (int64_t j = i + 1; j < m && !later; j++) later = sidx[j] == id;
+            later = slater[i] != 0;
         } else {
             for (int64_t j = i + 1; j < m && !later; j++) later = *reinterpret_cast<const int32_t *>(idx + j * idx_nb0) == id;
         }
         if (later) continue;
-        const float * x = reinterpret_cast<const float *>(a.rows.data + i * a.rows.nb[1]) + b * QK;
-        cu_encoder<T>::block(x, a.dst.data + id * a.dst.nb[1] + b * a.dst.nb[0]);
+        const float * x = reinterpret_cast<const float *>(a.rows.data + i * a.rows.nb[1]) + b * QK * V;
+        if constexpr (V > 1) {
+            set_rows_store_vec<T, V>(x, a.dst.data + id * a.dst.nb[1] + b * V * a.dst.nb[0]);
+        } else {
+            cu_encoder<T>::block(x, a.dst.data + id * a.dst.nb[1] + b * a.dst.nb[0]);
+        }
     }
 }
 
@@ -213,6 +247,17 @@ __global__ void set_rows_warp_kernel(set_rows_args a0, set_rows_args a1, int64_t
     cu_encode_warp<T>(x, a.dst.data + id * a.dst.nb[1] + b * a.dst.nb[0]);
 }
 
+// Whether a SET_ROWS can take 8-value items (set_rows_store_vec): a one-value cache type, rows
+// of a multiple of 8 values, source and destination rows contiguous and 16-byte aligned.
+bool set_rows_vec_ok(const ember_tensor * d) {
+    if (!d) return true;
+    const ember_tensor * r  = d->src[1];
+    const size_t         es = d->type == EMBER_TYPE_F32 ? 4 : 2;
+    return (d->type == EMBER_TYPE_F32 || d->type == EMBER_TYPE_F16 || d->type == EMBER_TYPE_BF16) && d->ne[0] % 8 == 0 &&
+           d->nb[0] == es && r->nb[0] == sizeof(float) && reinterpret_cast<uintptr_t>(d->data) % 16 == 0 && d->nb[1] % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(r->data) % 16 == 0 && r->nb[1] % 16 == 0;
+}
+
 struct set_rows_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
@@ -221,34 +266,44 @@ struct set_rows_launch {
         constexpr int        QK   = cu_encoder<T>::QK;
         const ember_tensor * rows = dst->src[1];
         const ember_tensor * idx  = dst->src[2];
-        const auto           args = [](const ember_tensor * d) {
-            set_rows_args a;
-            a.dst        = cu_desc(d);
-            a.rows       = cu_desc(d->src[1]);
-            a.blocks_row = d->ne[0] / QK;
-            a.n_items    = a.blocks_row * d->src[1]->ne[1];
-            return a;
-        };
-        const set_rows_args a = args(dst);
-        const set_rows_args b = dst2 ? args(dst2) : a;
-        if (a.n_items == 0 && (!dst2 || b.n_items == 0)) return;
-        const unsigned na = grid_for(a.n_items), nb = dst2 ? grid_for(b.n_items) : 0;
-        const char *   ip = static_cast<const char *>(idx->data);
-        const int64_t  in = static_cast<int64_t>(idx->nb[0]);
+        const char *         ip   = static_cast<const char *>(idx->data);
+        const int64_t        in   = static_cast<int64_t>(idx->nb[0]);
         if constexpr (cu_has_warp_encoder<T>()) {
             if (rows->ne[1] <= k_set_rows_warp_max && set_rows_warp_on()) {
+                const set_rows_args a = args<T>(dst, 1), b = dst2 ? args<T>(dst2, 1) : a;
+                if (a.n_items == 0 && (!dst2 || b.n_items == 0)) return;
                 const int64_t  items  = a.n_items + (dst2 ? b.n_items : 0);
                 const unsigned blocks = static_cast<unsigned>((items * 32 + k_threads - 1) / k_threads);
                 cu_launch(ctx, set_rows_warp_kernel<T>, blocks, k_threads, 0, a, b, a.n_items, ip, in, ctx.d_error);
                 return;
             }
         }
-        if (rows->ne[1] <= k_set_rows_smem) {
-            cu_launch(ctx, set_rows_kernel<T, true>, na + nb, k_threads, static_cast<size_t>(rows->ne[1]) * sizeof(int32_t), a, b, na, ip, in,
-                      ctx.d_error);
-        } else {
-            cu_launch(ctx, set_rows_kernel<T, false>, na + nb, k_threads, 0, a, b, na, ip, in, ctx.d_error);
+        if constexpr (QK == 1) {
+            if (rows->ne[1] <= k_set_rows_smem && set_rows_vec_ok(dst) && set_rows_vec_ok(dst2)) {
+                go<T, true, 8>(ip, in);
+                return;
+            }
         }
+        if (rows->ne[1] <= k_set_rows_smem) {
+            go<T, true, 1>(ip, in);
+        } else {
+            go<T, false, 1>(ip, in);
+        }
+    }
+    template <int T> static set_rows_args args(const ember_tensor * d, int v) {
+        set_rows_args a;
+        a.dst        = cu_desc(d);
+        a.rows       = cu_desc(d->src[1]);
+        a.blocks_row = d->ne[0] / (cu_encoder<T>::QK * v);
+        a.n_items    = a.blocks_row * d->src[1]->ne[1];
+        return a;
+    }
+    template <int T, bool SM, int V> void go(const char * ip, int64_t in) const {
+        const set_rows_args a = args<T>(dst, V), b = dst2 ? args<T>(dst2, V) : a;
+        if (a.n_items == 0 && (!dst2 || b.n_items == 0)) return;
+        const unsigned na = grid_for(a.n_items), nb = dst2 ? grid_for(b.n_items) : 0;
+        const size_t   smem = SM ? static_cast<size_t>(dst->src[1]->ne[1]) * (sizeof(int32_t) + 1) : 0;
+        cu_launch(ctx, set_rows_kernel<T, SM, V>, na + nb, k_threads, smem, a, b, na, ip, in, ctx.d_error);
     }
 };
 

@@ -2042,6 +2042,121 @@ TEST_CASE("[cuda] set_rows into quantized caches: the warp encoder writes the th
     }
 }
 
+// SET_ROWS of many rows into float caches (a prompt's K and V): the indices marked once per
+// block (strictly increasing: no scan; else a scan per row for a later duplicate), 8-value items
+// where rows are whole 16-byte words (set_rows_vec_ok), one-value items elsewhere. Bit for bit
+// against the CPU (the same rounding to F16 / BF16); rows never written keep their bytes.
+// Index sets: a prompt's positions (512 rows, increasing), repeats out of order (the last
+// occurrence wins; repeats 37 and 300 rows apart), one row; widths 128 (vector items), 72 (nine
+// 8-value items), 36 (not a multiple of 8: one-value items).
+TEST_CASE("[cuda] set_rows of many rows into float caches: duplicates marked once, 8-value items") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    struct index_set {
+        const char *         name;
+        std::vector<int32_t> idx;
+    };
+    std::vector<index_set> sets(3);
+    sets[0].name = "positions";
+    for (int32_t i = 0; i < 512; i++) sets[0].idx.push_back(100 + i);
+    sets[1].name = "repeats";
+    for (int32_t i = 0; i < 340; i++) sets[1].idx.push_back((i * 7) % 300);  // i and i + 300 share an index
+    sets[1].idx[37] = sets[1].idx[0];
+    sets[2].name = "one row";
+    sets[2].idx  = {611};
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
+        for (int64_t w : {128, 72, 36}) {
+            for (const index_set & is : sets) {
+                if (w != 128 && is.idx.size() == 1) continue;
+                const std::string name = std::string(ember_type_get_name(t)) + " w=" + std::to_string(w) + " " + is.name;
+                CAPTURE(name);
+                const std::vector<int32_t> idx = is.idx;
+                const builder              set = [=](case_ctx & c) {
+                    ember_tensor * dst = c.rand_leaf(t, w, 640);
+                    return ember_set_rows(c.g, dst, c.rand_leaf(EMBER_TYPE_F32, w, static_cast<int64_t>(idx.size())), c.i32_leaf(idx));
+                };
+                std::vector<std::vector<uint8_t>> gpu, cpu;
+                run_on_n(cuda_device(), set, {5, 6}, &gpu);  // recorded, then replayed with new values
+                run_on_n(ember_registry_cpu_device(), set, {5, 6}, &cpu);
+                for (size_t run = 0; run < 2; run++) CHECK(first_diff(gpu.at(run), cpu.at(run)) == -1);
+            }
+        }
+    }
+}
+
+// Prefill products over one x: the first converts x to 16 bits (8 values a thread where x's
+// rows are whole 16-byte words), the next ones over the same x take that copy (a layer's K and
+// V; ember_cuda_ctx::xh_valid), a product over another x or with BF16 weights converts again.
+// Against the CPU, and bit for bit against the same graph converting every time with the
+// one-value kernel (EMBER_CUDA_XH_REUSE=0, EMBER_CUDA_CONVERT_X8=0): a copy taken where it
+// should not be (another x's, or F16 where BF16 is wanted) fails both.
+TEST_CASE("[cuda] prefill products over one x: its 16-bit copy made once, 8 values a thread") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (int64_t k : {256, 100}) {  // 100: rows not whole 16-byte words (one value a thread)
+        const builder b = [=](case_ctx & c) {
+            ember_tensor * x1  = c.rand_leaf(EMBER_TYPE_F32, k, 40);
+            ember_tensor * x2  = c.rand_leaf(EMBER_TYPE_F32, k, 40);
+            const auto     mm  = [&](ember_type t, ember_tensor * x) { return ember_mul_mat(c.g, c.weight_leaf(t, k, 48), x); };
+            ember_type     q   = k % 32 == 0 ? EMBER_TYPE_Q4_0 : EMBER_TYPE_F16;
+            ember_tensor * sum = mm(q, x1);
+            sum                = ember_add(c.g, sum, mm(q, x1));                    // takes x1's copy
+            sum                = ember_add(c.g, sum, mm(EMBER_TYPE_BF16, x1));      // BF16: converts again
+            sum                = ember_add(c.g, sum, mm(EMBER_TYPE_F16, x2));       // another x
+            sum                = ember_add(c.g, sum, mm(q, x2));                    // takes x2's copy
+            return ember_scale(c.g, sum, 0.5f);
+        };
+        const std::string name = "prefill products over one x, k=" + std::to_string(k);
+        check_case(name, b, 1e-5);
+        std::vector<std::vector<uint8_t>> fast, slow;
+        run_on_n(cuda_device(), b, {3, 4}, &fast);
+        env_clear guard{{"EMBER_CUDA_XH_REUSE", "EMBER_CUDA_CONVERT_X8"}};
+        set_env("EMBER_CUDA_XH_REUSE", "0");
+        set_env("EMBER_CUDA_CONVERT_X8", "0");
+        run_on_n(cuda_device(), b, {3, 4}, &slow);
+        CAPTURE(name);
+        for (size_t run = 0; run < 2; run++) CHECK(first_diff(fast.at(run), slow.at(run)) == -1);
+    }
+}
+
+// A prefill FFN's SWIGLU making its down product's 16-bit x (ember_cuda_swiglu_xh): without its
+// F32 rows where only that product reads them, with them where another product does (BF16
+// weights: a conversion of their own), and not at all before an F32 product. Against the CPU
+// and bit for bit against SWIGLU + conversion (EMBER_CUDA_XH_REUSE=0); n_ff 224 (28 8-value
+// items a row).
+TEST_CASE("[cuda] prefill SWIGLU making the down product's 16-bit x") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (int form = 0; form < 3; form++) {
+        const builder b = [=](case_ctx & c) {
+            const int64_t  n_embd = 128, n_ff = 224, m = 40;
+            ember_tensor * h      = c.rand_leaf(EMBER_TYPE_F32, n_embd, m);
+            ember_tensor * gt     = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, n_embd, n_ff), h);
+            ember_tensor * up     = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_Q8_0, n_embd, n_ff), h);
+            ember_tensor * sw     = ember_swiglu(c.g, gt, up);
+            const ember_type dt   = form == 0 ? EMBER_TYPE_Q8_0 : form == 1 ? EMBER_TYPE_F16 : EMBER_TYPE_F32;
+            ember_tensor *   out  = ember_mul_mat(c.g, c.weight_leaf(dt, n_ff, n_embd), sw);
+            if (form == 1) out = ember_add(c.g, out, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_BF16, n_ff, n_embd), sw));
+            return out;
+        };
+        const std::string name = "prefill swiglu + down, form " + std::to_string(form);
+        check_case(name, b, 1e-5);
+        std::vector<std::vector<uint8_t>> fast, slow;
+        run_on_n(cuda_device(), b, {3, 4}, &fast);
+        env_clear guard{{"EMBER_CUDA_XH_REUSE"}};
+        set_env("EMBER_CUDA_XH_REUSE", "0");
+        run_on_n(cuda_device(), b, {3, 4}, &slow);
+        CAPTURE(name);
+        for (size_t run = 0; run < 2; run++) CHECK(first_diff(fast.at(run), slow.at(run)) == -1);
+    }
+}
+
 // The tensor-core decode attention (attn_dec_mma_kernel: rows past 512 keys, head size 64 / 128;
 // F16 caches by default, also Q8_0 / Q4_0 / FP8 with EMBER_CUDA_ATTN_MMA=2): against the CPU
 // within the f16 rounding it does, the tiled kernel (EMBER_CUDA_ATTN_MMA=0) against the CPU as

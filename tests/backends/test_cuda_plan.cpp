@@ -112,12 +112,13 @@ bool can_share(const ember_tensor * a, const ember_tensor * b) {
 // (-1: none), the output's of out_t. o_mm / down_mm: each layer's O and FFN down products.
 // reread: layer 1's FFN norm and layer 2's O product are read again (added to the logits).
 ember_tensor * build_decoder(ember_graph & g, ember_type wt, ember_type out_t, std::vector<ember_tensor *> & o_mm,
-                             std::vector<ember_tensor *> & down_mm, int vt_layer = -1, ember_type vt = EMBER_TYPE_Q6_K, bool reread = false) {
-    const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = 8, n_ff = 512;
-    ember_tensor * x    = ember_get_rows(g, g.new_tensor(EMBER_TYPE_F32, n_embd, 16), g.new_tensor(EMBER_TYPE_I32, 1));
-    ember_tensor * pos  = g.new_tensor(EMBER_TYPE_I32, 1);
-    ember_tensor * idx  = g.new_tensor(EMBER_TYPE_I32, 1);
-    ember_tensor * mask = g.new_tensor(EMBER_TYPE_F32, n_kv, 1);
+                             std::vector<ember_tensor *> & down_mm, int vt_layer = -1, ember_type vt = EMBER_TYPE_Q6_K, bool reread = false,
+                             int64_t n_tok = 1) {
+    const int64_t n_embd = 256, hd = 64, n_head = 4, n_head_kv = 2, n_kv = n_tok > 8 ? n_tok : 8, n_ff = 512;
+    ember_tensor * x    = ember_get_rows(g, g.new_tensor(EMBER_TYPE_F32, n_embd, 16), g.new_tensor(EMBER_TYPE_I32, n_tok));
+    ember_tensor * pos  = g.new_tensor(EMBER_TYPE_I32, n_tok);
+    ember_tensor * idx  = g.new_tensor(EMBER_TYPE_I32, n_tok);
+    ember_tensor * mask = g.new_tensor(EMBER_TYPE_F32, n_kv, n_tok);
     std::vector<ember_tensor *> extra;
     const auto     norm = [&](ember_tensor * t) { return ember_mul(g, ember_rms_norm(g, t, 1e-5f), g.new_tensor(EMBER_TYPE_F32, n_embd)); };
     for (int il = 0; il < 3; il++) {
@@ -125,16 +126,16 @@ ember_tensor * build_decoder(ember_graph & g, ember_type wt, ember_type out_t, s
         ember_tensor * q  = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head), h);
         ember_tensor * k  = ember_mul_mat(g, g.new_tensor(wt, n_embd, hd * n_head_kv), h);
         ember_tensor * v  = ember_mul_mat(g, g.new_tensor(il == vt_layer ? vt : wt, n_embd, hd * n_head_kv), h);
-        q                 = ember_rope(g, ember_view(g, q, hd, n_head, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
-        k                 = ember_rope(g, ember_view(g, k, hd, n_head_kv, 1), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        q                 = ember_rope(g, ember_view(g, q, hd, n_head, n_tok), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
+        k                 = ember_rope(g, ember_view(g, k, hd, n_head_kv, n_tok), pos, nullptr, static_cast<int32_t>(hd), EMBER_ROPE_NORMAL, 1e4f, 1.0f);
         ember_tensor * kc = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_kv);
         ember_tensor * vc = g.new_tensor(EMBER_TYPE_F16, hd * n_head_kv, n_kv);
-        ember_tensor * ka = ember_set_rows(g, kc, ember_view(g, k, hd * n_head_kv, 1), idx);
+        ember_tensor * ka = ember_set_rows(g, kc, ember_view(g, k, hd * n_head_kv, n_tok), idx);
         ember_tensor * va = ember_set_rows(g, vc, v, idx);
         const int64_t  ne[4] = {hd, n_head_kv, n_kv, 1};
         const size_t   kb[4] = {kc->nb[0], ember_row_size(EMBER_TYPE_F16, hd), kc->nb[1], kc->nb[1] * n_kv};
         ember_tensor * o     = ember_attn(g, q, ember_view_strided(g, ka, ne, kb, 0), ember_view_strided(g, va, ne, kb, 0), mask, 0.125f);
-        o_mm.push_back(ember_mul_mat(g, g.new_tensor(wt, hd * n_head, n_embd), ember_view(g, o, hd * n_head, 1)));
+        o_mm.push_back(ember_mul_mat(g, g.new_tensor(wt, hd * n_head, n_embd), ember_view(g, o, hd * n_head, n_tok)));
         x                 = ember_add(g, x, o_mm.back());
         ember_tensor * h2 = norm(x);
         if (reread && il == 1) extra.push_back(ember_view(g, h2->src[0], 64, 1));
@@ -785,6 +786,96 @@ TEST_CASE("[cuda plan] the decode attention's early cache rows: which graphs all
     }
     CHECK(n_attn == 3);
     ember_buffer_free(leaves);
+}
+
+
+// A prefill's 16-bit copy of the activations (ember_cuda_ctx::xh_valid): made by a layer's Q and
+// taken by its K and V, made by gate and taken by up, as the stream walks the allocator-placed
+// decoder; the O and down products (other activations), the next layer's Q (a new norm) and the
+// logits make their own. On hand-placed nodes: a cache write over x, a SCALE, or a matvec (scratch
+// slot 0) between two products end the copy; so does a product over another x.
+TEST_CASE("[cuda plan] a prefill's 16-bit activations taken by the next products over the same x") {
+    ember_graph                 g;
+    std::vector<ember_tensor *> o_mm, down_mm;
+    g.build_forward(build_decoder(g, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_0, o_mm, down_mm, -1, EMBER_TYPE_Q6_K, false, 16));
+    ember_buffer * leaves = place_graph(g);
+    int32_t        made   = -1;
+    int            n_made = 0, n_taken = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); i++) {
+        const ember_tensor * n = g.nodes[i];
+        if (n->op != EMBER_OP_MUL_MAT) continue;
+        REQUIRE_FALSE(ember_cuda_is_matvec(n));
+        if (made >= 0 && ember_cuda_xh_reusable(&g, made, i)) {
+            n_taken++;
+            CHECK(n->src[1] == g.nodes[made]->src[1]);
+            CHECK(std::find(o_mm.begin(), o_mm.end(), n) == o_mm.end());
+            CHECK(std::find(down_mm.begin(), down_mm.end(), n) == down_mm.end());
+        } else {
+            n_made++;
+            made = i;
+        }
+    }
+    CHECK(n_taken == 3 * 3);      // K, V and up in each of the 3 layers
+    CHECK(n_made == 3 * 4 + 1);   // Q, O, gate, down in each, and the logits
+    // The down products take the copy their SWIGLU makes (ember_cuda_swiglu_xh).
+    for (ember_tensor * d : down_mm) {
+        const int32_t i = static_cast<int32_t>(std::find(g.nodes.begin(), g.nodes.end(), d) - g.nodes.begin());
+        REQUIRE(i >= 2);
+        CHECK(g.nodes[i - 1]->op == EMBER_OP_SWIGLU);
+        CHECK(ember_cuda_xh_reusable(&g, i - 1, i));
+        CHECK_FALSE(ember_cuda_xh_reusable(&g, i - 2, i));  // the up product: another x
+    }
+    CHECK_FALSE(ember_cuda_xh_reusable(&g, -1, 3));
+    CHECK_FALSE(ember_cuda_xh_reusable(&g, 5, 5));
+    CHECK_FALSE(ember_cuda_xh_reusable(&g, 0, static_cast<int32_t>(g.nodes.size())));
+    ember_buffer_free(leaves);
+
+    // Hand-placed nodes: x at mem[0 ..), everything else elsewhere.
+    std::vector<char> mem(1 << 20);
+    ember_graph       h;
+    ember_tensor *    x    = h.new_tensor(EMBER_TYPE_F32, 64, 16);
+    ember_tensor *    y    = h.new_tensor(EMBER_TYPE_F32, 64, 16);
+    ember_tensor *    x1   = h.new_tensor(EMBER_TYPE_F32, 64, 1);
+    ember_tensor *    rows = h.new_tensor(EMBER_TYPE_F32, 64, 2);
+    ember_tensor *    ids  = h.new_tensor(EMBER_TYPE_I32, 2);
+    ember_tensor *    cache = h.new_tensor(EMBER_TYPE_F32, 64, 32);
+    x->data                 = mem.data();
+    size_t off              = 64 * 1024;
+    for (ember_tensor * t : {y, x1, rows, ids, cache}) {
+        t->data = mem.data() + off;
+        off += 64 * 1024;
+    }
+    const auto mm = [&](ember_tensor * in) {
+        ember_tensor * t = ember_mul_mat(h, h.new_tensor(EMBER_TYPE_Q4_0, 64, 32), in);
+        t->data          = mem.data() + off;
+        off += 64 * 1024;
+        return t;
+    };
+    ember_tensor * a         = mm(x);
+    ember_tensor * b         = mm(x);
+    ember_tensor * other     = mm(y);
+    ember_tensor * vec       = mm(x1);
+    ember_tensor * set_cache = ember_set_rows(h, cache, rows, ids);
+    ember_tensor * set_x     = ember_set_rows(h, x, rows, ids);
+    ember_tensor * sc        = ember_scale(h, y, 2.0f);
+    sc->data                 = mem.data() + off;
+    const auto between = [&](std::vector<ember_tensor *> mid) {
+        h.nodes.clear();
+        h.nodes.push_back(a);
+        for (ember_tensor * t : mid) h.nodes.push_back(t);
+        h.nodes.push_back(b);
+        return ember_cuda_xh_reusable(&h, 0, static_cast<int32_t>(h.nodes.size()) - 1);
+    };
+    CHECK(between({}));
+    CHECK(between({set_cache}));
+    CHECK(between({mm(x)}));
+    CHECK_FALSE(between({set_x}));        // writes x's rows
+    CHECK_FALSE(between({sc}));           // not a view, RoPE, cache write or product of x
+    CHECK_FALSE(between({vec}));          // a matvec: its 8-bit copy in slot 0
+    CHECK_FALSE(between({other}));        // a product over y converts y into slot 0
+    CHECK_FALSE(between({set_cache, sc}));
+    h.nodes = {a, other};
+    CHECK_FALSE(ember_cuda_xh_reusable(&h, 0, 1));  // another x
 }
 
 }
