@@ -20,8 +20,10 @@
 // P.V. Key tiles that every row of the block hides (the causal upper triangle) are skipped
 // without loading K or V; the next tile's mask (and F16 K/V) is loaded while the current one
 // is computed. H100, pp512, attention per layer: 1B shape 729 -> 120 us, 8B shape 750 -> 228 us
-// (pp512 1B 27.3k -> 60.6k t/s, 8B 8.0k -> 11.5k). EMBER_CUDA_FA=0: the old kernel. Next: the
-// products on tensor cores (mma), which should take most of the remaining time off.
+// (pp512 1B 27.3k -> 60.6k t/s, 8B 8.0k -> 11.5k). EMBER_CUDA_FA=0: the old kernel. The
+// products on tensor cores (mma) for F16 caches at head size 64 / 128: fa_mma_kernel
+// (ops-attention-prefill-mma.cuh; on its own on an H100: 1B pp512 117.5 -> 23.6 us, 8B 211.7 ->
+// 31.8 us), with EMBER_CUDA_FA_MMA=1 until it is measured in a model's prefill step.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -447,6 +449,8 @@ struct fa_k_launch {
     }
 };
 
+#include "ops-attention-prefill-mma.cuh"
+
 template <int TK> struct attn_v_launch {
     ember_cuda_ctx & ctx;
     ember_tensor *   dst;
@@ -511,6 +515,12 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const emb
     // size, whole GQA groups, and a grid it can launch.
     if (fa_enabled() && q->ne[2] >= k_fa_min_tokens && (d == 64 || d == 96 || d == 128) && k->ne[0] == d && dst->src[2]->ne[0] == d &&
         dst->src[2]->type == k->type && k->ne[1] > 0 && q->ne[1] % k->ne[1] == 0 && k->ne[1] <= 65535 && q->ne[2] * (q->ne[1] / k->ne[1]) < (int64_t(1) << 30)) {
+        if (fa_mma_enabled(ctx)) {  // on tensor cores where it takes the types and shapes
+            st = fa_mma_attn(ctx, dst);
+            if (st == EMBER_OK) return ember_cuda_check_launch("attn (tensor-core prefill)");
+            if (st != EMBER_ERR_UNSUPPORTED) return st;
+            st = EMBER_OK;  // fa_kernel
+        }
         cu_dispatch_elem_type(k->type, fa_k_launch{ctx, dst, st});
         if (st == EMBER_OK) return ember_cuda_check_launch("attn (tiled prefill)");
         if (st != EMBER_ERR_UNSUPPORTED) return st;
@@ -525,4 +535,8 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const emb
     cu_dispatch_elem_type(dst->src[1]->type, attn_k_launch{ctx, dst, st});
     if (st != EMBER_OK) return st;
     return ember_cuda_check_launch("attn");
+}
+
+long long ember_cuda_fa_mma_launches() {
+    return fa_mma_launch_count.load(std::memory_order_relaxed);
 }
