@@ -234,7 +234,8 @@ bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx);
 bool ember_cuda_mmq_wg_cluster_merge();
 
 // Launches the wgmma kernel over `grid` (rows and tokens over ember_cuda_mmq_wg_tile's, splits)
-// for weight type t in layout k_mmq_gguf / _rp / _ext; EMBER_ERR_UNSUPPORTED when it has no
+// for weight type t in layout k_mmq_gguf / _rp / _ext (t CU_Q6_K_PLANAR: planar Q6_K, addressed
+// as the GGUF layout); EMBER_ERR_UNSUPPORTED when it has no
 // kernel for that type and layout. Splits (grid.z > 1) with a.part null merge in a cluster of
 // grid.z blocks.
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid);

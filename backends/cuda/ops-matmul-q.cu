@@ -39,7 +39,9 @@
 // (ember_cuda_mul_mat_q returns EMBER_ERR_UNSUPPORTED). Weights are read in three layouts
 // (cuda-mmq.h, mmq_codec): the GGUF blocks, the CUDA layout of Q4_0 / Q8_0, and Ember's own types
 // (INT4, NF4, FP8) in the CUDA ext layout (cu_ext_h2: the same F16 values as that layout's
-// dequantizer); planar Q6_K keeps dequantize + cuBLAS.
+// dequantizer); planar Q6_K (rows where the GGUF layout has them) through the GGUF path with the
+// planar codec (since session 61; not yet measured: before, its products went to dequantize +
+// cuBLAS even with EMBER_CUDA_MMQ=1, 4.8 + 0.9 of an 8B Q4_K_M pp512 step's 44.5 ms on an H200).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -336,6 +338,12 @@ template <int T, int L, int BM, int BN, int WR, int WT> ember_status launch(embe
     return reduce_splits(ctx, a, splits);
 }
 
+// EMBER_CUDA_MMQ_Q6P=0: planar Q6_K weights (Q4_K_M's V and down products) back to dequantize +
+// cuBLAS, as before session 61 (read at every call).
+bool q6p_mmq_on() {
+    return ember_cuda_env_on("EMBER_CUDA_MMQ_Q6P");
+}
+
 // EMBER_CUDA_MMQ_WG=0: the mma.sync kernel on Hopper too (read at every call: tests run both).
 bool wgmma_wanted() {
     return ember_cuda_env_on("EMBER_CUDA_MMQ_WG");
@@ -379,8 +387,12 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     const int sms = cu_sm_count(ctx.device);
     const bool repacked = (w->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) != 0;
     const bool ext      = repacked && ember_cuda_ext_layout(w);
-    if (repacked && !ext && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
-    const int layout = ext ? k_mmq_ext : repacked ? k_mmq_rp : k_mmq_gguf;
+    // Planar Q6_K keeps its rows where they were: read as the GGUF layout is, by row byte
+    // offsets, with the planar chunk codec (cu_codec_h2<CU_Q6_K_PLANAR>, the dequantizer's).
+    const bool q6p = repacked && !ext && w->type == EMBER_TYPE_Q6_K && q6p_mmq_on();
+    if (repacked && !ext && !q6p && w->type != EMBER_TYPE_Q4_0 && w->type != EMBER_TYPE_Q8_0) return EMBER_ERR_UNSUPPORTED;
+    const int layout = ext ? k_mmq_ext : repacked && !q6p ? k_mmq_rp : k_mmq_gguf;
+    const int tc     = q6p ? CU_Q6_K_PLANAR : static_cast<int>(w->type);  // the chunk codec's type
 
     mmq_args a{};
     a.w     = wm;
@@ -411,7 +423,7 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
         const unsigned    gx = cu_blocks(n, tile.rows), gy = cu_blocks(m, tile.tokens);
         const int         splits =
             plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge(), tile.chunks_per_step, tile.blocks_per_sm);
-        const ember_status st = ember_cuda_mmq_wg_launch(ctx, w->type, layout, a, dim3(gx, gy, splits));
+        const ember_status st = ember_cuda_mmq_wg_launch(ctx, tc, layout, a, dim3(gx, gy, splits));
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }
     // The big tile when it still gives every SM two blocks (or when forced).
@@ -419,6 +431,11 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     const int     ft        = forced_tile();
     const bool    big       = ft == 128 || (ft != 64 && big_tiles >= 2 * static_cast<int64_t>(sms));
     ember_status  st        = EMBER_ERR_UNSUPPORTED;
-    if (!cu_dispatch_chunk_type(w->type, mmq_probe{ctx, a, layout, big, sms, st})) return EMBER_ERR_UNSUPPORTED;
+    const mmq_probe probe{ctx, a, layout, big, sms, st};
+    if (tc == CU_Q6_K_PLANAR) {
+        probe.template operator()<CU_Q6_K_PLANAR>();
+        return st;
+    }
+    if (!cu_dispatch_chunk_type(w->type, probe)) return EMBER_ERR_UNSUPPORTED;
     return st;
 }

@@ -551,7 +551,12 @@ mmq_wg_tile ember_cuda_mmq_wg_tile() {
 }
 
 ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {
-    ember_status st = EMBER_ERR_UNSUPPORTED;
-    if (!cu_dispatch_chunk_type(static_cast<ember_type>(t), wg_probe{ctx, a, layout, grid, st})) return EMBER_ERR_UNSUPPORTED;
+    ember_status   st = EMBER_ERR_UNSUPPORTED;
+    const wg_probe probe{ctx, a, layout, grid, st};
+    if (t == CU_Q6_K_PLANAR) {  // (planar Q6_K: the GGUF layout's addressing, the planar codec)
+        probe.template operator()<CU_Q6_K_PLANAR>();
+        return st;
+    }
+    if (!cu_dispatch_chunk_type(static_cast<ember_type>(t), probe)) return EMBER_ERR_UNSUPPORTED;
     return st;
 }

@@ -1,7 +1,7 @@
 // The tensor-core prefill GEMM for quantized weights (backends/cuda/ops-matmul-q.cu): MUL_MAT
 // with many columns, every quantized weight type, in the CUDA layout (weights flagged at upload:
-// Q4_0 / Q8_0 converted, Ember's types in the ext layout; planar Q6_K falls back to dequantize +
-// cuBLAS) and in the GGUF layout, both tile shapes of the mma.sync kernel (EMBER_CUDA_MMQ_TILE) and the wgmma
+// Q4_0 / Q8_0 converted, Ember's types in the ext layout, Q6_K rows of a multiple of 2048 planar:
+// its own case below) and in the GGUF layout, both tile shapes of the mma.sync kernel (EMBER_CUDA_MMQ_TILE) and the wgmma
 // kernel of Hopper (EMBER_CUDA_MMQ_WG, ops-matmul-wgmma.cu), token counts and row counts that are
 // not multiples of the tiles, widths with an odd number of 32-weight chunks (a half k step), and
 // a batched weight broadcast over x's ne[2]. Compared with the CPU by NMSE, and with the old
@@ -139,6 +139,46 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
                     CHECK(e < 1e-9);
                 }
             }
+        }
+    }
+}
+
+// Planar Q6_K (rows of a multiple of 2048 weights converted at upload; Q4_K_M's V and down
+// products): the tensor-core kernels read it with the planar codec through the GGUF layout's
+// addressing. Every tile and form against the CPU, and against dequantize + cuBLAS (its F16
+// operands are the same values) and EMBER_CUDA_MMQ_Q6P=0 (which sends it there): rows of one
+// and three segments (k 2048, 6144), 300 rows, 257 tokens.
+TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    for (int64_t k : {2048, 6144}) {
+        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
+            const bool    wg = std::string(tile).rfind("wg", 0) == 0;
+            env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
+            env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
+            env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
+            env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
+            env_guard     gwd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
+            const builder build = gemm_300x257(EMBER_TYPE_Q6_K, k, true);
+            const std::string what = std::string("planar q6_k k=") + std::to_string(k) + " tile " + tile;
+            {
+                env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                check_case(what, build, 1e-3, 7);
+            }
+            const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "0", build, 7);
+            const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "0", build, 7);
+            std::vector<float>       off;
+            {
+                env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                off = run_with("EMBER_CUDA_MMQ_Q6P", "0", "", build, 7);
+            }
+            REQUIRE(got.size() == old.size());
+            CAPTURE(what);
+            CHECK(nmse(got, old) < 1e-9);
+            CHECK(off == old);  // the switch off: dequantize + cuBLAS exactly
+            CHECK(got != old);  // on: another summation order, so not the same bits (the kernel ran)
         }
     }
 }
