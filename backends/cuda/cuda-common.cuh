@@ -323,6 +323,18 @@ __device__ __forceinline__ void cu_ldsm_x4_t(uint32_t (&r)[4], uint32_t p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(p));
 }
+// Two floats as an f16 pair (an mma operand register: lo in the low half); and 2^x by the
+// special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0): one instruction where exp2f's
+// full-precision path took several per probability (the attention kernels' softmax).
+__device__ __forceinline__ uint32_t cu_pack_h2(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&h);
+}
+__device__ __forceinline__ float cu_exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 __device__ __forceinline__ void cu_mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])

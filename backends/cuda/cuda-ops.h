@@ -133,6 +133,17 @@ struct ember_cuda_ctx {
 
 
 
+// Records the 16-bit copy of x that the node compute_at is running just made at buf in scratch
+// slot 0 (ember_cuda_ctx::xh_valid: a prefill product's conversion, or a SWIGLU writing it).
+inline void ember_cuda_xh_made(ember_cuda_ctx & ctx, const ember_tensor * x, const void * buf, bool bf16) {
+    ctx.xh_valid = true;
+    ctx.xh_bf16  = bf16;
+    ctx.xh_x     = x;
+    ctx.xh_buf   = buf;
+    ctx.xh_graph = ctx.graph_now;
+    ctx.xh_node  = ctx.node_now;
+}
+
 // Whether the memory of a and b overlaps (false when either is null or has no memory): the
 // hazard checks of the fusions (cuda-backend.cpp) and of the quantized-x reuse (ops-matvec-q.cu).
 inline bool ember_cuda_overlaps(const ember_tensor * a, const ember_tensor * b) {

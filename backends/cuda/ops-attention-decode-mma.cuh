@@ -73,17 +73,6 @@ __host__ __device__ inline mma_layout mma_layout_of(bool direct, int d, int slot
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ uint32_t mma_pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
-// 2^x by the special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0): one instruction where
-// exp2f's full-precision path took several per probability.
-__device__ __forceinline__ float mma_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 // Two f16 pairs from four byte values u (0..255) minus bias, times d: each byte moved into the
 // f16 1024 + u by a byte permute, the bias subtracted exactly, one f16 multiply (d q rounded
 // once, as the float product rounded to f16 would be).
@@ -120,7 +109,7 @@ template <int T> __device__ __forceinline__ uint4 mma_dec8_q(const uint8_t * row
 // quants' words read once (a funnel shift where they start mid-word) where the 8-value decoders
 // reread the scale and three words per 8 values. FP8 codes become f16 (cvt on sm_89+ for E4M3;
 // E5M2 codes are the top byte of an f16) times the power-of-two scale in f16 (exact, rounded
-// once, so the same f16 as the float product rounded: mma_pack), in f32 where the scale has no
+// once, so the same f16 as the float product rounded: cu_pack_h2), in f32 where the scale has no
 // f16.
 template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * row, int off, int b, uint4 (&h)[4]) {
     constexpr bool   FP8 = T == EMBER_TYPE_FP8_E4M3 || T == EMBER_TYPE_FP8_E5M2;
@@ -153,8 +142,8 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
                 r[2 * j] = *reinterpret_cast<const uint32_t *>(&a), r[2 * j + 1] = *reinterpret_cast<const uint32_t *>(&c);
             } else {
                 const float2 a = dec_half2(lo), c = dec_half2(hi);
-                r[2 * j]       = mma_pack(a.x * post * sc, a.y * post * sc);
-                r[2 * j + 1]   = mma_pack(c.x * post * sc, c.y * post * sc);
+                r[2 * j]       = cu_pack_h2(a.x * post * sc, a.y * post * sc);
+                r[2 * j + 1]   = cu_pack_h2(c.x * post * sc, c.y * post * sc);
             }
         }
 #pragma unroll
@@ -439,7 +428,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                         } else {  // FP8: the code values by the tiled kernel's decoder, the power-of-two scale in f32
                             float       y[8];
                             const float s = dec_load8_u<T, 1>(row, off, 8 * pc, y);
-                            h = make_uint4(mma_pack(y[0] * s, y[1] * s), mma_pack(y[2] * s, y[3] * s), mma_pack(y[4] * s, y[5] * s), mma_pack(y[6] * s, y[7] * s));
+                            h = make_uint4(cu_pack_h2(y[0] * s, y[1] * s), cu_pack_h2(y[2] * s, y[3] * s), cu_pack_h2(y[4] * s, y[5] * s), cu_pack_h2(y[6] * s, y[7] * s));
                         }
                     }
                     *reinterpret_cast<uint4 *>((kv ? sV0 : sK0) + key * LD + 8 * pc) = h;
@@ -483,13 +472,13 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                 mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx       = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float mn = fmaxf(m[h], mx);
-                f[h]           = m[h] == mn ? 1.0f : mma_exp2(m[h] - mn);  // m = -INF < mn: 0
+                f[h]           = m[h] == mn ? 1.0f : cu_exp2_approx(m[h] - mn);  // m = -INF < mn: 0
                 float ps       = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < 2; nt++) {
 #pragma unroll
                     for (int j = 2 * h; j < 2 * h + 2; j++) {
-                        const float p = s[nt][j] == -INFINITY ? 0.0f : mma_exp2(s[nt][j] - mn);
+                        const float p = s[nt][j] == -INFINITY ? 0.0f : cu_exp2_approx(s[nt][j] - mn);
                         s[nt][j]      = p;
                         ps += p;
                     }
@@ -504,7 +493,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                     o[j][2] *= f[1], o[j][3] *= f[1];
                 }
             }
-            const uint32_t pa[4] = {mma_pack(s[0][0], s[0][1]), mma_pack(s[0][2], s[0][3]), mma_pack(s[1][0], s[1][1]), mma_pack(s[1][2], s[1][3])};
+            const uint32_t pa[4] = {cu_pack_h2(s[0][0], s[0][1]), cu_pack_h2(s[0][2], s[0][3]), cu_pack_h2(s[1][0], s[1][1]), cu_pack_h2(s[1][2], s[1][3])};
 #pragma unroll
             for (int np = 0; np < D / 16; np++) {
                 uint32_t vb[4];

@@ -73,16 +73,6 @@ struct fm_args {
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ uint32_t fm_pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
-// 2^x by the special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0).
-__device__ __forceinline__ float fm_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 // cp.async: the copy lands in shared memory at the wait for its group.
 __device__ __forceinline__ void fm_cp16(void * dst, const void * src) {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -241,7 +231,7 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
 #pragma unroll
-                for (int c = 0; c < 2; c++) qf[ks][h + 2 * c] = fm_pack(x[ks][c].x * qs, x[ks][c].y * qs);
+                for (int c = 0; c < 2; c++) qf[ks][h + 2 * c] = cu_pack_h2(x[ks][c].x * qs, x[ks][c].y * qs);
             }
         }
     }
@@ -297,13 +287,13 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
                 mx             = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx             = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float mn = fmaxf(m[h], mx);
-                f[h]           = m[h] == mn ? 1.0f : fm_exp2(m[h] - mn);  // m = -INF < mn: 0
+                f[h]           = m[h] == mn ? 1.0f : cu_exp2_approx(m[h] - mn);  // m = -INF < mn: 0
                 float ps       = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < k_fm_keys / 8; nt++) {
 #pragma unroll
                     for (int j = 2 * h; j < 2 * h + 2; j++) {
-                        const float p = s[nt][j] == -INFINITY ? 0.0f : fm_exp2(s[nt][j] - mn);
+                        const float p = s[nt][j] == -INFINITY ? 0.0f : cu_exp2_approx(s[nt][j] - mn);
                         s[nt][j]      = p;
                         ps += p;
                     }
@@ -320,8 +310,8 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
             }
 #pragma unroll
             for (int kp = 0; kp < k_fm_keys / 16; kp++) {  // keys 16 kp .. 16 kp + 15
-                const uint32_t pa[4] = {fm_pack(s[2 * kp][0], s[2 * kp][1]), fm_pack(s[2 * kp][2], s[2 * kp][3]),
-                                        fm_pack(s[2 * kp + 1][0], s[2 * kp + 1][1]), fm_pack(s[2 * kp + 1][2], s[2 * kp + 1][3])};
+                const uint32_t pa[4] = {cu_pack_h2(s[2 * kp][0], s[2 * kp][1]), cu_pack_h2(s[2 * kp][2], s[2 * kp][3]),
+                                        cu_pack_h2(s[2 * kp + 1][0], s[2 * kp + 1][1]), cu_pack_h2(s[2 * kp + 1][2], s[2 * kp + 1][3])};
 #pragma unroll
                 for (int np = 0; np < D / 16; np++) {
                     uint32_t vb[4];

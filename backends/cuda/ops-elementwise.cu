@@ -491,12 +491,7 @@ ember_status ember_cuda_swiglu_xh(ember_cuda_ctx & ctx, ember_tensor * dst, bool
     const ember_status st = ember_cuda_check_launch("swiglu (with the product's 16-bit x)");
     if (st != EMBER_OK) return st;
     ctx.qx_valid = false;  // slot 0 holds the 16-bit copy now
-    ctx.xh_valid = true;
-    ctx.xh_bf16  = false;
-    ctx.xh_x     = dst;
-    ctx.xh_buf   = xh;
-    ctx.xh_graph = ctx.graph_now;
-    ctx.xh_node  = ctx.node_now;
+    ember_cuda_xh_made(ctx, dst, xh, false);
     return EMBER_OK;
 }
 

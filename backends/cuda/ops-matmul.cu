@@ -284,14 +284,7 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 }
                 st = ember_cuda_check_launch("convert activations");
                 if (st != EMBER_OK) return st;
-                if (one) {
-                    ctx.xh_valid = true;
-                    ctx.xh_bf16  = bf16;
-                    ctx.xh_x     = x;
-                    ctx.xh_buf   = xh;
-                    ctx.xh_graph = ctx.graph_now;
-                    ctx.xh_node  = ctx.node_now;
-                }
+                if (one) ember_cuda_xh_made(ctx, x, xh, bf16);
                 ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: convert x to 16 bits");
             }
 
