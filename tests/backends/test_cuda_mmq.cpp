@@ -51,6 +51,21 @@ struct env_guard {
     ~env_guard() { set_env(name, restore.c_str()); }
 };
 
+// The GEMM's forms as the tests name them: tile "64" / "128" the mma.sync kernel
+// (EMBER_CUDA_MMQ_TILE, EMBER_CUDA_MMQ_WG=0); "wg" the wgmma kernel on Hopper (elsewhere the
+// mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form, "wg-ws" the warp-specialized kernel
+// (EMBER_CUDA_MMQ_WS), "wg-wide" the 256-token one (EMBER_CUDA_MMQ_WIDE). Set for a scope.
+const char * const k_forms[] = {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"};
+struct form_guard {
+    explicit form_guard(const std::string & f)
+        : tile("EMBER_CUDA_MMQ_TILE", f.rfind("wg", 0) == 0 ? "0" : f.c_str(), "0"),
+          wg("EMBER_CUDA_MMQ_WG", f.rfind("wg", 0) == 0 ? "1" : "0", "1"),
+          ew("EMBER_CUDA_MMQ_EW", f == "wg-ew" ? "1" : "0", "0"),
+          ws("EMBER_CUDA_MMQ_WS", f == "wg-ws" ? "1" : "0", "0"),
+          wide("EMBER_CUDA_MMQ_WIDE", f == "wg-wide" ? "1" : "0", "0") {}
+    env_guard tile, wg, ew, ws, wide;
+};
+
 // A 300-row weight of type t and width k (in its CUDA layout, or the GGUF one) times 257 tokens:
 // rows and tokens past the tiles.
 builder gemm_300x257(ember_type t, int64_t k, bool cuda_layout) {
@@ -78,16 +93,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
     env_guard on("EMBER_CUDA_MMQ", "1", "0");
     for (ember_type t : k_types) {
         const std::string tn = ember_type_get_name(t);
-        // tile 64 / 128: the mma.sync kernel (EMBER_CUDA_MMQ_WG=0); "wg": the wgmma kernel on
-        // Hopper (elsewhere the mma.sync kernel again), "wg-ew" its EMBER_CUDA_MMQ_EW form, "wg-ws"
-        // the warp-specialized kernel (EMBER_CUDA_MMQ_WS), "wg-wide" the 256-token one (EMBER_CUDA_MMQ_WIDE)
-        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
-            const bool wg = std::string(tile).rfind("wg", 0) == 0;
-            env_guard  g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
-            env_guard  gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
-            env_guard  ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
-            env_guard  gs("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
-            env_guard  gd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
+        for (const char * tile : k_forms) {  // (form_guard)
+            form_guard fg(tile);
             for (bool cuda_layout : {true, false}) {
                 for (const shape & s : shapes(t)) {
                     const std::string what = "mmq " + tn + (cuda_layout ? " cuda layout" : " gguf layout") + " tile " + tile +
@@ -117,15 +124,10 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
         const int64_t b = ember_type_get_traits(t)->block_size;
         // 20-24 k steps of 64 (41 chunks for 32-weight blocks; NF4: 20 blocks, 4-byte aligned rows)
         const int64_t k = t == EMBER_TYPE_NF4 ? 64 * 20 : b * ((1300 + b - 1) / b);
-        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
+        for (const char * tile : k_forms) {
             for (const char * split : {"1", "3", "0"}) {
                 for (bool cuda_layout : {false, true}) {  // (the CUDA layouts: Q4_0 / Q8_0's, Ember's types' ext layout)
-                    const bool    wg = std::string(tile).rfind("wg", 0) == 0;
-                    env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
-                    env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
-                    env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
-                    env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
-                    env_guard     gwd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
+                    form_guard    fg(tile);
                     env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                     const builder build = gemm_300x257(t, k, cuda_layout);
                     const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "0", build, 7);
@@ -154,13 +156,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
         return;
     }
     for (int64_t k : {2048, 6144}) {
-        for (const char * tile : {"64", "128", "wg", "wg-ew", "wg-ws", "wg-wide"}) {
-            const bool    wg = std::string(tile).rfind("wg", 0) == 0;
-            env_guard     g("EMBER_CUDA_MMQ_TILE", wg ? "0" : tile, "0");
-            env_guard     gw("EMBER_CUDA_MMQ_WG", wg ? "1" : "0", "1");
-            env_guard     ge("EMBER_CUDA_MMQ_EW", std::string(tile) == "wg-ew" ? "1" : "0", "0");
-            env_guard     gws("EMBER_CUDA_MMQ_WS", std::string(tile) == "wg-ws" ? "1" : "0", "0");
-            env_guard     gwd("EMBER_CUDA_MMQ_WIDE", std::string(tile) == "wg-wide" ? "1" : "0", "0");
+        for (const char * tile : k_forms) {
+            form_guard    fg(tile);
             const builder build = gemm_300x257(EMBER_TYPE_Q6_K, k, true);
             const std::string what = std::string("planar q6_k k=") + std::to_string(k) + " tile " + tile;
             {
