@@ -323,13 +323,8 @@ __device__ __forceinline__ void cu_ldsm_x4_t(uint32_t (&r)[4], uint32_t p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(p));
 }
-// Two floats as an f16 pair (an mma operand register: lo in the low half); and 2^x by the
-// special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0): one instruction where exp2f's
-// full-precision path took several per probability (the attention kernels' softmax).
-__device__ __forceinline__ uint32_t cu_pack_h2(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&h);
-}
+// 2^x by the special-function unit (ex2.approx: ~2 ulp; 2^-INF = 0): one instruction where
+// exp2f's full-precision path took several per probability (the attention kernels' softmax).
 __device__ __forceinline__ float cu_exp2_approx(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -988,6 +983,11 @@ __device__ __forceinline__ __half2 cu_h2_bits(uint32_t u) {
 }
 __device__ __forceinline__ uint32_t cu_h2_u32(__half2 h) {
     return *reinterpret_cast<const uint32_t *>(&h);
+}
+// Two floats rounded to an f16 pair (lo in the low half: an mma operand register, or two
+// consecutive halves in memory).
+__device__ __forceinline__ uint32_t cu_pack_h2(float lo, float hi) {
+    return cu_h2_u32(__floats2half2_rn(lo, hi));
 }
 
 // Bytes 0, 1 (sel 0x4140) or 2, 3 (0x4342) of u as the low bytes of two F16 of exponent 1024.

@@ -305,13 +305,7 @@ __global__ void swiglu_xh_kernel(const float4 * g, const float4 * u, float4 * ds
             dst[2 * idx]     = make_float4(z[0], z[1], z[2], z[3]);
             dst[2 * idx + 1] = make_float4(z[4], z[5], z[6], z[7]);
         }
-        uint32_t w[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            w[j] = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(z[2 * j]))) |
-                   static_cast<uint32_t>(__half_as_ushort(__float2half_rn(z[2 * j + 1]))) << 16;
-        }
-        xh[idx] = make_uint4(w[0], w[1], w[2], w[3]);
+        xh[idx] = make_uint4(cu_pack_h2(z[0], z[1]), cu_pack_h2(z[2], z[3]), cu_pack_h2(z[4], z[5]), cu_pack_h2(z[6], z[7]));
     }
 }
 

@@ -164,8 +164,7 @@ __global__ void __launch_bounds__(256) convert_x8_kernel(const char * x, int64_t
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 if constexpr (std::is_same<H, __half>::value) {
-                    w[j] = static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[2 * j]))) |
-                           static_cast<uint32_t>(__half_as_ushort(__float2half_rn(v[2 * j + 1]))) << 16;
+                    w[j] = cu_pack_h2(v[2 * j], v[2 * j + 1]);
                 } else {
                     w[j] = static_cast<uint32_t>(cu_to_bf16(v[2 * j])) | static_cast<uint32_t>(cu_to_bf16(v[2 * j + 1])) << 16;
                 }
