@@ -261,7 +261,8 @@ long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers 
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)
-long long    ember_cuda_fa_mma_launches();  // (tests: the tensor-core prefill attention ran, EMBER_CUDA_FA_MMA=1, ops-attention.cu)
+long long    ember_cuda_fa_mma_launches();  // (tests: the tensor-core prefill attention ran, the default over F16 caches, ops-attention.cu)
+long long    ember_cuda_mmq_q6p_launches();  // (tests: the tensor-core GEMM read planar Q6_K, ops-matmul-q.cu)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

@@ -23,7 +23,7 @@
 // (pp512 1B 27.3k -> 60.6k t/s, 8B 8.0k -> 11.5k). EMBER_CUDA_FA=0: the old kernel. The
 // products on tensor cores (mma) for F16 caches at head size 64 / 128: fa_mma_kernel
 // (ops-attention-prefill-mma.cuh; on its own on an H100: 1B pp512 117.5 -> 23.6 us, 8B 211.7 ->
-// 31.8 us), with EMBER_CUDA_FA_MMA=1 until it is measured in a model's prefill step.
+// 31.8 us), the default where it applies (EMBER_CUDA_FA_MMA=0: fa_kernel).
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -344,6 +344,8 @@ bool q6p_mmq_on() {
     return ember_cuda_env_on("EMBER_CUDA_MMQ_Q6P");
 }
 
+std::atomic<long long> q6p_launch_count{0};  // (ember_cuda_mmq_q6p_launches)
+
 // EMBER_CUDA_MMQ_WG=0: the mma.sync kernel on Hopper too (read at every call: tests run both).
 bool wgmma_wanted() {
     return ember_cuda_env_on("EMBER_CUDA_MMQ_WG");
@@ -424,6 +426,7 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
         const int         splits =
             plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge(), tile.chunks_per_step, tile.blocks_per_sm);
         const ember_status st = ember_cuda_mmq_wg_launch(ctx, tc, layout, a, dim3(gx, gy, splits));
+        if (st == EMBER_OK && q6p) q6p_launch_count.fetch_add(1, std::memory_order_relaxed);
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }
     // The big tile when it still gives every SM two blocks (or when forced).
@@ -434,8 +437,13 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     const mmq_probe probe{ctx, a, layout, big, sms, st};
     if (tc == CU_Q6_K_PLANAR) {
         probe.template operator()<CU_Q6_K_PLANAR>();
+        if (st == EMBER_OK) q6p_launch_count.fetch_add(1, std::memory_order_relaxed);
         return st;
     }
     if (!cu_dispatch_chunk_type(w->type, probe)) return EMBER_ERR_UNSUPPORTED;
     return st;
+}
+
+long long ember_cuda_mmq_q6p_launches() {
+    return q6p_launch_count.load(std::memory_order_relaxed);
 }

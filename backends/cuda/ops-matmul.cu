@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
@@ -186,6 +187,19 @@ void convert_x(ember_cuda_ctx & ctx, const char * x, int64_t x_nb1, int64_t k, i
     }
 }
 
+// The profile's label of a prefill GEMM step; with EMBER_CUDA_PROFILE_SHAPES=1 also the
+// weight's rows x k, its type and the tokens (which products of a model cost what).
+void gemm_mark(ember_cuda_ctx & ctx, const char * what, const ember_tensor * w, int64_t n, int64_t m) {
+    if (!ctx.prof) return;
+    static const bool shapes = ember_cuda_env_choice("EMBER_CUDA_PROFILE_SHAPES", 0, {0, 1}) == 1;
+    std::string l = std::string("MUL_MAT [batch]: ") + what;
+    if (shapes) {
+        l += " " + std::to_string(n) + "x" + std::to_string(w->ne[0]) + " " + ember_type_get_name(w->type) + " m=" +
+             std::to_string(m);
+    }
+    ember_cuda_prof_mark(ctx, l.c_str());
+}
+
 ember_status blas_status(cublasStatus_t st, const char * what) {
     if (st == CUBLAS_STATUS_SUCCESS) return EMBER_OK;
     std::fprintf(stderr, "ember: cuda: %s failed: cuBLAS status %d\n", what, static_cast<int>(st));
@@ -284,7 +298,7 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 st = ember_cuda_check_launch("convert activations");
                 if (st != EMBER_OK) return st;
                 if (one) ember_cuda_xh_made(ctx, x, xh, bf16);
-                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: convert x to 16 bits");
+                gemm_mark(ctx, "convert x to 16 bits", w, n, m);
             }
 
             if (w->type == EMBER_TYPE_F16 || bf16) {
@@ -292,7 +306,7 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                                    (int) (w->nb[1] / 2), xh, ht, (int) k, &beta, ym, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT);
                 if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (16-bit)");
-                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: cuBLAS GEMM");
+                gemm_mark(ctx, "cuBLAS GEMM", w, n, m);
                 continue;
             }
 
@@ -303,7 +317,7 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 st = ember_cuda_mul_mat_q(ctx, w, wm, xh, m, ym, ldc);
                 if (st != EMBER_ERR_UNSUPPORTED) {
                     if (st != EMBER_OK) return st;
-                    ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: tensor-core GEMM (quantized weight)");
+                    gemm_mark(ctx, "tensor-core GEMM (quantized weight)", w, n, m);
                     continue;
                 }
             }
@@ -316,12 +330,12 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 const int64_t r1 = r0 + slab < n ? r0 + slab : n;
                 st               = ember_cuda_dequant_f16(ctx, w, wm, r0, r1, wh);
                 if (st != EMBER_OK) return st;
-                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: dequantize weights to F16");
+                gemm_mark(ctx, "dequantize weights to F16", w, n, m);
                 bst = cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int) (r1 - r0), (int) m, (int) k, &alpha, wh,
                                    CUDA_R_16F, (int) k, xh, CUDA_R_16F, (int) k, &beta, ym + r0 * sizeof(float), CUDA_R_32F, ldc,
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
                 if (bst != CUBLAS_STATUS_SUCCESS) return blas_status(bst, "cublasGemmEx (dequantized)");
-                ember_cuda_prof_mark(ctx, "MUL_MAT [batch]: cuBLAS GEMM");
+                gemm_mark(ctx, "cuBLAS GEMM", w, n, m);
             }
         }
     }

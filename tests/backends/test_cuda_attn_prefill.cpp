@@ -1,14 +1,13 @@
 // The tensor-core prefill attention (fa_mma_kernel, backends/cuda/ops-attention-prefill-mma.cuh;
-// EMBER_CUDA_FA_MMA=1, off by default) against the CPU: F16 caches at head sizes 64 and 128,
+// the default for F16 caches at head size 64 / 128; EMBER_CUDA_FA_MMA=0: fa_kernel) against the CPU: F16 caches at head sizes 64 and 128,
 // the 1B layer's shape (32 / 8 heads, 512 tokens, causal), token counts that leave ragged row
 // blocks (17, 45, 130) and ragged key tiles, a cached prefix (fewer tokens than keys), GQA
 // groups of 1, 4 and 8, rows that see no key (zeros), a whole block of rows that sees none (no
 // tile visible), finite random mask values, a sliding window (leading tiles hidden) and no mask.
-// Each case also runs without the switch (fa_kernel, exact to f32): the switch must launch the
-// new kernel (its launch counter) and the default must not, and the two results must differ by
+// Each case also runs with the switch off (fa_kernel, exact to f32): the default must launch the
+// new kernel (its launch counter) and the switch off must not, and the two results must differ by
 // the f16 rounding, so a dispatch that silently fell back fails here. Shapes and types the
-// kernel does not take (Q8_0 caches, head size 96) must fall back to fa_kernel with the switch
-// on. Compiled only with the CUDA backend; skips with a message when there is no CUDA device.
+// kernel does not take (Q8_0 caches, head size 96) must fall back to fa_kernel. Compiled only with the CUDA backend; skips with a message when there is no CUDA device.
 #ifdef EMBER_HAVE_CUDA
 
 #include <doctest/doctest.h>
@@ -82,7 +81,7 @@ template <typename F> bool zero_tokens(const std::vector<float> & y, const prefi
 }  // namespace
 
 TEST_SUITE("backends") {
-TEST_CASE("[cuda] prefill attention on tensor cores (EMBER_CUDA_FA_MMA)") {
+TEST_CASE("[cuda] prefill attention on tensor cores (fa_mma_kernel)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -108,28 +107,27 @@ TEST_CASE("[cuda] prefill attention on tensor cores (EMBER_CUDA_FA_MMA)") {
         const builder            build = [=](case_ctx & c) { return prefill_attn(c, EMBER_TYPE_F16, s); };
         const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 23);
         const long long          n0    = ember_cuda_fa_mma_launches();
-        const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_FA_MMA", "1", build, 23);
+        const std::vector<float> got   = run_on(cuda_device(), build, 23);  // the default: fa_mma_kernel
         const long long          n1    = ember_cuda_fa_mma_launches();
-        const std::vector<float> dflt  = run_on(cuda_device(), build, 23);  // fa_kernel, the default
-        CHECK(n1 > n0);                                // the switch launched the tensor-core kernel
-        CHECK(ember_cuda_fa_mma_launches() == n1);     // and the default did not
+        const std::vector<float> off   = run_on_cuda_with("EMBER_CUDA_FA_MMA", "0", build, 23);  // fa_kernel
+        CHECK(n1 > n0);                                // the default launched the tensor-core kernel
+        CHECK(ember_cuda_fa_mma_launches() == n1);     // and the switch off did not
         REQUIRE(got.size() == want.size());
-        REQUIRE(dflt.size() == want.size());
+        REQUIRE(off.size() == want.size());
         bool finite = true;
         for (float x : got) finite = finite && std::isfinite(x);
         CHECK(finite);
-        const double e = nmse(got, want), e_dflt = nmse(dflt, want), e_pair = nmse(got, dflt);
+        const double e = nmse(got, want), e_off = nmse(off, want), e_pair = nmse(got, off);
         CAPTURE(e);
-        CAPTURE(e_dflt);
+        CAPTURE(e_off);
         CAPTURE(e_pair);
         CHECK(e < 1e-6);        // Q, K, V and P rounded to f16, as the decode tensor-core kernel (its bound)
-        CHECK(e_dflt < 1e-8);   // fa_kernel: f32
+        CHECK(e_off < 1e-8);    // fa_kernel: f32
         CHECK(e_pair > 1e-11);  // the f16 rounding shows: not fa_kernel's results
         if (s.mk == k_hidden_rows) CHECK(zero_tokens(got, s, [](int64_t tt) { return tt % 5 == 3; }));
         if (s.mk == k_hidden_block) CHECK(zero_tokens(got, s, [](int64_t tt) { return tt >= 16 && tt < 32; }));
     }
-    // What the kernel does not take stays on fa_kernel with the switch on: a Q8_0 cache, head
-    // size 96.
+    // What the kernel does not take stays on fa_kernel: a Q8_0 cache, head size 96.
     const struct {
         ember_type    t;
         prefill_shape s;
@@ -140,7 +138,7 @@ TEST_CASE("[cuda] prefill attention on tensor cores (EMBER_CUDA_FA_MMA)") {
         const builder            build = [=](case_ctx & c) { return prefill_attn(c, f.t, f.s); };
         const std::vector<float> want  = run_on(ember_registry_cpu_device(), build, 29);
         const long long          n0    = ember_cuda_fa_mma_launches();
-        const std::vector<float> got   = run_on_cuda_with("EMBER_CUDA_FA_MMA", "1", build, 29);
+        const std::vector<float> got   = run_on(cuda_device(), build, 29);
         CHECK(ember_cuda_fa_mma_launches() == n0);
         REQUIRE(got.size() == want.size());
         const double e = nmse(got, want);

@@ -2146,7 +2146,10 @@ TEST_CASE("[cuda] prefill SWIGLU making the down product's 16-bit x") {
             return out;
         };
         const std::string name = "prefill swiglu + down, form " + std::to_string(form);
-        check_case(name, b, 1e-5);
+        // 1e-3, as the other quantized products: the CPU quantizes the Q8_0 products' x to Q8_0
+        // where the GPU rounds it to f16, and SWIGLU multiplies gate's error by up's (H100: 1.0e-4
+        // form 0, 3.0e-5 and 2.9e-5 forms 1 and 2). The bits are checked against the slow path below.
+        check_case(name, b, 1e-3);
         std::vector<std::vector<uint8_t>> fast, slow;
         run_on_n(cuda_device(), b, {3, 4}, &fast);
         env_clear guard{{"EMBER_CUDA_XH_REUSE"}};
