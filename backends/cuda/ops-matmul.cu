@@ -188,13 +188,13 @@ void convert_x(ember_cuda_ctx & ctx, const char * x, int64_t x_nb1, int64_t k, i
 }
 
 // The profile's label of a prefill GEMM step; with EMBER_CUDA_PROFILE_SHAPES=1 also the
-// weight's rows x k, its type and the tokens (which products of a model cost what).
+// weight's rows x k, its type id and the tokens (which products of a model cost what).
 void gemm_mark(ember_cuda_ctx & ctx, const char * what, const ember_tensor * w, int64_t n, int64_t m) {
     if (!ctx.prof) return;
     static const bool shapes = ember_cuda_env_choice("EMBER_CUDA_PROFILE_SHAPES", 0, {0, 1}) == 1;
     std::string l = std::string("MUL_MAT [batch]: ") + what;
     if (shapes) {
-        l += " " + std::to_string(n) + "x" + std::to_string(w->ne[0]) + " " + ember_type_get_name(w->type) + " m=" +
+        l += " " + std::to_string(n) + "x" + std::to_string(w->ne[0]) + " type " + std::to_string(static_cast<int>(w->type)) + " m=" +
              std::to_string(m);
     }
     ember_cuda_prof_mark(ctx, l.c_str());
