@@ -163,7 +163,7 @@ __device__ __forceinline__ void wg_mma(float (&d)[64], uint64_t da, uint64_t db)
 // of at the top of the step that decodes them, where only the issue of that step's products
 // stands between the requests and their use.
 //
-// WIDE (EMBER_CUDA_MMQ_WIDE=1, measuring): 128 weight rows x 256 tokens a block of four
+// WIDE (the default; EMBER_CUDA_MMQ_WIDE=0: the 128-token tile): 128 weight rows x 256 tokens a block of four
 // warpgroups (one block an SM, 192 KB of stages), k in steps of 128 (two swizzled 64-half
 // sub-tiles), eight m64n128k16 a step a warpgroup: each decoded chunk feeds 256 tokens, half the
 // decode a product, the work session 60 found this kernel bound by. Every thread still decodes one
@@ -458,9 +458,11 @@ bool warp_specialized() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_MMQ_WIDE=1: mmq_wg_kernel's wide form, wg_form<true> (read at every call: tests run both).
+// mmq_wg_kernel's wide form, wg_form<true>, the default since session 62 (H100 pp512 8B Q8_0
+// 16.7k -> 19.5k t/s, Q4_K_M 13.7k -> 17.4k); EMBER_CUDA_MMQ_WIDE=0: 128 x 128 tiles (read at
+// every call: tests run both).
 bool wide() {
-    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", 1, {0, 1}) == 1;
 }
 
 // EMBER_CUDA_MMQ_CLUSTER=0: the wgmma kernel's k splits write partial sums to global memory for

@@ -76,14 +76,14 @@ bool dq_coalesced() {
     return on;
 }
 
-// EMBER_CUDA_MMQ=1: quantized weights go to the tensor-core kernels of ops-matmul-q.cu (wgmma on
-// Hopper, mma.sync before); unset or 0: dequantize + cuBLAS (read at every call: tests compare
-// the two). Off by default for now: dequantize + cuBLAS is faster for every model measured (H100,
-// session 60, pp512: 1B Q4_0 63.4k vs 54.3k t/s, Q4_K_M 62.9k vs 50.2k, 8B Q4_0 12.1k vs 12.0k,
-// Q4_K_M 12.1k vs 9.7k), the numbers in ops-matmul-q.cu and PERF-NOTES.md.
+// Quantized weights go to the tensor-core kernels of ops-matmul-q.cu (wgmma on Hopper, mma.sync
+// from sm_80), the default since session 62; EMBER_CUDA_MMQ=0: dequantize + cuBLAS (read at every
+// call: tests compare the two). Issue 6 keeps cuBLAS for F16 / BF16 weights. H100 pp512 with the
+// wide tile (session 62): 8B Q4_0 17.2k -> 19.1k t/s, Q8_0 15.4k -> 19.5k, Q4_K_M 16.8k -> 17.4k;
+// the 1B's smaller products are slower (Q8_0 103.5k -> 79.6k, Q4_K_M 101.0k -> 76.5k: their k
+// splits, PERF-NOTES.md), still 1.5-1.8x llama.cpp's.
 bool mmq_enabled() {
-    const char * e = std::getenv("EMBER_CUDA_MMQ");
-    return e && std::strcmp(e, "1") == 0;
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ", 1, {0, 1}) == 1;
 }
 
 // Weights in the CUDA layout (cuda-repack.h): rows g0 .. of the tensor's nblk blocks.
@@ -310,8 +310,8 @@ ember_status ember_cuda_mul_mat_blas(ember_cuda_ctx & ctx, ember_tensor * dst) {
                 continue;
             }
 
-            // Quantized: with EMBER_CUDA_MMQ=1 the tensor-core kernel that dequantizes tiles in
-            // shared memory (ops-matmul-q.cu); otherwise, and for types it does not read and GPUs
+            // Quantized: the tensor-core kernel that dequantizes tiles in shared memory
+            // (ops-matmul-q.cu); with EMBER_CUDA_MMQ=0, for types it does not read and on GPUs
             // before sm_80, slabs of rows dequantized to F16 for cuBLAS.
             if (mmq_enabled()) {
                 st = ember_cuda_mul_mat_q(ctx, w, wm, xh, m, ym, ldc);

@@ -63,7 +63,7 @@ struct form_guard {
           wg("EMBER_CUDA_MMQ_WG", f.rfind("wg", 0) == 0 ? "1" : "0", "1"),
           ew("EMBER_CUDA_MMQ_EW", f == "wg-ew" ? "1" : "0", "0"),
           ws("EMBER_CUDA_MMQ_WS", f == "wg-ws" ? "1" : "0", "0"),
-          wide("EMBER_CUDA_MMQ_WIDE", f == "wg-wide" ? "1" : "0", "0") {}
+          wide("EMBER_CUDA_MMQ_WIDE", f == "wg-wide" ? "1" : "0", "") {}
     env_guard tile, wg, ew, ws, wide;
 };
 
@@ -91,7 +91,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, o
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    env_guard on("EMBER_CUDA_MMQ", "1", "0");
+    env_guard on("EMBER_CUDA_MMQ", "1", "");
     for (ember_type t : k_types) {
         const std::string tn = ember_type_get_name(t);
         for (const char * tile : k_forms) {  // (form_guard)
@@ -131,8 +131,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores agrees with dequantize + cuBLAS")
                     form_guard    fg(tile);
                     env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                     const builder build = gemm_300x257(t, k, cuda_layout);
-                    const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "0", build, 7);
-                    const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "0", build, 7);
+                    const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "", build, 7);
+                    const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "", build, 7);
                     REQUIRE(got.size() == old.size());
                     const double      e    = nmse(got, old);
                     const std::string what = std::string(ember_type_get_name(t)) + " tile " + tile + " split " + split +
@@ -162,16 +162,16 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
             const builder build = gemm_300x257(EMBER_TYPE_Q6_K, k, true);
             const std::string what = std::string("planar q6_k k=") + std::to_string(k) + " tile " + tile;
             {
-                env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                env_guard on("EMBER_CUDA_MMQ", "1", "");
                 check_case(what, build, 1e-3, 7);
             }
             const long long          n0  = ember_cuda_mmq_q6p_launches();
-            const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "0", build, 7);
+            const std::vector<float> got = run_with("EMBER_CUDA_MMQ", "1", "", build, 7);
             const long long          n1  = ember_cuda_mmq_q6p_launches();
-            const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "0", build, 7);
+            const std::vector<float> old = run_with("EMBER_CUDA_MMQ", "0", "", build, 7);
             std::vector<float>       off;
             {
-                env_guard on("EMBER_CUDA_MMQ", "1", "0");
+                env_guard on("EMBER_CUDA_MMQ", "1", "");
                 off = run_with("EMBER_CUDA_MMQ_Q6P", "0", "", build, 7);
             }
             REQUIRE(got.size() == old.size());
@@ -196,7 +196,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
     // reads from global memory (=0): the same floats, bit for bit. Every cluster size (2-8
     // splits), tokens and rows past the tile (257, 300), both layouts. (Not Hopper: both runs are
     // the mma.sync kernel's reduce.)
-    env_guard on("EMBER_CUDA_MMQ", "1", "0");
+    env_guard on("EMBER_CUDA_MMQ", "1", "");
     env_guard gw("EMBER_CUDA_MMQ_WG", "1", "1");
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_K, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3}) {
         const int64_t k = 128 * 36;  // 36 k steps of the wide form (72 of the other): up to 8 splits of at least 4 steps
@@ -204,7 +204,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
             for (int v = 0; v < 4; v++) {
                 const bool    cuda_layout = v % 2 == 1;
                 const char *  wide        = v / 2 == 1 ? "1" : "0";  // 128 x 256 tiles (EMBER_CUDA_MMQ_WIDE) or 128 x 128
-                env_guard     gd("EMBER_CUDA_MMQ_WIDE", wide, "0");
+                env_guard     gd("EMBER_CUDA_MMQ_WIDE", wide, "");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = gemm_300x257(t, k, cuda_layout);
                 const std::vector<float> merged  = run_with("EMBER_CUDA_MMQ_CLUSTER", "1", "1", build, 11);
