@@ -217,11 +217,13 @@ bool ember_cuda_allow_smem(const void * kernel, std::atomic<uint64_t> & done, in
 
 // The wgmma kernel's tile as the launch plans it: weight rows and tokens a block, 32-weight
 // chunks a k step, blocks an SM holds (128 x 128, 2, 2; the wide form 128 x 256, 4, 1; the
-// warp-specialized one 128 x 128, 2, 1), by the switches of this call.
+// warp-specialized one 128 x 128, 2, 1), by the switches of this call and, unless
+// EMBER_CUDA_MMQ_WIDE says, the product's shape (n weight rows, m tokens, nc chunks a row) on
+// `sms` SMs.
 struct mmq_wg_tile {
     int rows, tokens, chunks_per_step, blocks_per_sm;
 };
-mmq_wg_tile ember_cuda_mmq_wg_tile();
+mmq_wg_tile ember_cuda_mmq_wg_tile(int64_t n, int64_t m, int64_t nc, int sms);
 
 // Whether this device runs the wgmma kernel: a Hopper GPU and a module built with sm_90a code
 // (EMBER_CUDA_ARCHS holding 90); asked once per device by a one-thread probe kernel (false
@@ -229,15 +231,15 @@ mmq_wg_tile ember_cuda_mmq_wg_tile();
 bool ember_cuda_mmq_wg_available(ember_cuda_ctx & ctx);
 
 // Whether the wgmma kernel's k splits merge in a thread block cluster (no partial sums in global
-// memory, no reduce launch): then the caller plans them without a.part (EMBER_CUDA_MMQ_CLUSTER=0:
-// no; nor for the warp-specialized form).
+// memory, no reduce launch): then the caller plans them without a.part (EMBER_CUDA_MMQ_CLUSTER=1;
+// never for the warp-specialized form).
 bool ember_cuda_mmq_wg_cluster_merge();
 
-// Launches the wgmma kernel over `grid` (rows and tokens over ember_cuda_mmq_wg_tile's, splits)
+// Launches the wgmma kernel in `tile`'s form over `grid` (rows and tokens over the tile's, splits)
 // for weight type t in layout k_mmq_gguf / _rp / _ext (t CU_Q6_K_PLANAR: planar Q6_K, addressed
 // as the GGUF layout); EMBER_ERR_UNSUPPORTED when it has no
 // kernel for that type and layout. Splits (grid.z > 1) with a.part null merge in a cluster of
 // grid.z blocks.
-ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid);
+ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid, const mmq_wg_tile & tile);
 
 #endif  // EMBER_CUDA_MMQ_H

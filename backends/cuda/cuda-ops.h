@@ -263,6 +263,7 @@ long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)
 long long    ember_cuda_fa_mma_launches();  // (tests: the tensor-core prefill attention ran, the default over F16 caches, ops-attention.cu)
 long long    ember_cuda_mmq_q6p_launches();  // (tests: the tensor-core GEMM read planar Q6_K, ops-matmul-q.cu)
+int          ember_cuda_mmq_wg_tile_tokens(int64_t n, int64_t m, int64_t nc, int sms);  // (tests: the wgmma tile's tokens for a product's shape, ops-matmul-wgmma.cu)
 // The 8-bit copy of x (int8 values, then (d, d sum q) per 32) the integer matvecs read, made
 // now unless the one in scratch slot 0 is still x's.
 // ns_ok: the caller's kernel applies a norm's scale (mvr_kernel NS), so mvr_norm_kernel's copy

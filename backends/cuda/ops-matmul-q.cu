@@ -421,11 +421,11 @@ ember_status ember_cuda_mul_mat_q(ember_cuda_ctx & ctx, const ember_tensor * w, 
     }
     // Hopper: the wgmma kernel (ops-matmul-wgmma.cu), its tile by the switches (mmq_wg_tile).
     if (wgmma_wanted() && ember_cuda_mmq_wg_available(ctx)) {
-        const mmq_wg_tile tile = ember_cuda_mmq_wg_tile();
+        const mmq_wg_tile tile = ember_cuda_mmq_wg_tile(n, m, a.nc, sms);
         const unsigned    gx = cu_blocks(n, tile.rows), gy = cu_blocks(m, tile.tokens);
         const int         splits =
             plan_splits(ctx, a, gx, gy, sms, ember_cuda_mmq_wg_cluster_merge(), tile.chunks_per_step, tile.blocks_per_sm);
-        const ember_status st = ember_cuda_mmq_wg_launch(ctx, tc, layout, a, dim3(gx, gy, splits));
+        const ember_status st = ember_cuda_mmq_wg_launch(ctx, tc, layout, a, dim3(gx, gy, splits), tile);
         if (st == EMBER_OK && q6p) q6p_launch_count.fetch_add(1, std::memory_order_relaxed);
         if (st != EMBER_ERR_UNSUPPORTED) return st == EMBER_OK ? reduce_splits(ctx, a, splits) : st;
     }

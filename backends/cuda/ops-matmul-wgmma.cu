@@ -458,26 +458,29 @@ bool warp_specialized() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ_WS", 0, {0, 1}) == 1;
 }
 
-// mmq_wg_kernel's wide form, wg_form<true>, the default since session 62 (H100 pp512 8B Q8_0
-// 16.7k -> 19.5k t/s, Q4_K_M 13.7k -> 17.4k); EMBER_CUDA_MMQ_WIDE=0: 128 x 128 tiles (read at
-// every call: tests run both).
-bool wide() {
-    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", 1, {0, 1}) == 1;
+// mmq_wg_kernel's wide form, wg_form<true>: EMBER_CUDA_MMQ_WIDE=1 always, =0 never; unset, chosen
+// by the product's shape (ember_cuda_mmq_wg_tile). Read at every call: tests run both.
+int wide_switch() {
+    return ember_cuda_env_choice("EMBER_CUDA_MMQ_WIDE", -1, {0, 1});
 }
 
-// EMBER_CUDA_MMQ_CLUSTER=0: the wgmma kernel's k splits write partial sums to global memory for
-// mmq_reduce_kernel, as the other kernels' do, instead of merging in a cluster (read at every
-// call: tests compare the two). The warp-specialized kernel has no cluster merge.
+// EMBER_CUDA_MMQ_CLUSTER=1: the wgmma kernel's k splits merge in a thread block cluster instead
+// of writing partial sums to global memory for mmq_reduce_kernel, as the other kernels' do (read
+// at every call: tests compare the two). Off by default since session 62: on an H100 the 1B
+// shape's split products took 90 us (2048 x 8192) and 35 us (2048 x 2048) merged against 55 and
+// 27 reduced (pp512 1B Q8_0 79.7k -> 92.9k t/s, Q4_K_M 75.9k -> 86.9k, 8B Q4_K_M level). The
+// warp-specialized kernel has no cluster merge.
 bool cluster_merge() {
-    return !warp_specialized() && ember_cuda_env_on("EMBER_CUDA_MMQ_CLUSTER");
+    return !warp_specialized() && ember_cuda_env_choice("EMBER_CUDA_MMQ_CLUSTER", 0, {0, 1}) == 1;
 }
 
 struct wg_probe {
     ember_cuda_ctx & ctx;
-    const mmq_args & a;
-    int              layout;  // k_mmq_gguf, k_mmq_rp, k_mmq_ext
-    dim3             grid;
-    ember_status &   st;
+    const mmq_args &    a;
+    int                 layout;  // k_mmq_gguf, k_mmq_rp, k_mmq_ext
+    dim3                grid;
+    const mmq_wg_tile & tile;
+    ember_status &      st;
     template <int T, int L> void launch_layout() const {
         if (warp_specialized()) {
             static std::atomic<uint64_t> ws_set;  // devices whose shared-memory limit is raised
@@ -492,7 +495,7 @@ struct wg_probe {
             cu_launch(ctx, mmq_ws_kernel<T, L>, grid, WS_NT, WS_SMEM, a);
         } else {
             static std::atomic<uint64_t> smem_set[4];  // per form (EW, WIDE)
-            const bool                   ew = early_weights(), wd = wide();
+            const bool                   ew = early_weights(), wd = tile.tokens == wg_form<true>::TOK;
             const auto                   kernel = wd ? (ew ? mmq_wg_kernel<T, L, true, true> : mmq_wg_kernel<T, L, false, true>)
                                                      : (ew ? mmq_wg_kernel<T, L, true, false> : mmq_wg_kernel<T, L, false, false>);
             const int                    nt = wd ? wg_form<true>::NT : wg_form<false>::NT;
@@ -545,16 +548,30 @@ bool ember_cuda_mmq_wg_cluster_merge() {
     return cluster_merge();
 }
 
-mmq_wg_tile ember_cuda_mmq_wg_tile() {
+mmq_wg_tile ember_cuda_mmq_wg_tile(int64_t n, int64_t m, int64_t nc, int sms) {
     using W = wg_form<true>;
     using N = wg_form<false>;  // (the warp-specialized kernel's tile too, one block an SM)
-    if (!warp_specialized() && wide()) return {128, W::TOK, W::CPS, 1};
-    return {128, N::TOK, N::CPS, warp_specialized() ? 1 : 2};
+    if (warp_specialized()) return {128, N::TOK, N::CPS, 1};
+    int wd = wide_switch();
+    if (wd < 0) {
+        // Wide where its blocks, k splits of at least 4 steps included (plan_splits: 8 at
+        // most), fill three quarters of the SMs: every 8B product and the 1B's 2048-row ones; the
+        // 1B's 512-row K / V products take the 128-token tile (H100: 19.2 -> 15.5 us a launch).
+        const int64_t tiles = static_cast<int64_t>(cu_blocks(n, 128)) * cu_blocks(m, W::TOK);
+        const int64_t steps = (nc + W::CPS - 1) / W::CPS;
+        wd                  = tiles * std::min<int64_t>(8, std::max<int64_t>(1, steps / 4)) * 4 >= 3 * static_cast<int64_t>(sms);
+    }
+    if (wd) return {128, W::TOK, W::CPS, 1};
+    return {128, N::TOK, N::CPS, 2};
 }
 
-ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid) {
+int ember_cuda_mmq_wg_tile_tokens(int64_t n, int64_t m, int64_t nc, int sms) {
+    return ember_cuda_mmq_wg_tile(n, m, nc, sms).tokens;
+}
+
+ember_status ember_cuda_mmq_wg_launch(ember_cuda_ctx & ctx, int t, int layout, const mmq_args & a, dim3 grid, const mmq_wg_tile & tile) {
     ember_status   st = EMBER_ERR_UNSUPPORTED;
-    const wg_probe probe{ctx, a, layout, grid, st};
+    const wg_probe probe{ctx, a, layout, grid, tile, st};
     if (t == CU_Q6_K_PLANAR) {  // (planar Q6_K: the GGUF layout's addressing, the planar codec)
         probe.template operator()<CU_Q6_K_PLANAR>();
         return st;

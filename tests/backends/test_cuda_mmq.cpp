@@ -86,6 +86,24 @@ std::vector<float> run_with(const char * name, const char * value, const char * 
 
 TEST_SUITE("backends") {
 
+// The wgmma kernel's tile for a product's shape (host logic: runs without a GPU). Unset, the
+// 256-token tile where its blocks and k splits fill three quarters of a 132-SM H100, else the
+// 128-token one; EMBER_CUDA_MMQ_WIDE=1 / =0 force either.
+TEST_CASE("[cuda] prefill GEMM on tensor cores: the wide tile chosen by shape") {
+    env_guard w("EMBER_CUDA_MMQ_WIDE", "", "");
+    CHECK(ember_cuda_mmq_wg_tile_tokens(8192, 512, 2048 / 32, 132) == 256);   // 1B gate / up: 64 x 2 tiles
+    CHECK(ember_cuda_mmq_wg_tile_tokens(2048, 512, 8192 / 32, 132) == 256);   // 1B down: 32 tiles x 8 splits
+    CHECK(ember_cuda_mmq_wg_tile_tokens(2048, 512, 2048 / 32, 132) == 256);   // 1B Q / O: 32 x 4
+    CHECK(ember_cuda_mmq_wg_tile_tokens(512, 512, 2048 / 32, 132) == 128);    // 1B K / V: 8 x 4 = 32 blocks
+    CHECK(ember_cuda_mmq_wg_tile_tokens(1024, 512, 4096 / 32, 132) == 256);   // 8B K / V: 16 x 8
+    CHECK(ember_cuda_mmq_wg_tile_tokens(14336, 512, 4096 / 32, 132) == 256);  // 8B gate / up
+    CHECK(ember_cuda_mmq_wg_tile_tokens(2048, 40, 2048 / 32, 132) == 128);    // a short prompt
+    set_env("EMBER_CUDA_MMQ_WIDE", "1");
+    CHECK(ember_cuda_mmq_wg_tile_tokens(512, 40, 2048 / 32, 132) == 256);
+    set_env("EMBER_CUDA_MMQ_WIDE", "0");
+    CHECK(ember_cuda_mmq_wg_tile_tokens(8192, 512, 2048 / 32, 132) == 128);
+}
+
 TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, odd shapes, both tiles") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -192,8 +210,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
         return;
     }
     // The wgmma kernel's splits add up each other's sums through distributed shared memory
-    // (EMBER_CUDA_MMQ_CLUSTER, default) in the order mmq_reduce_kernel adds the partial sums it
-    // reads from global memory (=0): the same floats, bit for bit. Every cluster size (2-8
+    // (EMBER_CUDA_MMQ_CLUSTER=1) in the order mmq_reduce_kernel adds the partial sums it reads
+    // from global memory (=0, the default): the same floats, bit for bit. Every cluster size (2-8
     // splits), tokens and rows past the tile (257, 300), both layouts. (Not Hopper: both runs are
     // the mma.sync kernel's reduce.)
     env_guard on("EMBER_CUDA_MMQ", "1", "");
@@ -207,8 +225,8 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster giv
                 env_guard     gd("EMBER_CUDA_MMQ_WIDE", wide, "");
                 env_guard     gs("EMBER_CUDA_MMQ_SPLIT", split, "0");
                 const builder build = gemm_300x257(t, k, cuda_layout);
-                const std::vector<float> merged  = run_with("EMBER_CUDA_MMQ_CLUSTER", "1", "1", build, 11);
-                const std::vector<float> reduced = run_with("EMBER_CUDA_MMQ_CLUSTER", "0", "1", build, 11);
+                const std::vector<float> merged  = run_with("EMBER_CUDA_MMQ_CLUSTER", "1", "", build, 11);
+                const std::vector<float> reduced = run_with("EMBER_CUDA_MMQ_CLUSTER", "0", "", build, 11);
                 CAPTURE(std::string(ember_type_get_name(t)) + " split " + split + (cuda_layout ? " cuda layout" : " gguf layout") +
                         " wide " + wide);
                 REQUIRE(merged.size() == reduced.size());
