@@ -238,7 +238,7 @@ PY
 
 # Nsight Compute sections (speed of light, tensor pipe, issue slots, warp stalls, occupancy) of
 # the first prefill GEMM launches of a pp512 step (EMBER_BENCH_PROFILE=ncu-gemm): the tensor-core
-# kernel for quantized weights (EMBER_CUDA_MMQ=1) and cuBLAS over the dequantized copy.
+# kernel for quantized weights (the default) and cuBLAS over the dequantized copy (EMBER_CUDA_MMQ=0).
 profile_gemm() {  # shape type file
     local k
     for k in mmq cublas; do
