@@ -885,59 +885,27 @@ template <int T> __device__ __forceinline__ void cu_encode_warp(float x, char * 
 // Type dispatch: calls F.template operator()<T>() for the run-time type t; false when t has
 // no codec here.
 //
+// The type among Ts that t is (the first match; f is not called when t is none of them).
+template <ember_type... Ts, typename F> inline bool cu_dispatch_among(ember_type t, F && f) {
+    return ((t == Ts && (f.template operator()<Ts>(), true)) || ...);
+}
+
+// Types with a chunk codec (weights: cu_codec<T>).
 template <typename F> inline bool cu_dispatch_chunk_type(ember_type t, F && f) {
-    switch (t) {
-        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
-        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
-        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
-        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
-        case EMBER_TYPE_Q4_1: f.template operator()<EMBER_TYPE_Q4_1>(); return true;
-        case EMBER_TYPE_Q5_0: f.template operator()<EMBER_TYPE_Q5_0>(); return true;
-        case EMBER_TYPE_Q5_1: f.template operator()<EMBER_TYPE_Q5_1>(); return true;
-        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
-        case EMBER_TYPE_Q2_K: f.template operator()<EMBER_TYPE_Q2_K>(); return true;
-        case EMBER_TYPE_Q3_K: f.template operator()<EMBER_TYPE_Q3_K>(); return true;
-        case EMBER_TYPE_Q4_K: f.template operator()<EMBER_TYPE_Q4_K>(); return true;
-        case EMBER_TYPE_Q5_K: f.template operator()<EMBER_TYPE_Q5_K>(); return true;
-        case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
-        case EMBER_TYPE_IQ4_NL: f.template operator()<EMBER_TYPE_IQ4_NL>(); return true;
-        case EMBER_TYPE_IQ4_XS: f.template operator()<EMBER_TYPE_IQ4_XS>(); return true;
-        case EMBER_TYPE_INT4: f.template operator()<EMBER_TYPE_INT4>(); return true;
-        case EMBER_TYPE_INT4_G32: f.template operator()<EMBER_TYPE_INT4_G32>(); return true;
-        case EMBER_TYPE_NF4: f.template operator()<EMBER_TYPE_NF4>(); return true;
-        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
-        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
-        case EMBER_TYPE_FP8_E4M3_ROW: f.template operator()<EMBER_TYPE_FP8_E4M3_ROW>(); return true;
-        case EMBER_TYPE_FP8_E5M2_ROW: f.template operator()<EMBER_TYPE_FP8_E5M2_ROW>(); return true;
-        default: return false;
-    }
+    return cu_dispatch_among<EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q4_0, EMBER_TYPE_Q4_1, EMBER_TYPE_Q5_0,
+                             EMBER_TYPE_Q5_1, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K,
+                             EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS, EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4,
+                             EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2, EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW>(t, f);
 }
 
-// Types with an element reader (KV cache types read by ATTN).
+// The KV cache types: those with an element reader (read by ATTN) are those with an encoder
+// (written by SET_ROWS / CPY).
 template <typename F> inline bool cu_dispatch_elem_type(ember_type t, F && f) {
-    switch (t) {
-        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
-        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
-        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
-        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
-        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
-        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
-        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
-        default: return false;
-    }
+    return cu_dispatch_among<EMBER_TYPE_F32, EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_0, EMBER_TYPE_FP8_E4M3,
+                             EMBER_TYPE_FP8_E5M2>(t, f);
 }
-
 template <typename F> inline bool cu_dispatch_encode_type(ember_type t, F && f) {
-    switch (t) {
-        case EMBER_TYPE_F32: f.template operator()<EMBER_TYPE_F32>(); return true;
-        case EMBER_TYPE_F16: f.template operator()<EMBER_TYPE_F16>(); return true;
-        case EMBER_TYPE_BF16: f.template operator()<EMBER_TYPE_BF16>(); return true;
-        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
-        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
-        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
-        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
-        default: return false;
-    }
+    return cu_dispatch_elem_type(t, f);
 }
 
 // The CUDA weight layout (cuda-repack.h, EMBER_TENSOR_FLAG_CUDA_REPACKED), Q4_0 and Q8_0:

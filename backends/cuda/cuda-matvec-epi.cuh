@@ -104,6 +104,16 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
     }
 }
 
+// Lane 0's store of matrix m (0, 1 or 2) of a launch's three through epi[m]: a select chain on m,
+// so the parameters are read in place, never copied to a local array.
+template <int R>
+__device__ __forceinline__ void mv_store_epi_of3(const mv_epi (&epi)[3], int m, char * y_data, int64_t y_nb1, int64_t n, int64_t col,
+                                                 const int64_t (&rows)[R], float (&s)[R], int * err) {
+    if (m == 0) mv_store_epi<R>(epi[0], y_data, y_nb1, n, col, rows, s, err);
+    else if (m == 1) mv_store_epi<R>(epi[1], y_data, y_nb1, n, col, rows, s, err);
+    else mv_store_epi<R>(epi[2], y_data, y_nb1, n, col, rows, s, err);
+}
+
 // The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
 inline mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
     mv_epi e;

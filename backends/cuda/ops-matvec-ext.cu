@@ -478,9 +478,7 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
 #pragma unroll
     for (int r = 0; r < R; r++) sum[r] = is_row(T) ? sum[r] * rs[r] : sum[r];
     if (a.has_epi) {  // 2-D units: no batch offsets
-        if (m == 0) mv_store_epi<R>(a.epi[0], y_data, y_nb1, n, col, rows, sum, a.err);
-        else if (m == 1) mv_store_epi<R>(a.epi[1], y_data, y_nb1, n, col, rows, sum, a.err);
-        else mv_store_epi<R>(a.epi[2], y_data, y_nb1, n, col, rows, sum, a.err);
+        mv_store_epi_of3<R>(a.epi, m, y_data, y_nb1, n, col, rows, sum, a.err);
         return;
     }
     float * yc = reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y_nb2 + i3 * a.y_nb3);
@@ -540,6 +538,7 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const 
     for (int p = 0; p < 2; p++) {
         const int64_t rp[2] = {rows[2 * p], rows[2 * p + 1]};
         float         sp[2] = {s[2 * p], s[2 * p + 1]};
+        // (the select chain written out: through mv_store_epi_of3 this kernel's code changes)
         if (m == 0) mv_store_epi<2>(a.epi[0], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
         else if (m == 1) mv_store_epi<2>(a.epi[1], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
         else mv_store_epi<2>(a.epi[2], pick(a.y, m), pick(a.y_nb1, m), n, blockIdx.y, rp, sp, a.err);
@@ -835,9 +834,7 @@ __global__ void __launch_bounds__(32 * W, W == k_fp8_mma_warps ? 0 : 4) mvx_fp8_
         int64_t rows[2];
         mv_rows<2>(r0 + lane, nx, rows);
         float s2[2] = {sum, next};
-        if (m == 0) mv_store_epi<2>(a.epi[0], y_data, y_nb1, n, col, rows, s2, a.err);
-        else if (m == 1) mv_store_epi<2>(a.epi[1], y_data, y_nb1, n, col, rows, s2, a.err);
-        else mv_store_epi<2>(a.epi[2], y_data, y_nb1, n, col, rows, s2, a.err);
+        mv_store_epi_of3<2>(a.epi, m, y_data, y_nb1, n, col, rows, s2, a.err);
         return;
     }
     if (wi != 0 || lane >= 16 || r0 + lane >= n) return;
@@ -998,9 +995,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps) mvx_nf4_mma_kernel(const
         int64_t rows[2];
         mv_rows<2>(r0 + lane, nx, rows);
         float s2[2] = {sum, next};
-        if (m == 0) mv_store_epi<2>(a.epi[0], y_data, y_nb1, n, col, rows, s2, a.err);
-        else if (m == 1) mv_store_epi<2>(a.epi[1], y_data, y_nb1, n, col, rows, s2, a.err);
-        else mv_store_epi<2>(a.epi[2], y_data, y_nb1, n, col, rows, s2, a.err);
+        mv_store_epi_of3<2>(a.epi, m, y_data, y_nb1, n, col, rows, s2, a.err);
         return;
     }
     if (wi != 0 || lane >= 16 || r0 + lane >= n) return;
@@ -1634,16 +1629,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
 }
 
 template <typename F> bool dispatch_ext(ember_type t, F && f) {
-    switch (t) {
-        case EMBER_TYPE_INT4: f.template operator()<EMBER_TYPE_INT4>(); return true;
-        case EMBER_TYPE_INT4_G32: f.template operator()<EMBER_TYPE_INT4_G32>(); return true;
-        case EMBER_TYPE_NF4: f.template operator()<EMBER_TYPE_NF4>(); return true;
-        case EMBER_TYPE_FP8_E4M3: f.template operator()<EMBER_TYPE_FP8_E4M3>(); return true;
-        case EMBER_TYPE_FP8_E5M2: f.template operator()<EMBER_TYPE_FP8_E5M2>(); return true;
-        case EMBER_TYPE_FP8_E4M3_ROW: f.template operator()<EMBER_TYPE_FP8_E4M3_ROW>(); return true;
-        case EMBER_TYPE_FP8_E5M2_ROW: f.template operator()<EMBER_TYPE_FP8_E5M2_ROW>(); return true;
-        default: return false;
-    }
+    return cu_dispatch_among<EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2,
+                             EMBER_TYPE_FP8_E4M3_ROW, EMBER_TYPE_FP8_E5M2_ROW>(t, f);
 }
 
 struct mvx_probe {

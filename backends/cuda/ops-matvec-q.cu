@@ -2060,14 +2060,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
 }
 
 template <typename F> bool dispatch_q(ember_type t, F && f) {
-    switch (t) {
-        case EMBER_TYPE_Q4_0: f.template operator()<EMBER_TYPE_Q4_0>(); return true;
-        case EMBER_TYPE_Q5_0: f.template operator()<EMBER_TYPE_Q5_0>(); return true;
-        case EMBER_TYPE_Q8_0: f.template operator()<EMBER_TYPE_Q8_0>(); return true;
-        case EMBER_TYPE_Q4_K: f.template operator()<EMBER_TYPE_Q4_K>(); return true;
-        case EMBER_TYPE_Q6_K: f.template operator()<EMBER_TYPE_Q6_K>(); return true;
-        default: return false;
-    }
+    return cu_dispatch_among<EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K>(t, f);
 }
 
 // EMBER_CUDA_MV_K4P6: 1 (default; session 43: 1B Q4_K_M 2087.6 -> 2163.8 tg128) Q4_K units and
