@@ -39,7 +39,8 @@
 # doctest's CMake config) and fixtures/models; without it the system's are used. The tree plus
 # all of .devdata is over what a call carries: scripts/device-pack.sh makes a small clean copy
 # (HEAD, your changed files, deps, the fixtures of a few types) to run this from. Logs and a
-# summary go to $OUT when set (the device tool's output folder), else to $EMBER_BENCH_DIR.
+# summary go to $OUT when set (the device tool's output folder), else to $EMBER_BENCH_DIR; the
+# per-op profiles (EMBER_BENCH_PROFILE=1) as one archive there, opprof.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -196,7 +197,8 @@ PY
 op_profile() {  # shape type file label [env...]
     local shape=$1 q=$2 file=$3 label=$4
     shift 4
-    local log=$logs/opprof-$shape-$q-${label//[^A-Za-z0-9_]/_}.log
+    mkdir -p "$dir/opprof"
+    local log=$dir/opprof/$shape-$q-${label//[^A-Za-z0-9_]/_}.log
     local what=(-p 512 -n 0) name=pp512
     [ "${EMBER_BENCH_PROFILE_TG:-0}" = 1 ] && what=(-p 0 -n 32) name=tg32
     env "$@" EMBER_CUDA_PROFILE=1 timeout 120 "$build/bin/ember-bench" -m "$file" "${what[@]}" -r 1 --device cuda >"$log" 2>&1 || true
@@ -307,4 +309,9 @@ for shape in $shapes; do
         [ "${EMBER_BENCH_KEEP:-0}" = 1 ] || rm -f "$file"
     done
 done
+# The per-op logs in one archive (a device call returns only so many files: session 62 lost
+# its profiles to that): $logs/opprof.tgz, the summary holding their first rows.
+if [ -d "$dir/opprof" ]; then
+    tar czf "$logs/opprof.tgz" -C "$dir" opprof && rm -rf "$dir/opprof"
+fi
 stamp "done"
