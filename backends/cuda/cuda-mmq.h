@@ -215,6 +215,12 @@ __device__ __forceinline__ void mmq_store_pair(const mmq_out & o, int64_t n, int
 // `done` is that kernel's own set of devices (ops-matmul-q.cu).
 bool ember_cuda_allow_smem(const void * kernel, std::atomic<uint64_t> & done, int device, int bytes);
 
+// The most k splits a product of `steps` k steps takes (plan_splits; the wide tile's choice
+// counts on it): 8, each at least 4 steps, at least one.
+constexpr int64_t mmq_max_splits(int64_t steps) {
+    return steps / 4 < 1 ? 1 : steps / 4 > 8 ? 8 : steps / 4;
+}
+
 // The wgmma kernel's tile as the launch plans it: weight rows and tokens a block, 32-weight
 // chunks a k step, blocks an SM holds (128 x 128, 2, 2; the wide form 128 x 256, 4, 1; the
 // warp-specialized one 128 x 128, 2, 1), by the switches of this call and, unless

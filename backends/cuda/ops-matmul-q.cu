@@ -301,7 +301,7 @@ int plan_splits(ember_cuda_ctx & ctx, mmq_args & a, unsigned gx, unsigned gy, in
         const int64_t slots = blocks_per_sm * static_cast<int64_t>(sms);
         splits = tiles >= sms ? 1 : static_cast<int>(split_round_up() ? (slots + tiles - 1) / tiles : slots / tiles);
     }
-    splits = std::max(1, std::min({splits, 8, nkt / 4}));
+    splits = std::max(1, std::min(splits, static_cast<int>(mmq_max_splits(nkt))));
     a.kper = (nkt + splits - 1) / splits;
     splits = (nkt + a.kper - 1) / a.kper;
     if (splits > 1 && !merged) {

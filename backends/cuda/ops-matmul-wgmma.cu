@@ -554,12 +554,11 @@ mmq_wg_tile ember_cuda_mmq_wg_tile(int64_t n, int64_t m, int64_t nc, int sms) {
     if (warp_specialized()) return {128, N::TOK, N::CPS, 1};
     int wd = wide_switch();
     if (wd < 0) {
-        // Wide where its blocks, k splits of at least 4 steps included (plan_splits: 8 at
-        // most), fill three quarters of the SMs: every 8B product and the 1B's 2048-row ones; the
-        // 1B's 512-row K / V products take the 128-token tile (H100: 19.2 -> 15.5 us a launch).
+        // Wide where its blocks, with the k splits plan_splits may give them, fill three quarters
+        // of the SMs: every 8B product and the 1B's 2048-row ones; the 1B's 512-row K / V
+        // products take the 128-token tile (H100: 19.2 -> 15.5 us a launch).
         const int64_t tiles = static_cast<int64_t>(cu_blocks(n, 128)) * cu_blocks(m, W::TOK);
-        const int64_t steps = (nc + W::CPS - 1) / W::CPS;
-        wd                  = tiles * std::min<int64_t>(8, std::max<int64_t>(1, steps / 4)) * 4 >= 3 * static_cast<int64_t>(sms);
+        wd                  = tiles * mmq_max_splits((nc + W::CPS - 1) / W::CPS) * 4 >= 3 * static_cast<int64_t>(sms);
     }
     if (wd) return {128, W::TOK, W::CPS, 1};
     return {128, N::TOK, N::CPS, 2};

@@ -78,10 +78,10 @@ bool dq_coalesced() {
 
 // Quantized weights go to the tensor-core kernels of ops-matmul-q.cu (wgmma on Hopper, mma.sync
 // from sm_80), the default since session 62; EMBER_CUDA_MMQ=0: dequantize + cuBLAS (read at every
-// call: tests compare the two). Issue 6 keeps cuBLAS for F16 / BF16 weights. H100 pp512 with the
-// wide tile (session 62): 8B Q4_0 17.2k -> 19.1k t/s, Q8_0 15.4k -> 19.5k, Q4_K_M 16.8k -> 17.4k;
-// the 1B's smaller products are slower (Q8_0 103.5k -> 79.6k, Q4_K_M 101.0k -> 76.5k: their k
-// splits, PERF-NOTES.md), still 1.5-1.8x llama.cpp's.
+// call: tests compare the two). Issue 6 keeps cuBLAS for F16 / BF16 weights. H100 pp512, session
+// 62, against dequantize + cuBLAS: 8B Q4_0 19.1k vs 17.2k t/s, Q8_0 19.5k vs 15.4k, Q4_K_M 16.9k
+// vs 17.1k; the 1B's smaller products are slower (Q8_0 92.8k vs 97.4k, Q4_K_M 85.0k vs 105.8k:
+// their k splits, PERF-NOTES.md), still 1.75-2x llama.cpp's.
 bool mmq_enabled() {
     return ember_cuda_env_choice("EMBER_CUDA_MMQ", 1, {0, 1}) == 1;
 }

@@ -1,13 +1,15 @@
 // The tensor-core prefill attention (fa_mma_kernel, backends/cuda/ops-attention-prefill-mma.cuh;
-// the default for F16 caches at head size 64 / 128; EMBER_CUDA_FA_MMA=0: fa_kernel) against the CPU: F16 caches at head sizes 64 and 128,
-// the 1B layer's shape (32 / 8 heads, 512 tokens, causal), token counts that leave ragged row
-// blocks (17, 45, 130) and ragged key tiles, a cached prefix (fewer tokens than keys), GQA
-// groups of 1, 4 and 8, rows that see no key (zeros), a whole block of rows that sees none (no
-// tile visible), finite random mask values, a sliding window (leading tiles hidden) and no mask.
-// Each case also runs with the switch off (fa_kernel, exact to f32): the default must launch the
-// new kernel (its launch counter) and the switch off must not, and the two results must differ by
-// the f16 rounding, so a dispatch that silently fell back fails here. Shapes and types the
-// kernel does not take (Q8_0 caches, head size 96) must fall back to fa_kernel. Compiled only with the CUDA backend; skips with a message when there is no CUDA device.
+// the default for F16 caches at head size 64 / 128; EMBER_CUDA_FA_MMA=0: fa_kernel) against the
+// CPU: F16 caches at head sizes 64 and 128, the 1B layer's shape (32 / 8 heads, 512 tokens,
+// causal), token counts that leave ragged row blocks (17, 45, 130) and ragged key tiles, a cached
+// prefix (fewer tokens than keys), GQA groups of 1, 4 and 8, rows that see no key (zeros), a whole
+// block of rows that sees none (no tile visible), finite random mask values, a sliding window
+// (leading tiles hidden) and no mask. Each case also runs with the switch off (fa_kernel, exact to
+// f32): the default must launch the new kernel (its launch counter) and the switch off must not,
+// and the two results must differ by the f16 rounding, so a dispatch that silently fell back fails
+// here. Shapes and types the kernel does not take (Q8_0 caches, head size 96) must fall back to
+// fa_kernel. Compiled only with the CUDA backend; skips with a message when there is no CUDA
+// device.
 #ifdef EMBER_HAVE_CUDA
 
 #include <doctest/doctest.h>
