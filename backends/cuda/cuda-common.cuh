@@ -635,6 +635,28 @@ template <bool E4M3> __device__ __forceinline__ float cu_fp8(uint32_t c) {
     else return cu_fp8_e5m2(c);
 }
 
+// Four FP8 codes as two f16 pairs (codes 0, 1 in lo) whose values times cu_fp8_half_post are the
+// codes': E4M3 by the hardware conversion on sm_89+ (exact; NaN codes give NaN), else by bit
+// moves (cu_fp8x4_half_bits: E4M3 as value / 256).
+template <bool E4M3> __device__ __forceinline__ void cu_fp8x4_half(uint32_t w, uint32_t & lo, uint32_t & hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    if constexpr (E4M3) {
+        const unsigned short w0 = static_cast<unsigned short>(w & 0xffffu), w1 = static_cast<unsigned short>(w >> 16);
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(w0));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(w1));
+        return;
+    }
+#endif
+    cu_fp8x4_half_bits<E4M3>(w, lo, hi);
+}
+template <bool E4M3> __device__ __forceinline__ constexpr float cu_fp8_half_post() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return 1.0f;
+#else
+    return E4M3 ? 256.0f : 1.0f;
+#endif
+}
+
 // Block FP8: 33-byte blocks, an E8M0 exponent e (scale 2^(e - 127), 255 = NaN) and 32 codes.
 template <bool E4M3> __device__ __forceinline__ void cu_fp8_block_chunk(const char * row, int64_t c, float * y) {
     const uint8_t * b = reinterpret_cast<const uint8_t *>(row) + c * 33;

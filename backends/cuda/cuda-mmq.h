@@ -149,6 +149,28 @@ template <int T> struct cu_ext_h2 {
         }
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        if constexpr (!int4 && !nf4 && !row8) {
+            // Block FP8 in f16 arithmetic: the codes as f16 pairs (exact: cu_fp8x4_half, value / 256
+            // for E4M3 before sm_89), times the E8M0 scale (times that 256) as an f16 power of two.
+            // The code's value times a power of two, rounded once to f16, as floats' product (exact
+            // in float) is by __floats2half2_rn: the same bits. Scales f16 cannot hold (below 2^-24,
+            // above 2^15, NaN) take the float path below.
+            constexpr int k0 = cu_fp8_half_post<e4m3>() == 1.0f ? 0 : 8;
+            const int     k  = static_cast<int>(r.sc) - 127 + k0;
+            if (r.sc != 255u && k >= -24 && k <= 15) {
+                const uint32_t sb = k >= -14 ? static_cast<uint32_t>(k + 15) << 10 : 1u << (k + 24);
+                const __half2  s2 = cu_h2_bits(sb | sb << 16);
+                const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    uint32_t lo, hi;
+                    cu_fp8x4_half<e4m3>(w[j], lo, hi);
+                    h[2 * j]     = cu_h2_u32(__hmul2(cu_h2_bits(lo), s2));
+                    h[2 * j + 1] = cu_h2_u32(__hmul2(cu_h2_bits(hi), s2));
+                }
+                return;
+            }
+        }
         float y[32];
         floats(r, y);
 #pragma unroll

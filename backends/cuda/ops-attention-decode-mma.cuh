@@ -127,7 +127,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
     for (int j = 0; j < NW; j++) q[j] = __funnelshift_r(x[j], x[j + 1], sh);
     if constexpr (FP8) {
         constexpr bool E4M3 = T == EMBER_TYPE_FP8_E4M3;
-        const float    post = dec_fp8_post<E4M3>();  // the f16 bits' value times post is the code's
+        const float    post = cu_fp8_half_post<E4M3>();  // the f16 bits' value times post is the code's
         const float   sc = cu_fp8_e8m0_scale(row[off + BS * b]);
         const float   m  = post * sc;
         const bool    hm = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
@@ -136,7 +136,7 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
 #pragma unroll
         for (int j = 0; j < NW; j++) {
             uint32_t lo, hi;
-            dec_fp8x4_half<E4M3>(q[j], lo, hi);
+            cu_fp8x4_half<E4M3>(q[j], lo, hi);
             if (hm) {
                 const __half2 a = __hmul2(*reinterpret_cast<const __half2 *>(&lo), m2), c = __hmul2(*reinterpret_cast<const __half2 *>(&hi), m2);
                 r[2 * j] = *reinterpret_cast<const uint32_t *>(&a), r[2 * j + 1] = *reinterpret_cast<const uint32_t *>(&c);

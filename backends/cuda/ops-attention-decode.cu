@@ -206,33 +206,11 @@ __device__ __forceinline__ void dec_half8(const uint4 & u, float * y) {
     f = dec_half2(u.w), y[6] = f.x, y[7] = f.y;
 }
 
-// Four FP8 codes as two f16 pairs (codes 0, 1 in lo) whose values times dec_fp8_post are the
-// codes': E4M3 by the hardware conversion on sm_89+ (exact; NaN codes give NaN), else by bit
-// moves (cu_fp8x4_half_bits: E4M3 as value / 256).
-template <bool E4M3> __device__ __forceinline__ void dec_fp8x4_half(uint32_t w, uint32_t & lo, uint32_t & hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    if constexpr (E4M3) {
-        const unsigned short w0 = static_cast<unsigned short>(w & 0xffffu), w1 = static_cast<unsigned short>(w >> 16);
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(w0));
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(w1));
-        return;
-    }
-#endif
-    cu_fp8x4_half_bits<E4M3>(w, lo, hi);
-}
-template <bool E4M3> __device__ __forceinline__ constexpr float dec_fp8_post() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    return 1.0f;
-#else
-    return E4M3 ? 256.0f : 1.0f;
-#endif
-}
-
 // Four FP8 codes to floats times s, as cu_fp8_block_elem (code value * scale, one rounding).
 template <bool E4M3> __device__ __forceinline__ void dec_fp8x4(uint32_t w, float s, float * y) {
     uint32_t    lo, hi;
-    const float post = dec_fp8_post<E4M3>();
-    dec_fp8x4_half<E4M3>(w, lo, hi);
+    const float post = cu_fp8_half_post<E4M3>();
+    cu_fp8x4_half<E4M3>(w, lo, hi);
     const float2 a = dec_half2(lo), b = dec_half2(hi);
     y[0]           = a.x * post * s;
     y[1]           = a.y * post * s;

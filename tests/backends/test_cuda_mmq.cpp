@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda-ops.h"  // ember_cuda_mmq_q6p_launches
 #include "cuda-test-util.h"
 #include "graph.h"
+#include "quant/types.h"
 
 namespace {
 
@@ -200,6 +201,76 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
             // most forms sum in cuBLAS's order: the same bits, H100 session 62).
             CHECK(n1 > n0);
             CHECK(ember_cuda_mmq_q6p_launches() == n1);
+        }
+    }
+}
+
+// Block FP8 weights decoded exactly: the kernels' F16 weights (the ext layout's codec decodes in
+// f16 arithmetic: codes to f16 pairs, times the E8M0 scale as an f16 power of two, or through
+// floats where f16 cannot hold the scale) are the reference value code x 2^(e - 127) rounded to
+// f16 once. Every finite code with every block exponent from 2^-45 (products below f16's
+// subnormals, the float path) to the largest no code overflows f16 at: 256 rows of 256 codes in
+// order, block b of row r at exponent e_lo + (r + 32 b) mod the range, times the identity (256
+// tokens, token t picking weight t): each output is one weight, exactly. Every form of the
+// tensor-core GEMM, both layouts, and dequantize + cuBLAS (EMBER_CUDA_MMQ=0).
+TEST_CASE("[cuda] prefill GEMM on tensor cores: FP8 weights decoded exactly, every code and block scale") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    constexpr int64_t k = 256, n = 256, m = 256;
+    for (ember_type t : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
+        const bool e4m3 = t == EMBER_TYPE_FP8_E4M3;
+        const int  e_lo = 127 - 45, e_hi = e4m3 ? 127 + 7 : 127;  // 448 x 2^7, 57344 x 2^0: within f16
+        std::vector<uint8_t> bytes(static_cast<size_t>(n * (k / 32) * 33));
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t b = 0; b < k / 32; b++) {
+                uint8_t * blk = bytes.data() + (r * (k / 32) + b) * 33;
+                blk[0]        = static_cast<uint8_t>(e_lo + (r + 32 * b) % (e_hi - e_lo + 1));
+                for (int i = 0; i < 32; i++) {
+                    const int  c      = static_cast<int>(32 * b + i);
+                    const bool finite = e4m3 ? (c & 0x7f) != 0x7f : (c & 0x7c) != 0x7c;
+                    blk[1 + i]        = static_cast<uint8_t>(finite ? c : 0);
+                }
+            }
+        }
+        // The reference weights rounded to f16 once; y[token j][row r] = w[r][j].
+        std::vector<float> w(static_cast<size_t>(n * k));
+        for (int64_t r = 0; r < n; r++) ember_type_get_traits(t)->to_float(bytes.data() + r * (k / 32) * 33, w.data() + r * k, k);
+        std::vector<float> want(static_cast<size_t>(m * n));
+        for (int64_t j = 0; j < m; j++) {
+            for (int64_t r = 0; r < n; r++) want[j * n + r] = ember_half_to_float(ember_float_to_half(w[r * k + j]));
+        }
+        std::vector<float> eye(static_cast<size_t>(k * m), 0.0f);
+        for (int64_t j = 0; j < m; j++) eye[j * k + j] = 1.0f;
+        for (bool cuda_layout : {true, false}) {
+            const builder build = [&](case_ctx & c) {
+                ember_tensor * wt = c.g.new_tensor(t, k, n);
+                if (cuda_layout) wt->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+                c.leaves.push_back({wt, bytes});
+                return ember_mul_mat(c.g, wt, c.f32_leaf(eye, k, m));
+            };
+            std::vector<std::string> forms(std::begin(k_forms), std::end(k_forms));
+            forms.push_back("cublas");
+            for (const std::string & f : forms) {
+                const bool         cublas = f == "cublas";
+                form_guard         fg(cublas ? "wg" : f);
+                env_guard          on("EMBER_CUDA_MMQ", cublas ? "0" : "1", "");
+                const std::vector<float> got = run_on(cuda_device(), build, 1);
+                REQUIRE(got.size() == want.size());
+                int64_t bad = 0, first = -1;
+                for (size_t i = 0; i < want.size(); i++) {
+                    if (std::memcmp(&got[i], &want[i], 4) != 0 && !(got[i] == 0.0f && want[i] == 0.0f)) {
+                        if (first < 0) first = static_cast<int64_t>(i);
+                        bad++;
+                    }
+                }
+                CAPTURE(std::string(ember_type_get_name(t)) + (cuda_layout ? " cuda layout " : " gguf layout ") + f);
+                CAPTURE(first);
+                CAPTURE(first < 0 ? 0.0f : got[static_cast<size_t>(first)]);
+                CAPTURE(first < 0 ? 0.0f : want[static_cast<size_t>(first)]);
+                CHECK(bad == 0);
+            }
         }
     }
 }
