@@ -7,12 +7,14 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend-test-util.h"
@@ -45,6 +47,25 @@ inline std::vector<leaf_memo_entry> & leaf_memo() {
     return memo;
 }
 
+// Rows of floats encoded with type's codec, each on its own (the codecs are pure functions of a
+// row), on several threads for large leaves: an 8B-shaped matrix is ~1.5 s of encoding on one
+// core (K-quants' and INT4's scale searches), and the decode tests encode dozens of them.
+inline void quantize_rows(ember_type type, const float * v, uint8_t * b, int64_t ne0, int64_t rows, size_t row_bytes) {
+    const auto encode = [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; r++) ember_type_get_traits(type)->from_float(v + r * ne0, b + r * row_bytes, ne0);
+    };
+    const int64_t hw = static_cast<int64_t>(std::thread::hardware_concurrency());
+    const int64_t n  = std::min<int64_t>({hw > 0 ? hw : 1, 16, ne0 * rows / k_leaf_memo_min + 1, rows});
+    if (n <= 1) {
+        encode(0, rows);
+        return;
+    }
+    std::vector<std::thread> pool;
+    for (int64_t i = 1; i < n; i++) pool.emplace_back(encode, rows * i / n, rows * (i + 1) / n);
+    encode(0, rows / n);
+    for (std::thread & th : pool) th.join();
+}
+
 struct case_ctx {
     ember_graph &            g;
     std::vector<leaf_data> & leaves;
@@ -68,10 +89,7 @@ struct case_ctx {
         std::uniform_real_distribution<float> u(lo, hi);
         for (float & x : v) x = u(rng);
         std::vector<uint8_t> b(ember_nbytes(t));
-        const int64_t        rows = ne1 * ne2;
-        for (int64_t r = 0; r < rows; r++) {
-            ember_type_get_traits(type)->from_float(v.data() + r * ne0, b.data() + r * t->nb[1], ne0);
-        }
+        quantize_rows(type, v.data(), b.data(), ne0, ne1 * ne2, t->nb[1]);
         if (memo) {
             size_t held = b.size();
             for (const leaf_memo_entry & m : leaf_memo()) held += m.bytes.size();

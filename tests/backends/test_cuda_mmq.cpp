@@ -105,6 +105,24 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: the wide tile chosen by shape") 
     CHECK(ember_cuda_mmq_wg_tile_tokens(8192, 512, 2048 / 32, 132) == 128);
 }
 
+// The harness's large leaves are encoded on several threads (quantize_rows, cuda-test-util.h):
+// the same bytes as one row after another. Host only.
+TEST_CASE("[cuda] test harness: large leaves encoded on several threads, the same bytes") {
+    for (ember_type t : {EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
+        const int64_t      ne0 = 2048, rows = 1031;  // 2.1M values: past k_leaf_memo_min, rows not a multiple of the threads
+        std::vector<float> v(static_cast<size_t>(ne0 * rows));
+        std::mt19937       rng(3);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (float & x : v) x = u(rng);
+        const size_t         rb = ember_row_size(t, ne0);
+        std::vector<uint8_t> one(rb * rows), many(rb * rows);
+        for (int64_t r = 0; r < rows; r++) ember_type_get_traits(t)->from_float(v.data() + r * ne0, one.data() + r * rb, ne0);
+        quantize_rows(t, v.data(), many.data(), ne0, rows, rb);
+        CAPTURE(ember_type_get_name(t));
+        CHECK(one == many);
+    }
+}
+
 TEST_CASE("[cuda] prefill GEMM on tensor cores, quantized weights: every type, odd shapes, both tiles") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
