@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Which kernels an edit changes, without a GPU: compiles one CUDA source of the tree to an sm_90
-# cubin as it is and as it was at REV (default HEAD), then compares each kernel's machine code
+# (sm_90a for the wgmma file) cubin as it is and as it was at REV (default HEAD), then compares each kernel's machine code
 # (its .text section) and prints "same", "changed" (with both sizes), "new" or "gone" per kernel.
 # Before a device call: an edit meant for one kernel that changes others has to be measured on
 # those too, and one whose kernel comes out byte-identical needs no measurement there.
@@ -21,9 +21,13 @@ build=${EMBER_BUILD_DIR:-/tmp/b-cu}
 [ -f "$build/build.ninja" ] || { echo "cubin-diff: no ninja build in $build (EMBER_BUILD_DIR)" >&2; exit 1; }
 cmd=$(ninja -C "$build" -t commands | grep -F -- "$root/$src" | grep -- " -c " | tail -1) ||
     { echo "cubin-diff: $build has no compile command for $src" >&2; exit 1; }
-# The compiler and its flags, one sm_90 cubin instead of the object (no ccache, no depfile)
+# The compiler and its flags, one sm_90 cubin instead of the object (no ccache, no depfile); sm_90a
+# where the file is built for it (ops-matmul-wgmma.cu: at sm_90 its wgmma kernels compile to empty
+# bodies, the same on both sides whatever the edit)
+arch=sm_90
+grep -q 'compute_90a' <<<"$cmd" && arch=sm_90a
 cmd=$(sed -E 's/^.*ccache //; s/ -MD -MT [^ ]* -MF [^ ]*//; s/ -o [^ ]*\.o/ -o OUTFILE/;
-              s/--generate-code=arch=compute_[0-9a-z]+,code=\[[^]]*\]/ /g; s/ -c / -arch=sm_90 -cubin /' <<<"$cmd")
+              s/--generate-code=arch=compute_[0-9a-z]+,code=\[[^]]*\]/ /g; s/ -c / -arch='"$arch"' -cubin /' <<<"$cmd")
 tmp=$(mktemp -d)
 [ -n "${EMBER_CUBIN_KEEP:-}" ] && echo "cubins in $tmp" >&2 || trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/old"
