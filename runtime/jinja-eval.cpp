@@ -343,6 +343,15 @@ flow exec_node(jinja_context & ctx, const jinja_node & n, jinja_frame & f) {
                 if (!ns || ns->kind != jinja_kind::ns) {
                     jinja_fail(ctx, EMBER_ERR_INVALID_ARG, "cannot assign attribute on non-namespace object '%s'", n.targets[0].c_str());
                 }
+                // A namespace that would hold itself: Python allows the cycle; here it would never
+                // be freed (shared references), so it is refused. The walk counts as steps.
+                uint64_t visited = 0;
+                const bool cycle = jinja_reaches(v, ns->dict.get(), &visited);
+                jinja_step(ctx, visited);
+                if (cycle) {
+                    jinja_fail(ctx, EMBER_ERR_UNSUPPORTED, "'%s.%s' would hold '%s' itself (a reference cycle)", n.targets[0].c_str(),
+                               n.attr.c_str(), n.targets[0].c_str());
+                }
                 ns->dict->set(n.attr, std::move(v));
             } else {
                 assign_targets(ctx, f, n.targets, v);
@@ -368,7 +377,11 @@ flow exec_node(jinja_context & ctx, const jinja_node & n, jinja_frame & f) {
         case jinja_node_kind::call_block: {
             const jinja_node * body  = &n;
             jinja_frame *      outer = &f;
-            const jinja_value  caller = jinja_value::function("caller", [body, outer](jinja_context & c, jinja_call_args & a) {
+            // caller() reads the call block's frame: once the block has ended (a caller kept in a
+            // namespace and called later) it fails instead of reading a frame that is gone.
+            const auto        live   = std::make_shared<bool>(true);
+            const jinja_value caller = jinja_value::function("caller", [body, outer, live](jinja_context & c, jinja_call_args & a) {
+                if (!*live) jinja_fail(c, EMBER_ERR_UNSUPPORTED, "caller() called after its call block ended");
                 jinja_frame frame;
                 frame.parent = outer;
                 for (size_t k = 0; k < body->params.size(); k++) {
@@ -384,6 +397,10 @@ flow exec_node(jinja_context & ctx, const jinja_node & n, jinja_frame & f) {
             jinja_call_args    args;
             eval_call_args(ctx, call, 1, f, args);
             args.kw.emplace_back("caller", caller);
+            struct end_of_block {
+                const std::shared_ptr<bool> & live;
+                ~end_of_block() { *live = false; }
+            } const ended{live};
             append_out(ctx, jinja_str(jinja_call(ctx, fn, args)));
             break;
         }

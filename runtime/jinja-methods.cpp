@@ -567,7 +567,7 @@ bool jinja_find_method(jinja_context &, const jinja_value & obj, const std::stri
     if (!e) return false;
     const method_fn fn   = e->fn;
     const jinja_value self = obj;
-    out = jinja_value::function(name, [fn, self](jinja_context & c, jinja_call_args & a) { return fn(c, self, a); });
+    out = jinja_value::function(name, [fn, self](jinja_context & c, jinja_call_args & a) { return fn(c, self, a); }, {self});
     return true;
 }
 

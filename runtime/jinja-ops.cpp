@@ -110,6 +110,7 @@ jinja_value jinja_call(jinja_context & ctx, const jinja_value & fn, jinja_call_a
 }
 
 int jinja_compare(jinja_context & ctx, const jinja_value & a, const jinja_value & b) {
+    const jinja_walk_guard guard;
     if (a.is_undefined()) jinja_fail_undefined(ctx, a);
     if (b.is_undefined()) jinja_fail_undefined(ctx, b);
     if (a.is_number() && b.is_number()) {

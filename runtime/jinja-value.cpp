@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
+#include "runtime/error.h"
 #include "runtime/json.h"
 
 //
@@ -76,11 +78,90 @@ jinja_value jinja_value::make_ns() {
     return v;
 }
 
-jinja_value jinja_value::function(std::string name, jinja_fn f) {
+jinja_value jinja_value::function(std::string name, jinja_fn f, jinja_list bound) {
     jinja_value v;
     v.kind = jinja_kind::callable;
-    v.fn   = std::make_shared<jinja_callable>(jinja_callable{std::move(name), std::move(f)});
+    v.fn   = std::make_shared<jinja_callable>(jinja_callable{std::move(name), std::move(f), std::move(bound)});
     return v;
+}
+
+namespace {
+
+// The containers whose last reference is gone, waiting to be freed by the outermost release
+// on this thread (null when none is running). A plain pointer: nothing to destroy at thread exit.
+thread_local std::vector<std::shared_ptr<void>> * t_release_queue = nullptr;
+
+void release_last(std::shared_ptr<void> p) {
+    if (t_release_queue) {
+        t_release_queue->push_back(std::move(p));
+        return;
+    }
+    std::vector<std::shared_ptr<void>> queue;
+    t_release_queue = &queue;
+    p.reset();  // its items' containers queue themselves instead of freeing their own items
+    while (!queue.empty()) {
+        std::shared_ptr<void> q = std::move(queue.back());
+        queue.pop_back();
+        q.reset();
+    }
+    t_release_queue = nullptr;
+}
+
+}  // namespace
+
+jinja_value::~jinja_value() {
+    if (list && list.use_count() == 1) release_last(std::move(list));
+    if (dict && dict.use_count() == 1) release_last(std::move(dict));
+    if (fn && fn.use_count() == 1) release_last(std::move(fn));
+}
+
+namespace {
+
+thread_local int      t_walk_depth  = 0;
+thread_local uint64_t t_walk_values = 0;
+
+}  // namespace
+
+jinja_walk_guard::jinja_walk_guard() {
+    if (t_walk_depth == 0) t_walk_values = 0;
+    if (t_walk_depth >= k_jinja_max_nesting) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "a value nested more than %d levels deep (a reference cycle?)", k_jinja_max_nesting);
+    }
+    if (++t_walk_values > k_jinja_max_walk_values) {
+        ember_throw(EMBER_ERR_INVALID_ARG, "comparing or printing a value visited more than %llu values",
+                    static_cast<unsigned long long>(k_jinja_max_walk_values));
+    }
+    t_walk_depth++;
+}
+
+jinja_walk_guard::~jinja_walk_guard() { t_walk_depth--; }
+
+bool jinja_reaches(const jinja_value & v, const jinja_dict * target, uint64_t * visited) {
+    std::vector<const jinja_value *> todo{&v};
+    std::unordered_set<const void *> seen;
+    while (!todo.empty()) {
+        const jinja_value * x = todo.back();
+        todo.pop_back();
+        if (x->list && seen.insert(x->list.get()).second) {
+            ++*visited;
+            for (const jinja_value & item : *x->list) todo.push_back(&item);
+        }
+        if (x->dict) {
+            if (x->dict.get() == target) return true;
+            if (seen.insert(x->dict.get()).second) {
+                ++*visited;
+                for (const auto & kv : x->dict->items) {
+                    todo.push_back(&kv.first);
+                    todo.push_back(&kv.second);
+                }
+            }
+        }
+        if (x->fn && seen.insert(x->fn.get()).second) {
+            ++*visited;
+            for (const jinja_value & item : x->fn->bound) todo.push_back(&item);
+        }
+    }
+    return false;
 }
 
 double jinja_value::as_double() const {
@@ -164,6 +245,7 @@ bool jinja_truthy(const jinja_value & v) {
 }
 
 bool jinja_equal(const jinja_value & a, const jinja_value & b) {
+    const jinja_walk_guard guard;
     if (a.is_number() && b.is_number()) {
         if (a.kind != jinja_kind::floating && b.kind != jinja_kind::floating) return a.i == b.i;
         return a.as_double() == b.as_double();
@@ -265,6 +347,7 @@ void repr_dict(std::string & out, const jinja_dict & d) {
 }
 
 void repr_into(std::string & out, const jinja_value & v) {
+    const jinja_walk_guard guard;
     switch (v.kind) {
         case jinja_kind::undefined: out += "Undefined"; break;
         case jinja_kind::string: jinja_repr_string(out, v.s); break;

@@ -45,6 +45,7 @@ using jinja_fn = std::function<jinja_value(jinja_context & ctx, jinja_call_args 
 struct jinja_callable {
     std::string name;
     jinja_fn    fn;
+    jinja_list  bound;  // the values fn holds (a bound method's object), for jinja_reaches
 };
 
 struct jinja_dict;
@@ -69,7 +70,16 @@ struct jinja_value {
     static jinja_value make_tuple(jinja_list items);
     static jinja_value make_dict();
     static jinja_value make_ns();
-    static jinja_value function(std::string name, jinja_fn fn);
+    static jinja_value function(std::string name, jinja_fn fn, jinja_list bound = {});
+
+    // Containers are released one at a time, not recursively: a list nested 100000 deep is
+    // freed without 100000 nested destructor calls on the stack.
+    jinja_value()                                   = default;
+    jinja_value(const jinja_value &)                = default;
+    jinja_value(jinja_value &&) noexcept            = default;
+    jinja_value & operator=(const jinja_value &)    = default;
+    jinja_value & operator=(jinja_value &&) noexcept = default;
+    ~jinja_value();
 
     bool is_undefined() const { return kind == jinja_kind::undefined; }
     bool is_none() const { return kind == jinja_kind::none; }
@@ -96,6 +106,23 @@ struct jinja_dict {
     void                set(const jinja_value & key, jinja_value v);
     void                set(const std::string & key, jinja_value v);
 };
+
+// The recursive walks over values (repr, equality, ordering) fail with EMBER_ERR_INVALID_ARG
+// past this many levels of nesting, or past this many values visited in one walk (a value built
+// of shared parts, [a, a] nested 40 times, has 2^40 paths): hostile templates build both.
+constexpr int      k_jinja_max_nesting     = 1000;
+constexpr uint64_t k_jinja_max_walk_values = 20000000;
+struct jinja_walk_guard {
+    jinja_walk_guard();
+    ~jinja_walk_guard();
+    jinja_walk_guard(const jinja_walk_guard &)             = delete;
+    jinja_walk_guard & operator=(const jinja_walk_guard &) = delete;
+};
+
+// Whether `target` (a namespace's dict) can be reached from v through lists, dicts, namespaces
+// and the values callables hold; *visited counts the containers looked at. Namespaces are the
+// one thing templates mutate, so storing v in target is what could close a reference cycle.
+bool jinja_reaches(const jinja_value & v, const jinja_dict * target, uint64_t * visited);
 
 // Python semantics.
 bool        jinja_truthy(const jinja_value & v);

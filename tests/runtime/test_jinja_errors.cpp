@@ -180,6 +180,44 @@ TEST_CASE("[jinja] hostile templates fail cleanly") {
         for (int k = 0; k < 100000; k++) json += "[";
         CHECK(render_error("x", json).status == EMBER_ERR_INVALID_ARG);
     }
+    // Found by mutation fuzzing of the built-in templates under ASan (session 63): each of these
+    // overflowed the stack, leaked or read a frame that was gone.
+    SUBCASE("a namespace that would hold itself is refused (the cycle would never be freed)") {
+        CHECK_FAILS("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns.a }}", EMBER_ERR_UNSUPPORTED, "reference cycle");
+        CHECK_FAILS("{% set ns = namespace(a=1) %}{% set ns.b = [1, {'x': ns}] %}", EMBER_ERR_UNSUPPORTED, "'ns.b' would hold 'ns'");
+        // through another namespace, a loop object, and a bound method's object
+        CHECK_FAILS("{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}", EMBER_ERR_UNSUPPORTED, "reference cycle");
+        CHECK_FAILS("{% for x in [1] %}{% set loop.me = [loop] %}{% endfor %}", EMBER_ERR_UNSUPPORTED, "reference cycle");
+        CHECK_FAILS("{% set ns = namespace() %}{% set d = {'n': [ns]} %}{% set ns.f = d.get %}", EMBER_ERR_UNSUPPORTED, "reference cycle");
+        // sharing without a cycle is fine
+        const failure f = render_error("{% set a = namespace(v=1) %}{% set b = namespace(x=a, y=a) %}{% set a.v = [b.x.v, b.y.v] %}{{ a.v }}");
+        CHECK(f.message == "(rendered) [1, 1]");
+    }
+    SUBCASE("values nested past the limit fail when printed or compared, and are freed without recursion") {
+        std::string t = "{% set x = 1 %}";
+        for (int k = 0; k < 60000; k++) t += "{% set x = [x] %}";
+        CHECK(render_error(t + "{{ x|length }}").message == "(rendered) 1");  // built and freed: 60000 levels
+        CHECK_FAILS(t + "{{ x }}", EMBER_ERR_INVALID_ARG, "nested more than");
+        CHECK_FAILS(t + "{{ x == x[0] }}", EMBER_ERR_INVALID_ARG, "nested more than");
+        CHECK_FAILS(t + "{{ x < x[0] }}", EMBER_ERR_INVALID_ARG, "nested more than");
+        // a chain of 100000 namespaces, each holding the next
+        const failure f = render_error("{% set ns = namespace(cur=namespace()) %}{% for i in range(100000) %}{% set nxt = namespace() %}"
+                                       "{% set tmp = ns.cur %}{% set tmp.c = nxt %}{% set ns.cur = nxt %}{% endfor %}ok");
+        CHECK(f.message == "(rendered) ok");
+    }
+    SUBCASE("comparing values of shared parts with 2^40 paths stops at the walk limit") {
+        CHECK_FAILS("{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(40) %}{% set ns.a = [ns.a, ns.a] %}"
+                    "{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ ns.a == ns.b }}",
+                    EMBER_ERR_INVALID_ARG, "visited more than");
+    }
+    SUBCASE("caller() kept past its call block fails instead of reading the block's frame") {
+        CHECK_FAILS("{% set ns = namespace(c=0) %}{% macro m() %}{% set ns.c = caller %}{% endmacro %}"
+                    "{% for i in [1] %}{% set z = 'inner' %}{% call m() %}[{{ z }}]{% endcall %}{% endfor %}{{ ns.c() }}",
+                    EMBER_ERR_UNSUPPORTED, "after its call block ended");
+        // inside its block it works
+        const failure f = render_error("{% macro m() %}<{{ caller() }}>{% endmacro %}{% call m() %}x{% endcall %}");
+        CHECK(f.message == "(rendered) <x>");
+    }
     SUBCASE("garbage bytes in the template") {
         std::string junk;
         for (int k = 0; k < 4096; k++) junk += char((k * 131 + 7) & 0xFF);
