@@ -961,12 +961,14 @@ template <int T> __device__ __forceinline__ void cu_rp_chunk(const char * base, 
 // Chunk dequantizers to F16 pairs, for the prefill operands (the tensor-core GEMM's shared-memory
 // tiles, ops-matmul-q.cu, and the F16 copies for cuBLAS, ops-matmul.cu; both use these, so the
 // two paths multiply the same F16 weights): h[i] holds weights 2i and 2i + 1 of the chunk as a
-// half2 (low half first). The default rounds cu_codec<T>::chunk's floats; Q4_0, Q8_0, Q4_K and
-// Q6_K decode in half2 arithmetic: a level q (0..255) is placed under the F16 exponent of 1024
-// by a byte permute (0x6400 | q is 1024 + q exactly), 1024 + offset is subtracted (exact), and
-// one multiply (or fma) by the F16 scale rounds once. Q4_0 and Q8_0 give the same bits as the
-// float decoder rounded to F16 (d * q is exact in float); the K-quants round the sub-block scale
-// d * sc (and min) to F16 first, within an F16 ulp of the float decoder.
+// half2 (low half first). The default rounds cu_codec<T>::chunk's floats; Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS decode in half2 arithmetic: a level q (0..255) is
+// placed under the F16 exponent of 1024 by a byte permute (0x6400 | q is 1024 + q exactly), 1024 +
+// offset is subtracted (exact), and one multiply (or fma) by the F16 scale rounds once. Q4_0, Q5_0,
+// Q8_0 and IQ4_NL give the same bits as the float decoder rounded to F16 (d * q is exact in
+// float); Q4_1 / Q5_1 round q d + m once where the float decoder rounds twice; the K-quants and
+// IQ4_XS round the sub-block scale d * sc (and min) to F16 first, within an F16 ulp of the float
+// decoder (where q d sc and m d min do not nearly cancel).
 //
 __device__ __forceinline__ __half2 cu_h2_bits(uint32_t u) {
     return *reinterpret_cast<const __half2 *>(&u);
@@ -978,6 +980,34 @@ __device__ __forceinline__ uint32_t cu_h2_u32(__half2 h) {
 // consecutive halves in memory).
 __device__ __forceinline__ uint32_t cu_pack_h2(float lo, float hi) {
     return cu_h2_u32(__floats2half2_rn(lo, hi));
+}
+
+// NW words of FP8 codes (4 a word) of one block with E8M0 exponent e as f16 pairs r[2 j] (codes 0,
+// 1 of word j), r[2 j + 1] (codes 2, 3): each code's value times 2^(e - 127) rounded once to f16.
+// The codes to f16 pairs (cu_fp8x4_half, exact), then one __hmul2 by the scale (times
+// cu_fp8_half_post) as an f16 power of two: a power-of-two product rounded once, the bits the
+// float product (exact in float) rounded to f16 has. Scales f16 cannot hold (below 2^-24, above
+// 2^15, e = 255's NaN) through floats. Shared by the decode attention over FP8 caches and the
+// prefill GEMM's FP8 weight tiles (cu_ext_h2).
+template <bool E4M3, int NW> __device__ __forceinline__ void cu_fp8_words_h2(const uint32_t * q, uint32_t e, uint32_t * r) {
+    const float   post = cu_fp8_half_post<E4M3>();  // the f16 bits' value times post is the code's
+    const float   sc   = cu_fp8_e8m0_scale(e);
+    const float   m    = post * sc;
+    const bool    hm   = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
+    const __half2 m2   = __float2half2_rn(m);
+#pragma unroll
+    for (int j = 0; j < NW; j++) {
+        uint32_t lo, hi;
+        cu_fp8x4_half<E4M3>(q[j], lo, hi);
+        if (hm) {
+            r[2 * j]     = cu_h2_u32(__hmul2(cu_h2_bits(lo), m2));
+            r[2 * j + 1] = cu_h2_u32(__hmul2(cu_h2_bits(hi), m2));
+        } else {
+            const float2 a = __half22float2(cu_h2_bits(lo)), c = __half22float2(cu_h2_bits(hi));
+            r[2 * j]       = cu_pack_h2(a.x * post * sc, a.y * post * sc);
+            r[2 * j + 1]   = cu_pack_h2(c.x * post * sc, c.y * post * sc);
+        }
+    }
 }
 
 // Bytes 0, 1 (sel 0x4140) or 2, 3 (0x4342) of u as the low bytes of two F16 of exponent 1024.
@@ -1036,14 +1066,20 @@ template <int T> struct cu_codec_h2 {
     }
 };
 
-// Q4_0: 16 bytes of levels, byte j holding weights j (low nibble) and j + 16 (high).
-__device__ __forceinline__ void cu_q4_0_h2(const uint32_t (&w)[4], __half dh, uint32_t (&h)[16]) {
-    const __half2 d = __half2half2(dh), off = cu_h2_bits(0x64086408u);  // 1032: 1024 + 8
+// 16 bytes of 4-bit levels, byte j holding weights j (low nibble) and j + 16 (high), as (q - (off
+// - 1024)) d: Q4_0 (off 1032), INT4 in the ext layout (1024 + z, cuda-mmq.h).
+__device__ __forceinline__ void cu_q4_h2(const uint32_t (&w)[4], __half dh, __half2 off, uint32_t (&h)[16]) {
+    const __half2 d = __half2half2(dh);
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         cu_h2_nibbles(w[q], 0, off, d, h + 2 * q);
         cu_h2_nibbles(w[q], 4, off, d, h + 8 + 2 * q);
     }
+}
+
+// Q4_0: levels 8 below.
+__device__ __forceinline__ void cu_q4_0_h2(const uint32_t (&w)[4], __half dh, uint32_t (&h)[16]) {
+    cu_q4_h2(w, dh, cu_h2_bits(0x64086408u), h);  // 1032: 1024 + 8
 }
 
 // Q8_0: 32 signed bytes, flipped to 0..255 (x ^ 0x80 = x + 128).
@@ -1170,6 +1206,194 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
             h[2 * q + 1]      = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), dq));
         }
     }
+};
+
+// Q4_1 / Q5_0 / Q5_1: Q4_0's nibble order; Q5's fifth bits (bit i of qh: weight i) spread to bit
+// 4 of the level bytes four at a time (a multiply puts bit b of the 4-bit field at bit 8 b + 4:
+// no two partial products meet, so no carries). Q5_0 (q - 16) d: the same bits as the float
+// decoder (an exact product rounded once); Q4_1 / Q5_1 q d + m as one f16 fma (rounded once where
+// the float decoder rounds the sum, then to f16: within an f16 ulp of it).
+__host__ __device__ constexpr uint32_t cu_q5_bits(uint32_t qh, int first) {  // bits first .. first + 3 at bit 4 of each byte
+    return (((qh >> first) & 0xfu) * 0x02040810u) & 0x10101010u;
+}
+constexpr bool cu_q5_bits_ok() {
+    for (uint32_t x = 0; x < 16; x++) {
+        uint32_t want = 0;
+        for (int b = 0; b < 4; b++) want |= ((x >> b) & 1u) << (8 * b + 4);
+        if (cu_q5_bits(x << 7 | 0x7fu | 0xffff0000u << 4, 7) != want) return false;  // (neighbouring bits set: masked)
+    }
+    return true;
+}
+static_assert(cu_q5_bits_ok(), "cu_q5_bits: the fifth bits' spread");
+template <bool HAS_QH, bool HAS_M> struct cu_q45_raw {
+    uint32_t w[4];
+    uint32_t qh;    // (HAS_QH)
+    uint32_t d, m;  // f16 bits (m: HAS_M)
+};
+template <bool HAS_QH, bool HAS_M>
+__device__ __forceinline__ void cu_q45_h2(const cu_q45_raw<HAS_QH, HAS_M> & r, uint32_t (&h)[16]) {
+    const __half2 d   = __half2half2(__ushort_as_half(static_cast<unsigned short>(r.d)));
+    const __half2 m   = __half2half2(__ushort_as_half(static_cast<unsigned short>(r.m)));
+    const __half2 off = cu_h2_bits(HAS_M ? 0x64006400u : 0x64106410u);  // 1024, or 1040: 1024 + 16 (Q5_0)
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            uint32_t t = (r.w[q] >> (4 * hi)) & 0x0f0f0f0fu;
+            if constexpr (HAS_QH) t |= cu_q5_bits(r.qh, 16 * hi + 4 * q);
+            const __half2 a = __hsub2(cu_h2_levels<0x4140>(t), off), b = __hsub2(cu_h2_levels<0x4342>(t), off);
+            if constexpr (HAS_M) {
+                h[8 * hi + 2 * q]     = cu_h2_u32(__hfma2(a, d, m));
+                h[8 * hi + 2 * q + 1] = cu_h2_u32(__hfma2(b, d, m));
+            } else {
+                h[8 * hi + 2 * q]     = cu_h2_u32(__hmul2(a, d));
+                h[8 * hi + 2 * q + 1] = cu_h2_u32(__hmul2(b, d));
+            }
+        }
+    }
+}
+template <> struct cu_codec_h2<EMBER_TYPE_Q4_1> {
+    using raw = cu_q45_raw<false, true>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q4_1 * b = reinterpret_cast<const ember_block_q4_1 *>(row) + c;  // 20 bytes: 4-byte aligned
+        const uint32_t *         p = reinterpret_cast<const uint32_t *>(b);
+        const uint32_t           dm = p[0];
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = p[1 + q];
+        r.qh = 0;
+        r.d = dm & 0xffffu, r.m = dm >> 16;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
+};
+template <> struct cu_codec_h2<EMBER_TYPE_Q5_0> {
+    using raw = cu_q45_raw<true, false>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q5_0 * b = reinterpret_cast<const ember_block_q5_0 *>(row) + c;  // 22 bytes: 2-byte aligned
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = cu_load_u32_a2(b->qs + 4 * q);
+        r.qh = cu_load_u32_a2(b->qh);
+        r.d = b->d, r.m = 0;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
+};
+template <> struct cu_codec_h2<EMBER_TYPE_Q5_1> {
+    using raw = cu_q45_raw<true, true>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q5_1 * b = reinterpret_cast<const ember_block_q5_1 *>(row) + c;  // 24 bytes: 4-byte aligned
+        const uint32_t *         p = reinterpret_cast<const uint32_t *>(b);
+        const uint32_t           dm = p[0];
+        r.qh                        = p[1];
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = p[2 + q];
+        r.d = dm & 0xffffu, r.m = dm >> 16;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
+};
+
+// Q5_K: Q4_K's levels with bit s of qh[l] as bit 4 of level l of sub-block s; (d sc) q - (dmin m)
+// as one f16 fma, as Q4_K.
+template <> struct cu_codec_h2<EMBER_TYPE_Q5_K> {
+    struct raw {
+        uint32_t w[8], qh[8];
+        __half2  dl, ml;  // d sc, -dmin m
+        int      sh, s;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q5_k * b = reinterpret_cast<const ember_block_q5_k *>(row) + c / 8;  // 176 bytes
+        const int                s = static_cast<int>(c % 8);
+        cu_load_32b_a2(b->qs + 32 * (s / 2), r.w);
+        cu_load_32b_a2(b->qh, r.qh);
+        int sc, m;
+        cu_k4_scale_min(b->scales, s, sc, m);
+        r.dl = __float2half2_rn(cu_half(b->d) * static_cast<float>(sc));
+        r.ml = __float2half2_rn(-cu_half(b->dmin) * static_cast<float>(m));
+        r.sh = (s % 2) * 4;
+        r.s  = s;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        const __half2 off = cu_h2_bits(0x64006400u);
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const uint32_t t = ((r.w[q] >> r.sh) & 0x0f0f0f0fu) | ((r.qh[q] >> r.s) & 0x01010101u) << 4;
+            h[2 * q]         = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4140>(t), off), r.dl, r.ml));
+            h[2 * q + 1]     = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), r.dl, r.ml));
+        }
+    }
+};
+
+// IQ4_NL / IQ4_XS: the grid looked up four codes at a time (a word's low or high 16 bits as a byte
+// permute's selector: bytes j, j + 1 of qs give weights j, j + 16, j + 1, j + 17) in two tables
+// of magnitudes whose sign bits are clear: the negative entries' (codes 0..7) and the positive
+// ones' (8..15). A selector nibble with bit 3 set gives the sign of the byte it selects, 0 here, so
+// the negative lookup is 0 for codes 8..15 and the positive one (codes ^ 8) 0 for codes 0..7.
+// Both go under the f16 exponent of 1024 and one is subtracted from the other: the grid value,
+// exact. Times the scale: IQ4_NL d, the float decoder's exact product rounded once (the same bits);
+// IQ4_XS d (ls - 32) rounded to f16 first (within an f16 ulp of the float decoder, as the K-quants).
+constexpr uint32_t cu_iq4_pack(int a, int b, int c, int d) {
+    return static_cast<uint32_t>(a) | static_cast<uint32_t>(b) << 8 | static_cast<uint32_t>(c) << 16 | static_cast<uint32_t>(d) << 24;
+}
+constexpr uint32_t k_iq4_n0 = cu_iq4_pack(127, 104, 83, 65), k_iq4_n1 = cu_iq4_pack(49, 35, 22, 10);
+constexpr uint32_t k_iq4_p0 = cu_iq4_pack(1, 13, 25, 38), k_iq4_p1 = cu_iq4_pack(53, 69, 89, 113);
+constexpr bool     cu_iq4_tables_ok() {
+    constexpr int v[16] = EMBER_IQ4NL_VALUES;
+    for (int q = 0; q < 16; q++) {
+        const uint32_t t = q < 8 ? (q < 4 ? k_iq4_n0 : k_iq4_n1) : (q < 12 ? k_iq4_p0 : k_iq4_p1);
+        const int      b = static_cast<int>((t >> (8 * (q % 4))) & 0xffu);
+        if (b > 127 || (q < 8 ? -b : b) != v[q]) return false;
+    }
+    return true;
+}
+static_assert(cu_iq4_tables_ok(), "the IQ4 sign tables disagree with EMBER_IQ4NL_VALUES");
+// PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
+// low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
+// Also NF4's sign tables (ops-matvec-ext.cu).
+__device__ __forceinline__ uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+// 16 bytes of codes (IQ4_NL's, or an IQ4_XS sub-block's), times d: h[16].
+__device__ __forceinline__ void cu_iq4_h2(const uint32_t (&w)[4], __half2 d, uint32_t (&h)[16]) {
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const uint32_t wx = w[q] ^ 0x88888888u;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {  // bytes 4q + 2k, 4q + 2k + 1: weights j, j + 16, j + 1, j + 17 (j = 4q + 2k)
+            const uint32_t n  = cu_prmt(k_iq4_n0, k_iq4_n1, w[q] >> (16 * k));
+            const uint32_t p  = cu_prmt(k_iq4_p0, k_iq4_p1, wx >> (16 * k));
+            const __half2  lo = __hsub2(cu_h2_levels<0x4240>(p), cu_h2_levels<0x4240>(n));  // weights j, j + 1
+            const __half2  hi = __hsub2(cu_h2_levels<0x4341>(p), cu_h2_levels<0x4341>(n));  // j + 16, j + 17
+            h[2 * q + k]      = cu_h2_u32(__hmul2(lo, d));
+            h[8 + 2 * q + k]  = cu_h2_u32(__hmul2(hi, d));
+        }
+    }
+}
+template <> struct cu_codec_h2<EMBER_TYPE_IQ4_NL> {
+    using raw = cu_raw_b32<4>;
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_iq4_nl * b = reinterpret_cast<const ember_block_iq4_nl *>(row) + c;  // 18 bytes: 2-byte aligned
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = cu_load_u32_a2(b->qs + 4 * q);
+        r.d = b->d;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        cu_iq4_h2(r.w, __half2half2(__ushort_as_half(r.d)), h);
+    }
+};
+template <> struct cu_codec_h2<EMBER_TYPE_IQ4_XS> {
+    struct raw {
+        uint32_t w[4];
+        __half2  dl;  // d (ls - 32)
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_iq4_xs * b  = reinterpret_cast<const ember_block_iq4_xs *>(row) + c / 8;  // 136 bytes
+        const int                  j  = static_cast<int>(c % 8);
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = cu_load_u32_a2(b->qs + 16 * j + 4 * q);
+        const int ls = (b->scales_l[j / 2] >> (4 * (j % 2)) & 0xf) | (b->scales_h >> (2 * j) & 3) << 4;
+        r.dl         = __float2half2_rn(cu_half(b->d) * static_cast<float>(ls - 32));
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_iq4_h2(r.w, r.dl, h); }
 };
 
 // Q6_K weights in the planar layout (backends/common/q6k-planar.h, EMBER_TENSOR_FLAG_CUDA_REPACKED):

@@ -83,8 +83,10 @@ mmq_ext ember_cuda_mmq_ext(const ember_tensor * w);
 
 // A 32-weight chunk of Ember's types in the ext layout: fetch loads its bytes and scale data (no
 // arithmetic, so the loads stay in flight), floats makes its weights (INT4 d (q - z), NF4 NF4[q]
-// absmax, FP8 code times its scale), decode the same as F16 pairs (__floats2half2_rn, as the F16
-// dequantizer of the cuBLAS path rounds them: both through floats, so both have the same values).
+// absmax, FP8 code times its scale), decode the same as F16 pairs with the bits the F16
+// dequantizer of the cuBLAS path gives (floats rounded by __floats2half2_rn; block FP8 and INT4
+// with an integer zero point in f16 arithmetic that rounds once to the same value, NF4 and the
+// rest through floats).
 // The FP8 forms (also the decode kernels' of ops-matvec-ext.cu): one scale a row (_ROW) or an
 // E8M0 byte a 32-weight chunk; E4M3 or E5M2 codes.
 __host__ __device__ constexpr bool cu_fp8_is_row(int T) {
@@ -150,24 +152,24 @@ template <int T> struct cu_ext_h2 {
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
         if constexpr (!int4 && !nf4 && !row8) {
-            // Block FP8 in f16 arithmetic: the codes as f16 pairs (exact: cu_fp8x4_half, value / 256
-            // for E4M3 before sm_89), times the E8M0 scale (times that 256) as an f16 power of two.
-            // The code's value times a power of two, rounded once to f16, as floats' product (exact
-            // in float) is by __floats2half2_rn: the same bits. Scales f16 cannot hold (below 2^-24,
-            // above 2^15, NaN) take the float path below.
-            constexpr int k0 = cu_fp8_half_post<e4m3>() == 1.0f ? 0 : 8;
-            const int     k  = static_cast<int>(r.sc) - 127 + k0;
-            if (r.sc != 255u && k >= -24 && k <= 15) {
-                const uint32_t sb = k >= -14 ? static_cast<uint32_t>(k + 15) << 10 : 1u << (k + 24);
-                const __half2  s2 = cu_h2_bits(sb | sb << 16);
-                const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    uint32_t lo, hi;
-                    cu_fp8x4_half<e4m3>(w[j], lo, hi);
-                    h[2 * j]     = cu_h2_u32(__hmul2(cu_h2_bits(lo), s2));
-                    h[2 * j + 1] = cu_h2_u32(__hmul2(cu_h2_bits(hi), s2));
-                }
+            // Block FP8 in f16 arithmetic (cu_fp8_words_h2): the same bits as floats' values rounded
+            // to f16.
+            const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+            cu_fp8_words_h2<e4m3, 8>(w, r.sc, h);
+            return;
+        }
+        if constexpr (int4) {
+            // INT4 in f16 arithmetic where z is an integer of at most 1024 in magnitude and d finite
+            // (AWQ-style zero points are integers): the levels placed under the exponent of 1024
+            // (cu_q4_h2), 1024 + z subtracted (both exact: q - z is an integer of at most 1039 in
+            // magnitude) and one multiply by d, rounded once. floats' d (q - z) is exact in float (11
+            // by 11 bits) and rounded once to f16 by __floats2half2_rn: the same bits. Other blocks
+            // (a fractional z, an infinite or NaN d or z) through floats.
+            const uint32_t dz = r.sc;
+            const float    z  = cu_half(static_cast<ember_half>(dz >> 16));
+            if (z == rintf(z) && fabsf(z) <= 1024.0f && (dz & 0x7c00u) != 0x7c00u) {
+                const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
+                cu_q4_h2(w, __ushort_as_half(static_cast<unsigned short>(dz & 0xffffu)), __float2half2_rn(1024.0f + z), h);
                 return;
             }
         }

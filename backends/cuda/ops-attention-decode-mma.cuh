@@ -126,26 +126,8 @@ template <int T> __device__ __forceinline__ void mma_dec_block(const uint8_t * r
 #pragma unroll
     for (int j = 0; j < NW; j++) q[j] = __funnelshift_r(x[j], x[j + 1], sh);
     if constexpr (FP8) {
-        constexpr bool E4M3 = T == EMBER_TYPE_FP8_E4M3;
-        const float    post = cu_fp8_half_post<E4M3>();  // the f16 bits' value times post is the code's
-        const float   sc = cu_fp8_e8m0_scale(row[off + BS * b]);
-        const float   m  = post * sc;
-        const bool    hm = m >= 0x1p-24f && m <= 0x1p15f;  // an f16 (NaN: no)
-        const __half2 m2 = __float2half2_rn(m);
-        uint32_t      r[2 * NW];
-#pragma unroll
-        for (int j = 0; j < NW; j++) {
-            uint32_t lo, hi;
-            cu_fp8x4_half<E4M3>(q[j], lo, hi);
-            if (hm) {
-                const __half2 a = __hmul2(*reinterpret_cast<const __half2 *>(&lo), m2), c = __hmul2(*reinterpret_cast<const __half2 *>(&hi), m2);
-                r[2 * j] = *reinterpret_cast<const uint32_t *>(&a), r[2 * j + 1] = *reinterpret_cast<const uint32_t *>(&c);
-            } else {
-                const float2 a = dec_half2(lo), c = dec_half2(hi);
-                r[2 * j]       = cu_pack_h2(a.x * post * sc, a.y * post * sc);
-                r[2 * j + 1]   = cu_pack_h2(c.x * post * sc, c.y * post * sc);
-            }
-        }
+        uint32_t r[2 * NW];
+        cu_fp8_words_h2<T == EMBER_TYPE_FP8_E4M3, NW>(q, row[off + BS * b], r);
 #pragma unroll
         for (int k = 0; k < 4; k++) h[k] = make_uint4(r[4 * k], r[4 * k + 1], r[4 * k + 2], r[4 * k + 3]);
         return;

@@ -161,7 +161,7 @@ constexpr float    k_nf4_inv = 1.0f / 127.0f;
 
 // The tables against the codebook, at compile time: entry q (q < 8: minus byte q of the
 // negative table, else byte q - 8 of the positive one) is round(127 NF4[q]), and no byte has its
-// sign bit set (which prmt_sx's zeros need).
+// sign bit set (which cu_prmt's zeros need).
 constexpr int nf4_table_byte(uint32_t lo, uint32_t hi, int i) {
     return static_cast<int>(((i < 4 ? lo : hi) >> (8 * (i % 4))) & 0xffu);
 }
@@ -177,20 +177,12 @@ constexpr bool nf4_sign_tables_ok() {
 }
 static_assert(nf4_sign_tables_ok(), "the NF4 sign tables disagree with round(127 NF4[q])");
 
-// PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
-// low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
-__device__ __forceinline__ uint32_t prmt_sx(uint32_t a, uint32_t b, uint32_t sel) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
-
 // The 4 nibbles in the low 16 bits of s (nibble j: byte j) through the two tables: .x the
 // negative entries' magnitudes (0 where q >= 8: bit 3 set selects a sign, and every sign is
 // clear), .y the positive entries (0 where q < 8: s ^ 0x8888 sets bit 3 just there). So
 // NF4[q] x = (.y - .x) x, two dp4a sums whose difference is exact: no select of the two lookups.
 __device__ __forceinline__ uint2 nf4_lookup_np(uint32_t s, uint32_t sx) {
-    return make_uint2(prmt_sx(k_nf4_n0, k_nf4_n1, s), prmt_sx(k_nf4_p0, k_nf4_p1, sx));
+    return make_uint2(cu_prmt(k_nf4_n0, k_nf4_n1, s), cu_prmt(k_nf4_p0, k_nf4_p1, sx));
 }
 
 //

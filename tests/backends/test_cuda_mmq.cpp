@@ -13,8 +13,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -81,6 +84,61 @@ builder gemm_300x257(ember_type t, int64_t k, bool cuda_layout) {
 std::vector<float> run_with(const char * name, const char * value, const char * back, const builder & build, uint32_t seed) {
     env_guard g(name, value, back);
     return run_on(cuda_device(), build, seed);
+}
+
+// The distance between f16 neighbours at |v| (normal or subnormal).
+double half_ulp(float v) {
+    const double a = std::fabs(static_cast<double>(v));
+    return a < 0x1p-14 ? 0x1p-24 : std::ldexp(1.0, std::ilogb(a) - 10);
+}
+
+// Weights decoded exactly: n rows of k weights of type t (`bytes`, the GGUF layout) times the
+// identity (k tokens, token j picking weight j), so each output is one weight as the kernels
+// decoded it to f16. Compared bit for bit (zeros of either sign alike: the sums lose the sign)
+// with the reference value rounded to f16 once, or with `ulps` > 0 within that many f16 ulps of
+// it (types whose f16 decode rounds twice), for every form of the tensor-core GEMM, both layouts,
+// and dequantize + cuBLAS (EMBER_CUDA_MMQ=0).
+void check_decoded_exactly(ember_type t, const std::vector<uint8_t> & bytes, int64_t k, int64_t n, int ulps = 0) {
+    const size_t rb = ember_row_size(t, k);
+    REQUIRE(bytes.size() == rb * static_cast<size_t>(n));
+    std::vector<float> w(static_cast<size_t>(n * k));
+    for (int64_t r = 0; r < n; r++) ember_type_get_traits(t)->to_float(bytes.data() + r * rb, w.data() + r * k, k);
+    std::vector<float> want(static_cast<size_t>(k * n));  // y[token j][row r] = w[r][j]
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t r = 0; r < n; r++) want[j * n + r] = ember_half_to_float(ember_float_to_half(w[r * k + j]));
+    }
+    std::vector<float> eye(static_cast<size_t>(k * k), 0.0f);
+    for (int64_t j = 0; j < k; j++) eye[j * k + j] = 1.0f;
+    for (bool cuda_layout : {true, false}) {
+        const builder build = [&](case_ctx & c) {
+            ember_tensor * wt = c.g.new_tensor(t, k, n);
+            if (cuda_layout) wt->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+            c.leaves.push_back({wt, bytes});
+            return ember_mul_mat(c.g, wt, c.f32_leaf(eye, k, k));
+        };
+        std::vector<std::string> forms(std::begin(k_forms), std::end(k_forms));
+        forms.push_back("cublas");
+        for (const std::string & f : forms) {
+            const bool               cublas = f == "cublas";
+            form_guard               fg(cublas ? "wg" : f);
+            env_guard                on("EMBER_CUDA_MMQ", cublas ? "0" : "1", "");
+            const std::vector<float> got = run_on(cuda_device(), build, 1);
+            REQUIRE(got.size() == want.size());
+            int64_t bad = 0, first = -1;
+            for (size_t i = 0; i < want.size(); i++) {
+                const bool near = ulps > 0 && std::fabs(static_cast<double>(got[i]) - want[i]) <= ulps * half_ulp(want[i]);
+                if (std::memcmp(&got[i], &want[i], 4) != 0 && !(got[i] == 0.0f && want[i] == 0.0f) && !near) {
+                    if (first < 0) first = static_cast<int64_t>(i);
+                    bad++;
+                }
+            }
+            CAPTURE(std::string(ember_type_get_name(t)) + (cuda_layout ? " cuda layout " : " gguf layout ") + f);
+            CAPTURE(first);
+            CAPTURE(first < 0 ? 0.0f : got[static_cast<size_t>(first)]);
+            CAPTURE(first < 0 ? 0.0f : want[static_cast<size_t>(first)]);
+            CHECK(bad == 0);
+        }
+    }
 }
 
 }  // namespace
@@ -223,20 +281,19 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
     }
 }
 
+
 // Block FP8 weights decoded exactly: the kernels' F16 weights (the ext layout's codec decodes in
 // f16 arithmetic: codes to f16 pairs, times the E8M0 scale as an f16 power of two, or through
 // floats where f16 cannot hold the scale) are the reference value code x 2^(e - 127) rounded to
 // f16 once. Every finite code with every block exponent from 2^-45 (products below f16's
 // subnormals, the float path) to the largest no code overflows f16 at: 256 rows of 256 codes in
-// order, block b of row r at exponent e_lo + (r + 32 b) mod the range, times the identity (256
-// tokens, token t picking weight t): each output is one weight, exactly. Every form of the
-// tensor-core GEMM, both layouts, and dequantize + cuBLAS (EMBER_CUDA_MMQ=0).
+// order, block b of row r at exponent e_lo + (r + 32 b) mod the range (check_decoded_exactly).
 TEST_CASE("[cuda] prefill GEMM on tensor cores: FP8 weights decoded exactly, every code and block scale") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    constexpr int64_t k = 256, n = 256, m = 256;
+    constexpr int64_t k = 256, n = 256;
     for (ember_type t : {EMBER_TYPE_FP8_E4M3, EMBER_TYPE_FP8_E5M2}) {
         const bool e4m3 = t == EMBER_TYPE_FP8_E4M3;
         const int  e_lo = 127 - 45, e_hi = e4m3 ? 127 + 7 : 127;  // 448 x 2^7, 57344 x 2^0: within f16
@@ -252,44 +309,87 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: FP8 weights decoded exactly, eve
                 }
             }
         }
-        // The reference weights rounded to f16 once; y[token j][row r] = w[r][j].
-        std::vector<float> w(static_cast<size_t>(n * k));
-        for (int64_t r = 0; r < n; r++) ember_type_get_traits(t)->to_float(bytes.data() + r * (k / 32) * 33, w.data() + r * k, k);
-        std::vector<float> want(static_cast<size_t>(m * n));
-        for (int64_t j = 0; j < m; j++) {
-            for (int64_t r = 0; r < n; r++) want[j * n + r] = ember_half_to_float(ember_float_to_half(w[r * k + j]));
+        check_decoded_exactly(t, bytes, k, n);
+    }
+}
+
+// INT4 weights decoded exactly: blocks with an integer zero point of at most 1024 in magnitude
+// and a finite d decode in f16 arithmetic (cu_ext_h2<INT4>::decode: levels minus the zero point,
+// exact, times d rounded once), the others through floats; both must be the reference d (q - z)
+// rounded to f16 once. Every (d, z) pair of the lists below whose weights stay finite in f16 (d
+// subnormal to large, both signs; z integers from -1024 to 1024, -0, fractions, integers past
+// 1024), every level, INT4 and INT4_G32 (check_decoded_exactly).
+TEST_CASE("[cuda] prefill GEMM on tensor cores: INT4 weights decoded exactly, integer and fractional zero points") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const float d_list[] = {0x1p-24f, 0x1p-20f, 0x1p-14f, 0x1.554p-9f, 0x1.8p-3f, 1.0f, 0x1.ffcp+0f, 3.1415f, 29.0f, 63.0f,
+                            -0x1p-24f, -0x1.2p-5f, -1.0f, -60.0f, 1000.0f, -2000.0f};
+    const float z_list[] = {-1024.0f, -1000.0f, -17.0f, -1.0f, -0.0f, 0.0f, 1.0f, 7.0f, 8.0f, 15.0f, 16.0f, 600.0f, 1024.0f,
+                            0.5f, 7.25f, -3.5f, 1025.0f, -1500.0f, 2047.0f};
+    std::vector<std::pair<ember_half, ember_half>> dz;  // pairs with every weight finite in f16
+    for (float d : d_list) {
+        for (float z : z_list) {
+            const ember_half dh = ember_float_to_half(d), zh = ember_float_to_half(z);
+            const float      dd = ember_half_to_float(dh), zz = ember_half_to_float(zh);
+            bool             ok = true;
+            for (int q = 0; q < 16; q++) ok = ok && std::fabs(dd * (static_cast<float>(q) - zz)) < 65504.0f;
+            if (ok) dz.push_back({dh, zh});
         }
-        std::vector<float> eye(static_cast<size_t>(k * m), 0.0f);
-        for (int64_t j = 0; j < m; j++) eye[j * k + j] = 1.0f;
-        for (bool cuda_layout : {true, false}) {
-            const builder build = [&](case_ctx & c) {
-                ember_tensor * wt = c.g.new_tensor(t, k, n);
-                if (cuda_layout) wt->flags |= EMBER_TENSOR_FLAG_WEIGHT;
-                c.leaves.push_back({wt, bytes});
-                return ember_mul_mat(c.g, wt, c.f32_leaf(eye, k, m));
-            };
-            std::vector<std::string> forms(std::begin(k_forms), std::end(k_forms));
-            forms.push_back("cublas");
-            for (const std::string & f : forms) {
-                const bool         cublas = f == "cublas";
-                form_guard         fg(cublas ? "wg" : f);
-                env_guard          on("EMBER_CUDA_MMQ", cublas ? "0" : "1", "");
-                const std::vector<float> got = run_on(cuda_device(), build, 1);
-                REQUIRE(got.size() == want.size());
-                int64_t bad = 0, first = -1;
-                for (size_t i = 0; i < want.size(); i++) {
-                    if (std::memcmp(&got[i], &want[i], 4) != 0 && !(got[i] == 0.0f && want[i] == 0.0f)) {
-                        if (first < 0) first = static_cast<int64_t>(i);
-                        bad++;
-                    }
+    }
+    REQUIRE(dz.size() > 150);
+    constexpr int64_t k = 256, n = 256;
+    for (ember_type t : {EMBER_TYPE_INT4, EMBER_TYPE_INT4_G32}) {
+        const int64_t        g = ember_type_get_traits(t)->block_size, bb = 4 + g / 2, nb = k / g;
+        std::vector<uint8_t> bytes(static_cast<size_t>(n * nb * bb));
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *  blk = bytes.data() + (r * nb + b) * bb;
+                const auto p   = dz[static_cast<size_t>(r * nb + b) % dz.size()];
+                std::memcpy(blk, &p.first, 2);
+                std::memcpy(blk + 2, &p.second, 2);
+                for (int64_t i = 0; i < g / 2; i++) {  // every level, shifted by row and block
+                    const int lo = static_cast<int>((2 * i + r + b) % 16), hi = static_cast<int>((2 * i + 1 + 3 * r) % 16);
+                    blk[4 + i]   = static_cast<uint8_t>(lo | hi << 4);
                 }
-                CAPTURE(std::string(ember_type_get_name(t)) + (cuda_layout ? " cuda layout " : " gguf layout ") + f);
-                CAPTURE(first);
-                CAPTURE(first < 0 ? 0.0f : got[static_cast<size_t>(first)]);
-                CAPTURE(first < 0 ? 0.0f : want[static_cast<size_t>(first)]);
-                CHECK(bad == 0);
             }
         }
+        check_decoded_exactly(t, bytes, k, n);
+    }
+}
+
+// The block-32 and IQ4 types the GGUF layout's codec decodes in f16 arithmetic (cu_codec_h2):
+// Q5_0 and IQ4_NL exactly (an exact product rounded once, as the float decoder's), Q4_1 / Q5_1
+// (q d + m as one fma, where the float decoder rounds the sum before f16) within an f16 ulp, IQ4_XS
+// (d (ls - 32) rounded to f16 first) within two. Blocks with scales from f16's subnormals to large,
+// both signs, every level and fifth bit, every IQ4 sub-block scale (check_decoded_exactly).
+TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS weights decoded in f16") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const float d_list[] = {0x1p-24f, 0x1p-17f, 0x1p-14f, 0x1.554p-9f, 0x1.8p-3f, 1.0f, 3.1415f, -0x1p-20f, -0x1.2p-5f, -1.0f, 7.0f};
+    const float m_list[] = {0.0f, -0x1p-14f, 0.37f, -2.5f, 0x1p-20f, 11.0f};
+    constexpr int64_t k = 256, n = 256;
+    std::mt19937 rng(5);
+    for (ember_type t : {EMBER_TYPE_Q4_1, EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS}) {
+        const size_t         rb = ember_row_size(t, k);
+        std::vector<uint8_t> bytes(rb * n);
+        for (uint8_t & b : bytes) b = static_cast<uint8_t>(rng());  // levels, fifth bits, IQ4_XS scales
+        const int64_t bs = static_cast<int64_t>(ember_type_get_traits(t)->type_size), nb = static_cast<int64_t>(rb) / bs;
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *        blk = bytes.data() + r * rb + b * bs;
+                const int64_t    i   = r * nb + b;
+                const ember_half d   = ember_float_to_half(d_list[i % 11] * (t == EMBER_TYPE_IQ4_XS ? 0.125f : 1.0f));
+                const ember_half m   = ember_float_to_half(m_list[(i / 11) % 6]);
+                std::memcpy(blk, &d, 2);  // d first in every one of these blocks
+                if (t == EMBER_TYPE_Q4_1 || t == EMBER_TYPE_Q5_1) std::memcpy(blk + 2, &m, 2);
+            }
+        }
+        CAPTURE(ember_type_get_name(t));
+        check_decoded_exactly(t, bytes, k, n, t == EMBER_TYPE_Q5_0 || t == EMBER_TYPE_IQ4_NL ? 0 : t == EMBER_TYPE_IQ4_XS ? 2 : 1);
     }
 }
 
