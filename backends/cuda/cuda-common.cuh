@@ -1077,6 +1077,30 @@ __device__ __forceinline__ void cu_q4_h2(const uint32_t (&w)[4], __half dh, __ha
     }
 }
 
+// INT4 / INT4_G32 (d (q - z), Q4_0's nibble order) in f16 arithmetic where z is an integer of at
+// most 1024 in magnitude and d finite (AWQ-style zero points are integers): 1024 + z subtracted
+// from the levels (both exact: q - z is an integer of at most 1039 in magnitude), one multiply by
+// d rounded once. The float decoder's d (q - z) is exact in float (11 by 11 bits) and rounded once
+// to f16: the same bits. false (h untouched) for other blocks (a fractional z, an infinite or NaN
+// d or z): the caller decodes them through floats. dz: d | z << 16 (f16 bits).
+// The same 32 weights as floats, d (q - z) (cu_int4_chunk's values).
+__device__ __forceinline__ void cu_int4_floats(const uint32_t (&w)[4], uint32_t dz, float (&y)[32]) {
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(dz & 0xffffu)));
+    const float z = __half2float(__ushort_as_half(static_cast<unsigned short>(dz >> 16)));
+#pragma unroll
+    for (int i = 0; i < 16; i++) {  // byte i: weights i (low nibble) and i + 16 (high)
+        const uint32_t b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+        y[i]             = d * (static_cast<float>(b & 0x0fu) - z);
+        y[i + 16]        = d * (static_cast<float>(b >> 4) - z);
+    }
+}
+__device__ __forceinline__ bool cu_int4_h2(const uint32_t (&w)[4], uint32_t dz, uint32_t (&h)[16]) {
+    const float z = __half2float(__ushort_as_half(static_cast<unsigned short>(dz >> 16)));
+    if (z != rintf(z) || fabsf(z) > 1024.0f || (dz & 0x7c00u) == 0x7c00u) return false;
+    cu_q4_h2(w, __ushort_as_half(static_cast<unsigned short>(dz & 0xffffu)), __float2half2_rn(1024.0f + z), h);
+    return true;
+}
+
 // Q4_0: levels 8 below.
 __device__ __forceinline__ void cu_q4_0_h2(const uint32_t (&w)[4], __half dh, uint32_t (&h)[16]) {
     cu_q4_h2(w, dh, cu_h2_bits(0x64086408u), h);  // 1032: 1024 + 8
@@ -1207,6 +1231,31 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
         }
     }
 };
+
+// INT4 / INT4_G32 in the GGUF layout (68- / 20-byte blocks: 4-byte aligned): cu_int4_h2, else
+// through floats.
+template <int G> struct cu_int4_gguf_h2 {
+    struct raw {
+        uint32_t w[4];
+        uint32_t dz;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        constexpr int    runs = G / 32;
+        const uint32_t * b    = reinterpret_cast<const uint32_t *>(row + (c / runs) * (4 + G / 2));
+        r.dz                  = b[0];
+#pragma unroll
+        for (int q = 0; q < 4; q++) r.w[q] = b[1 + 4 * (c % runs) + q];
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        if (cu_int4_h2(r.w, r.dz, h)) return;
+        float v[32];
+        cu_int4_floats(r.w, r.dz, v);
+#pragma unroll
+        for (int i = 0; i < 16; i++) h[i] = cu_pack_h2(v[2 * i], v[2 * i + 1]);
+    }
+};
+template <> struct cu_codec_h2<EMBER_TYPE_INT4> : cu_int4_gguf_h2<128> {};
+template <> struct cu_codec_h2<EMBER_TYPE_INT4_G32> : cu_int4_gguf_h2<32> {};
 
 // Q4_1 / Q5_0 / Q5_1: Q4_0's nibble order; Q5's fifth bits (bit i of qh: weight i) spread to bit
 // 4 of the level bytes four at a time (a multiply puts bit b of the 4-bit field at bit 8 b + 4:

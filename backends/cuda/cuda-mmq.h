@@ -130,14 +130,7 @@ template <int T> struct cu_ext_h2 {
     static __device__ __forceinline__ void floats(const raw & r, float (&y)[32]) {
         if constexpr (int4) {
             const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
-            const float    d    = cu_half(static_cast<ember_half>(r.sc & 0xffffu));
-            const float    z    = cu_half(static_cast<ember_half>(r.sc >> 16));
-#pragma unroll
-            for (int i = 0; i < 16; i++) {  // byte i: weights i (low nibble) and i + 16 (high)
-                const uint32_t b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
-                y[i]             = d * (static_cast<float>(b & 0x0fu) - z);
-                y[i + 16]        = d * (static_cast<float>(b >> 4) - z);
-            }
+            cu_int4_floats(w, r.sc, y);
         } else if constexpr (nf4) {
             const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
             const float    s    = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[r.sc], r.hd.x), r.hd.y);
@@ -158,20 +151,9 @@ template <int T> struct cu_ext_h2 {
             cu_fp8_words_h2<e4m3, 8>(w, r.sc, h);
             return;
         }
-        if constexpr (int4) {
-            // INT4 in f16 arithmetic where z is an integer of at most 1024 in magnitude and d finite
-            // (AWQ-style zero points are integers): the levels placed under the exponent of 1024
-            // (cu_q4_h2), 1024 + z subtracted (both exact: q - z is an integer of at most 1039 in
-            // magnitude) and one multiply by d, rounded once. floats' d (q - z) is exact in float (11
-            // by 11 bits) and rounded once to f16 by __floats2half2_rn: the same bits. Other blocks
-            // (a fractional z, an infinite or NaN d or z) through floats.
-            const uint32_t dz = r.sc;
-            const float    z  = cu_half(static_cast<ember_half>(dz >> 16));
-            if (z == rintf(z) && fabsf(z) <= 1024.0f && (dz & 0x7c00u) != 0x7c00u) {
-                const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
-                cu_q4_h2(w, __ushort_as_half(static_cast<unsigned short>(dz & 0xffffu)), __float2half2_rn(1024.0f + z), h);
-                return;
-            }
+        if constexpr (int4) {  // (cu_int4_h2: blocks with an integer zero point; the others below)
+            const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
+            if (cu_int4_h2(w, r.sc, h)) return;
         }
         float y[32];
         floats(r, y);
