@@ -1301,19 +1301,23 @@ __device__ __forceinline__ void cu_q45_h2(const cu_q45_raw<HAS_QH, HAS_M> & r, u
         }
     }
 }
-template <> struct cu_codec_h2<EMBER_TYPE_Q4_1> {
-    using raw = cu_q45_raw<false, true>;
+// Q4_1 / Q5_1: (d, m) in the block's first word, Q5_1's qh in the next, then the levels (20- /
+// 24-byte blocks: 4-byte aligned).
+template <bool HAS_QH> struct cu_q45m_codec_h2 {
+    using raw = cu_q45_raw<HAS_QH, true>;
     static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
-        const ember_block_q4_1 * b = reinterpret_cast<const ember_block_q4_1 *>(row) + c;  // 20 bytes: 4-byte aligned
-        const uint32_t *         p = reinterpret_cast<const uint32_t *>(b);
-        const uint32_t           dm = p[0];
+        const uint32_t * p  = reinterpret_cast<const uint32_t *>(row + c * (HAS_QH ? 24 : 20));
+        const uint32_t   dm = p[0];
+        r.qh                = HAS_QH ? p[1] : 0u;
 #pragma unroll
-        for (int q = 0; q < 4; q++) r.w[q] = p[1 + q];
-        r.qh = 0;
+        for (int q = 0; q < 4; q++) r.w[q] = p[(HAS_QH ? 2 : 1) + q];
         r.d = dm & 0xffffu, r.m = dm >> 16;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
 };
+static_assert(sizeof(ember_block_q4_1) == 20 && sizeof(ember_block_q5_1) == 24, "Q4_1 / Q5_1 block sizes");
+template <> struct cu_codec_h2<EMBER_TYPE_Q4_1> : cu_q45m_codec_h2<false> {};
+template <> struct cu_codec_h2<EMBER_TYPE_Q5_1> : cu_q45m_codec_h2<true> {};
 template <> struct cu_codec_h2<EMBER_TYPE_Q5_0> {
     using raw = cu_q45_raw<true, false>;
     static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
@@ -1322,19 +1326,6 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q5_0> {
         for (int q = 0; q < 4; q++) r.w[q] = cu_load_u32_a2(b->qs + 4 * q);
         r.qh = cu_load_u32_a2(b->qh);
         r.d = b->d, r.m = 0;
-    }
-    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
-};
-template <> struct cu_codec_h2<EMBER_TYPE_Q5_1> {
-    using raw = cu_q45_raw<true, true>;
-    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
-        const ember_block_q5_1 * b = reinterpret_cast<const ember_block_q5_1 *>(row) + c;  // 24 bytes: 4-byte aligned
-        const uint32_t *         p = reinterpret_cast<const uint32_t *>(b);
-        const uint32_t           dm = p[0];
-        r.qh                        = p[1];
-#pragma unroll
-        for (int q = 0; q < 4; q++) r.w[q] = p[2 + q];
-        r.d = dm & 0xffffu, r.m = dm >> 16;
     }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_q45_h2(r, h); }
 };
