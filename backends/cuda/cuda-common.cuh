@@ -600,17 +600,30 @@ template <> struct cu_codec<EMBER_TYPE_IQ4_XS> {
 //
 // INT4 / INT4_G32: w = d * (q - z) per group of G weights; run j of 32 in a group packs
 // weight 32 j + i in the low nibble of qs[16 j + i] and 32 j + 16 + i in the high one.
-template <int G> __device__ __forceinline__ void cu_int4_chunk(const char * row, int64_t c, float * y) {
-    constexpr int   runs = G / 32;
-    const uint8_t * b    = reinterpret_cast<const uint8_t *>(row) + (c / runs) * (4 + G / 2);
-    const float     d    = cu_half(static_cast<ember_half>(b[0] | b[1] << 8));
-    const float     z    = cu_half(static_cast<ember_half>(b[2] | b[3] << 8));
-    const uint8_t * qs   = b + 4 + 16 * (c % runs);
+// A chunk's 16 bytes of levels (w, Q4_0's nibble order) and its group's d | z << 16 (f16 bits) as
+// floats (also the ext layout's codec, cuda-mmq.h).
+__device__ __forceinline__ void cu_int4_floats(const uint32_t (&w)[4], uint32_t dz, float * y) {
+    const float d = cu_half(static_cast<ember_half>(dz & 0xffffu));
+    const float z = cu_half(static_cast<ember_half>(dz >> 16));
 #pragma unroll
-    for (int i = 0; i < 16; i++) {
-        y[i]      = d * (static_cast<float>(qs[i] & 0x0f) - z);
-        y[i + 16] = d * (static_cast<float>(qs[i] >> 4) - z);
+    for (int i = 0; i < 16; i++) {  // byte i: weights i (low nibble) and i + 16 (high)
+        const uint32_t b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
+        y[i]             = d * (static_cast<float>(b & 0x0fu) - z);
+        y[i + 16]        = d * (static_cast<float>(b >> 4) - z);
     }
+}
+// Chunk c's levels and d | z << 16 from the GGUF layout (68- / 20-byte blocks: 4-byte aligned).
+template <int G> __device__ __forceinline__ void cu_int4_load(const char * row, int64_t c, uint32_t (&w)[4], uint32_t & dz) {
+    constexpr int    runs = G / 32;
+    const uint32_t * b    = reinterpret_cast<const uint32_t *>(row + (c / runs) * (4 + G / 2));
+    dz                    = b[0];
+#pragma unroll
+    for (int q = 0; q < 4; q++) w[q] = b[1 + 4 * (c % runs) + q];
+}
+template <int G> __device__ __forceinline__ void cu_int4_chunk(const char * row, int64_t c, float * y) {
+    uint32_t w[4], dz;
+    cu_int4_load<G>(row, c, w, dz);
+    cu_int4_floats(w, dz, y);
 }
 template <> struct cu_codec<EMBER_TYPE_INT4> {
     static __device__ __forceinline__ void chunk(const char * row, int64_t c, float * y) { cu_int4_chunk<128>(row, c, y); }
@@ -1015,11 +1028,19 @@ template <uint32_t SEL> __device__ __forceinline__ __half2 cu_h2_levels(uint32_t
     return cu_h2_bits(__byte_perm(u, 0x64646464u, SEL));
 }
 
+// Four level bytes t minus `off`, times d (or times d plus m): h[0..1].
+__device__ __forceinline__ void cu_h2_bytes(uint32_t t, __half2 off, __half2 d, uint32_t * h) {
+    h[0] = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(t), off), d));
+    h[1] = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), d));
+}
+__device__ __forceinline__ void cu_h2_bytes_fma(uint32_t t, __half2 off, __half2 d, __half2 m, uint32_t * h) {
+    h[0] = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4140>(t), off), d, m));
+    h[1] = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), d, m));
+}
+
 // Four bytes of 4-bit levels (low nibbles of w >> sh) minus `off`, times d: h[0..1].
 __device__ __forceinline__ void cu_h2_nibbles(uint32_t w, int sh, __half2 off, __half2 d, uint32_t * h) {
-    const uint32_t t = (w >> sh) & 0x0f0f0f0fu;
-    h[0]             = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(t), off), d));
-    h[1]             = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), d));
+    cu_h2_bytes((w >> sh) & 0x0f0f0f0fu, off, d, h);
 }
 
 // The 4 bytes at p (2-byte aligned) as a little-endian word.
@@ -1083,17 +1104,6 @@ __device__ __forceinline__ void cu_q4_h2(const uint32_t (&w)[4], __half dh, __ha
 // d rounded once. The float decoder's d (q - z) is exact in float (11 by 11 bits) and rounded once
 // to f16: the same bits. false (h untouched) for other blocks (a fractional z, an infinite or NaN
 // d or z): the caller decodes them through floats. dz: d | z << 16 (f16 bits).
-// The same 32 weights as floats, d (q - z) (cu_int4_chunk's values).
-__device__ __forceinline__ void cu_int4_floats(const uint32_t (&w)[4], uint32_t dz, float (&y)[32]) {
-    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(dz & 0xffffu)));
-    const float z = __half2float(__ushort_as_half(static_cast<unsigned short>(dz >> 16)));
-#pragma unroll
-    for (int i = 0; i < 16; i++) {  // byte i: weights i (low nibble) and i + 16 (high)
-        const uint32_t b = (w[i / 4] >> (8 * (i % 4))) & 0xffu;
-        y[i]             = d * (static_cast<float>(b & 0x0fu) - z);
-        y[i + 16]        = d * (static_cast<float>(b >> 4) - z);
-    }
-}
 __device__ __forceinline__ bool cu_int4_h2(const uint32_t (&w)[4], uint32_t dz, uint32_t (&h)[16]) {
     const float z = __half2float(__ushort_as_half(static_cast<unsigned short>(dz >> 16)));
     if (z != rintf(z) || fabsf(z) > 1024.0f || (dz & 0x7c00u) == 0x7c00u) return false;
@@ -1111,9 +1121,7 @@ __device__ __forceinline__ void cu_q8_0_h2(const uint32_t (&w)[8], __half dh, ui
     const __half2 d = __half2half2(dh), off = cu_h2_bits(0x64806480u);  // 1152: 1024 + 128
 #pragma unroll
     for (int q = 0; q < 8; q++) {
-        const uint32_t u = w[q] ^ 0x80808080u;
-        h[2 * q]         = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(u), off), d));
-        h[2 * q + 1]     = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(u), off), d));
+        cu_h2_bytes(w[q] ^ 0x80808080u, off, d, h + 2 * q);
     }
 }
 
@@ -1192,9 +1200,7 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q4_K> {
         const __half2 off = cu_h2_bits(0x64006400u);
 #pragma unroll
         for (int q = 0; q < 8; q++) {
-            const uint32_t t = (r.w[q] >> r.sh) & 0x0f0f0f0fu;
-            h[2 * q]         = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4140>(t), off), r.dl, r.ml));
-            h[2 * q + 1]     = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), r.dl, r.ml));
+            cu_h2_bytes_fma((r.w[q] >> r.sh) & 0x0f0f0f0fu, off, r.dl, r.ml, h + 2 * q);
         }
     }
 };
@@ -1224,28 +1230,19 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {
         const __half2 off = cu_h2_bits(0x64206420u);  // 1056: 1024 + 32
 #pragma unroll
         for (int q = 0; q < 8; q++) {
-            const uint32_t t  = ((r.ql[q] >> r.sl) & 0x0f0f0f0fu) | ((r.qh[q] >> r.sh & 0x03030303u) << 4);
-            const __half2  dq = q < 4 ? r.d0 : r.d1;
-            h[2 * q]          = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4140>(t), off), dq));
-            h[2 * q + 1]      = cu_h2_u32(__hmul2(__hsub2(cu_h2_levels<0x4342>(t), off), dq));
+            const uint32_t t = ((r.ql[q] >> r.sl) & 0x0f0f0f0fu) | ((r.qh[q] >> r.sh & 0x03030303u) << 4);
+            cu_h2_bytes(t, off, q < 4 ? r.d0 : r.d1, h + 2 * q);
         }
     }
 };
 
-// INT4 / INT4_G32 in the GGUF layout (68- / 20-byte blocks: 4-byte aligned): cu_int4_h2, else
-// through floats.
+// INT4 / INT4_G32 in the GGUF layout: cu_int4_h2, else through floats.
 template <int G> struct cu_int4_gguf_h2 {
     struct raw {
         uint32_t w[4];
         uint32_t dz;
     };
-    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
-        constexpr int    runs = G / 32;
-        const uint32_t * b    = reinterpret_cast<const uint32_t *>(row + (c / runs) * (4 + G / 2));
-        r.dz                  = b[0];
-#pragma unroll
-        for (int q = 0; q < 4; q++) r.w[q] = b[1 + 4 * (c % runs) + q];
-    }
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) { cu_int4_load<G>(row, c, r.w, r.dz); }
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
         if (cu_int4_h2(r.w, r.dz, h)) return;
         float v[32];
@@ -1290,14 +1287,8 @@ __device__ __forceinline__ void cu_q45_h2(const cu_q45_raw<HAS_QH, HAS_M> & r, u
         for (int hi = 0; hi < 2; hi++) {
             uint32_t t = (r.w[q] >> (4 * hi)) & 0x0f0f0f0fu;
             if constexpr (HAS_QH) t |= cu_q5_bits(r.qh, 16 * hi + 4 * q);
-            const __half2 a = __hsub2(cu_h2_levels<0x4140>(t), off), b = __hsub2(cu_h2_levels<0x4342>(t), off);
-            if constexpr (HAS_M) {
-                h[8 * hi + 2 * q]     = cu_h2_u32(__hfma2(a, d, m));
-                h[8 * hi + 2 * q + 1] = cu_h2_u32(__hfma2(b, d, m));
-            } else {
-                h[8 * hi + 2 * q]     = cu_h2_u32(__hmul2(a, d));
-                h[8 * hi + 2 * q + 1] = cu_h2_u32(__hmul2(b, d));
-            }
+            if constexpr (HAS_M) cu_h2_bytes_fma(t, off, d, m, h + 8 * hi + 2 * q);
+            else cu_h2_bytes(t, off, d, h + 8 * hi + 2 * q);
         }
     }
 }
@@ -1355,11 +1346,36 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q5_K> {
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             const uint32_t t = ((r.w[q] >> r.sh) & 0x0f0f0f0fu) | ((r.qh[q] >> r.s) & 0x01010101u) << 4;
-            h[2 * q]         = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4140>(t), off), r.dl, r.ml));
-            h[2 * q + 1]     = cu_h2_u32(__hfma2(__hsub2(cu_h2_levels<0x4342>(t), off), r.dl, r.ml));
+            cu_h2_bytes_fma(t, off, r.dl, r.ml, h + 2 * q);
         }
     }
 };
+
+// PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
+// low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
+// Also NF4's sign tables (ops-matvec-ext.cu).
+__device__ __forceinline__ uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// Sign tables for cu_prmt lookups of a 16-entry int8 grid (IQ4 below, NF4's int8 codebook in
+// ops-matvec-ext.cu): the magnitudes of entries 0..7 (negative) in n0, n1 and entries 8..15 in p0,
+// p1, 4 bytes a word. cu_sign_tables_entry is entry q as the two lookups' difference gives it;
+// cu_sign_tables_clear that no byte has its sign bit set (the zeros of the sign mode need it).
+constexpr uint32_t cu_pack4(int a, int b, int c, int d) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(a)) | static_cast<uint32_t>(static_cast<uint8_t>(b)) << 8 |
+           static_cast<uint32_t>(static_cast<uint8_t>(c)) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(d)) << 24;
+}
+constexpr int cu_sign_tables_entry(uint32_t n0, uint32_t n1, uint32_t p0, uint32_t p1, int q) {
+    const uint32_t t = q < 8 ? (q % 8 < 4 ? n0 : n1) : (q % 8 < 4 ? p0 : p1);
+    const int      b = static_cast<int>((t >> (8 * (q % 4))) & 0xffu);
+    return q < 8 ? -b : b;
+}
+constexpr bool cu_sign_tables_clear(uint32_t n0, uint32_t n1, uint32_t p0, uint32_t p1) {
+    return ((n0 | n1 | p0 | p1) & 0x80808080u) == 0;
+}
 
 // IQ4_NL / IQ4_XS: the grid looked up four codes at a time (a word's low or high 16 bits as a byte
 // permute's selector: bytes j, j + 1 of qs give weights j, j + 16, j + 1, j + 17) in two tables
@@ -1369,29 +1385,17 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q5_K> {
 // Both go under the f16 exponent of 1024 and one is subtracted from the other: the grid value,
 // exact. Times the scale: IQ4_NL d, the float decoder's exact product rounded once (the same bits);
 // IQ4_XS d (ls - 32) rounded to f16 first (within an f16 ulp of the float decoder, as the K-quants).
-constexpr uint32_t cu_iq4_pack(int a, int b, int c, int d) {
-    return static_cast<uint32_t>(a) | static_cast<uint32_t>(b) << 8 | static_cast<uint32_t>(c) << 16 | static_cast<uint32_t>(d) << 24;
-}
-constexpr uint32_t k_iq4_n0 = cu_iq4_pack(127, 104, 83, 65), k_iq4_n1 = cu_iq4_pack(49, 35, 22, 10);
-constexpr uint32_t k_iq4_p0 = cu_iq4_pack(1, 13, 25, 38), k_iq4_p1 = cu_iq4_pack(53, 69, 89, 113);
+constexpr uint32_t k_iq4_n0 = cu_pack4(127, 104, 83, 65), k_iq4_n1 = cu_pack4(49, 35, 22, 10);
+constexpr uint32_t k_iq4_p0 = cu_pack4(1, 13, 25, 38), k_iq4_p1 = cu_pack4(53, 69, 89, 113);
 constexpr bool     cu_iq4_tables_ok() {
     constexpr int v[16] = EMBER_IQ4NL_VALUES;
+    if (!cu_sign_tables_clear(k_iq4_n0, k_iq4_n1, k_iq4_p0, k_iq4_p1)) return false;
     for (int q = 0; q < 16; q++) {
-        const uint32_t t = q < 8 ? (q < 4 ? k_iq4_n0 : k_iq4_n1) : (q < 12 ? k_iq4_p0 : k_iq4_p1);
-        const int      b = static_cast<int>((t >> (8 * (q % 4))) & 0xffu);
-        if (b > 127 || (q < 8 ? -b : b) != v[q]) return false;
+        if (cu_sign_tables_entry(k_iq4_n0, k_iq4_n1, k_iq4_p0, k_iq4_p1, q) != v[q]) return false;
     }
     return true;
 }
 static_assert(cu_iq4_tables_ok(), "the IQ4 sign tables disagree with EMBER_IQ4NL_VALUES");
-// PTX prmt in its generic form: a selector nibble with bit 3 set gives the sign of the byte its
-// low 3 bits select, replicated (__byte_perm masks bit 3 away: one more instruction a selector).
-// Also NF4's sign tables (ops-matvec-ext.cu).
-__device__ __forceinline__ uint32_t cu_prmt(uint32_t a, uint32_t b, uint32_t sel) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
 // 16 bytes of codes (IQ4_NL's, or an IQ4_XS sub-block's), times d: h[16].
 __device__ __forceinline__ void cu_iq4_h2(const uint32_t (&w)[4], __half2 d, uint32_t (&h)[16]) {
 #pragma unroll

@@ -151,27 +151,18 @@ __device__ __forceinline__ x_f16 load_x_f(const x_src & x, int c) {
 // little-endian words) whose every byte has its sign bit clear: the magnitudes of the negative
 // entries (q = 0..7: 127, 88, ..., 0) and the positive entries (q = 8..15: 10, ..., 127).
 //
-constexpr uint32_t pack4(int a, int b, int c, int d) {
-    return static_cast<uint32_t>(static_cast<uint8_t>(a)) | static_cast<uint32_t>(static_cast<uint8_t>(b)) << 8 |
-           static_cast<uint32_t>(static_cast<uint8_t>(c)) << 16 | static_cast<uint32_t>(static_cast<uint8_t>(d)) << 24;
-}
-constexpr uint32_t k_nf4_n0 = pack4(127, 88, 67, 50), k_nf4_n1 = pack4(36, 23, 12, 0);
-constexpr uint32_t k_nf4_p0 = pack4(10, 20, 31, 43), k_nf4_p1 = pack4(56, 71, 92, 127);
+constexpr uint32_t k_nf4_n0 = cu_pack4(127, 88, 67, 50), k_nf4_n1 = cu_pack4(36, 23, 12, 0);
+constexpr uint32_t k_nf4_p0 = cu_pack4(10, 20, 31, 43), k_nf4_p1 = cu_pack4(56, 71, 92, 127);
 constexpr float    k_nf4_inv = 1.0f / 127.0f;
 
-// The tables against the codebook, at compile time: entry q (q < 8: minus byte q of the
-// negative table, else byte q - 8 of the positive one) is round(127 NF4[q]), and no byte has its
-// sign bit set (which cu_prmt's zeros need).
-constexpr int nf4_table_byte(uint32_t lo, uint32_t hi, int i) {
-    return static_cast<int>(((i < 4 ? lo : hi) >> (8 * (i % 4))) & 0xffu);
-}
+// The tables against the codebook, at compile time: entry q (cu_sign_tables_entry) is
+// round(127 NF4[q]), and no byte has its sign bit set (which cu_prmt's zeros need).
 constexpr bool nf4_sign_tables_ok() {
+    if (!cu_sign_tables_clear(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1)) return false;
     for (int q = 0; q < 16; q++) {
-        const float v   = cu_nf4_codebook.v[q] * 127.0f;
-        const int   r   = v >= 0.0f ? static_cast<int>(v + 0.5f) : -static_cast<int>(-v + 0.5f);
-        const int   b   = q < 8 ? nf4_table_byte(k_nf4_n0, k_nf4_n1, q) : nf4_table_byte(k_nf4_p0, k_nf4_p1, q - 8);
-        const int   val = q < 8 ? -b : b;
-        if (b > 127 || val != r) return false;
+        const float v = cu_nf4_codebook.v[q] * 127.0f;
+        const int   r = v >= 0.0f ? static_cast<int>(v + 0.5f) : -static_cast<int>(-v + 0.5f);
+        if (cu_sign_tables_entry(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1, q) != r) return false;
     }
     return true;
 }

@@ -281,7 +281,6 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: planar Q6_K") {
     }
 }
 
-
 // Block FP8 weights decoded exactly: the kernels' F16 weights (the ext layout's codec decodes in
 // f16 arithmetic: codes to f16 pairs, times the E8M0 scale as an f16 power of two, or through
 // floats where f16 cannot hold the scale) are the reference value code x 2^(e - 127) rounded to
