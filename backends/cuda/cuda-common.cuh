@@ -1440,6 +1440,46 @@ template <> struct cu_codec_h2<EMBER_TYPE_IQ4_XS> {
     static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) { cu_iq4_h2(r.w, r.dl, h); }
 };
 
+// NF4 in f16 without a per-weight multiply: the block's 16 values NF4[q] s, each a float product
+// rounded once to f16 (the float decoder's bits: it rounds the same product by __floats2half2_rn),
+// made once a chunk (16 multiplies by immediates, 8 packs) and held as two byte tables, the
+// values' low bytes (lo) and high bytes (hi), entries 4i .. 4i + 3 in word i. Four codes (the low
+// 16 bits of a word, nibble j: weight j) are looked up by byte permutes: entries 0..7 with the
+// codes as the selector (a code of 8 or more, bit 3 set, gives a sign byte there: discarded),
+// entries 8..15 with bit 3 cleared, one permute picking each byte's half by bit 3, one pairing the
+// low and high bytes: 12 instructions for 4 weights, none of them a shared-memory read (the float
+// decoder reads the codebook from shared memory a weight).
+struct cu_nf4_h2_table {
+    uint32_t lo[4], hi[4];
+};
+// Entry pairs 4I, 4I + 1 and 4I + 2, 4I + 3 (the codebook's values as compile-time constants:
+// device code may read a constexpr array's elements only in constant expressions).
+template <int I> __device__ __forceinline__ void cu_nf4_h2_make_word(float s, cu_nf4_h2_table & t) {
+    constexpr float v0 = cu_nf4_codebook.v[4 * I], v1 = cu_nf4_codebook.v[4 * I + 1];
+    constexpr float v2 = cu_nf4_codebook.v[4 * I + 2], v3 = cu_nf4_codebook.v[4 * I + 3];
+    const uint32_t  a  = cu_h2_u32(__floats2half2_rn(v0 * s, v1 * s));
+    const uint32_t  b  = cu_h2_u32(__floats2half2_rn(v2 * s, v3 * s));
+    t.lo[I]            = __byte_perm(a, b, 0x6420);
+    t.hi[I]            = __byte_perm(a, b, 0x7531);
+}
+__device__ __forceinline__ cu_nf4_h2_table cu_nf4_h2_make(float s) {
+    cu_nf4_h2_table t;
+    cu_nf4_h2_make_word<0>(s, t);
+    cu_nf4_h2_make_word<1>(s, t);
+    cu_nf4_h2_make_word<2>(s, t);
+    cu_nf4_h2_make_word<3>(s, t);
+    return t;
+}
+// Codes j = 0..3 in v's low 16 bits: weights (0, 1) in h[0], (2, 3) in h[1].
+__device__ __forceinline__ void cu_nf4_h2_lookup(const cu_nf4_h2_table & t, uint32_t v, uint32_t * h) {
+    const uint32_t v7  = v & 0x7777u;
+    const uint32_t sel = ((v >> 1) & 0x4444u) | 0x3210u;  // byte j: j, or 4 + j where code j >= 8
+    const uint32_t lo  = __byte_perm(cu_prmt(t.lo[0], t.lo[1], v), cu_prmt(t.lo[2], t.lo[3], v7), sel);
+    const uint32_t hi  = __byte_perm(cu_prmt(t.hi[0], t.hi[1], v), cu_prmt(t.hi[2], t.hi[3], v7), sel);
+    h[0]               = __byte_perm(lo, hi, 0x5140);
+    h[1]               = __byte_perm(lo, hi, 0x7362);
+}
+
 // Q6_K weights in the planar layout (backends/common/q6k-planar.h, EMBER_TENSOR_FLAG_CUDA_REPACKED):
 // not an ember_type, the template argument of the chunk codecs (cu_codec, cu_codec_h2) for such
 // weights, which keep their type. Rows stay where they were; chunk c of a row is sub-chunk

@@ -85,8 +85,8 @@ mmq_ext ember_cuda_mmq_ext(const ember_tensor * w);
 // arithmetic, so the loads stay in flight), floats makes its weights (INT4 d (q - z), NF4 NF4[q]
 // absmax, FP8 code times its scale), decode the same as F16 pairs with the bits the F16
 // dequantizer of the cuBLAS path gives (floats rounded by __floats2half2_rn; block FP8 and INT4
-// with an integer zero point in f16 arithmetic that rounds once to the same value, NF4 and the
-// rest through floats).
+// with an integer zero point in f16 arithmetic that rounds once to the same value, NF4 through
+// its block's 16 values rounded once and looked up by byte permutes, the rest through floats).
 // The FP8 forms (also the decode kernels' of ops-matvec-ext.cu): one scale a row (_ROW) or an
 // E8M0 byte a 32-weight chunk; E4M3 or E5M2 codes.
 __host__ __device__ constexpr bool cu_fp8_is_row(int T) {
@@ -126,16 +126,21 @@ template <int T> struct cu_ext_h2 {
             else r.sc = L.s[g * L.nb + c];
         }
     }
-    // The chunk's 32 weights as floats (also ops-matvec-ext.cu's ext_chunk: the ext dequantizer).
+    // NF4: the block's absmax, dyn[absmax_q] scale2 + offset (as the CPU: no FMA).
+    static __device__ __forceinline__ float nf4_absmax(const raw & r) {
+        return __fadd_rn(__fmul_rn(cu_nf4_dyn.v[r.sc], r.hd.x), r.hd.y);
+    }
+    // The chunk's 32 weights as floats (ops-matvec-ext.cu's ext_chunk: the ext dequantizer; NF4
+    // reads the codebook from cu_nf4_smem, which its kernels fill first).
     static __device__ __forceinline__ void floats(const raw & r, float (&y)[32]) {
         if constexpr (int4) {
             const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
             cu_int4_floats(w, r.sc, y);
         } else if constexpr (nf4) {
             const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
-            const float    s    = __fadd_rn(__fmul_rn(cu_nf4_dyn.v[r.sc], r.hd.x), r.hd.y);
+            const float    s    = nf4_absmax(r);
 #pragma unroll
-            for (int i = 0; i < 32; i++) y[i] = cu_nf4_smem[(w[i / 4] >> (r.sh + 4 * (i % 4))) & 0xfu] * s;  // (mmq_nf4_smem)
+            for (int i = 0; i < 32; i++) y[i] = cu_nf4_smem[(w[i / 4] >> (r.sh + 4 * (i % 4))) & 0xfu] * s;  // (filled by the caller)
         } else {
             const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
             const float    s    = row8 ? r.hd.x : cu_fp8_e8m0_scale(r.sc);
@@ -151,6 +156,13 @@ template <int T> struct cu_ext_h2 {
             cu_fp8_words_h2<e4m3, 8>(w, r.sc, h);
             return;
         }
+        if constexpr (nf4) {  // (cu_nf4_h2_make: the floats' values rounded once, looked up)
+            const uint32_t        w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w, r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+            const cu_nf4_h2_table t    = cu_nf4_h2_make(nf4_absmax(r));
+#pragma unroll
+            for (int q = 0; q < 8; q++) cu_nf4_h2_lookup(t, w[q] >> r.sh, h + 2 * q);
+            return;
+        }
         if constexpr (int4) {  // (cu_int4_h2: blocks with an integer zero point; the others below)
             const uint32_t w[4] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w};
             if (cu_int4_h2(w, r.sc, h)) return;
@@ -161,12 +173,6 @@ template <int T> struct cu_ext_h2 {
         for (int i = 0; i < 16; i++) h[i] = cu_h2_u32(__floats2half2_rn(y[2 * i], y[2 * i + 1]));
     }
 };
-
-// Whether a kernel decoding through codec WC fills cu_nf4_smem first (NF4 in the ext layout:
-// cu_nf4_smem_fill by every thread before its first barrier, one more barrier where the first
-// decode comes before that).
-template <typename WC> constexpr bool mmq_nf4_smem                       = false;
-template <> constexpr bool            mmq_nf4_smem<cu_ext_h2<EMBER_TYPE_NF4>> = true;
 
 // The weight chunk codec of layout L.
 template <int T, int L>

@@ -90,10 +90,6 @@ __global__ void __launch_bounds__(WR * WT * 32, BM >= 128 ? 2 : 4) mmq_kernel(co
     // fetch_w loads a step's bytes into wraw (issued before the products of the step before, so
     // they arrive meanwhile), decode_w turns them into F16 pairs in wreg (after the products).
     using WC = mmq_codec<T, L>;
-    if constexpr (mmq_nf4_smem<WC>) {
-        cu_nf4_smem_fill();
-        __syncthreads();
-    }
     typename WC::raw wraw[S::CPT];
     uint32_t     wreg[S::CPT][16];
     int64_t      wrow[S::CPT];  // mmq_row

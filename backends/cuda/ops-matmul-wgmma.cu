@@ -197,10 +197,6 @@ __global__ void __launch_bounds__(wg_form<WIDE>::NT, WIDE ? 1 : 2) mmq_wg_kernel
 
     // The weight chunk of this thread: chunk wh of each step of row wr (sub-tile wh / 2, its half wh % 2).
     using WC = mmq_codec<T, L>;
-    if constexpr (mmq_nf4_smem<WC>) {
-        cu_nf4_smem_fill();
-        __syncthreads();
-    }
     typename WC::raw wraw;
     const int        wr   = tid / F::CPS, wh = tid % F::CPS;
     const bool       wok  = n0 + wr < a.n;
@@ -334,7 +330,6 @@ template <int T, int L> __global__ void __launch_bounds__(WS_NT, 1) mmq_ws_kerne
             ws_bar_init(empty(st), 256);
         }
     }
-    if constexpr (mmq_nf4_smem<mmq_codec<T, L>>) cu_nf4_smem_fill();
     __syncthreads();
 
     if (wgi < 2) {

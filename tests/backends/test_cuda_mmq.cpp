@@ -392,6 +392,41 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ
     }
 }
 
+// NF4 weights decoded exactly: the ext layout's codec makes each block's 16 values NF4[q] absmax
+// as float products rounded once to f16 and looks the codes up in them (cu_nf4_h2_make /
+// cu_nf4_h2_lookup, byte permutes over two tables, each code's half chosen by its bit 3): the
+// reference NF4[q] absmax rounded to f16 once, bit for bit. Every code at every position, every
+// absmax_q, absmaxes of both signs from f16's subnormals (scale2 1e-6) to 60000, an offset that
+// makes some of them zero or the offset alone (check_decoded_exactly).
+TEST_CASE("[cuda] prefill GEMM on tensor cores: NF4 weights decoded exactly, every code and absmax") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const float scale2_list[] = {1e-6f, 3e-4f, 0.01f, 0.37f, 1.0f, 5.5f, 123.0f, 60000.0f, -2.0f, 0.0f};
+    const float offset_list[] = {0.0f, 0x1p-20f, -0.25f, 1.5f, -7.0f};
+    constexpr int64_t k = 256, n = 256;  // a row: one group, 4 blocks of 64
+    const size_t      rb = ember_row_size(EMBER_TYPE_NF4, k);
+    REQUIRE(rb == 8 + 4 * 33);
+    std::vector<uint8_t> bytes(rb * n);
+    std::mt19937         rng(11);
+    for (int64_t r = 0; r < n; r++) {
+        uint8_t *   row    = bytes.data() + r * rb;
+        const float scale2 = scale2_list[r % 10], offset = offset_list[(r / 10) % 5] * (scale2 > 100.0f ? 0.0f : 1.0f);
+        std::memcpy(row, &scale2, 4);
+        std::memcpy(row + 4, &offset, 4);
+        for (int64_t b = 0; b < 4; b++) {
+            uint8_t * blk = row + 8 + b * 33;
+            blk[0]        = static_cast<uint8_t>((4 * r + b) % 256);  // every absmax_q
+            for (int i = 0; i < 32; i++) {  // every code at every position over the rows
+                const int lo = static_cast<int>((i + r + 5 * b) % 16), hi = static_cast<int>(rng() % 16);
+                blk[1 + i]   = static_cast<uint8_t>(lo | hi << 4);
+            }
+        }
+    }
+    check_decoded_exactly(EMBER_TYPE_NF4, bytes, k, n);
+}
+
 TEST_CASE("[cuda] prefill GEMM on tensor cores: k splits merged in a cluster give the reduce kernel's bits") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
