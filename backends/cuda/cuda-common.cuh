@@ -1205,6 +1205,66 @@ template <> struct cu_codec_h2<EMBER_TYPE_Q4_K> {
     }
 };
 
+// Q2_K / Q3_K: chunk s is weights 32 s + l (l < 32) of the block, whose low 2 bits are bits
+// 2 (s % 4), 2 (s % 4) + 1 of qs[32 (s / 4) + l] (a shift and a mask a word of four); the chunk's
+// first 16 weights are sub-block 2 s, the rest 2 s + 1, each with its own scale.
+// Q2_K: q d sc - dmin m as one fma of the level by d sc and -dmin m rounded to f16 first (as Q4_K:
+// within an f16 ulp of the float decoder where the two terms do not nearly cancel).
+template <> struct cu_codec_h2<EMBER_TYPE_Q2_K> {
+    struct raw {
+        uint32_t w[8];
+        __half2  dl[2], ml[2];  // per sub-block: d sc, -dmin m
+        int      sh;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q2_k * b = reinterpret_cast<const ember_block_q2_k *>(row) + c / 8;  // 84 bytes
+        const int                s = static_cast<int>(c % 8);
+        cu_load_32b_a2(b->qs + 32 * (s / 4), r.w);
+        const float d = cu_half(b->d), dmin = cu_half(b->dmin);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int sc = b->scales[2 * s + k];
+            r.dl[k]      = __float2half2_rn(d * static_cast<float>(sc & 0xf));
+            r.ml[k]      = __float2half2_rn(-dmin * static_cast<float>(sc >> 4));
+        }
+        r.sh = 2 * (s % 4);
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        const __half2 off = cu_h2_bits(0x64006400u);  // 1024
+#pragma unroll
+        for (int q = 0; q < 8; q++) cu_h2_bytes_fma((r.w[q] >> r.sh) & 0x03030303u, off, r.dl[q / 4], r.ml[q / 4], h + 2 * q);
+    }
+};
+// Q3_K: the level's third bit is bit s of hmask[l], the level 4 below: (q - 4) d (sc - 32) with
+// d (sc - 32) rounded to f16 first, then one exact-level multiply rounding once (within an f16 ulp
+// of the float decoder, as IQ4_XS).
+template <> struct cu_codec_h2<EMBER_TYPE_Q3_K> {
+    struct raw {
+        uint32_t w[8], hm[8];
+        __half2  dl[2];  // per sub-block: d (sc - 32)
+        int      sh, s;
+    };
+    static __device__ __forceinline__ void fetch(const char * row, int64_t c, raw & r) {
+        const ember_block_q3_k * b = reinterpret_cast<const ember_block_q3_k *>(row) + c / 8;  // 110 bytes: 2-byte aligned
+        const int                s = static_cast<int>(c % 8);
+        cu_load_32b_a2(b->qs + 32 * (s / 4), r.w);
+        cu_load_32b_a2(b->hmask, r.hm);
+        const float d = cu_half(b->d);
+#pragma unroll
+        for (int k = 0; k < 2; k++) r.dl[k] = __float2half2_rn(d * static_cast<float>(cu_q3k_scale(b->scales, 2 * s + k) - 32));
+        r.sh = 2 * (s % 4);
+        r.s  = s;
+    }
+    static __device__ __forceinline__ void decode(const raw & r, uint32_t (&h)[16]) {
+        const __half2 off = cu_h2_bits(0x64046404u);  // 1028: 1024 + 4
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const uint32_t t = ((r.w[q] >> r.sh) & 0x03030303u) | ((r.hm[q] >> r.s) & 0x01010101u) << 2;
+            cu_h2_bytes(t, off, r.dl[q / 4], h + 2 * q);
+        }
+    }
+};
+
 // Q6_K: chunk s = 4 half + g: low nibbles of ql[64 half + 32 (g & 1) + l] (high nibbles for
 // g >= 2), bits 2g, 2g + 1 of qh[32 half + l] above them, level - 32 times d scales[2s + l / 16].
 template <> struct cu_codec_h2<EMBER_TYPE_Q6_K> {

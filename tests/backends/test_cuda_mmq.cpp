@@ -358,12 +358,14 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: INT4 weights decoded exactly, in
     }
 }
 
-// The block-32 and IQ4 types the GGUF layout's codec decodes in f16 arithmetic (cu_codec_h2):
-// Q5_0 and IQ4_NL exactly (an exact product rounded once, as the float decoder's), Q4_1 / Q5_1
-// (q d + m as one fma, where the float decoder rounds the sum before f16) within an f16 ulp, IQ4_XS
-// (d (ls - 32) rounded to f16 first) within two. Blocks with scales from f16's subnormals to large,
-// both signs, every level and fifth bit, every IQ4 sub-block scale (check_decoded_exactly).
-TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS weights decoded in f16") {
+// The block-32, IQ4 and 2- / 3-bit K types the GGUF layout's codec decodes in f16 arithmetic
+// (cu_codec_h2): Q5_0 and IQ4_NL exactly (an exact product rounded once, as the float decoder's),
+// Q4_1 / Q5_1 (q d + m as one fma, where the float decoder rounds the sum before f16) within an
+// f16 ulp, IQ4_XS and Q3_K (the sub-block scale rounded to f16 first) within two, Q2_K too with a
+// zero dmin (its min term, which may nearly cancel the level's, is held to the CPU by the
+// every-type case's NMSE). Blocks with scales from f16's subnormals to large, both signs, every
+// level and fifth / third bit, every sub-block scale (check_decoded_exactly).
+TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ4_XS / Q2_K / Q3_K weights decoded in f16") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -372,7 +374,12 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ
     const float m_list[] = {0.0f, -0x1p-14f, 0.37f, -2.5f, 0x1p-20f, 11.0f};
     constexpr int64_t k = 256, n = 256;
     std::mt19937 rng(5);
-    for (ember_type t : {EMBER_TYPE_Q4_1, EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS}) {
+    for (ember_type t : {EMBER_TYPE_Q4_1, EMBER_TYPE_Q5_0, EMBER_TYPE_Q5_1, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS, EMBER_TYPE_Q2_K,
+                         EMBER_TYPE_Q3_K}) {
+        // where d is (Q2_K: d, then dmin; the others d first), its factor (the sub-block scales
+        // reach 32 for IQ4_XS and Q3_K, 15 for Q2_K: large weights stay finite)
+        const size_t doff = t == EMBER_TYPE_Q2_K ? 80 : t == EMBER_TYPE_Q3_K ? 108 : 0;
+        const float  dmul = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q3_K ? 0.125f : 1.0f;
         const size_t         rb = ember_row_size(t, k);
         std::vector<uint8_t> bytes(rb * n);
         for (uint8_t & b : bytes) b = static_cast<uint8_t>(rng());  // levels, fifth bits, IQ4_XS scales
@@ -381,14 +388,17 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ
             for (int64_t b = 0; b < nb; b++) {
                 uint8_t *        blk = bytes.data() + r * rb + b * bs;
                 const int64_t    i   = r * nb + b;
-                const ember_half d   = ember_float_to_half(d_list[i % 11] * (t == EMBER_TYPE_IQ4_XS ? 0.125f : 1.0f));
+                const ember_half d   = ember_float_to_half(d_list[i % 11] * dmul);
                 const ember_half m   = ember_float_to_half(m_list[(i / 11) % 6]);
-                std::memcpy(blk, &d, 2);  // d first in every one of these blocks
+                const ember_half z   = ember_float_to_half(0.0f);
+                std::memcpy(blk + doff, &d, 2);
                 if (t == EMBER_TYPE_Q4_1 || t == EMBER_TYPE_Q5_1) std::memcpy(blk + 2, &m, 2);
+                if (t == EMBER_TYPE_Q2_K) std::memcpy(blk + 82, &z, 2);  // dmin
             }
         }
         CAPTURE(ember_type_get_name(t));
-        check_decoded_exactly(t, bytes, k, n, t == EMBER_TYPE_Q5_0 || t == EMBER_TYPE_IQ4_NL ? 0 : t == EMBER_TYPE_IQ4_XS ? 2 : 1);
+        const bool exact = t == EMBER_TYPE_Q5_0 || t == EMBER_TYPE_IQ4_NL;
+        check_decoded_exactly(t, bytes, k, n, exact ? 0 : t == EMBER_TYPE_Q4_1 || t == EMBER_TYPE_Q5_1 ? 1 : 2);
     }
 }
 
