@@ -1,5 +1,5 @@
 // MUL_MAT for few columns (decode) with integer dot products, for the weight types that
-// carry most of a model's bytes: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K.
+// carry most of a model's bytes: Q4_0, Q5_0, Q8_0 and the K-quants (Q2_K .. Q6_K).
 //
 // The design of llama.cpp's mmvq (ggml-cuda/mmvq.cu), written anew:
 // - The activations are quantized once per matvec to 8-bit blocks of 32 (d = max|x| / 127,
@@ -137,6 +137,99 @@ template <> struct mvq<EMBER_TYPE_Q4_K> {
         // This thread covers 4 VDR of each sub-block's 32 weights: that share of the mins.
         return d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(sum0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(sum1)) -
                dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * (4.0f * VDR / 32.0f);
+    }
+};
+
+// Q5_K: Q4_K's nibbles with a fifth bit from qh[l] (l the byte of the group's 32), bit 2 g for
+// the low nibbles' sub-block, 2 g + 1 for the high ones'.
+template <> struct mvq<EMBER_TYPE_Q5_K> {
+    static constexpr int QK = 256, BYTES = 176, QI = 32, VDR = 2, ALIGN = 4;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q5_k * b  = reinterpret_cast<const ember_block_q5_k *>(blk);
+        const int                g  = kqs / 8;
+        const int                o  = 4 * (kqs % 8);
+        const uint8_t *          q  = b->qs + 32 * g + o;
+        const uint8_t *          qh = b->qh + o;
+        const int                s0 = 2 * g, s1 = 2 * g + 1;
+        int                      sum0 = 0, sum1 = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int v  = ld_b4(q + 4 * i);
+            const int h  = ld_b4(qh + 4 * i);
+            const int lo = (v & 0x0f0f0f0f) | ((h >> s0) & 0x01010101) << 4;
+            const int hi = ((v >> 4) & 0x0f0f0f0f) | ((h >> s1) & 0x01010101) << 4;
+            sum0         = __dp4a(lo, ld_b4(xq + 32 * s0 + o + 4 * i), sum0);
+            sum1         = __dp4a(hi, ld_b4(xq + 32 * s1 + o + 4 * i), sum1);
+        }
+        int sc0, m0, sc1, m1;
+        cu_k4_scale_min(b->scales, s0, sc0, m0);
+        cu_k4_scale_min(b->scales, s1, sc1, m1);
+        const float2 ds0 = xds[s0], ds1 = xds[s1];
+        const float  d = cu_half(b->d), dmin = cu_half(b->dmin);
+        return d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(sum0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(sum1)) -
+               dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * (4.0f * VDR / 32.0f);
+    }
+};
+
+// Q2_K / Q3_K: word kqs of qs lies in half h = kqs / 8 at byte o = 4 (kqs % 8) of its 32; bits
+// 2 k of its bytes are weights 128 h + 32 k + o + (0..3) (k = 0..3: four x blocks), in sub-block
+// 8 h + 2 k + o / 16 of 16 weights (a thread's 4 VDR bytes stay in one: o is a multiple of 8).
+template <> struct mvq<EMBER_TYPE_Q2_K> {
+    static constexpr int QK = 256, BYTES = 84, QI = 16, VDR = 2, ALIGN = 4;
+    // d sc q - dmin m per weight: the levels' sums by sub-block, and x's own sums there (a dp4a
+    // of ones) for the mins, whose 16-weight sub-blocks the 32-value x blocks' sums do not give.
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q2_k * b = reinterpret_cast<const ember_block_q2_k *>(blk);
+        const int                h = kqs / 8;
+        const int                o = 4 * (kqs % 8);
+        int                      v[VDR];
+#pragma unroll
+        for (int i = 0; i < VDR; i++) v[i] = ld_b4(b->qs + 32 * h + o + 4 * i);
+        float sd = 0.0f, sm = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int8_t * x  = xq + 128 * h + 32 * k + o;
+            int            sq = 0, sx = 0;
+#pragma unroll
+            for (int i = 0; i < VDR; i++) {
+                const int xv = ld_b4(x + 4 * i);
+                sq           = __dp4a((v[i] >> (2 * k)) & 0x03030303, xv, sq);
+                sx           = __dp4a(0x01010101, xv, sx);
+            }
+            const int   sc = b->scales[8 * h + 2 * k + o / 16];
+            const float xd = xds[4 * h + k].x;
+            sd += xd * static_cast<float>((sc & 0xf) * sq);
+            sm += xd * static_cast<float>((sc >> 4) * sx);
+        }
+        return cu_half(b->d) * sd - cu_half(b->dmin) * sm;
+    }
+};
+// Q3_K: the level's third bit is bit 4 h + k of hmask[o + byte], the level 4 below.
+template <> struct mvq<EMBER_TYPE_Q3_K> {
+    static constexpr int QK = 256, BYTES = 110, QI = 16, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_q3_k * b = reinterpret_cast<const ember_block_q3_k *>(blk);
+        const int                h = kqs / 8;
+        const int                o = 4 * (kqs % 8);
+        int                      v[VDR], m[VDR];
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            v[i] = ld_b2(b->qs + 32 * h + o + 4 * i);
+            m[i] = ld_b2(b->hmask + o + 4 * i);
+        }
+        float sd = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int8_t * x  = xq + 128 * h + 32 * k + o;
+            int            sq = 0;
+#pragma unroll
+            for (int i = 0; i < VDR; i++) {
+                const int lev = ((v[i] >> (2 * k)) & 0x03030303) | ((m[i] >> (4 * h + k)) & 0x01010101) << 2;
+                sq            = __dp4a(static_cast<int>(__vsub4(lev, 0x04040404)), ld_b4(x + 4 * i), sq);
+            }
+            sd += xds[4 * h + k].x * static_cast<float>((cu_q3k_scale(b->scales, 8 * h + 2 * k + o / 16) - 32) * sq);
+        }
+        return cu_half(b->d) * sd;
     }
 };
 
@@ -2060,7 +2153,8 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
 }
 
 template <typename F> bool dispatch_q(ember_type t, F && f) {
-    return cu_dispatch_among<EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K>(t, f);
+    return cu_dispatch_among<EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_Q4_K,
+                             EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K>(t, f);
 }
 
 // EMBER_CUDA_MV_K4P6: 1 (default; session 43: 1B Q4_K_M 2087.6 -> 2163.8 tg128) Q4_K units and
