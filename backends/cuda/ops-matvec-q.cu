@@ -1,5 +1,5 @@
 // MUL_MAT for few columns (decode) with integer dot products, for the weight types that
-// carry most of a model's bytes: Q4_0, Q5_0, Q8_0 and the K-quants (Q2_K .. Q6_K).
+// carry most of a model's bytes: Q4_0, Q5_0, Q8_0, the K-quants (Q2_K .. Q6_K), IQ4_NL / IQ4_XS.
 //
 // The design of llama.cpp's mmvq (ggml-cuda/mmvq.cu), written anew:
 // - The activations are quantized once per matvec to 8-bit blocks of 32 (d = max|x| / 127,
@@ -230,6 +230,51 @@ template <> struct mvq<EMBER_TYPE_Q3_K> {
             sd += xds[4 * h + k].x * static_cast<float>((cu_q3k_scale(b->scales, 8 * h + 2 * k + o / 16) - 32) * sq);
         }
         return cu_half(b->d) * sd;
+    }
+};
+
+// IQ4_NL / IQ4_XS: 16 bytes of codes, byte l holding weights l (low nibble) and l + 16 (high),
+// their grid values integers: a word's low and high 16 bits as cu_prmt selectors through the
+// sign tables (cu_iq4_h2's), weights l, l + 16, l + 1, l + 17 in a lookup's bytes, x's bytes put in
+// that order by one permute each; the positive and negative sums' difference is exact.
+__device__ __forceinline__ int iq4_dot8(int v, int xa, int xb) {
+    const uint32_t u  = static_cast<uint32_t>(v), ux = u ^ 0x88888888u;
+    const int      x0 = static_cast<int>(__byte_perm(xa, xb, 0x5140)), x1 = static_cast<int>(__byte_perm(xa, xb, 0x7362));
+    int            s = 0;
+    s                = __dp4a(static_cast<int>(cu_prmt(k_iq4_p0, k_iq4_p1, ux)), x0, s);
+    s                = __dp4a(static_cast<int>(cu_prmt(k_iq4_p0, k_iq4_p1, ux >> 16)), x1, s);
+    int n            = 0;
+    n                = __dp4a(static_cast<int>(cu_prmt(k_iq4_n0, k_iq4_n1, u)), x0, n);
+    n                = __dp4a(static_cast<int>(cu_prmt(k_iq4_n0, k_iq4_n1, u >> 16)), x1, n);
+    return s - n;
+}
+template <> struct mvq<EMBER_TYPE_IQ4_NL> {
+    static constexpr int QK = 32, BYTES = 18, QI = 4, VDR = 2, ALIGN = 2;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_iq4_nl * b    = reinterpret_cast<const ember_block_iq4_nl *>(blk);
+        int                        sumi = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int l = 4 * (kqs + i);
+            sumi += iq4_dot8(ld_b2(b->qs + l), ld_b4(xq + l), ld_b4(xq + 16 + l));
+        }
+        return cu_half(b->d) * xds[0].x * static_cast<float>(sumi);
+    }
+};
+// IQ4_XS: sub-block j = kqs / 4 of 32 weights (16 bytes of qs), scale d (ls_j - 32).
+template <> struct mvq<EMBER_TYPE_IQ4_XS> {
+    static constexpr int QK = 256, BYTES = 136, QI = 32, VDR = 2, ALIGN = 4;
+    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
+        const ember_block_iq4_xs * b    = reinterpret_cast<const ember_block_iq4_xs *>(blk);
+        const int                  j    = kqs / 4;
+        int                        sumi = 0;
+#pragma unroll
+        for (int i = 0; i < VDR; i++) {
+            const int l = 4 * (kqs % 4 + i);
+            sumi += iq4_dot8(ld_b4(b->qs + 16 * j + l), ld_b4(xq + 32 * j + l), ld_b4(xq + 32 * j + 16 + l));
+        }
+        const int ls = ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xf) | ((b->scales_h >> (2 * j)) & 3) << 4;
+        return cu_half(b->d) * static_cast<float>(ls - 32) * xds[j].x * static_cast<float>(sumi);
     }
 };
 
@@ -2154,7 +2199,7 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
 
 template <typename F> bool dispatch_q(ember_type t, F && f) {
     return cu_dispatch_among<EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_Q4_K,
-                             EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K>(t, f);
+                             EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS>(t, f);
 }
 
 // EMBER_CUDA_MV_K4P6: 1 (default; session 43: 1B Q4_K_M 2087.6 -> 2163.8 tg128) Q4_K units and

@@ -313,8 +313,8 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     // The integer-kernel types at model-like widths, odd row counts (a block's row tail) and
     // a type on the generic path (Q4_1).
     const ember_type types[] = {EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K,
-                                EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_Q4_1, EMBER_TYPE_NF4,
-                                EMBER_TYPE_FP8_E4M3_ROW};
+                                EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K, EMBER_TYPE_Q6_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS,
+                                EMBER_TYPE_Q4_1, EMBER_TYPE_NF4, EMBER_TYPE_FP8_E4M3_ROW};
     for (ember_type t : types) {
         for (int64_t m : {1, 2, 5}) {
             for (int64_t n : {67, 1}) {
