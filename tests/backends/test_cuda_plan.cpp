@@ -434,6 +434,46 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
     }
 }
 
+// The GGUF-layout types with an integer decode dot (mvq_kernel: Q5_0, the K-quants, IQ4_NL / XS)
+// take the dp4a matvec where their rows are aligned for its loads, and nothing that kernel
+// cannot do: no groups or Q / K / V units (mvq_kernel has no epilogue: such a launch would be an
+// internal error) and no norm-in-product copy. Q4_1 stays on the float matvec.
+TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quants / IQ4 on dp4a alone") {
+    for (ember_type wt : {EMBER_TYPE_Q5_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_Q5_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS,
+                          EMBER_TYPE_Q4_1}) {
+        const std::string tn = ember_type_get_name(wt);
+        CAPTURE(tn);
+        const bool        dp4a = wt != EMBER_TYPE_Q4_1;
+        ember_graph       g;
+        ember_tensor *    x  = g.new_tensor(EMBER_TYPE_F32, 512, 1);
+        ember_tensor *    wa = g.new_tensor(wt, 512, 64);
+        ember_tensor *    wb = g.new_tensor(wt, 512, 64);
+        for (ember_tensor * w : {wa, wb}) w->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        ember_tensor * a   = ember_mul_mat(g, wa, x);
+        ember_tensor * b   = ember_mul_mat(g, wb, x);
+        ember_tensor * sum = ember_add(g, g.new_tensor(EMBER_TYPE_F32, 64, 1), a);
+        ember_tensor * nrm = ember_rms_norm(g, sum, 1e-5f);
+        ember_tensor * out = ember_mul(g, nrm, g.new_tensor(EMBER_TYPE_F32, 64));
+        g.build_forward(ember_add(g, out, b));
+        ember_buffer * leaves = place_graph(g);
+        CHECK(ember_cuda_mul_mat_vec_q_supported(a) == dp4a);
+        CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(a, b));
+        ember_cuda_mv_unit u{};
+        u.mm = a;
+        CHECK_FALSE(ember_cuda_mv_unit_ok(u));
+        CHECK_FALSE(ember_cuda_mv_norm_ok(a, sum, nrm, out));
+        // Rows off the loads' alignment (2 bytes past it: the 4-byte-aligned types' words would
+        // straddle): not the dp4a kernel.
+        if (ember_type_get_traits(wt)->type_size % 4 == 0) {
+            char * data = static_cast<char *>(wa->data);
+            wa->data    = data + 2;
+            CHECK_FALSE(ember_cuda_mul_mat_vec_q_supported(a));
+            wa->data = data;
+        }
+        ember_buffer_free(leaves);
+    }
+}
+
 // Planar Q6_K products make the copy (mvp6_norm_kernel) by default, not with
 // EMBER_CUDA_MV_NORM_Q6K=0, only in the planar layout (flagged as converted at upload) and with
 // rows of whole 2048-weight segments.
