@@ -1108,6 +1108,8 @@ template <int BYTE> __device__ __forceinline__ float k4_f(uint32_t v) {
 // One row's chunk: q its QW words of quant bytes (16 weights of each of sub-blocks 2g / 2g + 1
 // a word), h its block's header, x the lane's activation bytes (xlo[k]: sub-block 2g's 16 of
 // word k, xhi[k]: 2g + 1's) and ds the two sub-blocks' (d, d sum q) pairs.
+// (k4_scaled: the sub-blocks' scales and mins applied to their integer sums s0, s1.)
+template <int QW> __device__ __forceinline__ float k4_scaled(const uint4 & h, const k4_lane & l, int s0, int s1, const float4 & ds);
 template <int QW>
 __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h, const k4_lane & l, const int4 (&xlo)[QW], const int4 (&xhi)[QW],
                                           const float4 & ds) {
@@ -1118,7 +1120,29 @@ __device__ __forceinline__ float k4_chunk(const uint4 (&q)[QW], const uint4 & h,
         sh.x += s2.x;
         sh.y += s2.y;
     }
-    const int s0 = sh.x, s1 = sh.y >> 4;
+    return k4_scaled<QW>(h, l, sh.x, sh.y >> 4, ds);
+}
+// Q5_K's chunk (mvk_kernel Q5): Q4_K's with each level's fifth bit from qh (the QW words of the
+// qh bytes at the chunk's positions; bit 2 g for sub-block 2 g, 2 g + 1 for 2 g + 1) put above
+// its nibble: levels 0..31, both halves' sums plain.
+template <int QW>
+__device__ __forceinline__ float k5_chunk(const uint4 (&q)[QW], const uint4 (&qh)[QW], const uint4 & h, const k4_lane & l, const int4 (&xlo)[QW],
+                                          const int4 (&xhi)[QW], const float4 & ds) {
+    const int b0 = 2 * l.g;
+    int       s0 = 0, s1 = 0;
+#pragma unroll
+    for (int k = 0; k < QW; k++) {
+        const uint32_t w[4] = {q[k].x, q[k].y, q[k].z, q[k].w}, m[4] = {qh[k].x, qh[k].y, qh[k].z, qh[k].w};
+        const int      xl[4] = {xlo[k].x, xlo[k].y, xlo[k].z, xlo[k].w}, xh[4] = {xhi[k].x, xhi[k].y, xhi[k].z, xhi[k].w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s0 = cu_dp4a_us((w[i] & 0x0f0f0f0fu) | ((m[i] >> b0) & 0x01010101u) << 4, xl[i], s0);
+            s1 = cu_dp4a_us(((w[i] >> 4) & 0x0f0f0f0fu) | ((m[i] >> (b0 + 1)) & 0x01010101u) << 4, xh[i], s1);
+        }
+    }
+    return k4_scaled<QW>(h, l, s0, s1, ds);
+}
+template <int QW> __device__ __forceinline__ float k4_scaled(const uint4 & h, const k4_lane & l, int s0, int s1, const float4 & ds) {
     // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
     // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
     const uint32_t sc = (__byte_perm(h.y, h.w, l.sel_lo) & 0x000f000fu) | ((__byte_perm(h.y, 0u, l.sel_pair) >> l.sh_hi) & 0x00300030u);
@@ -1139,9 +1163,12 @@ __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
 // R rows a warp, U chunks of each in flight per lane; QW 16-byte words of qs a chunk (k4_lane_of).
 // NS: x is a norm-in-product copy, the norm's scale still to apply (mvq_args ns).
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
-template <int R, int U, int QW, bool NS>
+// Q5: Q5_K rows (176-byte blocks: the 16-byte header, qh's 32 bytes, then qs), each chunk's qh
+// bytes loaded beside its qs (k5_chunk).
+template <int R, int U, int QW, bool NS, bool Q5 = false>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
-    constexpr int BYTES = 144;
+    constexpr int BYTES = Q5 ? 176 : 144;
+    constexpr int QS    = Q5 ? 48 : 16;  // qs's offset in a block
     constexpr int CPB   = 8 / QW;  // a block's chunks
     constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
     const int     lane  = threadIdx.x % 32;
@@ -1166,10 +1193,12 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     const int       qoff = 16 * QW * (lane % CPB);                        // the chunk's qs bytes in its block
     const char *   wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = bp.w + (rows[r] < n ? rows[r] : n - 1) * w_nb1 + 16 + qoff;
+    for (int r = 0; r < R; r++) wr[r] = bp.w + (rows[r] < n ? rows[r] : n - 1) * w_nb1 + QS + qoff;
     const int nchunk = static_cast<int>(a.nblk) * CPB;
     float     acc[R] = {};
     uint4     q[U][R][QW], h[U][R];
+    uint4     qh[U][R][Q5 ? QW : 1];                                          // (Q5)
+    const int qhoff = 16 + (QW == 1 ? 16 * (lane % 2) : 0) - QS - qoff;  // the chunk's qh bytes from its qs
     const auto load = [&](int c0) {  // c0 % CPB == lane % CPB: chunk c0 + 32 u is in block (c0 >> CSH) + 32 u / CPB
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -1180,7 +1209,11 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
                 const char * blk = wr[r] + static_cast<int64_t>(c >> CSH) * BYTES;  // this lane's quant bytes
 #pragma unroll
                 for (int k = 0; k < QW; k++) q[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk) + k) : make_uint4(0, 0, 0, 0);
-                h[u][r] = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - 16 - qoff)) : make_uint4(0, 0, 0, 0);
+                h[u][r] = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - QS - qoff)) : make_uint4(0, 0, 0, 0);
+                if constexpr (Q5) {
+#pragma unroll
+                    for (int k = 0; k < QW; k++) qh[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk + qhoff) + k) : make_uint4(0, 0, 0, 0);
+                }
             }
         }
     };
@@ -1202,7 +1235,10 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
             }
             const float4 ds = __ldg(xds + 4 * static_cast<int64_t>(b));
 #pragma unroll
-            for (int r = 0; r < R; r++) acc[r] += k4_chunk<QW>(q[u][r], h[u][r], l, xlo, xhi, ds);
+            for (int r = 0; r < R; r++) {
+                if constexpr (Q5) acc[r] += k5_chunk<QW>(q[u][r], qh[u][r], h[u][r], l, xlo, xhi, ds);
+                else acc[r] += k4_chunk<QW>(q[u][r], h[u][r], l, xlo, xhi, ds);
+            }
         }
     }
     if constexpr (NS) {
@@ -1213,9 +1249,9 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
-template <int R, int U, int MINB = 0, int QW = 1, bool NS = false>
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false, bool Q5 = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
-    mvk_body<R, U, QW, NS>(a, 0);
+    mvk_body<R, U, QW, NS, Q5>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -2019,6 +2055,9 @@ int rows_per_block() {
 
 // EMBER_CUDA_Q4K_WIDE=0: Q4_K through mvq_kernel (2-byte-word loads) instead of mvk_kernel.
 const bool k_q4k_wide = ember_cuda_env_on("EMBER_CUDA_Q4K_WIDE");
+// EMBER_CUDA_Q5K_WIDE=0: Q5_K through mvq_kernel (4-byte loads) instead of mvk_kernel Q5 (16-byte
+// loads of qs, qh and the header, Q4_K's lanes).
+const bool k_q5k_wide = ember_cuda_env_on("EMBER_CUDA_Q5K_WIDE");
 
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
@@ -2078,6 +2117,9 @@ bool q4k_one_step() {
 // Q4_K weights whose rows are 16-byte aligned: mvk_kernel.
 bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
+}
+bool q5k_wide_ok(const ember_tensor * w) {
+    return k_q5k_wide && w->type == EMBER_TYPE_Q5_K && rows_aligned16(w);
 }
 
 // The launch arguments of the matvec dst (its weight's blocks of qk weights) over x's copy.
@@ -2143,6 +2185,13 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
                 else cu_launch(ctx, mvk_kernel<1, 4>, gk, 32 * k_rp_warps, 0, a);
             }
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
+        }
+    }
+    if constexpr (T == EMBER_TYPE_Q5_K) {
+        if (q5k_wide_ok(w) && !a.grouped && !ns) {  // two rows a warp, a lane's chunk a whole group (Q4_K's wide form)
+            const dim3 gk(cu_blocks(a.n, k_rp_warps * 2), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            cu_launch(ctx, mvk_kernel<2, 1, 0, 2, false, true>, gk, 32 * k_rp_warps, 0, a);
+            return ember_cuda_check_launch("mul_mat (matvec q5_k, 16-byte loads)");
         }
     }
     if constexpr (T == EMBER_TYPE_Q6_K) {
