@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
@@ -113,21 +114,30 @@ template <> struct mvq<EMBER_TYPE_Q8_0> {
 };
 
 // Q4_K: word kqs of the 128 quant bytes lies in group g = kqs / 8 of 32 bytes, whose low
-// nibbles are sub-block 2 g and high nibbles sub-block 2 g + 1 (32 weights each).
-template <> struct mvq<EMBER_TYPE_Q4_K> {
-    static constexpr int QK = 256, BYTES = 144, QI = 32, VDR = 2, ALIGN = 4;
+// nibbles are sub-block 2 g and high nibbles sub-block 2 g + 1 (32 weights each). Q5_K (Q5): the
+// same with a fifth bit from qh[l] (l the byte of the group's 32), bit 2 g for the low nibbles'
+// sub-block, 2 g + 1 for the high ones'.
+template <bool Q5> struct mvq_k45 {
+    using block = std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>;
+    static constexpr int QK = 256, BYTES = sizeof(block), QI = 32, VDR = 2, ALIGN = 4;
     static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
-        const ember_block_q4_k * b  = reinterpret_cast<const ember_block_q4_k *>(blk);
-        const int                g  = kqs / 8;
-        const int                o  = 4 * (kqs % 8);
-        const uint8_t *          q  = b->qs + 32 * g + o;
-        const int                s0 = 2 * g, s1 = 2 * g + 1;
-        int                      sum0 = 0, sum1 = 0;
+        const block *   b  = reinterpret_cast<const block *>(blk);
+        const int       g  = kqs / 8;
+        const int       o  = 4 * (kqs % 8);
+        const uint8_t * q  = b->qs + 32 * g + o;
+        const int       s0 = 2 * g, s1 = 2 * g + 1;
+        int             sum0 = 0, sum1 = 0;
 #pragma unroll
         for (int i = 0; i < VDR; i++) {
-            const int v = ld_b4(q + 4 * i);
-            sum0        = __dp4a(v & 0x0f0f0f0f, ld_b4(xq + 32 * s0 + o + 4 * i), sum0);
-            sum1        = __dp4a((v >> 4) & 0x0f0f0f0f, ld_b4(xq + 32 * s1 + o + 4 * i), sum1);
+            const int v  = ld_b4(q + 4 * i);
+            int       lo = v & 0x0f0f0f0f, hi = (v >> 4) & 0x0f0f0f0f;
+            if constexpr (Q5) {
+                const int h = ld_b4(b->qh + o + 4 * i);
+                lo |= ((h >> s0) & 0x01010101) << 4;
+                hi |= ((h >> s1) & 0x01010101) << 4;
+            }
+            sum0 = __dp4a(lo, ld_b4(xq + 32 * s0 + o + 4 * i), sum0);
+            sum1 = __dp4a(hi, ld_b4(xq + 32 * s1 + o + 4 * i), sum1);
         }
         int sc0, m0, sc1, m1;
         cu_k4_scale_min(b->scales, s0, sc0, m0);
@@ -139,37 +149,8 @@ template <> struct mvq<EMBER_TYPE_Q4_K> {
                dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * (4.0f * VDR / 32.0f);
     }
 };
-
-// Q5_K: Q4_K's nibbles with a fifth bit from qh[l] (l the byte of the group's 32), bit 2 g for
-// the low nibbles' sub-block, 2 g + 1 for the high ones'.
-template <> struct mvq<EMBER_TYPE_Q5_K> {
-    static constexpr int QK = 256, BYTES = 176, QI = 32, VDR = 2, ALIGN = 4;
-    static __device__ __forceinline__ float dot(const char * blk, const int8_t * xq, const float2 * xds, int kqs) {
-        const ember_block_q5_k * b  = reinterpret_cast<const ember_block_q5_k *>(blk);
-        const int                g  = kqs / 8;
-        const int                o  = 4 * (kqs % 8);
-        const uint8_t *          q  = b->qs + 32 * g + o;
-        const uint8_t *          qh = b->qh + o;
-        const int                s0 = 2 * g, s1 = 2 * g + 1;
-        int                      sum0 = 0, sum1 = 0;
-#pragma unroll
-        for (int i = 0; i < VDR; i++) {
-            const int v  = ld_b4(q + 4 * i);
-            const int h  = ld_b4(qh + 4 * i);
-            const int lo = (v & 0x0f0f0f0f) | ((h >> s0) & 0x01010101) << 4;
-            const int hi = ((v >> 4) & 0x0f0f0f0f) | ((h >> s1) & 0x01010101) << 4;
-            sum0         = __dp4a(lo, ld_b4(xq + 32 * s0 + o + 4 * i), sum0);
-            sum1         = __dp4a(hi, ld_b4(xq + 32 * s1 + o + 4 * i), sum1);
-        }
-        int sc0, m0, sc1, m1;
-        cu_k4_scale_min(b->scales, s0, sc0, m0);
-        cu_k4_scale_min(b->scales, s1, sc1, m1);
-        const float2 ds0 = xds[s0], ds1 = xds[s1];
-        const float  d = cu_half(b->d), dmin = cu_half(b->dmin);
-        return d * (static_cast<float>(sc0) * ds0.x * static_cast<float>(sum0) + static_cast<float>(sc1) * ds1.x * static_cast<float>(sum1)) -
-               dmin * (static_cast<float>(m0) * ds0.y + static_cast<float>(m1) * ds1.y) * (4.0f * VDR / 32.0f);
-    }
-};
+template <> struct mvq<EMBER_TYPE_Q4_K> : mvq_k45<false> {};
+template <> struct mvq<EMBER_TYPE_Q5_K> : mvq_k45<true> {};
 
 // Q2_K / Q3_K: word kqs of qs lies in half h = kqs / 8 at byte o = 4 (kqs % 8) of its 32; bits
 // 2 k of its bytes are weights 128 h + 32 k + o + (0..3) (k = 0..3: four x blocks), in sub-block
