@@ -2036,9 +2036,12 @@ int rows_per_block() {
 
 // EMBER_CUDA_Q4K_WIDE=0: Q4_K through mvq_kernel (2-byte-word loads) instead of mvk_kernel.
 const bool k_q4k_wide = ember_cuda_env_on("EMBER_CUDA_Q4K_WIDE");
-// EMBER_CUDA_Q5K_WIDE=0: Q5_K through mvq_kernel (4-byte loads) instead of mvk_kernel Q5 (16-byte
-// loads of qs, qh and the header, Q4_K's lanes).
-const bool k_q5k_wide = ember_cuda_env_on("EMBER_CUDA_Q5K_WIDE");
+// EMBER_CUDA_Q5K_WIDE=1: Q5_K through mvk_kernel Q5 (16-byte loads of qs, qh and the header,
+// Q4_K's lanes) instead of mvq_kernel (4-byte loads). Off until measured on a GPU (session 65
+// wrote it with no device time left). Read at every call (tests switch it).
+bool q5k_wide() {
+    return ember_cuda_env_choice("EMBER_CUDA_Q5K_WIDE", 0, {0, 1}) == 1;
+}
 
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
@@ -2100,7 +2103,7 @@ bool q4k_wide_ok(const ember_tensor * w) {
     return k_q4k_wide && w->type == EMBER_TYPE_Q4_K && rows_aligned16(w);
 }
 bool q5k_wide_ok(const ember_tensor * w) {
-    return k_q5k_wide && w->type == EMBER_TYPE_Q5_K && rows_aligned16(w);
+    return w->type == EMBER_TYPE_Q5_K && rows_aligned16(w) && q5k_wide();
 }
 
 // The launch arguments of the matvec dst (its weight's blocks of qk weights) over x's copy.
