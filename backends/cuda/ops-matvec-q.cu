@@ -22,6 +22,7 @@
 // RMS_NORM + MUL and SWIGLU in ops-elementwise.cu), which marks it valid for the next matvec.
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1148,8 +1149,9 @@ __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
 // bytes loaded beside its qs (k5_chunk).
 template <int R, int U, int QW, bool NS, bool Q5 = false>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
-    constexpr int BYTES = Q5 ? 176 : 144;
-    constexpr int QS    = Q5 ? 48 : 16;  // qs's offset in a block
+    using block         = std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>;
+    constexpr int BYTES = sizeof(block);
+    constexpr int QS    = offsetof(block, qs);
     constexpr int CPB   = 8 / QW;  // a block's chunks
     constexpr int CSH   = QW == 1 ? 3 : 2;  // chunk c (>= 0) is in block c >> CSH
     const int     lane  = threadIdx.x % 32;
@@ -1179,7 +1181,8 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     float     acc[R] = {};
     uint4     q[U][R][QW], h[U][R];
     uint4     qh[U][R][Q5 ? QW : 1];                                          // (Q5)
-    const int qhoff = 16 + (QW == 1 ? 16 * (lane % 2) : 0) - QS - qoff;  // the chunk's qh bytes from its qs
+    constexpr int QH    = Q5 ? static_cast<int>(offsetof(ember_block_q5_k, qh)) : 0;
+    const int     qhoff = QH + (QW == 1 ? 16 * (lane % 2) : 0) - QS - qoff;  // (Q5) the chunk's qh bytes from its qs
     const auto load = [&](int c0) {  // c0 % CPB == lane % CPB: chunk c0 + 32 u is in block (c0 >> CSH) + 32 u / CPB
 #pragma unroll
         for (int u = 0; u < U; u++) {

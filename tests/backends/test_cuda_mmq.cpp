@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -24,6 +25,7 @@
 #include "backends/cuda/cuda-ops.h"  // ember_cuda_mmq_q6p_launches
 #include "cuda-test-util.h"
 #include "graph.h"
+#include "quant/blocks.h"
 #include "quant/types.h"
 
 namespace {
@@ -378,7 +380,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ
                          EMBER_TYPE_Q3_K}) {
         // where d is (Q2_K: d, then dmin; the others d first), its factor (the sub-block scales
         // reach 32 for IQ4_XS and Q3_K, 15 for Q2_K: large weights stay finite)
-        const size_t doff = t == EMBER_TYPE_Q2_K ? 80 : t == EMBER_TYPE_Q3_K ? 108 : 0;
+        const size_t doff = t == EMBER_TYPE_Q2_K ? offsetof(ember_block_q2_k, d) : t == EMBER_TYPE_Q3_K ? offsetof(ember_block_q3_k, d) : 0;
         const float  dmul = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q3_K ? 0.125f : 1.0f;
         const size_t         rb = ember_row_size(t, k);
         std::vector<uint8_t> bytes(rb * n);
@@ -393,7 +395,7 @@ TEST_CASE("[cuda] prefill GEMM on tensor cores: Q4_1 / Q5_0 / Q5_1 / IQ4_NL / IQ
                 const ember_half z   = ember_float_to_half(0.0f);
                 std::memcpy(blk + doff, &d, 2);
                 if (t == EMBER_TYPE_Q4_1 || t == EMBER_TYPE_Q5_1) std::memcpy(blk + 2, &m, 2);
-                if (t == EMBER_TYPE_Q2_K) std::memcpy(blk + 82, &z, 2);  // dmin
+                if (t == EMBER_TYPE_Q2_K) std::memcpy(blk + offsetof(ember_block_q2_k, dmin), &z, 2);
             }
         }
         CAPTURE(ember_type_get_name(t));

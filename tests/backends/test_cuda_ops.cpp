@@ -333,18 +333,20 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     }
     // Q5_K in mvk_kernel's form (EMBER_CUDA_Q5K_WIDE=1, opt-in until measured): rows of one block
     // (lanes past its 4 chunks idle), of one chunk a lane and of several, odd row counts, columns.
-    setenv("EMBER_CUDA_Q5K_WIDE", "1", 1);
-    for (int64_t k : {256, 2048, 4096 + 512}) {
-        for (int64_t m : {1, 3}) {
-            for (int64_t n : {67, 1}) {
-                check_case("matvec q5_k 16-byte loads k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
-                           [=](case_ctx & c) {
-                               return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q5_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
-                           }, 1e-3);
+    {
+        set_env("EMBER_CUDA_Q5K_WIDE", "1");
+        env_clear clear{{"EMBER_CUDA_Q5K_WIDE"}};  // however the case ends
+        for (int64_t k : {256, 2048, 4096 + 512}) {
+            for (int64_t m : {1, 3}) {
+                for (int64_t n : {67, 1}) {
+                    check_case("matvec q5_k 16-byte loads k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
+                               [=](case_ctx & c) {
+                                   return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q5_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                               }, 1e-3);
+                }
             }
         }
     }
-    unsetenv("EMBER_CUDA_Q5K_WIDE");
     // NF4 rows longer than one group of 256 blocks: a second group header mid-row.
     check_case("get_rows nf4 two groups", [](case_ctx & c) {
         return ember_get_rows(c.g, c.rand_leaf(EMBER_TYPE_NF4, 64 * 260, 3), c.i32_leaf({2, 0}));
