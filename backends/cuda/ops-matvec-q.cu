@@ -790,7 +790,7 @@ struct mvn_args {
 };
 
 struct mvk_norm_args {
-    const char *   w;  // Q4_K rows, w_nb1 bytes apart (16-byte aligned)
+    const char *   w;  // Q4_K (Q5_K) rows, w_nb1 bytes apart (16-byte aligned)
     int64_t        w_nb1;
     int            nblk;  // 256-weight blocks a row
     const int8_t * xq;
@@ -1244,23 +1244,32 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // and x loads) in rows 8 t + l / 4 (t = 0..3), so each x load serves 4 rows and each warp load
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
 // SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split, mvn_half, mvn_block_end SPLIT).
-template <int MINB = 1, bool SPLIT = false>
+// Q5: Q5_K rows (176-byte blocks; a lane's 32 bytes of qs with the block's 32 qh bytes, k5_chunk).
+template <int MINB = 1, bool SPLIT = false, bool Q5 = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
-    constexpr int BYTES = 144;
+    using block         = std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>;
+    constexpr int BYTES = sizeof(block);
+    constexpr int QS    = offsetof(block, qs);
+    constexpr int QH    = Q5 ? static_cast<int>(offsetof(ember_block_q5_k, qh)) : 0;
     const int     lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int     ro   = lane / 4;
     const int64_t row0 = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * k_mvn_rows;
     const k4_lane l    = k4_lane_of<2>(lane);
-    const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
+    const char *  wr   = a.w + (row0 + ro) * a.w_nb1 + QS + 32 * l.g;  // this lane's qs in block 0 of its first row
     const int64_t rstep = 8 * a.w_nb1;
     uint4         q[4][2], h[4];
+    uint4         qh[4][Q5 ? 2 : 1];  // (Q5)
     const auto    load = [&](int b) {
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             const char * blk = wr + t * rstep + static_cast<int64_t>(b) * BYTES;
             q[t][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk));
             q[t][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk) + 1);
-            h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - 16 - 32 * l.g));
+            h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - QS - 32 * l.g));
+            if constexpr (Q5) {
+                qh[t][0] = __ldcs(reinterpret_cast<const uint4 *>(blk - QS - 32 * l.g + QH));
+                qh[t][1] = __ldcs(reinterpret_cast<const uint4 *>(blk - QS - 32 * l.g + QH) + 1);
+            }
         }
     };
     // (slices: 256-weight blocks; SPLIT: this block's half, mvn_half)
@@ -1279,7 +1288,10 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         }
         const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
-        for (int t = 0; t < 4; t++) acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
+        for (int t = 0; t < 4; t++) {
+            if constexpr (Q5) acc[t] += k5_chunk<2>(q[t], qh[t], h[t], l, xlo, xhi, ds);
+            else acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
+        }
     }
     mvn_block_end<4, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
@@ -2039,11 +2051,12 @@ int rows_per_block() {
 
 // EMBER_CUDA_Q4K_WIDE=0: Q4_K through mvq_kernel (2-byte-word loads) instead of mvk_kernel.
 const bool k_q4k_wide = ember_cuda_env_on("EMBER_CUDA_Q4K_WIDE");
-// EMBER_CUDA_Q5K_WIDE=1: Q5_K through mvk_kernel Q5 (16-byte loads of qs, qh and the header,
-// Q4_K's lanes) instead of mvq_kernel (4-byte loads). Off until measured on a GPU (session 65
-// wrote it with no device time left). Read at every call (tests switch it).
+// EMBER_CUDA_Q5K_WIDE: 1 (default) Q5_K through mvk_kernel Q5 (16-byte loads of qs, qh and the
+// header, Q4_K's lanes; also in groups, Q / K / V units and as a reader of the norm-in-product
+// copy); 0: mvq_kernel (4-byte loads), alone. H200 tg128 (session 66, one build, two runs a side,
+// alone in both): 1B Q5_K_M 1196.9 -> 1412.9, 8B 263.6 -> 387.2. Read at every call (tests switch it).
 bool q5k_wide() {
-    return ember_cuda_env_choice("EMBER_CUDA_Q5K_WIDE", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_Q5K_WIDE", 1, {0, 1}) == 1;
 }
 
 template <int T> bool aligned_for(const ember_tensor * w) {
@@ -2175,9 +2188,17 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
         }
     }
     if constexpr (T == EMBER_TYPE_Q5_K) {
-        if (q5k_wide_ok(w) && !a.grouped && !ns) {  // two rows a warp, a lane's chunk a whole group (Q4_K's wide form)
-            const dim3 gk(cu_blocks(a.n, k_rp_warps * 2), static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-            cu_launch(ctx, mvk_kernel<2, 1, 0, 2, false, true>, gk, 32 * k_rp_warps, 0, a);
+        // Two rows a warp (a fused RoPE's pairs), a lane's chunk a whole group (Q4_K's wide form);
+        // groups and units as Q4_K's (mv_group_fill), NS over the norm-in-product copy.
+        if (q5k_wide_ok(w)) {
+            const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * 2, false, units) : cu_blocks(a.n, k_rp_warps * 2);
+            const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
+            if (ns) {
+                a.ns = ctx.qx_norm;
+                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true, true>, gk, 32 * k_rp_warps, 0, a);
+            } else {
+                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, false, true>, gk, 32 * k_rp_warps, 0, a);
+            }
             return ember_cuda_check_launch("mul_mat (matvec q5_k, 16-byte loads)");
         }
     }
@@ -2491,7 +2512,7 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
         return ember_cuda_mul_mat_vec_ext_supported(a) && ember_cuda_mul_mat_vec_ext_supported(b) && ember_cuda_ext_layout(wa) &&
                ember_cuda_ext_layout(wb);
     }
-    if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb))) return false;
+    if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb)) && !(q5k_wide_ok(wa) && q5k_wide_ok(wb))) return false;
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
 
@@ -2507,7 +2528,9 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     // Q6_K in the planar layout: units without RoPE only (mvp6_kernel's rows are not RoPE pairs;
     // Q4_K_M's V products, whose cache write then needs no launch of its own).
     const bool q6p = q6p_unit_w(w) && !u.rope;
-    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) return false;
+    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !q5k_wide_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) {
+        return false;
+    }
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;
@@ -2625,10 +2648,10 @@ ember_status ember_cuda_mul_mat_vec_q(ember_cuda_ctx & ctx, ember_tensor * dst) 
 }
 
 // The decode norm in the product before it (mvr_norm_kernel; cuda-backend.cpp finds the nodes).
-// EMBER_CUDA_MV_NORM_Q4K: 1 (default) Q4_K weights (mvk_norm_kernel) make the norm-in-product
-// copy too, and Q4_K (mvk_kernel NS) and planar Q6_K (mvp6_kernel NS: Q4_K_M's V units) products
-// read it (H200 tg128 8B Q4_K_M 504.0 -> 516.0); 0: Q4_0 / Q8_0 only. Read at every call (tests
-// switch it).
+// EMBER_CUDA_MV_NORM_Q4K: 1 (default) Q4_K and Q5_K weights (mvk_norm_kernel) make the
+// norm-in-product copy too, and Q4_K / Q5_K (mvk_kernel NS) and planar Q6_K (mvp6_kernel NS:
+// Q4_K_M's V units) products read it (H200 tg128 8B Q4_K_M 504.0 -> 516.0); 0: Q4_0 / Q8_0 only.
+// (Q5_K only in Q4_K's kernel: EMBER_CUDA_Q5K_WIDE.) Read at every call (tests switch it).
 static bool mv_norm_q4k() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_NORM_Q4K", 1, {0, 1}) == 1;
 }
@@ -2690,7 +2713,7 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
     const bool q6p = q6p_unit_w(w) && w->ne[1] <= mvn_q6p_max_rows();
-    return mv_norm_q4k() && (q4k_wide_ok(w) || q6p);
+    return mv_norm_q4k() && (q4k_wide_ok(w) || q5k_wide_ok(w) || q6p);
 }
 
 bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tensor * reader) {
@@ -2700,7 +2723,7 @@ bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tenso
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    const bool           q4k = q4k_wide_ok(w) && w->ne[0] % 256 == 0 && mv_norm_q4k();
+    const bool           q4k = (q4k_wide_ok(w) || q5k_wide_ok(w)) && w->ne[0] % 256 == 0 && mv_norm_q4k();  // (and Q5_K)
     const bool           ext = mvn_ext_ok(w) || mvn_fp8_ok(w);
     if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k || mvn_q6p_ok(w)) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (w->ne[2] * w->ne[3] != 1) return false;
@@ -2765,7 +2788,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     if (ember_cuda_ext_layout(w)) {
         const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
         if (es != EMBER_OK) return es;
-    } else if (w->type == EMBER_TYPE_Q4_K) {
+    } else if (w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q5_K) {
+        const bool    q5 = w->type == EMBER_TYPE_Q5_K;
         mvk_norm_args a;
         a.w     = static_cast<const char *>(w->data);
         a.w_nb1 = static_cast<int64_t>(w->nb[1]);
@@ -2774,10 +2798,12 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds   = xds;
         a.out   = o;
         int thr = 0;
-        if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {
-            cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, thr, 0, a);
+        if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {  // (Q5_K: Q4_K's rule)
+            if (q5) cu_launch(ctx, mvk_norm_kernel<1, true, true>, 2 * blocks, thr, 0, a);
+            else cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, thr, 0, a);
         } else {
-            cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+            if (q5) cu_launch(ctx, mvk_norm_kernel<1, false, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+            else cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
         }
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;

@@ -331,15 +331,18 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
             return ember_mul_mat(c.g, c.rand_leaf(t, 512, 9), ember_view_strided(c.g, a, ne, nb, a->nb[1]));
         }, 1e-3);
     }
-    // Q5_K in mvk_kernel's form (EMBER_CUDA_Q5K_WIDE=1, opt-in until measured): rows of one block
-    // (lanes past its 4 chunks idle), of one chunk a lane and of several, odd row counts, columns.
-    {
-        set_env("EMBER_CUDA_Q5K_WIDE", "1");
+    // Q5_K in mvk_kernel's form (EMBER_CUDA_Q5K_WIDE, the default) and in mvq_kernel's (=0): rows
+    // of one block (lanes past its 4 chunks idle), of one chunk a lane and of several, odd row
+    // counts, columns. (7 rows, not 1: one k = 256 product of this seed is small enough for the
+    // 8-bit x's rounding to be 4% of it, on either kernel.)
+    for (const char * wide : {"", "0"}) {
+        set_env("EMBER_CUDA_Q5K_WIDE", wide);
         env_clear clear{{"EMBER_CUDA_Q5K_WIDE"}};  // however the case ends
         for (int64_t k : {256, 2048, 4096 + 512}) {
             for (int64_t m : {1, 3}) {
-                for (int64_t n : {67, 1}) {
-                    check_case("matvec q5_k 16-byte loads k=" + std::to_string(k) + " n=" + std::to_string(n) + " m=" + std::to_string(m),
+                for (int64_t n : {67, 7}) {
+                    check_case(std::string("matvec q5_k ") + (*wide ? "4-byte" : "16-byte") + " loads k=" + std::to_string(k) +
+                                   " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                [=](case_ctx & c) {
                                    return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q5_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
                                }, 1e-3);
@@ -714,7 +717,7 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
         return;
     }
     std::vector<qkv_case> cases;
-    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K}) {
         for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
             cases.push_back({wt, EMBER_TYPE_F16, mode, false, false, 8, 2, 64});
             cases.push_back({wt, EMBER_TYPE_F32, mode, true, true, 4, 4, 128});
@@ -1054,8 +1057,10 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
     // The SWIGLU's own launch (EMBER_CUDA_MV_GLU=0: not in the gate / up launch, tested below).
     const env_clear reset{{"EMBER_CUDA_MV_GLU"}};
     set_env("EMBER_CUDA_MV_GLU", "0");
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0}) {
-        for (int64_t n : {32, 14336, 32 * 67}) {
+    // (Q5_K: gate / up grouped in mvk_kernel Q5; rows of whole 256-weight blocks for the down product.)
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q5_K}) {
+        const std::vector<int64_t> widths = t == EMBER_TYPE_Q5_K ? std::vector<int64_t>{256 * 3, 14336} : std::vector<int64_t>{32, 14336, 32 * 67};
+        for (int64_t n : widths) {
             for (bool gate_read_twice : {false, true}) {
                 const std::string what = std::string("gate/up + swiglu + down ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
                                          (gate_read_twice ? " (gate read twice)" : "");
@@ -1116,10 +1121,10 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
     // 1B and 8B widths (the 8B down product: 56 slices of 8 chunks, 4 a warp), an odd chunk count
     // (67 blocks: a partial slice), one 32-row block.
     const shape shapes[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {32 * 67, 32 * 3, 32 * 67}, {256, 32, 512}};
-    // Q4_K (mvk_norm_kernel, mvk_kernel NS; widths of whole 256-blocks) with the last reader in
-    // planar Q6_K (mvp6_kernel NS) where its rows allow (rows of a multiple of 2048 weights), else
-    // in Q4_K (a Q6_K product in the GGUF layout reads no copy: SKIP=norm would leave its norm
-    // undone).
+    // Q4_K / Q5_K (mvk_norm_kernel, mvk_kernel NS; widths of whole 256-blocks) with the last reader
+    // in planar Q6_K (mvp6_kernel NS) where its rows allow (rows of a multiple of 2048 weights), else
+    // in the same type (a Q6_K product in the GGUF layout reads no copy: SKIP=norm would leave its
+    // norm undone).
     const shape shapes_k[] = {{2048, 2048, 8192}, {4096, 4096, 14336}, {512, 256, 512}};
     // INT4 / NF4: the 8B widths on small matrices (their CPU quantizers search each group's scale:
     // the 8B FFN's matrices took minutes): an O product 4096 wide over 4096 rows (16 warps, 128
@@ -1136,13 +1141,13 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
         const bool q6k = t == EMBER_TYPE_Q6_K;
         const bool fp8 = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
         set_env("EMBER_CUDA_MV_NORM_FP8", fp8 ? "1" : "");
-        const bool q4k = t == EMBER_TYPE_Q4_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
+        const bool q4k = t == EMBER_TYPE_Q4_K || t == EMBER_TYPE_Q5_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
         const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
                                         : q6k ? std::vector<shape>(std::begin(shapes_6), std::end(shapes_6))
                                               : std::vector<shape>(std::begin(shapes), std::end(shapes));
         for (const shape & sh : list) {
-            const ember_type  t2   = !q4k ? t : sh.n % 2048 == 0 ? EMBER_TYPE_Q6_K : EMBER_TYPE_Q4_K;
+            const ember_type  t2   = !q4k ? t : sh.n % 2048 == 0 ? EMBER_TYPE_Q6_K : t;
             const std::string what = std::string("norm in the product ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) + " n " +
                                      std::to_string(sh.n) + " f " + std::to_string(sh.f);
             CAPTURE(what);
@@ -1244,6 +1249,39 @@ TEST_CASE("[cuda] the decode norm in the product before it: Q4_K") {
         return;
     }
     check_norm_in_product({EMBER_TYPE_Q4_K});
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: Q5_K") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_norm_in_product({EMBER_TYPE_Q5_K});  // (mvk_norm_kernel Q5, mvk_kernel NS Q5; Q4_K's shapes and switch)
+}
+
+// Q5_K products read the copy (mvk_kernel NS) that another type's product makes (here Q4_0's
+// down product before the last norm; in Q5_K_M models planar Q6_K's): with the norm kernels
+// skipped the chain is right only if the Q5_K product applied the norm; with
+// EMBER_CUDA_Q5K_WIDE=0 (mvq_kernel: no NS form) the norm runs in its own launch, so skipping it
+// leaves the result wrong.
+TEST_CASE("[cuda] the decode norm in the product before it: a Q5_K reader") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_SKIP", "EMBER_CUDA_Q5K_WIDE"}};
+    const auto      build = [](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_Q4_0, EMBER_TYPE_Q5_K, 512, 256, 512); };
+    check_runs("norm in the product, a Q5_K reader", build, 2e-3, {3, 4});
+    for (const char * wide : {"", "0"}) {
+        set_env("EMBER_CUDA_Q5K_WIDE", wide);
+        set_env("EMBER_CUDA_SKIP", "norm");
+        const double e = nmse(run_on(cuda_device(), build, 13), run_on(ember_registry_cpu_device(), build, 13));
+        set_env("EMBER_CUDA_SKIP", "");
+        CAPTURE(wide);
+        CAPTURE(e);
+        if (*wide) CHECK_FALSE(e < 2e-3);
+        else CHECK(e < 2e-3);
+    }
 }
 
 TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ext layout") {

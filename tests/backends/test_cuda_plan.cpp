@@ -439,8 +439,8 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
 // cannot do: no groups or Q / K / V units (mvq_kernel has no epilogue: such a launch would be an
 // internal error) and no norm-in-product copy. Q4_1 stays on the float matvec.
 TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quants / IQ4 on dp4a alone") {
-    for (ember_type wt : {EMBER_TYPE_Q5_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_Q5_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS,
-                          EMBER_TYPE_Q4_1}) {
+    // (Q5_K: in Q4_K's kernel, with its groups and units, by default: the next case.)
+    for (ember_type wt : {EMBER_TYPE_Q5_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS, EMBER_TYPE_Q4_1}) {
         const std::string tn = ember_type_get_name(wt);
         CAPTURE(tn);
         const bool        dp4a = wt != EMBER_TYPE_Q4_1;
@@ -459,9 +459,10 @@ TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quan
         CHECK(ember_cuda_mul_mat_vec_q_supported(a) == dp4a);
         CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(a, b));
         ember_cuda_mv_unit u{};
-        u.mm = a;
+        u.mm = a;  // (writing its result: a unit Q4_K's kernel would take)
         CHECK_FALSE(ember_cuda_mv_unit_ok(u));
         CHECK_FALSE(ember_cuda_mv_norm_ok(a, sum, nrm, out));
+        CHECK_FALSE(ember_cuda_mv_norm_reader_ok(a));
         // Rows off the loads' alignment (2 bytes past it: the 4-byte-aligned types' words would
         // straddle): not the dp4a kernel.
         if (ember_type_get_traits(wt)->type_size % 4 == 0) {
@@ -472,6 +473,79 @@ TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quan
         }
         ember_buffer_free(leaves);
     }
+}
+
+// Q5_K with 16-byte-aligned rows (its GGUF layout) in Q4_K's kernels (EMBER_CUDA_Q5K_WIDE, on by
+// default): gate / up and Q / K grouped, units with RoPE and cache writes, a producer and reader of
+// the norm-in-product copy (with Q4_K's switch, EMBER_CUDA_MV_NORM_Q4K); none of it at =0 or with
+// rows off the 16-byte alignment.
+TEST_CASE("[cuda plan] the backend's hooks: Q5_K in Q4_K's kernels: groups, units, the norm-in-product copy") {
+    for (const char * wide : {"", "0"}) {
+        setenv("EMBER_CUDA_Q5K_WIDE", wide, 1);
+        const bool on = *wide == '\0';
+        CAPTURE(on);
+        ember_graph              g;
+        std::vector<layer_nodes> layers;
+        g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, EMBER_TYPE_Q5_K));
+        for (ember_tensor * t : g.leafs) {
+            if (t->type == EMBER_TYPE_Q5_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        }
+        ember_buffer *        leaves = place_graph(g);
+        ember_cuda_plan_hooks h;
+        h.unit_ok                                     = ember_cuda_mv_unit_ok;
+        h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
+        const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
+        if (on) {
+            REQUIRE(plans.size() == layers.size());
+            for (size_t l = 0; l < layers.size(); l++) {
+                CAPTURE(l);
+                const ember_cuda_unit_plan & p = plans[l];
+                REQUIRE(p.n == 3);
+                CHECK(p.u[0].mm == layers[l].q_mm);
+                CHECK(p.u[0].rope == layers[l].q_rope);
+                CHECK(p.u[1].rope == layers[l].k_rope);
+                CHECK(p.u[1].set_rows == layers[l].k_set);
+                CHECK(p.u[2].set_rows == layers[l].v_set);
+            }
+        } else {
+            CHECK(plans.empty());
+        }
+        const ember_tensor * q = layers[0].q_mm;
+        CHECK(ember_cuda_mul_mat_vec_q_can_share(q, layers[0].k_mm) == on);
+        CHECK(ember_cuda_mv_norm_reader_ok(q) == on);
+        ember_cuda_mv_unit u{};
+        u.mm = layers[0].q_mm;
+        CHECK(ember_cuda_mv_unit_ok(u) == on);
+        // The producer: a Q5_K product with the residual ADD, RMS_NORM and MUL after it.
+        {
+            ember_graph    g2;
+            ember_tensor * x2 = g2.new_tensor(EMBER_TYPE_F32, 512, 1);
+            ember_tensor * w2 = g2.new_tensor(EMBER_TYPE_Q5_K, 512, 64);
+            w2->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+            ember_tensor * a   = ember_mul_mat(g2, w2, x2);
+            ember_tensor * sum = ember_add(g2, g2.new_tensor(EMBER_TYPE_F32, 64, 1), a);
+            ember_tensor * nrm = ember_rms_norm(g2, sum, 1e-5f);
+            ember_tensor * out = ember_mul(g2, nrm, g2.new_tensor(EMBER_TYPE_F32, 64));
+            g2.build_forward(out);
+            ember_buffer * l2 = place_graph(g2);
+            CHECK(ember_cuda_mv_norm_ok(a, sum, nrm, out) == on);
+            setenv("EMBER_CUDA_MV_NORM_Q4K", "0", 1);
+            CHECK_FALSE(ember_cuda_mv_norm_ok(a, sum, nrm, out));
+            CHECK_FALSE(ember_cuda_mv_norm_reader_ok(q));
+            unsetenv("EMBER_CUDA_MV_NORM_Q4K");
+            ember_buffer_free(l2);
+        }
+        ember_tensor * w    = q->src[0];
+        char *         data = static_cast<char *>(w->data);
+        w->data             = data + 4;  // rows off the 16-byte alignment: the 4-byte-load kernel alone
+        CHECK(ember_cuda_mul_mat_vec_q_supported(q));
+        CHECK_FALSE(ember_cuda_mv_unit_ok(u));
+        CHECK_FALSE(ember_cuda_mv_norm_reader_ok(q));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(q, layers[0].k_mm));
+        w->data = data;
+        ember_buffer_free(leaves);
+    }
+    unsetenv("EMBER_CUDA_Q5K_WIDE");
 }
 
 // Planar Q6_K products make the copy (mvp6_norm_kernel) by default, not with
