@@ -1124,6 +1124,29 @@ __device__ __forceinline__ float k5_chunk(const uint4 (&q)[QW], const uint4 (&qh
     }
     return k4_scaled<QW>(h, l, s0, s1, ds);
 }
+// IQ4_XS's chunk (mvk_kernel XS, QW = 2): the lane's 32 bytes of qs are sub-block 2 g's 16 (q[0])
+// and 2 g + 1's (q[1]), each byte weights i (low nibble) and i + 16 (high) of its sub-block
+// (iq4_dot8); x's words: xlo[0] / xlo[1] 2 g's weights 0-15 / 16-31, xhi[0] / xhi[1] 2 g + 1's. h
+// holds the block's first 8 bytes: h.x = d | scales_h << 16, h.y = scales_l (ls_j: the nibble j % 2
+// of byte j / 2, bits 2 j, 2 j + 1 of scales_h above it); the same sums as mvq<IQ4_XS> (emulated
+// on the host against the dequantized weights: relative 2e-7 over a 4096-wide row).
+__device__ __forceinline__ float xs_chunk(const uint4 (&q)[2], const uint4 & h, const k4_lane & l, const int4 (&xlo)[2], const int4 (&xhi)[2],
+                                          const float4 & ds) {
+    const uint32_t w0[4] = {q[0].x, q[0].y, q[0].z, q[0].w}, w1[4] = {q[1].x, q[1].y, q[1].z, q[1].w};
+    const int      a0[4] = {xlo[0].x, xlo[0].y, xlo[0].z, xlo[0].w}, b0[4] = {xlo[1].x, xlo[1].y, xlo[1].z, xlo[1].w};
+    const int      a1[4] = {xhi[0].x, xhi[0].y, xhi[0].z, xhi[0].w}, b1[4] = {xhi[1].x, xhi[1].y, xhi[1].z, xhi[1].w};
+    int            s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s0 += iq4_dot8(static_cast<int>(w0[i]), a0[i], b0[i]);
+        s1 += iq4_dot8(static_cast<int>(w1[i]), a1[i], b1[i]);
+    }
+    const int   g   = l.g;
+    const int   ls0 = static_cast<int>(((h.y >> (8 * g)) & 0xfu) | ((h.x >> (16 + 4 * g)) & 3u) << 4);
+    const int   ls1 = static_cast<int>(((h.y >> (8 * g + 4)) & 0xfu) | ((h.x >> (18 + 4 * g)) & 3u) << 4);
+    const float d   = cu_half(static_cast<ember_half>(h.x & 0xffffu));
+    return d * (static_cast<float>(ls0 - 32) * ds.x * cu_int_float(s0) + static_cast<float>(ls1 - 32) * ds.z * cu_int_float(s1));
+}
 template <int QW> __device__ __forceinline__ float k4_scaled(const uint4 & h, const k4_lane & l, int s0, int s1, const float4 & ds) {
     // Sub-block j's scale: j < 4: y's byte j & 63; j >= 4: (w's byte j-4 & 15) | (y's byte j-4 >> 6) << 4.
     // Its min: the same with z for y and w's high nibble. Two values a word, in bytes 0 and 2.
@@ -1147,9 +1170,12 @@ __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
 // (The body's blocks are blockIdx.x - boff: mvk_p6_kernel runs it on the first blocks of its grid.)
 // Q5: Q5_K rows (176-byte blocks: the 16-byte header, qh's 32 bytes, then qs), each chunk's qh
 // bytes loaded beside its qs (k5_chunk).
-template <int R, int U, int QW, bool NS, bool Q5 = false>
+// XS (QW = 2): IQ4_XS rows (136-byte blocks, 8-byte aligned: the 8-byte header, then qs), a lane's
+// 32 bytes of qs in 8-byte loads, the header's 8 bytes in h.x / h.y (xs_chunk).
+template <int R, int U, int QW, bool NS, bool Q5 = false, bool XS = false>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
-    using block         = std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>;
+    static_assert(!XS || (QW == 2 && !Q5), "IQ4_XS: whole 32-byte groups a lane");
+    using block         = std::conditional_t<XS, ember_block_iq4_xs, std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>>;
     constexpr int BYTES = sizeof(block);
     constexpr int QS    = offsetof(block, qs);
     constexpr int CPB   = 8 / QW;  // a block's chunks
@@ -1191,9 +1217,20 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const char * blk = wr[r] + static_cast<int64_t>(c >> CSH) * BYTES;  // this lane's quant bytes
+                if constexpr (XS) {
 #pragma unroll
-                for (int k = 0; k < QW; k++) q[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk) + k) : make_uint4(0, 0, 0, 0);
-                h[u][r] = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - QS - qoff)) : make_uint4(0, 0, 0, 0);
+                    for (int k = 0; k < QW; k++) {
+                        const uint2 lo = ok ? __ldcs(reinterpret_cast<const uint2 *>(blk) + 2 * k) : make_uint2(0, 0);
+                        const uint2 hi = ok ? __ldcs(reinterpret_cast<const uint2 *>(blk) + 2 * k + 1) : make_uint2(0, 0);
+                        q[u][r][k]     = make_uint4(lo.x, lo.y, hi.x, hi.y);
+                    }
+                    const uint2 hd = ok ? __ldg(reinterpret_cast<const uint2 *>(blk - QS - qoff)) : make_uint2(0, 0);
+                    h[u][r]        = make_uint4(hd.x, hd.y, 0, 0);
+                } else {
+#pragma unroll
+                    for (int k = 0; k < QW; k++) q[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk) + k) : make_uint4(0, 0, 0, 0);
+                    h[u][r] = ok ? __ldg(reinterpret_cast<const uint4 *>(blk - QS - qoff)) : make_uint4(0, 0, 0, 0);
+                }
                 if constexpr (Q5) {
 #pragma unroll
                     for (int k = 0; k < QW; k++) qh[u][r][k] = ok ? __ldcs(reinterpret_cast<const uint4 *>(blk + qhoff) + k) : make_uint4(0, 0, 0, 0);
@@ -1220,7 +1257,8 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
             const float4 ds = __ldg(xds + 4 * static_cast<int64_t>(b));
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                if constexpr (Q5) acc[r] += k5_chunk<QW>(q[u][r], qh[u][r], h[u][r], l, xlo, xhi, ds);
+                if constexpr (XS) acc[r] += xs_chunk(q[u][r], h[u][r], l, xlo, xhi, ds);
+                else if constexpr (Q5) acc[r] += k5_chunk<QW>(q[u][r], qh[u][r], h[u][r], l, xlo, xhi, ds);
                 else acc[r] += k4_chunk<QW>(q[u][r], h[u][r], l, xlo, xhi, ds);
             }
         }
@@ -1233,9 +1271,9 @@ __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     mv_finish<R>(acc, lane, a.grouped && a.grp.has_epi, a.grp, m, n, col, rows,
                  reinterpret_cast<float *>(y_data + col * y_nb1 + i2 * a.y.nb[2] + i3 * a.y.nb[3]), a.err);
 }
-template <int R, int U, int MINB = 0, int QW = 1, bool NS = false, bool Q5 = false>
+template <int R, int U, int MINB = 0, int QW = 1, bool NS = false, bool Q5 = false, bool XS = false>
 __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) {
-    mvk_body<R, U, QW, NS, Q5>(a, 0);
+    mvk_body<R, U, QW, NS, Q5, XS>(a, 0);
 }
 
 // mvr_norm_kernel for Q4_K weights (16-byte-aligned rows; EMBER_CUDA_MV_NORM_Q4K=0: off): a
@@ -1245,9 +1283,10 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // covers 8 rows' 128 bytes of qs. The end as mvr_norm_kernel's (mvn_block_end).
 // SPLIT: two blocks a group of 32 rows (ember_cuda_mvn_split, mvn_half, mvn_block_end SPLIT).
 // Q5: Q5_K rows (176-byte blocks; a lane's 32 bytes of qs with the block's 32 qh bytes, k5_chunk).
-template <int MINB = 1, bool SPLIT = false, bool Q5 = false>
+// XS: IQ4_XS rows (136-byte blocks; 8-byte loads, xs_chunk).
+template <int MINB = 1, bool SPLIT = false, bool Q5 = false, bool XS = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
-    using block         = std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>;
+    using block         = std::conditional_t<XS, ember_block_iq4_xs, std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>>;
     constexpr int BYTES = sizeof(block);
     constexpr int QS    = offsetof(block, qs);
     constexpr int QH    = Q5 ? static_cast<int>(offsetof(ember_block_q5_k, qh)) : 0;
@@ -1263,6 +1302,15 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
 #pragma unroll
         for (int t = 0; t < 4; t++) {
             const char * blk = wr + t * rstep + static_cast<int64_t>(b) * BYTES;
+            if constexpr (XS) {  // (8-byte aligned)
+                const uint2 * p = reinterpret_cast<const uint2 *>(blk);
+                const uint2   a0 = __ldcs(p), a1 = __ldcs(p + 1), a2 = __ldcs(p + 2), a3 = __ldcs(p + 3);
+                const uint2   hd = __ldg(reinterpret_cast<const uint2 *>(blk - QS - 32 * l.g));
+                q[t][0]          = make_uint4(a0.x, a0.y, a1.x, a1.y);
+                q[t][1]          = make_uint4(a2.x, a2.y, a3.x, a3.y);
+                h[t]             = make_uint4(hd.x, hd.y, 0, 0);
+                continue;
+            }
             q[t][0]          = __ldcs(reinterpret_cast<const uint4 *>(blk));
             q[t][1]          = __ldcs(reinterpret_cast<const uint4 *>(blk) + 1);
             h[t]             = __ldg(reinterpret_cast<const uint4 *>(blk - QS - 32 * l.g));
@@ -1289,7 +1337,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mv
         const float4 ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
 #pragma unroll
         for (int t = 0; t < 4; t++) {
-            if constexpr (Q5) acc[t] += k5_chunk<2>(q[t], qh[t], h[t], l, xlo, xhi, ds);
+            if constexpr (XS) acc[t] += xs_chunk(q[t], h[t], l, xlo, xhi, ds);
+            else if constexpr (Q5) acc[t] += k5_chunk<2>(q[t], qh[t], h[t], l, xlo, xhi, ds);
             else acc[t] += k4_chunk<2>(q[t], h[t], l, xlo, xhi, ds);
         }
     }
@@ -2059,6 +2108,14 @@ bool q5k_wide() {
     return ember_cuda_env_choice("EMBER_CUDA_Q5K_WIDE", 1, {0, 1}) == 1;
 }
 
+// EMBER_CUDA_IQ4XS_WIDE=1: IQ4_XS through mvk_kernel XS (Q4_K's lanes and host paths: groups,
+// Q / K / V units, the norm-in-product copy; its 136-byte blocks 8-byte aligned: 8-byte loads)
+// instead of mvq_kernel (4-byte loads, alone). Off until measured on a GPU (session 66 wrote it
+// with no device time left). Read at every call (tests switch it).
+bool iq4xs_wide() {
+    return ember_cuda_env_choice("EMBER_CUDA_IQ4XS_WIDE", 0, {0, 1}) == 1;
+}
+
 template <int T> bool aligned_for(const ember_tensor * w) {
     const uintptr_t m = mvq<T>::ALIGN - 1;
     return (reinterpret_cast<uintptr_t>(w->data) & m) == 0 && (w->nb[1] & m) == 0 && (w->nb[2] & m) == 0 && (w->nb[3] & m) == 0;
@@ -2120,6 +2177,14 @@ bool q4k_wide_ok(const ember_tensor * w) {
 }
 bool q5k_wide_ok(const ember_tensor * w) {
     return w->type == EMBER_TYPE_Q5_K && rows_aligned16(w) && q5k_wide();
+}
+bool iq4xs_wide_ok(const ember_tensor * w) {
+    return w->type == EMBER_TYPE_IQ4_XS && ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 7) == 0 && iq4xs_wide();
+}
+// The types Q4_K's kernels take besides Q4_K (mvk_kernel Q5 / XS, mvk_norm_kernel): groups of
+// one type, units, the norm-in-product copy, as Q4_K's wide form.
+bool mvk_other_ok(const ember_tensor * w) {
+    return q5k_wide_ok(w) || iq4xs_wide_ok(w);
 }
 
 // The launch arguments of the matvec dst (its weight's blocks of qk weights) over x's copy.
@@ -2187,19 +2252,20 @@ ember_status launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, c
             return ember_cuda_check_launch("mul_mat (matvec q4_k, 16-byte loads)");
         }
     }
-    if constexpr (T == EMBER_TYPE_Q5_K) {
+    if constexpr (T == EMBER_TYPE_Q5_K || T == EMBER_TYPE_IQ4_XS) {
         // Two rows a warp (a fused RoPE's pairs), a lane's chunk a whole group (Q4_K's wide form);
         // groups and units as Q4_K's (mv_group_fill), NS over the norm-in-product copy.
-        if (q5k_wide_ok(w)) {
+        if (mvk_other_ok(w)) {
+            constexpr bool q5 = T == EMBER_TYPE_Q5_K;
             const unsigned bx = a.grouped ? mv_group_fill(a.grp, dsts, nd, k_rp_warps * 2, false, units) : cu_blocks(a.n, k_rp_warps * 2);
             const dim3     gk(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
             if (ns) {
                 a.ns = ctx.qx_norm;
-                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true, true>, gk, 32 * k_rp_warps, 0, a);
+                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, true, q5, !q5>, gk, 32 * k_rp_warps, 0, a);
             } else {
-                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, false, true>, gk, 32 * k_rp_warps, 0, a);
+                cu_launch(ctx, mvk_kernel<2, 1, 0, 2, false, q5, !q5>, gk, 32 * k_rp_warps, 0, a);
             }
-            return ember_cuda_check_launch("mul_mat (matvec q5_k, 16-byte loads)");
+            return ember_cuda_check_launch(q5 ? "mul_mat (matvec q5_k, 16-byte loads)" : "mul_mat (matvec iq4_xs, 8-byte loads)");
         }
     }
     if constexpr (T == EMBER_TYPE_Q6_K) {
@@ -2512,7 +2578,7 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
         return ember_cuda_mul_mat_vec_ext_supported(a) && ember_cuda_mul_mat_vec_ext_supported(b) && ember_cuda_ext_layout(wa) &&
                ember_cuda_ext_layout(wb);
     }
-    if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb)) && !(q5k_wide_ok(wa) && q5k_wide_ok(wb))) return false;
+    if (!rp && !(q4k_wide_ok(wa) && q4k_wide_ok(wb)) && !(mvk_other_ok(wa) && mvk_other_ok(wb))) return false;  // (one type: above)
     return ember_cuda_mul_mat_vec_q_supported(a) && ember_cuda_mul_mat_vec_q_supported(b);
 }
 
@@ -2528,7 +2594,7 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     // Q6_K in the planar layout: units without RoPE only (mvp6_kernel's rows are not RoPE pairs;
     // Q4_K_M's V products, whose cache write then needs no launch of its own).
     const bool q6p = q6p_unit_w(w) && !u.rope;
-    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !q5k_wide_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) {
+    if (!rp_q4q8(w) && !q4k_wide_ok(w) && !mvk_other_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) {
         return false;
     }
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
@@ -2713,7 +2779,7 @@ bool ember_cuda_mv_norm_reader_ok(const ember_tensor * mm) {
     if (!ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (rp_q4q8(w)) return true;
     const bool q6p = q6p_unit_w(w) && w->ne[1] <= mvn_q6p_max_rows();
-    return mv_norm_q4k() && (q4k_wide_ok(w) || q5k_wide_ok(w) || q6p);
+    return mv_norm_q4k() && (q4k_wide_ok(w) || mvk_other_ok(w) || q6p);
 }
 
 bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tensor * reader) {
@@ -2723,7 +2789,7 @@ bool ember_cuda_mv_norm_pair_ok(const ember_tensor * producer, const ember_tenso
 bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, const ember_tensor * norm, const ember_tensor * mul) {
     const ember_tensor * w = mm->src[0];
     const ember_tensor * x = mm->src[1];
-    const bool           q4k = (q4k_wide_ok(w) || q5k_wide_ok(w)) && w->ne[0] % 256 == 0 && mv_norm_q4k();  // (and Q5_K)
+    const bool           q4k = (q4k_wide_ok(w) || mvk_other_ok(w)) && w->ne[0] % 256 == 0 && mv_norm_q4k();  // (and Q5_K / IQ4_XS)
     const bool           ext = mvn_ext_ok(w) || mvn_fp8_ok(w);
     if (ext ? !ember_cuda_mul_mat_vec_ext_supported(mm) : !(rp_q4q8(w) || q4k || mvn_q6p_ok(w)) || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     if (w->ne[2] * w->ne[3] != 1) return false;
@@ -2788,8 +2854,8 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
     if (ember_cuda_ext_layout(w)) {
         const ember_status es = ember_cuda_mvx_norm_launch(ctx, w, xq, xds, o);
         if (es != EMBER_OK) return es;
-    } else if (w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q5_K) {
-        const bool    q5 = w->type == EMBER_TYPE_Q5_K;
+    } else if (w->type == EMBER_TYPE_Q4_K || w->type == EMBER_TYPE_Q5_K || w->type == EMBER_TYPE_IQ4_XS) {
+        const bool    q5 = w->type == EMBER_TYPE_Q5_K, xs = w->type == EMBER_TYPE_IQ4_XS;
         mvk_norm_args a;
         a.w     = static_cast<const char *>(w->data);
         a.w_nb1 = static_cast<int64_t>(w->nb[1]);
@@ -2800,9 +2866,11 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         int thr = 0;
         if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {  // (Q5_K: Q4_K's rule)
             if (q5) cu_launch(ctx, mvk_norm_kernel<1, true, true>, 2 * blocks, thr, 0, a);
+            else if (xs) cu_launch(ctx, mvk_norm_kernel<1, true, false, true>, 2 * blocks, thr, 0, a);
             else cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, thr, 0, a);
         } else {
             if (q5) cu_launch(ctx, mvk_norm_kernel<1, false, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+            else if (xs) cu_launch(ctx, mvk_norm_kernel<1, false, false, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
             else cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
         }
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)

@@ -335,16 +335,23 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     // of one block (lanes past its 4 chunks idle), of one chunk a lane and of several, odd row
     // counts, columns. (7 rows, not 1: one k = 256 product of this seed is small enough for the
     // 8-bit x's rounding to be 4% of it, on either kernel.)
-    for (const char * wide : {"", "0"}) {
-        set_env("EMBER_CUDA_Q5K_WIDE", wide);
-        env_clear clear{{"EMBER_CUDA_Q5K_WIDE"}};  // however the case ends
+    // IQ4_XS the same in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE=1, opt-in until measured; 8-byte loads).
+    struct wide_case {
+        ember_type  t;
+        const char *var, *value;
+        bool        wide;
+    };
+    for (const wide_case & wc : {wide_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "", true}, wide_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "0", false},
+                                 wide_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "1", true}}) {
+        set_env(wc.var, wc.value);
+        env_clear clear{{wc.var}};  // however the case ends
         for (int64_t k : {256, 2048, 4096 + 512}) {
             for (int64_t m : {1, 3}) {
                 for (int64_t n : {67, 7}) {
-                    check_case(std::string("matvec q5_k ") + (*wide ? "4-byte" : "16-byte") + " loads k=" + std::to_string(k) +
+                    check_case(std::string("matvec ") + ember_type_get_name(wc.t) + (wc.wide ? " wide" : " 4-byte") + " loads k=" + std::to_string(k) +
                                    " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                [=](case_ctx & c) {
-                                   return ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q5_K, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                                   return ember_mul_mat(c.g, c.rand_leaf(wc.t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
                                }, 1e-3);
                 }
             }
@@ -751,6 +758,18 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
     }
+    // IQ4_XS units in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE=1, opt-in until measured).
+    {
+        const env_clear clear{{"EMBER_CUDA_IQ4XS_WIDE"}};
+        set_env("EMBER_CUDA_IQ4XS_WIDE", "1");
+        for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
+            for (const qkv_case & p : {qkv_case{EMBER_TYPE_IQ4_XS, EMBER_TYPE_F16, mode, false, false, 8, 2, 64},
+                                       qkv_case{EMBER_TYPE_IQ4_XS, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
+                check_case("qkv epilogue iq4_xs (EMBER_CUDA_IQ4XS_WIDE=1) mode " + std::to_string(mode) + " hd " + std::to_string(p.hd),
+                           [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
+            }
+        }
+    }
     // FP8 units run on the tensor-core matvec by default (a warp's 16 rows are 8 RoPE pairs);
     // EMBER_CUDA_FP8_MMA_UNITS=0 gives them mvx_kernel's stores, EMBER_CUDA_FP8_MMA=0 every FP8
     // product the float path.
@@ -1055,11 +1074,14 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
     // Rows: one block of 32, 8B's 14336 and an odd count of blocks; the gate's product read
     // again elsewhere or not. Each graph runs for four seeds on one stream (CUDA graph replays).
     // The SWIGLU's own launch (EMBER_CUDA_MV_GLU=0: not in the gate / up launch, tested below).
-    const env_clear reset{{"EMBER_CUDA_MV_GLU"}};
+    const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_IQ4XS_WIDE"}};
     set_env("EMBER_CUDA_MV_GLU", "0");
-    // (Q5_K: gate / up grouped in mvk_kernel Q5; rows of whole 256-weight blocks for the down product.)
-    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q5_K}) {
-        const std::vector<int64_t> widths = t == EMBER_TYPE_Q5_K ? std::vector<int64_t>{256 * 3, 14336} : std::vector<int64_t>{32, 14336, 32 * 67};
+    // (Q5_K / IQ4_XS: gate / up grouped in mvk_kernel Q5 / XS, IQ4_XS with EMBER_CUDA_IQ4XS_WIDE=1;
+    // rows of whole 256-weight blocks for the down product.)
+    for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q5_K, EMBER_TYPE_IQ4_XS}) {
+        set_env("EMBER_CUDA_IQ4XS_WIDE", t == EMBER_TYPE_IQ4_XS ? "1" : "");
+        const bool                 k256   = t == EMBER_TYPE_Q5_K || t == EMBER_TYPE_IQ4_XS;
+        const std::vector<int64_t> widths = k256 ? std::vector<int64_t>{256 * 3, 14336} : std::vector<int64_t>{32, 14336, 32 * 67};
         for (int64_t n : widths) {
             for (bool gate_read_twice : {false, true}) {
                 const std::string what = std::string("gate/up + swiglu + down ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
@@ -1141,8 +1163,11 @@ void check_norm_in_product(std::initializer_list<ember_type> types) {
         const bool q6k = t == EMBER_TYPE_Q6_K;
         const bool fp8 = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
         set_env("EMBER_CUDA_MV_NORM_FP8", fp8 ? "1" : "");
-        const bool q4k = t == EMBER_TYPE_Q4_K || t == EMBER_TYPE_Q5_K, ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
-        const std::vector<shape> list = q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
+        // (IQ4_XS: Q4_K's kernels and switch at the ext types' shapes, its CPU quantizer searching scales)
+        const bool q4k = t == EMBER_TYPE_Q4_K || t == EMBER_TYPE_Q5_K || t == EMBER_TYPE_IQ4_XS;
+        const bool ext = t == EMBER_TYPE_INT4 || t == EMBER_TYPE_NF4;
+        const std::vector<shape> list = t == EMBER_TYPE_IQ4_XS ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
+                                        : q4k ? std::vector<shape>(std::begin(shapes_k), std::end(shapes_k))
                                         : ext ? std::vector<shape>(std::begin(shapes_x), std::end(shapes_x))
                                         : q6k ? std::vector<shape>(std::begin(shapes_6), std::end(shapes_6))
                                               : std::vector<shape>(std::begin(shapes), std::end(shapes));
@@ -1257,6 +1282,16 @@ TEST_CASE("[cuda] the decode norm in the product before it: Q5_K") {
         return;
     }
     check_norm_in_product({EMBER_TYPE_Q5_K});  // (mvk_norm_kernel Q5, mvk_kernel NS Q5; Q4_K's shapes and switch)
+}
+
+TEST_CASE("[cuda] the decode norm in the product before it: IQ4_XS in Q4_K's kernels (EMBER_CUDA_IQ4XS_WIDE=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_IQ4XS_WIDE"}};
+    set_env("EMBER_CUDA_IQ4XS_WIDE", "1");
+    check_norm_in_product({EMBER_TYPE_IQ4_XS});  // (mvk_norm_kernel XS, mvk_kernel NS XS)
 }
 
 // Q5_K products read the copy (mvk_kernel NS) that another type's product makes (here Q4_0's

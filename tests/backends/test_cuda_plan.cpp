@@ -479,16 +479,25 @@ TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quan
 // default): gate / up and Q / K grouped, units with RoPE and cache writes, a producer and reader of
 // the norm-in-product copy (with Q4_K's switch, EMBER_CUDA_MV_NORM_Q4K); none of it at =0 or with
 // rows off the 16-byte alignment.
-TEST_CASE("[cuda plan] the backend's hooks: Q5_K in Q4_K's kernels: groups, units, the norm-in-product copy") {
-    for (const char * wide : {"", "0"}) {
-        setenv("EMBER_CUDA_Q5K_WIDE", wide, 1);
-        const bool on = *wide == '\0';
+// IQ4_XS the same with EMBER_CUDA_IQ4XS_WIDE=1 (opt-in until measured; rows 8-byte aligned).
+TEST_CASE("[cuda plan] the backend's hooks: Q5_K and IQ4_XS in Q4_K's kernels: groups, units, the norm-in-product copy") {
+    struct sw_case {
+        ember_type  t;
+        const char *var, *value;
+        bool        on;
+    };
+    for (const sw_case & sc : {sw_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "", true}, sw_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "0", false},
+                               sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "", false}, sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "1", true}}) {
+        setenv(sc.var, sc.value, 1);
+        const bool        on = sc.on;
+        const std::string tn = ember_type_get_name(sc.t);
+        CAPTURE(tn);
         CAPTURE(on);
         ember_graph              g;
         std::vector<layer_nodes> layers;
-        g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, EMBER_TYPE_Q5_K));
+        g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, sc.t));
         for (ember_tensor * t : g.leafs) {
-            if (t->type == EMBER_TYPE_Q5_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+            if (t->type == sc.t) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
         }
         ember_buffer *        leaves = place_graph(g);
         ember_cuda_plan_hooks h;
@@ -520,7 +529,7 @@ TEST_CASE("[cuda plan] the backend's hooks: Q5_K in Q4_K's kernels: groups, unit
         {
             ember_graph    g2;
             ember_tensor * x2 = g2.new_tensor(EMBER_TYPE_F32, 512, 1);
-            ember_tensor * w2 = g2.new_tensor(EMBER_TYPE_Q5_K, 512, 64);
+            ember_tensor * w2 = g2.new_tensor(sc.t, 512, 64);
             w2->flags |= EMBER_TENSOR_FLAG_WEIGHT;
             ember_tensor * a   = ember_mul_mat(g2, w2, x2);
             ember_tensor * sum = ember_add(g2, g2.new_tensor(EMBER_TYPE_F32, 64, 1), a);
@@ -537,15 +546,15 @@ TEST_CASE("[cuda plan] the backend's hooks: Q5_K in Q4_K's kernels: groups, unit
         }
         ember_tensor * w    = q->src[0];
         char *         data = static_cast<char *>(w->data);
-        w->data             = data + 4;  // rows off the 16-byte alignment: the 4-byte-load kernel alone
+        w->data             = data + 4;  // rows off the 16- / 8-byte alignment: the 4-byte-load kernel alone
         CHECK(ember_cuda_mul_mat_vec_q_supported(q));
         CHECK_FALSE(ember_cuda_mv_unit_ok(u));
         CHECK_FALSE(ember_cuda_mv_norm_reader_ok(q));
         CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(q, layers[0].k_mm));
         w->data = data;
         ember_buffer_free(leaves);
+        unsetenv(sc.var);
     }
-    unsetenv("EMBER_CUDA_Q5K_WIDE");
 }
 
 // Planar Q6_K products make the copy (mvp6_norm_kernel) by default, not with
