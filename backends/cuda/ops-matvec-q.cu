@@ -1732,9 +1732,10 @@ __global__ void __launch_bounds__(32 * k_q6p_max_warps) mvp6_kernel(mvq_args a, 
 // row; 4 warps a block for both. 128 registers (mvp6's), so 4 blocks an SM: the launcher takes it
 // where the grid fits one wave (the 1B shape, where the two launches cost Q/K 4.2 + V 3.3 us a
 // layer against 4.4 for an all-Q4_K layer's one).
-template <bool NS>
+// Q5: the units are Q5_K's (Q5_K_M's layers with V in Q6_K; EMBER_CUDA_MV_K4P6_Q5K).
+template <bool NS, bool Q5 = false>
 __global__ void __launch_bounds__(32 * k_rp_warps) mvk_p6_kernel(mvq_args a4, mvq_args a6, int ks, unsigned nb4) {
-    if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS>(a4, 0);
+    if (blockIdx.x < nb4) mvk_body<2, 1, 2, NS, Q5>(a4, 0);
     else mvp6_body<4, NS>(a6, ks, blockIdx.x - nb4);
 }
 
@@ -1782,6 +1783,7 @@ __device__ __forceinline__ void mvp6_row_seg2(const mvq_args & a, int64_t row) {
 // 610.2 (mvp6_rows, 9.32 us; its prefetch 609.6); in a later call 599.1 -> 606.9 (SEG2, 8.96 us)
 // -> 608.5 (SEG2 and PF, 8.64 us: the default). (The Q / K rows' second step requested into L2
 // the same way, mvk_body PF2, lost: 617.6 -> 614.0, session 51.)
+// (Not for Q5_K's units: mvk_body Q5 spills 108-124 bytes at this launch's 80-register cap.)
 template <bool NS, bool SEG2, bool PF>
 __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks)
     mvk_v6_kernel(const __grid_constant__ mvq_args a4, const __grid_constant__ mvq_args a6, unsigned nb4) {
@@ -2331,6 +2333,17 @@ template <typename F> bool dispatch_q(ember_type t, F && f) {
 bool mv_k4p6() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 1, {0, 1}) == 1;
 }
+// EMBER_CUDA_MV_K4P6_Q5K=1: the same for Q5_K units with a planar Q6_K one (Q5_K_M's layers with V
+// in Q6_K: mvk_p6_kernel Q5, where it fits one wave, the 1B shape; not mvk_v6_kernel, whose cap
+// would spill mvk_body Q5). Off until measured on a GPU (session 66). Read at every call (tests
+// switch it).
+bool mv_k4p6_q5k() {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6_Q5K", 0, {0, 1}) == 1;
+}
+// A unit weight launch_k4p6 takes beside a planar Q6_K one: Q4_K, or Q5_K with its switch.
+bool k4p6_partner_ok(const ember_tensor * w) {
+    return q4k_wide_ok(w) || (q5k_wide_ok(w) && mv_k4p6_q5k());
+}
 std::atomic<long long> k4p6_launches{0};  // (ember_cuda_mv_k4p6_launches)
 // EMBER_CUDA_MV_K4V: 1 (default) where mvk_p6_kernel's grid is over one wave (8B), V's rows on the
 // places the Q4_K units' capped launch leaves in its wave (mvk_v6_kernel) instead of V's own
@@ -2376,21 +2389,24 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
     ember_tensor *     d4[k_mv_group];
     ember_cuda_mv_unit u4[k_mv_group];
     int                n4 = 0, n6 = 0, i6[k_mv_group];
+    int                t4 = EMBER_TYPE_COUNT;  // the other units' type: Q4_K, or Q5_K (EMBER_CUDA_MV_K4P6_Q5K)
     for (int m = 0; m < nd; m++) {
         const ember_tensor * w = dsts[m]->src[0];
         if (q6p_unit_w(w) && !units[m].rope) {
             i6[n6++] = m;
-        } else if (w->type == EMBER_TYPE_Q4_K && q4k_wide_ok(w)) {
+        } else if (k4p6_partner_ok(w) && (t4 == EMBER_TYPE_COUNT || t4 == w->type)) {
+            t4       = w->type;
             d4[n4]   = dsts[m];
             u4[n4++] = units[m];
         } else {
             return EMBER_ERR_INTERNAL;  // (can_share let no other mix through)
         }
     }
+    const bool q5 = t4 == EMBER_TYPE_Q5_K;
     // One launch for both: one planar Q6_K unit (V) and Q4_K units in mvk_kernel's unit form at two
     // rows a warp (rows of at most 64 chunks, or a RoPE's pairs), over one column of x.
     const ember_tensor * x    = dsts[0]->src[1];
-    bool                 both = n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && q4k_wide();
+    bool                 both = n6 == 1 && n4 >= 1 && x->ne[1] * x->ne[2] * x->ne[3] == 1 && (q5 || q4k_wide());
     mvq_args             a4, a6;
     if (both) {
         a4         = mvq_args_of(ctx, d4[0], 256, xq, xds);
@@ -2411,7 +2427,9 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         if (k4v != 2 && q6p_rows_per_warp() == 4 && k_rp_warps % ks == 0) {
             const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
             if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
-                if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                if (ns && q5) cu_launch(ctx, mvk_p6_kernel<true, true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                else if (q5) cu_launch(ctx, mvk_p6_kernel<false, true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                else if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
                 else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
                 k4p6_launches.fetch_add(1, std::memory_order_relaxed);
                 return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
@@ -2421,7 +2439,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         // at least one place left.
         const int64_t left = static_cast<int64_t>(k_mv_pair_blocks) * cu_sm_count(ctx.device) - nb4;
         const int64_t nbv  = std::min<int64_t>({left, cu_blocks(a6.n, k_rp_warps), mv_k4v_blocks()});  // (at most a row a warp)
-        if (k4v != 0 && mv_pair_capped() && nbv >= 1) {
+        if (k4v != 0 && mv_pair_capped() && nbv >= 1 && !q5) {  // (Q5_K: the two launches)
             const unsigned nb   = nb4 + static_cast<unsigned>(nbv);
             const bool     seg2 = a6.nblk == 16 && mv_k4v_seg2(), pf = mv_k4v_pf();
             const auto     go   = [&](auto kernel) { cu_launch(ctx, kernel, nb, 32 * k_rp_warps, 0, a4, a6, nb4); };
@@ -2438,7 +2456,7 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         }
     }
     if (n4 > 0) {
-        const ember_status st = launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
+        const ember_status st = q5 ? launch<EMBER_TYPE_Q5_K>(ctx, d4, n4, u4, xq, xds, ns) : launch<EMBER_TYPE_Q4_K>(ctx, d4, n4, u4, xq, xds, ns);
         if (st != EMBER_OK) return st;
     }
     for (int i = 0; i < n6; i++) {
@@ -2567,7 +2585,7 @@ bool ember_cuda_mul_mat_vec_q_can_share(const ember_tensor * a, const ember_tens
     const ember_tensor * x  = a->src[1];
     // Q4_K with planar Q6_K (Q4_K_M's Q, K and V): units of one launch (launch_k4p6), EMBER_CUDA_MV_K4P6=0: not
     const bool k4p6 = wa->type != wb->type && mv_k4p6() &&
-                      ((q4k_wide_ok(wa) && q6p_unit_w(wb)) || (q6p_unit_w(wa) && q4k_wide_ok(wb)));
+                      ((k4p6_partner_ok(wa) && q6p_unit_w(wb)) || (q6p_unit_w(wa) && k4p6_partner_ok(wb)));
     if ((wa->type != wb->type && !k4p6) || wa->ne[0] != wb->ne[0] || wa->ne[2] * wa->ne[3] != 1 || wb->ne[2] * wb->ne[3] != 1 ||
         x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) {
         return false;

@@ -912,70 +912,84 @@ void check_k4v6(const builder & build, const std::vector<float> & ref, bool same
 // arithmetic); F16 / F32 / BF16 caches, 384 V rows (not a multiple of a block's 16), over a plain
 // x and over the O product's norm-in-product copy (the NS forms), the RoPE and the cache writes
 // in the stores (EMBER_CUDA_SKIP=other).
+// Q5_K_M's layers the same with EMBER_CUDA_MV_K4P6_Q5K=1 (opt-in until measured: mvk_p6_kernel Q5;
+// never mvk_v6_kernel, which would spill it: the two launches there).
 TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6, EMBER_CUDA_MV_K4V)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_MV_K4V", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_MV_K4V", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_K4P6_Q5K"}};
     set_env("EMBER_CUDA_MV_K4V", "");  // (the default: mvk_p6_kernel where its grid fits one wave)
-    for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
-        for (bool normed : {false, true}) {
-            qkv_case p{EMBER_TYPE_Q4_K, cache, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
-            p.normed = normed;
-            if (cache == EMBER_TYPE_F32) {
-                p.n_head_kv = 3;  // 384 V rows
-                p.n_head    = 6;
+    for (ember_type wt : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K}) {
+        set_env("EMBER_CUDA_MV_K4P6_Q5K", wt == EMBER_TYPE_Q5_K ? "1" : "");
+        const std::string tn = ember_type_get_name(wt);
+        for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
+            for (bool normed : {false, true}) {
+                qkv_case p{wt, cache, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048};
+                p.normed = normed;
+                if (cache == EMBER_TYPE_F32) {
+                    p.n_head_kv = 3;  // 384 V rows
+                    p.n_head    = 6;
+                }
+                const std::string what = tn + " q / k, q6_k v in one launch cache " + std::string(ember_type_get_name(cache)) + (normed ? " normed x" : "");
+                CAPTURE(what);
+                const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+                set_env("EMBER_CUDA_MV_K4P6", "");  // (the default)
+                const long long before = ember_cuda_mv_k4p6_launches();
+                // Over the copy, the O product, the norm and the Q / K / V products are each within
+                // rounding of the CPU's: two products deep that measured 1.26e-3 (F32 cache), on
+                // the two launches too (bit for bit below), as check_norm_in_product's 2e-3.
+                check_case(what, build, normed ? 2e-3 : 1e-3);
+                CHECK(ember_cuda_mv_k4p6_launches() > before);  // the one-launch form ran (not the two launches)
+                const std::vector<float> one = run_on(cuda_device(), build, 5);
+                set_env("EMBER_CUDA_SKIP", "other");
+                const std::vector<float> skip = run_on(cuda_device(), build, 5);
+                set_env("EMBER_CUDA_SKIP", "");
+                set_env("EMBER_CUDA_MV_K4P6", "0");
+                const std::vector<float> two = run_on(cuda_device(), build, 5);
+                CHECK(one == two);
+                CHECK(skip == two);
+                set_env("EMBER_CUDA_MV_K4P6", "");
+                // V's rows on the Q4_K launch's places left (mvk_v6_kernel, the 8B shape's form),
+                // made to run here: the same arithmetic as the two launches for rows of one segment.
+                if (wt == EMBER_TYPE_Q4_K) check_k4v6(build, two, true);
             }
-            const std::string what = "q4_k_m qkv in one launch cache " + std::string(ember_type_get_name(cache)) + (normed ? " normed x" : "");
-            CAPTURE(what);
-            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-            set_env("EMBER_CUDA_MV_K4P6", "");  // (the default)
-            const long long before = ember_cuda_mv_k4p6_launches();
-            // Over the copy, the O product, the norm and the Q / K / V products are each within
-            // rounding of the CPU's: two products deep that measured 1.26e-3 (F32 cache), on
-            // the two launches too (bit for bit below), as check_norm_in_product's 2e-3.
-            check_case(what, build, normed ? 2e-3 : 1e-3);
-            CHECK(ember_cuda_mv_k4p6_launches() > before);  // the one-launch form ran (not the two launches)
-            const std::vector<float> one = run_on(cuda_device(), build, 5);
-            set_env("EMBER_CUDA_SKIP", "other");
-            const std::vector<float> skip = run_on(cuda_device(), build, 5);
-            set_env("EMBER_CUDA_SKIP", "");
-            set_env("EMBER_CUDA_MV_K4P6", "0");
-            const std::vector<float> two = run_on(cuda_device(), build, 5);
-            CHECK(one == two);
-            CHECK(skip == two);
-            set_env("EMBER_CUDA_MV_K4P6", "");
-            // V's rows on the Q4_K launch's places left (mvk_v6_kernel, the 8B shape's form),
-            // made to run here: the same arithmetic as the two launches for rows of one segment.
-            check_k4v6(build, two, true);
         }
-    }
-    // V rows of five segments (10240 wide): no one-launch form takes them (mvk_p6_kernel's blocks
-    // are 4 warps; mvk_v6_kernel forced off), the two launches do; against the CPU.
-    {
-        qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 10240};
-        const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-        set_env("EMBER_CUDA_MV_K4V", "0");
-        const long long before = ember_cuda_mv_k4p6_launches();
-        check_case("q4_k_m qkv, v rows of five segments", build, 1e-3);
-        CHECK(ember_cuda_mv_k4p6_launches() == before);
-        set_env("EMBER_CUDA_MV_K4V", "");
-    }
-    // Rows of two segments (8B's 4096): V's row sums in another order than mvp6_kernel KS = 2's.
-    for (bool normed : {false, true}) {
-        qkv_case p{EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 4096};
-        p.normed = normed;
-        CAPTURE(normed);
-        const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-        const auto want  = run_on(ember_registry_cpu_device(), build, 5);
-        CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
-        check_k4v6(build, want, false, normed ? 2e-3 : 1e-3);
-        // Its forms the same bits: mvp6_row_seg2 sums as mvp6_rows does.
-        const env_clear reset2{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_SEG2"}};
-        set_env("EMBER_CUDA_MV_K4V", "2");
-        set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
-        check_k4v6(build, run_on(cuda_device(), build, 5), true);
+        // V rows of five segments (10240 wide): no one-launch form takes them (mvk_p6_kernel's blocks
+        // are 4 warps; mvk_v6_kernel forced off), the two launches do; against the CPU.
+        {
+            qkv_case p{wt, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 10240};
+            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+            set_env("EMBER_CUDA_MV_K4V", "0");
+            const long long before = ember_cuda_mv_k4p6_launches();
+            check_case(tn + " q / k, q6_k v rows of five segments", build, 1e-3);
+            CHECK(ember_cuda_mv_k4p6_launches() == before);
+            set_env("EMBER_CUDA_MV_K4V", "");
+        }
+        // Rows of two segments (8B's 4096): V's row sums in another order than mvp6_kernel KS = 2's.
+        for (bool normed : {false, true}) {
+            qkv_case p{wt, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 4096};
+            p.normed = normed;
+            CAPTURE(normed);
+            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+            const auto want  = run_on(ember_registry_cpu_device(), build, 5);
+            CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
+            if (wt == EMBER_TYPE_Q5_K) {  // (no mvk_v6_kernel form: the two launches, whatever EMBER_CUDA_MV_K4V says)
+                const env_clear reset2{{"EMBER_CUDA_MV_K4V"}};
+                set_env("EMBER_CUDA_MV_K4V", "2");
+                const long long before = ember_cuda_mv_k4v6_launches();
+                CHECK(nmse(run_on(cuda_device(), build, 5), want) < (normed ? 2e-3 : 1e-3));
+                CHECK(ember_cuda_mv_k4v6_launches() == before);
+                continue;
+            }
+            check_k4v6(build, want, false, normed ? 2e-3 : 1e-3);
+            // Its forms the same bits: mvp6_row_seg2 sums as mvp6_rows does.
+            const env_clear reset2{{"EMBER_CUDA_MV_K4V", "EMBER_CUDA_MV_K4V_SEG2"}};
+            set_env("EMBER_CUDA_MV_K4V", "2");
+            set_env("EMBER_CUDA_MV_K4V_SEG2", "0");
+            check_k4v6(build, run_on(cuda_device(), build, 5), true);
+        }
     }
 }
 

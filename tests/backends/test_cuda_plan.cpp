@@ -707,58 +707,68 @@ TEST_CASE("[cuda plan] the backend's hooks: Q/K/V units and gate/up groups for e
     }
 }
 
+// (Q5_K_M's layers the same with EMBER_CUDA_MV_K4P6_Q5K=1, opt-in; without it, two launches.)
 TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit of its own with its cache write") {
-    ember_graph              g;
-    std::vector<layer_nodes> layers;
-    g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, EMBER_TYPE_Q4_K, EMBER_TYPE_Q6_K));
-    for (ember_tensor * t : g.leafs) {
-        if (t->type == EMBER_TYPE_Q6_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the planar layout
-        if (t->type == EMBER_TYPE_Q4_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+    for (ember_type wt : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K}) {
+        const std::string tn = ember_type_get_name(wt);
+        CAPTURE(tn);
+        ember_graph              g;
+        std::vector<layer_nodes> layers;
+        g.build_forward(build_layers(g, EMBER_TYPE_F16, layers, wt, EMBER_TYPE_Q6_K));
+        for (ember_tensor * t : g.leafs) {
+            if (t->type == EMBER_TYPE_Q6_K) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;  // the planar layout
+            if (t->type == wt) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        }
+        ember_buffer *        leaves = place_graph(g);
+        ember_cuda_plan_hooks h;
+        h.unit_ok                                     = ember_cuda_mv_unit_ok;
+        h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
+        setenv("EMBER_CUDA_MV_K4P6", "0", 1);
+        const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
+        // With EMBER_CUDA_MV_K4P6=0, per layer: Q and K (Q4_K, RoPE, K's cache write) in one launch, then V alone (a kernel of
+        // another type) with its cache write; no RoPE on a Q6_K unit.
+        REQUIRE(plans.size() == 2 * layers.size());
+        for (size_t l = 0; l < layers.size(); l++) {
+            CAPTURE(l);
+            const ember_cuda_unit_plan & qk = plans[2 * l];
+            const ember_cuda_unit_plan & v  = plans[2 * l + 1];
+            REQUIRE(qk.n == 2);
+            CHECK(qk.u[0].rope == layers[l].q_rope);
+            CHECK(qk.u[1].set_rows == layers[l].k_set);
+            REQUIRE(v.n == 1);
+            CHECK(v.u[0].mm == layers[l].v_mm);
+            CHECK(v.u[0].set_rows == layers[l].v_set);
+            CHECK(v.u[0].rope == nullptr);
+        }
+        CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
+        // By default (EMBER_CUDA_MV_K4P6), Q, K and V are the units of one launch (mvk_p6_kernel);
+        // still no plain group of the two types (gate / up and other groups: can_group).
+        unsetenv("EMBER_CUDA_MV_K4P6");
+        if (wt == EMBER_TYPE_Q5_K) {
+            CHECK(plan_all(g, h).size() == 2 * layers.size());  // (not without its own switch)
+            setenv("EMBER_CUDA_MV_K4P6_Q5K", "1", 1);
+        }
+        const std::vector<ember_cuda_unit_plan> one = plan_all(g, h);
+        REQUIRE(one.size() == layers.size());
+        for (size_t l = 0; l < layers.size(); l++) {
+            CAPTURE(l);
+            REQUIRE(one[l].n == 3);
+            CHECK(one[l].u[0].rope == layers[l].q_rope);
+            CHECK(one[l].u[1].set_rows == layers[l].k_set);
+            CHECK(one[l].u[2].mm == layers[l].v_mm);
+            CHECK(one[l].u[2].set_rows == layers[l].v_set);
+        }
+        CHECK(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(layers[0].k_mm, layers[0].v_mm));
+        // The same V unit with a RoPE, or in the GGUF layout, is refused.
+        ember_cuda_mv_unit u = plans[1].u[0];
+        u.rope               = layers[0].k_rope;
+        CHECK_FALSE(ember_cuda_mv_unit_ok(u));
+        layers[0].v_mm->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;
+        CHECK_FALSE(ember_cuda_mv_unit_ok(plans[1].u[0]));
+        ember_buffer_free(leaves);
+        unsetenv("EMBER_CUDA_MV_K4P6_Q5K");
     }
-    ember_buffer *        leaves = place_graph(g);
-    ember_cuda_plan_hooks h;
-    h.unit_ok                                     = ember_cuda_mv_unit_ok;
-    h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
-    setenv("EMBER_CUDA_MV_K4P6", "0", 1);
-    const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
-    // With EMBER_CUDA_MV_K4P6=0, per layer: Q and K (Q4_K, RoPE, K's cache write) in one launch, then V alone (a kernel of
-    // another type) with its cache write; no RoPE on a Q6_K unit.
-    REQUIRE(plans.size() == 2 * layers.size());
-    for (size_t l = 0; l < layers.size(); l++) {
-        CAPTURE(l);
-        const ember_cuda_unit_plan & qk = plans[2 * l];
-        const ember_cuda_unit_plan & v  = plans[2 * l + 1];
-        REQUIRE(qk.n == 2);
-        CHECK(qk.u[0].rope == layers[l].q_rope);
-        CHECK(qk.u[1].set_rows == layers[l].k_set);
-        REQUIRE(v.n == 1);
-        CHECK(v.u[0].mm == layers[l].v_mm);
-        CHECK(v.u[0].set_rows == layers[l].v_set);
-        CHECK(v.u[0].rope == nullptr);
-    }
-    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
-    // By default (EMBER_CUDA_MV_K4P6), Q, K and V are the units of one launch (mvk_p6_kernel);
-    // still no plain group of the two types (gate / up and other groups: can_group).
-    unsetenv("EMBER_CUDA_MV_K4P6");
-    const std::vector<ember_cuda_unit_plan> one = plan_all(g, h);
-    REQUIRE(one.size() == layers.size());
-    for (size_t l = 0; l < layers.size(); l++) {
-        CAPTURE(l);
-        REQUIRE(one[l].n == 3);
-        CHECK(one[l].u[0].rope == layers[l].q_rope);
-        CHECK(one[l].u[1].set_rows == layers[l].k_set);
-        CHECK(one[l].u[2].mm == layers[l].v_mm);
-        CHECK(one[l].u[2].set_rows == layers[l].v_set);
-    }
-    CHECK(ember_cuda_mul_mat_vec_q_can_share(layers[0].k_mm, layers[0].v_mm));
-    CHECK_FALSE(ember_cuda_mul_mat_vec_q_can_group(layers[0].k_mm, layers[0].v_mm));
-    // The same V unit with a RoPE, or in the GGUF layout, is refused.
-    ember_cuda_mv_unit u = plans[1].u[0];
-    u.rope               = layers[0].k_rope;
-    CHECK_FALSE(ember_cuda_mv_unit_ok(u));
-    layers[0].v_mm->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;
-    CHECK_FALSE(ember_cuda_mv_unit_ok(plans[1].u[0]));
-    ember_buffer_free(leaves);
 }
 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
