@@ -5,7 +5,10 @@
 // weight's vec_dot_type first; the difference is within the conformance tolerances).
 // This is the generic path, for the types without an integer kernel in ops-matvec-q.cu (or,
 // for Ember's own types, in ops-matvec-ext.cu).
+#include <atomic>
+
 #include "cuda-common.cuh"
+#include "cuda-env.h"
 #include "cuda-matvec-ext.h"
 
 namespace {
@@ -80,7 +83,133 @@ struct matvec_launch {
     }
 };
 
+// F16 / BF16 rows with 16-byte loads (EMBER_CUDA_F16_WIDE=1; the generic kernel above reads one
+// 2-byte element a lane step, its load after the PDL wait): each warp takes R rows, its lanes
+// consecutive 16-byte chunks of 8 weights (a warp load covers 512 contiguous bytes), U chunks of
+// each row in flight per lane, the first ones requested before cu_pdl_begin() (weights only); x's
+// 8 floats of a chunk (two 16-byte loads) serve the R rows. Products and sums in float (x not
+// rounded to the weight's type, as the generic kernel). 2-D weights and x (one matrix; columns
+// on grid.y), rows of a multiple of 8 weights, weights' and x's rows 16-byte aligned.
+constexpr int k_mvh_rows = 2, k_mvh_u = 4;
+
+struct mvh_args {
+    const char * w;
+    int64_t      w_nb1;
+    const char * x;
+    int64_t      x_nb1;
+    char *       y;
+    int64_t      y_nb1;
+    int64_t      n;
+    int          nchunk;  // 8-weight chunks a row
+};
+
+// Sum over a chunk: w's 8 weights (4 words of two) times x's 8 floats.
+template <int T> __device__ __forceinline__ float2 mvh_pair(uint32_t v) {
+    if constexpr (T == EMBER_TYPE_F16) {
+        return __half22float2(*reinterpret_cast<const __half2 *>(&v));
+    } else {  // BF16: the high half word is the second weight
+        return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+    }
+}
+template <int T> __device__ __forceinline__ float mvh_dot8(const uint4 & w, const float4 & x0, const float4 & x1, float acc) {
+    const float2 a = mvh_pair<T>(w.x), b = mvh_pair<T>(w.y), c = mvh_pair<T>(w.z), d = mvh_pair<T>(w.w);
+    acc            = fmaf(a.x, x0.x, acc);
+    acc            = fmaf(a.y, x0.y, acc);
+    acc            = fmaf(b.x, x0.z, acc);
+    acc            = fmaf(b.y, x0.w, acc);
+    acc            = fmaf(c.x, x1.x, acc);
+    acc            = fmaf(c.y, x1.y, acc);
+    acc            = fmaf(d.x, x1.z, acc);
+    acc            = fmaf(d.y, x1.w, acc);
+    return acc;
+}
+
+template <int T, int R, int U>
+__global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
+    const int     lane = threadIdx.x % 32;
+    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * k_rows + threadIdx.x / 32) * R;
+    if (row0 >= a.n) return;
+    const uint4 * wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = reinterpret_cast<const uint4 *>(a.w + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1);  // tail: read, discard
+    const int nchunk = a.nchunk;
+    uint4     w[U][R];
+    const auto load = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int  c  = c0 + 32 * u;
+            const bool ok = c < nchunk;
+#pragma unroll
+            for (int r = 0; r < R; r++) w[u][r] = ok ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    load(lane);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    const float4 * xc     = reinterpret_cast<const float4 *>(a.x + static_cast<int64_t>(blockIdx.y) * a.x_nb1);
+    float          acc[R] = {};
+    for (int c0 = lane; c0 < nchunk; c0 += 32 * U) {
+        if (c0 != lane) load(c0);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = c0 + 32 * u;
+            if (c >= nchunk) continue;
+            const float4 x0 = __ldg(xc + 2 * c), x1 = __ldg(xc + 2 * c + 1);
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] = mvh_dot8<T>(w[u][r], x0, x1, acc[r]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = cu_warp_sum(acc[r]);
+    if (lane != 0) return;
+    float * yc = reinterpret_cast<float *>(a.y + static_cast<int64_t>(blockIdx.y) * a.y_nb1);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (row0 + r < a.n) yc[row0 + r] = acc[r];
+    }
+}
+
+// EMBER_CUDA_F16_WIDE=1: F16 / BF16 decode products through mvh_kernel where its conditions hold
+// (mvh_ok). Off until measured on a GPU (session 66 wrote it with no device time left). Read at
+// every call (tests switch it).
+bool f16_wide() {
+    return ember_cuda_env_choice("EMBER_CUDA_F16_WIDE", 0, {0, 1}) == 1;
+}
+std::atomic<long long> mvh_launches{0};  // (ember_cuda_mv_f16_wide_launches)
+
+bool mvh_ok(const ember_tensor * dst) {
+    const ember_tensor * w = dst->src[0];
+    const ember_tensor * x = dst->src[1];
+    const auto a16 = [](const void * p, size_t nb) { return ((reinterpret_cast<uintptr_t>(p) | nb) & 15) == 0; };
+    return (w->type == EMBER_TYPE_F16 || w->type == EMBER_TYPE_BF16) && x->type == EMBER_TYPE_F32 && dst->type == EMBER_TYPE_F32 &&
+           w->ne[0] % 8 == 0 && w->ne[0] / 8 < INT32_MAX && w->ne[2] * w->ne[3] == 1 && x->ne[2] * x->ne[3] == 1 &&
+           w->nb[0] == 2 && x->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float) && a16(w->data, w->nb[1]) &&
+           a16(x->data, x->nb[1]) && f16_wide();
+}
+
+ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * dst) {
+    const ember_tensor * w = dst->src[0];
+    const ember_tensor * x = dst->src[1];
+    mvh_args             a;
+    a.w      = static_cast<const char *>(w->data);
+    a.w_nb1  = static_cast<int64_t>(w->nb[1]);
+    a.x      = static_cast<const char *>(x->data);
+    a.x_nb1  = static_cast<int64_t>(x->nb[1]);
+    a.y      = static_cast<char *>(dst->data);
+    a.y_nb1  = static_cast<int64_t>(dst->nb[1]);
+    a.n      = w->ne[1];
+    a.nchunk = static_cast<int>(w->ne[0] / 8);
+    const dim3 grid(cu_blocks(a.n, k_rows * k_mvh_rows), static_cast<unsigned>(x->ne[1]), 1);
+    if (w->type == EMBER_TYPE_F16) cu_launch(ctx, mvh_kernel<EMBER_TYPE_F16, k_mvh_rows, k_mvh_u>, grid, 32 * k_rows, 0, a);
+    else cu_launch(ctx, mvh_kernel<EMBER_TYPE_BF16, k_mvh_rows, k_mvh_u>, grid, 32 * k_rows, 0, a);
+    mvh_launches.fetch_add(1, std::memory_order_relaxed);
+    return ember_cuda_check_launch("mul_mat (matvec f16 / bf16, 16-byte loads)");
+}
+
 }  // namespace
+
+long long ember_cuda_mv_f16_wide_launches() {
+    return mvh_launches.load(std::memory_order_relaxed);
+}
 
 ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
     const ember_tensor * x = dst->src[1];
@@ -93,6 +222,7 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
     if (ember_cuda_mul_mat_vec_q_supported(dst)) return ember_cuda_mul_mat_vec_q(ctx, dst);
     if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) return EMBER_ERR_UNSUPPORTED;  // only the kernel above reads it
     ctx.qx_valid = false;
+    if (mvh_ok(dst)) return mvh_launch(ctx, dst);
     if (!cu_dispatch_chunk_type(dst->src[0]->type, matvec_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
     return ember_cuda_check_launch("mul_mat (matvec)");
 }

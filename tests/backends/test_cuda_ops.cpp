@@ -1708,6 +1708,67 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
     }
 }
 
+// F16 / BF16 decode products with 16-byte loads (EMBER_CUDA_F16_WIDE=1, mvh_kernel; opt-in until
+// measured): rows of one chunk a lane and of several steps, a partial step, odd row counts (a
+// warp's second row past the end), columns; rows of a width that is no multiple of 8, a batched
+// product and a strided x view take the generic kernel (the launch count says which ran).
+TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WIDE=1)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_F16_WIDE"}};
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
+        // (the CPU rounds x to the weight's type first; the GPU multiplies x's floats: BF16's 8-bit
+        // mantissa puts that at ~1e-5)
+        const double tol = t == EMBER_TYPE_BF16 ? 1e-4 : 1e-5;
+        for (const char * wide : {"1", "0"}) {
+            set_env("EMBER_CUDA_F16_WIDE", wide);
+            for (int64_t k : {8, 256, 4096, 2048 + 8 * 37}) {
+                for (int64_t n : {67, 7}) {
+                    for (int64_t m : {1, 3}) {
+                        const long long before = ember_cuda_mv_f16_wide_launches();
+                        check_case(std::string("matvec ") + ember_type_get_name(t) + " EMBER_CUDA_F16_WIDE=" + wide + " k=" + std::to_string(k) +
+                                       " n=" + std::to_string(n) + " m=" + std::to_string(m),
+                                   [=](case_ctx & c) {
+                                       return ember_mul_mat(c.g, c.rand_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
+                                   }, tol);
+                        CHECK((ember_cuda_mv_f16_wide_launches() > before) == (*wide == '1'));
+                    }
+                }
+            }
+        }
+        set_env("EMBER_CUDA_F16_WIDE", "1");
+        const auto generic = [&](const std::string & what, const builder & build) {
+            const long long before = ember_cuda_mv_f16_wide_launches();
+            check_case(what, build, tol);
+            CHECK(ember_cuda_mv_f16_wide_launches() == before);
+        };
+        const std::string tn = ember_type_get_name(t);
+        generic("matvec " + tn + " k=4100 (not a multiple of 8)", [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.rand_leaf(t, 4100, 9), c.rand_leaf(EMBER_TYPE_F32, 4100, 2));
+        });
+        generic("matvec " + tn + " batched", [=](case_ctx & c) {
+            return ember_mul_mat(c.g, c.rand_leaf(t, 256, 9, 2), c.rand_leaf(EMBER_TYPE_F32, 256, 1, 4));
+        });
+        generic("matvec " + tn + " of an x view 4 bytes off the 16-byte alignment", [=](case_ctx & c) {
+            ember_tensor * a     = c.rand_leaf(EMBER_TYPE_F32, 512, 6);
+            const int64_t  ne[4] = {256, 3, 1, 1};
+            const size_t   nb[4] = {4, a->nb[1] * 2, a->nb[1] * 6, a->nb[1] * 6};
+            return ember_mul_mat(c.g, c.rand_leaf(t, 256, 9), ember_view_strided(c.g, a, ne, nb, 4));
+        });
+        // x's columns two rows apart (16-byte aligned): the wide kernel.
+        const long long before = ember_cuda_mv_f16_wide_launches();
+        check_case("matvec " + tn + " of a strided x view", [=](case_ctx & c) {
+            ember_tensor * a     = c.rand_leaf(EMBER_TYPE_F32, 512, 6);
+            const int64_t  ne[4] = {512, 3, 1, 1};
+            const size_t   nb[4] = {4, a->nb[1] * 2, a->nb[1] * 6, a->nb[1] * 6};
+            return ember_mul_mat(c.g, c.rand_leaf(t, 512, 9), ember_view_strided(c.g, a, ne, nb, a->nb[1]));
+        }, tol);
+        CHECK(ember_cuda_mv_f16_wide_launches() > before);
+    }
+}
+
 TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
