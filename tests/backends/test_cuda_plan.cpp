@@ -98,6 +98,23 @@ std::vector<ember_cuda_unit_plan> plan_all(ember_graph & g, const ember_cuda_pla
     return plans;
 }
 
+// The plans of build_layers' graph when every layer's Q, K and V are units of one launch: Q
+// with its RoPE, K with RoPE and cache write, V with its cache write.
+void check_qkv_units(const std::vector<ember_cuda_unit_plan> & plans, const std::vector<layer_nodes> & layers) {
+    REQUIRE(plans.size() == layers.size());
+    for (size_t l = 0; l < layers.size(); l++) {
+        CAPTURE(l);
+        const ember_cuda_unit_plan & p = plans[l];
+        REQUIRE(p.n == 3);
+        CHECK(p.u[0].mm == layers[l].q_mm);
+        CHECK(p.u[0].rope == layers[l].q_rope);
+        CHECK(p.u[1].rope == layers[l].k_rope);
+        CHECK(p.u[1].set_rows == layers[l].k_set);
+        CHECK(p.u[2].set_rows == layers[l].v_set);
+    }
+}
+
+
 // The kernels' side, as the CUDA backend has it: the store writes F16 caches, not Q8_0 ones;
 // one launch holds matvecs over one x with weights of one type.
 bool unit_ok(const ember_cuda_mv_unit & u) {
@@ -505,17 +522,7 @@ TEST_CASE("[cuda plan] the backend's hooks: Q5_K and IQ4_XS in Q4_K's kernels: g
         h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
         const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
         if (on) {
-            REQUIRE(plans.size() == layers.size());
-            for (size_t l = 0; l < layers.size(); l++) {
-                CAPTURE(l);
-                const ember_cuda_unit_plan & p = plans[l];
-                REQUIRE(p.n == 3);
-                CHECK(p.u[0].mm == layers[l].q_mm);
-                CHECK(p.u[0].rope == layers[l].q_rope);
-                CHECK(p.u[1].rope == layers[l].k_rope);
-                CHECK(p.u[1].set_rows == layers[l].k_set);
-                CHECK(p.u[2].set_rows == layers[l].v_set);
-            }
+            check_qkv_units(plans, layers);
         } else {
             CHECK(plans.empty());
         }
@@ -665,17 +672,7 @@ TEST_CASE("[cuda plan] the backend's hooks: Q/K/V units and gate/up groups for e
         h.unit_ok                                     = ember_cuda_mv_unit_ok;
         h.can_share                                   = ember_cuda_mul_mat_vec_q_can_share;
         const std::vector<ember_cuda_unit_plan> plans = plan_all(g, h);
-        REQUIRE(plans.size() == layers.size());
-        for (size_t l = 0; l < layers.size(); l++) {
-            CAPTURE(l);
-            const ember_cuda_unit_plan & p = plans[l];
-            REQUIRE(p.n == 3);
-            CHECK(p.u[0].mm == layers[l].q_mm);
-            CHECK(p.u[0].rope == layers[l].q_rope);
-            CHECK(p.u[1].rope == layers[l].k_rope);
-            CHECK(p.u[1].set_rows == layers[l].k_set);
-            CHECK(p.u[2].set_rows == layers[l].v_set);
-        }
+        check_qkv_units(plans, layers);
         // Gate and up over one x group; a weight of another type or one not converted does not.
         ember_tensor * x    = g.new_tensor(EMBER_TYPE_F32, 256, 1);
         ember_tensor * wg   = g.new_tensor(wt, 256, 768);
