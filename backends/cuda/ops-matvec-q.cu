@@ -1124,6 +1124,9 @@ __device__ __forceinline__ float k5_chunk(const uint4 (&q)[QW], const uint4 (&qh
     }
     return k4_scaled<QW>(h, l, s0, s1, ds);
 }
+// The block of the rows mvk_body / mvk_norm_kernel read: Q4_K, Q5_K (Q5) or IQ4_XS (XS).
+template <bool Q5, bool XS>
+using mvk_block_t = std::conditional_t<XS, ember_block_iq4_xs, std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>>;
 // IQ4_XS's chunk (mvk_kernel XS, QW = 2): the lane's 32 bytes of qs are sub-block 2 g's 16 (q[0])
 // and 2 g + 1's (q[1]), each byte weights i (low nibble) and i + 16 (high) of its sub-block
 // (iq4_dot8); x's words: xlo[0] / xlo[1] 2 g's weights 0-15 / 16-31, xhi[0] / xhi[1] 2 g + 1's. h
@@ -1175,7 +1178,7 @@ __device__ __forceinline__ uint4 k4_header_of(uint32_t hw) {
 template <int R, int U, int QW, bool NS, bool Q5 = false, bool XS = false>
 __device__ __forceinline__ void mvk_body(const mvq_args & a, unsigned boff) {
     static_assert(!XS || (QW == 2 && !Q5), "IQ4_XS: whole 32-byte groups a lane");
-    using block         = std::conditional_t<XS, ember_block_iq4_xs, std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>>;
+    using block         = mvk_block_t<Q5, XS>;
     constexpr int BYTES = sizeof(block);
     constexpr int QS    = offsetof(block, qs);
     constexpr int CPB   = 8 / QW;  // a block's chunks
@@ -1286,7 +1289,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, MINB) mvk_kernel(mvq_args a) 
 // XS: IQ4_XS rows (136-byte blocks; 8-byte loads, xs_chunk).
 template <int MINB = 1, bool SPLIT = false, bool Q5 = false, bool XS = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, MINB) mvk_norm_kernel(mvk_norm_args a) {
-    using block         = std::conditional_t<XS, ember_block_iq4_xs, std::conditional_t<Q5, ember_block_q5_k, ember_block_q4_k>>;
+    using block         = mvk_block_t<Q5, XS>;
     constexpr int BYTES = sizeof(block);
     constexpr int QS    = offsetof(block, qs);
     constexpr int QH    = Q5 ? static_cast<int>(offsetof(ember_block_q5_k, qh)) : 0;
@@ -2147,8 +2150,12 @@ bool q4k_wide() {
 
 // Q6_K weights whose rows start 16-byte aligned (a multiple of 8 blocks): mv6_kernel.
 // Every row of w starts 16-byte aligned (16-byte loads of whole rows).
+// Whether w's data and row / matrix strides are multiples of `bytes` (a power of two).
+bool rows_aligned(const ember_tensor * w, uintptr_t bytes) {
+    return ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & (bytes - 1)) == 0;
+}
 bool rows_aligned16(const ember_tensor * w) {
-    return ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 15) == 0;
+    return rows_aligned(w, 16);
 }
 
 bool q6k_wide_ok(const ember_tensor * w) {
@@ -2181,7 +2188,7 @@ bool q5k_wide_ok(const ember_tensor * w) {
     return w->type == EMBER_TYPE_Q5_K && rows_aligned16(w) && q5k_wide();
 }
 bool iq4xs_wide_ok(const ember_tensor * w) {
-    return w->type == EMBER_TYPE_IQ4_XS && ((reinterpret_cast<uintptr_t>(w->data) | w->nb[1] | w->nb[2] | w->nb[3]) & 7) == 0 && iq4xs_wide();
+    return w->type == EMBER_TYPE_IQ4_XS && rows_aligned(w, 8) && iq4xs_wide();
 }
 // The types Q4_K's kernels take besides Q4_K (mvk_kernel Q5 / XS, mvk_norm_kernel): groups of
 // one type, units, the norm-in-product copy, as Q4_K's wide form.
@@ -2427,10 +2434,8 @@ ember_status launch_k4p6(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int 
         if (k4v != 2 && q6p_rows_per_warp() == 4 && k_rp_warps % ks == 0) {
             const unsigned nb6 = cu_blocks(a6.n, (k_rp_warps / ks) * 4);
             if (static_cast<int64_t>(nb4) + nb6 <= 4 * static_cast<int64_t>(cu_sm_count(ctx.device))) {
-                if (ns && q5) cu_launch(ctx, mvk_p6_kernel<true, true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                else if (q5) cu_launch(ctx, mvk_p6_kernel<false, true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                else if (ns) cu_launch(ctx, mvk_p6_kernel<true>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
-                else cu_launch(ctx, mvk_p6_kernel<false>, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
+                const auto kernel = ns ? (q5 ? mvk_p6_kernel<true, true> : mvk_p6_kernel<true>) : (q5 ? mvk_p6_kernel<false, true> : mvk_p6_kernel<false>);
+                cu_launch(ctx, kernel, nb4 + nb6, 32 * k_rp_warps, 0, a4, a6, ks, nb4);
                 k4p6_launches.fetch_add(1, std::memory_order_relaxed);
                 return ember_cuda_check_launch("mul_mat (matvec units, q4_k and planar q6_k)");
             }
@@ -2823,6 +2828,11 @@ bool ember_cuda_mv_norm_ok(const ember_tensor * mm, const ember_tensor * add, co
 }
 
 
+// mvk_norm_kernel's form for Q4_K, Q5_K (q5) or IQ4_XS (xs) rows.
+template <bool SPLIT> static auto mvk_norm_kernel_for(bool q5, bool xs) {
+    return q5 ? mvk_norm_kernel<1, SPLIT, true> : xs ? mvk_norm_kernel<1, SPLIT, false, true> : mvk_norm_kernel<1, SPLIT>;
+}
+
 // Scratch slot 1 holds the copy (slot 0 holds the product's own x, read by the same kernel); its
 // readers (the next launch) run before anything else uses slot 1 (the decode attention's splits).
 // any_size false (EMBER_CUDA_MV_NORM=1): only where the grid fills 3/4 of the SMs, the rule of
@@ -2882,14 +2892,10 @@ ember_status ember_cuda_mul_mat_vec_norm(ember_cuda_ctx & ctx, ember_tensor * mm
         a.xds   = xds;
         a.out   = o;
         int thr = 0;
-        if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {  // (Q5_K: Q4_K's rule)
-            if (q5) cu_launch(ctx, mvk_norm_kernel<1, true, true>, 2 * blocks, thr, 0, a);
-            else if (xs) cu_launch(ctx, mvk_norm_kernel<1, true, false, true>, 2 * blocks, thr, 0, a);
-            else cu_launch(ctx, mvk_norm_kernel<1, true>, 2 * blocks, thr, 0, a);
+        if (ember_cuda_mvn_split(ctx, EMBER_TYPE_Q4_K, static_cast<int64_t>(blocks), a.nblk, a.split, thr)) {  // (Q5_K / IQ4_XS: Q4_K's rule)
+            cu_launch(ctx, mvk_norm_kernel_for<true>(q5, xs), 2 * blocks, thr, 0, a);
         } else {
-            if (q5) cu_launch(ctx, mvk_norm_kernel<1, false, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
-            else if (xs) cu_launch(ctx, mvk_norm_kernel<1, false, false, true>, blocks, 32 * mvn_warps(a.nblk), 0, a);
-            else cu_launch(ctx, mvk_norm_kernel<1>, blocks, 32 * mvn_warps(a.nblk), 0, a);
+            cu_launch(ctx, mvk_norm_kernel_for<false>(q5, xs), blocks, 32 * mvn_warps(a.nblk), 0, a);
         }
     } else if (w->type == EMBER_TYPE_Q6_K) {  // planar (mv_norm_ok: mvn_q6p_ok)
         mvp6_norm_args a;
