@@ -2113,12 +2113,12 @@ bool q5k_wide() {
     return ember_cuda_env_choice("EMBER_CUDA_Q5K_WIDE", 1, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_IQ4XS_WIDE=1: IQ4_XS through mvk_kernel XS (Q4_K's lanes and host paths: groups,
-// Q / K / V units, the norm-in-product copy; its 136-byte blocks 8-byte aligned: 8-byte loads)
-// instead of mvq_kernel (4-byte loads, alone). Off until measured on a GPU (session 66 wrote it
-// with no device time left). Read at every call (tests switch it).
+// EMBER_CUDA_IQ4XS_WIDE: 1 (default) IQ4_XS through mvk_kernel XS (Q4_K's lanes and host paths:
+// groups, Q / K / V units, the norm-in-product copy; its 136-byte blocks 8-byte aligned: 8-byte
+// loads); 0 mvq_kernel (4-byte loads, alone). H200 tg128 1B IQ4_XS 1741.3 against 1375.4, 8B 507.3
+// against 350.9 (session 67). Read at every call (tests switch it).
 bool iq4xs_wide() {
-    return ember_cuda_env_choice("EMBER_CUDA_IQ4XS_WIDE", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_IQ4XS_WIDE", 1, {0, 1}) == 1;
 }
 
 template <int T> bool aligned_for(const ember_tensor * w) {
@@ -2340,12 +2340,12 @@ template <typename F> bool dispatch_q(ember_type t, F && f) {
 bool mv_k4p6() {
     return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6", 1, {0, 1}) == 1;
 }
-// EMBER_CUDA_MV_K4P6_Q5K=1: the same for Q5_K units with a planar Q6_K one (Q5_K_M's layers with V
-// in Q6_K: mvk_p6_kernel Q5, where it fits one wave, the 1B shape; not mvk_v6_kernel, whose cap
-// would spill mvk_body Q5). Off until measured on a GPU (session 66). Read at every call (tests
-// switch it).
+// EMBER_CUDA_MV_K4P6_Q5K: 1 (default) the same for Q5_K units with a planar Q6_K one (Q5_K_M's
+// layers with V in Q6_K: mvk_p6_kernel Q5, where it fits one wave, the 1B shape; not mvk_v6_kernel,
+// whose cap would spill mvk_body Q5); 0 two launches. H200 tg128 1B Q5_K_M 1808.3 against 1753.3
+// (session 67). Read at every call (tests switch it).
 bool mv_k4p6_q5k() {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6_Q5K", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_MV_K4P6_Q5K", 1, {0, 1}) == 1;
 }
 // A unit weight launch_k4p6 takes beside a planar Q6_K one: Q4_K, or Q5_K with its switch.
 bool k4p6_partner_ok(const ember_tensor * w) {

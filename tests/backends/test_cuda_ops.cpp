@@ -335,14 +335,16 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
     // of one block (lanes past its 4 chunks idle), of one chunk a lane and of several, odd row
     // counts, columns. (7 rows, not 1: one k = 256 product of this seed is small enough for the
     // 8-bit x's rounding to be 4% of it, on either kernel.)
-    // IQ4_XS the same in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE=1, opt-in until measured; 8-byte loads).
+    // IQ4_XS the same in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE, the default; 8-byte loads) and in
+    // mvq_kernel (=0).
     struct wide_case {
         ember_type  t;
         const char *var, *value;
         bool        wide;
     };
     for (const wide_case & wc : {wide_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "", true}, wide_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "0", false},
-                                 wide_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "1", true}}) {
+                                 wide_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "", true},
+                                 wide_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "0", false}}) {
         set_env(wc.var, wc.value);
         env_clear clear{{wc.var}};  // however the case ends
         for (int64_t k : {256, 2048, 4096 + 512}) {
@@ -758,14 +760,14 @@ TEST_CASE("[cuda] decode Q/K/V matvecs with RoPE and KV cache writes in their st
                                  " heads " + std::to_string(p.n_head) + "/" + std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd);
         check_case(what, [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
     }
-    // IQ4_XS units in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE=1, opt-in until measured).
+    // IQ4_XS units in mvk_kernel XS (EMBER_CUDA_IQ4XS_WIDE, the default).
     {
         const env_clear clear{{"EMBER_CUDA_IQ4XS_WIDE"}};
-        set_env("EMBER_CUDA_IQ4XS_WIDE", "1");
+        set_env("EMBER_CUDA_IQ4XS_WIDE", "");
         for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
             for (const qkv_case & p : {qkv_case{EMBER_TYPE_IQ4_XS, EMBER_TYPE_F16, mode, false, false, 8, 2, 64},
                                        qkv_case{EMBER_TYPE_IQ4_XS, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
-                check_case("qkv epilogue iq4_xs (EMBER_CUDA_IQ4XS_WIDE=1) mode " + std::to_string(mode) + " hd " + std::to_string(p.hd),
+                check_case("qkv epilogue iq4_xs (EMBER_CUDA_IQ4XS_WIDE) mode " + std::to_string(mode) + " hd " + std::to_string(p.hd),
                            [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3);
             }
         }
@@ -912,8 +914,8 @@ void check_k4v6(const builder & build, const std::vector<float> & ref, bool same
 // arithmetic); F16 / F32 / BF16 caches, 384 V rows (not a multiple of a block's 16), over a plain
 // x and over the O product's norm-in-product copy (the NS forms), the RoPE and the cache writes
 // in the stores (EMBER_CUDA_SKIP=other).
-// Q5_K_M's layers the same with EMBER_CUDA_MV_K4P6_Q5K=1 (opt-in until measured: mvk_p6_kernel Q5;
-// never mvk_v6_kernel, which would spill it: the two launches there).
+// Q5_K_M's layers the same by default (EMBER_CUDA_MV_K4P6_Q5K: mvk_p6_kernel Q5; never
+// mvk_v6_kernel, which would spill it: the two launches there).
 TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one launch (EMBER_CUDA_MV_K4P6, EMBER_CUDA_MV_K4V)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -922,7 +924,7 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
     const env_clear reset{{"EMBER_CUDA_MV_K4P6", "EMBER_CUDA_MV_K4V", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_K4P6_Q5K"}};
     set_env("EMBER_CUDA_MV_K4V", "");  // (the default: mvk_p6_kernel where its grid fits one wave)
     for (ember_type wt : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K}) {
-        set_env("EMBER_CUDA_MV_K4P6_Q5K", wt == EMBER_TYPE_Q5_K ? "1" : "");
+        set_env("EMBER_CUDA_MV_K4P6_Q5K", "");  // (the default: on)
         const std::string tn = ember_type_get_name(wt);
         for (ember_type cache : {EMBER_TYPE_F16, EMBER_TYPE_F32, EMBER_TYPE_BF16}) {
             for (bool normed : {false, true}) {
@@ -1090,10 +1092,10 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
     // The SWIGLU's own launch (EMBER_CUDA_MV_GLU=0: not in the gate / up launch, tested below).
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_IQ4XS_WIDE"}};
     set_env("EMBER_CUDA_MV_GLU", "0");
-    // (Q5_K / IQ4_XS: gate / up grouped in mvk_kernel Q5 / XS, IQ4_XS with EMBER_CUDA_IQ4XS_WIDE=1;
+    // (Q5_K / IQ4_XS: gate / up grouped in mvk_kernel Q5 / XS, by default;
     // rows of whole 256-weight blocks for the down product.)
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q5_K, EMBER_TYPE_IQ4_XS}) {
-        set_env("EMBER_CUDA_IQ4XS_WIDE", t == EMBER_TYPE_IQ4_XS ? "1" : "");
+        set_env("EMBER_CUDA_IQ4XS_WIDE", "");
         const bool                 k256   = t == EMBER_TYPE_Q5_K || t == EMBER_TYPE_IQ4_XS;
         const std::vector<int64_t> widths = k256 ? std::vector<int64_t>{256 * 3, 14336} : std::vector<int64_t>{32, 14336, 32 * 67};
         for (int64_t n : widths) {
@@ -1298,13 +1300,13 @@ TEST_CASE("[cuda] the decode norm in the product before it: Q5_K") {
     check_norm_in_product({EMBER_TYPE_Q5_K});  // (mvk_norm_kernel Q5, mvk_kernel NS Q5; Q4_K's shapes and switch)
 }
 
-TEST_CASE("[cuda] the decode norm in the product before it: IQ4_XS in Q4_K's kernels (EMBER_CUDA_IQ4XS_WIDE=1)") {
+TEST_CASE("[cuda] the decode norm in the product before it: IQ4_XS in Q4_K's kernels (EMBER_CUDA_IQ4XS_WIDE)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
     const env_clear reset{{"EMBER_CUDA_IQ4XS_WIDE"}};
-    set_env("EMBER_CUDA_IQ4XS_WIDE", "1");
+    set_env("EMBER_CUDA_IQ4XS_WIDE", "");  // (the default: on)
     check_norm_in_product({EMBER_TYPE_IQ4_XS});  // (mvk_norm_kernel XS, mvk_kernel NS XS)
 }
 
@@ -1708,11 +1710,11 @@ TEST_CASE("[cuda] the streaming matvec: the same bits as mvr_kernel") {
     }
 }
 
-// F16 / BF16 decode products with 16-byte loads (EMBER_CUDA_F16_WIDE=1, mvh_kernel; opt-in until
-// measured): rows of one chunk a lane and of several steps, a partial step, odd row counts (a
+// F16 / BF16 decode products with 16-byte loads (EMBER_CUDA_F16_WIDE, the default: mvh_kernel)
+// and in the generic kernel (=0): rows of one chunk a lane and of several steps, a partial step, odd row counts (a
 // warp's second row past the end), columns; rows of a width that is no multiple of 8, a batched
 // product and a strided x view take the generic kernel (the launch count says which ran).
-TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WIDE=1)") {
+TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WIDE)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
@@ -1722,23 +1724,23 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
         // (the CPU rounds x to the weight's type first; the GPU multiplies x's floats: BF16's 8-bit
         // mantissa puts that at ~1e-5)
         const double tol = t == EMBER_TYPE_BF16 ? 1e-4 : 1e-5;
-        for (const char * wide : {"1", "0"}) {
+        for (const char * wide : {"", "0"}) {
             set_env("EMBER_CUDA_F16_WIDE", wide);
             for (int64_t k : {8, 256, 4096, 2048 + 8 * 37}) {
                 for (int64_t n : {67, 7}) {
                     for (int64_t m : {1, 3}) {
                         const long long before = ember_cuda_mv_f16_wide_launches();
-                        check_case(std::string("matvec ") + ember_type_get_name(t) + " EMBER_CUDA_F16_WIDE=" + wide + " k=" + std::to_string(k) +
+                        check_case(std::string("matvec ") + ember_type_get_name(t) + " EMBER_CUDA_F16_WIDE=" + (*wide ? wide : "(default)") + " k=" + std::to_string(k) +
                                        " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                    [=](case_ctx & c) {
                                        return ember_mul_mat(c.g, c.rand_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
                                    }, tol);
-                        CHECK((ember_cuda_mv_f16_wide_launches() > before) == (*wide == '1'));
+                        CHECK((ember_cuda_mv_f16_wide_launches() > before) == (*wide != '0'));
                     }
                 }
             }
         }
-        set_env("EMBER_CUDA_F16_WIDE", "1");
+        set_env("EMBER_CUDA_F16_WIDE", "");
         const auto generic = [&](const std::string & what, const builder & build) {
             const long long before = ember_cuda_mv_f16_wide_launches();
             check_case(what, build, tol);

@@ -456,10 +456,12 @@ TEST_CASE("[cuda plan] the backend's hooks: the decode norm in the product befor
 // cannot do: no groups or Q / K / V units (mvq_kernel has no epilogue: such a launch would be an
 // internal error) and no norm-in-product copy. Q4_1 stays on the float matvec.
 TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quants / IQ4 on dp4a alone") {
-    // (Q5_K: in Q4_K's kernel, with its groups and units, by default: the next case.)
+    // (Q5_K and IQ4_XS: in Q4_K's kernel, with its groups and units, by default: the next case;
+    // IQ4_XS here at EMBER_CUDA_IQ4XS_WIDE=0.)
     for (ember_type wt : {EMBER_TYPE_Q5_0, EMBER_TYPE_Q2_K, EMBER_TYPE_Q3_K, EMBER_TYPE_IQ4_NL, EMBER_TYPE_IQ4_XS, EMBER_TYPE_Q4_1}) {
         const std::string tn = ember_type_get_name(wt);
         CAPTURE(tn);
+        setenv("EMBER_CUDA_IQ4XS_WIDE", wt == EMBER_TYPE_IQ4_XS ? "0" : "", 1);
         const bool        dp4a = wt != EMBER_TYPE_Q4_1;
         ember_graph       g;
         ember_tensor *    x  = g.new_tensor(EMBER_TYPE_F32, 512, 1);
@@ -490,13 +492,14 @@ TEST_CASE("[cuda plan] the backend's hooks: decode products of Q5_0 / the K-quan
         }
         ember_buffer_free(leaves);
     }
+    unsetenv("EMBER_CUDA_IQ4XS_WIDE");
 }
 
 // Q5_K with 16-byte-aligned rows (its GGUF layout) in Q4_K's kernels (EMBER_CUDA_Q5K_WIDE, on by
 // default): gate / up and Q / K grouped, units with RoPE and cache writes, a producer and reader of
 // the norm-in-product copy (with Q4_K's switch, EMBER_CUDA_MV_NORM_Q4K); none of it at =0 or with
 // rows off the 16-byte alignment.
-// IQ4_XS the same with EMBER_CUDA_IQ4XS_WIDE=1 (opt-in until measured; rows 8-byte aligned).
+// IQ4_XS the same (EMBER_CUDA_IQ4XS_WIDE, on by default; rows 8-byte aligned).
 TEST_CASE("[cuda plan] the backend's hooks: Q5_K and IQ4_XS in Q4_K's kernels: groups, units, the norm-in-product copy") {
     struct sw_case {
         ember_type  t;
@@ -504,7 +507,7 @@ TEST_CASE("[cuda plan] the backend's hooks: Q5_K and IQ4_XS in Q4_K's kernels: g
         bool        on;
     };
     for (const sw_case & sc : {sw_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "", true}, sw_case{EMBER_TYPE_Q5_K, "EMBER_CUDA_Q5K_WIDE", "0", false},
-                               sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "", false}, sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "1", true}}) {
+                               sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "", true}, sw_case{EMBER_TYPE_IQ4_XS, "EMBER_CUDA_IQ4XS_WIDE", "0", false}}) {
         setenv(sc.var, sc.value, 1);
         const bool        on = sc.on;
         const std::string tn = ember_type_get_name(sc.t);
@@ -704,7 +707,7 @@ TEST_CASE("[cuda plan] the backend's hooks: Q/K/V units and gate/up groups for e
     }
 }
 
-// (Q5_K_M's layers the same with EMBER_CUDA_MV_K4P6_Q5K=1, opt-in; without it, two launches.)
+// (Q5_K_M's layers the same by default, EMBER_CUDA_MV_K4P6_Q5K; at =0, two launches.)
 TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit of its own with its cache write") {
     for (ember_type wt : {EMBER_TYPE_Q4_K, EMBER_TYPE_Q5_K}) {
         const std::string tn = ember_type_get_name(wt);
@@ -742,8 +745,9 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
         // still no plain group of the two types (gate / up and other groups: can_group).
         unsetenv("EMBER_CUDA_MV_K4P6");
         if (wt == EMBER_TYPE_Q5_K) {
+            setenv("EMBER_CUDA_MV_K4P6_Q5K", "0", 1);
             CHECK(plan_all(g, h).size() == 2 * layers.size());  // (not without its own switch)
-            setenv("EMBER_CUDA_MV_K4P6_Q5K", "1", 1);
+            unsetenv("EMBER_CUDA_MV_K4P6_Q5K");
         }
         const std::vector<ember_cuda_unit_plan> one = plan_all(g, h);
         REQUIRE(one.size() == layers.size());
@@ -764,7 +768,6 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
         layers[0].v_mm->src[0]->flags &= ~EMBER_TENSOR_FLAG_CUDA_REPACKED;
         CHECK_FALSE(ember_cuda_mv_unit_ok(plans[1].u[0]));
         ember_buffer_free(leaves);
-        unsetenv("EMBER_CUDA_MV_K4P6_Q5K");
     }
 }
 
