@@ -725,12 +725,15 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
     // three on the token's critical path. The graph's order (a depth-first walk from the
     // logits) puts Q's view and RoPE between the Q and K matvecs, so later matvecs are hoisted
     // here when that is safe (hoistable) and skipped when the walk reaches them.
-    if (is_matvec(node) && group_matvecs() && ember_cuda_mul_mat_vec_q_supported(node)) {
-        ember_tensor * grp[3] = {node, nullptr, nullptr};
-        int            n      = 1;
+    // (F16 / BF16 weights: their own kernel's groups, EMBER_CUDA_F16_GROUP=1.)
+    const bool q_group = ember_cuda_mul_mat_vec_q_supported(node);
+    if (is_matvec(node) && group_matvecs() && (q_group || node->src[0]->type == EMBER_TYPE_F16 || node->src[0]->type == EMBER_TYPE_BF16)) {
+        const auto     can_group = q_group ? ember_cuda_mul_mat_vec_q_can_group : ember_cuda_mul_mat_vec_f16_can_group;
+        ember_tensor * grp[3]    = {node, nullptr, nullptr};
+        int            n         = 1;
         for (int32_t j = i + 1; j < end && j <= i + k_hoist_window && n < 3 && ctx.n_hoisted + n <= 6; j++) {
             ember_tensor * c = g->nodes[j];
-            if (!is_matvec(c) || ember_nelements(c) == 0 || !ember_cuda_mul_mat_vec_q_can_group(node, c)) continue;
+            if (!is_matvec(c) || ember_nelements(c) == 0 || !can_group(node, c)) continue;
             if (!hoistable(ctx, g, i, j, grp, n)) continue;
             grp[n++] = c;
         }
@@ -743,7 +746,7 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
             while (run < n && g->nodes[i + run] == grp[run]) run++;
             *used = run;
             // (Ember's types in the CUDA ext layout: ops-matvec-ext.cu, through the same call.)
-            return ember_cuda_mul_mat_vec_q_group(ctx, grp, n);
+            return q_group ? ember_cuda_mul_mat_vec_q_group(ctx, grp, n) : ember_cuda_mul_mat_vec_f16_group(ctx, grp, n);
         }
     }
     // ROPE of Q and K, SET_ROWS of K and V: each pair in one launch (the partner hoisted); a

@@ -257,6 +257,10 @@ long long    ember_cuda_mv_k4v6_launches();
 // How many Q4_0 unit launches in the halves form (EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
 long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_mv_f16_wide_launches();  // mvh_kernel launches (EMBER_CUDA_F16_WIDE; ops-matvec.cu)
+// F16 / BF16 decode products over one x in one mvh_kernel launch (EMBER_CUDA_F16_GROUP=1; ops-matvec.cu):
+// whether b can join a's, and the launch of dsts[0..nd), nd <= 3.
+bool         ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_tensor * b);
+ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)

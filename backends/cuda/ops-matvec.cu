@@ -6,6 +6,7 @@
 // This is the generic path, for the types without an integer kernel in ops-matvec-q.cu (or,
 // for Ember's own types, in ops-matvec-ext.cu).
 #include <atomic>
+#include <climits>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
@@ -92,16 +93,26 @@ struct matvec_launch {
 // on grid.y), rows of a multiple of 8 weights, weights' and x's rows 16-byte aligned.
 constexpr int k_mvh_rows = 2, k_mvh_u = 4;
 
+// Up to k_mvh_group matrices over one x in one launch (Q, K, V; gate, up: EMBER_CUDA_F16_GROUP):
+// matrix m's blocks start at blk[m] (blk[m] = INT_MAX past the last matrix).
+constexpr int k_mvh_group = 3;
+
 struct mvh_args {
-    const char * w;
-    int64_t      w_nb1;
+    const char * w[k_mvh_group];
+    int64_t      w_nb1[k_mvh_group];
+    char *       y[k_mvh_group];
+    int64_t      y_nb1[k_mvh_group];
+    int64_t      n[k_mvh_group];
+    int          blk[k_mvh_group];  // blk[0] = 0
     const char * x;
     int64_t      x_nb1;
-    char *       y;
-    int64_t      y_nb1;
-    int64_t      n;
-    int          nchunk;  // 8-weight chunks a row
+    int          nchunk;  // 8-weight chunks a row (every matrix's)
 };
+
+// A member of a's matrices by a runtime index, without indexing the parameter arrays (selects).
+template <typename V> __device__ __forceinline__ V mvh_pick(const V (&v)[k_mvh_group], int m) {
+    return m == 0 ? v[0] : m == 1 ? v[1] : v[2];
+}
 
 // Sum over a chunk: w's 8 weights (4 words of two) times x's 8 floats.
 template <int T> __device__ __forceinline__ float2 mvh_pair(uint32_t v) {
@@ -127,11 +138,16 @@ template <int T> __device__ __forceinline__ float mvh_dot8(const uint4 & w, cons
 template <int T, int R, int U>
 __global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
     const int     lane = threadIdx.x % 32;
-    const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * k_rows + threadIdx.x / 32) * R;
-    if (row0 >= a.n) return;
+    const int     bx   = static_cast<int>(blockIdx.x);
+    const int     m    = (bx >= a.blk[1]) + (bx >= a.blk[2]);
+    const int64_t n    = mvh_pick(a.n, m);
+    const int64_t row0 = (static_cast<int64_t>(bx - mvh_pick(a.blk, m)) * k_rows + threadIdx.x / 32) * R;
+    if (row0 >= n) return;
+    const char *  wm   = mvh_pick(a.w, m);
+    const int64_t w_nb1 = mvh_pick(a.w_nb1, m);
     const uint4 * wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = reinterpret_cast<const uint4 *>(a.w + (row0 + r < a.n ? row0 + r : a.n - 1) * a.w_nb1);  // tail: read, discard
+    for (int r = 0; r < R; r++) wr[r] = reinterpret_cast<const uint4 *>(wm + (row0 + r < n ? row0 + r : n - 1) * w_nb1);  // tail: read, discard
     const int nchunk = a.nchunk;
     uint4     w[U][R];
     const auto load = [&](int c0) {
@@ -161,10 +177,10 @@ __global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = cu_warp_sum(acc[r]);
     if (lane != 0) return;
-    float * yc = reinterpret_cast<float *>(a.y + static_cast<int64_t>(blockIdx.y) * a.y_nb1);
+    float * yc = reinterpret_cast<float *>(mvh_pick(a.y, m) + static_cast<int64_t>(blockIdx.y) * mvh_pick(a.y_nb1, m));
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        if (row0 + r < a.n) yc[row0 + r] = acc[r];
+        if (row0 + r < n) yc[row0 + r] = acc[r];
     }
 }
 
@@ -186,21 +202,50 @@ bool mvh_ok(const ember_tensor * dst) {
            a16(x->data, x->nb[1]) && f16_wide();
 }
 
-ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * dst) {
-    const ember_tensor * w = dst->src[0];
-    const ember_tensor * x = dst->src[1];
+// EMBER_CUDA_F16_GROUP=1 (measuring, session 67): F16 / BF16 products over one x (Q, K, V; gate,
+// up) in one launch (ember_cuda_mul_mat_vec_f16_group).
+bool f16_group() {
+    return ember_cuda_env_choice("EMBER_CUDA_F16_GROUP", 0, {0, 1}) == 1;
+}
+
+// dsts[0..nd): products mvh_ok takes, over one x, weights of one type and width.
+ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    const ember_tensor * w0 = dsts[0]->src[0];
+    const ember_tensor * x  = dsts[0]->src[1];
     mvh_args             a;
-    a.w      = static_cast<const char *>(w->data);
-    a.w_nb1  = static_cast<int64_t>(w->nb[1]);
     a.x      = static_cast<const char *>(x->data);
     a.x_nb1  = static_cast<int64_t>(x->nb[1]);
-    a.y      = static_cast<char *>(dst->data);
-    a.y_nb1  = static_cast<int64_t>(dst->nb[1]);
-    a.n      = w->ne[1];
-    a.nchunk = static_cast<int>(w->ne[0] / 8);
-    const dim3 grid(cu_blocks(a.n, k_rows * k_mvh_rows), static_cast<unsigned>(x->ne[1]), 1);
-    if (w->type == EMBER_TYPE_F16) cu_launch(ctx, mvh_kernel<EMBER_TYPE_F16, k_mvh_rows, k_mvh_u>, grid, 32 * k_rows, 0, a);
-    else cu_launch(ctx, mvh_kernel<EMBER_TYPE_BF16, k_mvh_rows, k_mvh_u>, grid, 32 * k_rows, 0, a);
+    a.nchunk = static_cast<int>(w0->ne[0] / 8);
+    // EMBER_CUDA_F16_FORM (measuring, session 67): rows a warp and chunks of each in flight a lane:
+    // 0 (default) 2 and 4, 1: 1 and 4, 2: 1 and 8, 3: 4 and 2.
+    const int  form        = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});
+    const int  rows_a_warp = form == 0 ? k_mvh_rows : form == 3 ? 4 : 1;
+    int64_t    blocks      = 0;
+    for (int m = 0; m < k_mvh_group; m++) {
+        a.blk[m] = m < nd ? static_cast<int>(blocks) : INT_MAX;
+        if (m >= nd) {
+            a.w[m] = nullptr, a.y[m] = nullptr, a.w_nb1[m] = a.y_nb1[m] = a.n[m] = 0;
+            continue;
+        }
+        const ember_tensor * w = dsts[m]->src[0];
+        a.w[m]                 = static_cast<const char *>(w->data);
+        a.w_nb1[m]             = static_cast<int64_t>(w->nb[1]);
+        a.y[m]                 = static_cast<char *>(dsts[m]->data);
+        a.y_nb1[m]             = static_cast<int64_t>(dsts[m]->nb[1]);
+        a.n[m]                 = w->ne[1];
+        blocks += cu_blocks(a.n[m], k_rows * rows_a_warp);
+    }
+    if (blocks > INT_MAX) return EMBER_ERR_UNSUPPORTED;
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(x->ne[1]), 1);
+    const auto go   = [&](auto kernel) { cu_launch(ctx, kernel, grid, 32 * k_rows, 0, a); };
+    const bool f16  = w0->type == EMBER_TYPE_F16;
+    switch (form) {
+        case 1: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 1, 4>) : go(mvh_kernel<EMBER_TYPE_BF16, 1, 4>); break;
+        case 2: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 1, 8>) : go(mvh_kernel<EMBER_TYPE_BF16, 1, 8>); break;
+        case 3: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 4, 2>) : go(mvh_kernel<EMBER_TYPE_BF16, 4, 2>); break;
+        default: f16 ? go(mvh_kernel<EMBER_TYPE_F16, k_mvh_rows, k_mvh_u>) : go(mvh_kernel<EMBER_TYPE_BF16, k_mvh_rows, k_mvh_u>);
+    }
+    ctx.qx_valid = false;
     mvh_launches.fetch_add(1, std::memory_order_relaxed);
     return ember_cuda_check_launch("mul_mat (matvec f16 / bf16, 16-byte loads)");
 }
@@ -209,6 +254,22 @@ ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * dst) {
 
 long long ember_cuda_mv_f16_wide_launches() {
     return mvh_launches.load(std::memory_order_relaxed);
+}
+
+// Whether b can share a's launch (ember_cuda_mul_mat_vec_f16_group): both F16 / BF16 products
+// mvh_kernel takes (mvh_ok), over the same x, with weights of one type and width, neither
+// writing x or the other's memory (EMBER_CUDA_F16_GROUP=1).
+bool ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_tensor * b) {
+    if (a->op != EMBER_OP_MUL_MAT || b->op != EMBER_OP_MUL_MAT || a == b || a->src[1] != b->src[1] || b->src[0] == a) return false;
+    if (a->src[0]->type != b->src[0]->type || a->src[0]->ne[0] != b->src[0]->ne[0] || !f16_group() || !mvh_ok(a) || !mvh_ok(b)) return false;
+    const ember_tensor * x = a->src[1];
+    if (x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
+    return !ember_cuda_overlaps(a, x) && !ember_cuda_overlaps(b, x) && !ember_cuda_overlaps(a, b);
+}
+
+ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    if (nd < 1 || nd > k_mvh_group) return EMBER_ERR_INVALID_ARG;
+    return mvh_launch(ctx, dsts, nd);
 }
 
 ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
@@ -222,7 +283,7 @@ ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {
     if (ember_cuda_mul_mat_vec_q_supported(dst)) return ember_cuda_mul_mat_vec_q(ctx, dst);
     if (dst->src[0]->flags & EMBER_TENSOR_FLAG_CUDA_REPACKED) return EMBER_ERR_UNSUPPORTED;  // only the kernel above reads it
     ctx.qx_valid = false;
-    if (mvh_ok(dst)) return mvh_launch(ctx, dst);
+    if (mvh_ok(dst)) return mvh_launch(ctx, &dst, 1);
     if (!cu_dispatch_chunk_type(dst->src[0]->type, matvec_launch{ctx, dst})) return EMBER_ERR_UNSUPPORTED;
     return ember_cuda_check_launch("mul_mat (matvec)");
 }

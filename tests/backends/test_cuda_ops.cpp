@@ -1719,18 +1719,25 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_F16_WIDE"}};
+    const env_clear reset{{"EMBER_CUDA_F16_WIDE", "EMBER_CUDA_F16_FORM", "EMBER_CUDA_F16_GROUP"}};
+    // (the generic kernel at EMBER_CUDA_F16_WIDE=0; the wide one in each EMBER_CUDA_F16_FORM)
+    struct form_case {
+        const char *wide, *form;
+    };
     for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
         // (the CPU rounds x to the weight's type first; the GPU multiplies x's floats: BF16's 8-bit
         // mantissa puts that at ~1e-5)
         const double tol = t == EMBER_TYPE_BF16 ? 1e-4 : 1e-5;
-        for (const char * wide : {"", "0"}) {
+        for (const form_case & fc : {form_case{"", ""}, form_case{"", "1"}, form_case{"", "2"}, form_case{"", "3"}, form_case{"0", ""}}) {
+            const char * wide = fc.wide;
             set_env("EMBER_CUDA_F16_WIDE", wide);
+            set_env("EMBER_CUDA_F16_FORM", fc.form);
             for (int64_t k : {8, 256, 4096, 2048 + 8 * 37}) {
                 for (int64_t n : {67, 7}) {
                     for (int64_t m : {1, 3}) {
                         const long long before = ember_cuda_mv_f16_wide_launches();
-                        check_case(std::string("matvec ") + ember_type_get_name(t) + " EMBER_CUDA_F16_WIDE=" + (*wide ? wide : "(default)") + " k=" + std::to_string(k) +
+                        check_case(std::string("matvec ") + ember_type_get_name(t) + " EMBER_CUDA_F16_WIDE=" + (*wide ? wide : "(default)") +
+                                       " EMBER_CUDA_F16_FORM=" + fc.form + " k=" + std::to_string(k) +
                                        " n=" + std::to_string(n) + " m=" + std::to_string(m),
                                    [=](case_ctx & c) {
                                        return ember_mul_mat(c.g, c.rand_leaf(t, k, n), c.rand_leaf(EMBER_TYPE_F32, k, m, 1, -3.0f, 3.0f));
@@ -1741,6 +1748,7 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
             }
         }
         set_env("EMBER_CUDA_F16_WIDE", "");
+        set_env("EMBER_CUDA_F16_FORM", "");
         const auto generic = [&](const std::string & what, const builder & build) {
             const long long before = ember_cuda_mv_f16_wide_launches();
             check_case(what, build, tol);
@@ -1768,6 +1776,38 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
             return ember_mul_mat(c.g, c.rand_leaf(t, 512, 9), ember_view_strided(c.g, a, ne, nb, a->nb[1]));
         }, tol);
         CHECK(ember_cuda_mv_f16_wide_launches() > before);
+        // Products over one x in one launch (EMBER_CUDA_F16_GROUP=1): Q / K / V of unequal row
+        // counts (block tails inside the grid) with each output's consumer between them, then a
+        // gate / up pair, as "grouped matvecs" for the integer types; 2 launches a run instead
+        // of 5, the same results, in every form.
+        const auto grouped = [=](case_ctx & c) {
+            ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
+            ember_tensor * q   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 4160), x);
+            ember_tensor * k   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 72), x);
+            ember_tensor * v   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 136), x);
+            ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
+                                                          ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
+                                           ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
+            ember_tensor * h   = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 512), sum);
+            ember_tensor * gt  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+            ember_tensor * up  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+            return ember_add(c.g, sum, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 200, 64), ember_swiglu(c.g, gt, up)));
+        };
+        long long launches[2] = {};
+        for (const char * group : {"0", "1"}) {
+            set_env("EMBER_CUDA_F16_GROUP", group);
+            for (const char * form : {"", "1", "2", "3"}) {
+                if (*group == '0' && *form) continue;
+                set_env("EMBER_CUDA_F16_FORM", form);
+                const long long b0 = ember_cuda_mv_f16_wide_launches();
+                check_case("grouped matvecs " + tn + " EMBER_CUDA_F16_GROUP=" + group + " EMBER_CUDA_F16_FORM=" + form, grouped, 10 * tol);
+                if (!*form) launches[*group - '0'] = ember_cuda_mv_f16_wide_launches() - b0;
+            }
+        }
+        set_env("EMBER_CUDA_F16_GROUP", "");
+        set_env("EMBER_CUDA_F16_FORM", "");
+        CHECK(launches[0] > 0);
+        CHECK(launches[0] * 2 == launches[1] * 5);
     }
 }
 

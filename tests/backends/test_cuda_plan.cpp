@@ -826,6 +826,55 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
 }
 #endif
 
+// F16 / BF16 decode products over one x in one launch (EMBER_CUDA_F16_GROUP=1, measuring; off by
+// default): products of one type and width over the same x, with 16-byte-aligned rows (the
+// wide kernel's conditions, mvh_ok), and nothing else: another type, another width, another x,
+// x off the alignment, the switch off, EMBER_CUDA_F16_WIDE=0.
+TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x grouped (EMBER_CUDA_F16_GROUP)") {
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
+        const std::string tn = ember_type_get_name(t);
+        CAPTURE(tn);
+        ember_graph    g;
+        ember_tensor * x  = g.new_tensor(EMBER_TYPE_F32, 512, 1);
+        ember_tensor * x2 = g.new_tensor(EMBER_TYPE_F32, 512, 1);
+        ember_tensor * xo = g.new_tensor(EMBER_TYPE_F32, 516, 1);
+        ember_tensor * x3 = g.new_tensor(EMBER_TYPE_F32, 1024, 1);
+        const auto     w  = [&](ember_type wt, int64_t k, int64_t n) {
+            ember_tensor * r = g.new_tensor(wt, k, n);
+            r->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+            return r;
+        };
+        const ember_type other = t == EMBER_TYPE_F16 ? EMBER_TYPE_BF16 : EMBER_TYPE_F16;
+        ember_tensor *   xv    = ember_view(g, xo, 512, 1, 1, 1, 4);  // x 4 bytes off the alignment
+        ember_tensor *   q     = ember_mul_mat(g, w(t, 512, 256), x);
+        ember_tensor *   k     = ember_mul_mat(g, w(t, 512, 64), x);
+        ember_tensor *   o     = ember_mul_mat(g, w(other, 512, 64), x);  // another type
+        ember_tensor *   x2p   = ember_mul_mat(g, w(t, 512, 64), x2);     // another x
+        ember_tensor *   u1    = ember_mul_mat(g, w(t, 512, 64), xv);
+        ember_tensor *   u2    = ember_mul_mat(g, w(t, 512, 64), xv);
+        ember_tensor *   wide  = ember_mul_mat(g, w(t, 1024, 64), x3);  // another width (and x)
+        ember_tensor *   sum   = ember_view(g, q, 64, 1);
+        for (ember_tensor * p : {k, o, x2p, u1, u2, wide}) sum = ember_add(g, sum, p);
+        g.build_forward(sum);
+        ember_buffer * leaves = place_graph(g);
+        unsetenv("EMBER_CUDA_F16_GROUP");
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, k));  // (off by default)
+        setenv("EMBER_CUDA_F16_GROUP", "1", 1);
+        CHECK(ember_cuda_mul_mat_vec_f16_can_group(q, k));
+        CHECK(ember_cuda_mul_mat_vec_f16_can_group(k, q));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, q));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, o));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, x2p));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(u1, u2));
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, wide));
+        setenv("EMBER_CUDA_F16_WIDE", "0", 1);
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, k));
+        unsetenv("EMBER_CUDA_F16_WIDE");
+        unsetenv("EMBER_CUDA_F16_GROUP");
+        ember_buffer_free(leaves);
+    }
+}
+
 TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
     CHECK(ember_cuda_skip_parse(nullptr) == 0);
     CHECK(ember_cuda_skip_parse("") == 0);
