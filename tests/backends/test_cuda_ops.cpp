@@ -305,6 +305,25 @@ TEST_CASE("[cuda] the CUDA backend matches the CPU on every op and type") {
     }
 }
 
+// Matvecs over one x that share a launch (Q, K, V; gate, up), the later ones hoisted past the
+// nodes between them (here: each output's consumer, as Q's view and RoPE in a model): unequal
+// row counts (block tails inside the grid), more than 4096 rows in one (2 rows per warp), a
+// group of 3 with others between and a consecutive pair. Every row of every output reaches the
+// result through an F32 product of its own.
+ember_tensor * grouped_matvecs(case_ctx & c, ember_type t, int64_t cols) {
+    ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, cols);
+    ember_tensor * q   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 4160), x);
+    ember_tensor * k   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 72), x);
+    ember_tensor * v   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 136), x);
+    ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
+                                                  ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
+                                   ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
+    ember_tensor * h   = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 512), sum);
+    ember_tensor * gt  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+    ember_tensor * up  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
+    return ember_add(c.g, sum, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 200, 64), ember_swiglu(c.g, gt, up)));
+}
+
 TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA graph replay") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -392,26 +411,11 @@ TEST_CASE("[cuda] decode: integer matvec, reused quantized activations, CUDA gra
         ember_tensor * e  = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_Q4_0, 1024, 64), x2);
         return ember_add(c.g, ember_add(c.g, a, b), ember_add(c.g, d, e));
     }, 1e-3);
-    // Matvecs over one x share a launch (Q, K, V; gate, up), the later ones hoisted past the
-    // nodes between them (here: each output's consumer, as Q's view and RoPE in a model):
-    // unequal row counts (block tails inside the grid), more than 4096 rows in one (2 rows per
-    // warp), a group of 3 with others between and a consecutive pair. Every row of every
-    // output reaches the result through an F32 product of its own.
+    // Matvecs over one x in one launch (grouped_matvecs).
     for (ember_type t : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K}) {
         for (int64_t cols : {1, 3}) {
-            check_case(std::string("grouped matvecs ") + ember_type_get_name(t) + " cols=" + std::to_string(cols), [=](case_ctx & c) {
-                ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, cols);
-                ember_tensor * q   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 4160), x);
-                ember_tensor * k   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 72), x);
-                ember_tensor * v   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 136), x);
-                ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
-                                                              ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
-                                               ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
-                ember_tensor * h   = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 512), sum);
-                ember_tensor * gt  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
-                ember_tensor * up  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
-                return ember_add(c.g, sum, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 200, 64), ember_swiglu(c.g, gt, up)));
-            }, 1e-3);
+            check_case(std::string("grouped matvecs ") + ember_type_get_name(t) + " cols=" + std::to_string(cols),
+                       [=](case_ctx & c) { return grouped_matvecs(c, t, cols); }, 1e-3);
         }
     }
     // Decode attention with the keys split across blocks (n_kv >= 128, few query rows); the
@@ -1776,23 +1780,9 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
             return ember_mul_mat(c.g, c.rand_leaf(t, 512, 9), ember_view_strided(c.g, a, ne, nb, a->nb[1]));
         }, tol);
         CHECK(ember_cuda_mv_f16_wide_launches() > before);
-        // Products over one x in one launch (EMBER_CUDA_F16_GROUP=1): Q / K / V of unequal row
-        // counts (block tails inside the grid) with each output's consumer between them, then a
-        // gate / up pair, as "grouped matvecs" for the integer types; 2 launches a run instead
-        // of 5, the same results, in every form.
-        const auto grouped = [=](case_ctx & c) {
-            ember_tensor * x   = c.rand_leaf(EMBER_TYPE_F32, 512, 1);
-            ember_tensor * q   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 4160), x);
-            ember_tensor * k   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 72), x);
-            ember_tensor * v   = ember_mul_mat(c.g, c.rand_leaf(t, 512, 136), x);
-            ember_tensor * sum = ember_add(c.g, ember_add(c.g, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 4160, 64), q),
-                                                          ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 72, 64), k)),
-                                           ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 136, 64), v));
-            ember_tensor * h   = ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 64, 512), sum);
-            ember_tensor * gt  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
-            ember_tensor * up  = ember_mul_mat(c.g, c.rand_leaf(t, 512, 200), h);
-            return ember_add(c.g, sum, ember_mul_mat(c.g, c.rand_leaf(EMBER_TYPE_F32, 200, 64), ember_swiglu(c.g, gt, up)));
-        };
+        // Products over one x in one launch (EMBER_CUDA_F16_GROUP=1; grouped_matvecs, one column):
+        // 2 launches a run instead of 5, the same results, in every form.
+        const auto grouped = [=](case_ctx & c) { return grouped_matvecs(c, t, 1); };
         long long launches[2] = {};
         for (const char * group : {"0", "1"}) {
             set_env("EMBER_CUDA_F16_GROUP", group);
