@@ -261,7 +261,7 @@ long long ember_cuda_mv_f16_wide_launches() {
 // writing x or the other's memory (EMBER_CUDA_F16_GROUP=1).
 bool ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_tensor * b) {
     if (a->op != EMBER_OP_MUL_MAT || b->op != EMBER_OP_MUL_MAT || a == b || a->src[1] != b->src[1] || b->src[0] == a) return false;
-    if (a->src[0]->type != b->src[0]->type || a->src[0]->ne[0] != b->src[0]->ne[0] || !f16_group() || !mvh_ok(a) || !mvh_ok(b)) return false;
+    if (a->src[0]->type != b->src[0]->type || a->src[0]->ne[0] != b->src[0]->ne[0] || !mvh_ok(a) || !mvh_ok(b) || !f16_group()) return false;
     const ember_tensor * x = a->src[1];
     if (x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     return !ember_cuda_overlaps(a, x) && !ember_cuda_overlaps(b, x) && !ember_cuda_overlaps(a, b);
