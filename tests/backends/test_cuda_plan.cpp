@@ -824,7 +824,6 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
         ember_buffer_free(leaves);
     }
 }
-#endif
 
 // F16 / BF16 decode products over one x in one launch (EMBER_CUDA_F16_GROUP=1, measuring; off by
 // default): products of one type and width over the same x, with 16-byte-aligned rows (the
@@ -874,6 +873,7 @@ TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x group
         ember_buffer_free(leaves);
     }
 }
+#endif
 
 TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
     CHECK(ember_cuda_skip_parse(nullptr) == 0);
