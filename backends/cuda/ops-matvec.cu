@@ -7,6 +7,7 @@
 // for Ember's own types, in ops-matvec-ext.cu).
 #include <atomic>
 #include <climits>
+#include <utility>
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
@@ -184,6 +185,24 @@ __global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
     }
 }
 
+// mvh_kernel's forms (EMBER_CUDA_F16_FORM, measuring, session 67): rows a warp and chunks of
+// each row in flight a lane; 0 (the default) 2 and 4, 1: 1 and 4, 2: 1 and 8, 3: 4 and 2.
+struct mvh_form {
+    int rows, u;
+};
+constexpr mvh_form k_mvh_forms[] = {{k_mvh_rows, k_mvh_u}, {1, 4}, {1, 8}, {4, 2}};
+constexpr int      k_mvh_nforms  = static_cast<int>(sizeof(k_mvh_forms) / sizeof(k_mvh_forms[0]));
+using mvh_fn = void (*)(mvh_args);
+template <int T, size_t... F> mvh_fn mvh_form_kernel(int form, std::index_sequence<F...>) {
+    static const mvh_fn kernels[] = {mvh_kernel<T, k_mvh_forms[F].rows, k_mvh_forms[F].u>...};
+    return kernels[form];
+}
+// mvh_kernel of weight type t (F16 / BF16) in form `form` (< k_mvh_nforms).
+mvh_fn mvh_kernel_for(ember_type t, int form) {
+    constexpr auto forms = std::make_index_sequence<k_mvh_nforms>();
+    return t == EMBER_TYPE_F16 ? mvh_form_kernel<EMBER_TYPE_F16>(form, forms) : mvh_form_kernel<EMBER_TYPE_BF16>(form, forms);
+}
+
 // EMBER_CUDA_F16_WIDE: 1 (default) F16 / BF16 decode products through mvh_kernel where its
 // conditions hold (mvh_ok); 0 the generic kernel. H200 tg128 1B F16 855.8 against 526.8, 8B 191.3
 // against 142.8 (session 67). Read at every call (tests switch it).
@@ -216,10 +235,8 @@ ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int n
     a.x      = static_cast<const char *>(x->data);
     a.x_nb1  = static_cast<int64_t>(x->nb[1]);
     a.nchunk = static_cast<int>(w0->ne[0] / 8);
-    // EMBER_CUDA_F16_FORM (measuring, session 67): rows a warp and chunks of each in flight a lane:
-    // 0 (default) 2 and 4, 1: 1 and 4, 2: 1 and 8, 3: 4 and 2.
-    const int  form        = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});
-    const int  rows_a_warp = form == 0 ? k_mvh_rows : form == 3 ? 4 : 1;
+    const int  form        = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});  // (k_mvh_forms)
+    const int  rows_a_warp = k_mvh_forms[form].rows;
     int64_t    blocks      = 0;
     for (int m = 0; m < k_mvh_group; m++) {
         a.blk[m] = m < nd ? static_cast<int>(blocks) : INT_MAX;
@@ -237,15 +254,7 @@ ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int n
     }
     if (blocks > INT_MAX) return EMBER_ERR_UNSUPPORTED;
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(x->ne[1]), 1);
-    const auto go   = [&](auto kernel) { cu_launch(ctx, kernel, grid, 32 * k_rows, 0, a); };
-    const bool f16  = w0->type == EMBER_TYPE_F16;
-    switch (form) {
-        case 1: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 1, 4>) : go(mvh_kernel<EMBER_TYPE_BF16, 1, 4>); break;
-        case 2: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 1, 8>) : go(mvh_kernel<EMBER_TYPE_BF16, 1, 8>); break;
-        case 3: f16 ? go(mvh_kernel<EMBER_TYPE_F16, 4, 2>) : go(mvh_kernel<EMBER_TYPE_BF16, 4, 2>); break;
-        default: f16 ? go(mvh_kernel<EMBER_TYPE_F16, k_mvh_rows, k_mvh_u>) : go(mvh_kernel<EMBER_TYPE_BF16, k_mvh_rows, k_mvh_u>);
-    }
-    ctx.qx_valid = false;
+    cu_launch(ctx, mvh_kernel_for(w0->type, form), grid, 32 * k_rows, 0, a);
     mvh_launches.fetch_add(1, std::memory_order_relaxed);
     return ember_cuda_check_launch("mul_mat (matvec f16 / bf16, 16-byte loads)");
 }
@@ -269,6 +278,7 @@ bool ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_te
 
 ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
     if (nd < 1 || nd > k_mvh_group) return EMBER_ERR_INVALID_ARG;
+    ctx.qx_valid = false;  // (as ember_cuda_mul_mat_vec before its one-product launch)
     return mvh_launch(ctx, dsts, nd);
 }
 
