@@ -595,17 +595,18 @@ bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor **
 
 // A layer's Q, K and V units in one launch (cuda-plan.h finds them): *used = the nodes done, 0
 // when there is nothing to fuse at node i.
-ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used) {
+// f16: F16 / BF16 units (EMBER_CUDA_F16_FUSE=1: ember_cuda_mul_mat_vec_f16_units), else integer.
+ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used, bool f16) {
     *used = 0;
     ember_cuda_plan_hooks hooks;
-    hooks.unit_ok   = ember_cuda_mv_unit_ok;
-    hooks.can_share = ember_cuda_mul_mat_vec_q_can_share;
+    hooks.unit_ok   = f16 ? ember_cuda_mv_f16_unit_ok : ember_cuda_mv_unit_ok;
+    hooks.can_share = f16 ? ember_cuda_mul_mat_vec_f16_can_share : ember_cuda_mul_mat_vec_q_can_share;
     hooks.group     = group_matvecs();
     const ember_cuda_unit_plan p = ember_cuda_plan_units(g, i, end, ctx.hoisted, ctx.n_hoisted, hooks);
     if (p.n == 0) return EMBER_OK;
     if (p.hoist) ctx.hoisted[ctx.n_hoisted++] = p.hoist;  // run now, skipped when the walk reaches it
     *used = p.next - i;
-    return ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
+    return f16 ? ember_cuda_mul_mat_vec_f16_units(ctx, p.u, p.n) : ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
 }
 
 ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used);
@@ -702,9 +703,11 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
     }
     // A matvec with the RoPE and KV cache write after it done by its store, with the next
     // such units (a layer's Q, K, V) in the same launch.
-    if (is_matvec(node) && mv_epilogues() && ember_cuda_mul_mat_vec_q_supported(node)) {
+    // (F16 / BF16: mvh_fused_kernel's units, EMBER_CUDA_F16_FUSE=1.)
+    const bool f16_fuse = is_matvec(node) && ember_cuda_mv_f16_fuse_on(node);
+    if (is_matvec(node) && mv_epilogues() && (f16_fuse || ember_cuda_mul_mat_vec_q_supported(node))) {
         int32_t            n  = 0;
-        const ember_status st = run_units(ctx, g, i, end, &n);
+        const ember_status st = run_units(ctx, g, i, end, &n, f16_fuse);
         if (st != EMBER_OK || n > 0) {
             *used = n > 0 ? n : 1;
             return st;
@@ -714,8 +717,11 @@ ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, i
     ember_tensor * gf[3];
     bool           store_gu = false;
     if (is_matvec(node) && fuse_more() && ember_cuda_mv_glu_on() &&
-        ember_cuda_plan_glu(g, i, end, ctx.hoisted, ctx.n_hoisted, ember_cuda_mv_glu_ok, gf, &store_gu)) {
-        const ember_status st = ember_cuda_mul_mat_vec_glu(ctx, gf[0], gf[1], gf[2], store_gu);
+        ember_cuda_plan_glu(g, i, end, ctx.hoisted, ctx.n_hoisted, f16_fuse ? ember_cuda_mv_f16_glu_ok : ember_cuda_mv_glu_ok, gf, &store_gu)) {
+        // (F16 / BF16: the SWIGLU's floats may go to scratch memory where only such products read them.)
+        const ember_status st = f16_fuse ? ember_cuda_mul_mat_vec_f16_glu(ctx, gf[0], gf[1], gf[2], store_gu,
+                                                                          ember_cuda_only_matvecs_read(g, gf[2], i + 3, end, ember_cuda_mv_f16_fuse_on))
+                                         : ember_cuda_mul_mat_vec_glu(ctx, gf[0], gf[1], gf[2], store_gu);
         if (st != EMBER_ERR_UNSUPPORTED) {
             *used = 3;
             return st;
@@ -1126,6 +1132,7 @@ ember_status run_captured(cuda_stream_ctx * c, ember_graph * g, int32_t begin, i
     c->cu.capturing   = true;
     c->cu.n_hoisted   = 0;
     c->cu.kv_attn     = nullptr;
+    c->cu.h_t         = nullptr;
     c->cu.cluster_sig     = 0;
     c->cu.capture_launch0 = c->cu.n_launch;
     ember_status rs = pending_issue(c) == cudaSuccess ? EMBER_OK : EMBER_ERR_BACKEND;  // the queued inputs first
@@ -1224,6 +1231,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
         c->cu.xh_valid  = false;
         c->cu.n_hoisted = 0;
         c->cu.kv_attn   = nullptr;
+        c->cu.h_t       = nullptr;
         const cudaError_t e = cudaGraphLaunch(c->exec, c->cu.stream);  // (the pending copies are its first nodes)
         timer.lap(c->host_launch_s);
         if (e != cudaSuccess) {
@@ -1264,6 +1272,7 @@ ember_status run_range(ember_stream * s, ember_graph * g, int32_t node_begin, in
     c->cu.xh_valid  = false;
     c->cu.n_hoisted = 0;
     c->cu.kv_attn   = nullptr;
+    c->cu.h_t       = nullptr;
     if (c->cu.prof) {  // the per-op timer: every node eagerly, between events
         if (pending_flush(c) != cudaSuccess) return EMBER_ERR_BACKEND;
         op_profile * p  = static_cast<op_profile *>(c->cu.prof);

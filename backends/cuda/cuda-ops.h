@@ -96,6 +96,15 @@ struct ember_cuda_ctx {
     const ember_tensor * kv_attn   = nullptr;
     ember_tensor *       kv_set[2] = {nullptr, nullptr};
 
+    // The SWIGLU result an F16 / BF16 gate / up launch put in scratch slot 2 instead of at its
+    // tensor's memory (the allocator had placed that over x's, which the launch reads:
+    // ember_cuda_mul_mat_vec_f16_glu): tensor h_t of graph h_graph, its floats at h_buf, read
+    // there by the F16 / BF16 products over it (ops-matvec.cu, the only readers); cleared with
+    // n_hoisted.
+    const ember_tensor * h_t     = nullptr;
+    const void *         h_buf   = nullptr;
+    const ember_graph *  h_graph = nullptr;
+
     // True while the stream records a CUDA graph: scratch cannot grow then (no sync, no malloc).
     bool capturing = false;
 
@@ -261,6 +270,24 @@ long long    ember_cuda_mv_f16_wide_launches();  // mvh_kernel launches (EMBER_C
 // whether b can join a's, and the launch of dsts[0..nd), nd <= 3.
 bool         ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_tensor * b);
 ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
+// EMBER_CUDA_F16_FUSE=1 (measuring; ops-matvec.cu): F16 / BF16 decode units (ember_cuda_mv_unit below:
+// a layer's Q / K / V with their RoPE and cache writes, in one launch with EMBER_CUDA_F16_GROUP=1)
+// and the FFN's gate / up products with their SWIGLU in one launch. fuse_on: mm is such a product
+// and the switch is on; unit_ok / can_share: the unit planner's hooks (cuda-plan.h); glu_ok: the
+// GLU planner's (ember_cuda_plan_glu), which keeps gate's and up's floats off x's memory (the
+// kernel reads x's floats as it writes them). EMBER_ERR_UNSUPPORTED: not done.
+struct ember_cuda_mv_unit;
+bool         ember_cuda_mv_f16_fuse_on(const ember_tensor * mm);
+bool         ember_cuda_mv_f16_unit_ok(const ember_cuda_mv_unit & u);
+bool         ember_cuda_mul_mat_vec_f16_can_share(const ember_tensor * a, const ember_tensor * b);
+ember_status ember_cuda_mul_mat_vec_f16_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);
+// h_scratch_ok: only such products read glu (ember_cuda_only_matvecs_read), so where glu's memory is
+// over x's its floats may go to scratch slot 2 instead (ctx.h_t); else that case is not done.
+bool         ember_cuda_mv_f16_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu);
+ember_status ember_cuda_mul_mat_vec_f16_glu(ember_cuda_ctx & ctx, ember_tensor * gate, ember_tensor * up, ember_tensor * glu, bool store_gu,
+                                            bool h_scratch_ok);
+long long    ember_cuda_mv_f16_fused_launches();  // (tests: the fused F16 / BF16 launches ran)
+long long    ember_cuda_mv_f16_glu_moved();       // (tests: of those, gate / up launches whose SWIGLU went to slot 2)
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
@@ -291,6 +318,7 @@ struct ember_cuda_mv_unit {
     bool           write_rope = true;   // the rope's result is stored (false: only the SET_ROWS reads it)
 };
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
+bool         ember_cuda_mv_unit_shape_ok(const ember_cuda_mv_unit & u);  // (its shape conditions, any weight type)
 ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units);
 // Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks

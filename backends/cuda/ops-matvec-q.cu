@@ -2613,13 +2613,22 @@ bool ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u) {
     const ember_tensor * mm = u.mm;
     if (!mm || mm->op != EMBER_OP_MUL_MAT || !ember_cuda_mul_mat_vec_q_supported(mm)) return false;
     const ember_tensor * w = mm->src[0];
-    const ember_tensor * x = mm->src[1];
     // Q6_K in the planar layout: units without RoPE only (mvp6_kernel's rows are not RoPE pairs;
     // Q4_K_M's V products, whose cache write then needs no launch of its own).
     const bool q6p = q6p_unit_w(w) && !u.rope;
     if (!rp_q4q8(w) && !q4k_wide_ok(w) && !mvk_other_ok(w) && !q6p && !(ember_cuda_ext_layout(w) && ember_cuda_mul_mat_vec_ext_supported(mm))) {
         return false;
     }
+    return ember_cuda_mv_unit_shape_ok(u);
+}
+
+// The conditions of ember_cuda_mv_unit_ok that hold for any kernel with epilogues (the shapes of
+// mm, its RoPE and its cache write), without the weight type's (F16 / BF16 units: ops-matvec.cu).
+bool ember_cuda_mv_unit_shape_ok(const ember_cuda_mv_unit & u) {
+    const ember_tensor * mm = u.mm;
+    if (!mm || mm->op != EMBER_OP_MUL_MAT) return false;
+    const ember_tensor * w = mm->src[0];
+    const ember_tensor * x = mm->src[1];
     if (w->ne[2] * w->ne[3] != 1 || x->ne[2] * x->ne[3] != 1 || x->ne[1] > EMBER_CUDA_MATVEC_MAX_COLS) return false;
     if (mm->nb[0] != 4 || mm->nb[1] != static_cast<size_t>(4 * mm->ne[0])) return false;
     const ember_tensor * rows_src = mm;

@@ -11,6 +11,7 @@
 
 #include "cuda-common.cuh"
 #include "cuda-env.h"
+#include "cuda-matvec-epi.cuh"
 #include "cuda-matvec-ext.h"
 
 namespace {
@@ -136,19 +137,46 @@ template <int T> __device__ __forceinline__ float mvh_dot8(const uint4 & w, cons
     return acc;
 }
 
-template <int T, int R, int U>
-__global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
+// What an F16 / BF16 launch's stores do besides writing y (EMBER_CUDA_F16_FUSE, measuring):
+// MVH_EPI, a layer's Q / K / V units (ember_cuda_mv_unit: each warp's two rows a RoPE pair, the
+// rotated rows written into the KV cache, cuda-matvec-epi.cuh); MVH_GLU, a decode FFN's gate and up
+// products with their SWIGLU (each warp gate's row r and up's row r, silu(g) u written).
+enum mvh_mode { MVH_PLAIN = 0, MVH_EPI = 1, MVH_GLU = 2 };
+
+struct mvh_fuse {
+    mv_epi  epi[k_mvh_group];
+    int     neox_hd[k_mvh_group] = {0, 0, 0};  // MVH_EPI: head size of a NEOX RoPE unit (its pairs' rows hd / 2 apart), else 0
+    int *   err = nullptr;                      // MVH_EPI: a cache index out of range
+    float * g = nullptr, * u = nullptr;         // MVH_GLU: gate's and up's floats, or nullptr (not stored)
+    float * h = nullptr;                        // MVH_GLU: silu(g) u
+};
+
+// The body of the kernels below: R rows a warp (MVH_EPI, MVH_GLU: 2), U chunks of each row in
+// flight a lane; f only for the fused modes.
+template <int T, int R, int U, int MODE> __device__ __forceinline__ void mvh_body(const mvh_args & a, const mvh_fuse * f) {
+    static_assert(MODE == MVH_PLAIN || R == 2, "the fused stores take a warp's rows as a pair");
     const int     lane = threadIdx.x % 32;
     const int     bx   = static_cast<int>(blockIdx.x);
-    const int     m    = (bx >= a.blk[1]) + (bx >= a.blk[2]);
+    const int     m    = MODE == MVH_GLU ? 0 : (bx >= a.blk[1]) + (bx >= a.blk[2]);
     const int64_t n    = mvh_pick(a.n, m);
-    const int64_t row0 = (static_cast<int64_t>(bx - mvh_pick(a.blk, m)) * k_rows + threadIdx.x / 32) * R;
+    // MVH_GLU: one hidden unit a warp (gate's row and up's); else R consecutive rows (a NEOX pair's
+    // two rows hd / 2 apart: mv_rows).
+    const int64_t row0 = (static_cast<int64_t>(bx - mvh_pick(a.blk, m)) * k_rows + threadIdx.x / 32) * (MODE == MVH_GLU ? 1 : R);
     if (row0 >= n) return;
-    const char *  wm   = mvh_pick(a.w, m);
-    const int64_t w_nb1 = mvh_pick(a.w_nb1, m);
+    int64_t rows[R];
+    if constexpr (MODE == MVH_EPI) {
+        mv_rows<2>(row0, mvh_pick(f->neox_hd, m), rows);
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; r++) rows[r] = MODE == MVH_GLU ? row0 : row0 + r;
+    }
     const uint4 * wr[R];
 #pragma unroll
-    for (int r = 0; r < R; r++) wr[r] = reinterpret_cast<const uint4 *>(wm + (row0 + r < n ? row0 + r : n - 1) * w_nb1);  // tail: read, discard
+    for (int r = 0; r < R; r++) {
+        const int     mr = MODE == MVH_GLU ? r : m;  // (MVH_GLU: row 0 gate's, row 1 up's)
+        const int64_t rr = rows[r] < n ? rows[r] : n - 1;  // tail: read, discard
+        wr[r]            = reinterpret_cast<const uint4 *>(mvh_pick(a.w, mr) + rr * mvh_pick(a.w_nb1, mr));
+    }
     const int nchunk = a.nchunk;
     uint4     w[U][R];
     const auto load = [&](int c0) {
@@ -178,11 +206,36 @@ __global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = cu_warp_sum(acc[r]);
     if (lane != 0) return;
-    float * yc = reinterpret_cast<float *>(mvh_pick(a.y, m) + static_cast<int64_t>(blockIdx.y) * mvh_pick(a.y_nb1, m));
+    if constexpr (MODE == MVH_GLU) {  // (one column: ember_cuda_mv_f16_glu_ok)
+        const float g = acc[0], u = acc[1];
+        if (f->g) f->g[row0] = g;
+        if (f->u) f->u[row0] = u;
+        f->h[row0] = g / (1.0f + expf(-g)) * u;  // swiglu_flat_kernel's arithmetic
+    } else if constexpr (MODE == MVH_EPI) {
+        mv_store_epi_of3<2>(f->epi, m, mvh_pick(a.y, m), mvh_pick(a.y_nb1, m), n, blockIdx.y, rows, acc, f->err);
+    } else {
+        float * yc = reinterpret_cast<float *>(mvh_pick(a.y, m) + static_cast<int64_t>(blockIdx.y) * mvh_pick(a.y_nb1, m));
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        if (row0 + r < n) yc[row0 + r] = acc[r];
+        for (int r = 0; r < R; r++) {
+            if (rows[r] < n) yc[rows[r]] = acc[r];
+        }
     }
+}
+
+template <int T, int R, int U>
+__global__ void __launch_bounds__(32 * k_rows) mvh_kernel(const mvh_args a) {
+    mvh_body<T, R, U, MVH_PLAIN>(a, nullptr);
+}
+
+// The fused modes (EMBER_CUDA_F16_FUSE): two rows a warp, four chunks of each in flight a lane.
+struct mvh_fused_args {
+    mvh_args a;
+    mvh_fuse f;
+};
+using mvh_fn_fused_t = void (*)(mvh_fused_args);
+template <int T, int MODE>
+__global__ void __launch_bounds__(32 * k_rows) mvh_fused_kernel(const mvh_fused_args p) {
+    mvh_body<T, 2, k_mvh_u, MODE>(p.a, &p.f);
 }
 
 // mvh_kernel's forms (EMBER_CUDA_F16_FORM, measuring, session 67): rows a warp and chunks of
@@ -227,19 +280,29 @@ bool f16_group() {
     return ember_cuda_env_choice("EMBER_CUDA_F16_GROUP", 0, {0, 1}) == 1;
 }
 
-// dsts[0..nd): products mvh_ok takes, over one x, weights of one type and width.
-ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+// EMBER_CUDA_F16_FUSE=1 (measuring, session 68): a layer's F16 / BF16 Q / K / V products with
+// their RoPE and KV cache writes in one launch (ember_cuda_mul_mat_vec_f16_units), and the FFN's
+// gate / up products with their SWIGLU (ember_cuda_mul_mat_vec_f16_glu): three launches a layer
+// fewer. Read at every call (tests switch it).
+bool f16_fuse() {
+    return ember_cuda_env_choice("EMBER_CUDA_F16_FUSE", 0, {0, 1}) == 1;
+}
+std::atomic<long long> mvh_fused_launches{0};  // (ember_cuda_mv_f16_fused_launches)
+std::atomic<long long> mvh_glu_moved{0};       // gate / up launches whose SWIGLU went to scratch (ember_cuda_mv_f16_glu_moved)
+
+// a's matrices: dsts[0..nd), products mvh_ok takes over one x, weights of one type and width,
+// rows_a_warp rows a warp. Returns the launch's blocks (> INT_MAX: too many).
+// x's floats: at its memory, or where an F16 gate / up launch left them (ctx.h_t).
+int64_t mvh_fill(const ember_cuda_ctx & ctx, mvh_args & a, ember_tensor * const * dsts, int nd, int rows_a_warp) {
     const ember_tensor * w0 = dsts[0]->src[0];
     const ember_tensor * x  = dsts[0]->src[1];
-    mvh_args             a;
-    a.x      = static_cast<const char *>(x->data);
-    a.x_nb1  = static_cast<int64_t>(x->nb[1]);
-    a.nchunk = static_cast<int>(w0->ne[0] / 8);
-    const int  form        = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});  // (k_mvh_forms)
-    const int  rows_a_warp = k_mvh_forms[form].rows;
-    int64_t    blocks      = 0;
+    const bool           hx = ctx.h_t && ctx.h_t == x && ctx.h_graph == ctx.graph_now;
+    a.x                     = static_cast<const char *>(hx ? ctx.h_buf : x->data);
+    a.x_nb1                 = static_cast<int64_t>(x->nb[1]);
+    a.nchunk                = static_cast<int>(w0->ne[0] / 8);
+    int64_t blocks          = 0;
     for (int m = 0; m < k_mvh_group; m++) {
-        a.blk[m] = m < nd ? static_cast<int>(blocks) : INT_MAX;
+        a.blk[m] = m < nd && blocks <= INT_MAX ? static_cast<int>(blocks) : INT_MAX;
         if (m >= nd) {
             a.w[m] = nullptr, a.y[m] = nullptr, a.w_nb1[m] = a.y_nb1[m] = a.n[m] = 0;
             continue;
@@ -252,11 +315,25 @@ ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int n
         a.n[m]                 = w->ne[1];
         blocks += cu_blocks(a.n[m], k_rows * rows_a_warp);
     }
+    return blocks;
+}
+
+// dsts[0..nd): products mvh_ok takes, over one x, weights of one type and width.
+ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd) {
+    const ember_tensor * w0 = dsts[0]->src[0];
+    const ember_tensor * x  = dsts[0]->src[1];
+    mvh_args             a;
+    const int            form   = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});  // (k_mvh_forms)
+    const int64_t        blocks = mvh_fill(ctx, a, dsts, nd, k_mvh_forms[form].rows);
     if (blocks > INT_MAX) return EMBER_ERR_UNSUPPORTED;
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(x->ne[1]), 1);
     cu_launch(ctx, mvh_kernel_for(w0->type, form), grid, 32 * k_rows, 0, a);
     mvh_launches.fetch_add(1, std::memory_order_relaxed);
     return ember_cuda_check_launch("mul_mat (matvec f16 / bf16, 16-byte loads)");
+}
+
+template <int MODE> mvh_fn_fused_t mvh_fused_for(ember_type t) {
+    return t == EMBER_TYPE_F16 ? mvh_fused_kernel<EMBER_TYPE_F16, MODE> : mvh_fused_kernel<EMBER_TYPE_BF16, MODE>;
 }
 
 }  // namespace
@@ -280,6 +357,101 @@ ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor
     if (nd < 1 || nd > k_mvh_group) return EMBER_ERR_INVALID_ARG;
     ctx.qx_valid = false;  // (as ember_cuda_mul_mat_vec before its one-product launch)
     return mvh_launch(ctx, dsts, nd);
+}
+
+long long ember_cuda_mv_f16_fused_launches() {
+    return mvh_fused_launches.load(std::memory_order_relaxed);
+}
+long long ember_cuda_mv_f16_glu_moved() {
+    return mvh_glu_moved.load(std::memory_order_relaxed);
+}
+
+bool ember_cuda_mv_f16_fuse_on(const ember_tensor * mm) {
+    return mm && mm->op == EMBER_OP_MUL_MAT && mm->src[1]->ne[1] <= EMBER_CUDA_MATVEC_MAX_COLS && mvh_ok(mm) && f16_fuse();
+}
+
+bool ember_cuda_mv_f16_unit_ok(const ember_cuda_mv_unit & u) {
+    return ember_cuda_mv_f16_fuse_on(u.mm) && ember_cuda_mv_unit_shape_ok(u);
+}
+
+// As ember_cuda_mul_mat_vec_f16_can_group without the memory checks (the unit planner checks
+// what the units really write).
+bool ember_cuda_mul_mat_vec_f16_can_share(const ember_tensor * a, const ember_tensor * b) {
+    if (a->op != EMBER_OP_MUL_MAT || b->op != EMBER_OP_MUL_MAT || a == b || a->src[1] != b->src[1] || b->src[0] == a) return false;
+    return a->src[0]->type == b->src[0]->type && a->src[0]->ne[0] == b->src[0]->ne[0] && ember_cuda_mv_f16_fuse_on(a) &&
+           ember_cuda_mv_f16_fuse_on(b) && f16_group();
+}
+
+ember_status ember_cuda_mul_mat_vec_f16_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd) {
+    if (nd < 1 || nd > k_mvh_group) return EMBER_ERR_INVALID_ARG;
+    ember_tensor * dsts[k_mvh_group];
+    for (int m = 0; m < nd; m++) {
+        if (!ember_cuda_mv_f16_unit_ok(units[m]) || (m > 0 && !ember_cuda_mul_mat_vec_f16_can_share(units[0].mm, units[m].mm))) {
+            return EMBER_ERR_INTERNAL;  // (the planner asked the same hooks)
+        }
+        dsts[m] = units[m].mm;
+    }
+    mvh_fused_args p;
+    const int64_t  blocks = mvh_fill(ctx, p.a, dsts, nd, 2);
+    if (blocks > INT_MAX) return EMBER_ERR_UNSUPPORTED;
+    for (int m = 0; m < nd; m++) {
+        const ember_tensor * r = units[m].rope;
+        p.f.epi[m]             = mv_epi_of(units[m]);
+        p.f.neox_hd[m]         = r && r->op_params[1] == EMBER_ROPE_NEOX ? static_cast<int>(r->ne[0]) : 0;
+    }
+    p.f.err      = ctx.d_error;
+    ctx.qx_valid = false;
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(dsts[0]->src[1]->ne[1]), 1);
+    cu_launch(ctx, mvh_fused_for<MVH_EPI>(dsts[0]->src[0]->type), grid, 32 * k_rows, 0, p);
+    mvh_fused_launches.fetch_add(1, std::memory_order_relaxed);
+    return ember_cuda_check_launch("mul_mat units (matvec f16 / bf16 with RoPE and cache writes)");
+}
+
+bool ember_cuda_mv_f16_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu) {
+    if (!gate || !up || !glu || glu->op != EMBER_OP_SWIGLU || glu->src[0] != gate || glu->src[1] != up || gate == up) return false;
+    if (!ember_cuda_mv_f16_fuse_on(gate) || !ember_cuda_mv_f16_fuse_on(up) || gate->src[1] != up->src[1]) return false;
+    const ember_tensor * wg = gate->src[0];
+    const ember_tensor * wu = up->src[0];
+    const ember_tensor * x  = gate->src[1];
+    const int64_t        n  = wg->ne[1];
+    if (wg->type != wu->type || wg->ne[0] != wu->ne[0] || wu->ne[1] != n || n > INT_MAX / 2 || x->ne[1] * x->ne[2] * x->ne[3] != 1) return false;
+    const auto vec_ok = [n](const ember_tensor * t) {  // one contiguous F32 row of n
+        return t->type == EMBER_TYPE_F32 && t->ne[0] == n && ember_nelements(t) == n && t->nb[0] == sizeof(float) && t->data;
+    };
+    return vec_ok(gate) && vec_ok(up) && vec_ok(glu) && !ember_cuda_overlaps(gate, x) && !ember_cuda_overlaps(up, x);
+}
+
+ember_status ember_cuda_mul_mat_vec_f16_glu(ember_cuda_ctx & ctx, ember_tensor * gate, ember_tensor * up, ember_tensor * glu, bool store_gu,
+                                            bool h_scratch_ok) {
+    if (!ember_cuda_mv_f16_glu_ok(gate, up, glu)) return EMBER_ERR_UNSUPPORTED;
+    ember_tensor * dsts[2] = {gate, up};
+    mvh_fused_args p;
+    mvh_fill(ctx, p.a, dsts, 2, 2);  // (the matrices; the kernel takes one hidden unit a warp from matrix 0's blocks)
+    const int64_t n = gate->ne[0];
+    p.f.g           = store_gu ? static_cast<float *>(gate->data) : nullptr;
+    p.f.u           = store_gu ? static_cast<float *>(up->data) : nullptr;
+    p.f.h           = static_cast<float *>(glu->data);
+    // glu's memory over x's (placed there once up has read x): a block would write silu(g) u over
+    // the x another still reads. Then into scratch slot 2, where its readers find it (mvh_fill).
+    // (x itself in slot 2, another such launch's result: read there, x's memory unread, nothing to move.)
+    const bool x_in_h = p.a.x != static_cast<const char *>(gate->src[1]->data);
+    const bool over_x = !x_in_h && ember_cuda_overlaps(glu, gate->src[1]);
+    if (over_x) {
+        void * buf = h_scratch_ok ? ember_cuda_scratch(ctx, 2, static_cast<size_t>(n) * sizeof(float)) : nullptr;
+        if (!buf) return EMBER_ERR_UNSUPPORTED;  // (or recording with slot 2 too small: the plain launches)
+        p.f.h = static_cast<float *>(buf);
+    }
+    ctx.qx_valid = false;
+    cu_launch(ctx, mvh_fused_for<MVH_GLU>(gate->src[0]->type), static_cast<unsigned>(cu_blocks(n, k_rows)), 32 * k_rows, 0, p);
+    mvh_fused_launches.fetch_add(1, std::memory_order_relaxed);
+    const ember_status st = ember_cuda_check_launch("mul_mat x 2 + swiglu (decode, F16 / BF16 gate / up with the SWIGLU)");
+    if (st == EMBER_OK && over_x) {
+        mvh_glu_moved.fetch_add(1, std::memory_order_relaxed);
+        ctx.h_t     = glu;
+        ctx.h_buf   = p.f.h;
+        ctx.h_graph = ctx.graph_now;
+    }
+    return st;
 }
 
 ember_status ember_cuda_mul_mat_vec(ember_cuda_ctx & ctx, ember_tensor * dst) {

@@ -1801,6 +1801,84 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
     }
 }
 
+// F16 / BF16 decode units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE=1, measuring;
+// mvh_fused_kernel): a layer's Q / K / V with the RoPE (NORMAL, NEOX; frequency factors) and the
+// cache writes (F16, F32) in their stores, in one launch (EMBER_CUDA_F16_GROUP=1) and in three; a
+// decode FFN's gate / up with the SWIGLU (8B's 14336 rows, 40, and 256, where the allocator puts the
+// SWIGLU over x and the launch writes it to scratch memory for the down product; gate read again
+// elsewhere or not): against the CPU (eager, recorded, replayed), the fused launches counted, and the proof that
+// the stores did the work: with EMBER_CUDA_SKIP=other (no ROPE / SET_ROWS kernel) or =glu (no
+// SWIGLU kernel) the results are still right with the switch on, and not with it off.
+TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIGLU in one launch (EMBER_CUDA_F16_FUSE)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_F16_FUSE", "EMBER_CUDA_F16_GROUP", "EMBER_CUDA_SKIP"}};
+    // Runs build with EMBER_CUDA_SKIP=skip, the switch on and off: the errors against want.
+    const auto skip_proof = [](const builder & build, const char * skip, const std::vector<float> & want, double (&e)[2]) {
+        set_env("EMBER_CUDA_SKIP", skip);
+        for (int on = 0; on < 2; on++) {
+            set_env("EMBER_CUDA_F16_FUSE", on ? "1" : "0");
+            e[on] = nmse(run_on(cuda_device(), build, 5), want);
+        }
+        set_env("EMBER_CUDA_SKIP", "");
+    };
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
+        const std::string tn = ember_type_get_name(t);
+        for (const char * group : {"0", "1"}) {
+            set_env("EMBER_CUDA_F16_GROUP", group);
+            for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
+                for (const qkv_case & p : {qkv_case{t, EMBER_TYPE_F16, mode, false, false, 8, 2, 64},
+                                           qkv_case{t, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
+                    const std::string what = "f16 units " + tn + " EMBER_CUDA_F16_GROUP=" + group + " mode " + std::to_string(mode) +
+                                             " cache " + ember_type_get_name(p.cache) + " hd " + std::to_string(p.hd);
+                    CAPTURE(what);
+                    const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
+                    set_env("EMBER_CUDA_F16_FUSE", "1");
+                    const long long before = ember_cuda_mv_f16_fused_launches();
+                    check_runs(what, build, 1e-3, {3, 4});
+                    CHECK(ember_cuda_mv_f16_fused_launches() > before);
+                    double e[2];
+                    skip_proof(build, "other", run_on(ember_registry_cpu_device(), build, 5), e);
+                    CAPTURE(e[0]);
+                    CAPTURE(e[1]);
+                    CHECK_FALSE(e[0] < 1e-3);
+                    CHECK(e[1] < 1e-3);
+                }
+            }
+        }
+        set_env("EMBER_CUDA_F16_GROUP", "");
+        for (int64_t f : {int64_t{14336}, int64_t{40}, int64_t{256}}) {
+            for (bool gate_read_twice : {false, true}) {
+                const std::string what = "f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : "");
+                CAPTURE(what);
+                const auto build = [=](case_ctx & c) {
+                    const int64_t  k  = 512;
+                    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
+                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
+                    ember_tensor * gt = ember_mul_mat(c.g, c.rand_leaf(t, k, f), h);
+                    ember_tensor * up = ember_mul_mat(c.g, c.rand_leaf(t, k, f), h);
+                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.rand_leaf(t, f, k), ember_swiglu(c.g, gt, up)));
+                    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.rand_leaf(t, f, k), gt));
+                    return y;
+                };
+                set_env("EMBER_CUDA_F16_FUSE", "1");
+                const long long before = ember_cuda_mv_f16_fused_launches(), moved = ember_cuda_mv_f16_glu_moved();
+                check_runs(what, build, 1e-3, {7, 8});
+                CHECK(ember_cuda_mv_f16_fused_launches() > before);
+                if (f == 256 && !gate_read_twice) CHECK(ember_cuda_mv_f16_glu_moved() > moved);
+                double e[2];
+                skip_proof(build, "glu", run_on(ember_registry_cpu_device(), build, 5), e);
+                CAPTURE(e[0]);
+                CAPTURE(e[1]);
+                CHECK_FALSE(e[0] < 1e-3);
+                CHECK(e[1] < 1e-3);
+            }
+        }
+    }
+}
+
 TEST_CASE("[cuda] Q4_K matvec with 16-byte loads") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");

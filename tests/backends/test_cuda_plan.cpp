@@ -873,6 +873,99 @@ TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x group
         ember_buffer_free(leaves);
     }
 }
+
+// F16 / BF16 units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE=1, measuring; off by
+// default) on build_decoder's allocator-placed layers: every layer's Q, K and V units (Q with its
+// RoPE, K with RoPE and cache write, V with its cache write) in one launch with
+// EMBER_CUDA_F16_GROUP=1 and in three without; the gate / up / SWIGLU sites in every layer; nothing
+// with the switch off, with EMBER_CUDA_F16_WIDE=0, or for Q4_0 weights (the integer hooks take
+// those). The allocator places some layers' SWIGLU over x's memory (x is dead once up has read it):
+// the launch then writes it to scratch memory, which needs the down product the only reader
+// (ember_cuda_only_matvecs_read). A gate product placed over x by hand is refused (the kernel reads
+// x as it writes gate).
+TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 units and gate / up with the SWIGLU (EMBER_CUDA_F16_FUSE)") {
+    const auto plans_with = [](ember_graph & g) {
+        ember_cuda_plan_hooks h;
+        h.unit_ok   = ember_cuda_mv_f16_unit_ok;
+        h.can_share = ember_cuda_mul_mat_vec_f16_can_share;
+        return plan_all(g, h);
+    };
+    for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16, EMBER_TYPE_Q4_0}) {
+        const std::string tn = ember_type_get_name(t);
+        CAPTURE(tn);
+        ember_graph                 g;
+        std::vector<ember_tensor *> o_mm, down_mm;
+        g.build_forward(build_decoder(g, t, t, o_mm, down_mm));
+        for (ember_tensor * l : g.leafs) {
+            if (l->type == t) l->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+        }
+        ember_buffer * leaves = place_graph(g);
+        const bool     f16    = t != EMBER_TYPE_Q4_0;
+        unsetenv("EMBER_CUDA_F16_FUSE");
+        CHECK(plans_with(g).empty());  // (off by default)
+        CHECK(glu_sites(g, ember_cuda_mv_f16_glu_ok).empty());
+        setenv("EMBER_CUDA_F16_FUSE", "1", 1);
+        setenv("EMBER_CUDA_F16_GROUP", "1", 1);
+        const auto grouped = plans_with(g);
+        unsetenv("EMBER_CUDA_F16_GROUP");
+        const auto single = plans_with(g);
+        const auto glus   = glu_sites(g, ember_cuda_mv_f16_glu_ok);
+        if (f16) {
+            REQUIRE(grouped.size() == 3);
+            for (const ember_cuda_unit_plan & p : grouped) {
+                REQUIRE(p.n == 3);
+                CHECK(p.u[0].rope);
+                CHECK(p.u[1].rope);
+                CHECK(p.u[1].set_rows);
+                CHECK(p.u[2].set_rows);
+                CHECK_FALSE(p.u[2].rope);
+            }
+            CHECK(single.size() == 9);  // (each unit its own launch)
+            for (const ember_cuda_unit_plan & p : single) CHECK(p.n == 1);
+            REQUIRE(glus.size() == 3);
+            int over_x = 0;
+            for (const auto & s : glus) {
+                CHECK_FALSE(s.store_gu);
+                over_x += ember_cuda_overlaps(s.glu, s.gate->src[1]);
+                const auto at = std::find(g.nodes.begin(), g.nodes.end(), s.glu) - g.nodes.begin();
+                CHECK(ember_cuda_only_matvecs_read(&g, s.glu, static_cast<int32_t>(at + 1), static_cast<int32_t>(g.nodes.size()),
+                                                   ember_cuda_mv_f16_fuse_on));
+            }
+            CHECK(over_x > 0);  // (what the scratch path is for)
+            setenv("EMBER_CUDA_F16_WIDE", "0", 1);
+            CHECK(plans_with(g).empty());
+            CHECK(glu_sites(g, ember_cuda_mv_f16_glu_ok).empty());
+            unsetenv("EMBER_CUDA_F16_WIDE");
+        } else {
+            CHECK(grouped.empty());
+            CHECK(single.empty());
+            CHECK(glus.empty());
+        }
+        unsetenv("EMBER_CUDA_F16_FUSE");
+        ember_buffer_free(leaves);
+    }
+    // gate's floats over x's.
+    ember_graph    g;
+    ember_tensor * xb  = g.new_tensor(EMBER_TYPE_F32, 512, 1);
+    ember_tensor * x   = ember_view(g, xb, 256, 1);
+    ember_tensor * wg  = g.new_tensor(EMBER_TYPE_F16, 256, 128);
+    ember_tensor * wu  = g.new_tensor(EMBER_TYPE_F16, 256, 128);
+    ember_tensor * gt  = ember_mul_mat(g, wg, x);
+    ember_tensor * up  = ember_mul_mat(g, wu, x);
+    ember_tensor * glu = ember_swiglu(g, gt, up);
+    g.build_forward(ember_add(g, glu, g.new_tensor(EMBER_TYPE_F32, 128, 1)));
+    ember_buffer * leaves = place_graph(g);
+    setenv("EMBER_CUDA_F16_FUSE", "1", 1);
+    CHECK(ember_cuda_mv_f16_glu_ok(gt, up, glu));
+    void * placed = gt->data;
+    gt->data      = static_cast<char *>(xb->data) + 1024;  // past x's 256 floats: no overlap
+    CHECK(ember_cuda_mv_f16_glu_ok(gt, up, glu));
+    gt->data = static_cast<char *>(xb->data) + 768;  // over x's last 64 floats
+    CHECK_FALSE(ember_cuda_mv_f16_glu_ok(gt, up, glu));
+    gt->data = placed;
+    unsetenv("EMBER_CUDA_F16_FUSE");
+    ember_buffer_free(leaves);
+}
 #endif
 
 TEST_CASE("cuda plan: EMBER_CUDA_SKIP lists and the kind of each decode node") {
