@@ -1086,6 +1086,20 @@ TEST_CASE("[cuda] decode Q/K/V: FP8 units in 4-warp blocks (EMBER_CUDA_FP8_MMA_W
     }
 }
 
+// A decode FFN over a 512-wide residual x: its norm, gate and up products of n rows (weights of
+// type t), SWIGLU, the down product and the residual ADD; with gate_read_twice the gate's result
+// also goes through a product of its own into the result.
+ember_tensor * decode_ffn(case_ctx & c, ember_type t, int64_t n, bool gate_read_twice) {
+    const int64_t  k  = 512;
+    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
+    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
+    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
+    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
+    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n, k), ember_swiglu(c.g, gt, up)));
+    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, n, k), gt));
+    return y;
+}
+
 TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat indices, the down product") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1106,16 +1120,7 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
             for (bool gate_read_twice : {false, true}) {
                 const std::string what = std::string("gate/up + swiglu + down ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
                                          (gate_read_twice ? " (gate read twice)" : "");
-                check_runs(what, [=](case_ctx & c) {
-                    const int64_t  k  = 512;
-                    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
-                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
-                    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
-                    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
-                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n, k), ember_swiglu(c.g, gt, up)));
-                    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, n, k), gt));
-                    return y;
-                }, 1e-3, {7, 8, 9, 10});
+                check_runs(what, [=](case_ctx & c) { return decode_ffn(c, t, n, gate_read_twice); }, 1e-3, {7, 8, 9, 10});
             }
         }
     }
@@ -1816,14 +1821,26 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
         return;
     }
     const env_clear reset{{"EMBER_CUDA_F16_FUSE", "EMBER_CUDA_F16_GROUP", "EMBER_CUDA_SKIP"}};
-    // Runs build with EMBER_CUDA_SKIP=skip, the switch on and off: the errors against want.
-    const auto skip_proof = [](const builder & build, const char * skip, const std::vector<float> & want, double (&e)[2]) {
+    // build against the CPU with the switch on (eager, recorded, replayed; a fused launch ran),
+    // then with EMBER_CUDA_SKIP=skip: right with the switch on, not with it off.
+    const auto check_fused = [](const std::string & what, const builder & build, const char * skip, const std::vector<uint32_t> & seeds) {
+        CAPTURE(what);
+        set_env("EMBER_CUDA_F16_FUSE", "1");
+        const long long before = ember_cuda_mv_f16_fused_launches();
+        check_runs(what, build, 1e-3, seeds);
+        CHECK(ember_cuda_mv_f16_fused_launches() > before);
+        const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 5);
         set_env("EMBER_CUDA_SKIP", skip);
+        double e[2];
         for (int on = 0; on < 2; on++) {
             set_env("EMBER_CUDA_F16_FUSE", on ? "1" : "0");
             e[on] = nmse(run_on(cuda_device(), build, 5), want);
         }
         set_env("EMBER_CUDA_SKIP", "");
+        CAPTURE(e[0]);
+        CAPTURE(e[1]);
+        CHECK_FALSE(e[0] < 1e-3);
+        CHECK(e[1] < 1e-3);
     };
     for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
         const std::string tn = ember_type_get_name(t);
@@ -1832,49 +1849,19 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
             for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
                 for (const qkv_case & p : {qkv_case{t, EMBER_TYPE_F16, mode, false, false, 8, 2, 64},
                                            qkv_case{t, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
-                    const std::string what = "f16 units " + tn + " EMBER_CUDA_F16_GROUP=" + group + " mode " + std::to_string(mode) +
-                                             " cache " + ember_type_get_name(p.cache) + " hd " + std::to_string(p.hd);
-                    CAPTURE(what);
-                    const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-                    set_env("EMBER_CUDA_F16_FUSE", "1");
-                    const long long before = ember_cuda_mv_f16_fused_launches();
-                    check_runs(what, build, 1e-3, {3, 4});
-                    CHECK(ember_cuda_mv_f16_fused_launches() > before);
-                    double e[2];
-                    skip_proof(build, "other", run_on(ember_registry_cpu_device(), build, 5), e);
-                    CAPTURE(e[0]);
-                    CAPTURE(e[1]);
-                    CHECK_FALSE(e[0] < 1e-3);
-                    CHECK(e[1] < 1e-3);
+                    check_fused("f16 units " + tn + " EMBER_CUDA_F16_GROUP=" + group + " mode " + std::to_string(mode) + " cache " +
+                                    ember_type_get_name(p.cache) + " hd " + std::to_string(p.hd),
+                                [=](case_ctx & c) { return qkv_layer(c, p); }, "other", {3, 4});
                 }
             }
         }
         set_env("EMBER_CUDA_F16_GROUP", "");
         for (int64_t f : {int64_t{14336}, int64_t{40}, int64_t{256}}) {
             for (bool gate_read_twice : {false, true}) {
-                const std::string what = "f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : "");
-                CAPTURE(what);
-                const auto build = [=](case_ctx & c) {
-                    const int64_t  k  = 512;
-                    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
-                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
-                    ember_tensor * gt = ember_mul_mat(c.g, c.rand_leaf(t, k, f), h);
-                    ember_tensor * up = ember_mul_mat(c.g, c.rand_leaf(t, k, f), h);
-                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.rand_leaf(t, f, k), ember_swiglu(c.g, gt, up)));
-                    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.rand_leaf(t, f, k), gt));
-                    return y;
-                };
-                set_env("EMBER_CUDA_F16_FUSE", "1");
-                const long long before = ember_cuda_mv_f16_fused_launches(), moved = ember_cuda_mv_f16_glu_moved();
-                check_runs(what, build, 1e-3, {7, 8});
-                CHECK(ember_cuda_mv_f16_fused_launches() > before);
+                const long long moved = ember_cuda_mv_f16_glu_moved();
+                check_fused("f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : ""),
+                            [=](case_ctx & c) { return decode_ffn(c, t, f, gate_read_twice); }, "glu", {7, 8});
                 if (f == 256 && !gate_read_twice) CHECK(ember_cuda_mv_f16_glu_moved() > moved);
-                double e[2];
-                skip_proof(build, "glu", run_on(ember_registry_cpu_device(), build, 5), e);
-                CAPTURE(e[0]);
-                CAPTURE(e[1]);
-                CHECK_FALSE(e[0] < 1e-3);
-                CHECK(e[1] < 1e-3);
             }
         }
     }
