@@ -274,18 +274,25 @@ bool mvh_ok(const ember_tensor * dst) {
            a16(x->data, x->nb[1]) && f16_wide();
 }
 
-// EMBER_CUDA_F16_GROUP=1 (measuring, session 67): F16 / BF16 products over one x (Q, K, V; gate,
-// up) in one launch (ember_cuda_mul_mat_vec_f16_group).
+// EMBER_CUDA_F16_GROUP: 1 (default) F16 / BF16 products over one x (Q, K, V; gate, up) in one
+// launch (ember_cuda_mul_mat_vec_f16_group; with EMBER_CUDA_F16_FUSE, the units' launch), 0 each
+// its own.
 bool f16_group() {
-    return ember_cuda_env_choice("EMBER_CUDA_F16_GROUP", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_F16_GROUP", 1, {0, 1}) == 1;
 }
 
-// EMBER_CUDA_F16_FUSE=1 (measuring, session 68): a layer's F16 / BF16 Q / K / V products with
-// their RoPE and KV cache writes in one launch (ember_cuda_mul_mat_vec_f16_units), and the FFN's
-// gate / up products with their SWIGLU (ember_cuda_mul_mat_vec_f16_glu): three launches a layer
-// fewer. Read at every call (tests switch it).
+// EMBER_CUDA_F16_FUSE: 1 (default) a layer's F16 / BF16 Q / K / V products with their RoPE and KV
+// cache writes in one launch (ember_cuda_mul_mat_vec_f16_units), and the FFN's gate / up products
+// with their SWIGLU (ember_cuda_mul_mat_vec_f16_glu): three launches a layer fewer; 0 not. H100
+// tg128 1B F16 734.5 -> 865.0 with EMBER_CUDA_F16_GROUP=1 (session 68, both off before). Read at
+// every call (tests switch it).
 bool f16_fuse() {
-    return ember_cuda_env_choice("EMBER_CUDA_F16_FUSE", 0, {0, 1}) == 1;
+    return ember_cuda_env_choice("EMBER_CUDA_F16_FUSE", 1, {0, 1}) == 1;
+}
+// EMBER_CUDA_F16_GLU_MOVE=1 (testing): the gate / up launch's SWIGLU into scratch memory wherever
+// only F16 / BF16 products read it, not only where its memory is over x's.
+bool f16_glu_move_always() {
+    return ember_cuda_env_choice("EMBER_CUDA_F16_GLU_MOVE", 0, {0, 1}) == 1;
 }
 std::atomic<long long> mvh_fused_launches{0};  // (ember_cuda_mv_f16_fused_launches)
 std::atomic<long long> mvh_glu_moved{0};       // gate / up launches whose SWIGLU went to scratch (ember_cuda_mv_f16_glu_moved)
@@ -435,7 +442,7 @@ ember_status ember_cuda_mul_mat_vec_f16_glu(ember_cuda_ctx & ctx, ember_tensor *
     // the x another still reads. Then into scratch slot 2, where its readers find it (mvh_fill).
     // (x itself in slot 2, another such launch's result: read there, x's memory unread, nothing to move.)
     const bool x_in_h = p.a.x != static_cast<const char *>(gate->src[1]->data);
-    const bool over_x = !x_in_h && ember_cuda_overlaps(glu, gate->src[1]);
+    const bool over_x = !x_in_h && (ember_cuda_overlaps(glu, gate->src[1]) || (h_scratch_ok && f16_glu_move_always()));
     if (over_x) {
         void * buf = h_scratch_ok ? ember_cuda_scratch(ctx, 2, static_cast<size_t>(n) * sizeof(float)) : nullptr;
         if (!buf) return EMBER_ERR_UNSUPPORTED;  // (or recording with slot 2 too small: the plain launches)

@@ -1807,43 +1807,46 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
     }
 }
 
-// F16 / BF16 decode units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE=1, measuring;
+// F16 / BF16 decode units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE, the default;
 // mvh_fused_kernel): a layer's Q / K / V with the RoPE (NORMAL, NEOX; frequency factors) and the
 // cache writes (F16, F32) in their stores, in one launch (EMBER_CUDA_F16_GROUP=1) and in three; a
-// decode FFN's gate / up with the SWIGLU (8B's 14336 rows, 40, and 256, where the allocator puts the
-// SWIGLU over x and the launch writes it to scratch memory for the down product; gate read again
-// elsewhere or not): against the CPU (eager, recorded, replayed), the fused launches counted, and the proof that
-// the stores did the work: with EMBER_CUDA_SKIP=other (no ROPE / SET_ROWS kernel) or =glu (no
-// SWIGLU kernel) the results are still right with the switch on, and not with it off.
+// decode FFN's gate / up with the SWIGLU (8B's 14336 rows, 40 and 256; gate read again elsewhere or
+// not): against the CPU (eager, recorded, replayed; BF16 within 1e-2: the CPU rounds x to BF16
+// first, and the layer's attention carries that to ~4e-3), the fused launches counted, and the
+// proof that the stores did the work: with EMBER_CUDA_SKIP=other (no ROPE / SET_ROWS kernel) or
+// =glu (no SWIGLU kernel) the results are the GPU's plain launches' with the switch on (the same
+// arithmetic: within 1e-9), and not with it off. The SWIGLU moved to scratch memory (where the
+// allocator put it over x; EMBER_CUDA_F16_GLU_MOVE=1 moves it wherever it may) against the CPU too.
 TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIGLU in one launch (EMBER_CUDA_F16_FUSE)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_F16_FUSE", "EMBER_CUDA_F16_GROUP", "EMBER_CUDA_SKIP"}};
-    // build against the CPU with the switch on (eager, recorded, replayed; a fused launch ran),
-    // then with EMBER_CUDA_SKIP=skip: right with the switch on, not with it off.
-    const auto check_fused = [](const std::string & what, const builder & build, const char * skip, const std::vector<uint32_t> & seeds) {
+    const env_clear reset{{"EMBER_CUDA_F16_FUSE", "EMBER_CUDA_F16_GROUP", "EMBER_CUDA_F16_GLU_MOVE", "EMBER_CUDA_SKIP"}};
+    const auto check_fused = [](const std::string & what, const builder & build, const char * skip, const std::vector<uint32_t> & seeds, double tol) {
         CAPTURE(what);
         set_env("EMBER_CUDA_F16_FUSE", "1");
         const long long before = ember_cuda_mv_f16_fused_launches();
-        check_runs(what, build, 1e-3, seeds);
+        check_runs(what, build, tol, seeds);
         CHECK(ember_cuda_mv_f16_fused_launches() > before);
-        const std::vector<float> want = run_on(ember_registry_cpu_device(), build, 5);
+        set_env("EMBER_CUDA_F16_FUSE", "0");
+        const std::vector<float> plain = run_on(cuda_device(), build, 5);
         set_env("EMBER_CUDA_SKIP", skip);
         double e[2];
         for (int on = 0; on < 2; on++) {
             set_env("EMBER_CUDA_F16_FUSE", on ? "1" : "0");
-            e[on] = nmse(run_on(cuda_device(), build, 5), want);
+            e[on] = nmse(run_on(cuda_device(), build, 5), plain);
         }
         set_env("EMBER_CUDA_SKIP", "");
+        set_env("EMBER_CUDA_F16_FUSE", "");
         CAPTURE(e[0]);
         CAPTURE(e[1]);
         CHECK_FALSE(e[0] < 1e-3);
-        CHECK(e[1] < 1e-3);
+        CHECK(e[1] < 1e-9);
     };
     for (ember_type t : {EMBER_TYPE_F16, EMBER_TYPE_BF16}) {
-        const std::string tn = ember_type_get_name(t);
+        const std::string tn  = ember_type_get_name(t);
+        const double      tol = t == EMBER_TYPE_BF16 ? 1e-2 : 1e-3;
         for (const char * group : {"0", "1"}) {
             set_env("EMBER_CUDA_F16_GROUP", group);
             for (int32_t mode : {EMBER_ROPE_NORMAL, EMBER_ROPE_NEOX}) {
@@ -1851,17 +1854,21 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
                                            qkv_case{t, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
                     check_fused("f16 units " + tn + " EMBER_CUDA_F16_GROUP=" + group + " mode " + std::to_string(mode) + " cache " +
                                     ember_type_get_name(p.cache) + " hd " + std::to_string(p.hd),
-                                [=](case_ctx & c) { return qkv_layer(c, p); }, "other", {3, 4});
+                                [=](case_ctx & c) { return qkv_layer(c, p); }, "other", {3, 4}, tol);
                 }
             }
         }
         set_env("EMBER_CUDA_F16_GROUP", "");
         for (int64_t f : {int64_t{14336}, int64_t{40}, int64_t{256}}) {
             for (bool gate_read_twice : {false, true}) {
+                const std::string what  = "f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : "");
+                const auto        build = [=](case_ctx & c) { return decode_ffn(c, t, f, gate_read_twice); };
+                check_fused(what, build, "glu", {7, 8}, tol);
+                set_env("EMBER_CUDA_F16_GLU_MOVE", "1");
                 const long long moved = ember_cuda_mv_f16_glu_moved();
-                check_fused("f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : ""),
-                            [=](case_ctx & c) { return decode_ffn(c, t, f, gate_read_twice); }, "glu", {7, 8});
-                if (f == 256 && !gate_read_twice) CHECK(ember_cuda_mv_f16_glu_moved() > moved);
+                check_runs(what + " (EMBER_CUDA_F16_GLU_MOVE=1)", build, tol, {7, 8});
+                CHECK(ember_cuda_mv_f16_glu_moved() > moved);
+                set_env("EMBER_CUDA_F16_GLU_MOVE", "");
             }
         }
     }

@@ -825,8 +825,8 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
     }
 }
 
-// F16 / BF16 decode products over one x in one launch (EMBER_CUDA_F16_GROUP=1, measuring; off by
-// default): products of one type and width over the same x, with 16-byte-aligned rows (the
+// F16 / BF16 decode products over one x in one launch (EMBER_CUDA_F16_GROUP, on by default;
+// =0 not): products of one type and width over the same x, with 16-byte-aligned rows (the
 // wide kernel's conditions, mvh_ok), and nothing else: another type, another width, another x,
 // x off the alignment, the switch off, EMBER_CUDA_F16_WIDE=0.
 TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x grouped (EMBER_CUDA_F16_GROUP)") {
@@ -856,9 +856,9 @@ TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x group
         for (ember_tensor * p : {k, o, x2p, u1, u2, wide}) sum = ember_add(g, sum, p);
         g.build_forward(sum);
         ember_buffer * leaves = place_graph(g);
-        unsetenv("EMBER_CUDA_F16_GROUP");
-        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, k));  // (off by default)
-        setenv("EMBER_CUDA_F16_GROUP", "1", 1);
+        setenv("EMBER_CUDA_F16_GROUP", "0", 1);
+        CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, k));
+        unsetenv("EMBER_CUDA_F16_GROUP");  // (on by default)
         CHECK(ember_cuda_mul_mat_vec_f16_can_group(q, k));
         CHECK(ember_cuda_mul_mat_vec_f16_can_group(k, q));
         CHECK_FALSE(ember_cuda_mul_mat_vec_f16_can_group(q, q));
@@ -874,10 +874,10 @@ TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 products over one x group
     }
 }
 
-// F16 / BF16 units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE=1, measuring; off by
-// default) on build_decoder's allocator-placed layers: every layer's Q, K and V units (Q with its
-// RoPE, K with RoPE and cache write, V with its cache write) in one launch with
-// EMBER_CUDA_F16_GROUP=1 and in three without; the gate / up / SWIGLU sites in every layer; nothing
+// F16 / BF16 units and gate / up with their SWIGLU (EMBER_CUDA_F16_FUSE, on by default) on
+// build_decoder's allocator-placed layers: every layer's Q, K and V units (Q with its RoPE, K with
+// RoPE and cache write, V with its cache write) in one launch (EMBER_CUDA_F16_GROUP, on by default)
+// and in three with EMBER_CUDA_F16_GROUP=0; the gate / up / SWIGLU sites in every layer; nothing
 // with the switch off, with EMBER_CUDA_F16_WIDE=0, or for Q4_0 weights (the integer hooks take
 // those). The allocator places some layers' SWIGLU over x's memory (x is dead once up has read it):
 // the launch then writes it to scratch memory, which needs the down product the only reader
@@ -901,15 +901,15 @@ TEST_CASE("[cuda plan] the backend's hooks: F16 / BF16 units and gate / up with 
         }
         ember_buffer * leaves = place_graph(g);
         const bool     f16    = t != EMBER_TYPE_Q4_0;
-        unsetenv("EMBER_CUDA_F16_FUSE");
-        CHECK(plans_with(g).empty());  // (off by default)
+        setenv("EMBER_CUDA_F16_FUSE", "0", 1);
+        CHECK(plans_with(g).empty());
         CHECK(glu_sites(g, ember_cuda_mv_f16_glu_ok).empty());
-        setenv("EMBER_CUDA_F16_FUSE", "1", 1);
-        setenv("EMBER_CUDA_F16_GROUP", "1", 1);
+        unsetenv("EMBER_CUDA_F16_FUSE");  // (on by default, and EMBER_CUDA_F16_GROUP)
         const auto grouped = plans_with(g);
-        unsetenv("EMBER_CUDA_F16_GROUP");
+        setenv("EMBER_CUDA_F16_GROUP", "0", 1);
         const auto single = plans_with(g);
-        const auto glus   = glu_sites(g, ember_cuda_mv_f16_glu_ok);
+        unsetenv("EMBER_CUDA_F16_GROUP");
+        const auto glus = glu_sites(g, ember_cuda_mv_f16_glu_ok);
         if (f16) {
             REQUIRE(grouped.size() == 3);
             for (const ember_cuda_unit_plan & p : grouped) {
