@@ -266,12 +266,12 @@ long long    ember_cuda_mv_k4v6_launches();
 // How many Q4_0 unit launches in the halves form (EMBER_CUDA_MV_Q4_HALVES=1: mvr_halves_kernel).
 long long    ember_cuda_mv_halves_launches();
 long long    ember_cuda_mv_f16_wide_launches();  // mvh_kernel launches (EMBER_CUDA_F16_WIDE; ops-matvec.cu)
-// F16 / BF16 decode products over one x in one mvh_kernel launch (EMBER_CUDA_F16_GROUP=1; ops-matvec.cu):
+// F16 / BF16 decode products over one x in one mvh_kernel launch (EMBER_CUDA_F16_GROUP, on by default; ops-matvec.cu):
 // whether b can join a's, and the launch of dsts[0..nd), nd <= 3.
 bool         ember_cuda_mul_mat_vec_f16_can_group(const ember_tensor * a, const ember_tensor * b);
 ember_status ember_cuda_mul_mat_vec_f16_group(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd);
-// EMBER_CUDA_F16_FUSE=1 (measuring; ops-matvec.cu): F16 / BF16 decode units (ember_cuda_mv_unit below:
-// a layer's Q / K / V with their RoPE and cache writes, in one launch with EMBER_CUDA_F16_GROUP=1)
+// EMBER_CUDA_F16_FUSE (on by default; ops-matvec.cu): F16 / BF16 decode units (ember_cuda_mv_unit below:
+// a layer's Q / K / V with their RoPE and cache writes, in one launch with EMBER_CUDA_F16_GROUP)
 // and the FFN's gate / up products with their SWIGLU in one launch. fuse_on: mm is such a product
 // and the switch is on; unit_ok / can_share: the unit planner's hooks (cuda-plan.h); glu_ok: the
 // GLU planner's (ember_cuda_plan_glu), which keeps gate's and up's floats off x's memory (the

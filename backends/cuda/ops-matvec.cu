@@ -137,7 +137,7 @@ template <int T> __device__ __forceinline__ float mvh_dot8(const uint4 & w, cons
     return acc;
 }
 
-// What an F16 / BF16 launch's stores do besides writing y (EMBER_CUDA_F16_FUSE, measuring):
+// What an F16 / BF16 launch's stores do besides writing y (EMBER_CUDA_F16_FUSE, the default):
 // MVH_EPI, a layer's Q / K / V units (ember_cuda_mv_unit: each warp's two rows a RoPE pair, the
 // rotated rows written into the KV cache, cuda-matvec-epi.cuh); MVH_GLU, a decode FFN's gate and up
 // products with their SWIGLU (each warp gate's row r and up's row r, silu(g) u written).
