@@ -1372,14 +1372,18 @@ struct mvk_glu_args {
 
 // EB (mv_glu_early_both: 8 warps a block by default, as mvr_glu_kernel's EG off): the first
 // slice's up rows requested before the PDL wait too, not after it.
-template <bool NS, int W, bool EB = false>
+// XS (EMBER_CUDA_MV_GLU_IQ4XS, session 69): IQ4_XS rows (136-byte blocks, 8-byte aligned; mvk_body's
+// XS loads and xs_chunk): a lane's 32 bytes of qs in four 8-byte loads, and of the block's 8-byte
+// header (d, scales_h, scales_l) word l.g % 2, the other taken from a neighbour by a shuffle.
+template <bool NS, int W, bool EB = false, bool XS = false>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a) {
-    constexpr int  BYTES = 144;
+    constexpr int  BYTES = XS ? static_cast<int>(sizeof(ember_block_iq4_xs)) : 144;
+    constexpr int  QS    = XS ? static_cast<int>(offsetof(ember_block_iq4_xs, qs)) : 16;
     constexpr bool PIPE  = true;  // (both warp counts: unpipelined, the 8-warp form spills 36-44 bytes)
     const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int64_t  row0 = static_cast<int64_t>(blockIdx.x) * 32;
     const k4_lane  l    = k4_lane_of<2>(lane);
-    const int64_t  off  = (row0 + lane / 4) * a.w_nb1 + 16 + 32 * l.g;  // this lane's qs in block 0 of its first row
+    const int64_t  off  = (row0 + lane / 4) * a.w_nb1 + QS + 32 * l.g;  // this lane's qs in block 0 of its first row
     const char *   gr   = a.gw + off;
     const char *   ur   = a.uw + off;
     const int64_t  rstep = 8 * a.w_nb1;
@@ -1392,6 +1396,14 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
             for (int m = 0; m < 2; m++) {
                 if (!(part >> m & 1)) continue;
                 const char * blk = (m == 0 ? gr : ur) + t * rstep + static_cast<int64_t>(b) * BYTES;
+                if constexpr (XS) {  // (8-byte aligned)
+                    const uint2 * p  = reinterpret_cast<const uint2 *>(blk);
+                    const uint2   a0 = __ldcs(p), a1 = __ldcs(p + 1), a2 = __ldcs(p + 2), a3 = __ldcs(p + 3);
+                    q[4 * m + t][0]  = make_uint4(a0.x, a0.y, a1.x, a1.y);
+                    q[4 * m + t][1]  = make_uint4(a2.x, a2.y, a3.x, a3.y);
+                    hw[4 * m + t]    = __ldg(reinterpret_cast<const uint32_t *>(blk - QS - 32 * l.g) + (l.g & 1));
+                    continue;
+                }
                 q[4 * m + t][0]  = __ldcs(reinterpret_cast<const uint4 *>(blk));
                 q[4 * m + t][1]  = __ldcs(reinterpret_cast<const uint4 *>(blk) + 1);
                 hw[4 * m + t]    = __ldg(reinterpret_cast<const uint32_t *>(blk - 16 - 32 * l.g) + l.g);
@@ -1420,7 +1432,12 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
         [&](int h) {  // h = 0: the gate rows, 1: the up rows
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) {
-                acc[t] += k4_chunk<2>(q[t], k4_header_of(hw[t]), l, xlo, xhi, ds);
+                if constexpr (XS) {
+                    const uint4 hd = make_uint4(__shfl_sync(0xffffffffu, hw[t], 0, 4), __shfl_sync(0xffffffffu, hw[t], 1, 4), 0u, 0u);
+                    acc[t] += xs_chunk(q[t], hd, l, xlo, xhi, ds);
+                } else {
+                    acc[t] += k4_chunk<2>(q[t], k4_header_of(hw[t]), l, xlo, xhi, ds);
+                }
             }
         });
     mvg_block_end<W, NS, 4>(acc, a.out, a.ns, row0, lane, wi, nw);
@@ -2980,6 +2997,14 @@ static bool mv_glu_q4k(const ember_tensor * wg, const ember_tensor * wu) {
            wg->nb[1] == wu->nb[1];
 }
 
+// IQ4_XS weights too (mvk_glu_kernel XS; session 69, measuring): both matrices IQ4_XS of one
+// shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS:
+// 1 at every width (Q4_K's default), 0 (default until measured) never. Read at every call.
+static bool mv_glu_iq4xs(const ember_tensor * wg, const ember_tensor * wu) {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_IQ4XS", 0, {0, 1}) == 1 && iq4xs_wide_ok(wg) && iq4xs_wide_ok(wu) &&
+           wg->ne[0] == wu->ne[0] && wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
+}
+
 bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, const ember_tensor * glu) {
     if (!gate || !up || !glu || glu->op != EMBER_OP_SWIGLU || glu->src[0] != gate || glu->src[1] != up || gate == up) return false;
     if (!ember_cuda_mul_mat_vec_q_can_group(gate, up)) return false;
@@ -2988,7 +3013,7 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     const ember_tensor * x  = gate->src[1];
     const bool rp  = rp_q4q8(wg) && rp_q4q8(wu) && wg->type == wu->type;
     const bool ext = mv_glu_ext() && ember_cuda_mvx_glu_type_ok(wg, wu);
-    const bool k4  = mv_glu_q4k(wg, wu);
+    const bool k4  = mv_glu_q4k(wg, wu) || mv_glu_iq4xs(wg, wu);
     const bool f8  = ember_cuda_mvx_fp8_glu_ok(wg, wu);  // block-scaled FP8 (mvx_fp8_glu_kernel)
     if (!rp && !ext && !k4 && !f8) return false;
     const int64_t n = wg->ne[1];
@@ -3081,7 +3106,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     if (ember_cuda_ext_layout(wg)) {  // INT4 / NF4 (mv_glu_ok: not with EMBER_CUDA_MV_GLU_EXT=0)
         const ember_status es = ember_cuda_mvx_glu_launch(ctx, wg, wu, xq, xds, ns ? &ctx.qx_norm : nullptr, o, warps);
         if (es != EMBER_OK) return es;
-    } else if (wg->type == EMBER_TYPE_Q4_K) {  // (mv_glu_ok: mv_glu_q4k)
+    } else if (wg->type == EMBER_TYPE_Q4_K || wg->type == EMBER_TYPE_IQ4_XS) {  // (mv_glu_ok: mv_glu_q4k, mv_glu_iq4xs)
         mvk_glu_args a;
         a.gw    = static_cast<const char *>(wg->data);
         a.uw    = static_cast<const char *>(wu->data);
@@ -3097,8 +3122,13 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
         static constexpr glu_fn forms[8] = {mvk_glu_kernel<false, 4>,       mvk_glu_kernel<false, 8>,      mvk_glu_kernel<true, 4>,
                                             mvk_glu_kernel<true, 8>,        mvk_glu_kernel<false, 4, true>, mvk_glu_kernel<false, 8, true>,
                                             mvk_glu_kernel<true, 4, true>, mvk_glu_kernel<true, 8, true>};
+        static constexpr glu_fn forms_xs[8] = {mvk_glu_kernel<false, 4, false, true>, mvk_glu_kernel<false, 8, false, true>,
+                                               mvk_glu_kernel<true, 4, false, true>,  mvk_glu_kernel<true, 8, false, true>,
+                                               mvk_glu_kernel<false, 4, true, true>,  mvk_glu_kernel<false, 8, true, true>,
+                                               mvk_glu_kernel<true, 4, true, true>,   mvk_glu_kernel<true, 8, true, true>};
         const bool eb = mv_glu_early_both(warps);
-        cu_launch(ctx, forms[(eb ? 4 : 0) + (ns ? 2 : 0) + (warps == 8 ? 1 : 0)], blocks, threads, 0, a);
+        const int  f  = (eb ? 4 : 0) + (ns ? 2 : 0) + (warps == 8 ? 1 : 0);
+        cu_launch(ctx, wg->type == EMBER_TYPE_IQ4_XS ? forms_xs[f] : forms[f], blocks, threads, 0, a);
     } else {
         const int nb = static_cast<int>(wg->ne[0] / 32);
         mvg_args  a;

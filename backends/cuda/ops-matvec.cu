@@ -238,8 +238,10 @@ __global__ void __launch_bounds__(32 * k_rows) mvh_fused_kernel(const mvh_fused_
     mvh_body<T, 2, k_mvh_u, MODE>(p.a, &p.f);
 }
 
-// mvh_kernel's forms (EMBER_CUDA_F16_FORM, measuring, session 67): rows a warp and chunks of
-// each row in flight a lane; 0 (the default) 2 and 4, 1: 1 and 4, 2: 1 and 8, 3: 4 and 2.
+// mvh_kernel's forms (EMBER_CUDA_F16_FORM, session 67): rows a warp and chunks of each row in
+// flight a lane; 0: 2 and 4 (the fused forms' shape), 1 (the default since session 69): 1 and 4,
+// 2: 1 and 8, 3: 4 and 2. H100 tg128 (session 69, with the fusions): 8B F16 175.3 at 0, 177.9 at
+// 1, 176.1 at 3; 1B 855.0 / 857.5 / 850.8 (the O and down launches 28.0 -> 26.9 us each on 8B).
 struct mvh_form {
     int rows, u;
 };
@@ -330,7 +332,7 @@ ember_status mvh_launch(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int n
     const ember_tensor * w0 = dsts[0]->src[0];
     const ember_tensor * x  = dsts[0]->src[1];
     mvh_args             a;
-    const int            form   = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 0, {0, 1, 2, 3});  // (k_mvh_forms)
+    const int            form   = ember_cuda_env_choice("EMBER_CUDA_F16_FORM", 1, {0, 1, 2, 3});  // (k_mvh_forms)
     const int64_t        blocks = mvh_fill(ctx, a, dsts, nd, k_mvh_forms[form].rows);
     if (blocks > INT_MAX) return EMBER_ERR_UNSUPPORTED;
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(x->ne[1]), 1);

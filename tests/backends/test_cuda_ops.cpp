@@ -1500,7 +1500,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
                            "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_GLU_FP8", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_FP8",
-                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP"}};
+                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS"}};
     struct shape {
         int64_t k, f;
     };
@@ -1520,10 +1520,21 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     // other (a time-limited run reaches them first): 9 slices over 8 warps, 5 over 4 (304 blocks);
     // then one slice, 8 blocks; 1200 blocks; the 1B and the 8B widths.
     const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
+    // IQ4_XS (mvk_glu_kernel XS, EMBER_CUDA_MV_GLU_IQ4XS=1 throughout, the "default" checks too; =0:
+    // not): Q4_K's forms (9 slices over 8 warps, 5 over 4 at 304 blocks, one slice, the 8B width's
+    // 16 slices), every width a multiple of 256 (the down product's too); small, the CPU quantizer
+    // searching every sub-block's scale.
+    const std::vector<shape> shapes_iq4xs = {{2304, 256}, {1280, 9728}, {256, 256}, {4096, 512}};
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
         const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
-        for (const shape & sh : t == EMBER_TYPE_INT4 ? shapes_int4 : t == EMBER_TYPE_NF4 ? shapes_nf4 : t == EMBER_TYPE_Q4_K ? shapes_q4k : shapes) {
+        const bool xs   = t == EMBER_TYPE_IQ4_XS;
+        set_env("EMBER_CUDA_MV_GLU_IQ4XS", xs ? "1" : "");
+        for (const shape & sh : t == EMBER_TYPE_INT4   ? shapes_int4
+                                : t == EMBER_TYPE_NF4  ? shapes_nf4
+                                : t == EMBER_TYPE_Q4_K ? shapes_q4k
+                                : xs                   ? shapes_iq4xs
+                                                       : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
                 // 58.7M weights built anew for each of ~15 runs) took most of the test's minutes; the
@@ -1606,20 +1617,22 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 if (sh.f == 32 * 1200 && !fp8) CHECK_FALSE(ed < 1e-3);
                 if (small) CHECK(ed < 1e-3);
                 if (small && multi) CHECK_FALSE(e1 < 1e-3);
-                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0
+                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0, IQ4_XS _IQ4XS=0
                     const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT"
                                       : t == EMBER_TYPE_NF4  ? "EMBER_CUDA_MV_GLU_NF4"
                                       : fp8                  ? "EMBER_CUDA_MV_GLU_FP8"
+                                      : xs                   ? "EMBER_CUDA_MV_GLU_IQ4XS"
                                                              : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
                     CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
                     set_env("EMBER_CUDA_SKIP", "");
-                    set_env(sw, "");
+                    set_env(sw, xs ? "1" : "");
                 }
             }
         }
+        set_env("EMBER_CUDA_MV_GLU_IQ4XS", "");
     }
 }
 
@@ -1637,6 +1650,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         return;
     }
     check_glu_launch({EMBER_TYPE_Q4_K});
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: IQ4_XS") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_IQ4_XS});
 }
 
 // NF4's scalar launch (mvx_glu_kernel) at every size: EMBER_CUDA_MV_GLU_NF4_MMA=0 (by default the
@@ -1738,7 +1759,7 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
         // (the CPU rounds x to the weight's type first; the GPU multiplies x's floats: BF16's 8-bit
         // mantissa puts that at ~1e-5)
         const double tol = t == EMBER_TYPE_BF16 ? 1e-4 : 1e-5;
-        for (const form_case & fc : {form_case{"", ""}, form_case{"", "1"}, form_case{"", "2"}, form_case{"", "3"}, form_case{"0", ""}}) {
+        for (const form_case & fc : {form_case{"", ""}, form_case{"", "0"}, form_case{"", "2"}, form_case{"", "3"}, form_case{"0", ""}}) {
             const char * wide = fc.wide;
             set_env("EMBER_CUDA_F16_WIDE", wide);
             set_env("EMBER_CUDA_F16_FORM", fc.form);
@@ -1792,7 +1813,7 @@ TEST_CASE("[cuda] F16 / BF16 decode matvec with 16-byte loads (EMBER_CUDA_F16_WI
         long long launches[2] = {};
         for (const char * group : {"0", "1"}) {
             set_env("EMBER_CUDA_F16_GROUP", group);
-            for (const char * form : {"", "1", "2", "3"}) {
+            for (const char * form : {"", "0", "2", "3"}) {  // ("": 1, the default)
                 if (*group == '0' && *form) continue;
                 set_env("EMBER_CUDA_F16_FORM", form);
                 const long long b0 = ember_cuda_mv_f16_wide_launches();
@@ -1823,19 +1844,24 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
         return;
     }
     const env_clear reset{{"EMBER_CUDA_F16_FUSE", "EMBER_CUDA_F16_GROUP", "EMBER_CUDA_F16_GLU_MOVE", "EMBER_CUDA_SKIP"}};
-    const auto check_fused = [](const std::string & what, const builder & build, const char * skip, const std::vector<uint32_t> & seeds) {
+    // proof: the graph the SKIP proof runs: build, or, where build has other kernels the skip
+    // leaves out too (the ADD and SCALE of a Q read elsewhere: EMBER_CUDA_SKIP=other), the same
+    // graph without them (with them e[1] was 1.3e-4, their term missing, and what the final
+    // product read in the ADD's place was the allocator's to decide; session 69).
+    const auto check_fused = [](const std::string & what, const builder & build, const char * skip, const std::vector<uint32_t> & seeds,
+                                const builder & proof) {
         CAPTURE(what);
         set_env("EMBER_CUDA_F16_FUSE", "1");
         const long long before = ember_cuda_mv_f16_fused_launches();
         check_runs(what, build, 1e-3, seeds);
         CHECK(ember_cuda_mv_f16_fused_launches() > before);
         set_env("EMBER_CUDA_F16_FUSE", "0");
-        const std::vector<float> plain = run_on(cuda_device(), build, 5);
+        const std::vector<float> plain = run_on(cuda_device(), proof, 5);
         set_env("EMBER_CUDA_SKIP", skip);
         double e[2];
         for (int on = 0; on < 2; on++) {
             set_env("EMBER_CUDA_F16_FUSE", on ? "1" : "0");
-            e[on] = nmse(run_on(cuda_device(), build, 5), plain);
+            e[on] = nmse(run_on(cuda_device(), proof, 5), plain);
         }
         set_env("EMBER_CUDA_SKIP", "");
         set_env("EMBER_CUDA_F16_FUSE", "");
@@ -1853,7 +1879,11 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
                                            qkv_case{t, EMBER_TYPE_F32, mode, true, true, 4, 4, 128}}) {
                     check_fused("f16 units " + tn + " EMBER_CUDA_F16_GROUP=" + group + " mode " + std::to_string(mode) + " cache " +
                                     ember_type_get_name(p.cache) + " hd " + std::to_string(p.hd),
-                                [=](case_ctx & c) { return qkv_layer(c, p); }, "other", {3, 4});
+                                [=](case_ctx & c) { return qkv_layer(c, p); }, "other", {3, 4}, [=](case_ctx & c) {
+                                    qkv_case r          = p;
+                                    r.q_read_elsewhere = false;
+                                    return qkv_layer(c, r);
+                                });
                 }
             }
         }
@@ -1862,7 +1892,7 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
             for (bool gate_read_twice : {false, true}) {
                 const std::string what  = "f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : "");
                 const auto        build = [=](case_ctx & c) { return decode_ffn(c, t, f, gate_read_twice); };
-                check_fused(what, build, "glu", {7, 8});
+                check_fused(what, build, "glu", {7, 8}, build);
                 set_env("EMBER_CUDA_F16_GLU_MOVE", "1");
                 const long long moved = ember_cuda_mv_f16_glu_moved();
                 check_runs(what + " (EMBER_CUDA_F16_GLU_MOVE=1)", build, 1e-3, {7, 8});

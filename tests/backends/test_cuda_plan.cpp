@@ -774,13 +774,32 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 // The same with the CUDA backend's own conditions (host code) on allocator-placed tensors: Q4_0 /
 // Q8_0 weights in the CUDA layout, INT4 / NF4 in the ext layout and Q4_K take it in every layer;
 // Q4_0 / Q8_0 / INT4 / NF4 in the GGUF layout, not; INT4 / NF4 not with EMBER_CUDA_MV_GLU_EXT=0,
-// NF4 not with EMBER_CUDA_MV_GLU_NF4=0, Q4_K not with EMBER_CUDA_MV_GLU_Q4K=0.
+// NF4 not with EMBER_CUDA_MV_GLU_NF4=0, Q4_K not with EMBER_CUDA_MV_GLU_Q4K=0; IQ4_XS (in Q4_K's
+// kernel) only with EMBER_CUDA_MV_GLU_IQ4XS=1 (and not with EMBER_CUDA_IQ4XS_WIDE=0).
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
-    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4}) {
+    for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_IQ4_XS}) {
         for (bool repacked : {true, false}) {
             const std::string tn = ember_type_get_name(wt);
             CAPTURE(tn);
             CAPTURE(repacked);
+            if (wt == EMBER_TYPE_IQ4_XS) {  // (the GGUF layout either way: 8-byte-aligned rows)
+                ember_graph                 g;
+                std::vector<ember_tensor *> o_mm, down_mm;
+                g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
+                for (ember_tensor * t : g.leafs) {
+                    if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+                }
+                ember_buffer * leaves = place_graph(g);
+                CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
+                setenv("EMBER_CUDA_MV_GLU_IQ4XS", "1", 1);
+                CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == 3u);
+                setenv("EMBER_CUDA_IQ4XS_WIDE", "0", 1);
+                CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
+                unsetenv("EMBER_CUDA_IQ4XS_WIDE");
+                unsetenv("EMBER_CUDA_MV_GLU_IQ4XS");
+                ember_buffer_free(leaves);
+                continue;
+            }
             ember_graph                 g;
             std::vector<ember_tensor *> o_mm, down_mm;
             g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
