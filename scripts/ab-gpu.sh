@@ -38,7 +38,9 @@
 #                     -DEMBER_VULKAN=OFF" EMBER_AB_MODELS=tiny-Q4_0 (from a pack, as above)
 # New files of the edit stay on both sides.
 # Output: one line per run and a table of the mean tg128 (EMBER_AB_PP: pp512) per model and side with B / A; copies of the
-# logs under $OUT when set.
+# logs under $OUT when set (a call brings back at most 8 files from $OUT, and this writes more: set
+# OUT to a folder of its own for the script and archive it into the call's $OUT at the end, e.g.
+# `R=$OUT; OUT=/tmp/abo scripts/ab-gpu.sh ...; tar czf $R/ab.tgz -C /tmp abo`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-bench-common.sh  # root, build, models_dir, models; gpu_bench_configure, gpu_bench_make_models

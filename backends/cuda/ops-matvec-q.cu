@@ -537,6 +537,7 @@ struct mvr_args {
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
     ember_cuda_norm_scale  ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
+    bool ns_early = false;  // the halves forms with NS: the scale's partial sums requested beside x's (ember_cuda_ns_early)
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -711,6 +712,8 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
         }
     }
     cu_pdl_begin();  // (weights only before it)
+    mv_norm_pre<k_ns_pre> pre{};  // (NS, ns_early: the scale's partial sums beside x's loads)
+    if (NS && a.ns_early && hf == 0) pre = mv_norm_scale_begin<k_ns_pre>(a.ns, lane);
     const int64_t col = blockIdx.y;
     float         s[4] = {};
 #pragma unroll
@@ -719,7 +722,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], dw[u][r], x);
     }
-    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
+    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns, a.ns_early, pre)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
 }
 
 // Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
@@ -2077,7 +2080,8 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     if constexpr (T == EMBER_TYPE_Q4_0) {
         if (units && r == 2 && !short_rows && a.nchunk == 128 && grid.y * grid.z == 1 && mv_q4_halves()) {
             if (ns) {
-                a.ns = ctx.qx_norm;
+                a.ns       = ctx.qx_norm;
+                a.ns_early = ember_cuda_ns_early();
                 cu_launch(ctx, mvr_halves_kernel<true>, grid, 32 * k_rp_warps, 0, a);
             } else {
                 cu_launch(ctx, mvr_halves_kernel<false>, grid, 32 * k_rp_warps, 0, a);
@@ -3153,4 +3157,11 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, glu, o.hq, o.hds);
     return EMBER_OK;
+}
+
+// EMBER_CUDA_NS_EARLY (cuda-ops.h): 1 the halves forms' norm-scale partial sums requested right
+// after the PDL wait (mv_norm_scale_begin), beside x's loads; 0 (default until measured) after the
+// products. Read at every launch (tests switch it).
+bool ember_cuda_ns_early() {
+    return ember_cuda_env_choice("EMBER_CUDA_NS_EARLY", 0, {0, 1}) == 1;
 }

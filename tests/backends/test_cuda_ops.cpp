@@ -1006,13 +1006,14 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
 // rotated by a RoPE launch of their own), F16 / F32 caches, over x and over an O product's
 // norm-in-product copy: against the CPU (eager, recorded, replayed), against the default form to
 // the rounding of another order of the two halves' sums, and, where Q is read only by the
-// attention, with the RoPE and the cache writes only in the stores (EMBER_CUDA_SKIP=other).
+// attention, with the RoPE and the cache writes only in the stores (EMBER_CUDA_SKIP=other). Over
+// the copy, the norm's partial sums requested beside x's loads (EMBER_CUDA_NS_EARLY=1): the same bits.
 TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight before the wait (the HALVES forms)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_Q4_HALVES", "EMBER_CUDA_EXT_INT4_HALVES", "EMBER_CUDA_SKIP"}};
+    const env_clear reset{{"EMBER_CUDA_MV_Q4_HALVES", "EMBER_CUDA_EXT_INT4_HALVES", "EMBER_CUDA_SKIP", "EMBER_CUDA_NS_EARLY"}};
     struct form {
         ember_type   wt;
         const char * var;
@@ -1035,6 +1036,15 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
                 const std::vector<float> halves = run_on(cuda_device(), build, 5);
                 CHECK(f.launches() > before);  // the form ran
                 CHECK(nmse(halves, plain) < 1e-7);                // (an F16 cache row may round the other way)
+                if (normed) {
+                    set_env("EMBER_CUDA_NS_EARLY", "1");
+                    const long long          b1    = f.launches();
+                    const std::vector<float> early = run_on(cuda_device(), build, 5);
+                    CHECK(f.launches() > b1);
+                    CHECK(early == halves);
+                    check_runs(what + " EMBER_CUDA_NS_EARLY=1", build, 2e-3, {5});
+                    set_env("EMBER_CUDA_NS_EARLY", "");
+                }
                 check_runs(what, build, normed ? 2e-3 : 1e-3, {5, 6, 7});  // (eager, recorded, replayed)
                 if (!p.q_read_elsewhere) {  // (else Q's own RoPE launch is one the skip leaves out)
                     set_env("EMBER_CUDA_SKIP", "other");
