@@ -1446,6 +1446,74 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
     mvg_block_end<W, NS, 4>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
+// The gate / up launch with its SWIGLU for Q5_K weights (EMBER_CUDA_MV_GLU_Q5K=1, opt-in; session
+// 69, written without a GPU): mvk_glu_kernel's layout but 4 rows a lane, not 8. A lane needs the
+// whole 32 bytes of its row's qh beside its 32 bytes of qs (k5_chunk), so 8 rows would hold 128
+// registers of weights alone. Warps 2 h and 2 h + 1 split the block's 32 units: warp parity p takes
+// rows 8 t + l / 4 for t = 2 p, 2 p + 1 of the gate and of the up matrix (NT = 4's rows, the other
+// two t left zero for mvg_block_end), and the warps of one parity split the row's slices (nw even:
+// the launch's threads 32 min(W, 2 nblk)). Each x load serves 4 rows.
+template <bool NS, int W, bool EB = false>
+__global__ void __launch_bounds__(32 * W, 16 / W) mvk5_glu_kernel(mvk_glu_args a) {
+    using block          = ember_block_q5_k;
+    constexpr int  BYTES = sizeof(block);
+    constexpr int  QS    = offsetof(block, qs);
+    constexpr int  QH    = offsetof(block, qh);
+    constexpr bool PIPE  = true;
+    const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
+    const int      p = wi & 1, wh = wi >> 1, nwh = nw >> 1;
+    const int64_t  row0 = static_cast<int64_t>(blockIdx.x) * 32;
+    const k4_lane  l    = k4_lane_of<2>(lane);
+    const int64_t  off  = (row0 + 16 * p + lane / 4) * a.w_nb1;  // block 0 of this lane's first row
+    const char *   gr   = a.gw + off;
+    const char *   ur   = a.uw + off;
+    const int64_t  rstep = 8 * a.w_nb1;
+    uint4          q[4][2], qh[4][2];  // i = 2 m + tt: matrix m (0 gate, 1 up), row 8 (2 p + tt) + l / 4
+    uint32_t       hw[4];              // word l.g of each row's block header
+    const auto     load = [&](int b, int part) {  // part 1: the gate rows, 2: the up rows, 3: both
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            if (!(part >> m & 1)) continue;
+#pragma unroll
+            for (int tt = 0; tt < 2; tt++) {
+                const char * blk = (m == 0 ? gr : ur) + tt * rstep + static_cast<int64_t>(b) * BYTES;
+                q[2 * m + tt][0]  = __ldcs(reinterpret_cast<const uint4 *>(blk + QS + 32 * l.g));
+                q[2 * m + tt][1]  = __ldcs(reinterpret_cast<const uint4 *>(blk + QS + 32 * l.g) + 1);
+                qh[2 * m + tt][0] = __ldcs(reinterpret_cast<const uint4 *>(blk + QH));
+                qh[2 * m + tt][1] = __ldcs(reinterpret_cast<const uint4 *>(blk + QH) + 1);
+                hw[2 * m + tt]    = __ldg(reinterpret_cast<const uint32_t *>(blk) + l.g);
+            }
+        }
+    };
+    if (wh < a.nblk) load(wh, EB ? 3 : 1);  // weights only: before waiting for the kernel that makes x
+    cu_pdl_begin();
+    if (!EB && wh < a.nblk) load(wh, 2);
+    float  acc[8] = {};  // mvg_block_end's NT = 4 rows: gate t in acc[t], up t in acc[4 + t]
+    int4   xlo[2], xhi[2];
+    float4 ds;
+    mvg_slices<PIPE>(
+        wh, nwh, a.nblk, 0, 8 * a.nblk, load,
+        [&](int c) {
+            const int    b  = c / 8;
+            const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                xlo[k] = __ldg(xb + k);
+                xhi[k] = __ldg(xb + 2 + k);
+            }
+            ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
+        },
+        [&](int m) {  // m = 0: the gate rows, 1: the up rows
+#pragma unroll
+            for (int tt = 0; tt < 2; tt++) {
+                const float v = k5_chunk<2>(q[2 * m + tt], qh[2 * m + tt], k4_header_of(hw[2 * m + tt]), l, xlo, xhi, ds);
+                if (p == 0) acc[4 * m + tt] += v;
+                else acc[4 * m + 2 + tt] += v;
+            }
+        });
+    mvg_block_end<W, NS, 4>(acc, a.out, a.ns, row0, lane, wi, nw);
+}
+
 // Word k of the 16 levels of group grp (0..3, compile-time once unrolled) of a 64-weight Q6_K
 // unit, as 4 bytes 0..63: lo / hi are its ql words for weights + 0 / + 32 (low nibbles: groups 0
 // and 1, high nibbles: 2 and 3), qh its top-bit word (bits 0-1, 2-3, 4-5, 6-7 for groups 0..3).
@@ -3004,6 +3072,13 @@ static bool mv_glu_q4k(const ember_tensor * wg, const ember_tensor * wu) {
 // IQ4_XS weights too (mvk_glu_kernel XS; session 69, measuring): both matrices IQ4_XS of one
 // shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS:
 // 1 at every width (Q4_K's default), 0 (default until measured) never. Read at every call.
+// Q5_K weights too (mvk5_glu_kernel; session 69, measuring): both matrices Q5_K of one shape in
+// Q4_K's kernels (q5k_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_Q5K: 1 at every
+// width, 0 (default until measured) never. Read at every call.
+static bool mv_glu_q5k(const ember_tensor * wg, const ember_tensor * wu) {
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q5K", 0, {0, 1}) == 1 && q5k_wide_ok(wg) && q5k_wide_ok(wu) && wg->ne[0] == wu->ne[0] &&
+           wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
+}
 static bool mv_glu_iq4xs(const ember_tensor * wg, const ember_tensor * wu) {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_IQ4XS", 0, {0, 1}) == 1 && iq4xs_wide_ok(wg) && iq4xs_wide_ok(wu) &&
            wg->ne[0] == wu->ne[0] && wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
@@ -3017,7 +3092,7 @@ bool ember_cuda_mv_glu_ok(const ember_tensor * gate, const ember_tensor * up, co
     const ember_tensor * x  = gate->src[1];
     const bool rp  = rp_q4q8(wg) && rp_q4q8(wu) && wg->type == wu->type;
     const bool ext = mv_glu_ext() && ember_cuda_mvx_glu_type_ok(wg, wu);
-    const bool k4  = mv_glu_q4k(wg, wu) || mv_glu_iq4xs(wg, wu);
+    const bool k4  = mv_glu_q4k(wg, wu) || mv_glu_iq4xs(wg, wu) || mv_glu_q5k(wg, wu);
     const bool f8  = ember_cuda_mvx_fp8_glu_ok(wg, wu);  // block-scaled FP8 (mvx_fp8_glu_kernel)
     if (!rp && !ext && !k4 && !f8) return false;
     const int64_t n = wg->ne[1];
@@ -3110,7 +3185,7 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     if (ember_cuda_ext_layout(wg)) {  // INT4 / NF4 (mv_glu_ok: not with EMBER_CUDA_MV_GLU_EXT=0)
         const ember_status es = ember_cuda_mvx_glu_launch(ctx, wg, wu, xq, xds, ns ? &ctx.qx_norm : nullptr, o, warps);
         if (es != EMBER_OK) return es;
-    } else if (wg->type == EMBER_TYPE_Q4_K || wg->type == EMBER_TYPE_IQ4_XS) {  // (mv_glu_ok: mv_glu_q4k, mv_glu_iq4xs)
+    } else if (wg->type == EMBER_TYPE_Q4_K || wg->type == EMBER_TYPE_IQ4_XS || wg->type == EMBER_TYPE_Q5_K) {  // (mv_glu_ok: mv_glu_q4k, _iq4xs, _q5k)
         mvk_glu_args a;
         a.gw    = static_cast<const char *>(wg->data);
         a.uw    = static_cast<const char *>(wu->data);
@@ -3130,9 +3205,16 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
                                                mvk_glu_kernel<true, 4, false, true>,  mvk_glu_kernel<true, 8, false, true>,
                                                mvk_glu_kernel<false, 4, true, true>,  mvk_glu_kernel<false, 8, true, true>,
                                                mvk_glu_kernel<true, 4, true, true>,   mvk_glu_kernel<true, 8, true, true>};
+        static constexpr glu_fn forms_q5[8] = {mvk5_glu_kernel<false, 4>,       mvk5_glu_kernel<false, 8>,      mvk5_glu_kernel<true, 4>,
+                                               mvk5_glu_kernel<true, 8>,        mvk5_glu_kernel<false, 4, true>, mvk5_glu_kernel<false, 8, true>,
+                                               mvk5_glu_kernel<true, 4, true>, mvk5_glu_kernel<true, 8, true>};
         const bool eb = mv_glu_early_both(warps);
         const int  f  = (eb ? 4 : 0) + (ns ? 2 : 0) + (warps == 8 ? 1 : 0);
-        cu_launch(ctx, wg->type == EMBER_TYPE_IQ4_XS ? forms_xs[f] : forms[f], blocks, threads, 0, a);
+        if (wg->type == EMBER_TYPE_Q5_K) {  // (two warps a slice's place: even warp counts)
+            cu_launch(ctx, forms_q5[f], blocks, 32 * std::min(warps, 2 * a.nblk), 0, a);
+        } else {
+            cu_launch(ctx, wg->type == EMBER_TYPE_IQ4_XS ? forms_xs[f] : forms[f], blocks, threads, 0, a);
+        }
     } else {
         const int nb = static_cast<int>(wg->ne[0] / 32);
         mvg_args  a;

@@ -1510,7 +1510,7 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
                            "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_GLU_FP8", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_FP8",
-                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS"}};
+                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS", "EMBER_CUDA_MV_GLU_Q5K"}};
     struct shape {
         int64_t k, f;
     };
@@ -1531,15 +1531,18 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     // then one slice, 8 blocks; 1200 blocks; the 1B and the 8B widths.
     const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
     // IQ4_XS (mvk_glu_kernel XS, EMBER_CUDA_MV_GLU_IQ4XS=1 throughout, the "default" checks too; =0:
-    // not): Q4_K's forms (9 slices over 8 warps, 5 over 4 at 304 blocks, one slice, the 8B width's
-    // 16 slices), every width a multiple of 256 (the down product's too); small, the CPU quantizer
-    // searching every sub-block's scale.
+    // not) and Q5_K (mvk5_glu_kernel, EMBER_CUDA_MV_GLU_Q5K=1 the same way): Q4_K's forms (9 slices
+    // over 8 warps, 5 over 4 at 304 blocks, one slice, the 8B width's 16 slices; Q5_K's warps two
+    // sets of half the units each, so 9 slices over 4 warps, 5 over 2, one slice in 2 warps of one),
+    // every width a multiple of 256 (the down product's too); small, the CPU quantizers searching
+    // every sub-block's scale.
     const std::vector<shape> shapes_iq4xs = {{2304, 256}, {1280, 9728}, {256, 256}, {4096, 512}};
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
         const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
-        const bool xs   = t == EMBER_TYPE_IQ4_XS;
-        set_env("EMBER_CUDA_MV_GLU_IQ4XS", xs ? "1" : "");
+        const bool   xs  = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (opt-in: the switch on throughout)
+        const char * opt = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
+        if (xs) set_env(opt, "1");
         for (const shape & sh : t == EMBER_TYPE_INT4   ? shapes_int4
                                 : t == EMBER_TYPE_NF4  ? shapes_nf4
                                 : t == EMBER_TYPE_Q4_K ? shapes_q4k
@@ -1631,7 +1634,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT"
                                       : t == EMBER_TYPE_NF4  ? "EMBER_CUDA_MV_GLU_NF4"
                                       : fp8                  ? "EMBER_CUDA_MV_GLU_FP8"
-                                      : xs                   ? "EMBER_CUDA_MV_GLU_IQ4XS"
+                                      : xs                   ? opt
                                                              : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
@@ -1642,7 +1645,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 }
             }
         }
-        set_env("EMBER_CUDA_MV_GLU_IQ4XS", "");
+        if (xs) set_env(opt, "");
     }
 }
 
@@ -1668,6 +1671,14 @@ TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one la
         return;
     }
     check_glu_launch({EMBER_TYPE_IQ4_XS});
+}
+
+TEST_CASE("[cuda] decode FFN: the gate / up products with their SWIGLU in one launch: Q5_K") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    check_glu_launch({EMBER_TYPE_Q5_K});
 }
 
 // NF4's scalar launch (mvx_glu_kernel) at every size: EMBER_CUDA_MV_GLU_NF4_MMA=0 (by default the
