@@ -3069,9 +3069,6 @@ static bool mv_glu_q4k(const ember_tensor * wg, const ember_tensor * wu) {
            wg->nb[1] == wu->nb[1];
 }
 
-// IQ4_XS weights too (mvk_glu_kernel XS; session 69, measuring): both matrices IQ4_XS of one
-// shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS:
-// 1 at every width (Q4_K's default), 0 (default until measured) never. Read at every call.
 // Q5_K weights too (mvk5_glu_kernel; session 69, measuring): both matrices Q5_K of one shape in
 // Q4_K's kernels (q5k_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_Q5K: 1 at every
 // width, 0 (default until measured) never. Read at every call.
@@ -3079,6 +3076,9 @@ static bool mv_glu_q5k(const ember_tensor * wg, const ember_tensor * wu) {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q5K", 0, {0, 1}) == 1 && q5k_wide_ok(wg) && q5k_wide_ok(wu) && wg->ne[0] == wu->ne[0] &&
            wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
 }
+// IQ4_XS weights too (mvk_glu_kernel XS; session 69, measuring): both matrices IQ4_XS of one
+// shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS:
+// 1 at every width (Q4_K's default), 0 (default until measured) never. Read at every call.
 static bool mv_glu_iq4xs(const ember_tensor * wg, const ember_tensor * wu) {
     return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_IQ4XS", 0, {0, 1}) == 1 && iq4xs_wide_ok(wg) && iq4xs_wide_ok(wu) &&
            wg->ne[0] == wu->ne[0] && wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
