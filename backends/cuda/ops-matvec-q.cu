@@ -1373,6 +1373,18 @@ struct mvk_glu_args {
     mvg_out               out;
 };
 
+// x's words of block b for a gate / up lane (mvk_glu_kernel, mvk5_glu_kernel: k4_lane_of<2>'s
+// group), as mvk_body loads them.
+__device__ __forceinline__ void k4_glu_fetch_x(const mvk_glu_args & a, int b, const k4_lane & l, int4 (&xlo)[2], int4 (&xhi)[2], float4 & ds) {
+    const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        xlo[k] = __ldg(xb + k);
+        xhi[k] = __ldg(xb + 2 + k);
+    }
+    ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
+}
+
 // EB (mv_glu_early_both: 8 warps a block by default, as mvr_glu_kernel's EG off): the first
 // slice's up rows requested before the PDL wait too, not after it.
 // XS (EMBER_CUDA_MV_GLU_IQ4XS, session 69): IQ4_XS rows (136-byte blocks, 8-byte aligned; mvk_body's
@@ -1422,16 +1434,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
     // (slices are whole blocks: mvg_slices' chunk c = 8 b, always inside the row)
     mvg_slices<PIPE>(
         wi, nw, a.nblk, 0, 8 * a.nblk, load,
-        [&](int c) {
-            const int    b  = c / 8;
-            const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                xlo[k] = __ldg(xb + k);
-                xhi[k] = __ldg(xb + 2 + k);
-            }
-            ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
-        },
+        [&](int c) { k4_glu_fetch_x(a, c / 8, l, xlo, xhi, ds); },
         [&](int h) {  // h = 0: the gate rows, 1: the up rows
 #pragma unroll
             for (int t = 4 * h; t < 4 * h + 4; t++) {
@@ -1493,16 +1496,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk5_glu_kernel(mvk_glu_args a
     float4 ds;
     mvg_slices<PIPE>(
         wh, nwh, a.nblk, 0, 8 * a.nblk, load,
-        [&](int c) {
-            const int    b  = c / 8;
-            const int4 * xb = reinterpret_cast<const int4 *>(a.xq + 256 * static_cast<int64_t>(b) + l.xoff);
-#pragma unroll
-            for (int k = 0; k < 2; k++) {
-                xlo[k] = __ldg(xb + k);
-                xhi[k] = __ldg(xb + 2 + k);
-            }
-            ds = __ldg(reinterpret_cast<const float4 *>(a.xds) + 4 * static_cast<int64_t>(b) + l.g);
-        },
+        [&](int c) { k4_glu_fetch_x(a, c / 8, l, xlo, xhi, ds); },
         [&](int m) {  // m = 0: the gate rows, 1: the up rows
 #pragma unroll
             for (int tt = 0; tt < 2; tt++) {
