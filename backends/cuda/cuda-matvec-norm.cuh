@@ -95,16 +95,22 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
 // before its first span): every lane sums its share of the partial sums (lane, lane + 32, ...)
 // in that order, requesting 8 before adding any (one round trip per 8; the adds of 0 past the
 // end leave the nonnegative sum as it is).
-__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
-    float s = 0.0f;
-    for (int i0 = lane; i0 < ns.n; i0 += 8 * 32) {
+// (mv_norm_rounds: s plus the rounds of 8 from i0 on; mv_norm_finish: the scale of a lane's sum.)
+__device__ __forceinline__ float mv_norm_rounds(const ember_cuda_norm_scale & ns, int i0, float s) {
+    for (; i0 < ns.n; i0 += 8 * 32) {
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = i0 + 32 * k < ns.n ? __ldg(ns.nsq + i0 + 32 * k) : 0.0f;
 #pragma unroll
         for (int k = 0; k < 8; k++) s += v[k];
     }
+    return s;
+}
+__device__ __forceinline__ float mv_norm_finish(const ember_cuda_norm_scale & ns, float s) {
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
+}
+__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
+    return mv_norm_finish(ns, mv_norm_rounds(ns, lane, 0.0f));
 }
 
 // mv_norm_scale in two steps (EMBER_CUDA_NS_EARLY, session 69): the first P of a lane's partial
@@ -128,13 +134,7 @@ template <int P> __device__ __forceinline__ float mv_norm_scale_end(const ember_
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < 8; k++) s += v[k];
-    for (int i0 = lane + 8 * 32; i0 < ns.n; i0 += 8 * 32) {  // (mv_norm_scale's later rounds)
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = i0 + 32 * k < ns.n ? __ldg(ns.nsq + i0 + 32 * k) : 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) s += v[k];
-    }
-    return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
+    return mv_norm_finish(ns, mv_norm_rounds(ns, lane + 8 * 32, s));  // (mv_norm_scale's later rounds)
 }
 // Whether NS readers request the norm's partial sums right after the PDL wait
 // (mv_norm_scale_begin): EMBER_CUDA_NS_EARLY, 0 (default until measured) or 1; the halves forms
@@ -149,8 +149,8 @@ constexpr int k_ns_pre = 4;  // partial sums a lane requests early: rows of up t
 // thread that stores (the first half's lane 0), s then the rows' sums times the norm's scale (NS).
 // pre: the scale's first partial sums requested early (with early), else requested here.
 template <bool NS>
-__device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, int lane, const ember_cuda_norm_scale & ns, bool early = false,
-                                               const mv_norm_pre<k_ns_pre> & pre = {}) {
+__device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, int lane, const ember_cuda_norm_scale & ns, bool early,
+                                               const mv_norm_pre<k_ns_pre> & pre) {
     __shared__ float red[2][4];
 #pragma unroll
     for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);

@@ -1540,13 +1540,13 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
         const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
-        const bool   xs  = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (opt-in: the switch on throughout)
-        const char * opt = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
-        if (xs) set_env(opt, "1");
+        const bool   opt_in = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (the switch on throughout)
+        const char * opt    = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
+        if (opt_in) set_env(opt, "1");
         for (const shape & sh : t == EMBER_TYPE_INT4   ? shapes_int4
                                 : t == EMBER_TYPE_NF4  ? shapes_nf4
                                 : t == EMBER_TYPE_Q4_K ? shapes_q4k
-                                : xs                   ? shapes_iq4xs
+                                : opt_in               ? shapes_iq4xs
                                                        : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
@@ -1630,22 +1630,22 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 if (sh.f == 32 * 1200 && !fp8) CHECK_FALSE(ed < 1e-3);
                 if (small) CHECK(ed < 1e-3);
                 if (small && multi) CHECK_FALSE(e1 < 1e-3);
-                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0, IQ4_XS _IQ4XS=0
+                if (!q4q8 && variant == 0) {  // INT4 not with EMBER_CUDA_MV_GLU_EXT=0, NF4 not with _NF4=0, Q4_K not with _Q4K=0, IQ4_XS / Q5_K not with _IQ4XS=0 / _Q5K=0
                     const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT"
                                       : t == EMBER_TYPE_NF4  ? "EMBER_CUDA_MV_GLU_NF4"
                                       : fp8                  ? "EMBER_CUDA_MV_GLU_FP8"
-                                      : xs                   ? opt
+                                      : opt_in               ? opt
                                                              : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
                     CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
                     set_env("EMBER_CUDA_SKIP", "");
-                    set_env(sw, xs ? "1" : "");
+                    set_env(sw, opt_in ? "1" : "");
                 }
             }
         }
-        if (xs) set_env(opt, "");
+        if (opt_in) set_env(opt, "");
     }
 }
 

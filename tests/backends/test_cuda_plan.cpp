@@ -783,17 +783,17 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             const std::string tn = ember_type_get_name(wt);
             CAPTURE(tn);
             CAPTURE(repacked);
+            ember_graph                 g;
+            std::vector<ember_tensor *> o_mm, down_mm;
+            g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
+            for (ember_tensor * t : g.leafs) {
+                if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+            }
+            ember_buffer * leaves = place_graph(g);
             if (wt == EMBER_TYPE_IQ4_XS || wt == EMBER_TYPE_Q5_K) {  // (the GGUF layout either way)
                 const bool   q5   = wt == EMBER_TYPE_Q5_K;
                 const char * sw   = q5 ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
                 const char * wide = q5 ? "EMBER_CUDA_Q5K_WIDE" : "EMBER_CUDA_IQ4XS_WIDE";
-                ember_graph                 g;
-                std::vector<ember_tensor *> o_mm, down_mm;
-                g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
-                for (ember_tensor * t : g.leafs) {
-                    if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
-                }
-                ember_buffer * leaves = place_graph(g);
                 CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
                 setenv(sw, "1", 1);
                 CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == 3u);
@@ -804,13 +804,6 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
                 ember_buffer_free(leaves);
                 continue;
             }
-            ember_graph                 g;
-            std::vector<ember_tensor *> o_mm, down_mm;
-            g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
-            for (ember_tensor * t : g.leafs) {
-                if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
-            }
-            ember_buffer * leaves = place_graph(g);
             const bool     q4k    = wt == EMBER_TYPE_Q4_K;  // (mvk_glu_kernel: the GGUF layout, 16-byte-aligned rows)
             const bool     want   = (repacked && (wt == EMBER_TYPE_Q4_0 || wt == EMBER_TYPE_Q8_0)) || q4k;
             const bool     nf4    = wt == EMBER_TYPE_NF4;
