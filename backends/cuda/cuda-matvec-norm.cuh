@@ -113,44 +113,14 @@ __device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns,
     return mv_norm_finish(ns, mv_norm_rounds(ns, lane, 0.0f));
 }
 
-// mv_norm_scale in two steps (EMBER_CUDA_NS_EARLY, session 69): the first P of a lane's partial
-// sums requested early (_begin: right after the PDL wait, beside x's loads, so that round trip no
-// longer follows the products), the scale made from them later (_end): the same values summed in
-// the same order as mv_norm_scale, so the same bits.
-template <int P> struct mv_norm_pre {
-    float v[P];
-};
-template <int P> __device__ __forceinline__ mv_norm_pre<P> mv_norm_scale_begin(const ember_cuda_norm_scale & ns, int lane) {
-    static_assert(P >= 1 && P <= 8, "mv_norm_pre: part of mv_norm_scale's first round");
-    mv_norm_pre<P> p;
-#pragma unroll
-    for (int k = 0; k < P; k++) p.v[k] = lane + 32 * k < ns.n ? __ldg(ns.nsq + lane + 32 * k) : 0.0f;
-    return p;
-}
-template <int P> __device__ __forceinline__ float mv_norm_scale_end(const ember_cuda_norm_scale & ns, int lane, const mv_norm_pre<P> & p) {
-    float v[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = k < P ? p.v[k] : lane + 32 * k < ns.n ? __ldg(ns.nsq + lane + 32 * k) : 0.0f;
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 8; k++) s += v[k];
-    return mv_norm_finish(ns, mv_norm_rounds(ns, lane + 8 * 32, s));  // (mv_norm_scale's later rounds)
-}
-// Whether NS readers request the norm's partial sums right after the PDL wait
-// (mv_norm_scale_begin): EMBER_CUDA_NS_EARLY, 0 (default until measured) or 1; the halves forms
-// (mvr_halves_kernel, mvx_int4_halves_kernel) take it as a kernel argument.
-constexpr int k_ns_pre = 4;  // partial sums a lane requests early: rows of up to 4096 (128 partials)
-
 // The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_Q4_HALVES, _EXT_INT4_HALVES:
 // mvr_halves_kernel, mvx_int4_halves_kernel): warps 2 pg and
 // 2 pg + 1 (hf = 0, 1) hold a lane's partial sums of the same 4 rows over the two halves of the
 // row. Each warp sums its lanes; the second half's lane 0 hands its 4 sums to the first half's
 // through shared memory behind the pair's named barrier (1 + pg, 64 threads). True in the one
 // thread that stores (the first half's lane 0), s then the rows' sums times the norm's scale (NS).
-// pre: the scale's first partial sums requested early (with early), else requested here.
 template <bool NS>
-__device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, int lane, const ember_cuda_norm_scale & ns, bool early,
-                                               const mv_norm_pre<k_ns_pre> & pre) {
+__device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, int lane, const ember_cuda_norm_scale & ns) {
     __shared__ float red[2][4];
 #pragma unroll
     for (int r = 0; r < 4; r++) s[r] = cu_warp_sum(s[r]);
@@ -162,7 +132,7 @@ __device__ __forceinline__ bool mv_halves_meet(float (&s)[4], int pg, int hf, in
     else asm volatile("bar.sync 2, 64;" ::: "memory");
     if (hf == 1) return false;
     float sc = 1.0f;
-    if constexpr (NS) sc = early ? mv_norm_scale_end(ns, lane, pre) : mv_norm_scale(ns, lane);
+    if constexpr (NS) sc = mv_norm_scale(ns, lane);
     if (lane != 0) return false;
 #pragma unroll
     for (int r = 0; r < 4; r++) s[r] = (s[r] + red[pg][r]) * sc;

@@ -319,10 +319,6 @@ struct ember_cuda_mv_unit {
 };
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
 bool         ember_cuda_mv_unit_shape_ok(const ember_cuda_mv_unit & u);  // (its shape conditions, any weight type)
-// EMBER_CUDA_NS_EARLY=1 (measuring): the Q4_0 / INT4 halves forms request a norm-in-product
-// copy's partial sums right after the PDL wait, beside x's loads (mv_norm_scale_begin), not after
-// their products: the same bits, one round trip fewer after the wait.
-bool         ember_cuda_ns_early();
 ember_status ember_cuda_mul_mat_vec_q_units(ember_cuda_ctx & ctx, const ember_cuda_mv_unit * units, int nd);
 ember_status ember_cuda_mul_mat_vec_q_run(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd, const ember_cuda_mv_unit * units);
 // Its quantized activations (scratch slot 0; nullptr when it cannot grow): ne[0] / 32 blocks

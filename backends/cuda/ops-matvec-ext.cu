@@ -336,7 +336,6 @@ struct mvx_args {
     mv_epi          epi[k_group];
     int *           err;
     ember_cuda_norm_scale ns;  // mvx_kernel, mvx_fp8_mma_kernel NS: the norm (x is a norm-in-product copy)
-    bool ns_early = false;  // the halves forms with NS: the scale's partial sums requested beside x's (ember_cuda_ns_early)
 };
 
 // A kernel parameter of matrix m (a select chain: no dynamic indexing of kernel parameters).
@@ -507,8 +506,6 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const 
         }
     }
     cu_pdl_begin();  // (weights only before it)
-    mv_norm_pre<k_ns_pre> pre{};  // (NS, ns_early: the scale's partial sums beside x's loads)
-    if (NS && a.ns_early && hf == 0) pre = mv_norm_scale_begin<k_ns_pre>(a.ns, lane);
     x_src xs;
     xs.q = a.xq;
     xs.ds = a.xds;
@@ -519,7 +516,7 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const 
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
     }
-    if (!mv_halves_meet<NS>(s, pg, hf, lane, a.ns, a.ns_early, pre)) return;
+    if (!mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) return;
 #pragma unroll
     for (int p = 0; p < 2; p++) {
         const int64_t rp[2] = {rows[2 * p], rows[2 * p + 1]};
@@ -1587,7 +1584,6 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
     if constexpr (T == EMBER_TYPE_INT4) {
         if (halves) {
-            a.ns_early = ember_cuda_ns_early();
             if (a.ns.nsq) cu_launch(ctx, mvx_int4_halves_kernel<true>, grid, 32 * k_warps, 0, a);
             else cu_launch(ctx, mvx_int4_halves_kernel<false>, grid, 32 * k_warps, 0, a);
             int4_halves_launches.fetch_add(1, std::memory_order_relaxed);

@@ -537,7 +537,6 @@ struct mvr_args {
     mv_group               grp;
     int *                  err;  // data errors of the fused SET_ROWS (a cache row out of range)
     ember_cuda_norm_scale  ns;   // mvr_kernel NS: the norm (x is mvr_norm_kernel's copy)
-    bool ns_early = false;  // the halves forms with NS: the scale's partial sums requested beside x's (ember_cuda_ns_early)
 };
 
 // The batch position of a CUDA-layout matvec block (blockIdx.z over x's dims 2 and 3), the
@@ -712,8 +711,6 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
         }
     }
     cu_pdl_begin();  // (weights only before it)
-    mv_norm_pre<k_ns_pre> pre{};  // (NS, ns_early: the scale's partial sums beside x's loads)
-    if (NS && a.ns_early && hf == 0) pre = mv_norm_scale_begin<k_ns_pre>(a.ns, lane);
     const int64_t col = blockIdx.y;
     float         s[4] = {};
 #pragma unroll
@@ -722,7 +719,7 @@ __global__ void __launch_bounds__(32 * k_rp_warps, k_mv_pair_blocks) mvr_halves_
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], dw[u][r], x);
     }
-    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns, a.ns_early, pre)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
+    if (mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) mv_halves_store(a.grp, m, n, col, l0, s, a.err);
 }
 
 // Rows longer than one warp step (32 U chunks; the FFN down product: 14336 weights = 448 Q4_0
@@ -1449,8 +1446,8 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvk_glu_kernel(mvk_glu_args a)
     mvg_block_end<W, NS, 4>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
-// The gate / up launch with its SWIGLU for Q5_K weights (EMBER_CUDA_MV_GLU_Q5K=1, opt-in; session
-// 69, written without a GPU): mvk_glu_kernel's layout but 4 rows a lane, not 8. A lane needs the
+// The gate / up launch with its SWIGLU for Q5_K weights (EMBER_CUDA_MV_GLU_Q5K, the default since session
+// 70; written in 69): mvk_glu_kernel's layout but 4 rows a lane, not 8. A lane needs the
 // whole 32 bytes of its row's qh beside its 32 bytes of qs (k5_chunk), so 8 rows would hold 128
 // registers of weights alone. Warps 2 h and 2 h + 1 split the block's 32 units: warp parity p takes
 // rows 8 t + l / 4 for t = 2 p, 2 p + 1 of the gate and of the up matrix (NT = 4's rows, the other
@@ -2142,8 +2139,7 @@ ember_status launch_rp(ember_cuda_ctx & ctx, ember_tensor * const * dsts, int nd
     if constexpr (T == EMBER_TYPE_Q4_0) {
         if (units && r == 2 && !short_rows && a.nchunk == 128 && grid.y * grid.z == 1 && mv_q4_halves()) {
             if (ns) {
-                a.ns       = ctx.qx_norm;
-                a.ns_early = ember_cuda_ns_early();
+                a.ns = ctx.qx_norm;
                 cu_launch(ctx, mvr_halves_kernel<true>, grid, 32 * k_rp_warps, 0, a);
             } else {
                 cu_launch(ctx, mvr_halves_kernel<false>, grid, 32 * k_rp_warps, 0, a);
@@ -3063,18 +3059,19 @@ static bool mv_glu_q4k(const ember_tensor * wg, const ember_tensor * wu) {
            wg->nb[1] == wu->nb[1];
 }
 
-// Q5_K weights too (mvk5_glu_kernel; session 69, measuring): both matrices Q5_K of one shape in
-// Q4_K's kernels (q5k_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_Q5K: 1 at every
-// width, 0 (default until measured) never. Read at every call.
+// Q5_K weights too (mvk5_glu_kernel; session 69, measured in session 70: H100 tg128 1B Q5_K_M
+// +8.1%, 8B +2.5%): both matrices Q5_K of one shape in Q4_K's kernels (q5k_wide_ok), rows of whole
+// 256-weight blocks. EMBER_CUDA_MV_GLU_Q5K: 1 (default) at every width, 0 never. Read at every call.
 static bool mv_glu_q5k(const ember_tensor * wg, const ember_tensor * wu) {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q5K", 0, {0, 1}) == 1 && q5k_wide_ok(wg) && q5k_wide_ok(wu) && wg->ne[0] == wu->ne[0] &&
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_Q5K", 1, {0, 1}) == 1 && q5k_wide_ok(wg) && q5k_wide_ok(wu) && wg->ne[0] == wu->ne[0] &&
            wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
 }
-// IQ4_XS weights too (mvk_glu_kernel XS; session 69, measuring): both matrices IQ4_XS of one
-// shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS:
-// 1 at every width (Q4_K's default), 0 (default until measured) never. Read at every call.
+// IQ4_XS weights too (mvk_glu_kernel XS; session 69, measured in session 70: H100 tg128 1B IQ4_XS
+// +6.7%): both matrices IQ4_XS of one shape in Q4_K's kernels (iq4xs_wide_ok), rows of whole
+// 256-weight blocks. EMBER_CUDA_MV_GLU_IQ4XS: 1 (default) at every width, as Q4_K; 0 never. Read at
+// every call.
 static bool mv_glu_iq4xs(const ember_tensor * wg, const ember_tensor * wu) {
-    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_IQ4XS", 0, {0, 1}) == 1 && iq4xs_wide_ok(wg) && iq4xs_wide_ok(wu) &&
+    return ember_cuda_env_choice("EMBER_CUDA_MV_GLU_IQ4XS", 1, {0, 1}) == 1 && iq4xs_wide_ok(wg) && iq4xs_wide_ok(wu) &&
            wg->ne[0] == wu->ne[0] && wg->ne[0] % 256 == 0 && wg->nb[1] == wu->nb[1];
 }
 
@@ -3233,11 +3230,4 @@ ember_status ember_cuda_mul_mat_vec_glu(ember_cuda_ctx & ctx, ember_tensor * gat
     if (st != EMBER_OK) return st;
     qx_set_placed(ctx, glu, o.hq, o.hds);
     return EMBER_OK;
-}
-
-// EMBER_CUDA_NS_EARLY (cuda-ops.h): 1 the halves forms' norm-scale partial sums requested right
-// after the PDL wait (mv_norm_scale_begin), beside x's loads; 0 (default until measured) after the
-// products. Read at every launch (tests switch it).
-bool ember_cuda_ns_early() {
-    return ember_cuda_env_choice("EMBER_CUDA_NS_EARLY", 0, {0, 1}) == 1;
 }

@@ -1006,14 +1006,13 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_K_M's Q4_K Q / K and planar Q6_K V in one lau
 // rotated by a RoPE launch of their own), F16 / F32 caches, over x and over an O product's
 // norm-in-product copy: against the CPU (eager, recorded, replayed), against the default form to
 // the rounding of another order of the two halves' sums, and, where Q is read only by the
-// attention, with the RoPE and the cache writes only in the stores (EMBER_CUDA_SKIP=other). Over
-// the copy, the norm's partial sums requested beside x's loads (EMBER_CUDA_NS_EARLY=1): the same bits.
+// attention, with the RoPE and the cache writes only in the stores (EMBER_CUDA_SKIP=other).
 TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight before the wait (the HALVES forms)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
         return;
     }
-    const env_clear reset{{"EMBER_CUDA_MV_Q4_HALVES", "EMBER_CUDA_EXT_INT4_HALVES", "EMBER_CUDA_SKIP", "EMBER_CUDA_NS_EARLY"}};
+    const env_clear reset{{"EMBER_CUDA_MV_Q4_HALVES", "EMBER_CUDA_EXT_INT4_HALVES", "EMBER_CUDA_SKIP"}};
     struct form {
         ember_type   wt;
         const char * var;
@@ -1036,15 +1035,6 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
                 const std::vector<float> halves = run_on(cuda_device(), build, 5);
                 CHECK(f.launches() > before);  // the form ran
                 CHECK(nmse(halves, plain) < 1e-7);                // (an F16 cache row may round the other way)
-                if (normed) {
-                    set_env("EMBER_CUDA_NS_EARLY", "1");
-                    const long long          b1    = f.launches();
-                    const std::vector<float> early = run_on(cuda_device(), build, 5);
-                    CHECK(f.launches() > b1);
-                    CHECK(early == halves);
-                    check_runs(what + " EMBER_CUDA_NS_EARLY=1", build, 2e-3, {5});
-                    set_env("EMBER_CUDA_NS_EARLY", "");
-                }
                 check_runs(what, build, normed ? 2e-3 : 1e-3, {5, 6, 7});  // (eager, recorded, replayed)
                 if (!p.q_read_elsewhere) {  // (else Q's own RoPE launch is one the skip leaves out)
                     set_env("EMBER_CUDA_SKIP", "other");
@@ -1530,8 +1520,8 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     // other (a time-limited run reaches them first): 9 slices over 8 warps, 5 over 4 (304 blocks);
     // then one slice, 8 blocks; 1200 blocks; the 1B and the 8B widths.
     const std::vector<shape> shapes_q4k = {{2304, 256}, {1280, 9728}, {256, 256}, {256, 32 * 1200}, {2048, 8192}, {4096, 14336}};
-    // IQ4_XS (mvk_glu_kernel XS, EMBER_CUDA_MV_GLU_IQ4XS=1 throughout, the "default" checks too; =0:
-    // not) and Q5_K (mvk5_glu_kernel, EMBER_CUDA_MV_GLU_Q5K=1 the same way): Q4_K's forms (9 slices
+    // IQ4_XS (mvk_glu_kernel XS; EMBER_CUDA_MV_GLU_IQ4XS=0: not) and Q5_K (mvk5_glu_kernel;
+    // EMBER_CUDA_MV_GLU_Q5K=0: not), both on by default since session 70: Q4_K's forms (9 slices
     // over 8 warps, 5 over 4 at 304 blocks, one slice, the 8B width's 16 slices; Q5_K's warps two
     // sets of half the units each, so 9 slices over 4 warps, 5 over 2, one slice in 2 warps of one),
     // every width a multiple of 256 (the down product's too); small, the CPU quantizers searching
@@ -1540,13 +1530,12 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     for (ember_type t : types) {
         const bool q4q8 = t == EMBER_TYPE_Q4_0 || t == EMBER_TYPE_Q8_0;
         const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
-        const bool   opt_in = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (the switch on throughout)
-        const char * opt    = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
-        if (opt_in) set_env(opt, "1");
+        const bool   xs_q5  = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (Q4_K's kernels, their own switch)
+        const char * xs_q5_sw = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
         for (const shape & sh : t == EMBER_TYPE_INT4   ? shapes_int4
                                 : t == EMBER_TYPE_NF4  ? shapes_nf4
                                 : t == EMBER_TYPE_Q4_K ? shapes_q4k
-                                : opt_in               ? shapes_iq4xs
+                                : xs_q5                ? shapes_iq4xs
                                                        : shapes) {
             for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
@@ -1634,18 +1623,17 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     const char * sw = t == EMBER_TYPE_INT4 ? "EMBER_CUDA_MV_GLU_EXT"
                                       : t == EMBER_TYPE_NF4  ? "EMBER_CUDA_MV_GLU_NF4"
                                       : fp8                  ? "EMBER_CUDA_MV_GLU_FP8"
-                                      : opt_in               ? opt
+                                      : xs_q5                ? xs_q5_sw
                                                              : "EMBER_CUDA_MV_GLU_Q4K";
                     set_env(sw, "0");
                     set_env("EMBER_CUDA_MV_GLU", "2");
                     set_env("EMBER_CUDA_SKIP", "glu");
                     CHECK_FALSE(nmse(run_on(cuda_device(), build, 12), want) < 1e-3);
                     set_env("EMBER_CUDA_SKIP", "");
-                    set_env(sw, opt_in ? "1" : "");
+                    set_env(sw, "");
                 }
             }
         }
-        if (opt_in) set_env(opt, "");
     }
 }
 

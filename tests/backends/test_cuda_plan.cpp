@@ -775,8 +775,8 @@ TEST_CASE("[cuda plan] the backend's hooks: Q4_K_M's V in planar Q6_K is a unit 
 // Q8_0 weights in the CUDA layout, INT4 / NF4 in the ext layout and Q4_K take it in every layer;
 // Q4_0 / Q8_0 / INT4 / NF4 in the GGUF layout, not; INT4 / NF4 not with EMBER_CUDA_MV_GLU_EXT=0,
 // NF4 not with EMBER_CUDA_MV_GLU_NF4=0, Q4_K not with EMBER_CUDA_MV_GLU_Q4K=0; IQ4_XS (in Q4_K's
-// kernel) only with EMBER_CUDA_MV_GLU_IQ4XS=1 (and not with EMBER_CUDA_IQ4XS_WIDE=0), Q5_K only with
-// EMBER_CUDA_MV_GLU_Q5K=1 (and not with EMBER_CUDA_Q5K_WIDE=0).
+// kernel) and Q5_K by default, not with EMBER_CUDA_MV_GLU_IQ4XS=0 / EMBER_CUDA_MV_GLU_Q5K=0 nor with
+// EMBER_CUDA_IQ4XS_WIDE=0 / EMBER_CUDA_Q5K_WIDE=0.
 TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SWIGLU") {
     for (ember_type wt : {EMBER_TYPE_Q4_0, EMBER_TYPE_Q8_0, EMBER_TYPE_Q4_K, EMBER_TYPE_INT4, EMBER_TYPE_NF4, EMBER_TYPE_IQ4_XS, EMBER_TYPE_Q5_K}) {
         for (bool repacked : {true, false}) {
@@ -794,13 +794,13 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
                 const bool   q5   = wt == EMBER_TYPE_Q5_K;
                 const char * sw   = q5 ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
                 const char * wide = q5 ? "EMBER_CUDA_Q5K_WIDE" : "EMBER_CUDA_IQ4XS_WIDE";
-                CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
-                setenv(sw, "1", 1);
                 CHECK(glu_sites(g, ember_cuda_mv_glu_ok).size() == 3u);
+                setenv(sw, "0", 1);
+                CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
+                unsetenv(sw);
                 setenv(wide, "0", 1);
                 CHECK(glu_sites(g, ember_cuda_mv_glu_ok).empty());
                 unsetenv(wide);
-                unsetenv(sw);
                 ember_buffer_free(leaves);
                 continue;
             }
