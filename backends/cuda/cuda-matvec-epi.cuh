@@ -14,7 +14,9 @@
 // nodes after a Q/K/V projection fused into its store): RoPE over pairs of rows (R == 2: a
 // warp's two rows are a rotated pair) and/or a copy of the (rotated) rows into row idx[col]
 // of a KV cache of F32/F16/BF16 elements. The arithmetic is rope_kernel's and
-// set_rows_kernel's, so the fused and separate paths give the same bits.
+// set_rows_kernel's, so the fused and separate paths give the same bits. With ready (the decode
+// attention after the launch waiting on counts: EMBER_CUDA_ATTN_RC) the lane then counts its
+// rows per KV head.
 struct mv_epi {
     int           rope = -1;  // -1: none, else EMBER_ROPE_NORMAL or EMBER_ROPE_NEOX
     int           hd   = 0;   // head size (= n_rot)
@@ -30,6 +32,8 @@ struct mv_epi {
     int64_t       cache_nb1 = 0, cache_rows = 0;
     const char *  idx     = nullptr;  // I32 cache row of each column
     int64_t       idx_nb0 = 0;
+    int *         ready     = nullptr;  // EMBER_CUDA_ATTN_RC: the rows stored counted into ready[row / ready_div], after a fence
+    int           ready_div = 1;
 };
 
 // The weight rows of a warp whose first row (in the plain order) is row0: row0 + r, or with a
@@ -87,18 +91,40 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
         const int32_t id = *reinterpret_cast<const int32_t *>(e.idx + col * e.idx_nb0);
         if (id < 0 || id >= e.cache_rows) {
             cu_set_error(err, EMBER_ERR_INTERNAL);
-            return;
+        } else {
+            char * row = e.cache + id * e.cache_nb1;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (rows[r] >= n) continue;
+                if (e.cache_type == EMBER_TYPE_F16) {
+                    cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
+                } else if (e.cache_type == EMBER_TYPE_BF16) {
+                    cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
+                } else {
+                    cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
+                }
+            }
         }
-        char * row = e.cache + id * e.cache_nb1;
+    }
+    if (e.ready) {  // (counted on an error too: the attention waits for every row)
+        // A warp's rows lie in one head (a RoPE pair, or an aligned run within a head): one add;
+        // else one a row.
+        const int g0   = static_cast<int>(rows[0] / e.ready_div);
+        int       c    = 0;
+        bool      same = true;
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (rows[r] >= n) continue;
-            if (e.cache_type == EMBER_TYPE_F16) {
-                cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
-            } else if (e.cache_type == EMBER_TYPE_BF16) {
-                cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
-            } else {
-                cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
+            c++;
+            same = same && static_cast<int>(rows[r] / e.ready_div) == g0;
+        }
+        __threadfence();  // this lane's stores before its count
+        if (same) {
+            atomicAdd(e.ready + g0, c);
+        } else {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (rows[r] < n) atomicAdd(e.ready + rows[r] / e.ready_div, 1);
             }
         }
     }
@@ -117,7 +143,9 @@ __device__ __forceinline__ void mv_store_epi_of3(const mv_epi (&epi)[3], int m, 
 // The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
 inline mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
     mv_epi e;
-    e.write_y = u.write_mm;
+    e.write_y   = u.write_mm;
+    e.ready     = u.ready;
+    e.ready_div = u.ready ? u.ready_div : 1;
     if (u.rope) {
         const ember_tensor * pos = u.rope->src[1];
         const ember_tensor * ff  = u.rope->src[2];
