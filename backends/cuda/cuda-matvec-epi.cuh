@@ -118,7 +118,8 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
             c++;
             same = same && static_cast<int>(rows[r] / e.ready_div) == g0;
         }
-        __threadfence();  // this lane's stores before its count
+        if (c == 0) return;  // (rows past n only: rows[0] names no head)
+        __threadfence();     // this lane's stores before its count
         if (same) {
             atomicAdd(e.ready + g0, c);
         } else {
