@@ -1049,15 +1049,16 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
 }
 
 // The decode attention started on the Q / K / V launch's per-KV-head counts of the rows it
-// stored instead of on that launch's end (EMBER_CUDA_ATTN_RC=1): the unit forms that count
-// (mvr_kernel Q4_0, Q8_0 with 5 query heads a KV head, Q4_K with Q6_K V in one launch, NF4's
-// mvx_kernel, the INT4 and Q4_0 halves forms over a norm-in-product copy), F16 / F32 caches, a Q
-// product also read elsewhere. Each: the attention took the counts (ember_cuda_attn_rc_launches)
-// and none were left to zero (_rc_resets); the same bits as without RC; against the CPU eagerly,
-// recorded and replayed, a new seed each run (counts not zeroed would let the next run's
-// attention read before its rows). Then with the short kernel off (EMBER_CUDA_ATTN_SHORT=0: the
-// tiled one, which does not take them) the counts are zeroed by a launch of their own, the
-// results the same.
+// stored instead of on that launch's end (EMBER_CUDA_ATTN_RC=1), over x's norm-in-product copy (a
+// layer after the first): the unit forms that count (mvr_kernel Q4_0, Q8_0 with 5 query heads a
+// KV head, Q4_K with Q6_K V in one launch, NF4's mvx_kernel, the INT4 and Q4_0 halves forms), F16
+// / F32 caches, a Q product also read elsewhere. Each: the attention took the counts
+// (ember_cuda_attn_rc_launches) and none were left to zero (_rc_resets); the same bits as without
+// RC; against the CPU eagerly, recorded and replayed, a new seed each run (counts not zeroed
+// would let the next run's attention read before its rows). Then with the short kernel off
+// (EMBER_CUDA_ATTN_SHORT=0: the tiled one, which does not take them) the counts are zeroed by a
+// launch of their own, the results the same. Over x itself (the first layer: its copy in slot 0)
+// no counts are made.
 TEST_CASE("[cuda] decode attention on the Q/K/V launch's row counts (EMBER_CUDA_ATTN_RC)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1066,14 +1067,23 @@ TEST_CASE("[cuda] decode attention on the Q/K/V launch's row counts (EMBER_CUDA_
     const env_clear reset{{"EMBER_CUDA_ATTN_RC", "EMBER_CUDA_ATTN_SHORT"}};
     const ember_type n = static_cast<ember_type>(EMBER_TYPE_COUNT);
     const std::vector<qkv_case> cases = {
-        {EMBER_TYPE_Q4_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 64},
-        {EMBER_TYPE_Q4_0, EMBER_TYPE_F32, EMBER_ROPE_NORMAL, true, true, 4, 4, 128},
-        {EMBER_TYPE_Q8_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 40, 8, 128},
-        {EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048},
-        {EMBER_TYPE_NF4, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64},
+        {EMBER_TYPE_Q4_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 64, n, 512, true},
+        {EMBER_TYPE_Q4_0, EMBER_TYPE_F32, EMBER_ROPE_NORMAL, true, true, 4, 4, 128, n, 512, true},
+        {EMBER_TYPE_Q8_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 40, 8, 128, n, 512, true},
+        {EMBER_TYPE_Q4_K, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, EMBER_TYPE_Q6_K, 2048, true},
+        {EMBER_TYPE_NF4, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64, n, 512, true},
         {EMBER_TYPE_INT4, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, n, 4096, true},
         {EMBER_TYPE_Q4_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, n, 4096, true},
     };
+    {  // over x itself: no counts
+        qkv_case p = cases[0];
+        p.normed   = false;
+        set_env("EMBER_CUDA_ATTN_RC", "1");
+        const long long l0 = ember_cuda_attn_rc_launches(), z0 = ember_cuda_attn_rc_resets();
+        check_runs("rc over x", [=](case_ctx & c) { return qkv_layer(c, p); }, 1e-3, {5});
+        CHECK(ember_cuda_attn_rc_launches() == l0);
+        CHECK(ember_cuda_attn_rc_resets() == z0);
+    }
     for (const qkv_case & p : cases) {
         const std::string what = std::string("rc ") + qkv_types(p) + " cache " + ember_type_get_name(p.cache) + " heads " + std::to_string(p.n_head) + "/" +
                                  std::to_string(p.n_head_kv) + " hd " + std::to_string(p.hd) + (p.normed ? " normed" : "");
