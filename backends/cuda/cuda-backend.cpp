@@ -654,13 +654,14 @@ ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t
     if (st != EMBER_OK) return st;
     if (p.hoist) ctx.hoisted[ctx.n_hoisted++] = p.hoist;  // run now, skipped when the walk reaches it
     *used = p.next - i;
-    // (Only over a copy of x outside scratch slot 0, a producer's norm-in-product copy: the
-    // attention's output copy for the O product goes to slot 0, so over slot 0's its kernel would
-    // not take the counts: every 8B layer but the first.)
+    // (Integer units only over a copy of x outside scratch slot 0, a producer's norm-in-product
+    // copy: the attention's output copy for the O product goes to slot 0, so over slot 0's its
+    // kernel would not take the counts: every 8B layer but the first. F16 / BF16 units read x's
+    // floats: the attention's output must not lie over them, ctx.rc.wrote below.)
     const ember_tensor * x      = p.u[0].mm->src[1];
     const bool           placed = ctx.qx_valid && ctx.qx_placed && ctx.qx_data == x->data;
     int                  groups = 0, target = 0;
-    const ember_tensor * attn   = !f16 && placed && !ctx.skip_now && ember_cuda_rc_on(ctx) ? rc_attn_for(g, p, end, &groups, &target) : nullptr;
+    const ember_tensor * attn   = (f16 || placed) && !ctx.skip_now && ember_cuda_rc_on(ctx) ? rc_attn_for(g, p, end, &groups, &target) : nullptr;
     if (attn) {
         for (int k = 0; k < p.n; k++) p.u[k].ready = ctx.d_ready;
     }
@@ -673,6 +674,7 @@ ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t
     ctx.rc.target = target;
     ctx.rc.x_read  = ctx.qx_valid && ctx.qx_data == x->data ? ctx.qx_buf : nullptr;
     ctx.rc.n_wrote = 0;
+    if (f16) ctx.rc.wrote[ctx.rc.n_wrote++] = x;  // (read, not written: the same hazard)
     for (int k = 0; k < p.n; k++) {
         if (p.u[k].write_mm) ctx.rc.wrote[ctx.rc.n_wrote++] = p.u[k].mm;
         if (p.u[k].rope && p.u[k].write_rope) ctx.rc.wrote[ctx.rc.n_wrote++] = p.u[k].rope;

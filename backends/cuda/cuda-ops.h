@@ -61,7 +61,7 @@ struct ember_cuda_ctx {
         int                  groups = 0;      // KV heads counted
         int                  target = 0;      // rows a KV head's attention waits for: (Q heads of the group + 2) head size
         const void *         x_read = nullptr;  // the 8-bit x the launch read (its scratch slot: not the attention's output copy)
-        const ember_tensor * wrote[6] = {};   // tensors the launch wrote (none may overlap the attention's output)
+        const ember_tensor * wrote[7] = {};   // tensors the launch wrote (and F16 / BF16 units' x, which they read): none may overlap the attention's output
         int                  n_wrote  = 0;
     } rc;
 

@@ -1057,8 +1057,8 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
 // RC; against the CPU eagerly, recorded and replayed, a new seed each run (counts not zeroed
 // would let the next run's attention read before its rows). Then with the short kernel off
 // (EMBER_CUDA_ATTN_SHORT=0: the tiled one, which does not take them) the counts are zeroed by a
-// launch of their own, the results the same. Over x itself (the first layer: its copy in slot 0)
-// no counts are made.
+// launch of their own, the results the same. F16 / BF16 units (mvh_fused_kernel) over x's floats.
+// Integer units over x itself (the first layer: its copy in slot 0) make no counts.
 TEST_CASE("[cuda] decode attention on the Q/K/V launch's row counts (EMBER_CUDA_ATTN_RC)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1074,8 +1074,10 @@ TEST_CASE("[cuda] decode attention on the Q/K/V launch's row counts (EMBER_CUDA_
         {EMBER_TYPE_NF4, EMBER_TYPE_F16, EMBER_ROPE_NORMAL, false, false, 8, 2, 64, n, 512, true},
         {EMBER_TYPE_INT4, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, n, 4096, true},
         {EMBER_TYPE_Q4_0, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 128, n, 4096, true},
+        {EMBER_TYPE_F16, EMBER_TYPE_F16, EMBER_ROPE_NEOX, false, false, 8, 2, 64, n, 512, false},  // (F16 units: over x's floats)
+        {EMBER_TYPE_BF16, EMBER_TYPE_F32, EMBER_ROPE_NORMAL, false, true, 4, 2, 128, n, 512, false},
     };
-    {  // over x itself: no counts
+    {  // integer units over x itself: no counts
         qkv_case p = cases[0];
         p.normed   = false;
         set_env("EMBER_CUDA_ATTN_RC", "1");
