@@ -1109,7 +1109,7 @@ TEST_CASE("[cuda] decode attention on the Q/K/V launch's row counts (EMBER_CUDA_
         const std::vector<float> tiled = run_on(cuda_device(), build, 5);
         CHECK(ember_cuda_attn_rc_launches() == l1);
         CHECK(ember_cuda_attn_rc_resets() > z0);
-        CHECK(nmse(tiled, plain) < 1e-9);  // (another kernel: another order of the sums)
+        CHECK(nmse(tiled, plain) < 1e-6);  // (another kernel: another order of the sums; F16 caches 7e-9)
         set_env("EMBER_CUDA_ATTN_SHORT", "");
         set_env("EMBER_CUDA_ATTN_RC", "1");
         CHECK(run_on(cuda_device(), build, 5) == plain);  // after the zeroing, the counts again
