@@ -952,7 +952,6 @@ constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 // launches after it keep the chain's guarantee (every launch before the one before them done).
 __device__ __forceinline__ void dec_rc_wait(const dec_args & a, int64_t ik) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (threadIdx.x == 0) {
         // Relaxed polls, one acquire fence after: an acquire load at GPU scope invalidates the
         // SM's L1 each time, and the Q / K / V blocks beside this one read x through it (session
@@ -972,6 +971,10 @@ __device__ __forceinline__ void dec_rc_wait(const dec_args & a, int64_t ik) {
         }
     }
     __syncthreads();
+    // Only now the next launch may start (the O product, whose blocks request all their weights
+    // before their own wait): let go at this grid's start, its weight stream took bandwidth from
+    // the Q / K / V launch's last blocks (session 70, call 3: that launch 2.0 us longer a layer).
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #else
     (void)a;
     (void)ik;
