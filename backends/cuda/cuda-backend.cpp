@@ -1656,8 +1656,8 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_part), 64 * EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_count), EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_mvn_count, 0, EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_ready), 2 * EMBER_CUDA_RC_GROUPS * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_ready, 0, 2 * EMBER_CUDA_RC_GROUPS * sizeof(int));
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_ready), 2 * EMBER_CUDA_RC_GROUPS * EMBER_CUDA_RC_STRIDE * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemset(c->cu.d_ready, 0, 2 * EMBER_CUDA_RC_GROUPS * EMBER_CUDA_RC_STRIDE * sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

@@ -32,7 +32,7 @@ struct mv_epi {
     int64_t       cache_nb1 = 0, cache_rows = 0;
     const char *  idx     = nullptr;  // I32 cache row of each column
     int64_t       idx_nb0 = 0;
-    int *         ready     = nullptr;  // EMBER_CUDA_ATTN_RC: the rows stored counted into ready[row / ready_div], after a fence
+    int *         ready     = nullptr;  // EMBER_CUDA_ATTN_RC: the rows stored counted into ready[row / ready_div * EMBER_CUDA_RC_STRIDE] (release adds)
     int           ready_div = 1;
 };
 
@@ -133,11 +133,11 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
         // Release adds: this lane's stores visible before its count (a fence.sc (__threadfence)
         // and a plain add a pair cost the Q / K / V launch 2.7 us on the H100's 8B INT4 layer).
         if (same) {
-            cu_red_release_add(e.ready + g0, c);
+            cu_red_release_add(e.ready + g0 * EMBER_CUDA_RC_STRIDE, c);
         } else {
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                if (rows[r] < n) cu_red_release_add(e.ready + rows[r] / e.ready_div, 1);
+                if (rows[r] < n) cu_red_release_add(e.ready + rows[r] / e.ready_div * EMBER_CUDA_RC_STRIDE, 1);
             }
         }
     }

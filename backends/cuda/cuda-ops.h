@@ -34,6 +34,9 @@ constexpr int EMBER_CUDA_ATTN_COUNTS = 4096;
 // KV heads of a layer whose decode attention may start on counts of its rows
 // (EMBER_CUDA_ATTN_RC: ember_cuda_ctx::d_ready), at most.
 constexpr int EMBER_CUDA_RC_GROUPS = 256;
+// Ints from one KV head's count to the next (128 bytes: each its own L2 line, so the adds of
+// different KV heads go to different L2 slices instead of queueing at one).
+constexpr int EMBER_CUDA_RC_STRIDE = 32;
 // Groups of 32 rows a decode-norm producer in two blocks a group (EMBER_CUDA_MVN_SPLIT) may have,
 // at most: its d_mvn_part (64 floats a group) and d_mvn_count.
 constexpr int EMBER_CUDA_MVN_SPLIT_GROUPS = 512;
@@ -47,9 +50,10 @@ struct ember_cuda_ctx {
     int *          d_count = nullptr;  // EMBER_CUDA_ATTN_COUNTS device ints, zero between launches (ops-attention-decode.cu)
     float *        d_mvn_part  = nullptr;  // 64 EMBER_CUDA_MVN_SPLIT_GROUPS floats (the norm producers' SPLIT, cuda-matvec-norm.cuh)
     int *          d_mvn_count = nullptr;  // EMBER_CUDA_MVN_SPLIT_GROUPS ints, zero between launches
-    // EMBER_CUDA_ATTN_RC (ops-attention-decode.cu): 2 EMBER_CUDA_RC_GROUPS ints, zero between a
-    // layer's Q / K / V launch and its attention: per KV head the rows the launch stored
-    // (ready), then the attention blocks that saw them all (done).
+    // EMBER_CUDA_ATTN_RC (ops-attention-decode.cu): 2 EMBER_CUDA_RC_GROUPS counts
+    // EMBER_CUDA_RC_STRIDE ints apart, zero between a layer's Q / K / V launch and its attention:
+    // per KV head the rows the launch stored (ready), then the attention blocks that saw them all
+    // (done).
     int *          d_ready = nullptr;
     // The counts one Q / K / V units launch made (cuda-backend.cpp run_units) for the decode
     // attention `attn` after it: that attention waits on them instead of on the launch's end
@@ -345,7 +349,7 @@ struct ember_cuda_mv_unit {
     ember_tensor * set_rows = nullptr;  // SET_ROWS of the rope's (or mm's) rows, or nullptr
     bool           write_mm   = true;   // mm's own result is stored (false: only the rope or SET_ROWS reads it)
     bool           write_rope = true;   // the rope's result is stored (false: only the SET_ROWS reads it)
-    int *          ready      = nullptr;  // EMBER_CUDA_ATTN_RC: after its stores each warp adds its rows to ready[row / ready_div]
+    int *          ready      = nullptr;  // EMBER_CUDA_ATTN_RC: after its stores each warp adds its rows to ready[row / ready_div * EMBER_CUDA_RC_STRIDE]
     int            ready_div  = 0;
 };
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);

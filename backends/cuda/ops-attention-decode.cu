@@ -956,7 +956,7 @@ __device__ __forceinline__ void dec_rc_wait(const dec_args & a, int64_t ik) {
         // Relaxed polls, one acquire fence after: an acquire load at GPU scope invalidates the
         // SM's L1 each time, and the Q / K / V blocks beside this one read x through it (session
         // 70: polled with ld.acquire, that launch took 2.7 us more on the H100's 8B INT4 layer).
-        const int * r = a.ready + ik;
+        const int * r = a.ready + ik * EMBER_CUDA_RC_STRIDE;
         for (;;) {
             int v;
             asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(r) : "memory");
@@ -964,10 +964,10 @@ __device__ __forceinline__ void dec_rc_wait(const dec_args & a, int64_t ik) {
             __nanosleep(32);
         }
         asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        int * done = a.ready + EMBER_CUDA_RC_GROUPS + ik;
+        int * done = a.ready + (EMBER_CUDA_RC_GROUPS + ik) * EMBER_CUDA_RC_STRIDE;
         if (atomicAdd(done, 1) == a.ready_blocks - 1) {  // the KV head's last block past the wait
-            a.ready[ik] = 0;
-            *done       = 0;
+            a.ready[ik * EMBER_CUDA_RC_STRIDE] = 0;
+            *done                              = 0;
         }
     }
     __syncthreads();
@@ -999,8 +999,8 @@ __global__ void rc_reset_kernel(int * ready, int n) {
     cu_pdl_begin();
     const int i = static_cast<int>(threadIdx.x);
     if (i < n) {
-        ready[i]                        = 0;
-        ready[EMBER_CUDA_RC_GROUPS + i] = 0;
+        ready[i * EMBER_CUDA_RC_STRIDE]                          = 0;
+        ready[(EMBER_CUDA_RC_GROUPS + i) * EMBER_CUDA_RC_STRIDE] = 0;
     }
 }
 
