@@ -596,94 +596,17 @@ bool mv_norm_plan(const ember_graph * g, int32_t i, int32_t end, ember_tensor **
 // A layer's Q, K and V units in one launch (cuda-plan.h finds them): *used = the nodes done, 0
 // when there is nothing to fuse at node i.
 // f16: F16 / BF16 units (EMBER_CUDA_F16_FUSE=1: ember_cuda_mul_mat_vec_f16_units), else integer.
-// EMBER_CUDA_ATTN_RC: the decode attention a layer's integer Q / K / V units feed, when it may
-// wait on their rows' counts (ember_cuda_ctx::rc): the units are Q (RoPE, no cache write), K (RoPE
-// and cache write) and V (cache write), nothing hoisted into their launch, and the first
-// ATTN node of the next few reads Q's RoPE result and views of K's and V's caches, one token, at
-// most EMBER_CUDA_RC_GROUPS KV heads. Then each unit counts its rows per KV head (u[].ready) and
-// *target is the rows a KV head's attention waits for. Whether the attention's kernel at run
-// time takes them is its own choice (ops-attention-decode.cu); if not, ember_cuda_rc_settle
-// zeroes them.
-const ember_tensor * rc_attn_for(const ember_graph * g, ember_cuda_unit_plan & p, int32_t end, int * groups, int * target) {
-    if (p.n != 3 || p.hoist) return nullptr;
-    ember_cuda_mv_unit * uq = nullptr, * uk = nullptr, * uv = nullptr;
-    for (int k = 0; k < 3; k++) {
-        ember_cuda_mv_unit & u = p.u[k];
-        if (u.rope && !u.set_rows) uq = &u;
-        else if (u.rope && u.set_rows) uk = &u;
-        else if (u.set_rows) uv = &u;
-    }
-    if (!uq || !uk || !uv || !uq->write_rope) return nullptr;
-    const auto set_of = [](const ember_tensor * t) {
-        while (t && t->op == EMBER_OP_VIEW && t->src[0]) t = t->src[0];
-        return t;
-    };
-    const int32_t last = std::min<int32_t>(end, p.next + 16);
-    for (int32_t j = p.next; j < last; j++) {
-        const ember_tensor * a = g->nodes[j];
-        if (a->op != EMBER_OP_ATTN) continue;
-        const ember_tensor * q = a->src[0];
-        const ember_tensor * k = a->src[1];
-        const ember_tensor * v = a->src[2];
-        if (q != uq->rope || set_of(k) != uk->set_rows || set_of(v) != uv->set_rows) return nullptr;
-        const int64_t hd = q->ne[0];
-        if (q->ne[2] != 1 || q->ne[3] != 1 || k->ne[1] <= 0 || k->ne[1] > EMBER_CUDA_RC_GROUPS || q->ne[1] % k->ne[1] != 0 || k->ne[0] != hd ||
-            v->ne[0] != hd || v->ne[1] != k->ne[1] || uq->mm->ne[0] != hd * q->ne[1] || uk->mm->ne[0] != hd * k->ne[1] || uv->mm->ne[0] != hd * k->ne[1] ||
-            uq->mm->ne[1] != 1) {
-            return nullptr;
-        }
-        const int64_t group = q->ne[1] / k->ne[1];
-        uq->ready_div       = static_cast<int>(hd * group);
-        uk->ready_div = uv->ready_div = static_cast<int>(hd);
-        *groups                       = static_cast<int>(k->ne[1]);
-        *target                       = static_cast<int>((group + 2) * hd);
-        return a;
-    }
-    return nullptr;
-}
-
 ember_status run_units(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used, bool f16) {
     *used = 0;
     ember_cuda_plan_hooks hooks;
     hooks.unit_ok   = f16 ? ember_cuda_mv_f16_unit_ok : ember_cuda_mv_unit_ok;
     hooks.can_share = f16 ? ember_cuda_mul_mat_vec_f16_can_share : ember_cuda_mul_mat_vec_q_can_share;
     hooks.group     = group_matvecs();
-    ember_cuda_unit_plan p = ember_cuda_plan_units(g, i, end, ctx.hoisted, ctx.n_hoisted, hooks);
+    const ember_cuda_unit_plan p = ember_cuda_plan_units(g, i, end, ctx.hoisted, ctx.n_hoisted, hooks);
     if (p.n == 0) return EMBER_OK;
-    ember_status st = ember_cuda_rc_settle(ctx);  // (counts of an earlier launch no attention took)
-    if (st != EMBER_OK) return st;
     if (p.hoist) ctx.hoisted[ctx.n_hoisted++] = p.hoist;  // run now, skipped when the walk reaches it
     *used = p.next - i;
-    // (Integer units only over a copy of x outside scratch slot 0, a producer's norm-in-product
-    // copy: the attention's output copy for the O product goes to slot 0, so over slot 0's its
-    // kernel would not take the counts: every 8B layer but the first. F16 / BF16 units read x's
-    // floats: the attention's output must not lie over them, ctx.rc.wrote below.)
-    const ember_tensor * x      = p.u[0].mm->src[1];
-    const bool           placed = ctx.qx_valid && ctx.qx_placed && ctx.qx_data == x->data;
-    int                  groups = 0, target = 0;
-    const ember_tensor * attn   = (f16 || placed) && !ctx.skip_now && ember_cuda_rc_on(ctx) ? rc_attn_for(g, p, end, &groups, &target) : nullptr;
-    if (attn) {
-        for (int k = 0; k < p.n; k++) p.u[k].ready = ctx.d_ready;
-    }
-    st = f16 ? ember_cuda_mul_mat_vec_f16_units(ctx, p.u, p.n) : ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
-    if (!attn) return st;
-    // The counts are made (or the launch failed: they are zeroed all the same, after what ran).
-    ctx.rc.attn   = attn;
-    ctx.rc.launch = ctx.n_launch;
-    ctx.rc.groups = groups;
-    ctx.rc.target = target;
-    ctx.rc.x_read  = ctx.qx_valid && ctx.qx_data == x->data ? ctx.qx_buf : nullptr;
-    ctx.rc.n_wrote = 0;
-    if (f16) ctx.rc.wrote[ctx.rc.n_wrote++] = x;  // (read, not written: the same hazard)
-    for (int k = 0; k < p.n; k++) {
-        if (p.u[k].write_mm) ctx.rc.wrote[ctx.rc.n_wrote++] = p.u[k].mm;
-        if (p.u[k].rope && p.u[k].write_rope) ctx.rc.wrote[ctx.rc.n_wrote++] = p.u[k].rope;
-    }
-    if (st != EMBER_OK) {
-        const ember_status rs = ember_cuda_rc_settle(ctx);
-        (void)rs;
-    }
-    return st;
+    return f16 ? ember_cuda_mul_mat_vec_f16_units(ctx, p.u, p.n) : ember_cuda_mul_mat_vec_q_units(ctx, p.u, p.n);
 }
 
 ember_status compute_at_node(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_t end, int32_t * used);
@@ -712,7 +635,6 @@ ember_status compute_at(ember_cuda_ctx & ctx, ember_graph * g, int32_t i, int32_
     ember_status st = compute_at_node(ctx, g, i, end, used);
     ctx.skip_now    = false;
     if (st == EMBER_OK && ctx.kv_attn && i + *used >= end) st = ember_cuda_kv_flush(ctx);  // the range ended before its attention
-    if (st == EMBER_OK && ctx.rc.attn && i + *used >= end) st = ember_cuda_rc_settle(ctx);  // (the same for counts)
     return st;
 }
 
@@ -1154,7 +1076,6 @@ void destroy_stream_ctx(cuda_stream_ctx * c) {
     cudaFree(c->cu.d_count);
     cudaFree(c->cu.d_mvn_part);
     cudaFree(c->cu.d_mvn_count);
-    cudaFree(c->cu.d_ready);
     if (c->h_error) cudaFreeHost(c->h_error);
     if (c->exec) cudaGraphExecDestroy(c->exec);
     if (c->cu.cublas) cublasDestroy(c->cu.cublas);
@@ -1656,8 +1577,6 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_part), 64 * EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_count), EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_mvn_count, 0, EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_ready), 2 * EMBER_CUDA_RC_GROUPS * EMBER_CUDA_RC_STRIDE * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->cu.d_ready, 0, 2 * EMBER_CUDA_RC_GROUPS * EMBER_CUDA_RC_STRIDE * sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {

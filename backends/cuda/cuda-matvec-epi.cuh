@@ -14,9 +14,7 @@
 // nodes after a Q/K/V projection fused into its store): RoPE over pairs of rows (R == 2: a
 // warp's two rows are a rotated pair) and/or a copy of the (rotated) rows into row idx[col]
 // of a KV cache of F32/F16/BF16 elements. The arithmetic is rope_kernel's and
-// set_rows_kernel's, so the fused and separate paths give the same bits. With ready (the decode
-// attention after the launch waiting on counts: EMBER_CUDA_ATTN_RC) the lane then counts its
-// rows per KV head.
+// set_rows_kernel's, so the fused and separate paths give the same bits.
 struct mv_epi {
     int           rope = -1;  // -1: none, else EMBER_ROPE_NORMAL or EMBER_ROPE_NEOX
     int           hd   = 0;   // head size (= n_rot)
@@ -32,8 +30,6 @@ struct mv_epi {
     int64_t       cache_nb1 = 0, cache_rows = 0;
     const char *  idx     = nullptr;  // I32 cache row of each column
     int64_t       idx_nb0 = 0;
-    int *         ready     = nullptr;  // EMBER_CUDA_ATTN_RC: the rows stored counted into ready[row / ready_div * EMBER_CUDA_RC_STRIDE] (release adds)
-    int           ready_div = 1;
 };
 
 // The weight rows of a warp whose first row (in the plain order) is row0: row0 + r, or with a
@@ -58,17 +54,6 @@ __device__ __forceinline__ void mv_halves_rows(int64_t l0, int neox_hd, int64_t 
         rows[2 * p]     = rp[0];
         rows[2 * p + 1] = rp[1];
     }
-}
-
-// atomicAdd(p, v) with release semantics at GPU scope, its result unused: the thread's earlier
-// writes are visible to whoever sees the add (an acquire of *p).
-__device__ __forceinline__ void cu_red_release_add(int * p, int v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-#else
-    __threadfence();
-    atomicAdd(p, v);
-#endif
 }
 
 // Lane 0's store of a warp's R row sums s (rows `rows` of n) for column col, through e.
@@ -102,42 +87,18 @@ __device__ __forceinline__ void mv_store_epi(const mv_epi & e, char * y_data, in
         const int32_t id = *reinterpret_cast<const int32_t *>(e.idx + col * e.idx_nb0);
         if (id < 0 || id >= e.cache_rows) {
             cu_set_error(err, EMBER_ERR_INTERNAL);
-        } else {
-            char * row = e.cache + id * e.cache_nb1;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                if (rows[r] >= n) continue;
-                if (e.cache_type == EMBER_TYPE_F16) {
-                    cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
-                } else if (e.cache_type == EMBER_TYPE_BF16) {
-                    cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
-                } else {
-                    cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
-                }
-            }
+            return;
         }
-    }
-    if (e.ready) {  // (counted on an error too: the attention waits for every row)
-        // A warp's rows lie in one head (a RoPE pair, or an aligned run within a head): one add;
-        // else one a row.
-        const int g0   = static_cast<int>(rows[0] / e.ready_div);
-        int       c    = 0;
-        bool      same = true;
+        char * row = e.cache + id * e.cache_nb1;
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (rows[r] >= n) continue;
-            c++;
-            same = same && static_cast<int>(rows[r] / e.ready_div) == g0;
-        }
-        if (c == 0) return;  // (rows past n only: rows[0] names no head)
-        // Release adds: this lane's stores visible before its count (a fence.sc (__threadfence)
-        // and a plain add a pair cost the Q / K / V launch 2.7 us on the H100's 8B INT4 layer).
-        if (same) {
-            cu_red_release_add(e.ready + g0 * EMBER_CUDA_RC_STRIDE, c);
-        } else {
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                if (rows[r] < n) cu_red_release_add(e.ready + rows[r] / e.ready_div * EMBER_CUDA_RC_STRIDE, 1);
+            if (e.cache_type == EMBER_TYPE_F16) {
+                cu_encoder<EMBER_TYPE_F16>::block(&s[r], row + rows[r] * 2);
+            } else if (e.cache_type == EMBER_TYPE_BF16) {
+                cu_encoder<EMBER_TYPE_BF16>::block(&s[r], row + rows[r] * 2);
+            } else {
+                cu_encoder<EMBER_TYPE_F32>::block(&s[r], row + rows[r] * 4);
             }
         }
     }
@@ -156,9 +117,7 @@ __device__ __forceinline__ void mv_store_epi_of3(const mv_epi (&epi)[3], int m, 
 // The epilogue of unit u (ember_cuda_mv_unit) for its matrix.
 inline mv_epi mv_epi_of(const ember_cuda_mv_unit & u) {
     mv_epi e;
-    e.write_y   = u.write_mm;
-    e.ready     = u.ready;
-    e.ready_div = u.ready ? u.ready_div : 1;
+    e.write_y = u.write_mm;
     if (u.rope) {
         const ember_tensor * pos = u.rope->src[1];
         const ember_tensor * ff  = u.rope->src[2];

@@ -31,12 +31,6 @@ constexpr int EMBER_CUDA_SCRATCH_SLOTS = 3;
 // Per-row arrival counts of the short decode attention's last-block merge (EMBER_CUDA_ATTN_LASTBLOCK):
 // rows (tokens x query heads) a launch may have, at most.
 constexpr int EMBER_CUDA_ATTN_COUNTS = 4096;
-// KV heads of a layer whose decode attention may start on counts of its rows
-// (EMBER_CUDA_ATTN_RC: ember_cuda_ctx::d_ready), at most.
-constexpr int EMBER_CUDA_RC_GROUPS = 256;
-// Ints from one KV head's count to the next (128 bytes: each its own L2 line, so the adds of
-// different KV heads go to different L2 slices instead of queueing at one).
-constexpr int EMBER_CUDA_RC_STRIDE = 32;
 // Groups of 32 rows a decode-norm producer in two blocks a group (EMBER_CUDA_MVN_SPLIT) may have,
 // at most: its d_mvn_part (64 floats a group) and d_mvn_count.
 constexpr int EMBER_CUDA_MVN_SPLIT_GROUPS = 512;
@@ -50,24 +44,6 @@ struct ember_cuda_ctx {
     int *          d_count = nullptr;  // EMBER_CUDA_ATTN_COUNTS device ints, zero between launches (ops-attention-decode.cu)
     float *        d_mvn_part  = nullptr;  // 64 EMBER_CUDA_MVN_SPLIT_GROUPS floats (the norm producers' SPLIT, cuda-matvec-norm.cuh)
     int *          d_mvn_count = nullptr;  // EMBER_CUDA_MVN_SPLIT_GROUPS ints, zero between launches
-    // EMBER_CUDA_ATTN_RC (ops-attention-decode.cu): 2 EMBER_CUDA_RC_GROUPS counts
-    // EMBER_CUDA_RC_STRIDE ints apart, zero between a layer's Q / K / V launch and its attention:
-    // per KV head the rows the launch stored (ready), then the attention blocks that saw them all
-    // (done).
-    int *          d_ready = nullptr;
-    // The counts one Q / K / V units launch made (cuda-backend.cpp run_units) for the decode
-    // attention `attn` after it: that attention waits on them instead of on the launch's end
-    // when it is the next launch (n_launch == launch) and its kernel can; else
-    // ember_cuda_rc_settle zeroes them first. attn nullptr: none pending.
-    struct rc_pending {
-        const ember_tensor * attn   = nullptr;
-        uint64_t             launch = 0;
-        int                  groups = 0;      // KV heads counted
-        int                  target = 0;      // rows a KV head's attention waits for: (Q heads of the group + 2) head size
-        const void *         x_read = nullptr;  // the 8-bit x the launch read (its scratch slot: not the attention's output copy)
-        const ember_tensor * wrote[7] = {};   // tensors the launch wrote (and F16 / BF16 units' x, which they read): none may overlap the attention's output
-        int                  n_wrote  = 0;
-    } rc;
 
     // Scratch device memory, independent slots (e.g. converted activations and a dequantized
     // weight slab; slot 2: the gate / up launch's copy of its SWIGLU); grown on demand, only after
@@ -266,15 +242,6 @@ ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const emb
 // ops-attention-decode.cu: the decode kernel (few query tokens; one block per KV head and
 // split of the keys). EMBER_ERR_UNSUPPORTED when the shapes or types do not suit it.
 ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of = nullptr);
-// EMBER_CUDA_ATTN_RC=1 (opt-in, measuring): a layer's decode attention over the short kernel
-// starts on per-KV-head counts of the rows the Q / K / V launch before it stored (ctx.rc), not on
-// that launch's end. ember_cuda_rc_on: the switch and the device (sm_90, PDL, the counters);
-// ember_cuda_rc_settle: counts left pending (their attention did not take them) zeroed by a
-// launch of their own; ember_cuda_attn_rc_launches / _rc_resets: those launches so far (tests).
-bool         ember_cuda_rc_on(const ember_cuda_ctx & ctx);
-ember_status ember_cuda_rc_settle(ember_cuda_ctx & ctx);
-long long    ember_cuda_attn_rc_launches();
-long long    ember_cuda_attn_rc_resets();
 // Whether the decode attention `attn` can itself write the rows of the SET_ROWS pair (set_k,
 // set_v) whose caches it reads through views (ctx.kv_attn); it still launches them first when
 // its kernel at run time is not the one that does (attn_dec_mma_kernel).
@@ -349,8 +316,6 @@ struct ember_cuda_mv_unit {
     ember_tensor * set_rows = nullptr;  // SET_ROWS of the rope's (or mm's) rows, or nullptr
     bool           write_mm   = true;   // mm's own result is stored (false: only the rope or SET_ROWS reads it)
     bool           write_rope = true;   // the rope's result is stored (false: only the SET_ROWS reads it)
-    int *          ready      = nullptr;  // EMBER_CUDA_ATTN_RC: after its stores each warp adds its rows to ready[row / ready_div * EMBER_CUDA_RC_STRIDE]
-    int            ready_div  = 0;
 };
 bool         ember_cuda_mv_unit_ok(const ember_cuda_mv_unit & u);
 bool         ember_cuda_mv_unit_shape_ok(const ember_cuda_mv_unit & u);  // (its shape conditions, any weight type)

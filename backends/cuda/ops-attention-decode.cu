@@ -100,9 +100,6 @@ struct dec_args {
     const int32_t * early_idx = nullptr;  //   but the cache rows this step writes, early_idx[0 .. early_n) (read before it)
     int           early_n   = 0;
     int *         count     = nullptr;  // attn_dec_short_kernel LB: per (token, head) row, the blocks that stored their split (zero between launches)
-    int *         ready     = nullptr;  // attn_dec_short_kernel RC (EMBER_CUDA_ATTN_RC): per KV head the rows stored (ctx.d_ready), then the blocks past the wait
-    int           ready_target = 0;     //   rows a KV head waits for
-    int           ready_blocks = 0;     //   blocks of a KV head (its query heads x splits)
 };
 
 // Floats of one split's partial row in scratch memory: d sums, then M and S, padded so every
@@ -935,75 +932,6 @@ int attn_probe_mode() {  // 0: off, 1: empty, 2: loads, 3: empty_cluster
 constexpr int k_short_warps   = k_short_threads / 32;
 constexpr int k_short_unroll  = 4;  // keys of a slot in flight
 
-// RC (EMBER_CUDA_ATTN_RC=1, opt-in, measuring; a.ready set): the launch before this one is the
-// layer's Q / K / V units launch, whose every warp, after its stores, fences and adds the rows it
-// stored to its KV head's count (mv_store_epi, cuda-matvec-epi.cuh). Instead of the PDL wait
-// (that launch's end and the flush of its memory) a block waits for its KV head's count:
-// thread 0 polls it (relaxed loads, then an acquire fence), then the block's barrier; the other KV heads' rows may
-// still be in the making, so a head's attention starts while later heads' products run. It
-// cannot hang: this grid starts only once every block of that launch has started (each lets
-// its dependents start after its own PDL wait), so every block that counts is resident. Each
-// block then counts itself past the wait; the KV head's last zeroes both counts for the next
-// layer (whose Q / K / V launch counts only after this grid's end: the chain of PDL waits).
-// Memory: Q and this step's cache rows are read after the wait through L1-coherent loads
-// (plain ld.global, after the acquire); nothing this grid writes (the output and its 8-bit copy)
-// is memory that launch reads or writes (the host checks: ember_cuda_attn_decode). dec_rc_end
-// (griddepcontrol.wait before a block ends): this grid ends only after that launch has, so the
-// launches after it keep the chain's guarantee (every launch before the one before them done).
-__device__ __forceinline__ void dec_rc_wait(const dec_args & a, int64_t ik) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (threadIdx.x == 0) {
-        // Relaxed polls, one acquire fence after: an acquire load at GPU scope invalidates the
-        // SM's L1 each time, and the Q / K / V blocks beside this one read x through it (session
-        // 70: polled with ld.acquire, that launch took 2.7 us more on the H100's 8B INT4 layer).
-        const int * r = a.ready + ik * EMBER_CUDA_RC_STRIDE;
-        for (;;) {
-            int v;
-            asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(r) : "memory");
-            if (v >= a.ready_target) break;
-            __nanosleep(32);
-        }
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        int * done = a.ready + (EMBER_CUDA_RC_GROUPS + ik) * EMBER_CUDA_RC_STRIDE;
-        if (atomicAdd(done, 1) == a.ready_blocks - 1) {  // the KV head's last block past the wait
-            a.ready[ik * EMBER_CUDA_RC_STRIDE] = 0;
-            *done                              = 0;
-        }
-    }
-    __syncthreads();
-    // Only now the next launch may start (the O product, whose blocks request all their weights
-    // before their own wait): let go at this grid's start, its weight stream took bandwidth from
-    // the Q / K / V launch's last blocks (session 70, call 3: that launch 2.0 us longer a layer).
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#else
-    (void)a;
-    (void)ik;
-#endif
-}
-__device__ __forceinline__ void dec_rc_end(const dec_args & a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (a.ready) asm volatile("griddepcontrol.wait;" ::: "memory");
-#else
-    (void)a;
-#endif
-}
-// The short kernel's wait for its inputs: the PDL wait, or RC's.
-__device__ __forceinline__ void dec_short_wait(const dec_args & a, int64_t ik) {
-    if (a.ready) dec_rc_wait(a, ik);
-    else cu_pdl_begin();
-}
-
-// Zeroes counts a Q / K / V launch left for an attention that did not take them
-// (ember_cuda_rc_settle), after the launch before it (so after the counting launch) has ended.
-__global__ void rc_reset_kernel(int * ready, int n) {
-    cu_pdl_begin();
-    const int i = static_cast<int>(threadIdx.x);
-    if (i < n) {
-        ready[i * EMBER_CUDA_RC_STRIDE]                          = 0;
-        ready[(EMBER_CUDA_RC_GROUPS + i) * EMBER_CUDA_RC_STRIDE] = 0;
-    }
-}
-
 // PROBE = 1 (EMBER_CUDA_ATTN_PROBE=loads, F16 caches; measuring only, results wrong): the kernel up
 // to its reads (the mask, the first pass's K / V rows, the PDL wait, Q and this step's rows), then
 // out, nothing computed: against the default it is the arithmetic, the slots' meet and the stores,
@@ -1037,7 +965,7 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
     // Q. Safe because every kernel lets its dependents start only after its own wait
     // (cu_pdl_begin): when this one starts, every launch before the one before it has completed,
     // the input copies (mask, indices) and the earlier steps' cache writes among them.
-    if (!a.early) dec_short_wait(a, ik);
+    if (!a.early) cu_pdl_begin();
     int wr[k_kv_write_max];  // a.early: the rows this step writes, requested with the mask (one round trip)
 #pragma unroll
     for (int i = 0; i < k_kv_write_max; i++) wr[i] = a.early && i < a.early_n ? a.early_idx[i] : -1;
@@ -1120,7 +1048,7 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
             for (int i = 0; i < k_kv_write_max; i++) redo |= (wr[i] == j0 + static_cast<int64_t>(u) * ns ? 1u : 0u) << u;
         }
         if (j0 - slot < n_used) load_pass(j0, redo);
-        dec_short_wait(a, ik);
+        cu_pdl_begin();
 #pragma unroll
         for (int i = 0; i < 8; i++) q[i] = qr[i] * a.scale;
 #pragma unroll
@@ -1145,7 +1073,7 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
         }
         return PROBE == 1;
     };
-    if (probe_out()) return;  // (never with RC)
+    if (probe_out()) return;
     for (bool first = true; j0 - slot < n_used; j0 += step, first = false) {  // the same trip count for every lane (shuffles below)
         if (!a.early || !first) load_pass(j0, 0u);
         float sc[UN];
@@ -1205,10 +1133,7 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
                 if (sLastB) a.count[row] = 0;  // every block of the row has counted: zero for the next launch
             }
             __syncthreads();
-            if (!sLastB || !merger) {
-                dec_rc_end(a);
-                return;
-            }
+            if (!sLastB || !merger) return;
             __threadfence();
             const float * base = a.part + row * n_split * dec_part_stride(d);
             float         mr[k_dec_max_cluster], sr[k_dec_max_cluster], orr[k_dec_max_cluster];
@@ -1222,7 +1147,6 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
             dec_merge_store(a, mr, sr, orr, head, tok, d, e);
         }
 #endif
-        dec_rc_end(a);
         return;
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1245,18 +1169,13 @@ __global__ void __launch_bounds__(k_short_threads) attn_dec_short_kernel(dec_arg
             dec_merge_store(a, mr, sr, orr, head, tok, d, e);
         }
         cluster.sync();  // no block leaves while rank 0 still reads its shared memory
-        dec_rc_end(a);
         return;
     }
 #endif
-    if (!merger) {
-        dec_rc_end(a);
-        return;
-    }
+    if (!merger) return;
     o *= S > 0.0f ? 1.0f / S : 0.0f;  // every key hidden: zeros, as the tiled kernel
     reinterpret_cast<float *>(a.dst.data + head * a.dst.nb[1] + tok * a.dst.nb[2])[e] = o;
     if (a.xq) cu_quantize_warp(o, tok * a.xk + head * d + e, a.xq, a.xds);
-    dec_rc_end(a);
 }
 
 // Keys up to which the short kernel runs: 512 by default, when the row's passes fit one thread
@@ -1317,22 +1236,6 @@ int dec_lastblock_mode() {
     return static_cast<int>(ember_cuda_env_choice("EMBER_CUDA_ATTN_LASTBLOCK", 1, {0, 1, 2}));
 }
 std::atomic<long long> attn_lastblock_launches{0};  // (ember_cuda_attn_lastblock_launches)
-std::atomic<long long> attn_rc_launches{0};         // (ember_cuda_attn_rc_launches)
-std::atomic<long long> attn_rc_resets{0};           // (ember_cuda_attn_rc_resets)
-
-// RC's memory conditions (dec_rc_wait): the attention's output overlaps nothing the counting
-// launch wrote (its products' or RoPE's results, ctx.rc.wrote), and its 8-bit copy (scratch slot
-// 0, xq) is not where that launch read x's (it read the norm-in-product copy in slot 1: the 8B
-// layers after the first; slot 0's quantizer or norm copy: not).
-bool rc_memory_ok(const ember_cuda_ctx & ctx, const ember_tensor * dst, const int8_t * xq) {
-    for (int k = 0; k < ctx.rc.n_wrote; k++) {
-        if (ember_cuda_overlaps(dst, ctx.rc.wrote[k])) return false;
-    }
-    if (!xq) return true;
-    const char * s0 = static_cast<const char *>(ctx.scratch[0]);
-    const char * xr = static_cast<const char *>(ctx.rc.x_read);
-    return xr && !(xr >= s0 && xr < s0 + ctx.scratch_size[0]);
-}
 
 bool dec_enabled() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_ATTN_DEC");
@@ -1448,7 +1351,6 @@ struct dec_launch {
     int              d;
     size_t           part_floats_per_split;
     ember_status &   st;
-    bool             rc = false;  // the counts ctx.rc made for this attention may be taken (RC; ember_cuda_attn_decode checked the memory)
     // The cache writes left for this attention (ctx.kv_attn), launched on their own before a
     // kernel that does not take them (a.kvw cleared); false when that failed (st says why).
     bool flush() const {
@@ -1549,15 +1451,6 @@ struct dec_launch {
                         }
                     }
                     if (!flush()) return;
-                    // RC: this launch right after the counting one (nothing launched between), no
-                    // merge launch after it, no probe.
-                    if (rc && !a.part && attn_probe_mode() == 0 && a.q.ne[2] == 1 && ctx.n_launch == ctx.rc.launch) {
-                        a.ready        = ctx.d_ready;
-                        a.ready_target = ctx.rc.target;
-                        a.ready_blocks = a.group * static_cast<int>(n);
-                        ctx.rc         = {};  // taken: this launch zeroes them
-                        attn_rc_launches.fetch_add(1, std::memory_order_relaxed);
-                    }
                     const dim3 g(static_cast<unsigned>(a.q.ne[1]), static_cast<unsigned>(a.q.ne[2]), static_cast<unsigned>(n));
                     const dim3 cl(1, 1, a.cluster ? static_cast<unsigned>(n) : 1u);
                     if constexpr (V == 1) {
@@ -1695,29 +1588,6 @@ static bool kv_write_layout(const ember_tensor * attn, const ember_tensor * sk, 
     return true;
 }
 
-bool ember_cuda_rc_on(const ember_cuda_ctx & ctx) {
-    return ctx.cc_major >= 9 && ctx.pdl && ctx.d_ready && ember_cuda_env_choice("EMBER_CUDA_ATTN_RC", 0, {0, 1}) == 1;
-}
-
-ember_status ember_cuda_rc_settle(ember_cuda_ctx & ctx) {
-    if (!ctx.rc.attn) return EMBER_OK;
-    const int n = ctx.rc.groups;
-    ctx.rc      = {};
-    const bool skip_was = ctx.skip_now;  // (zeroed even while the node's kind is skipped: EMBER_CUDA_SKIP)
-    ctx.skip_now        = false;
-    cu_launch(ctx, rc_reset_kernel, 1, EMBER_CUDA_RC_GROUPS, 0, ctx.d_ready, n);
-    ctx.skip_now = skip_was;
-    attn_rc_resets.fetch_add(1, std::memory_order_relaxed);
-    return ember_cuda_check_launch("attn (the RC counts zeroed)");
-}
-
-long long ember_cuda_attn_rc_launches() {
-    return attn_rc_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_attn_rc_resets() {
-    return attn_rc_resets.load(std::memory_order_relaxed);
-}
-
 bool ember_cuda_attn_kv_write_ok(const ember_cuda_ctx & ctx, const ember_tensor * attn, const ember_tensor * sk, const ember_tensor * sv) {
     return ctx.cc_major >= 8 && attn->op == EMBER_OP_ATTN && attn->src[0]->ne[2] <= k_kv_write_max && kv_write_layout(attn, sk, sv, nullptr);
 }
@@ -1775,9 +1645,8 @@ ember_status ember_cuda_attn_decode(ember_cuda_ctx & ctx, ember_tensor * dst, co
     const int64_t tiles = std::max<int64_t>(1, (n_kv + k_dec_keys - 1) / k_dec_keys);
     const dim3    grid(static_cast<unsigned>(k->ne[1]), 1, static_cast<unsigned>(chunks));
     ember_status  st = EMBER_ERR_UNSUPPORTED;
-    const bool    rc = ctx.rc.attn == dst && !ctx.skip_now && rc_memory_ok(ctx, dst, a.xq);
     cu_dispatch_elem_type(k->type, dec_launch{ctx, a, tiles, k->ne[1] * chunks, grid, static_cast<int>(d),
-                                              static_cast<size_t>(q->ne[1] * q->ne[2] * dec_part_stride(static_cast<int>(d))), st, rc});  // KV cache types
+                                              static_cast<size_t>(q->ne[1] * q->ne[2] * dec_part_stride(static_cast<int>(d))), st});  // KV cache types
     if (st != EMBER_OK) return st;
     const int64_t n_split = a.n_split;
     if (n_split > 1 && !a.cluster && !a.count) {

@@ -497,21 +497,7 @@ struct attn_k_launch {
 
 }  // namespace
 
-namespace {
-ember_status attn_run(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of);
-}  // namespace
-
-// Counts a Q / K / V launch made for this attention (EMBER_CUDA_ATTN_RC, ctx.rc) that its
-// kernel did not take are zeroed after it.
 ember_status ember_cuda_attn(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
-    const ember_status st = attn_run(ctx, dst, qx_of);
-    if (!ctx.rc.attn) return st;
-    const ember_status rs = ember_cuda_rc_settle(ctx);
-    return st != EMBER_OK ? st : rs;
-}
-
-namespace {
-ember_status attn_run(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tensor * qx_of) {
     const ember_tensor * q = dst->src[0];
     // Cache writes left for this node (ctx.kv_attn): only the decode kernels take them (they
     // launch them first where they cannot); every other path launches them now.
@@ -550,7 +536,6 @@ ember_status attn_run(ember_cuda_ctx & ctx, ember_tensor * dst, const ember_tens
     if (st != EMBER_OK) return st;
     return ember_cuda_check_launch("attn");
 }
-}  // namespace
 
 long long ember_cuda_fa_mma_launches() {
     return fa_mma_launch_count.load(std::memory_order_relaxed);
