@@ -23,8 +23,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pack=.devpack
+# The call scripts written into the last pack (.devpack/call*.sh) are kept: a new pack for the
+# next call should not lose the script that runs it.
+keep=$(mktemp -d)
+cp "$pack"/call*.sh "$keep"/ 2>/dev/null || true
 rm -rf "$pack"
 mkdir -p "$pack"
+cp "$keep"/call*.sh "$pack"/ 2>/dev/null || true
+rm -rf "$keep"
 git archive HEAD -- . ':(exclude)models' | tar -x -C "$pack"
 for f in "$@"; do
     [ -f "$f" ] || { echo "device-pack: no file $f" >&2; exit 1; }
