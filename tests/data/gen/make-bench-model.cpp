@@ -159,16 +159,22 @@ int main(int argc, char ** argv) {
         else if (a == "-t") threads = std::atoi(argv[++i]);
         else if (a == "-o") out = argv[++i];
         else {
-            std::fprintf(stderr, "usage: make-bench-model --shape 1b|8b|tiny [--type T] [-t N] -o OUT.gguf\n");
+            std::fprintf(stderr, "usage: make-bench-model --shape 1b|8b|8bw|8bn|tiny [--type T] [-t N] -o OUT.gguf\n");
             return 1;
         }
     }
     shape s{};
     if (shape_name == "1b") s = {128256, 2048, 16, 32, 8, 8192, 131072, true, 500000.0f};
     else if (shape_name == "8b") s = {128256, 4096, 32, 32, 8, 14336, 131072, false, 500000.0f};
+    // 8bw / 8bn: the 8B shape with a wider / narrower FFN (n_ff 16896 = 32 x 528, 12672 = 32 x 396), so
+    // a decode gate / up launch of one block per 32 hidden units has exactly 4 / 3 blocks for each of
+    // a 132-SM GPU's SMs where the 8B's 14336 gives 3.39: whether a grid's uneven last wave costs
+    // the products their bandwidth (PERF-NOTES, session 70). Not a real model's shape.
+    else if (shape_name == "8bw") s = {128256, 4096, 32, 32, 8, 16896, 131072, false, 500000.0f};
+    else if (shape_name == "8bn") s = {128256, 4096, 32, 32, 8, 12672, 131072, false, 500000.0f};
     else if (shape_name == "tiny") s = {4096, 256, 4, 8, 4, 768, 2048, false, 10000.0f};
     else {
-        std::fprintf(stderr, "make-bench-model: --shape must be 1b, 8b or tiny\n");
+        std::fprintf(stderr, "make-bench-model: --shape must be 1b, 8b, 8bw, 8bn or tiny\n");
         return 1;
     }
     if (out.empty()) {
