@@ -188,9 +188,13 @@ __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int n
 // the same lane / NT and over the block's warps in shared memory; then warp 0, lane r holding
 // unit row0 + r: the norm's scale where x is a norm-in-product copy (NS), the gate and up floats
 // where asked, silu(g) u and its 8-bit block as the SWIGLU kernel makes them.
-template <int W, bool NS, int NT = 8>
+// SPLIT (EMBER_CUDA_MV_GLU_SPLIT, mvx_glu_kernel): two blocks a group of 32 units (block 2 g + h
+// summing half of the row's slices, mvn_half); each puts its 32 gate and 32 up sums in sp.part
+// (128 floats a group), and the second to count adds the other's and goes on (the same float
+// adds whichever comes last: the same bits).
+template <int W, bool NS, int NT = 8, bool SPLIT = false>
 __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const mvg_out & o, const ember_cuda_norm_scale & ns, int64_t row0, int lane,
-                                              int wi, int nw) {
+                                              int wi, int nw, const mvn_split & sp = {}) {
     const int        ro = lane / NT, j = lane % NT;
     __shared__ float part[W][2 * 32 + 1];  // gate row r in part[.][r], up row r in part[.][32 + r]
     float            sc = 1.0f;
@@ -217,6 +221,21 @@ __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const 
             g += pg[k];
             u += pu[k];
         }
+    }
+    if constexpr (SPLIT) {
+        const unsigned grp = blockIdx.x >> 1, half = blockIdx.x & 1;
+        float *        pp  = sp.part + 128 * grp;
+        __stcg(pp + 64 * half + lane, g);
+        __stcg(pp + 64 * half + 32 + lane, u);
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if (lane == 0) last = atomicAdd(sp.count + grp, 1) == 1;
+        if (!__shfl_sync(0xffffffffu, last, 0)) return;
+        __threadfence();
+        g += __ldcg(pp + 64 * (1 - half) + lane);
+        u += __ldcg(pp + 64 * (1 - half) + 32 + lane);
+        if (lane == 0) sp.count[grp] = 0;
     }
     if constexpr (NS) {
         g *= sc;
