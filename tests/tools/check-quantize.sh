@@ -88,5 +88,6 @@ else
     fail "SIGINT: exit $rc, expected 130 (or 0 when it had finished)"
 fi
 
-"$quantize" --help | grep -q "Q4_K_M" || fail "--help does not list the types"
+help=$("$quantize" --help)
+grep -q "Q4_K_M" <<<"$help" || fail "--help does not list the types"
 echo "ember-quantize check passed"
