@@ -1048,6 +1048,21 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
     }
 }
 
+// A decode FFN for the gate / up launch's tests, weights of type t: x + down(swiglu(gate(h),
+// up(h))), h = norm(x) w. Variant 1: the gate also read by another product (its floats stored);
+// 2: x the residual after a k x k product, so h is that product's norm-in-product copy where the
+// backend makes one (EMBER_CUDA_MV_NORM).
+ember_tensor * glu_layer(case_ctx & c, ember_type t, int64_t k, int64_t f, int variant) {
+    ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -2.0f, 2.0f);
+    if (variant == 2) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, k, k), c.rand_leaf(EMBER_TYPE_F32, k, 1)));
+    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, 0.5f, 1.5f));
+    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
+    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
+    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, f, k), ember_swiglu(c.g, gt, up)));
+    if (variant == 1) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, f, k), gt));
+    return y;
+}
+
 // INT4's gate / up launch with its SWIGLU in two blocks a group of 32 units, each summing half of
 // the row's slices and the second to finish adding the other's sums (EMBER_CUDA_MV_GLU_SPLIT=1):
 // rows of 2, 5 (halves of 3 and 2) and 16 slices, 4 and 8 warps (EMBER_CUDA_MV_GLU_W4=0), over x
@@ -1069,16 +1084,7 @@ TEST_CASE("[cuda] decode FFN: INT4 gate / up in two blocks a group (EMBER_CUDA_M
             const bool        ns   = variant == 2;
             const std::string what = "int4 gate/up split k " + std::to_string(sh.k) + " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
             CAPTURE(what);
-            const auto build = [=](case_ctx & c) {
-                ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, -2.0f, 2.0f);
-                if (ns) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_INT4, sh.k, sh.k), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1)));
-                ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, 0.5f, 1.5f));
-                ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_INT4, sh.k, sh.f), h);
-                ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_INT4, sh.k, sh.f), h);
-                ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_INT4, sh.f, sh.k), ember_swiglu(c.g, gt, up)));
-                if (variant == 1) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(EMBER_TYPE_INT4, sh.f, sh.k), gt));
-                return y;
-            };
+            const auto build = [=](case_ctx & c) { return glu_layer(c, EMBER_TYPE_INT4, sh.k, sh.f, variant); };
             set_env("EMBER_CUDA_MV_GLU", "2");  // (the fused launch at every size)
             set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
             for (const char * w4 : {"", "0"}) {
@@ -1595,16 +1601,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
                                          " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
                 CAPTURE(what);
-                const auto build = [=](case_ctx & c) {
-                    ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, -2.0f, 2.0f);
-                    if (ns) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.k), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1)));
-                    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, sh.k, 1, 1, 0.5f, 1.5f));
-                    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.f), h);
-                    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, sh.k, sh.f), h);
-                    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, sh.f, sh.k), ember_swiglu(c.g, gt, up)));
-                    if (variant == 1) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, sh.f, sh.k), gt));
-                    return y;
-                };
+                const auto build = [=](case_ctx & c) { return glu_layer(c, t, sh.k, sh.f, variant); };
                 set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
                 set_env("EMBER_CUDA_MV_NORM_FP8", ns && fp8 ? "1" : "");
                 set_env("EMBER_CUDA_MV_GLU", "2");
