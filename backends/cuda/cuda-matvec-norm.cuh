@@ -110,22 +110,16 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
 // before its first span): every lane sums its share of the partial sums (lane, lane + 32, ...)
 // in that order, requesting 8 before adding any (one round trip per 8; the adds of 0 past the
 // end leave the nonnegative sum as it is).
-// (mv_norm_rounds: s plus the rounds of 8 from i0 on; mv_norm_finish: the scale of a lane's sum.)
-__device__ __forceinline__ float mv_norm_rounds(const ember_cuda_norm_scale & ns, int i0, float s) {
-    for (; i0 < ns.n; i0 += 8 * 32) {
+__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
+    float s = 0.0f;
+    for (int i0 = lane; i0 < ns.n; i0 += 8 * 32) {
         float v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = i0 + 32 * k < ns.n ? __ldg(ns.nsq + i0 + 32 * k) : 0.0f;
 #pragma unroll
         for (int k = 0; k < 8; k++) s += v[k];
     }
-    return s;
-}
-__device__ __forceinline__ float mv_norm_finish(const ember_cuda_norm_scale & ns, float s) {
     return 1.0f / sqrtf(cu_warp_sum(s) / ns.k + ns.eps);
-}
-__device__ __forceinline__ float mv_norm_scale(const ember_cuda_norm_scale & ns, int lane) {
-    return mv_norm_finish(ns, mv_norm_rounds(ns, lane, 0.0f));
 }
 
 // The end of a Q / K / V launch in the halves form (EMBER_CUDA_MV_Q4_HALVES, _EXT_INT4_HALVES:

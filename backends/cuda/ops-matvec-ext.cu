@@ -1413,29 +1413,24 @@ size_t mvx_glu_smem(int T, int nb) {
 }
 
 template <int T, bool NS, int W, bool SPLIT = false> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
-    const int nall = (a.nchunk + 7) / 8, nsl = SPLIT ? (nall + 1) / 2 : nall;  // (a block's slices)
+    const int nall = (a.nchunk + 7) / 8, nsl = SPLIT ? (nall + 1) / 2 : nall;  // (a block's slices at most: mvn_half)
     cu_launch(ctx, mvx_glu_kernel<T, NS, W, SPLIT>, SPLIT ? 2 * blocks : blocks, 32 * std::min(W, nsl), mvx_glu_smem(T, a.nb), a);
 }
+template <int T, bool SPLIT> void launch_mvx_glu_nw(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps) {
+    if (ns) {
+        if (warps == 8) launch_mvx_glu<T, true, 8, SPLIT>(ctx, blocks, a);
+        else launch_mvx_glu<T, true, 4, SPLIT>(ctx, blocks, a);
+    } else {
+        if (warps == 8) launch_mvx_glu<T, false, 8, SPLIT>(ctx, blocks, a);
+        else launch_mvx_glu<T, false, 4, SPLIT>(ctx, blocks, a);
+    }
+}
+// (SPLIT instantiated for INT4 only: glu_split_on)
 template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps, bool split) {
     if constexpr (T == EMBER_TYPE_INT4) {
-        if (split) {
-            if (ns) {
-                if (warps == 8) launch_mvx_glu<T, true, 8, true>(ctx, blocks, a);
-                else launch_mvx_glu<T, true, 4, true>(ctx, blocks, a);
-            } else {
-                if (warps == 8) launch_mvx_glu<T, false, 8, true>(ctx, blocks, a);
-                else launch_mvx_glu<T, false, 4, true>(ctx, blocks, a);
-            }
-            return;
-        }
+        if (split) return launch_mvx_glu_nw<T, true>(ctx, blocks, a, ns, warps);
     }
-    if (ns) {
-        if (warps == 8) launch_mvx_glu<T, true, 8>(ctx, blocks, a);
-        else launch_mvx_glu<T, true, 4>(ctx, blocks, a);
-    } else {
-        if (warps == 8) launch_mvx_glu<T, false, 8>(ctx, blocks, a);
-        else launch_mvx_glu<T, false, 4>(ctx, blocks, a);
-    }
+    launch_mvx_glu_nw<T, false>(ctx, blocks, a, ns, warps);
 }
 
 std::atomic<long long> glu_split_launches{0};  // (ember_cuda_glu_split_launches)

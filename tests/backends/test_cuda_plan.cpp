@@ -783,14 +783,17 @@ TEST_CASE("[cuda plan] the backend's hooks: the gate / up products with their SW
             const std::string tn = ember_type_get_name(wt);
             CAPTURE(tn);
             CAPTURE(repacked);
+            const bool                  gguf_only = wt == EMBER_TYPE_IQ4_XS || wt == EMBER_TYPE_Q5_K;  // (never repacked: the GGUF layout either way)
             ember_graph                 g;
             std::vector<ember_tensor *> o_mm, down_mm;
             g.build_forward(build_decoder(g, wt, wt, o_mm, down_mm));
             for (ember_tensor * t : g.leafs) {
-                if (t->type == wt && repacked) t->flags |= EMBER_TENSOR_FLAG_WEIGHT | EMBER_TENSOR_FLAG_CUDA_REPACKED;
+                if (t->type != wt || !repacked) continue;
+                t->flags |= EMBER_TENSOR_FLAG_WEIGHT;
+                if (!gguf_only) t->flags |= EMBER_TENSOR_FLAG_CUDA_REPACKED;
             }
             ember_buffer * leaves = place_graph(g);
-            if (wt == EMBER_TYPE_IQ4_XS || wt == EMBER_TYPE_Q5_K) {  // (the GGUF layout either way)
+            if (gguf_only) {
                 const bool   q5   = wt == EMBER_TYPE_Q5_K;
                 const char * sw   = q5 ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
                 const char * wide = q5 ? "EMBER_CUDA_Q5K_WIDE" : "EMBER_CUDA_IQ4XS_WIDE";
