@@ -1574,7 +1574,7 @@ ember_status cuda_dev_init_stream(ember_device * dev, const ember_stream_params 
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_error, 0, sizeof(int));
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_count), EMBER_CUDA_ATTN_COUNTS * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_count, 0, EMBER_CUDA_ATTN_COUNTS * sizeof(int));
-    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_part), 128 * EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_part), 64 * EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(float));
     if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void **>(&c->cu.d_mvn_count), EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
     if (e == cudaSuccess) e = cudaMemset(c->cu.d_mvn_count, 0, EMBER_CUDA_MVN_SPLIT_GROUPS * sizeof(int));
     if (e == cudaSuccess) e = cudaMallocHost(reinterpret_cast<void **>(&c->h_error), sizeof(int));

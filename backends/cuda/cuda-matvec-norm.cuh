@@ -35,28 +35,6 @@ struct mvn_split {
     float * part;   // 64 floats a group: its two halves' row sums
     int *   count;  // a group's arrivals, zero between launches
 };
-// The meet of a SPLIT group's two blocks (2 g + h; mvn_block_end, mvg_block_end): warp 0 of each
-// puts its N sums a lane (v[k], unit lane) in sp.part (64 N floats a group) and counts itself; the
-// first to count returns false, the second adds the other's sums to v (the same float adds
-// whichever is second: the same bits) and sets the count back to zero for the next launch.
-template <int N>
-__device__ __forceinline__ bool mv_split_meet(const mvn_split & sp, unsigned grp, int lane, float (&v)[N]) {
-    const unsigned half = blockIdx.x & 1;
-    float *        pp   = sp.part + 64 * N * grp;
-#pragma unroll
-    for (int k = 0; k < N; k++) __stcg(pp + 32 * N * half + 32 * k + lane, v[k]);
-    __threadfence();
-    __syncwarp();
-    int last = 0;
-    if (lane == 0) last = atomicAdd(sp.count + grp, 1) == 1;
-    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-    __threadfence();
-#pragma unroll
-    for (int k = 0; k < N; k++) v[k] += __ldcg(pp + 32 * N * (1 - half) + 32 * k + lane);
-    if (lane == 0) sp.count[grp] = 0;
-    return true;
-}
-
 template <int NT, bool SPLIT = false>
 __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_out & o, int64_t row0, int lane, int wi, int nw,
                                               const mvn_split & sp = {}) {
@@ -86,9 +64,16 @@ __device__ __forceinline__ void mvn_block_end(const float (&acc)[NT], const mvn_
     }
     const unsigned grp = SPLIT ? blockIdx.x >> 1 : blockIdx.x;  // (the group: its ods / osq entry)
     if constexpr (SPLIT) {
-        float v[1] = {y};
-        if (!mv_split_meet<1>(sp, grp, lane, v)) return;
-        y = v[0];
+        const unsigned half = blockIdx.x & 1;
+        __stcg(sp.part + 64 * grp + 32 * half + lane, y);
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if (lane == 0) last = atomicAdd(sp.count + grp, 1) == 1;
+        if (!__shfl_sync(0xffffffffu, last, 0)) return;
+        __threadfence();
+        y += __ldcg(sp.part + 64 * grp + 32 * (1 - half) + lane);
+        if (lane == 0) sp.count[grp] = 0;
     }
     const float s = res + y;
     o.sum[r]      = s;
@@ -197,12 +182,9 @@ __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int n
 // the same lane / NT and over the block's warps in shared memory; then warp 0, lane r holding
 // unit row0 + r: the norm's scale where x is a norm-in-product copy (NS), the gate and up floats
 // where asked, silu(g) u and its 8-bit block as the SWIGLU kernel makes them.
-// SPLIT (EMBER_CUDA_MV_GLU_SPLIT, mvx_glu_kernel): two blocks a group of 32 units (block 2 g + h
-// summing half of the row's slices, mvn_half), met with their 32 gate and 32 up sums
-// (mv_split_meet<2>: 128 floats a group).
-template <int W, bool NS, int NT = 8, bool SPLIT = false>
+template <int W, bool NS, int NT = 8>
 __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const mvg_out & o, const ember_cuda_norm_scale & ns, int64_t row0, int lane,
-                                              int wi, int nw, const mvn_split & sp = {}) {
+                                              int wi, int nw) {
     const int        ro = lane / NT, j = lane % NT;
     __shared__ float part[W][2 * 32 + 1];  // gate row r in part[.][r], up row r in part[.][32 + r]
     float            sc = 1.0f;
@@ -229,12 +211,6 @@ __device__ __forceinline__ void mvg_block_end(const float (&acc)[2 * NT], const 
             g += pg[k];
             u += pu[k];
         }
-    }
-    if constexpr (SPLIT) {
-        float v[2] = {g, u};
-        if (!mv_split_meet<2>(sp, blockIdx.x >> 1, lane, v)) return;
-        g = v[0];
-        u = v[1];
     }
     if constexpr (NS) {
         g *= sc;

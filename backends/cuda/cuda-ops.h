@@ -42,7 +42,7 @@ struct ember_cuda_ctx {
     cublasHandle_t cublas  = nullptr;
     int *          d_error = nullptr;  // device int: first data error of the current graph_compute
     int *          d_count = nullptr;  // EMBER_CUDA_ATTN_COUNTS device ints, zero between launches (ops-attention-decode.cu)
-    float *        d_mvn_part  = nullptr;  // 128 EMBER_CUDA_MVN_SPLIT_GROUPS floats (the norm producers' SPLIT: 64 a group; the gate / up launch's: 128, cuda-matvec-norm.cuh)
+    float *        d_mvn_part  = nullptr;  // 64 EMBER_CUDA_MVN_SPLIT_GROUPS floats (the norm producers' SPLIT, cuda-matvec-norm.cuh)
     int *          d_mvn_count = nullptr;  // EMBER_CUDA_MVN_SPLIT_GROUPS ints, zero between launches
 
     // Scratch device memory, independent slots (e.g. converted activations and a dequantized
@@ -290,7 +290,6 @@ long long    ember_cuda_mv_f16_fused_launches();  // (tests: the fused F16 / BF1
 long long    ember_cuda_mv_f16_glu_moved();       // (tests: of those, gate / up launches whose SWIGLU went to slot 2)
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
-long long    ember_cuda_glu_split_launches();  // (tests: INT4 gate / up launches in two blocks a group ran, EMBER_CUDA_MV_GLU_SPLIT)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)
 long long    ember_cuda_attn_lastblock_launches();  // (tests: short decode attentions merged by their last block ran, the default over F16 caches)

@@ -1330,15 +1330,9 @@ struct mvx_glu_args {
     mvg_out               out;
     const uint8_t *       gh;  // NF4: the gate / up group headers
     const uint8_t *       uh;
-    mvn_split             split = {};  // SPLIT: the groups' two halves' sums and counts (ctx.d_mvn_part / d_mvn_count)
 };
 
-// SPLIT (EMBER_CUDA_MV_GLU_SPLIT=1, opt-in, not yet run on a GPU; INT4): two blocks a group of 32
-// units, block 2 g + h taking half of the row's slices (mvn_half), met in mvg_block_end SPLIT. The
-// 8B's 448 groups are 3.39 blocks an SM on 132 SMs (52 SMs with 4, 80 with 3); in halves, 896 blocks
-// at 4 an SM are 1.7 waves the block scheduler evens out. For the grid-balance test (PERF-NOTES,
-// session 70).
-template <int T, bool NS, int W, bool SPLIT = false>
+template <int T, bool NS, int W>
 __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_args a) {
     static_assert(T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4, "INT4 (a word of scales a chunk) or NF4 (a table of them)");
     constexpr bool nf4 = T == EMBER_TYPE_NF4;
@@ -1347,10 +1341,8 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
     constexpr bool   PIPE   = W == 4;
     const int        lane   = threadIdx.x % 32, wi = threadIdx.x / 32, nw = blockDim.x / 32;
     const int        ro     = lane / 8, j = lane % 8;
-    const int64_t    row0   = static_cast<int64_t>(blockIdx.x >> (SPLIT ? 1 : 0)) * 32;
-    const int        nall   = (a.nchunk + 7) / 8;
-    const int        sl0    = SPLIT ? mvn_half(nall).x : 0;  // this block's slices: sl0 .. nsl - 1
-    const int        nsl    = SPLIT ? mvn_half(nall).y : nall;
+    const int64_t    row0   = static_cast<int64_t>(blockIdx.x) * 32;
+    const int        nsl    = (a.nchunk + 7) / 8;
     const uint4 *    gq     = reinterpret_cast<const uint4 *>(a.gq + (row0 + ro) * a.rowq);
     const uint4 *    uq     = reinterpret_cast<const uint4 *>(a.uq + (row0 + ro) * a.rowq);
     const int64_t    qstep  = 4 * a.rowq / 16;
@@ -1372,14 +1364,14 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
             }
         }
     };
-    if (sl0 + wi < nsl) load(sl0 + wi, 1);  // weights only: before waiting for the kernel that makes x
+    if (wi < nsl) load(wi, 1);  // weights only: before waiting for the kernel that makes x
     // NF4: the table of the block's 64 rows' absmax / 127 (gate rows 0..31, up rows 32..63), from
     // weights only too; the codebook's dynamic map through shared memory first.
     extern __shared__ float nf4_tab[];  // NF4: nf4_tab_bytes(64, nb); none for INT4
     const int               ts = a.nb + k_nf4_tab_pad;
     if constexpr (nf4) nf4_absmax_table(nf4_tab, ts, 64, row0, a.gs, a.gh, a.us, a.uh, a.nb, a.ng);  // (rows of at most 128 blocks: type_ok)
     cu_pdl_begin();
-    if (sl0 + wi < nsl) load(sl0 + wi, 2);
+    if (wi < nsl) load(wi, 2);
     x_src xs;
     xs.q     = a.xq;
     xs.ds    = a.xds;
@@ -1402,9 +1394,8 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvx_glu_kernel(const mvx_glu_a
 #pragma unroll
                 for (int t = 0; t < 8; t++) acc[8 * h + t] += D::dot(w[8 * h + t], h == 0 ? sg[t] : su[t], x, nullptr);
             }
-        },
-        sl0);
-    mvg_block_end<W, NS, 8, SPLIT>(acc, a.out, a.ns, row0, lane, wi, nw, a.split);
+        });
+    mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
 // NF4's table (mvx_glu_kernel): the gate's and the up's 32 rows.
@@ -1412,33 +1403,17 @@ size_t mvx_glu_smem(int T, int nb) {
     return T == EMBER_TYPE_NF4 ? nf4_tab_bytes(64, nb) : 0;
 }
 
-template <int T, bool NS, int W, bool SPLIT = false> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
-    const int nall = (a.nchunk + 7) / 8, nsl = SPLIT ? (nall + 1) / 2 : nall;  // (a block's slices at most: mvn_half)
-    cu_launch(ctx, mvx_glu_kernel<T, NS, W, SPLIT>, SPLIT ? 2 * blocks : blocks, 32 * std::min(W, nsl), mvx_glu_smem(T, a.nb), a);
+template <int T, bool NS, int W> void launch_mvx_glu(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a) {
+    cu_launch(ctx, mvx_glu_kernel<T, NS, W>, blocks, 32 * std::min(W, (a.nchunk + 7) / 8), mvx_glu_smem(T, a.nb), a);
 }
-template <int T, bool SPLIT> void launch_mvx_glu_nw(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps) {
+template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps) {
     if (ns) {
-        if (warps == 8) launch_mvx_glu<T, true, 8, SPLIT>(ctx, blocks, a);
-        else launch_mvx_glu<T, true, 4, SPLIT>(ctx, blocks, a);
+        if (warps == 8) launch_mvx_glu<T, true, 8>(ctx, blocks, a);
+        else launch_mvx_glu<T, true, 4>(ctx, blocks, a);
     } else {
-        if (warps == 8) launch_mvx_glu<T, false, 8, SPLIT>(ctx, blocks, a);
-        else launch_mvx_glu<T, false, 4, SPLIT>(ctx, blocks, a);
+        if (warps == 8) launch_mvx_glu<T, false, 8>(ctx, blocks, a);
+        else launch_mvx_glu<T, false, 4>(ctx, blocks, a);
     }
-}
-// (SPLIT instantiated for INT4 only: glu_split_on)
-template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, const mvx_glu_args & a, bool ns, int warps, bool split) {
-    if constexpr (T == EMBER_TYPE_INT4) {
-        if (split) return launch_mvx_glu_nw<T, true>(ctx, blocks, a, ns, warps);
-    }
-    launch_mvx_glu_nw<T, false>(ctx, blocks, a, ns, warps);
-}
-
-std::atomic<long long> glu_split_launches{0};  // (ember_cuda_glu_split_launches)
-// EMBER_CUDA_MV_GLU_SPLIT=1 (opt-in, measuring): INT4's gate / up launch in two blocks a group of 32
-// units (mvx_glu_kernel SPLIT) where its groups fit the stream's halves' buffer. Read at every call.
-bool glu_split_on(const ember_cuda_ctx & ctx, ember_type t, int64_t groups, int nall) {
-    return t == EMBER_TYPE_INT4 && ember_cuda_env_choice("EMBER_CUDA_MV_GLU_SPLIT", 0, {0, 1}) == 1 && ctx.d_mvn_part && ctx.d_mvn_count &&
-           groups <= EMBER_CUDA_MVN_SPLIT_GROUPS && nall >= 2;
 }
 
 // NF4's gate / up launch with its SWIGLU on tensor cores (nf4_glu_mma): mvx_nf4_mma_kernel's
@@ -2037,19 +2012,9 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
         else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
         return EMBER_OK;
     }
-    const bool split = glu_split_on(ctx, wg->type, blocks, (a.nchunk + 7) / 8);
-    if (split) {
-        a.split.part  = ctx.d_mvn_part;
-        a.split.count = ctx.d_mvn_count;
-        glu_split_launches.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps, false);
-    else launch_mvx_glu_t<EMBER_TYPE_INT4>(ctx, blocks, a, ns != nullptr, warps, split);
+    if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);
+    else launch_mvx_glu_t<EMBER_TYPE_INT4>(ctx, blocks, a, ns != nullptr, warps);
     return EMBER_OK;
-}
-
-long long ember_cuda_glu_split_launches() {
-    return glu_split_launches.load(std::memory_order_relaxed);
 }
 
 // NF4: rows of at most 128 blocks (8192 weights: the table's 64 rows in 33 KB of shared memory,

@@ -1063,45 +1063,6 @@ ember_tensor * glu_layer(case_ctx & c, ember_type t, int64_t k, int64_t f, int v
     return y;
 }
 
-// INT4's gate / up launch with its SWIGLU in two blocks a group of 32 units, each summing half of
-// the row's slices and the second to finish adding the other's sums (EMBER_CUDA_MV_GLU_SPLIT=1):
-// rows of 2, 5 (halves of 3 and 2) and 16 slices, 4 and 8 warps (EMBER_CUDA_MV_GLU_W4=0), over x
-// and over a norm-in-product copy (the norm's scale after the meet), the gate read again (its
-// floats stored); launched (ember_cuda_glu_split_launches), against the CPU eagerly, recorded and
-// replayed (counts left nonzero would break the runs after the first), and against the one-block
-// launch to the rounding of the halves' order.
-TEST_CASE("[cuda] decode FFN: INT4 gate / up in two blocks a group (EMBER_CUDA_MV_GLU_SPLIT)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_MV_GLU_SPLIT", "EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_NORM"}};
-    struct shape {
-        int64_t k, f;
-    };
-    for (const shape & sh : {shape{512, 384}, shape{1280, 9600}, shape{4096, 256}}) {
-        for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
-            const bool        ns   = variant == 2;
-            const std::string what = "int4 gate/up split k " + std::to_string(sh.k) + " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
-            CAPTURE(what);
-            const auto build = [=](case_ctx & c) { return glu_layer(c, EMBER_TYPE_INT4, sh.k, sh.f, variant); };
-            set_env("EMBER_CUDA_MV_GLU", "2");  // (the fused launch at every size)
-            set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
-            for (const char * w4 : {"", "0"}) {
-                set_env("EMBER_CUDA_MV_GLU_W4", w4);
-                set_env("EMBER_CUDA_MV_GLU_SPLIT", "");
-                const std::vector<float> one = run_on(cuda_device(), build, 6);
-                set_env("EMBER_CUDA_MV_GLU_SPLIT", "1");
-                const long long          l0    = ember_cuda_glu_split_launches();
-                const std::vector<float> split = run_on(cuda_device(), build, 6);
-                CHECK(ember_cuda_glu_split_launches() > l0);
-                CHECK(nmse(split, one) < 1e-10);
-                check_runs(what + (*w4 ? " 8 warps" : ""), build, ns ? 2e-3 : 1e-3, {7, 8, 9});
-            }
-        }
-    }
-}
-
 // FP8 Q / K / V units in 4-warp blocks (mvx_fp8_mma_kernel W = 4, EMBER_CUDA_FP8_MMA_W4=2: forced;
 // 1, the default, only where 8-warp blocks are over one wave, the 8B shape): block- and row-scaled
 // types, over x and over an FP8 producer's copy, rows of 2 to 16 spans and a K / V row count that
