@@ -471,23 +471,15 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
     }
 }
 
-// INT4 / NF4 Q / K / V units of rows of 128 chunks with every weight requested before the PDL
-// wait (int4_halves, nf4_halves): a block's 8 rows (mvx_kernel<T, 2, ...>'s grid) go to two pairs
-// of warps; warp w takes rows 4 (w / 2) .. + 3 (two RoPE pairs, mv_rows) over half of each row,
-// chunks 64 (w % 2) + lane + 32 u (u < 2), so each x load serves 4 rows: 40 registers of weights
-// and scales a lane (INT4; NF4: 48, its absmax_q bytes a chunk and its rows' group headers, one a
-// row at 128 chunks), all loaded before the wait. The second half's warp hands its 4 sums to the
-// first's through shared memory. Units (a.has_epi) over one column of x only.
-template <int T, bool NS>
-__global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_args a) {
-    static_assert(T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4, "INT4 or NF4");
-    constexpr bool nf4 = T == EMBER_TYPE_NF4;
-    using D            = mx<T>;
-    __shared__ float dyn[nf4 ? 256 : 1];
-    if constexpr (nf4) {  // constant data: before cu_pdl_begin() is fine (and before any warp returns)
-        for (int i = threadIdx.x; i < 256; i += 32 * k_warps) dyn[i] = cu_nf4_dyn.v[i];
-        __syncthreads();
-    }
+// INT4 Q / K / V units of rows of 128 chunks with every weight requested before the PDL wait
+// (EMBER_CUDA_EXT_INT4_HALVES=1, int4_halves): a block's 8 rows (mvx_kernel<INT4, 2, ...>'s grid)
+// go to two pairs of warps; warp w takes rows 4 (w / 2) .. + 3 (two RoPE pairs, mv_rows) over
+// half of each row, chunks 64 (w % 2) + lane + 32 u (u < 2), so each x load serves 4 rows: 40
+// registers of weights and scales a lane, all loaded before the wait. The second half's warp hands
+// its 4 sums to the first's through shared memory. Units (a.has_epi) over one column of x only.
+template <bool NS>
+__global__ void __launch_bounds__(32 * k_warps, 6) mvx_int4_halves_kernel(const mvx_args a) {
+    using D = mx<EMBER_TYPE_INT4>;
     const int       lane = threadIdx.x % 32, wi = threadIdx.x / 32, pg = wi / 2, hf = wi % 2;
     const int       m    = a.nmat > 2 && blockIdx.x >= static_cast<unsigned>(a.blk0[2]) ? 2
                            : a.nmat > 1 && blockIdx.x >= static_cast<unsigned>(a.blk0[1]) ? 1 : 0;
@@ -497,10 +489,8 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_a
     if (l0 >= n) return;  // both warps of the pair
     int64_t rows[4];  // two RoPE pairs: rows 0, 1 and 2, 3
     mv_halves_rows(l0, pick(a.neox_hd, m), rows);
-    using sc_t = std::conditional_t<nf4, uint32_t, typename D::sc_t>;  // NF4: the absmax_q byte
     uint4    w[2][4];
-    sc_t     sc[2][4];
-    float2   hd[4];  // NF4: each row's group header (scale2, offset)
+    uint32_t sc[2][4];
     {
         const uint8_t * wq = pick(a.q, m);
         const uint8_t * ws = pick(a.s, m);
@@ -511,10 +501,8 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_a
             for (int u = 0; u < 2; u++) {
                 const int c = 64 * hf + lane + 32 * u;
                 w[u][r]     = __ldcs(reinterpret_cast<const uint4 *>(wq + g * a.rowq) + c);
-                if constexpr (nf4) sc[u][r] = __ldg(ws + g * a.nb + (c >> 1));
-                else sc[u][r] = D::load_sc(ws, nullptr, g, a.nb, a.ng, c);
+                sc[u][r]    = D::load_sc(ws, nullptr, g, a.nb, a.ng, c);
             }
-            if constexpr (nf4) hd[r] = __ldg(reinterpret_cast<const float2 *>(pick(a.h, m)) + g * a.ng);
         }
     }
     cu_pdl_begin();  // (weights only before it)
@@ -524,12 +512,9 @@ __global__ void __launch_bounds__(32 * k_warps, 6) mvx_halves_kernel(const mvx_a
     float s[4] = {};
 #pragma unroll
     for (int u = 0; u < 2; u++) {
-        const typename D::xs_t x = D::load_x(xs, 64 * hf + lane + 32 * u);
+        const D::xs_t x = D::load_x(xs, 64 * hf + lane + 32 * u);
 #pragma unroll
-        for (int r = 0; r < 4; r++) {
-            if constexpr (nf4) s[r] += D::dot(w[u][r], typename D::sc_t{sc[u][r], hd[r]}, x, dyn);
-            else s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
-        }
+        for (int r = 0; r < 4; r++) s[r] += D::dot(w[u][r], sc[u][r], x, nullptr);
     }
     if (!mv_halves_meet<NS>(s, pg, hf, lane, a.ns)) return;
 #pragma unroll
@@ -1206,19 +1191,6 @@ bool int4_halves() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
-// NF4's Q / K / V units 4096 wide in the same form (mvx_halves_kernel<NF4>; EMBER_CUDA_EXT_NF4_HALVES=1,
-// measuring; by default mvx_kernel<NF4, 2, 2, 1>, whose second step's loads wait for the PDL wait).
-// Read at every call (tests switch it).
-bool nf4_halves() {
-    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_HALVES", 0, {0, 1}) == 1;
-}
-std::atomic<long long> nf4_halves_launches{0};  // (ember_cuda_nf4_halves_launches)
-// NF4's decode-norm producers with the next slice's loads pipelined (mvx_norm_kernel PIPE;
-// EMBER_CUDA_MVN_NF4_PIPE=1, measuring). Read at every call (tests switch it).
-bool nf4_norm_pipe() {
-    return ember_cuda_env_choice("EMBER_CUDA_MVN_NF4_PIPE", 0, {0, 1}) == 1;
-}
-std::atomic<long long> nf4_norm_pipe_launches{0};  // (ember_cuda_nf4_norm_pipe_launches)
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
@@ -1292,11 +1264,7 @@ struct mvx_norm_args {
     mvn_split       split;  // SPLIT
 };
 
-// PIPE (NF4, nf4_norm_pipe): mvg_slices' PIPE, a warp's next slice requested in two halves (rows
-// t < 4 once this slice's t < 4 are summed, then t >= 4) before the rest of this slice's math, in
-// the same registers. (Q4_0 / INT4 producers lost with it, session 42: their math per slice is
-// short; NF4's is ~3x INT4's.)
-template <int T, bool SPLIT = false, bool PIPE = false>
+template <int T, bool SPLIT = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
@@ -1311,12 +1279,11 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     const int64_t    qstep = 4 * a.rowq / 16;
     uint4            w[8];
     typename D::sc_t sc[8];
-    const auto       load = [&](int sl, int part) {  // (mvg_slices' part: 1 rows t < 4, 2 t >= 4, 3 both)
+    const auto       load = [&](int sl, int) {  // (mvg_slices' part: both halves without PIPE)
         const int  c  = 8 * sl + j;
         const bool ok = c < a.nchunk;
 #pragma unroll
         for (int t = 0; t < 8; t++) {
-            if (!(part & (t < 4 ? 1 : 2))) continue;
             w[t]  = ok ? __ldcs(wq + t * qstep + c) : make_uint4(0, 0, 0, 0);
             sc[t] = ok ? D::load_sc(a.s, a.h, row0 + ro + 4 * t, a.nb, a.ng, c) : typename D::sc_t{};
         }
@@ -1330,7 +1297,7 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     xs.f16al = false;
     float              acc[8] = {};
     typename D::xs_t   x{};
-    mvg_slices<PIPE>(
+    mvg_slices<false>(
         wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
         [&](int h) {
 #pragma unroll
@@ -1547,9 +1514,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
     const int      steps = (a.nchunk + 32 * 4 - 1) / (32 * 4);
     const int      ks0   = !int4 || !ext_split() || short_rows ? 1 : steps >= 3 ? 4 : steps == 2 ? 2 : 1;
     // (units over one column of x only)
-    const bool halves = (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4) && units && R == 2 && ks0 == 1 && a.nchunk == 128 &&
-                        dsts[0]->src[1]->ne[1] * dsts[0]->src[1]->ne[2] * dsts[0]->src[1]->ne[3] == 1 &&
-                        (T == EMBER_TYPE_INT4 ? int4_halves() : nf4_halves());
+    const bool halves = T == EMBER_TYPE_INT4 && units && R == 2 && ks0 == 1 && a.nchunk == 128 &&
+                        dsts[0]->src[1]->ne[1] * dsts[0]->src[1]->ne[2] * dsts[0]->src[1]->ne[3] == 1 && int4_halves();
     const int ks = halves ? 2 : ks0, rb = halves ? 4 : R;  // (a block's rows: (k_warps / ks) rb, 8 either way)
     unsigned  bx    = 0;
     a.has_epi       = units != nullptr;
@@ -1616,12 +1582,12 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
         }
     }
     const dim3 grid(bx, static_cast<unsigned>(x->ne[1]), static_cast<unsigned>(x->ne[2] * x->ne[3]));
-    if constexpr (T == EMBER_TYPE_INT4 || T == EMBER_TYPE_NF4) {
+    if constexpr (T == EMBER_TYPE_INT4) {
         if (halves) {
-            if (a.ns.nsq) cu_launch(ctx, mvx_halves_kernel<T, true>, grid, 32 * k_warps, 0, a);
-            else cu_launch(ctx, mvx_halves_kernel<T, false>, grid, 32 * k_warps, 0, a);
-            (T == EMBER_TYPE_INT4 ? int4_halves_launches : nf4_halves_launches).fetch_add(1, std::memory_order_relaxed);
-            return ember_cuda_check_launch("mul_mat (matvec, int4 / nf4 units in halves)");
+            if (a.ns.nsq) cu_launch(ctx, mvx_int4_halves_kernel<true>, grid, 32 * k_warps, 0, a);
+            else cu_launch(ctx, mvx_int4_halves_kernel<false>, grid, 32 * k_warps, 0, a);
+            int4_halves_launches.fetch_add(1, std::memory_order_relaxed);
+            return ember_cuda_check_launch("mul_mat (matvec, int4 units in halves)");
         }
     }
     if constexpr (!is_fp8_type(T)) {
@@ -1765,12 +1731,6 @@ struct get_rows_probe {
 
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_nf4_halves_launches() {
-    return nf4_halves_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_nf4_norm_pipe_launches() {
-    return nf4_norm_pipe_launches.load(std::memory_order_relaxed);
 }
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
@@ -2017,19 +1977,11 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     int            thr    = 0;
     if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(groups), nsl, a.split, thr)) {
         if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
-        else if (nf4_norm_pipe()) {
-            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true, true>, 2 * groups, thr, 0, a);
-            nf4_norm_pipe_launches.fetch_add(1, std::memory_order_relaxed);
-        }
         else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
         return EMBER_OK;
     }
     thr = 32 * mvn_warps(nsl);
     if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
-    else if (nf4_norm_pipe()) {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, false, true>, groups, thr, 0, a);
-        nf4_norm_pipe_launches.fetch_add(1, std::memory_order_relaxed);
-    }
     else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
     return EMBER_OK;
 }
