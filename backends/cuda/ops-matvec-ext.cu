@@ -287,6 +287,38 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
     }
     // The same with the block's absmax / 127 given (mvx_glu_kernel's table): the same bits.
     static __device__ __forceinline__ float dot_scaled(const uint4 & w, float a, const xs_t & x) { return a * inner(w, x); }
+    // The lookups alone, from weights only (before the PDL wait: mvx_norm_kernel DEC): a chunk's
+    // 32 weights as signed int8 codebook bytes, v[0] word j = weights of x.lo word j, v[1] of x.hi.
+    // Each byte has one nonzero lookup at most (p or n, nf4_lookup_np), so p - n a byte is p |
+    // -n, -n a byte = (0x80 - n) ^ 0x80 (n <= 127: no borrow between bytes).
+    static __device__ __forceinline__ void decode(const uint4 & w, uint4 (&v)[2]) {
+        const uint32_t wd[4] = {w.x, w.y, w.z, w.w};
+        uint32_t       lo[4], hi[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const uint32_t wx = wd[j] ^ 0x88888888u;
+            const uint2    a  = nf4_lookup_np(wd[j], wx);
+            const uint2    b  = nf4_lookup_np(wd[j] >> 16, wx >> 16);
+            lo[j]             = a.y | ((0x80808080u - a.x) ^ 0x80808080u);
+            hi[j]             = b.y | ((0x80808080u - b.x) ^ 0x80808080u);
+        }
+        v[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        v[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    }
+    // dot over decode's bytes: the same integer sums (plo - nlo, phi - nhi), so the same bits.
+    static __device__ __forceinline__ float dot_dec(const uint4 (&v)[2], const sc_t & sc, const xs_t & x, const float * dyn) {
+        const uint32_t vl[4] = {v[0].x, v[0].y, v[0].z, v[0].w}, vh[4] = {v[1].x, v[1].y, v[1].z, v[1].w};
+        const int      xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w}, xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
+        int            slo = 0, shi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            slo = __dp4a(static_cast<int>(vl[j]), xl[j], slo);
+            shi = __dp4a(static_cast<int>(vh[j]), xh[j], shi);
+        }
+        const float s      = x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi);
+        const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as dot
+        return absmax * k_nf4_inv * s;
+    }
 };
 
 template <int T> struct mx_fp8 {  // 2 chunks per block
@@ -1191,6 +1223,12 @@ bool int4_halves() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
+// NF4's decode-norm producers with their first slice's lookups before the PDL wait
+// (mvx_norm_kernel DEC; EMBER_CUDA_MVN_NF4_DEC=1, measuring). Read at every call (tests switch it).
+bool nf4_norm_dec() {
+    return ember_cuda_env_choice("EMBER_CUDA_MVN_NF4_DEC", 0, {0, 1}) == 1;
+}
+std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
@@ -1264,8 +1302,12 @@ struct mvx_norm_args {
     mvn_split       split;  // SPLIT
 };
 
-template <int T, bool SPLIT = false>
+// DEC (NF4, nf4_norm_dec): the warp's first slice, requested before the PDL wait, also looked up
+// there (mx<NF4>::decode: 64 registers of int8 codebook bytes for its 32 of nibbles), so after the
+// wait that slice costs two dp4a a word instead of four lookups and four dp4a. The same bits.
+template <int T, bool SPLIT = false, bool DEC = false>
 __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const mvx_norm_args a) {
+    static_assert(!DEC || T == EMBER_TYPE_NF4, "DEC: NF4's lookups");
     using D = mx<T>;
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) nf4_dyn_to_shared(dyn);
@@ -1289,6 +1331,18 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
         }
     };
     if (sl0 + wi < nsl) load(sl0 + wi, 3);  // weights only: before waiting for the kernel that makes x
+    uint4 v[DEC ? 8 : 1][2];                   // DEC: the first slice's lookups
+    if constexpr (DEC) {
+        if (sl0 + wi < nsl) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) {
+                D::decode(w[t], v[t]);
+                // (pinned here: the compiler may not sink the lookups past the wait)
+                asm volatile("" : "+r"(v[t][0].x), "+r"(v[t][0].y), "+r"(v[t][0].z), "+r"(v[t][0].w));
+                asm volatile("" : "+r"(v[t][1].x), "+r"(v[t][1].y), "+r"(v[t][1].z), "+r"(v[t][1].w));
+            }
+        }
+    }
     cu_pdl_begin();
     x_src xs;
     xs.q     = a.xq;
@@ -1297,13 +1351,30 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
     xs.f16al = false;
     float              acc[8] = {};
     typename D::xs_t   x{};
-    mvg_slices<false>(
-        wi, nw, nsl, j, a.nchunk, load, [&](int c) { x = D::load_x(xs, c); },
-        [&](int h) {
+    const auto         fetch = [&](int c) { x = D::load_x(xs, c); };
+    const auto         sum   = [&](int h) {
 #pragma unroll
-            for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
-        },
-        sl0);
+        for (int t = 4 * h; t < 4 * h + 4; t++) acc[t] += D::dot(w[t], sc[t], x, dyn);
+    };
+    if constexpr (DEC) {  // the first slice (decoded), then mvg_slices' loop over the rest
+        const int c = 8 * (sl0 + wi) + j;
+        if (sl0 + wi < nsl && c < a.nchunk) {
+            fetch(c);
+#pragma unroll
+            for (int t = 0; t < 8; t++) acc[t] += D::dot_dec(v[t], sc[t], x, dyn);
+        }
+        for (int sl = sl0 + wi + nw; sl < nsl; sl += nw) {
+            load(sl, 3);
+            const int cs = 8 * sl + j;
+            if (cs < a.nchunk) {
+                fetch(cs);
+                sum(0);
+                sum(1);
+            }
+        }
+    } else {
+        mvg_slices<false>(wi, nw, nsl, j, a.nchunk, load, fetch, sum, sl0);
+    }
     mvn_block_end<8, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
 
@@ -1732,6 +1803,9 @@ struct get_rows_probe {
 long long ember_cuda_int4_halves_launches() {
     return int4_halves_launches.load(std::memory_order_relaxed);
 }
+long long ember_cuda_nf4_norm_dec_launches() {
+    return nf4_norm_dec_launches.load(std::memory_order_relaxed);
+}
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
 // groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
@@ -1976,13 +2050,25 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     const int      nsl    = (a.nchunk + 7) / 8;
     int            thr    = 0;
     if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(groups), nsl, a.split, thr)) {
-        if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
-        else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
+        if (w->type == EMBER_TYPE_INT4) {
+            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
+        } else if (nf4_norm_dec()) {
+            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true, true>, 2 * groups, thr, 0, a);
+            nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
+        }
         return EMBER_OK;
     }
     thr = 32 * mvn_warps(nsl);
-    if (w->type == EMBER_TYPE_INT4) cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
-    else cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
+    if (w->type == EMBER_TYPE_INT4) {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
+    } else if (nf4_norm_dec()) {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, false, true>, groups, thr, 0, a);
+        nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
+    }
     return EMBER_OK;
 }
 

@@ -1367,6 +1367,41 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
     check_norm_in_product({EMBER_TYPE_INT4, EMBER_TYPE_NF4});
 }
 
+// NF4's decode-norm producers with their first slice's codebook lookups before the PDL wait
+// (EMBER_CUDA_MVN_NF4_DEC=1, mvx_norm_kernel DEC): ffn_norm_chain with a down product 8192 wide
+// over 2304 rows (72 groups: one block a group on 132 SMs, 32 slices, 2 a warp), one 14336 wide
+// over 256 rows (8 groups: two blocks a group, EMBER_CUDA_MVN_SPLIT's, 28 slices each), an O
+// product 4096 wide over 4096 rows (16 warps of one slice, all of it decoded) and rows of 67
+// blocks of 64 (a partial last slice). The same bits as the default producer (the same integer sums),
+// against the CPU (eager, recorded, replayed), the DEC launches counted.
+TEST_CASE("[cuda] the decode norm in the product before it: NF4 producers with the first slice looked up before the wait (EMBER_CUDA_MVN_NF4_DEC)") {
+    if (!cuda_device()) {
+        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
+        return;
+    }
+    const env_clear reset{{"EMBER_CUDA_MV_NORM", "EMBER_CUDA_MVN_NF4_DEC"}};
+    set_env("EMBER_CUDA_MV_NORM", "2");
+    struct shape {
+        int64_t k, n, f;
+    };
+    for (const shape sh : {shape{256, 2304, 8192}, shape{256, 256, 14336}, shape{4096, 4096, 512}, shape{64 * 67, 64, 64 * 67}}) {
+        const std::string what = "nf4 dec k " + std::to_string(sh.k) + " n " + std::to_string(sh.n) + " f " + std::to_string(sh.f);
+        CAPTURE(what);
+        const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_NF4, EMBER_TYPE_NF4, sh.k, sh.n, sh.f); };
+        set_env("EMBER_CUDA_MVN_NF4_DEC", "0");
+        long long                before = ember_cuda_nf4_norm_dec_launches();
+        const std::vector<float> plain  = run_on(cuda_device(), build, 21);
+        CHECK(ember_cuda_nf4_norm_dec_launches() == before);
+        set_env("EMBER_CUDA_MVN_NF4_DEC", "1");
+        before                       = ember_cuda_nf4_norm_dec_launches();
+        const std::vector<float> dec = run_on(cuda_device(), build, 21);
+        CHECK(ember_cuda_nf4_norm_dec_launches() > before);
+        CHECK(dec == plain);
+        check_runs(what, build, 2e-3, {21, 22, 23});
+        set_env("EMBER_CUDA_MVN_NF4_DEC", "");
+    }
+}
+
 // Decode-norm producers in two blocks a group of 32 rows (EMBER_CUDA_MVN_SPLIT: =1, the default,
 // INT4 / NF4 / Q8_0 rows of more than 16 slices, =2 every type's, =3 every row of two or more; only
 // where the groups fill at most half the SMs): INT4 / NF4 (mvx_norm_kernel), Q4_0 / Q8_0
