@@ -384,12 +384,9 @@ template <typename V> __device__ __forceinline__ V pick(const V (&v)[k_group], i
 // once, as mvr_split_kernel), the parts meeting in shared memory in a fixed order.
 // NS: x is a norm-in-product copy (mvx_norm_kernel's or another producer's), the norm's scale
 // still to apply to the rows' sums (a.ns).
-// DEC (NF4, nf4_qkv_dec): the first step's lookups before the PDL wait (mx<NF4>::decode), the
-// same bits.
-template <int T, int R, int U, int KS, bool NS = false, int MINB = 0, bool DEC = false>
+template <int T, int R, int U, int KS, bool NS = false, int MINB = 0>
 __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args a) {
     using D = mx<T>;
-    static_assert(!DEC || T == EMBER_TYPE_NF4, "DEC: NF4's lookups");
     static_assert(k_warps % KS == 0, "warps per row");
     __shared__ float dyn[T == EMBER_TYPE_NF4 ? 256 : 1];
     if constexpr (T == EMBER_TYPE_NF4) {  // constant data: before cu_pdl_begin() is fine
@@ -453,21 +450,9 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
         }
     };
     load(c_begin + lane);  // weights only: before waiting for the kernel that makes x
-    uint4 dv[DEC ? U : 1][DEC ? R : 1][2];  // DEC: the first step's lookups
-    if constexpr (DEC) {
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                D::decode(w[u][r], dv[u][r]);
-                // (pinned here: the compiler may not sink the lookups past the wait)
-                asm volatile("" : "+r"(dv[u][r][0].x), "+r"(dv[u][r][0].y), "+r"(dv[u][r][0].z), "+r"(dv[u][r][0].w));
-                asm volatile("" : "+r"(dv[u][r][1].x), "+r"(dv[u][r][1].y), "+r"(dv[u][r][1].z), "+r"(dv[u][r][1].w));
-            }
-        }
-    }
     cu_pdl_begin();
-    const auto step = [&](int c0) {
+    for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
+        if (c0 != c_begin + lane) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int c = c0 + 32 * u;
@@ -479,27 +464,6 @@ __global__ void __launch_bounds__(32 * k_warps, MINB) mvx_kernel(const mvx_args 
                     else acc[r] += D::dot(w[u][r], sc[u][r], x, dyn);
                 }
             }
-        }
-    };
-    if constexpr (DEC) {  // the first step (decoded), then the rest as below
-        const int c0 = c_begin + lane;
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int c = c0 + 32 * u;
-            if (c < c_end) {
-                const typename D::xs_t x = D::load_x(xs, c);
-#pragma unroll
-                for (int r = 0; r < R; r++) acc[r] += D::dot_dec(dv[u][r], sc[u][r], x, dyn);
-            }
-        }
-        for (int c1 = c0 + 32 * U; c1 < c_end; c1 += 32 * U) {
-            load(c1);
-            step(c1);
-        }
-    } else {
-        for (int c0 = c_begin + lane; c0 < c_end; c0 += 32 * U) {
-            if (c0 != c_begin + lane) load(c0);
-            step(c0);
         }
     }
     float sum[R];
@@ -1265,12 +1229,6 @@ bool nf4_norm_dec() {
     return ember_cuda_env_choice("EMBER_CUDA_MVN_NF4_DEC", 0, {0, 1}) == 1;
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
-// NF4's Q / K / V units (mvx_kernel<NF4, 2, 2, 1, NS, 6>) with their first step's lookups before
-// the PDL wait (DEC; EMBER_CUDA_EXT_NF4_DEC=1, measuring). Read at every call (tests switch it).
-bool nf4_qkv_dec() {
-    return ember_cuda_env_choice("EMBER_CUDA_EXT_NF4_DEC", 0, {0, 1}) == 1;
-}
-std::atomic<long long> nf4_qkv_dec_launches{0};  // (ember_cuda_nf4_qkv_dec_launches)
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
@@ -1581,11 +1539,11 @@ __host__ __device__ constexpr bool has_ns(int T) {
 }
 
 // mvx_kernel<T, R, U, KS>, its NS form when x is a norm-in-product copy (a.ns.nsq set).
-template <int T, int R, int U, int KS, int MINB = 0, bool DEC = false> void launch_mvx_k(ember_cuda_ctx & ctx, const dim3 & grid, const mvx_args & a) {
+template <int T, int R, int U, int KS, int MINB = 0> void launch_mvx_k(ember_cuda_ctx & ctx, const dim3 & grid, const mvx_args & a) {
     if constexpr (has_ns(T)) {
-        if (a.ns.nsq) return cu_launch(ctx, mvx_kernel<T, R, U, KS, true, MINB, DEC>, grid, 32 * k_warps, 0, a);
+        if (a.ns.nsq) return cu_launch(ctx, mvx_kernel<T, R, U, KS, true, MINB>, grid, 32 * k_warps, 0, a);
     }
-    cu_launch(ctx, mvx_kernel<T, R, U, KS, false, MINB, DEC>, grid, 32 * k_warps, 0, a);
+    cu_launch(ctx, mvx_kernel<T, R, U, KS, false, MINB>, grid, 32 * k_warps, 0, a);
 }
 
 template <int T, int R> void launch_mvx_ks(ember_cuda_ctx & ctx, const dim3 & grid, int ks, const mvx_args & a) {
@@ -1714,14 +1672,8 @@ template <int T> ember_status launch_mvx(ember_cuda_ctx & ctx, ember_tensor * co
                                              : T == EMBER_TYPE_INT4 && ks == 1 && int4_long_u2());
         if (short_rows || u2) {
             constexpr int occ6 = T == EMBER_TYPE_NF4 ? 6 : 0;  // (the cap is NF4's: no capped INT4 instances)
-            if (T == EMBER_TYPE_NF4 && u2 && nf4_occ6() && units && nf4_qkv_dec()) {
-                launch_mvx_k<T, 2, 2, 1, occ6, T == EMBER_TYPE_NF4>(ctx, grid, a);
-                nf4_qkv_dec_launches.fetch_add(1, std::memory_order_relaxed);
-            } else if (T == EMBER_TYPE_NF4 && u2 && nf4_occ6()) {
-                launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
-            } else {
-                launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
-            }
+            if (T == EMBER_TYPE_NF4 && u2 && nf4_occ6()) launch_mvx_k<T, 2, 2, 1, occ6>(ctx, grid, a);
+            else launch_mvx_k<T, 2, 2, 1>(ctx, grid, a);
             return ember_cuda_check_launch("mul_mat (matvec, ember types)");
         }
     }
@@ -1853,9 +1805,6 @@ long long ember_cuda_int4_halves_launches() {
 }
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
-}
-long long ember_cuda_nf4_qkv_dec_launches() {
-    return nf4_qkv_dec_launches.load(std::memory_order_relaxed);
 }
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64

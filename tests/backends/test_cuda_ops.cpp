@@ -1048,38 +1048,6 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
     }
 }
 
-// NF4 Q / K / V units 4096 wide with their first step's codebook lookups before the PDL wait
-// (EMBER_CUDA_EXT_NF4_DEC=1, mvx_kernel DEC): NEOX and NORMAL pairs, over x and over an O
-// product's norm-in-product copy: the same bits as the default form (the same integer sums),
-// against the CPU (eager, recorded, replayed), the DEC launches counted.
-TEST_CASE("[cuda] decode Q/K/V: NF4 rows of 4096 with the first step looked up before the wait (EMBER_CUDA_EXT_NF4_DEC)") {
-    if (!cuda_device()) {
-        MESSAGE("skipped: no CUDA device (no driver or no GPU)");
-        return;
-    }
-    const env_clear reset{{"EMBER_CUDA_EXT_NF4_DEC"}};
-    for (bool normed : {false, true}) {
-        for (int32_t mode : {EMBER_ROPE_NEOX, EMBER_ROPE_NORMAL}) {
-            qkv_case p{EMBER_TYPE_NF4, normed ? EMBER_TYPE_F32 : EMBER_TYPE_F16, mode, false, mode == EMBER_ROPE_NORMAL, 8, 2, 128, static_cast<ember_type>(EMBER_TYPE_COUNT), 4096, normed};
-            const std::string what = std::string("nf4 dec ") + qkv_types(p) + (normed ? " normed" : "") + " mode " + std::to_string(mode);
-            CAPTURE(what);
-            const auto build = [=](case_ctx & c) { return qkv_layer(c, p); };
-            set_env("EMBER_CUDA_EXT_NF4_DEC", "0");
-            long long                before = ember_cuda_nf4_qkv_dec_launches();
-            const std::vector<float> plain  = run_on(cuda_device(), build, 5);
-            CHECK(ember_cuda_nf4_qkv_dec_launches() == before);
-            set_env("EMBER_CUDA_EXT_NF4_DEC", "1");
-            before                       = ember_cuda_nf4_qkv_dec_launches();
-            const std::vector<float> dec = run_on(cuda_device(), build, 5);
-            CHECK(ember_cuda_nf4_qkv_dec_launches() > before);
-            CHECK(dec == plain);
-            // (NF4 normed: its int8 codebook against the CPU's floats, 4e-3 on every form: session 48)
-            check_runs(what, build, normed ? 1e-2 : 1e-3, {5, 6, 7});
-            set_env("EMBER_CUDA_EXT_NF4_DEC", "");
-        }
-    }
-}
-
 // A decode FFN for the gate / up launch's tests, weights of type t: x + down(swiglu(gate(h),
 // up(h))), h = norm(x) w. Variant 1: the gate also read by another product (its floats stored);
 // 2: x the residual after a k x k product, so h is that product's norm-in-product copy where the
