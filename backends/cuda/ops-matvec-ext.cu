@@ -1223,10 +1223,16 @@ bool int4_halves() {
     return ember_cuda_env_choice("EMBER_CUDA_EXT_INT4_HALVES", 1, {0, 1}) == 1;
 }
 std::atomic<long long> int4_halves_launches{0};  // (ember_cuda_int4_halves_launches)
-// NF4's decode-norm producers with their first slice's lookups before the PDL wait
-// (mvx_norm_kernel DEC; EMBER_CUDA_MVN_NF4_DEC=1, measuring). Read at every call (tests switch it).
-bool nf4_norm_dec() {
-    return ember_cuda_env_choice("EMBER_CUDA_MVN_NF4_DEC", 0, {0, 1}) == 1;
+// NF4's decode-norm producers with their first slice's lookups before the PDL wait (mvx_norm_kernel
+// DEC): by default those of one block a group of 32 rows, not the SPLIT ones (two blocks a group,
+// the 1B down product: there the lookups before the wait slowed the gate / up launch beside them);
+// EMBER_CUDA_MVN_NF4_DEC=0: none, =2: every one. H100 tg128 (session 72, every one): 8B NF4 507.5
+// -> 519.4 (the producers 8.62 -> 8.25 us, the Q / K / V launch after the down product 8.58 ->
+// 8.02), 1B 1971.5 -> 1960.5 (its O producer 4.91 -> 3.96 us, the split down producer 6.16 ->
+// 6.47). Read at every call (tests switch it).
+bool nf4_norm_dec(bool split) {
+    const int e = ember_cuda_env_choice("EMBER_CUDA_MVN_NF4_DEC", 1, {0, 1, 2});
+    return e == 2 || (e == 1 && !split);
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
@@ -2052,7 +2058,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(groups), nsl, a.split, thr)) {
         if (w->type == EMBER_TYPE_INT4) {
             cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
-        } else if (nf4_norm_dec()) {
+        } else if (nf4_norm_dec(true)) {
             cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true, true>, 2 * groups, thr, 0, a);
             nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
         } else {
@@ -2063,7 +2069,7 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     thr = 32 * mvn_warps(nsl);
     if (w->type == EMBER_TYPE_INT4) {
         cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
-    } else if (nf4_norm_dec()) {
+    } else if (nf4_norm_dec(false)) {
         cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, false, true>, groups, thr, 0, a);
         nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
     } else {

@@ -1368,12 +1368,13 @@ TEST_CASE("[cuda] the decode norm in the product before it: INT4 / NF4 in the ex
 }
 
 // NF4's decode-norm producers with their first slice's codebook lookups before the PDL wait
-// (EMBER_CUDA_MVN_NF4_DEC=1, mvx_norm_kernel DEC): ffn_norm_chain with a down product 8192 wide
-// over 2304 rows (72 groups: one block a group on 132 SMs, 32 slices, 2 a warp), one 14336 wide
-// over 256 rows (8 groups: two blocks a group, EMBER_CUDA_MVN_SPLIT's, 28 slices each), an O
-// product 4096 wide over 4096 rows (16 warps of one slice, all of it decoded) and rows of 67
-// blocks of 64 (a partial last slice). The same bits as the default producer (the same integer sums),
-// against the CPU (eager, recorded, replayed), the DEC launches counted.
+// (mvx_norm_kernel DEC; EMBER_CUDA_MVN_NF4_DEC: 0 none, 1 the default, producers of one block a
+// group, 2 the SPLIT ones too): ffn_norm_chain with a down product 8192 wide over 2304 rows (72
+// groups: one block a group on 132 SMs, 32 slices, 2 a warp), one 14336 wide over 256 rows (8
+// groups: two blocks a group, EMBER_CUDA_MVN_SPLIT's, 28 slices each), an O product 4096 wide over
+// 4096 rows (16 warps of one slice, all of it decoded) and rows of 67 blocks of 64 over 2304 rows (a
+// partial last slice). The same bits at every setting (the same integer sums), against the CPU (eager,
+// recorded, replayed), the DEC launches counted (=1: the split producers not among them).
 TEST_CASE("[cuda] the decode norm in the product before it: NF4 producers with the first slice looked up before the wait (EMBER_CUDA_MVN_NF4_DEC)") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1384,20 +1385,30 @@ TEST_CASE("[cuda] the decode norm in the product before it: NF4 producers with t
     struct shape {
         int64_t k, n, f;
     };
-    for (const shape sh : {shape{256, 2304, 8192}, shape{256, 256, 14336}, shape{4096, 4096, 512}, shape{64 * 67, 64, 64 * 67}}) {
+    for (const shape sh : {shape{256, 2304, 8192}, shape{256, 256, 14336}, shape{4096, 4096, 512}, shape{64 * 67, 2304, 64 * 67}}) {
         const std::string what = "nf4 dec k " + std::to_string(sh.k) + " n " + std::to_string(sh.n) + " f " + std::to_string(sh.f);
         CAPTURE(what);
         const auto build = [=](case_ctx & c) { return ffn_norm_chain(c, EMBER_TYPE_NF4, EMBER_TYPE_NF4, sh.k, sh.n, sh.f); };
-        set_env("EMBER_CUDA_MVN_NF4_DEC", "0");
-        long long                before = ember_cuda_nf4_norm_dec_launches();
-        const std::vector<float> plain  = run_on(cuda_device(), build, 21);
-        CHECK(ember_cuda_nf4_norm_dec_launches() == before);
-        set_env("EMBER_CUDA_MVN_NF4_DEC", "1");
-        before                       = ember_cuda_nf4_norm_dec_launches();
-        const std::vector<float> dec = run_on(cuda_device(), build, 21);
-        CHECK(ember_cuda_nf4_norm_dec_launches() > before);
-        CHECK(dec == plain);
-        check_runs(what, build, 2e-3, {21, 22, 23});
+        std::vector<float> got[3];
+        long long          ran[3];
+        for (int mode = 0; mode < 3; mode++) {
+            set_env("EMBER_CUDA_MVN_NF4_DEC", std::to_string(mode).c_str());
+            const long long before = ember_cuda_nf4_norm_dec_launches();
+            got[mode]              = run_on(cuda_device(), build, 21);
+            ran[mode]              = ember_cuda_nf4_norm_dec_launches() - before;
+            CAPTURE(mode);
+            CHECK(got[mode] == got[0]);
+            if (mode > 0) check_runs(what + " mode " + std::to_string(mode), build, 2e-3, {21, 22, 23});
+        }
+        const long long split = ember_cuda_mvn_split_launches();
+        set_env("EMBER_CUDA_MVN_NF4_DEC", "2");
+        run_on(cuda_device(), build, 21);
+        const bool has_split = ember_cuda_mvn_split_launches() > split;
+        CAPTURE(has_split);
+        CHECK(ran[0] == 0);
+        CHECK(ran[1] > 0);  // (every chain has a producer of one block a group: its first)
+        CHECK(ran[2] >= ran[1]);
+        CHECK((ran[2] > ran[1]) == has_split);
         set_env("EMBER_CUDA_MVN_NF4_DEC", "");
     }
 }
