@@ -168,6 +168,37 @@ constexpr bool nf4_sign_tables_ok() {
 }
 static_assert(nf4_sign_tables_ok(), "the NF4 sign tables disagree with round(127 NF4[q])");
 
+// mx<NF4>::decode's signed bytes, p | ((0x80 - n) ^ 0x80) a byte (p, n: the two lookups, one of
+// them 0), against round(127 NF4[q]) for every q; four different codes in one word for the
+// subtraction's lack of borrows (n <= 127 a byte: nf4_sign_tables_ok).
+constexpr uint32_t nf4_signed_word(int q0, int q1, int q2, int q3) {
+    const int      q[4] = {q0, q1, q2, q3};
+    uint32_t       n = 0, p = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t t = q[i] < 8 ? (q[i] % 8 < 4 ? k_nf4_n0 : k_nf4_n1) : (q[i] % 8 < 4 ? k_nf4_p0 : k_nf4_p1);
+        const uint32_t b = (t >> (8 * (q[i] % 4))) & 0xffu;
+        (q[i] < 8 ? n : p) |= b << (8 * i);
+    }
+    return p | ((0x80808080u - n) ^ 0x80808080u);
+}
+constexpr bool nf4_signed_bytes_ok() {
+    for (int q = 0; q < 16; q++) {
+        for (int r = 0; r < 16; r++) {
+            const uint32_t w = nf4_signed_word(q, r, 15 - q, 7);
+            const int      want[4] = {cu_sign_tables_entry(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1, q),
+                                      cu_sign_tables_entry(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1, r),
+                                      cu_sign_tables_entry(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1, 15 - q),
+                                      cu_sign_tables_entry(k_nf4_n0, k_nf4_n1, k_nf4_p0, k_nf4_p1, 7)};
+            for (int i = 0; i < 4; i++) {
+                const int b = static_cast<int>((w >> (8 * i)) & 0xffu);
+                if ((b >= 128 ? b - 256 : b) != want[i]) return false;
+            }
+        }
+    }
+    return true;
+}
+static_assert(nf4_signed_bytes_ok(), "mx<NF4>::decode's signed bytes disagree with round(127 NF4[q])");
+
 // The 4 nibbles in the low 16 bits of s (nibble j: byte j) through the two tables: .x the
 // negative entries' magnitudes (0 where q >= 8: bit 3 set selects a sign, and every sign is
 // clear), .y the positive entries (0 where q < 8: s ^ 0x8888 sets bit 3 just there). So
