@@ -311,10 +311,13 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
         }
         return x.dlo * cu_int_float(plo - nlo) + x.dhi * cu_int_float(phi - nhi);  // |sums| < 16 127^2
     }
-    static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
-        const float s      = inner(w, x);
+    // A chunk's sum s times its block's absmax / 127.
+    static __device__ __forceinline__ float scaled(float s, const sc_t & sc, const float * dyn) {
         const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as the CPU: no FMA
         return absmax * k_nf4_inv * s;
+    }
+    static __device__ __forceinline__ float dot(const uint4 & w, const sc_t & sc, const xs_t & x, const float * dyn) {
+        return scaled(inner(w, x), sc, dyn);
     }
     // The same with the block's absmax / 127 given (mvx_glu_kernel's table): the same bits.
     static __device__ __forceinline__ float dot_scaled(const uint4 & w, float a, const xs_t & x) { return a * inner(w, x); }
@@ -346,9 +349,7 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
             slo = __dp4a(static_cast<int>(vl[j]), xl[j], slo);
             shi = __dp4a(static_cast<int>(vh[j]), xh[j], shi);
         }
-        const float s      = x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi);
-        const float absmax = __fadd_rn(__fmul_rn(dyn[sc.aq], sc.hd.x), sc.hd.y);  // as dot
-        return absmax * k_nf4_inv * s;
+        return scaled(x.dlo * cu_int_float(slo) + x.dhi * cu_int_float(shi), sc, dyn);
     }
 };
 
@@ -2069,6 +2070,18 @@ bool ember_cuda_fp8_ns_reader_here() {
     return fp8_mma_cc(cu_cc_major(dev)) && fp8_mma_units();
 }
 
+// mvx_norm_kernel<t, SPLIT>, NF4's DEC form where nf4_norm_dec takes it (counted).
+template <bool SPLIT> void launch_mvx_norm(ember_cuda_ctx & ctx, ember_type t, unsigned blocks, int thr, const mvx_norm_args & a) {
+    if (t == EMBER_TYPE_INT4) {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, SPLIT>, blocks, thr, 0, a);
+    } else if (nf4_norm_dec(SPLIT)) {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, SPLIT, true>, blocks, thr, 0, a);
+        nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, SPLIT>, blocks, thr, 0, a);
+    }
+}
+
 ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor * w, const int8_t * xq, const float2 * xds, const mvn_out & o) {
     if (!ember_cuda_ext_layout(w) || !has_ns(w->type) || w->ne[1] % k_mvn_rows != 0) return EMBER_ERR_INTERNAL;
     const ext_layout l = layout_of(w);
@@ -2087,24 +2100,9 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     const int      nsl    = (a.nchunk + 7) / 8;
     int            thr    = 0;
     if (ember_cuda_mvn_split(ctx, w->type, static_cast<int64_t>(groups), nsl, a.split, thr)) {
-        if (w->type == EMBER_TYPE_INT4) {
-            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4, true>, 2 * groups, thr, 0, a);
-        } else if (nf4_norm_dec(true)) {
-            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true, true>, 2 * groups, thr, 0, a);
-            nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
-        } else {
-            cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, true>, 2 * groups, thr, 0, a);
-        }
-        return EMBER_OK;
-    }
-    thr = 32 * mvn_warps(nsl);
-    if (w->type == EMBER_TYPE_INT4) {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_INT4>, groups, thr, 0, a);
-    } else if (nf4_norm_dec(false)) {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4, false, true>, groups, thr, 0, a);
-        nf4_norm_dec_launches.fetch_add(1, std::memory_order_relaxed);
+        launch_mvx_norm<true>(ctx, w->type, 2 * groups, thr, a);
     } else {
-        cu_launch(ctx, mvx_norm_kernel<EMBER_TYPE_NF4>, groups, thr, 0, a);
+        launch_mvx_norm<false>(ctx, w->type, groups, 32 * mvn_warps(nsl), a);
     }
     return EMBER_OK;
 }
