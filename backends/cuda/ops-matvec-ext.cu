@@ -206,6 +206,12 @@ static_assert(nf4_signed_bytes_ok(), "mx<NF4>::decode's signed bytes disagree wi
 __device__ __forceinline__ uint2 nf4_lookup_np(uint32_t s, uint32_t sx) {
     return make_uint2(cu_prmt(k_nf4_n0, k_nf4_n1, s), cu_prmt(k_nf4_p0, k_nf4_p1, sx));
 }
+// The same 4 nibbles as signed int8 codebook bytes: one of the two lookups is 0 a byte, so p - n
+// a byte is p | -n, -n a byte = (0x80 - n) ^ 0x80 (n <= 127: no borrow between bytes;
+// nf4_signed_bytes_ok).
+__device__ __forceinline__ uint32_t nf4_signed(uint2 np) {
+    return np.y | ((0x80808080u - np.x) ^ 0x80808080u);
+}
 
 //
 // FP8: 16 codes (a chunk) times 16 floats.
@@ -333,8 +339,8 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
             const uint32_t wx = wd[j] ^ 0x88888888u;
             const uint2    a  = nf4_lookup_np(wd[j], wx);
             const uint2    b  = nf4_lookup_np(wd[j] >> 16, wx >> 16);
-            lo[j]             = a.y | ((0x80808080u - a.x) ^ 0x80808080u);
-            hi[j]             = b.y | ((0x80808080u - b.x) ^ 0x80808080u);
+            lo[j]             = nf4_signed(a);
+            hi[j]             = nf4_signed(b);
         }
         v[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
         v[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
@@ -930,6 +936,12 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
 // (The next span's loads before a span's math, two register sets, 80 registers with a 12-byte
 // spill, measured slower in the gate / up launch: 8B NF4 tg128 492.8 -> 466.8, 1B 1983.9 -> 1702.8,
 // against 511.4 / 1826.3 without; session 47.)
+// F (nf4_glu_form): 0: a step's A through both sign tables, two mma (the positive bytes, the
+// negative magnitudes) whose int32 sums are subtracted; 1: A as signed bytes (nf4_signed), one mma
+// a step; 2: as 1, with the first span's 32 A words looked up before the PDL wait, from weights
+// only; 3: as 2 for the first span's first 4 steps (16 words). The same integer sums every form,
+// so the same bits.
+template <int F = 0>
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
                                               int sp1, int g, int t, float & acc_a, float & acc_b) {
@@ -951,13 +963,37 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
         r.hda = __ldg(ha + (bi >> 8));
         r.hdb = __ldg(hb + (bi >> 8));
     };
-    const int  nxb = 2 * nb;           // x blocks of 32 in the row
-    const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
-    regs       r;
-    if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
+    // Step st's 4 A words (rows a, b of word k0, then of word k0 + 1; the low half-words for st < 4).
+    const auto words = [](const regs & r, int st, uint32_t (&wv)[4]) {
+        const int k0 = 2 * (st % 4);
+        wv[0]        = nf4_word(r.wa, k0);
+        wv[1]        = nf4_word(r.wb, k0);
+        wv[2]        = nf4_word(r.wa, k0 + 1);
+        wv[3]        = nf4_word(r.wb, k0 + 1);
+#pragma unroll
+        for (int i = 0; i < 4; i++) wv[i] = st >= 4 ? wv[i] >> 16 : wv[i];
+    };
+    constexpr int ND = F == 2 ? 8 : F == 3 ? 4 : 0;  // steps of the first span looked up before the wait
+    const int     nxb = 2 * nb;                       // x blocks of 32 in the row
+    const bool    xon = (g >> 1) == t;                // this lane gives B's column g (x block g of a span)
+    regs          r;
+    uint32_t      dec[ND > 0 ? 4 * ND : 1];
+    if (sp0 < sp1) {  // weights only: before waiting for the kernel that makes x
+        load(r, sp0);
+        if constexpr (ND > 0) {
+#pragma unroll
+            for (int st = 0; st < ND; st++) {
+                uint32_t wv[4];
+                words(r, st, wv);
+#pragma unroll
+                for (int i = 0; i < 4; i++) dec[4 * st + i] = nf4_signed(nf4_lookup_np(wv[i], wv[i] ^ 0x8888u));
+                // (pinned here: the compiler may not sink the lookups past the wait)
+                asm volatile("" : "+r"(dec[4 * st]), "+r"(dec[4 * st + 1]), "+r"(dec[4 * st + 2]), "+r"(dec[4 * st + 3]));
+            }
+        }
+    }
     cu_pdl_begin();
-    for (int sp = sp0; sp < sp1; sp++) {
-        if (sp != sp0) load(r, sp);
+    const auto span = [&](int sp, auto first) {
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
         // 8 sp + 2t, + 1.
         const int xb = 8 * sp + g;
@@ -976,23 +1012,47 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
 #pragma unroll
         for (int st = 0; st < 8; st++) {
             const int h = st / 4, k0 = 2 * (st % 4);
-            uint32_t  wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
-            uint32_t  ap[4], an[4];
+            uint32_t  ap[4];
+            if constexpr (decltype(first)::value && ND > 0) {
+                if (st < ND) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t sel = h ? wv[i] >> 16 : wv[i];
-                const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
-                an[i]              = np.x;
-                ap[i]              = np.y;
+                    for (int i = 0; i < 4; i++) ap[i] = dec[4 * st + i];
+                }
             }
-            const bool on = xon && (g & 1) == h;
-            cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-            cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            if (!decltype(first)::value || st >= ND) {
+                uint32_t wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
+                uint32_t an[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t sel = h ? wv[i] >> 16 : wv[i];
+                    const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
+                    an[i]              = np.x;
+                    ap[i]              = F == 0 ? np.y : nf4_signed(np);
+                }
+                const bool on = xon && (g & 1) == h;
+                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+                if constexpr (F == 0) cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            } else {
+                const bool on = xon && (g & 1) == h;
+                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            }
         }
         const float ma = __fadd_rn(__fmul_rn(dyn[r.aqa], r.hda.x), r.hda.y) * k_nf4_inv;  // as the CPU: no FMA
         const float mb = __fadd_rn(__fmul_rn(dyn[r.aqb], r.hdb.x), r.hdb.y) * k_nf4_inv;
         acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
         acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+    };
+    if constexpr (ND == 0) {
+        for (int sp = sp0; sp < sp1; sp++) {
+            if (sp != sp0) load(r, sp);
+            span(sp, std::false_type{});
+        }
+    } else if (sp0 < sp1) {  // the first span apart: its looked-up words
+        span(sp0, std::true_type{});
+        for (int sp = sp0 + 1; sp < sp1; sp++) {
+            load(r, sp);
+            span(sp, std::false_type{});
+        }
     }
 }
 #endif
@@ -1268,6 +1328,14 @@ bool nf4_norm_dec(bool split) {
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
+// The form of NF4's gate / up launch on tensor cores (nf4_mma_spans F; EMBER_CUDA_NF4_GLU_FORM):
+// 0 (default) two mma a step over the sign tables; 1 one mma a step over signed bytes; 2 that with
+// the first span looked up before the PDL wait; 3 its first half. Read at every call (tests switch it).
+int nf4_glu_form() {
+    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_FORM", 0, {0, 1, 2, 3});
+}
+std::atomic<long long> nf4_glu_form_launches{0};  // (ember_cuda_nf4_glu_form_launches)
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1535,7 +1603,8 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
 // units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
 // here, session 48.)
-template <bool NS, int MINB>
+// F: nf4_mma_spans' form (nf4_glu_form).
+template <bool NS, int MINB, int F = 0>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
@@ -1550,7 +1619,7 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
     const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
     float          acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
+    nf4_mma_spans<F>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
                   a.nb, sp0, sp1, g, t, acc_g, acc_u);
     fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
@@ -1844,6 +1913,9 @@ long long ember_cuda_int4_halves_launches() {
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
 }
+long long ember_cuda_nf4_glu_form_launches() {
+    return nf4_glu_form_launches.load(std::memory_order_relaxed);
+}
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
 // groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
@@ -2107,6 +2179,14 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     return EMBER_OK;
 }
 
+template <bool NS> void launch_nf4_glu32(ember_cuda_ctx & ctx, unsigned blocks, int f, const mvx_glu_args & a) {
+    constexpr int thr = 32 * k_fp8_mma_warps;
+    if (f == 1) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 1>, blocks, thr, 0, a);
+    else if (f == 2) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 2>, blocks, thr, 0, a);
+    else if (f == 3) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 3>, blocks, thr, 0, a);
+    else cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4>, blocks, thr, 0, a);
+}
+
 ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,
                                        const ember_cuda_norm_scale * ns, const mvg_out & o, int warps) {
     if (!ember_cuda_mvx_glu_type_ok(wg, wu) || wg->ne[1] % 32 != 0 || (warps != 4 && warps != 8)) return EMBER_ERR_INTERNAL;
@@ -2128,9 +2208,10 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
-        constexpr int thr = 32 * k_fp8_mma_warps;
-        if (ns) cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
-        else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
+        const int f = nf4_glu_form();
+        if (f > 0) nf4_glu_form_launches.fetch_add(1, std::memory_order_relaxed);
+        if (ns) launch_nf4_glu32<true>(ctx, blocks, f, a);
+        else launch_nf4_glu32<false>(ctx, blocks, f, a);
         return EMBER_OK;
     }
     if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);
