@@ -206,12 +206,6 @@ static_assert(nf4_signed_bytes_ok(), "mx<NF4>::decode's signed bytes disagree wi
 __device__ __forceinline__ uint2 nf4_lookup_np(uint32_t s, uint32_t sx) {
     return make_uint2(cu_prmt(k_nf4_n0, k_nf4_n1, s), cu_prmt(k_nf4_p0, k_nf4_p1, sx));
 }
-// The same 4 nibbles as signed int8 codebook bytes: one of the two lookups is 0 a byte, so p - n
-// a byte is p | -n, -n a byte = (0x80 - n) ^ 0x80 (n <= 127: no borrow between bytes;
-// nf4_signed_bytes_ok).
-__device__ __forceinline__ uint32_t nf4_signed(uint2 np) {
-    return np.y | ((0x80808080u - np.x) ^ 0x80808080u);
-}
 
 //
 // FP8: 16 codes (a chunk) times 16 floats.
@@ -339,8 +333,8 @@ template <> struct mx<EMBER_TYPE_NF4> {  // 2 chunks per block
             const uint32_t wx = wd[j] ^ 0x88888888u;
             const uint2    a  = nf4_lookup_np(wd[j], wx);
             const uint2    b  = nf4_lookup_np(wd[j] >> 16, wx >> 16);
-            lo[j]             = nf4_signed(a);
-            hi[j]             = nf4_signed(b);
+            lo[j]             = a.y | ((0x80808080u - a.x) ^ 0x80808080u);
+            hi[j]             = b.y | ((0x80808080u - b.x) ^ 0x80808080u);
         }
         v[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
         v[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
@@ -903,6 +897,11 @@ __global__ void __launch_bounds__(32 * W, W == k_fp8_mma_warps ? 0 : 4) mvx_fp8_
     __syncthreads();
 }
 
+// The size of nf4_mma_spans_ring's ring for a block of `threads` threads.
+constexpr size_t nf4_ring_bytes(int stages, int threads) {
+    return static_cast<size_t>(stages) * 4 * threads * sizeof(uint4);
+}
+
 // NF4 on tensor cores (EMBER_CUDA_NF4_MMA=1, opt-in; session 46: written and compiled, not yet
 // run on a GPU). mvx_fp8_mma_kernel's form (16 rows a block, its 8 warps splitting the row's spans
 // of 256 weights, fp8_mma_meet) over int8 mma.m16n8k32: lane (g, t) takes NF4 block t of each span
@@ -936,12 +935,6 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
 // (The next span's loads before a span's math, two register sets, 80 registers with a 12-byte
 // spill, measured slower in the gate / up launch: 8B NF4 tg128 492.8 -> 466.8, 1B 1983.9 -> 1702.8,
 // against 511.4 / 1826.3 without; session 47.)
-// F (nf4_glu_form): 0: a step's A through both sign tables, two mma (the positive bytes, the
-// negative magnitudes) whose int32 sums are subtracted; 1: A as signed bytes (nf4_signed), one mma
-// a step; 2: as 1, with the first span's 32 A words looked up before the PDL wait, from weights
-// only; 3: as 2 for the first span's first 4 steps (16 words). The same integer sums every form,
-// so the same bits.
-template <int F = 0>
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
                                               int sp1, int g, int t, float & acc_a, float & acc_b) {
@@ -963,37 +956,13 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
         r.hda = __ldg(ha + (bi >> 8));
         r.hdb = __ldg(hb + (bi >> 8));
     };
-    // Step st's 4 A words (rows a, b of word k0, then of word k0 + 1; the low half-words for st < 4).
-    const auto words = [](const regs & r, int st, uint32_t (&wv)[4]) {
-        const int k0 = 2 * (st % 4);
-        wv[0]        = nf4_word(r.wa, k0);
-        wv[1]        = nf4_word(r.wb, k0);
-        wv[2]        = nf4_word(r.wa, k0 + 1);
-        wv[3]        = nf4_word(r.wb, k0 + 1);
-#pragma unroll
-        for (int i = 0; i < 4; i++) wv[i] = st >= 4 ? wv[i] >> 16 : wv[i];
-    };
-    constexpr int ND = F == 2 ? 8 : F == 3 ? 4 : 0;  // steps of the first span looked up before the wait
-    const int     nxb = 2 * nb;                       // x blocks of 32 in the row
-    const bool    xon = (g >> 1) == t;                // this lane gives B's column g (x block g of a span)
-    regs          r;
-    uint32_t      dec[ND > 0 ? 4 * ND : 1];
-    if (sp0 < sp1) {  // weights only: before waiting for the kernel that makes x
-        load(r, sp0);
-        if constexpr (ND > 0) {
-#pragma unroll
-            for (int st = 0; st < ND; st++) {
-                uint32_t wv[4];
-                words(r, st, wv);
-#pragma unroll
-                for (int i = 0; i < 4; i++) dec[4 * st + i] = nf4_signed(nf4_lookup_np(wv[i], wv[i] ^ 0x8888u));
-                // (pinned here: the compiler may not sink the lookups past the wait)
-                asm volatile("" : "+r"(dec[4 * st]), "+r"(dec[4 * st + 1]), "+r"(dec[4 * st + 2]), "+r"(dec[4 * st + 3]));
-            }
-        }
-    }
+    const int  nxb = 2 * nb;           // x blocks of 32 in the row
+    const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
+    regs       r;
+    if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    const auto span = [&](int sp, auto first) {
+    for (int sp = sp0; sp < sp1; sp++) {
+        if (sp != sp0) load(r, sp);
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
         // 8 sp + 2t, + 1.
         const int xb = 8 * sp + g;
@@ -1012,48 +981,136 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
 #pragma unroll
         for (int st = 0; st < 8; st++) {
             const int h = st / 4, k0 = 2 * (st % 4);
-            uint32_t  ap[4];
-            if constexpr (decltype(first)::value && ND > 0) {
-                if (st < ND) {
+            uint32_t  wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
+            uint32_t  ap[4], an[4];
 #pragma unroll
-                    for (int i = 0; i < 4; i++) ap[i] = dec[4 * st + i];
-                }
+            for (int i = 0; i < 4; i++) {
+                const uint32_t sel = h ? wv[i] >> 16 : wv[i];
+                const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
+                an[i]              = np.x;
+                ap[i]              = np.y;
             }
-            if (!decltype(first)::value || st >= ND) {
-                uint32_t wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
-                uint32_t an[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const uint32_t sel = h ? wv[i] >> 16 : wv[i];
-                    const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
-                    an[i]              = np.x;
-                    ap[i]              = F == 0 ? np.y : nf4_signed(np);
-                }
-                const bool on = xon && (g & 1) == h;
-                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-                if constexpr (F == 0) cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-            } else {
-                const bool on = xon && (g & 1) == h;
-                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-            }
+            const bool on = xon && (g & 1) == h;
+            cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
         }
         const float ma = __fadd_rn(__fmul_rn(dyn[r.aqa], r.hda.x), r.hda.y) * k_nf4_inv;  // as the CPU: no FMA
         const float mb = __fadd_rn(__fmul_rn(dyn[r.aqb], r.hdb.x), r.hdb.y) * k_nf4_inv;
         acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
         acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
-    };
-    if constexpr (ND == 0) {
-        for (int sp = sp0; sp < sp1; sp++) {
-            if (sp != sp0) load(r, sp);
-            span(sp, std::false_type{});
-        }
-    } else if (sp0 < sp1) {  // the first span apart: its looked-up words
-        span(sp0, std::true_type{});
-        for (int sp = sp0 + 1; sp < sp1; sp++) {
-            load(r, sp);
-            span(sp, std::false_type{});
-        }
     }
+}
+
+// cp.async of 16 bytes from global src to shared dst, zero-filled where !ok (nothing read then;
+// src must still be a valid address); lands at a wait for its group (nf4_mma_spans_ring).
+__device__ __forceinline__ void nf4_cp16(uint4 * dst, const void * src, bool ok) {
+    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void nf4_cp_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void nf4_cp_wait() {  // at most N groups still pending
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// nf4_mma_spans with the spans' weights streamed through a ring of S stages in shared memory
+// (EMBER_CUDA_NF4_GLU_RING): each lane copies its own 64 bytes of a span (rows a and b, block t)
+// with cp.async, S - 1 spans ahead of its math, so a warp has weights in flight while it looks
+// up and multiplies a span, without registers to hold them (the two-register-set form spilled
+// at the 64-register cap, session 47); a lane reads back only what it copied itself, so no
+// barrier. The scales one span ahead in registers. The first S - 1 spans' copies and the first
+// scales before the PDL wait. ring: this block's 4 S blockDim.x uint4 (nf4_ring_bytes), lane
+// slot i (0, 1: row a's two halves, 2, 3: row b's) of stage st at ring[(4 st + i) blockDim.x +
+// threadIdx.x]. The same lookups and integer sums as nf4_mma_spans (the steps in another order:
+// exact int32 adds), so the same bits.
+template <int S>
+__device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb,
+                                                   const float2 * ha, const float2 * hb, const float * dyn, const int8_t * xq,
+                                                   const float2 * xds, int nb, int sp0, int sp1, int g, int t, float & acc_a,
+                                                   float & acc_b, uint4 * ring) {
+    static_assert(S >= 2, "a ring of at least two stages");
+    struct scales {
+        uint32_t aqa, aqb;
+        float2   hda, hdb;
+    };
+    const int  nt   = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
+    const auto issue = [&](int sp) {  // span sp's copies into stage (sp - sp0) % S, one group (empty past sp1)
+        if (sp < sp1) {
+            const int  bt = 4 * sp + t, bi = min(bt, nb - 1);
+            const bool ok = bt < nb;
+            uint4 *    st = ring + 4 * ((sp - sp0) % S) * nt + tid;
+            const uint4 * a = reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi));
+            const uint4 * b = reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi));
+            nf4_cp16(st, a, ok);
+            nf4_cp16(st + nt, a + 1, ok);
+            nf4_cp16(st + 2 * nt, b, ok);
+            nf4_cp16(st + 3 * nt, b + 1, ok);
+        }
+        nf4_cp_commit();
+    };
+    const auto load_sc = [&](int sp) {  // (the index clamped: past the row it reads the last block's)
+        const int bi = min(4 * sp + t, nb - 1);
+        scales    c;
+        c.aqa = __ldg(sa + bi);
+        c.aqb = __ldg(sb + bi);
+        c.hda = __ldg(ha + (bi >> 8));
+        c.hdb = __ldg(hb + (bi >> 8));
+        return c;
+    };
+    const int  nxb = 2 * nb;           // x blocks of 32 in the row
+    const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
+    scales     sc  = load_sc(sp0);     // weights only before the wait
+#pragma unroll
+    for (int k = 0; k < S - 1; k++) issue(sp0 + k);
+    cu_pdl_begin();
+    for (int sp = sp0; sp < sp1; sp++) {
+        issue(sp + S - 1);  // into the stage span sp - 1 was read from
+        nf4_cp_wait<S - 1>();  // span sp's group landed
+        const scales next = load_sc(sp + 1);
+        const int    xb   = 8 * sp + g;
+        uint32_t     xw[8];
+        if (xon && xb < nxb) {
+            const int4 v0 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)));
+            const int4 v1 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)) + 1);
+            xw[0] = v0.x, xw[1] = v0.y, xw[2] = v0.z, xw[3] = v0.w, xw[4] = v1.x, xw[5] = v1.y, xw[6] = v1.z, xw[7] = v1.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) xw[i] = 0u;
+        }
+        const int     xc = 8 * sp + 2 * t;
+        const float   d0 = __ldg(xds + min(xc, nxb - 1)).x, d1 = __ldg(xds + min(xc + 1, nxb - 1)).x;
+        const uint4 * st = ring + 4 * ((sp - sp0) % S) * nt + tid;
+        int           cp[4] = {0, 0, 0, 0}, cn[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int q = 0; q < 2; q++) {  // words 4q .. 4q + 3 of rows a and b: steps 2q, 2q + 1 and 4 + 2q, 5 + 2q
+            const uint4    va = st[q * nt], vb = st[(2 + q) * nt];
+            const uint32_t wa[4] = {va.x, va.y, va.z, va.w}, wb[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int h = j / 2, k = 2 * (j % 2);  // word pair (k, k + 1) of the 4, half h
+                const uint32_t wv[4] = {wa[k], wb[k], wa[k + 1], wb[k + 1]};
+                uint32_t       ap[4], an[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t sel = h ? wv[i] >> 16 : wv[i];
+                    const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
+                    an[i]              = np.x;
+                    ap[i]              = np.y;
+                }
+                const int  k0 = 4 * q + k;  // the x words of these A words
+                const bool on = xon && (g & 1) == h;
+                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+                cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            }
+        }
+        const float ma = __fadd_rn(__fmul_rn(dyn[sc.aqa], sc.hda.x), sc.hda.y) * k_nf4_inv;  // as the CPU: no FMA
+        const float mb = __fadd_rn(__fmul_rn(dyn[sc.aqb], sc.hdb.x), sc.hdb.y) * k_nf4_inv;
+        acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
+        acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+        sc    = next;
+    }
+    nf4_cp_wait<0>();  // (no copy outlives the block: the groups past sp1 are empty, but to be sure)
 }
 #endif
 
@@ -1328,13 +1385,13 @@ bool nf4_norm_dec(bool split) {
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
-// The form of NF4's gate / up launch on tensor cores (nf4_mma_spans F; EMBER_CUDA_NF4_GLU_FORM):
-// 0 (default) two mma a step over the sign tables; 1 one mma a step over signed bytes; 2 that with
-// the first span looked up before the PDL wait; 3 its first half. Read at every call (tests switch it).
-int nf4_glu_form() {
-    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_FORM", 0, {0, 1, 2, 3});
+// EMBER_CUDA_NF4_GLU_RING=2|3: NF4's gate / up launch on tensor cores streams its weights through a
+// ring of that many stages in shared memory (nf4_mma_spans_ring; opt-in, measuring); 0 (default):
+// not. Read at every call (tests switch it).
+int nf4_glu_ring() {
+    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_RING", 0, {0, 2, 3});
 }
-std::atomic<long long> nf4_glu_form_launches{0};  // (ember_cuda_nf4_glu_form_launches)
+std::atomic<long long> nf4_glu_ring_launches{0};  // (ember_cuda_nf4_glu_ring_launches)
 
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
@@ -1603,8 +1660,8 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
 // units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
 // here, session 48.)
-// F: nf4_mma_spans' form (nf4_glu_form).
-template <bool NS, int MINB, int F = 0>
+// S: nf4_mma_spans_ring's stages (its ring in the launch's dynamic shared memory), 0: nf4_mma_spans.
+template <bool NS, int MINB, int S = 0>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
@@ -1619,8 +1676,14 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
     const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
     float          acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans<F>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
-                  a.nb, sp0, sp1, g, t, acc_g, acc_u);
+    if constexpr (S > 0) {
+        extern __shared__ uint4 nf4_ring[];
+        nf4_mma_spans_ring<S>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn,
+                              a.xq, a.xds, a.nb, sp0, sp1, g, t, acc_g, acc_u, nf4_ring);
+    } else {
+        nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
+                      a.nb, sp0, sp1, g, t, acc_g, acc_u);
+    }
     fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
     const int tl = lane / 8, r = lane % 8;  // lane = unit u0 + lane: tile tl, row r
@@ -1913,8 +1976,8 @@ long long ember_cuda_int4_halves_launches() {
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
 }
-long long ember_cuda_nf4_glu_form_launches() {
-    return nf4_glu_form_launches.load(std::memory_order_relaxed);
+long long ember_cuda_nf4_glu_ring_launches() {
+    return nf4_glu_ring_launches.load(std::memory_order_relaxed);
 }
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
@@ -2179,12 +2242,24 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     return EMBER_OK;
 }
 
-template <bool NS> void launch_nf4_glu32(ember_cuda_ctx & ctx, unsigned blocks, int f, const mvx_glu_args & a) {
+// The ring of NF4's gate / up launch on tensor cores in shared memory (nf4_mma_spans_ring), 2 or 3
+// stages, 32 or 48 KB a block (4 blocks an SM: 128 / 192 KB of the 228); 0: none (nf4_mma_spans,
+// the weights of a warp's span requested after the math of the one before). S = 3 asks for more
+// than the 48 KB of dynamic shared memory a launch gets without asking: an error status where it
+// cannot have it.
+template <bool NS> ember_status launch_nf4_glu32_ring(ember_cuda_ctx & ctx, unsigned blocks, int stages, const mvx_glu_args & a) {
     constexpr int thr = 32 * k_fp8_mma_warps;
-    if (f == 1) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 1>, blocks, thr, 0, a);
-    else if (f == 2) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 2>, blocks, thr, 0, a);
-    else if (f == 3) cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 3>, blocks, thr, 0, a);
-    else cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4>, blocks, thr, 0, a);
+    if (stages == 2) {
+        cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 2>, blocks, thr, nf4_ring_bytes(2, thr), a);
+        return EMBER_OK;
+    }
+    const size_t smem = nf4_ring_bytes(3, thr);
+    if (cudaFuncSetAttribute(mvx_nf4_glu32_kernel<NS, 4, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
+        cudaGetLastError();
+        return EMBER_ERR_INTERNAL;
+    }
+    cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 3>, blocks, thr, smem, a);
+    return EMBER_OK;
 }
 
 ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,
@@ -2208,10 +2283,17 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
-        const int f = nf4_glu_form();
-        if (f > 0) nf4_glu_form_launches.fetch_add(1, std::memory_order_relaxed);
-        if (ns) launch_nf4_glu32<true>(ctx, blocks, f, a);
-        else launch_nf4_glu32<false>(ctx, blocks, f, a);
+        constexpr int thr = 32 * k_fp8_mma_warps;
+        const int stages = nf4_glu_ring();
+        if (stages > 0) {
+            const ember_status st = ns ? launch_nf4_glu32_ring<true>(ctx, blocks, stages, a) : launch_nf4_glu32_ring<false>(ctx, blocks, stages, a);
+            if (st != EMBER_OK) return st;
+            nf4_glu_ring_launches.fetch_add(1, std::memory_order_relaxed);
+        } else if (ns) {
+            cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
+        } else {
+            cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
+        }
         return EMBER_OK;
     }
     if (wg->type == EMBER_TYPE_NF4) launch_mvx_glu_t<EMBER_TYPE_NF4>(ctx, blocks, a, ns != nullptr, warps);

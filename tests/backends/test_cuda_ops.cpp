@@ -1562,7 +1562,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
                            "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_GLU_FP8", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_FP8",
                            "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS", "EMBER_CUDA_MV_GLU_Q5K",
-                           "EMBER_CUDA_NF4_GLU_FORM"}};
+                           "EMBER_CUDA_NF4_GLU_RING"}};
     struct shape {
         int64_t k, f;
     };
@@ -1632,19 +1632,19 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     CHECK(sep == fused);
                 }
                 if (nf4_tc && variant != 1) {
-                    // nf4_mma_spans' forms (EMBER_CUDA_NF4_GLU_FORM): one mma a step over signed bytes,
-                    // with the first span's (1280: 3 spans and 2; 256: one, the second half none;
-                    // 320: a partial second) words, or their first half, looked up before the wait:
-                    // the same integer sums, so the same bits; the launches counted
-                    for (const char * f : {"1", "2", "3"}) {
-                        CAPTURE(f);
-                        set_env("EMBER_CUDA_NF4_GLU_FORM", f);
-                        const long long          before = ember_cuda_nf4_glu_form_launches();
-                        const std::vector<float> formed = run_on(cuda_device(), build, 6);
-                        CHECK(ember_cuda_nf4_glu_form_launches() > before);
-                        CHECK(formed == fused);
+                    // the weights through a ring of 2 / 3 stages in shared memory
+                    // (EMBER_CUDA_NF4_GLU_RING; 1280: 3 spans and 2 a warp, 8192: 16, 256: one, the
+                    // second half none, 320: a partial second): the same lookups and integer sums, so
+                    // the same bits; the launches counted
+                    for (const char * stages : {"2", "3"}) {
+                        CAPTURE(stages);
+                        set_env("EMBER_CUDA_NF4_GLU_RING", stages);
+                        const long long          before = ember_cuda_nf4_glu_ring_launches();
+                        const std::vector<float> ringed = run_on(cuda_device(), build, 6);
+                        CHECK(ember_cuda_nf4_glu_ring_launches() > before);
+                        CHECK(ringed == fused);
                     }
-                    set_env("EMBER_CUDA_NF4_GLU_FORM", "");
+                    set_env("EMBER_CUDA_NF4_GLU_RING", "");
                 }
                 if (fp8 && !ns) {  // the spans through two buffers (every FP8 product of the graph): the same bits
                     set_env("EMBER_CUDA_FP8_MMA_PIPE", "1");
