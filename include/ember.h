@@ -176,10 +176,9 @@ EMBER_API const char * ember_device_name(int32_t index);
 /* Static description of device i (the GPU's name, compute capability, memory and CUDA driver;
  * the Vulkan device's name; the CPU's model), or NULL when out of range. */
 EMBER_API const char * ember_device_description(int32_t index);
-/* Measures device i's memory bandwidth: copies of `bytes` (0 = 1 GiB, 256 MiB on the CPU) within
- * its own memory, 8 back and forth between two buffers a timed run, best of 6 runs, as bytes
- * read + written per second in *gb_per_s (units of 1e9 bytes). Takes twice `bytes` of the
- * device's memory for the call. */
+/* Measures device i's memory bandwidth: a copy of `bytes` (0 = 1 GiB, 256 MiB on the CPU) within
+ * its own memory, best of 6 timed runs, as bytes read + written per second in *gb_per_s (units
+ * of 1e9 bytes). Takes twice `bytes` of the device's memory for the call. */
 EMBER_API ember_status ember_device_copy_bandwidth(int32_t index, uint64_t bytes, double * gb_per_s);
 
 //
