@@ -159,12 +159,14 @@ __device__ __forceinline__ int2 mvn_half(int nsl) {
 // first slice. PIPE: the next slice's first half requested once this one's first half is summed,
 // its second half after the second (a slice's loads wait behind half a slice's arithmetic); else
 // the next slice's loads follow the whole slice. sl0: the first slice (the row's slices sl0 .. nsl
-// - 1; a SPLIT producer's half, mvn_half).
+// - 1; a SPLIT producer's half, mvn_half). first_done (not with PIPE): the caller also summed the
+// warp's first slice (mvx_norm_kernel DEC, over its looked-up bytes), so the loop starts at the
+// warp's second and requests each slice it takes.
 template <bool PIPE, typename Load, typename Fetch, typename Sum>
 __device__ __forceinline__ void mvg_slices(int wi, int nw, int nsl, int j, int nchunk, const Load & load, const Fetch & fetch, const Sum & sum,
-                                           int sl0 = 0) {
-    for (int sl = sl0 + wi; sl < nsl; sl += nw) {
-        if (!PIPE && sl != sl0 + wi) load(sl, 3);
+                                           int sl0 = 0, bool first_done = false) {
+    for (int sl = sl0 + wi + (first_done ? nw : 0); sl < nsl; sl += nw) {
+        if (!PIPE && (first_done || sl != sl0 + wi)) load(sl, 3);
         const int  c    = 8 * sl + j;
         const bool in   = c < nchunk;
         const bool more = PIPE && sl + nw < nsl;

@@ -1526,18 +1526,8 @@ __global__ void __launch_bounds__(32 * k_mvn_max_warps, 1) mvx_norm_kernel(const
 #pragma unroll
             for (int t = 0; t < 8; t++) acc[t] += D::dot_dec(v[t], sc[t], x, dyn);
         }
-        for (int sl = sl0 + wi + nw; sl < nsl; sl += nw) {
-            load(sl, 3);
-            const int cs = 8 * sl + j;
-            if (cs < a.nchunk) {
-                fetch(cs);
-                sum(0);
-                sum(1);
-            }
-        }
-    } else {
-        mvg_slices<false>(wi, nw, nsl, j, a.nchunk, load, fetch, sum, sl0);
     }
+    mvg_slices<false>(wi, nw, nsl, j, a.nchunk, load, fetch, sum, sl0, DEC);
     mvn_block_end<8, SPLIT>(acc, a.out, row0, lane, wi, nw, a.split);
 }
 
