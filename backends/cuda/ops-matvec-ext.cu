@@ -928,6 +928,34 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
     return k % 4 == 0 ? v.x : k % 4 == 1 ? v.y : k % 4 == 2 ? v.z : v.w;
 }
 
+// One step of nf4_mma_spans (and of nf4_mma_spans_ring): A = wv (rows a, b of word k0, then of
+// word k0 + 1) at half h through both sign tables, B = x words k0, k0 + 1 where this lane's column
+// is on (xon, and half h its x block's): the positive bytes into cp, the negative magnitudes into cn.
+__device__ __forceinline__ void nf4_mma_step(int (&cp)[4], int (&cn)[4], const uint32_t (&wv)[4], int h, bool xon, int g, const uint32_t (&xw)[8],
+                                             int k0) {
+    uint32_t ap[4], an[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t sel = h ? wv[i] >> 16 : wv[i];
+        const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
+        an[i]              = np.x;
+        ap[i]              = np.y;
+    }
+    const bool on = xon && (g & 1) == h;
+    cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+    cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+}
+
+// A span's int32 sums (nf4_mma_step's cp - cn) into acc_a / acc_b: times the blocks' absmax / 127
+// (aq: absmax_q byte, hd: the group's scale2, offset) and the x blocks' scales d0 / d1.
+__device__ __forceinline__ void nf4_mma_span_end(const int (&cp)[4], const int (&cn)[4], const float * dyn, uint32_t aqa, uint32_t aqb, float2 hda,
+                                                 float2 hdb, float d0, float d1, float & acc_a, float & acc_b) {
+    const float ma = __fadd_rn(__fmul_rn(dyn[aqa], hda.x), hda.y) * k_nf4_inv;  // as the CPU: no FMA
+    const float mb = __fadd_rn(__fmul_rn(dyn[aqb], hdb.x), hdb.y) * k_nf4_inv;
+    acc_a          = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
+    acc_b          = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+}
+
 // One warp's part of rows a / b (qa / qb: their quant bytes, sa / sb: absmax_q bytes, ha / hb: group
 // headers) over spans [sp0, sp1) of 256 weights: acc_a / acc_b, this lane's sums over its block
 // t of each span (x blocks 2t, 2t + 1: fp8_mma_meet's columns), before any shuffle. xq / xds: x's
@@ -981,23 +1009,10 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
 #pragma unroll
         for (int st = 0; st < 8; st++) {
             const int h = st / 4, k0 = 2 * (st % 4);
-            uint32_t  wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
-            uint32_t  ap[4], an[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t sel = h ? wv[i] >> 16 : wv[i];
-                const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
-                an[i]              = np.x;
-                ap[i]              = np.y;
-            }
-            const bool on = xon && (g & 1) == h;
-            cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-            cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+            const uint32_t wv[4] = {nf4_word(r.wa, k0), nf4_word(r.wb, k0), nf4_word(r.wa, k0 + 1), nf4_word(r.wb, k0 + 1)};
+            nf4_mma_step(cp, cn, wv, h, xon, g, xw, k0);
         }
-        const float ma = __fadd_rn(__fmul_rn(dyn[r.aqa], r.hda.x), r.hda.y) * k_nf4_inv;  // as the CPU: no FMA
-        const float mb = __fadd_rn(__fmul_rn(dyn[r.aqb], r.hdb.x), r.hdb.y) * k_nf4_inv;
-        acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
-        acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+        nf4_mma_span_end(cp, cn, dyn, r.aqa, r.aqb, r.hda, r.hdb, d0, d1, acc_a, acc_b);
     }
 }
 
@@ -1088,26 +1103,12 @@ __device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uin
             const uint32_t wa[4] = {va.x, va.y, va.z, va.w}, wb[4] = {vb.x, vb.y, vb.z, vb.w};
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const int h = j / 2, k = 2 * (j % 2);  // word pair (k, k + 1) of the 4, half h
+                const int      h = j / 2, k = 2 * (j % 2);  // word pair (k, k + 1) of the 4, half h
                 const uint32_t wv[4] = {wa[k], wb[k], wa[k + 1], wb[k + 1]};
-                uint32_t       ap[4], an[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const uint32_t sel = h ? wv[i] >> 16 : wv[i];
-                    const uint2    np  = nf4_lookup_np(sel, sel ^ 0x8888u);
-                    an[i]              = np.x;
-                    ap[i]              = np.y;
-                }
-                const int  k0 = 4 * q + k;  // the x words of these A words
-                const bool on = xon && (g & 1) == h;
-                cu_mma_s8_16832(cp, ap, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
-                cu_mma_s8_16832(cn, an, on ? xw[k0] : 0u, on ? xw[k0 + 1] : 0u);
+                nf4_mma_step(cp, cn, wv, h, xon, g, xw, 4 * q + k);  // (x words 4q + k, + 1: those of these A words)
             }
         }
-        const float ma = __fadd_rn(__fmul_rn(dyn[sc.aqa], sc.hda.x), sc.hda.y) * k_nf4_inv;  // as the CPU: no FMA
-        const float mb = __fadd_rn(__fmul_rn(dyn[sc.aqb], sc.hdb.x), sc.hdb.y) * k_nf4_inv;
-        acc_a = fmaf(ma, d0 * cu_int_float(cp[0] - cn[0]) + d1 * cu_int_float(cp[1] - cn[1]), acc_a);
-        acc_b = fmaf(mb, d0 * cu_int_float(cp[2] - cn[2]) + d1 * cu_int_float(cp[3] - cn[3]), acc_b);
+        nf4_mma_span_end(cp, cn, dyn, sc.aqa, sc.aqb, sc.hda, sc.hdb, d0, d1, acc_a, acc_b);
         sc    = next;
     }
     nf4_cp_wait<0>();  // (no copy outlives the block: the groups past sp1 are empty, but to be sure)
