@@ -61,6 +61,70 @@ __device__ __forceinline__ void cu_pdl_begin() {
 #endif
 }
 
+// cp.async (sm_80+): a copy from global to shared memory that lands later, at a wait for its
+// group (cu_cp_commit closes a group, cu_cp_wait<N> returns once at most N groups are pending);
+// below sm_80 plain copies that land at once (commit and wait do nothing). 16-byte copies go
+// .cg (past L1), 8- and 4-byte ones .ca. The kernels' pipelines that use them: decode and
+// prefill attention (K / V tiles), the streaming matvec (ops-matvec-q.cu), NF4's gate / up ring
+// (ops-matvec-ext.cu).
+__device__ __forceinline__ void cu_cp16(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+#endif
+}
+// 16 bytes, zero-filled where !ok (nothing is read then; src must still be a valid address).
+__device__ __forceinline__ void cu_cp16_zfill(void * dst, const void * src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(ok ? 16 : 0) : "memory");
+#else
+    *static_cast<uint4 *>(dst) = ok ? *static_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+// 16 bytes with an L2 cache policy (pol: evict-first for streamed weights, as the register
+// kernels' __ldcs). Careful: on the H200 (CUDA 13, sm_90) kernels with these copies stopped with
+// "an illegal instruction was encountered" when they also had a __syncthreads or chose between
+// hinted and plain copies at run time (PERF-NOTES, sessions 35-36); the streaming matvec (no
+// barrier, the policy fixed) runs. Any new user runs its GPU test before it becomes a default.
+__device__ __forceinline__ void cu_cp16_hint(void * dst, const void * src, uint64_t pol) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "l"(pol) : "memory");
+#else
+    (void) pol;
+    *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+#endif
+}
+__device__ __forceinline__ void cu_cp8(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint2 *>(dst) = *static_cast<const uint2 *>(src);
+#endif
+}
+__device__ __forceinline__ void cu_cp4(void * dst, const void * src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
+#else
+    *static_cast<uint32_t *>(dst) = *static_cast<const uint32_t *>(src);
+#endif
+}
+__device__ __forceinline__ void cu_cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void cu_cp_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 // The SM count of a device (cached per device; 132, an H100/H200's, when it cannot be read).
 inline int cu_sm_count(int device) {
     static std::atomic<int> n_sm[64];

@@ -255,7 +255,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                 __half *     dst = (kv ? sV0 : sK0) + st * k_mma_keys * LD + c_r0 * LD + 8 * c_p0;
 #pragma unroll
                 for (int u = 0; u < k_mma_keys / R; u++, src += step, dst += R * LD) {
-                    if (c_r0 + u * R < nk) dec_cp16(dst, src);
+                    if (c_r0 + u * R < nk) cu_cp16(dst, src);
                     else *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
                 }
             }
@@ -274,7 +274,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                     const char *  src  = row - off + 4 * c_p0;
                     uint8_t *     dst  = stg + (kv * k_mma_keys + c_r0) * slot + 4 * c_p0;
                     const int64_t step = c_dr * nb2;
-                    for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp4(dst, src);
+                    for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) cu_cp4(dst, src);
                 }
             }
         } else if (piece) {
@@ -291,11 +291,11 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                         const int off = kv ? off_v : off_k;
                         if (16 * c_p0 >= off + a.row_bytes) continue;  // past this cache's row (the other's may need it)
                         src -= off;
-                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp16(dst, src);
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) cu_cp16(dst, src);
                     } else if (piece == 8) {
-                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp8(dst, src);
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) cu_cp8(dst, src);
                     } else {
-                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) dec_cp4(dst, src);
+                        for (int key = c_r0; key < nk; key += c_dr, src += step, dst += c_dr * slot) cu_cp4(dst, src);
                     }
                 }
             }
@@ -307,7 +307,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                 if (key < nk) {
                     const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
                     const char * a0  = row - (reinterpret_cast<uintptr_t>(row) & 3);
-                    if (a0 + 4 * w < row + a.row_bytes) dec_cp4(stg + r * slot + 4 * w, a0 + 4 * w);
+                    if (a0 + 4 * w < row + a.row_bytes) cu_cp4(stg + r * slot + 4 * w, a0 + 4 * w);
                 }
                 w += c_dp;
                 r += c_dr;
@@ -319,11 +319,11 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
                 const int r = i / k_mma_keys, key = i % k_mma_keys;
                 if (key < nk) {
                     const float * mr = reinterpret_cast<const float *>(a.mask.data + static_cast<int64_t>(tk0 + r) * a.mask.nb[1]);
-                    dec_cp4(sMask + (st * a.mask_rows + r) * k_mma_keys + key, mr + jt + key);
+                    cu_cp4(sMask + (st * a.mask_rows + r) * k_mma_keys + key, mr + jt + key);
                 }
             }
         }
-        dec_cp_commit();
+        cu_cp_commit();
     };
 
     cu_pdl_begin();
@@ -336,9 +336,9 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
     // f16, rows past nrows zeros (their scores are never used), every load issued before the
     // first store so the block waits one round trip, beside the tiles' copies.
     if (n_tiles > 0) issue(0);
-    else dec_cp_commit();
+    else cu_cp_commit();
     if (n_tiles > 1) issue(1);
-    else dec_cp_commit();
+    else cu_cp_commit();
     {
         constexpr int NQ = k_mma_rows * (D / 2) / k_mma_threads;  // f32 pairs per thread
         const float   qs = a.scale * kLog2e;
@@ -373,7 +373,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
         const int64_t jt = j0 + static_cast<int64_t>(t) * k_mma_keys;
         const int     nk = static_cast<int>(j1 - jt < k_mma_keys ? j1 - jt : k_mma_keys);
         const int     st = t % 2;
-        dec_cp_wait1();   // tile t's group landed (tile t + 1's may still be in flight)
+        cu_cp_wait<1>();   // tile t's group landed (tile t + 1's may still be in flight)
         __syncthreads();  // tile t (and Q) visible to all
         if constexpr (!direct) {
             // Each warp decodes the 16 keys it computes on (K and V), so a warp barrier orders
@@ -486,7 +486,7 @@ template <int T, int D> __global__ void __launch_bounds__(k_mma_threads, mma_min
         }
         __syncthreads();  // stage t % 2 (and the decoded tile) free again
         if (t + 2 < n_tiles) issue(t + 2);
-        else dec_cp_commit();  // an empty group: wait1 then covers tile t + 1
+        else cu_cp_commit();  // an empty group: wait1 then covers tile t + 1
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {

@@ -149,42 +149,6 @@ __host__ __device__ inline dec_layout dec_layout_of(int d, int slot_bytes) {
     return L;
 }
 
-// cp.async (sm_80+): the copy lands in shared memory later, at cp_wait; plain copies below.
-__device__ __forceinline__ void dec_cp16(void * dst, const void * src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
-#else
-    *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void dec_cp8(void * dst, const void * src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(src) : "memory");
-#else
-    *static_cast<uint2 *>(dst) = *static_cast<const uint2 *>(src);
-#endif
-}
-__device__ __forceinline__ void dec_cp4(void * dst, const void * src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
-#else
-    *static_cast<uint32_t *>(dst) = *static_cast<const uint32_t *>(src);
-#endif
-}
-__device__ __forceinline__ void dec_cp_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Waits until at most one group (the newest) is pending.
-__device__ __forceinline__ void dec_cp_wait1() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-#endif
-}
 
 // 8 bytes of shared memory at byte offset o of a 4-byte-aligned base: three aligned words.
 __device__ __forceinline__ uint2 dec_bytes8(const uint8_t * base, int o) {
@@ -510,10 +474,10 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                     const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
                     uint8_t *    dst = st + r * slot;
                     if constexpr (dec_copy16<T>()) {
-                        dec_cp16(dst + 16 * pc, row + 16 * pc);
+                        cu_cp16(dst + 16 * pc, row + 16 * pc);
                     } else {
                         const char * a0 = row - (reinterpret_cast<uintptr_t>(row) & 3);
-                        if (a0 + 4 * pc < row + a.row_bytes) dec_cp4(dst + 4 * pc, a0 + 4 * pc);
+                        if (a0 + 4 * pc < row + a.row_bytes) cu_cp4(dst + 4 * pc, a0 + 4 * pc);
                     }
                 }
                 pc += c_dp;
@@ -524,10 +488,10 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                 float * sm = sMask + (t % k_dec_stages) * k_dec_rows * k_dec_keys;
 #pragma unroll
                 for (int i = 0; i < k_dec_rows * k_dec_keys / k_dec_threads; i++) {
-                    if (m_row[i] && tid % k_dec_keys < nk) dec_cp4(sm + tid + i * k_dec_threads, m_row[i] + jt);
+                    if (m_row[i] && tid % k_dec_keys < nk) cu_cp4(sm + tid + i * k_dec_threads, m_row[i] + jt);
                 }
             }
-            dec_cp_commit();
+            cu_cp_commit();
             return;
         }
         if constexpr (dec_copy16<T>()) {
@@ -536,7 +500,7 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                 const int kv = i / (k_dec_keys * cpr), rem = i - kv * k_dec_keys * cpr, key = rem / cpr, c = rem - key * cpr;
                 if (key < nk) {
                     const char * src = (kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2]) + 16 * c;
-                    dec_cp16(st + (kv * k_dec_keys + key) * slot + 16 * c, src);
+                    cu_cp16(st + (kv * k_dec_keys + key) * slot + 16 * c, src);
                 }
             }
         } else {
@@ -546,7 +510,7 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
                 if (key < nk) {
                     const char * row = kv ? vbase + (jt + key) * a.v.nb[2] : kbase + (jt + key) * a.k.nb[2];
                     const char * a0  = row - (reinterpret_cast<uintptr_t>(row) & 3);
-                    if (a0 + 4 * w < row + a.row_bytes) dec_cp4(st + (kv * k_dec_keys + key) * slot + 4 * w, a0 + 4 * w);
+                    if (a0 + 4 * w < row + a.row_bytes) cu_cp4(st + (kv * k_dec_keys + key) * slot + 4 * w, a0 + 4 * w);
                 }
             }
         }
@@ -554,10 +518,10 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
             float * sm = sMask + (t % k_dec_stages) * k_dec_rows * k_dec_keys;
             for (int i = tid; i < nrows * k_dec_keys; i += k_dec_threads) {
                 const int r = i / k_dec_keys, key = i % k_dec_keys;
-                if (key < nk) dec_cp4(sm + i, reinterpret_cast<const float *>(a.mask.data + q_tok(r) * a.mask.nb[1]) + jt + key);
+                if (key < nk) cu_cp4(sm + i, reinterpret_cast<const float *>(a.mask.data + q_tok(r) * a.mask.nb[1]) + jt + key);
             }
         }
-        dec_cp_commit();
+        cu_cp_commit();
     };
 
     cu_pdl_begin();
@@ -570,7 +534,7 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         for (int r = 0; r < k_dec_rows; r++) {
             const float * qr = reinterpret_cast<const float *>(a.q.data + (static_cast<int64_t>(ik) * a.group + h) * a.q.nb[1] + tok * a.q.nb[2]);
             for (int e = tid; e < d; e += k_dec_threads) {
-                if (r < nrows && n_tiles > 0) dec_cp4(sQ + r * d + e, qr + e);
+                if (r < nrows && n_tiles > 0) cu_cp4(sQ + r * d + e, qr + e);
                 else sQ[r * d + e] = 0.0f;
             }
             if (++h == a.group) h = 0, tok++;
@@ -601,8 +565,8 @@ template <int T, int V> __global__ void __launch_bounds__(k_dec_threads) attn_de
         const int64_t jt = j0 + static_cast<int64_t>(t) * k_dec_keys;
         const int     nk = static_cast<int>(j1 - jt < k_dec_keys ? j1 - jt : k_dec_keys);
         if (t + 1 < n_tiles) issue(t + 1);
-        else dec_cp_commit();  // an empty group: wait1 below then covers tile t
-        dec_cp_wait1();
+        else cu_cp_commit();  // an empty group: wait1 below then covers tile t
+        cu_cp_wait<1>();
         if (V >= 1 && t == 0) {  // this thread's Q copies have landed: scale them (as the loads did)
             for (int r = 0; r < nrows; r++) {
                 for (int e = tid; e < d; e += k_dec_threads) sQ[r * d + e] *= a.scale;

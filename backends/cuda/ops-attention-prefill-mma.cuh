@@ -72,24 +72,6 @@ struct fm_args {
     bool      mask16;     // mask rows 16-byte aligned: its tiles copied and scanned 4 floats at a time
 };
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// cp.async: the copy lands in shared memory at the wait for its group.
-__device__ __forceinline__ void fm_cp16(void * dst, const void * src) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void fm_cp4(void * dst, const void * src) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(src) : "memory");
-}
-__device__ __forceinline__ void fm_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most one group (the newest) is pending.
-__device__ __forceinline__ void fm_wait1() {
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-}
-#endif
 
 // One block per 64 query rows (from the last) and KV head (blockIdx.y); D = 64 or 128.
 template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(fm_args a) {
@@ -168,7 +150,7 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
             __half *      dst = (kv ? sV : sK) + (st * k_fm_keys + c_r0) * LD + 8 * c_p0;
 #pragma unroll
             for (int i = 0; i < k_fm_keys / RS; i++, src += RS * nb2, dst += RS * LD) {
-                if (c_r0 + i * RS < nk) fm_cp16(dst, src);
+                if (c_r0 + i * RS < nk) cu_cp16(dst, src);
                 else *reinterpret_cast<uint4 *>(dst) = make_uint4(0u, 0u, 0u, 0u);
             }
         }
@@ -180,31 +162,31 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
                     const float * mr = reinterpret_cast<const float *>(a.mask.data + static_cast<int64_t>(tk0 + r) * a.mask.nb[1]) + jt + c;
                     float *       d  = md + r * k_fm_mp + c;
                     if (c + 4 <= nk) {
-                        fm_cp16(d, mr);
+                        cu_cp16(d, mr);
                     } else {
-                        for (int e = c; e < nk; e++) fm_cp4(d + e - c, mr + e - c);
+                        for (int e = c; e < nk; e++) cu_cp4(d + e - c, mr + e - c);
                     }
                 }
             } else {
                 for (int i = tid; i < ntok * k_fm_keys; i += k_fm_threads) {
                     const int r = i / k_fm_keys, key = i % k_fm_keys;
                     if (key < nk) {
-                        fm_cp4(md + r * k_fm_mp + key,
+                        cu_cp4(md + r * k_fm_mp + key,
                                reinterpret_cast<const float *>(a.mask.data + static_cast<int64_t>(tk0 + r) * a.mask.nb[1]) + jt + key);
                     }
                 }
             }
         }
-        fm_commit();
+        cu_cp_commit();
     };
 
     // The first two visible tiles in flight (a group each, empty when there is none), then Q.
     int cur = next_tile(0);
     int nxt = cur < n_tiles ? next_tile(cur + 1) : n_tiles;
     if (cur < n_tiles) issue(cur, 0);
-    else fm_commit();
+    else cu_cp_commit();
     if (nxt < n_tiles) issue(nxt, 1);
-    else fm_commit();
+    else cu_cp_commit();
 
     // This thread's rows: lane / 4 and lane / 4 + 8 of the warp's 16 (h = 0, 1). Q's A
     // fragments: a[h + 2 c] holds row h's dims 16 ks + 8 c + 2 (lane % 4) and the next; rows
@@ -245,7 +227,7 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
     while (cur < n_tiles) {
         const int64_t jt = static_cast<int64_t>(cur) * k_fm_keys;
         const int     nk = static_cast<int>(min(static_cast<int64_t>(k_fm_keys), n_kv - jt));
-        fm_wait1();       // cur's group landed (nxt's may still be in flight)
+        cu_cp_wait<1>();       // cur's group landed (nxt's may still be in flight)
         __syncthreads();  // and is visible to all
         if (rw < a.n_rows) {  // the warp has rows
             const __half * tK = sK + st * k_fm_keys * LD;
@@ -324,7 +306,7 @@ template <int D> __global__ void __launch_bounds__(k_fm_threads) fa_mma_kernel(f
         __syncthreads();  // stage st free again
         const int nn = nxt < n_tiles ? next_tile(nxt + 1) : n_tiles;
         if (nn < n_tiles) issue(nn, st);
-        else fm_commit();  // an empty group: wait1 then covers nxt
+        else cu_cp_commit();  // an empty group: wait1 then covers nxt
         cur = nxt;
         nxt = nn;
         st ^= 1;

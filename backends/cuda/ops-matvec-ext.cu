@@ -1016,18 +1016,6 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     }
 }
 
-// cp.async of 16 bytes from global src to shared dst, zero-filled where !ok (nothing read then;
-// src must still be a valid address); lands at a wait for its group (nf4_mma_spans_ring).
-__device__ __forceinline__ void nf4_cp16(uint4 * dst, const void * src, bool ok) {
-    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void nf4_cp_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N> __device__ __forceinline__ void nf4_cp_wait() {  // at most N groups still pending
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // nf4_mma_spans with the spans' weights streamed through a ring of S stages in shared memory
 // (EMBER_CUDA_NF4_GLU_RING): each lane copies its own 64 bytes of a span (rows a and b, block t)
@@ -1057,12 +1045,12 @@ __device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uin
             uint4 *    st = ring + 4 * ((sp - sp0) % S) * nt + tid;
             const uint4 * a = reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi));
             const uint4 * b = reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi));
-            nf4_cp16(st, a, ok);
-            nf4_cp16(st + nt, a + 1, ok);
-            nf4_cp16(st + 2 * nt, b, ok);
-            nf4_cp16(st + 3 * nt, b + 1, ok);
+            cu_cp16_zfill(st, a, ok);
+            cu_cp16_zfill(st + nt, a + 1, ok);
+            cu_cp16_zfill(st + 2 * nt, b, ok);
+            cu_cp16_zfill(st + 3 * nt, b + 1, ok);
         }
-        nf4_cp_commit();
+        cu_cp_commit();
     };
     const auto load_sc = [&](int sp) {  // (the index clamped: past the row it reads the last block's)
         const int bi = min(4 * sp + t, nb - 1);
@@ -1081,7 +1069,7 @@ __device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uin
     cu_pdl_begin();
     for (int sp = sp0; sp < sp1; sp++) {
         issue(sp + S - 1);  // into the stage span sp - 1 was read from
-        nf4_cp_wait<S - 1>();  // span sp's group landed
+        cu_cp_wait<S - 1>();  // span sp's group landed
         const scales next = load_sc(sp + 1);
         const int    xb   = 8 * sp + g;
         uint32_t     xw[8];
@@ -1111,7 +1099,7 @@ __device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uin
         nf4_mma_span_end(cp, cn, dyn, sc.aqa, sc.aqb, sc.hda, sc.hdb, d0, d1, acc_a, acc_b);
         sc    = next;
     }
-    nf4_cp_wait<0>();  // (no copy outlives the block: the groups past sp1 are empty, but to be sure)
+    cu_cp_wait<0>();  // (no copy outlives the block: the groups past sp1 are empty, but to be sure)
 }
 #endif
 

@@ -946,32 +946,6 @@ __global__ void __launch_bounds__(32 * W, 16 / W) mvr_glu_kernel(mvg_args a) {
     mvg_block_end<W, NS>(acc, a.out, a.ns, row0, lane, wi, nw);
 }
 
-// cp.async of 16 bytes from global src to shared dst with an L2 eviction policy (pol: evict-first
-// for streamed weights, as the register kernels' __ldcs); a plain copy below sm_80 (the kernel
-// using it runs on sm_80+ only). Careful: on the H200 (CUDA 13, sm_90) kernels with these copies
-// stopped with "an illegal instruction was encountered" when they also had a __syncthreads or chose
-// between hinted and plain copies at run time (PERF-NOTES, sessions 35-36); the stream kernel (no
-// barrier, the policy fixed) runs. Any new user runs its GPU test before it becomes a default.
-__device__ __forceinline__ void mv_cp16(unsigned char * dst, const void * src, uint64_t pol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(sa), "l"(src), "l"(pol) : "memory");
-#else
-    (void) pol;
-    *reinterpret_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
-#endif
-}
-__device__ __forceinline__ void mv_cp_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N> __device__ __forceinline__ void mv_cp_wait() {  // at most N groups still pending
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
 // A streaming matvec (mvs_launch says where it runs): mvr_kernel's product of rows of exactly
 // 32 U chunks (Q4_0 / Q8_0 rows 2048 or 4096 wide), one row a warp, on a resident grid whose
 // warps stream rows through a ring of S stages of shared memory each (cp.async, one row a
@@ -1010,11 +984,11 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
                 const unsigned short * wd = (a.grouped ? mv_pick(a.grp.wd, m) : a.wd) + row * a.nb;
                 unsigned char *        st = ring + (k % S) * stage;
 #pragma unroll
-                for (int u = 0; u < U; u++) mv_cp16(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
-                for (int p = lane; p < spieces; p += 32) mv_cp16(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
+                for (int u = 0; u < U; u++) cu_cp16_hint(st + (lane + 32 * u) * 16, wq + lane + 32 * u, pol);
+                for (int p = lane; p < spieces; p += 32) cu_cp16_hint(st + qbytes + 16 * p, reinterpret_cast<const uint4 *>(wd) + p, pol);
             }
         }
-        mv_cp_commit();
+        cu_cp_commit();
     };
 #pragma unroll
     for (int k = 0; k < S; k++) issue(k);  // weights only: before waiting for the kernel that makes x
@@ -1025,7 +999,7 @@ __global__ void __launch_bounds__(32 * k_mvs_warps) mvr_stream_kernel(mvr_args a
     float sc = 1.0f;
     if constexpr (NS) sc = mv_norm_scale(a.ns, lane);
     for (int k = 0; k < mine; k++) {
-        mv_cp_wait<S - 1>();
+        cu_cp_wait<S - 1>();
         __syncwarp();
         const unsigned char * st  = ring + (k % S) * stage;
         float                 acc = 0.0f;
