@@ -574,13 +574,21 @@ TEST_CASE("[cuda] prefill attention: tiles, GQA, masks") {
     }, 1e-8);
 }
 
-// A decode FFN block over weights of type t: x + down(swiglu(gate(h), up(h))), h = norm(x) * w.
-ember_tensor * decode_ffn(case_ctx & c, ember_type t, int64_t n_embd, int64_t n_ff) {
-    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, n_embd, 1);
-    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, n_embd, 1));
-    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, n_embd, n_ff), h);
-    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, n_embd, n_ff), h);
-    return ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n_ff, n_embd), ember_swiglu(c.g, gt, up)));
+// A decode FFN block over weights of type t: x + down(swiglu(gate(h), up(h))), h = norm(x) w,
+// x of width k, f rows in gate and up. The variants: ffn_gate_read_twice, the gate's result also
+// through a product of its own into the result (its floats stored); ffn_after_product, x the
+// residual after a k x k product, so h is that product's norm-in-product copy where the backend
+// makes one (EMBER_CUDA_MV_NORM).
+enum ffn_variant { ffn_plain = 0, ffn_gate_read_twice = 1, ffn_after_product = 2 };
+ember_tensor * decode_ffn(case_ctx & c, ember_type t, int64_t k, int64_t f, ffn_variant variant = ffn_plain) {
+    ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -2.0f, 2.0f);
+    if (variant == ffn_after_product) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, k, k), c.rand_leaf(EMBER_TYPE_F32, k, 1)));
+    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, 0.5f, 1.5f));
+    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
+    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
+    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, f, k), ember_swiglu(c.g, gt, up)));
+    if (variant == ffn_gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, f, k), gt));
+    return y;
 }
 
 TEST_CASE("[cuda] weights in the CUDA layout: matvec, prefill, get_rows, readback") {
@@ -1048,21 +1056,6 @@ TEST_CASE("[cuda] decode Q/K/V: Q4_0 and INT4 rows of 4096 with every weight bef
     }
 }
 
-// A decode FFN for the gate / up launch's tests, weights of type t: x + down(swiglu(gate(h),
-// up(h))), h = norm(x) w. Variant 1: the gate also read by another product (its floats stored);
-// 2: x the residual after a k x k product, so h is that product's norm-in-product copy where the
-// backend makes one (EMBER_CUDA_MV_NORM).
-ember_tensor * glu_layer(case_ctx & c, ember_type t, int64_t k, int64_t f, int variant) {
-    ember_tensor * x = c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, -2.0f, 2.0f);
-    if (variant == 2) x = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, k, k), c.rand_leaf(EMBER_TYPE_F32, k, 1)));
-    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1, 1, 0.5f, 1.5f));
-    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
-    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, f), h);
-    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, f, k), ember_swiglu(c.g, gt, up)));
-    if (variant == 1) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, f, k), gt));
-    return y;
-}
-
 // FP8 Q / K / V units in 4-warp blocks (mvx_fp8_mma_kernel W = 4, EMBER_CUDA_FP8_MMA_W4=2: forced;
 // 1, the default, only where 8-warp blocks are over one wave, the 8B shape): block- and row-scaled
 // types, over x and over an FP8 producer's copy, rows of 2 to 16 spans and a K / V row count that
@@ -1101,20 +1094,6 @@ TEST_CASE("[cuda] decode Q/K/V: FP8 units in 4-warp blocks (EMBER_CUDA_FP8_MMA_W
     }
 }
 
-// A decode FFN over a 512-wide residual x: its norm, gate and up products of n rows (weights of
-// type t), SWIGLU, the down product and the residual ADD; with gate_read_twice the gate's result
-// also goes through a product of its own into the result.
-ember_tensor * decode_ffn(case_ctx & c, ember_type t, int64_t n, bool gate_read_twice) {
-    const int64_t  k  = 512;
-    ember_tensor * x  = c.rand_leaf(EMBER_TYPE_F32, k, 1);
-    ember_tensor * h  = ember_mul(c.g, ember_rms_norm(c.g, x, 1e-5f), c.rand_leaf(EMBER_TYPE_F32, k, 1));
-    ember_tensor * gt = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
-    ember_tensor * up = ember_mul_mat(c.g, c.weight_leaf(t, k, n), h);
-    ember_tensor * y  = ember_add(c.g, x, ember_mul_mat(c.g, c.weight_leaf(t, n, k), ember_swiglu(c.g, gt, up)));
-    if (gate_read_twice) y = ember_add(c.g, y, ember_mul_mat(c.g, c.weight_leaf(t, n, k), gt));
-    return y;
-}
-
 TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat indices, the down product") {
     if (!cuda_device()) {
         MESSAGE("skipped: no CUDA device (no driver or no GPU)");
@@ -1135,7 +1114,7 @@ TEST_CASE("[cuda] decode FFN: gate/up matvecs, the quantizing SWIGLU over flat i
             for (bool gate_read_twice : {false, true}) {
                 const std::string what = std::string("gate/up + swiglu + down ") + ember_type_get_name(t) + " n=" + std::to_string(n) +
                                          (gate_read_twice ? " (gate read twice)" : "");
-                check_runs(what, [=](case_ctx & c) { return decode_ffn(c, t, n, gate_read_twice); }, 1e-3, {7, 8, 9, 10});
+                check_runs(what, [=](case_ctx & c) { return decode_ffn(c, t, 512, n, gate_read_twice ? ffn_gate_read_twice : ffn_plain); }, 1e-3, {7, 8, 9, 10});
             }
         }
     }
@@ -1601,23 +1580,23 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                                 : t == EMBER_TYPE_Q4_K ? shapes_q4k
                                 : xs_q5                ? shapes_iq4xs
                                                        : shapes) {
-            for (int variant = 0; variant < 3; variant++) {  // 0: plain, 1: the gate read again, 2: ns
+            for (int variant = ffn_plain; variant <= ffn_after_product; variant++) {  // the gate read again; ns: x after a product
                 // The 8B shape (4 warps, 4 slices a warp) plain only: its CPU side (three matrices of
                 // 58.7M weights built anew for each of ~15 runs) took most of the test's minutes; the
                 // other variants' forms run on the other shapes (ns at 4 warps: the 1200 blocks;
                 // 8 warps, slices one after the other: Q8_0 at 2048 wide, 16 slices, 2 a warp).
-                if ((sh.f == 14336 || (t == EMBER_TYPE_NF4 && sh.k >= 4096)) && variant != 0) continue;
-                const bool        ns   = variant == 2;
+                if ((sh.f == 14336 || (t == EMBER_TYPE_NF4 && sh.k >= 4096)) && variant != ffn_plain) continue;
+                const bool        ns   = variant == ffn_after_product;
                 const std::string what = std::string("gate/up + swiglu in one launch ") + ember_type_get_name(t) + " k " + std::to_string(sh.k) +
-                                         " f " + std::to_string(sh.f) + (variant == 1 ? " (gate read again)" : ns ? " (ns)" : "");
+                                         " f " + std::to_string(sh.f) + (variant == ffn_gate_read_twice ? " (gate read again)" : ns ? " (ns)" : "");
                 CAPTURE(what);
-                const auto build = [=](case_ctx & c) { return glu_layer(c, t, sh.k, sh.f, variant); };
+                const auto build = [=](case_ctx & c) { return decode_ffn(c, t, sh.k, sh.f, ffn_variant(variant)); };
                 set_env("EMBER_CUDA_MV_NORM", ns ? "2" : "0");
                 set_env("EMBER_CUDA_MV_NORM_FP8", ns && fp8 ? "1" : "");
                 set_env("EMBER_CUDA_MV_GLU", "2");
                 set_env("EMBER_CUDA_MV_GLU_Q4K", "2");  // (Q4_K at every width too)
-                set_env("EMBER_CUDA_MV_GLU_EARLY", variant == 1 ? "2" : ns ? "" : "1");  // the up rows' loads before the wait / by default / after it
-                set_env("EMBER_CUDA_MV_GLU_W4", variant == 1 ? "0" : "");     // 8 warps a block at every size
+                set_env("EMBER_CUDA_MV_GLU_EARLY", variant == ffn_gate_read_twice ? "2" : ns ? "" : "1");  // the up rows' loads before the wait / by default / after it
+                set_env("EMBER_CUDA_MV_GLU_W4", variant == ffn_gate_read_twice ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
                 if (q4q8 && sh.f == 32 * 1200 && variant != 1) {
@@ -1970,7 +1949,7 @@ TEST_CASE("[cuda] F16 / BF16 decode: Q / K / V units and gate / up with the SWIG
         for (int64_t f : {int64_t{14336}, int64_t{40}, int64_t{256}}) {
             for (bool gate_read_twice : {false, true}) {
                 const std::string what  = "f16 gate/up + swiglu + down " + tn + " f=" + std::to_string(f) + (gate_read_twice ? " (gate read twice)" : "");
-                const auto        build = [=](case_ctx & c) { return decode_ffn(c, t, f, gate_read_twice); };
+                const auto        build = [=](case_ctx & c) { return decode_ffn(c, t, 512, f, gate_read_twice ? ffn_gate_read_twice : ffn_plain); };
                 check_fused(what, build, "glu", {7, 8}, build);
                 set_env("EMBER_CUDA_F16_GLU_MOVE", "1");
                 const long long moved = ember_cuda_mv_f16_glu_moved();
