@@ -897,11 +897,6 @@ __global__ void __launch_bounds__(32 * W, W == k_fp8_mma_warps ? 0 : 4) mvx_fp8_
     __syncthreads();
 }
 
-// The size of nf4_mma_spans_ring's ring for a block of `threads` threads.
-constexpr size_t nf4_ring_bytes(int stages, int threads) {
-    return static_cast<size_t>(stages) * 4 * threads * sizeof(uint4);
-}
-
 // NF4 on tensor cores (EMBER_CUDA_NF4_MMA=1, opt-in; session 46: written and compiled, not yet
 // run on a GPU). mvx_fp8_mma_kernel's form (16 rows a block, its 8 warps splitting the row's spans
 // of 256 weights, fp8_mma_meet) over int8 mma.m16n8k32: lane (g, t) takes NF4 block t of each span
@@ -928,7 +923,7 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
     return k % 4 == 0 ? v.x : k % 4 == 1 ? v.y : k % 4 == 2 ? v.z : v.w;
 }
 
-// One step of nf4_mma_spans (and of nf4_mma_spans_ring): A = wv (rows a, b of word k0, then of
+// One step of nf4_mma_spans: A = wv (rows a, b of word k0, then of
 // word k0 + 1) at half h through both sign tables, B = x words k0, k0 + 1 where this lane's column
 // is on (xon, and half h its x block's): the positive bytes into cp, the negative magnitudes into cn.
 __device__ __forceinline__ void nf4_mma_step(int (&cp)[4], int (&cn)[4], const uint32_t (&wv)[4], int h, bool xon, int g, const uint32_t (&xw)[8],
@@ -1016,91 +1011,6 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     }
 }
 
-
-// nf4_mma_spans with the spans' weights streamed through a ring of S stages in shared memory
-// (EMBER_CUDA_NF4_GLU_RING): each lane copies its own 64 bytes of a span (rows a and b, block t)
-// with cp.async, S - 1 spans ahead of its math, so a warp has weights in flight while it looks
-// up and multiplies a span, without registers to hold them (the two-register-set form spilled
-// at the 64-register cap, session 47); a lane reads back only what it copied itself, so no
-// barrier. The scales one span ahead in registers. The first S - 1 spans' copies and the first
-// scales before the PDL wait. ring: this block's 4 S blockDim.x uint4 (nf4_ring_bytes), lane
-// slot i (0, 1: row a's two halves, 2, 3: row b's) of stage st at ring[(4 st + i) blockDim.x +
-// threadIdx.x]. The same lookups and integer sums as nf4_mma_spans (the steps in another order:
-// exact int32 adds), so the same bits.
-template <int S>
-__device__ __forceinline__ void nf4_mma_spans_ring(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb,
-                                                   const float2 * ha, const float2 * hb, const float * dyn, const int8_t * xq,
-                                                   const float2 * xds, int nb, int sp0, int sp1, int g, int t, float & acc_a,
-                                                   float & acc_b, uint4 * ring) {
-    static_assert(S >= 2, "a ring of at least two stages");
-    struct scales {
-        uint32_t aqa, aqb;
-        float2   hda, hdb;
-    };
-    const int  nt   = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
-    const auto issue = [&](int sp) {  // span sp's copies into stage (sp - sp0) % S, one group (empty past sp1)
-        if (sp < sp1) {
-            const int  bt = 4 * sp + t, bi = min(bt, nb - 1);
-            const bool ok = bt < nb;
-            uint4 *    st = ring + 4 * ((sp - sp0) % S) * nt + tid;
-            const uint4 * a = reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi));
-            const uint4 * b = reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi));
-            cu_cp16_zfill(st, a, ok);
-            cu_cp16_zfill(st + nt, a + 1, ok);
-            cu_cp16_zfill(st + 2 * nt, b, ok);
-            cu_cp16_zfill(st + 3 * nt, b + 1, ok);
-        }
-        cu_cp_commit();
-    };
-    const auto load_sc = [&](int sp) {  // (the index clamped: past the row it reads the last block's)
-        const int bi = min(4 * sp + t, nb - 1);
-        scales    c;
-        c.aqa = __ldg(sa + bi);
-        c.aqb = __ldg(sb + bi);
-        c.hda = __ldg(ha + (bi >> 8));
-        c.hdb = __ldg(hb + (bi >> 8));
-        return c;
-    };
-    const int  nxb = 2 * nb;           // x blocks of 32 in the row
-    const bool xon = (g >> 1) == t;    // this lane gives B's column g (x block g of a span)
-    scales     sc  = load_sc(sp0);     // weights only before the wait
-#pragma unroll
-    for (int k = 0; k < S - 1; k++) issue(sp0 + k);
-    cu_pdl_begin();
-    for (int sp = sp0; sp < sp1; sp++) {
-        issue(sp + S - 1);  // into the stage span sp - 1 was read from
-        cu_cp_wait<S - 1>();  // span sp's group landed
-        const scales next = load_sc(sp + 1);
-        const int    xb   = 8 * sp + g;
-        uint32_t     xw[8];
-        if (xon && xb < nxb) {
-            const int4 v0 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)));
-            const int4 v1 = __ldg(reinterpret_cast<const int4 *>(xq + 32 * static_cast<int64_t>(xb)) + 1);
-            xw[0] = v0.x, xw[1] = v0.y, xw[2] = v0.z, xw[3] = v0.w, xw[4] = v1.x, xw[5] = v1.y, xw[6] = v1.z, xw[7] = v1.w;
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) xw[i] = 0u;
-        }
-        const int     xc = 8 * sp + 2 * t;
-        const float   d0 = __ldg(xds + min(xc, nxb - 1)).x, d1 = __ldg(xds + min(xc + 1, nxb - 1)).x;
-        const uint4 * st = ring + 4 * ((sp - sp0) % S) * nt + tid;
-        int           cp[4] = {0, 0, 0, 0}, cn[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int q = 0; q < 2; q++) {  // words 4q .. 4q + 3 of rows a and b: steps 2q, 2q + 1 and 4 + 2q, 5 + 2q
-            const uint4    va = st[q * nt], vb = st[(2 + q) * nt];
-            const uint32_t wa[4] = {va.x, va.y, va.z, va.w}, wb[4] = {vb.x, vb.y, vb.z, vb.w};
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int      h = j / 2, k = 2 * (j % 2);  // word pair (k, k + 1) of the 4, half h
-                const uint32_t wv[4] = {wa[k], wb[k], wa[k + 1], wb[k + 1]};
-                nf4_mma_step(cp, cn, wv, h, xon, g, xw, 4 * q + k);  // (x words 4q + k, + 1: those of these A words)
-            }
-        }
-        nf4_mma_span_end(cp, cn, dyn, sc.aqa, sc.aqb, sc.hda, sc.hdb, d0, d1, acc_a, acc_b);
-        sc    = next;
-    }
-    cu_cp_wait<0>();  // (no copy outlives the block: the groups past sp1 are empty, but to be sure)
-}
 #endif
 
 // EPI / NS as mvx_fp8_mma_kernel's (NS here: the norm's scale times the rows' sums).
@@ -1374,14 +1284,6 @@ bool nf4_norm_dec(bool split) {
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
-// EMBER_CUDA_NF4_GLU_RING=2|3: NF4's gate / up launch on tensor cores streams its weights through a
-// ring of that many stages in shared memory (nf4_mma_spans_ring; opt-in, measuring); 0 (default):
-// not. Read at every call (tests switch it).
-int nf4_glu_ring() {
-    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_RING", 0, {0, 2, 3});
-}
-std::atomic<long long> nf4_glu_ring_launches{0};  // (ember_cuda_nf4_glu_ring_launches)
-
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1639,8 +1541,7 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
 // units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
 // here, session 48.)
-// S: nf4_mma_spans_ring's stages (its ring in the launch's dynamic shared memory), 0: nf4_mma_spans.
-template <bool NS, int MINB, int S = 0>
+template <bool NS, int MINB>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
@@ -1655,14 +1556,8 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
     const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
     float          acc_g = 0.0f, acc_u = 0.0f;
-    if constexpr (S > 0) {
-        extern __shared__ uint4 nf4_ring[];
-        nf4_mma_spans_ring<S>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn,
-                              a.xq, a.xds, a.nb, sp0, sp1, g, t, acc_g, acc_u, nf4_ring);
-    } else {
-        nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
-                      a.nb, sp0, sp1, g, t, acc_g, acc_u);
-    }
+    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds, a.nb,
+                  sp0, sp1, g, t, acc_g, acc_u);
     fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
     const int tl = lane / 8, r = lane % 8;  // lane = unit u0 + lane: tile tl, row r
@@ -1955,9 +1850,6 @@ long long ember_cuda_int4_halves_launches() {
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
 }
-long long ember_cuda_nf4_glu_ring_launches() {
-    return nf4_glu_ring_launches.load(std::memory_order_relaxed);
-}
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
 // groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
@@ -2221,26 +2113,6 @@ ember_status ember_cuda_mvx_norm_launch(ember_cuda_ctx & ctx, const ember_tensor
     return EMBER_OK;
 }
 
-// The ring of NF4's gate / up launch on tensor cores in shared memory (nf4_mma_spans_ring), 2 or 3
-// stages, 32 or 48 KB a block (4 blocks an SM: 128 / 192 KB of the 228); 0: none (nf4_mma_spans,
-// the weights of a warp's span requested after the math of the one before). S = 3 asks for more
-// than the 48 KB of dynamic shared memory a launch gets without asking: an error status where it
-// cannot have it.
-template <bool NS> ember_status launch_nf4_glu32_ring(ember_cuda_ctx & ctx, unsigned blocks, int stages, const mvx_glu_args & a) {
-    constexpr int thr = 32 * k_fp8_mma_warps;
-    if (stages == 2) {
-        cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 2>, blocks, thr, nf4_ring_bytes(2, thr), a);
-        return EMBER_OK;
-    }
-    const size_t smem = nf4_ring_bytes(3, thr);
-    if (cudaFuncSetAttribute(mvx_nf4_glu32_kernel<NS, 4, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess) {
-        cudaGetLastError();
-        return EMBER_ERR_INTERNAL;
-    }
-    cu_launch(ctx, mvx_nf4_glu32_kernel<NS, 4, 3>, blocks, thr, smem, a);
-    return EMBER_OK;
-}
-
 ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor * wg, const ember_tensor * wu, const int8_t * xq, const float2 * xds,
                                        const ember_cuda_norm_scale * ns, const mvg_out & o, int warps) {
     if (!ember_cuda_mvx_glu_type_ok(wg, wu) || wg->ne[1] % 32 != 0 || (warps != 4 && warps != 8)) return EMBER_ERR_INTERNAL;
@@ -2263,12 +2135,7 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
         constexpr int thr = 32 * k_fp8_mma_warps;
-        const int stages = nf4_glu_ring();
-        if (stages > 0) {
-            const ember_status st = ns ? launch_nf4_glu32_ring<true>(ctx, blocks, stages, a) : launch_nf4_glu32_ring<false>(ctx, blocks, stages, a);
-            if (st != EMBER_OK) return st;
-            nf4_glu_ring_launches.fetch_add(1, std::memory_order_relaxed);
-        } else if (ns) {
+        if (ns) {
             cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
         } else {
             cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
