@@ -65,23 +65,13 @@ __device__ __forceinline__ void cu_pdl_begin() {
 // group (cu_cp_commit closes a group, cu_cp_wait<N> returns once at most N groups are pending);
 // below sm_80 plain copies that land at once (commit and wait do nothing). 16-byte copies go
 // .cg (past L1), 8- and 4-byte ones .ca. The kernels' pipelines that use them: decode and
-// prefill attention (K / V tiles), the streaming matvec (ops-matvec-q.cu), NF4's gate / up ring
-// (ops-matvec-ext.cu).
+// prefill attention (K / V tiles), the streaming matvec (ops-matvec-q.cu).
 __device__ __forceinline__ void cu_cp16(void * dst, const void * src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
 #else
     *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
-#endif
-}
-// 16 bytes, zero-filled where !ok (nothing is read then; src must still be a valid address).
-__device__ __forceinline__ void cu_cp16_zfill(void * dst, const void * src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(ok ? 16 : 0) : "memory");
-#else
-    *static_cast<uint4 *>(dst) = ok ? *static_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
 #endif
 }
 // 16 bytes with an L2 cache policy (pol: evict-first for streamed weights, as the register

@@ -923,9 +923,9 @@ __device__ __forceinline__ uint32_t nf4_word(const uint4 (&b)[2], int k) {
     return k % 4 == 0 ? v.x : k % 4 == 1 ? v.y : k % 4 == 2 ? v.z : v.w;
 }
 
-// One step of nf4_mma_spans: A = wv (rows a, b of word k0, then of
-// word k0 + 1) at half h through both sign tables, B = x words k0, k0 + 1 where this lane's column
-// is on (xon, and half h its x block's): the positive bytes into cp, the negative magnitudes into cn.
+// One step of nf4_mma_spans: A = wv (rows a, b of word k0, then of word k0 + 1) at half h through
+// both sign tables, B = x words k0, k0 + 1 where this lane's column is on (xon, and half h its x
+// block's): the positive bytes into cp, the negative magnitudes into cn.
 __device__ __forceinline__ void nf4_mma_step(int (&cp)[4], int (&cn)[4], const uint32_t (&wv)[4], int h, bool xon, int g, const uint32_t (&xw)[8],
                                              int k0) {
     uint32_t ap[4], an[4];
@@ -1015,7 +1015,6 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
         nf4_mma_span_end(cp, cn, dyn, r.aqa, r.aqb, r.hda, r.hdb, d0, d1, acc_a, acc_b);
     }
 }
-
 #endif
 
 // EPI / NS as mvx_fp8_mma_kernel's (NS here: the norm's scale times the rows' sums).

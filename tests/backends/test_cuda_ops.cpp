@@ -1599,7 +1599,7 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                 set_env("EMBER_CUDA_MV_GLU_W4", variant == ffn_gate_read_twice ? "0" : "");     // 8 warps a block at every size
                 check_runs(what, build, 1e-3, {7, 8, 9});
                 const std::vector<float> fused = run_on(cuda_device(), build, 6);
-                if (q4q8 && sh.f == 32 * 1200 && variant != 1) {
+                if (q4q8 && sh.f == 32 * 1200 && variant != ffn_gate_read_twice) {
                     // 4 warps: the scales in registers of their own (the default) or merged two to
                     // a word (EMBER_CUDA_MV_GLU_SEP=0): the same values, the same bits
                     set_env("EMBER_CUDA_MV_GLU_SEP", "1");
