@@ -958,11 +958,9 @@ __device__ __forceinline__ void nf4_mma_span_end(const int (&cp)[4], const int (
 // (The next span's loads before a span's math, two register sets, 80 registers with a 12-byte
 // spill, measured slower in the gate / up launch: 8B NF4 tg128 492.8 -> 466.8, 1B 1983.9 -> 1702.8,
 // against 511.4 / 1826.3 without; session 47.)
-// STAG: this warp sleeps `stagger` ns after the PDL wait, before its first span's math (0: not).
-template <bool STAG = false>
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
-                                              int sp1, int g, int t, float & acc_a, float & acc_b, unsigned stagger = 0) {
+                                              int sp1, int g, int t, float & acc_a, float & acc_b) {
     struct regs {
         uint4    wa[2], wb[2];
         uint32_t aqa, aqb;
@@ -986,9 +984,6 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     regs       r;
     if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    if constexpr (STAG) {
-        if (stagger) __nanosleep(stagger);
-    }
     for (int sp = sp0; sp < sp1; sp++) {
         if (sp != sp0) load(r, sp);
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
@@ -1288,14 +1283,6 @@ bool nf4_norm_dec(bool split) {
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
-// EMBER_CUDA_NF4_GLU_STAGGER=250|500|1000|2000: NF4's gate / up launch on tensor cores with the
-// rows' second half's warps that many ns behind the first's (mvx_nf4_glu32_kernel STAG; opt-in,
-// measuring); 0 (default): not. Read at every call (tests switch it).
-int nf4_glu_stagger() {
-    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_STAGGER", 0, {0, 250, 500, 1000, 2000});
-}
-std::atomic<long long> nf4_glu_stagger_launches{0};  // (ember_cuda_nf4_glu_stagger_launches)
-
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1457,7 +1444,6 @@ struct mvx_glu_args {
     mvg_out               out;
     const uint8_t *       gh;  // NF4: the gate / up group headers
     const uint8_t *       uh;
-    unsigned              stagger_ns;  // mvx_nf4_glu32_kernel STAG: the second half's warps' sleep (EMBER_CUDA_NF4_GLU_STAGGER)
 };
 
 template <int T, bool NS, int W>
@@ -1553,12 +1539,8 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // launch's 28-31 us a layer (8B NF4, ncu: 14.6 M instructions, issue-bound at 4 warps a scheduler)
 // had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
 // units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
-// here, session 48.) STAG (EMBER_CUDA_NF4_GLU_STAGGER, opt-in, measuring): the warps of the rows'
-// second half sleep a.stagger_ns after the PDL wait, so that on each scheduler one warp of a block
-// looks up and multiplies while the other's loads are in flight, instead of every warp in its math
-// at once and then every warp waiting (session 73: the launch is bound by its math's issue, and its
-// loads are issued together and land together). The same math, so the same bits.
-template <bool NS, int MINB, bool STAG = false>
+// here, session 48.)
+template <bool NS, int MINB>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
@@ -1573,8 +1555,8 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
     const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
     float          acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans<STAG>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds,
-                        a.nb, sp0, sp1, g, t, acc_g, acc_u, STAG && half ? a.stagger_ns : 0u);
+    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds, a.nb,
+                  sp0, sp1, g, t, acc_g, acc_u);
     fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
     const int tl = lane / 8, r = lane % 8;  // lane = unit u0 + lane: tile tl, row r
@@ -1867,9 +1849,6 @@ long long ember_cuda_int4_halves_launches() {
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
 }
-long long ember_cuda_nf4_glu_stagger_launches() {
-    return nf4_glu_stagger_launches.load(std::memory_order_relaxed);
-}
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
 // groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
@@ -2155,12 +2134,7 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
         constexpr int thr = 32 * k_fp8_mma_warps;
-        a.stagger_ns      = static_cast<unsigned>(nf4_glu_stagger());
-        if (a.stagger_ns) {
-            if (ns) cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4, true>, blocks, thr, 0, a);
-            else cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4, true>, blocks, thr, 0, a);
-            nf4_glu_stagger_launches.fetch_add(1, std::memory_order_relaxed);
-        } else if (ns) {
+        if (ns) {
             cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
         } else {
             cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
