@@ -150,6 +150,24 @@ __device__ __forceinline__ void cu_prefetch_l2(const void * p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// __ldcs(p) (a streaming 16-byte load) whose L2 request is widened to the PF-byte segment around
+// it (PTX's .L2::128B / .L2::256B prefetch size: the rest of the segment comes into L2 with it);
+// PF = 0: __ldcs. Issued in program order (volatile), as a weight load before a PDL wait must be.
+template <int PF> __device__ __forceinline__ uint4 cu_ldcs_pf(const uint4 * p) {
+    static_assert(PF == 0 || PF == 128 || PF == 256, "PTX prefetch sizes: 128 or 256 bytes");
+    if constexpr (PF == 0) {
+        return __ldcs(p);
+    } else {
+        uint4 v;
+        if constexpr (PF == 128) {
+            asm volatile("ld.global.cs.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        } else {
+            asm volatile("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+        }
+        return v;
+    }
+}
+
 // kernel<<<grid, block, smem, ctx.stream>>>(args...), with the programmatic-serialization
 // attribute when ctx.pdl, and in thread block clusters of `cluster` blocks when that is more
 // than one (sm_90+; the grid a multiple of it in each dimension). Errors are left for

@@ -290,6 +290,7 @@ long long    ember_cuda_mv_f16_fused_launches();  // (tests: the fused F16 / BF1
 long long    ember_cuda_mv_f16_glu_moved();       // (tests: of those, gate / up launches whose SWIGLU went to slot 2)
 long long    ember_cuda_int4_halves_launches();  // (tests: INT4 units in mvx_int4_halves_kernel's form ran, ops-matvec-ext.cu)
 long long    ember_cuda_nf4_norm_dec_launches();  // (tests: NF4 producers in mvx_norm_kernel's DEC form ran)
+long long    ember_cuda_nf4_glu_form_launches();  // (tests: NF4 gate / up launches in another form, EMBER_CUDA_NF4_GLU_FORM, ran)
 long long    ember_cuda_mvn_split_launches();  // (tests: decode-norm producers in two blocks a group ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_mma_w4_launches();  // (tests: FP8 units in 4-warp blocks ran, ops-matvec-ext.cu)
 long long    ember_cuda_fp8_norm_pipe_launches();  // (tests: the FP8 producer's PIPE form ran)

@@ -958,6 +958,9 @@ __device__ __forceinline__ void nf4_mma_span_end(const int (&cp)[4], const int (
 // (The next span's loads before a span's math, two register sets, 80 registers with a 12-byte
 // spill, measured slower in the gate / up launch: 8B NF4 tg128 492.8 -> 466.8, 1B 1983.9 -> 1702.8,
 // against 511.4 / 1826.3 without; session 47.)
+// PF (measuring): the weight loads' L2 requests widened to PF-byte segments (cu_ldcs_pf). IL: every
+// other span from sp0 (sp0, sp0 + 2, ..), not each.
+template <int PF = 0, bool IL = false>
 __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t * qb, const uint8_t * sa, const uint8_t * sb, const float2 * ha,
                                               const float2 * hb, const float * dyn, const int8_t * xq, const float2 * xds, int nb, int sp0,
                                               int sp1, int g, int t, float & acc_a, float & acc_b) {
@@ -971,8 +974,8 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
         const bool ok = bt < nb;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            r.wa[i] = ok ? __ldcs(reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
-            r.wb[i] = ok ? __ldcs(reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
+            r.wa[i] = ok ? cu_ldcs_pf<PF>(reinterpret_cast<const uint4 *>(qa + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
+            r.wb[i] = ok ? cu_ldcs_pf<PF>(reinterpret_cast<const uint4 *>(qb + 32 * static_cast<int64_t>(bi)) + i) : make_uint4(0, 0, 0, 0);
         }
         r.aqa = __ldg(sa + bi);  // (unconditional, the index clamped: no branch waits for them)
         r.aqb = __ldg(sb + bi);
@@ -984,7 +987,7 @@ __device__ __forceinline__ void nf4_mma_spans(const uint8_t * qa, const uint8_t 
     regs       r;
     if (sp0 < sp1) load(r, sp0);  // weights only: before waiting for the kernel that makes x
     cu_pdl_begin();
-    for (int sp = sp0; sp < sp1; sp++) {
+    for (int sp = sp0; sp < sp1; sp += IL ? 2 : 1) {
         if (sp != sp0) load(r, sp);
         // B: x block 8 sp + g (this lane's column) as 8 words; the C columns' scales: x blocks
         // 8 sp + 2t, + 1.
@@ -1283,6 +1286,13 @@ bool nf4_norm_dec(bool split) {
 }
 std::atomic<long long> nf4_norm_dec_launches{0};  // (ember_cuda_nf4_norm_dec_launches)
 
+// EMBER_CUDA_NF4_GLU_FORM=1..4 (measuring): NF4's gate / up launch on tensor cores in another form
+// (mvx_nf4_glu32_kernel FORM); 0 (default): not. Read at every call (tests switch it).
+int nf4_glu_form() {
+    return ember_cuda_env_choice("EMBER_CUDA_NF4_GLU_FORM", 0, {0, 1, 2, 3, 4});
+}
+std::atomic<long long> nf4_glu_form_launches{0};  // (ember_cuda_nf4_glu_form_launches)
+
 // EMBER_CUDA_EXT_SPLIT=0: every row on one warp (mvx_kernel KS = 1) however long.
 bool ext_split() {
     static const bool on = ember_cuda_env_on("EMBER_CUDA_EXT_SPLIT");
@@ -1539,8 +1549,11 @@ template <int T> void launch_mvx_glu_t(ember_cuda_ctx & ctx, unsigned blocks, co
 // launch's 28-31 us a layer (8B NF4, ncu: 14.6 M instructions, issue-bound at 4 warps a scheduler)
 // had twice INT4's instructions; the lookups here feed mma, not dp4a. (Session 47's first form, 8
 // units a block with counters for h's 8-bit copy over 4 blocks, 3.4 waves: 8B 511.0 against 524.7
-// here, session 48.)
-template <bool NS, int MINB>
+// here, session 48.) FORM (EMBER_CUDA_NF4_GLU_FORM, measuring): 1 / 2: the weight loads' L2 requests
+// widened to 256 / 128 bytes (a row's next span comes into L2 with this one); 3: the halves' warps
+// taking alternate spans (half h spans h, h + 2, ..: a tile's two warps read 256 bytes of each row
+// side by side) instead of each half of the row; 4: 3 with 1's loads.
+template <bool NS, int MINB, int FORM = 0>
 __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kernel(const mvx_glu_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     static_assert(k_fp8_mma_warps == 8, "4 unit tiles x 2 halves of the row");
@@ -1550,12 +1563,13 @@ __global__ void __launch_bounds__(32 * k_fp8_mma_warps, MINB) mvx_nf4_glu32_kern
     const int      lane = threadIdx.x % 32, wi = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const int      tile = wi % 4, half = wi / 4;
     const int      nspan = (2 * a.nchunk + 15) / 16, per = (nspan + 1) / 2;
-    const int      sp0 = half * per, sp1 = min(nspan, sp0 + per);
+    constexpr bool IL = FORM == 3 || FORM == 4;
+    const int      sp0 = IL ? half : half * per, sp1 = IL ? nspan : min(nspan, sp0 + per);
     const int64_t  u0 = static_cast<int64_t>(blockIdx.x) * 32, ru = u0 + 8 * tile + g;
     const float2 * gh = reinterpret_cast<const float2 *>(a.gh);
     const float2 * uh = reinterpret_cast<const float2 *>(a.uh);
     float          acc_g = 0.0f, acc_u = 0.0f;
-    nf4_mma_spans(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds, a.nb,
+    nf4_mma_spans<FORM == 1 || FORM == 4 ? 256 : FORM == 2 ? 128 : 0, IL>(a.gq + ru * a.rowq, a.uq + ru * a.rowq, a.gs + ru * a.nb, a.us + ru * a.nb, gh + ru * a.ng, uh + ru * a.ng, dyn, a.xq, a.xds, a.nb,
                   sp0, sp1, g, t, acc_g, acc_u);
     fp8_mma_parts(acc_g, acc_u, wi, lane, parts);  // parts[wi][g]: the gate row of unit 8 tile + g, [g + 8] its up row
     if (wi != 0) return;
@@ -1849,6 +1863,9 @@ long long ember_cuda_int4_halves_launches() {
 long long ember_cuda_nf4_norm_dec_launches() {
     return nf4_norm_dec_launches.load(std::memory_order_relaxed);
 }
+long long ember_cuda_nf4_glu_form_launches() {
+    return nf4_glu_form_launches.load(std::memory_order_relaxed);
+}
 // The decode-norm producers in two blocks a group of 32 rows (mvx_norm_kernel, mvr_norm_kernel,
 // mvk_norm_kernel SPLIT) where the groups fill at most half the SMs (the 1B shape's 2048 rows: 64
 // groups), so every SM streams weights. By default (EMBER_CUDA_MVN_SPLIT=1) INT4 / NF4 / Q8_0 rows
@@ -2133,11 +2150,20 @@ ember_status ember_cuda_mvx_glu_launch(ember_cuda_ctx & ctx, const ember_tensor 
     a.out                 = o;
     const unsigned blocks = static_cast<unsigned>(wg->ne[1] / 32);
     if (wg->type == EMBER_TYPE_NF4 && nf4_glu_mma(ctx, warps)) {
-        constexpr int thr = 32 * k_fp8_mma_warps;
-        if (ns) {
-            cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
-        } else {
-            cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
+        constexpr int thr  = 32 * k_fp8_mma_warps;
+        const int     form = nf4_glu_form();
+        if (form != 0) nf4_glu_form_launches.fetch_add(1, std::memory_order_relaxed);
+        switch (form) {
+        case 1: cu_launch(ctx, ns ? mvx_nf4_glu32_kernel<true, 4, 1> : mvx_nf4_glu32_kernel<false, 4, 1>, blocks, thr, 0, a); break;
+        case 2: cu_launch(ctx, ns ? mvx_nf4_glu32_kernel<true, 4, 2> : mvx_nf4_glu32_kernel<false, 4, 2>, blocks, thr, 0, a); break;
+        case 3: cu_launch(ctx, ns ? mvx_nf4_glu32_kernel<true, 4, 3> : mvx_nf4_glu32_kernel<false, 4, 3>, blocks, thr, 0, a); break;
+        case 4: cu_launch(ctx, ns ? mvx_nf4_glu32_kernel<true, 4, 4> : mvx_nf4_glu32_kernel<false, 4, 4>, blocks, thr, 0, a); break;
+        default:
+            if (ns) {
+                cu_launch(ctx, mvx_nf4_glu32_kernel<true, 4>, blocks, thr, 0, a);
+            } else {
+                cu_launch(ctx, mvx_nf4_glu32_kernel<false, 4>, blocks, thr, 0, a);
+            }
         }
         return EMBER_OK;
     }

@@ -1540,7 +1540,8 @@ TEST_CASE("[cuda] the decode norm in the product before it: planar Q6_K") {
 void check_glu_launch(std::initializer_list<ember_type> types) {
     const env_clear reset{{"EMBER_CUDA_MV_GLU", "EMBER_CUDA_MV_GLU_EARLY", "EMBER_CUDA_MV_GLU_W4", "EMBER_CUDA_MV_GLU_EXT", "EMBER_CUDA_MV_GLU_SEP",
                            "EMBER_CUDA_MV_GLU_Q4K", "EMBER_CUDA_MV_GLU_NF4", "EMBER_CUDA_MV_GLU_FP8", "EMBER_CUDA_MV_NORM", "EMBER_CUDA_MV_NORM_FP8",
-                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS", "EMBER_CUDA_MV_GLU_Q5K"}};
+                           "EMBER_CUDA_FP8_MMA_PIPE", "EMBER_CUDA_SKIP", "EMBER_CUDA_MV_GLU_IQ4XS", "EMBER_CUDA_MV_GLU_Q5K",
+                           "EMBER_CUDA_NF4_GLU_FORM"}};
     struct shape {
         int64_t k, f;
     };
@@ -1572,6 +1573,8 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
         const bool fp8  = t == EMBER_TYPE_FP8_E4M3 || t == EMBER_TYPE_FP8_E5M2;
         const bool   xs_q5  = t == EMBER_TYPE_IQ4_XS || t == EMBER_TYPE_Q5_K;  // (Q4_K's kernels, their own switch)
         const char * xs_q5_sw = t == EMBER_TYPE_Q5_K ? "EMBER_CUDA_MV_GLU_Q5K" : "EMBER_CUDA_MV_GLU_IQ4XS";
+        const char * nf4_mma  = std::getenv("EMBER_CUDA_MV_GLU_NF4_MMA");  // (set by the NF4 cases)
+        const bool   nf4_tc   = t == EMBER_TYPE_NF4 && nf4_mma && std::string(nf4_mma) == "1";
         for (const shape & sh : t == EMBER_TYPE_INT4   ? shapes_int4
                                 : t == EMBER_TYPE_NF4  ? shapes_nf4
                                 : t == EMBER_TYPE_Q4_K ? shapes_q4k
@@ -1606,6 +1609,21 @@ void check_glu_launch(std::initializer_list<ember_type> types) {
                     set_env("EMBER_CUDA_MV_GLU_SEP", "");
                     CHECK(sep == merged);
                     CHECK(sep == fused);
+                }
+                if (nf4_tc && variant != ffn_gate_read_twice) {
+                    // the launch's other forms (EMBER_CUDA_NF4_GLU_FORM): 1 / 2, the loads' L2
+                    // requests widened, the same math, so the same bits; 3 / 4, the halves taking
+                    // alternate spans, the same sums in another order; the launches counted
+                    for (const char * form : {"1", "2", "3", "4"}) {
+                        CAPTURE(form);
+                        set_env("EMBER_CUDA_NF4_GLU_FORM", form);
+                        const long long          before = ember_cuda_nf4_glu_form_launches();
+                        const std::vector<float> other  = run_on(cuda_device(), build, 6);
+                        CHECK(ember_cuda_nf4_glu_form_launches() > before);
+                        if (form[0] <= '2') CHECK(other == fused);
+                        else CHECK(nmse(other, fused) < 1e-8);
+                    }
+                    set_env("EMBER_CUDA_NF4_GLU_FORM", "");
                 }
                 if (fp8 && !ns) {  // the spans through two buffers (every FP8 product of the graph): the same bits
                     set_env("EMBER_CUDA_FP8_MMA_PIPE", "1");
